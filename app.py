@@ -1,0 +1,16 @@
+"""Neural NLP Explorer — router only: page config, sidebar settings, navigation."""
+import streamlit as st
+
+from explorer.ui import settings
+from explorer.views import VIEWS
+
+st.set_page_config(page_title="Neural NLP Explorer", page_icon=":material/neurology:", layout="wide")
+
+sections: dict[str, list] = {}
+for view in VIEWS:
+    page = st.Page(view.script, title=view.title, icon=view.icon, url_path=view.url_path, default=view.url_path == "home")
+    sections.setdefault(view.section, []).append(page)
+
+current = st.navigation(sections)
+settings.sidebar()
+current.run()

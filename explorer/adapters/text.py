@@ -1,0 +1,98 @@
+"""Text -> token ids for any LoadedModel, with the notes a view should show (truncation, unknown words).
+
+Built-in word-level models use explorer.data.vocab (tokenize_words + Vocab); Hugging Face models use their
+own tokenizer with special tokens. Every view encodes through `encode` so bad input is handled once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from explorer.data.vocab import Vocab, clean_text, tokenize_words
+
+DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """ids: token ids (T,); tokens: their strings (T,); notes: messages for the user (may be empty)."""
+
+    ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    truncated: bool = False
+    n_unknown: int = 0
+    special: tuple[bool, ...] = field(default_factory=tuple)  # True where the token is a special token
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def model_max_tokens(loaded: Any) -> int:
+    """The longest input the model accepts (positions), or DEFAULT_MAX_TOKENS when unbounded."""
+    cfg = getattr(loaded, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "block_size"):
+        value = getattr(cfg, name, None) if cfg is not None else None
+        if isinstance(value, int) and value > 0:
+            return value
+    block = (getattr(loaded, "meta", {}) or {}).get("config", {}).get("block_size")
+    return int(block) if isinstance(block, int) and block > 0 else DEFAULT_MAX_TOKENS
+
+
+def encode_words(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, bos: bool = False) -> Encoded:
+    """Word-level encoding with a built-in Vocab: lowercased words and punctuation, unknown -> <unk>."""
+    words = tokenize_words(text)
+    notes: list[str] = []
+    truncated = False
+    budget = max_tokens - (1 if bos else 0)
+    if len(words) > budget:
+        notes.append(f"The text has {len(words):,} tokens; only the first {budget:,} are used (the model's limit).")
+        words = words[:budget]
+        truncated = True
+    ids = vocab.encode(words)
+    unknown = [w for w, i in zip(words, ids) if i == vocab.unk_id]
+    if unknown:
+        sample = ", ".join(dict.fromkeys(unknown[:8]))
+        notes.append(f"{len(unknown)} word(s) are not in the model's vocabulary and are shown as <unk>: {sample}.")
+    tokens = [w if i != vocab.unk_id else "<unk>" for w, i in zip(words, ids)]
+    special = [False] * len(ids)
+    if bos:
+        ids, tokens, special = [vocab.bos_id, *ids], ["<bos>", *tokens], [True, *special]
+    return Encoded(tuple(ids), tuple(tokens), tuple(notes), truncated, len(unknown), tuple(special))
+
+
+def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None) -> Encoded:
+    """Hugging Face encoding with special tokens; counts [UNK] pieces and truncates to `max_tokens`."""
+    text = clean_text(text)
+    kwargs = {"add_special_tokens": True}
+    full = tokenizer(text, text_pair, **kwargs) if text_pair is not None else tokenizer(text, **kwargs)
+    ids = list(full["input_ids"])
+    notes: list[str] = []
+    truncated = False
+    if len(ids) > max_tokens:
+        notes.append(f"The text has {len(ids):,} tokens; only the first {max_tokens:,} are used (the model's limit).")
+        enc = tokenizer(text, text_pair, truncation=True, max_length=max_tokens, **kwargs) if text_pair is not None \
+            else tokenizer(text, truncation=True, max_length=max_tokens, **kwargs)
+        ids = list(enc["input_ids"])
+        truncated = True
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    n_unknown = sum(1 for i in ids if unk is not None and i == unk)
+    if n_unknown:
+        notes.append(f"{n_unknown} piece(s) are unknown to the tokenizer and shown as {tokenizer.unk_token}.")
+    special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
+    special = tuple(i in special_ids and i != unk for i in ids)
+    return Encoded(tuple(ids), tuple(str(t) for t in tokens), tuple(notes), truncated, n_unknown, special)
+
+
+def encode(loaded: Any, text: str, max_tokens: int | None = None, bos: bool = False, vocab_key: str = "vocab") -> Encoded:
+    """Encode `text` for `loaded` (a registry.LoadedModel); empty or unusable text gives an empty Encoded with a note."""
+    limit = min(max_tokens or model_max_tokens(loaded), model_max_tokens(loaded))
+    if not clean_text(text or "").strip():
+        return Encoded((), (), ("Type a sentence to see the model's internals.",))
+    if getattr(loaded, "tokenizer", None) is not None:
+        return encode_hf(loaded.tokenizer, text, limit)
+    vocab = getattr(loaded, "vocabs", {}).get(vocab_key)
+    if vocab is None:
+        return Encoded((), (), (f"{getattr(loaded, 'id', 'This model')} has no vocabulary or tokenizer to read text with.",))
+    return encode_words(vocab, text, limit, bos=bos)

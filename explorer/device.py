@@ -1,0 +1,76 @@
+"""Device and dtype placement: cuda, then mps, then cpu.
+
+Half precision (bfloat16/float16) is offered only on a GPU; on CPU the explorer always computes in float32
+so that the numbers shown equal the reference framework's to 1e-5.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+
+def available_devices() -> list[str]:
+    """Devices usable here, best first: e.g. ["cuda", "cpu"]. EXPLORER_DEVICE=cpu forces the CPU."""
+    forced = os.environ.get("EXPLORER_DEVICE", "").strip().lower()
+    devices: list[str] = []
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    devices.append("cpu")
+    if forced in devices:
+        devices.remove(forced)
+        devices.insert(0, forced)
+    return devices
+
+
+def default_device() -> str:
+    """The automatic choice: cuda, then mps, then cpu."""
+    return available_devices()[0]
+
+
+def dtypes_for(device: str) -> list[str]:
+    """Dtype names allowed on `device`: float32 everywhere, bfloat16 and float16 only on a GPU."""
+    if device == "cuda":
+        names = ["float32", "float16"]
+        if torch.cuda.is_bf16_supported():
+            names.insert(1, "bfloat16")
+        return names
+    if device == "mps":
+        return ["float32", "float16"]
+    return ["float32"]
+
+
+def resolve(device: str | None, dtype: str | None) -> tuple[str, str]:
+    """Validate a (device, dtype) request, falling back to what is available: returns names."""
+    devices = available_devices()
+    dev = device if device in devices else devices[0]
+    allowed = dtypes_for(dev)
+    dt = dtype if dtype in allowed else "float32"
+    return dev, dt
+
+
+def describe(device: str) -> str:
+    """Human label for a device, e.g. 'cuda (NVIDIA H100 80GB HBM3, 79.1 GiB)'."""
+    if device == "cuda" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        return f"cuda ({props.name}, {props.total_memory / 2**30:.1f} GiB)"
+    if device == "mps":
+        return "mps (Apple GPU)"
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for CUDA/MPS out-of-memory errors (torch.OutOfMemoryError or the message form)."""
+    oom_type = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()

@@ -1,0 +1,135 @@
+"""Safe reading of model files: safetensors first, `.pt`/`.pth` only through torch.load(weights_only=True).
+
+Nothing in a file is ever executed: a pickle that needs arbitrary globals (the classic "run code on
+unpickling" payload) is refused by PyTorch's restricted unpickler before any of its code runs, and we turn
+that refusal into a clear `UnsafeFileError`.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+DEFAULT_MAX_UPLOAD_MB = 500
+
+
+class ModelLoadError(Exception):
+    """A model could not be loaded; `str(exc)` is a message fit to show a user as is."""
+
+
+class UnsafeFileError(ModelLoadError):
+    """The file would need arbitrary code to be unpickled: refused, nothing in it ran."""
+
+
+class CorruptFileError(ModelLoadError):
+    """The file is truncated, malformed or not of the type its name says."""
+
+
+def max_upload_bytes() -> int:
+    """Upload size limit in bytes: EXPLORER_MAX_UPLOAD_MB (default 500)."""
+    try:
+        mb = float(os.environ.get("EXPLORER_MAX_UPLOAD_MB", DEFAULT_MAX_UPLOAD_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_UPLOAD_MB
+    return int(max(mb, 0) * 1024 * 1024)
+
+
+def check_size(name: str, size: int, limit: int | None = None) -> None:
+    """Raise ModelLoadError when a file of `size` bytes exceeds the upload limit."""
+    limit = max_upload_bytes() if limit is None else limit
+    if size > limit:
+        raise ModelLoadError(
+            f"'{name}' is {size / 2**20:.1f} MB, over the {limit / 2**20:.0f} MB limit "
+            "(set EXPLORER_MAX_UPLOAD_MB to change it)."
+        )
+
+
+def _flatten_state_dict(obj: Any, name: str) -> dict[str, torch.Tensor]:
+    """Accept {name: tensor} or the common {'state_dict'|'model_state_dict'|'model': {...}} wrappers."""
+    if isinstance(obj, dict):
+        for wrapper in ("state_dict", "model_state_dict", "model"):
+            inner = obj.get(wrapper)
+            if isinstance(inner, dict) and inner and all(isinstance(v, torch.Tensor) for v in inner.values()):
+                obj = inner
+                break
+        tensors = {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+        if tensors:
+            return tensors
+    raise CorruptFileError(
+        f"'{name}' holds no tensors: expected a state dict (a mapping from parameter names to tensors)."
+    )
+
+
+def read_state_dict(data: bytes, name: str) -> dict[str, torch.Tensor]:
+    """Parse an uploaded weights file (bytes) into {parameter name: tensor} on the CPU.
+
+    `.safetensors` is parsed by the safetensors library; `.pt`/`.pth`/`.bin` only with
+    torch.load(weights_only=True). Raises UnsafeFileError / CorruptFileError with a user-facing message.
+    """
+    lower = name.lower()
+    if lower.endswith(".safetensors"):
+        from safetensors.torch import load as load_safetensors
+
+        try:
+            return dict(load_safetensors(data))
+        except Exception as exc:  # safetensors raises SafetensorError / ValueError variants
+            raise CorruptFileError(f"'{name}' is not a valid safetensors file ({_short(exc)}).") from None
+    if lower.endswith((".pt", ".pth", ".bin")):
+        return _flatten_state_dict(_torch_load_weights_only(io.BytesIO(data), name), name)
+    raise ModelLoadError(f"'{name}': unsupported file type; use .safetensors (preferred), .pt or .pth.")
+
+
+def read_state_dict_file(path: Path) -> dict[str, torch.Tensor]:
+    """Like `read_state_dict` for a file inside an EXPLORER_MODEL_PATH folder."""
+    if path.suffix.lower() == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            return dict(load_file(str(path), device="cpu"))
+        except Exception as exc:
+            raise CorruptFileError(f"'{path.name}' is not a valid safetensors file ({_short(exc)}).") from None
+    with open(path, "rb") as fh:
+        return _flatten_state_dict(_torch_load_weights_only(fh, path.name), path.name)
+
+
+def _torch_load_weights_only(fh: Any, name: str) -> Any:
+    try:
+        return torch.load(fh, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        msg = str(exc)
+        if "weights_only" in msg or "Unsupported global" in msg or "GLOBAL" in msg or "unpickl" in msg.lower():
+            raise UnsafeFileError(
+                f"'{name}' was refused: it is not a plain tensor file, and loading it would need arbitrary "
+                "code from the file to run (pickle). Nothing in it was executed. Save your weights with "
+                "safetensors (`safetensors.torch.save_file(model.state_dict(), 'model.safetensors')`) or "
+                "`torch.save(model.state_dict(), ...)`."
+            ) from None
+        raise CorruptFileError(f"'{name}' could not be read as a PyTorch file ({_short(exc)}).") from None
+
+
+def read_json_bytes(data: bytes, name: str) -> Any:
+    """Parse JSON bytes with a clear error naming the file, line and column."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CorruptFileError(f"'{name}' is not UTF-8 text, so it cannot be JSON.") from None
+    except json.JSONDecodeError as exc:
+        raise CorruptFileError(
+            f"'{name}' is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+        ) from None
+
+
+def read_json_file(path: Path) -> Any:
+    """Read a JSON file from a model folder (size-checked, clear errors)."""
+    check_size(path.name, path.stat().st_size, limit=64 * 2**20)
+    return read_json_bytes(path.read_bytes(), path.name)
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:limit]

@@ -1,0 +1,67 @@
+"""The sidebar's global settings (device, dtype, projector mode, live typing, export format).
+
+They live in st.session_state (and projector mode also in ?projector=1 so lessons can switch it on).
+"""
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from explorer import device as devices
+from explorer.ui import state
+from explorer.viz.theme import Theme, get_theme
+
+PROJECTOR_CSS = """
+<style>
+html, body, [class*="st-"] { font-size: 1.18rem; }
+h1 { font-size: 2.8rem !important; } h2 { font-size: 2.2rem !important; } h3 { font-size: 1.8rem !important; }
+.stMarkdown p, .stCaption, label, .stRadio label, .stSelectbox label { font-size: 1.25rem !important; }
+</style>
+"""
+
+
+def live_default() -> bool:
+    return os.environ.get("EXPLORER_LIVE_INPUT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def sidebar() -> None:
+    """Render the global settings in the sidebar (called once per run by app.py)."""
+    with st.sidebar:
+        st.markdown("**Settings**")
+        available = devices.available_devices()
+        state.seed("device", available[0], str, lambda d: d in available)
+        if st.session_state.get("device") not in available:
+            st.session_state["device"] = available[0]
+        dev = st.selectbox("Device", available, key="device", format_func=devices.describe,
+                           help="Auto picks cuda, then mps, then cpu.")
+        allowed = devices.dtypes_for(dev)
+        if st.session_state.get("dtype") not in allowed:
+            st.session_state["dtype"] = "float32"
+        st.selectbox("Precision", allowed, key="dtype",
+                     help="float32 everywhere; bfloat16/float16 only on a GPU.")
+        state.toggle("Projector mode", key="projector", default=False,
+                     help="Larger fonts, thicker lines, high-contrast colour-blind-safe scales.")
+        st.session_state.setdefault("live", live_default())
+        st.toggle("Update while typing", key="live", help="Off: the views update when you press Enter.")
+        st.session_state.setdefault("export_format", "png")
+        st.radio("Chart export (toolbar camera)", ["png", "svg"], key="export_format", horizontal=True,
+                 help="PNG at 3840×2160 or SVG (vector), from each chart's toolbar.")
+    if projector():
+        st.markdown(PROJECTOR_CSS, unsafe_allow_html=True)
+
+
+def device() -> str:
+    return str(st.session_state.get("device") or devices.default_device())
+
+
+def dtype() -> str:
+    return str(st.session_state.get("dtype") or "float32")
+
+
+def projector() -> bool:
+    return bool(st.session_state.get("projector", False))
+
+
+def theme() -> Theme:
+    return get_theme(projector())

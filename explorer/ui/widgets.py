@@ -1,0 +1,91 @@
+"""Shared widgets: the sentence input (key `text`), the model picker (key `model`), page furniture."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import streamlit as st
+
+from explorer.registry import FAMILIES, ModelId, ModelLoadError, catalogue
+from explorer.ui import settings, state
+
+MAX_CHARS = 20_000
+
+
+def _set_text(value: str) -> None:
+    st.session_state["text"] = value
+    st.session_state.pop("_st_keyup_text", None)  # make the live input adopt the new value
+    st.session_state["_text_rev"] = st.session_state.get("_text_rev", 0) + 1
+
+
+def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sentence",
+                   help: str | None = None) -> str:
+    """The main sentence input: widget key `text`, seeded from ?text=, written back to the URL.
+
+    Live (debounced) updates with streamlit-keyup when "Update while typing" is on, else st.text_input.
+    Presets are one click each. Returns the current text (may be empty: the view must say what to do).
+    """
+    if "text" not in st.session_state:
+        raw = state.url_value("text")
+        st.session_state["text"] = raw[:MAX_CHARS] if raw is not None else st.session_state.get("_text", default)
+    if presets:
+        choice = st.selectbox(
+            "Presets", ["— choose a teaching sentence —", *presets], key=f"_preset_{st.session_state.get('_text_rev', 0)}",
+            label_visibility="collapsed",
+        )
+        if choice in presets and choice != st.session_state.get("text"):
+            _set_text(choice)
+            st.rerun()
+    value = None
+    if settings.live_default() and st.session_state.get("live", True):
+        try:
+            from st_keyup import st_keyup
+
+            value = st_keyup(label, value=st.session_state["text"], key="text", debounce=350,
+                             max_chars=MAX_CHARS, placeholder="Type a sentence…")
+        except Exception:  # component unavailable: fall back to the plain input
+            value = None
+    if value is None:
+        value = st.text_input(label, key="text", max_chars=MAX_CHARS, help=help)
+    value = str(value or "")
+    st.session_state["_text"] = value
+    state.write("text", value)
+    return value
+
+
+def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
+                 extra: Sequence[str] = ()) -> str:
+    """Choose a catalogue id (kept in ?model=). `families`: keys of registry.FAMILIES this view can read.
+
+    An id from the URL that is not in the offline catalogue (e.g. hf:<repo>) is offered too, so links work.
+    """
+    allowed = set(families) if families is not None else None
+    entries = [e for e in catalogue() if allowed is None or e.family in allowed or e.family == ""]
+    labels = {e.id: e.label for e in entries}
+    options = [e.id for e in entries] + [x for x in extra if x not in labels]
+    raw = state.url_value(key)
+    if raw and raw not in options:
+        try:
+            ModelId.parse(raw)
+            options.append(raw)
+        except ModelLoadError as exc:
+            st.warning(f"Ignoring ?{key}=: {exc}")
+    if not options:
+        options = [default]
+    if default not in options:
+        default = options[0]
+    return state.selectbox(label, options, key=key, default=default, format_func=lambda i: labels.get(i, i))
+
+
+def page_header(title: str, summary: str) -> None:
+    st.title(title)
+    st.caption(summary)
+
+
+def what_to_notice(points: Sequence[str]) -> None:
+    with st.expander("What to notice", expanded=settings.projector()):
+        for p in points:
+            st.markdown(f"- {p}")
+
+
+def family_names(families: Iterable[str]) -> str:
+    return ", ".join(FAMILIES.get(f, f) for f in families)

@@ -1,0 +1,27 @@
+"""The views of the app, in navigation order (plain data: app.py and the home page read it).
+
+A view is listed here only once its page exists and works.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class View:
+    script: str  # path of the page script, relative to the repository root
+    title: str
+    icon: str  # Streamlit material icon
+    url_path: str
+    summary: str  # one line for the home page
+    section: str = "Views"
+
+
+HOME = View("pages/home.py", "Home", ":material/home:", "home", "What each view shows, the device, the models.", "Explorer")
+MODELS = View(
+    "pages/models.py", "Models", ":material/model_training:", "models",
+    "Pick, load or upload a model; see what is loaded, on which device, in which dtype; train a built-in model.",
+    "Explorer",
+)
+
+VIEWS: list[View] = [HOME, MODELS]

@@ -1,0 +1,1 @@
+"""Plotly figure builders: Trace -> go.Figure. No torch models, no streamlit here."""

@@ -1,0 +1,76 @@
+"""Models: pick, load or upload a model; the table of loaded models; train a built-in model."""
+import streamlit as st
+
+from explorer.registry import FAMILIES, ModelId, ModelLoadError, register_upload
+from explorer.safe_load import max_upload_bytes
+from explorer.ui import settings, state
+from explorer.ui.cache import get_model, model_cache
+from explorer.ui.widgets import model_picker, page_header
+
+page_header("Models", "Every view reads the model chosen here or in its own picker. Ids are stable and work in links.")
+
+st.subheader("Open a model")
+left, right = st.columns([3, 2])
+with right:
+    hf_id = st.text_input("Hugging Face model", placeholder="e.g. gpt2, google-bert/bert-base-uncased",
+                          help="Opened as hf:<repo id> with eager attention; remote code never runs.")
+    if st.button("Open Hugging Face model", disabled=not hf_id.strip()):
+        try:
+            mid = str(ModelId.parse(f"hf:{hf_id.strip()}"))
+            st.session_state["model"] = mid
+            state.write("model", mid)
+            st.rerun()
+        except ModelLoadError as exc:
+            st.error(str(exc))
+with left:
+    chosen = model_picker(None, default="pretrained:minilm", extra=[st.session_state.get("model", "")] if
+                          str(st.session_state.get("model", "")).startswith(("hf:", "upload:")) else ())
+
+loaded = get_model(chosen) if chosen else None
+if loaded is not None:
+    cols = st.columns(5)
+    cols[0].metric("Family", FAMILIES.get(loaded.family, loaded.family))
+    shape = f"{loaded.n_layers} × {loaded.n_heads}" if loaded.n_heads else (str(loaded.n_layers) if loaded.n_layers else "—")
+    cols[1].metric("Layers × heads" if loaded.n_heads else "Layers", shape)
+    cols[2].metric("Parameters", f"{loaded.n_params:,}")
+    cols[3].metric("Device · dtype", f"{loaded.device} · {loaded.dtype}")
+    cols[4].metric("Memory", f"{loaded.memory_bytes / 2**20:.1f} MB")
+    description = loaded.meta.get("description")
+    if description:
+        st.caption(description)
+    metrics = loaded.meta.get("metrics")
+    if isinstance(metrics, dict) and metrics:
+        with st.expander("Held-out metrics stored with this checkpoint"):
+            st.json(metrics)
+
+st.subheader("Upload your own weights")
+st.markdown(
+    "A state dict as **.safetensors** (preferred) or **.pt/.pth** (read with `torch.load(weights_only=True)`: "
+    "files that would run code are refused), with an optional `vocab.json` and a config JSON. "
+    f"Limit: {max_upload_bytes() / 2**20:.0f} MB per file."
+)
+files = st.file_uploader("Weights and JSON files", type=["safetensors", "pt", "pth", "json"],
+                         accept_multiple_files=True, key="upload_files")
+if files and st.button("Add to the catalogue"):
+    try:
+        uid = register_upload([(f.name, f.getvalue()) for f in files])
+        st.session_state["model"] = uid
+        state.write("model", uid)
+        st.success(f"Added as {uid}.")
+        st.rerun()
+    except ModelLoadError as exc:
+        st.error(str(exc))
+
+st.subheader("Loaded models")
+cache = model_cache()
+rows = [m.summary() for m in cache.loaded()]
+if rows:
+    st.dataframe(rows, hide_index=True, width="stretch")
+    st.caption(f"Shared by every browser session; at most {cache.max_models} kept (least recently used are unloaded).")
+    target = st.selectbox("Unload", [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows], key="unload_pick")
+    if st.button("Unload model"):
+        mid, dev, dt = target.split(" · ")
+        cache.unload(mid, dev, dt)
+        st.rerun()
+else:
+    st.info("No model is loaded yet.")

@@ -1,0 +1,51 @@
+"""Shared test set-up: offline, CPU, plain text input in AppTest (the live component needs a browser)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["EXPLORER_LIVE_INPUT"] = "0"
+os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: browser and load tests (run in CI too)")
+    config.addinivalue_line("markers", "gpu: needs CUDA (skipped without it)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def run_page(page: str, params: dict[str, str] | None = None, timeout: float = 120):
+    """Run app.py, switch to `page` (e.g. "pages/models.py") with query params; returns the AppTest."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    if page != "pages/home.py":
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def assert_no_exception(at) -> None:
+    """No Streamlit exception element anywhere on the page."""
+    assert not at.exception, [e.value for e in at.exception]
