@@ -5,6 +5,7 @@ from explorer.registry import FAMILIES, ModelId, ModelLoadError, register_upload
 from explorer.safe_load import max_upload_bytes
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, model_cache
+from explorer.ui.training import train_section
 from explorer.ui.widgets import model_picker, page_header
 
 page_header("Models", "Every view reads the model chosen here or in its own picker. Ids are stable and work in links.")
@@ -74,3 +75,6 @@ if rows:
         st.rerun()
 else:
     st.info("No model is loaded yet.")
+
+st.divider()
+train_section()

@@ -1,6 +1,7 @@
 """Cached access to models (st.cache_resource, shared by all sessions) and probe results (st.cache_data)."""
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, TypeVar
 
 import streamlit as st
@@ -40,9 +41,16 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
     return loaded
 
 
+COMPUTE_LOG: list[tuple[str, float]] = []  # (probe name, seconds) of each uncached probe run, for bench/
+
+
 @st.cache_data(max_entries=512, show_spinner=False, ttl=3600)
 def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, _fn: Callable, _loaded: Any) -> Any:
-    return _fn(_loaded, *args, **dict(kwargs))
+    start = time.perf_counter()
+    result = _fn(_loaded, *args, **dict(kwargs))
+    COMPUTE_LOG.append((fn_name, time.perf_counter() - start))
+    del COMPUTE_LOG[:-1000]
+    return result
 
 
 def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) -> R:

@@ -1,0 +1,133 @@
+"""The Train section of the Models page: choose a recipe, train in the background, watch the loss, stop, use."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded_text
+from explorer.train import LIMITS, TrainSpec
+from explorer.training_jobs import TrainingBusyError, TrainingJob, export_zip
+from explorer.ui import charts, settings
+from explorer.views import VIEWS
+
+RECIPES = {
+    "LSTM language model": dict(architecture="rnn_lm", cell="lstm"),
+    "GRU language model": dict(architecture="rnn_lm", cell="gru"),
+    "Elman RNN language model": dict(architecture="rnn_lm", cell="rnn"),
+    "Tiny GPT (decoder-only transformer)": dict(architecture="tiny_gpt"),
+    "word2vec (skip-gram, negative sampling)": dict(architecture="word2vec"),
+    "Seq2seq translation (RNN encoder–decoder)": dict(architecture="seq2seq", corpus="translation"),
+    "Seq2seq dates → ISO": dict(architecture="seq2seq", corpus="dates"),
+}
+ATTENTIONS = ["bahdanau", "luong-dot", "luong-general", "luong-concat", "none"]
+MIN_USER_CHARS = 200
+
+
+def loss_figure(points: list[dict]) -> go.Figure:
+    """Train loss (per report) and held-out loss (per epoch) against optimiser steps."""
+    fig = go.Figure()
+    fig.add_scatter(x=[p["step"] for p in points], y=[p["train_loss"] for p in points], name="train", mode="lines")
+    held = [p for p in points if p["heldout_loss"] is not None]
+    fig.add_scatter(x=[p["step"] for p in held], y=[p["heldout_loss"] for p in held], name="held-out",
+                    mode="lines+markers")
+    fig.update_layout(title="Loss (cross-entropy, nats)", xaxis_title="step", yaxis_title="loss", height=320)
+    return fig
+
+
+def _spec_form() -> TrainSpec | None:
+    recipe_name = st.selectbox("Architecture", list(RECIPES), key="train_recipe")
+    recipe = dict(RECIPES[recipe_name])
+    arch = recipe["architecture"]
+    c1, c2, c3, c4 = st.columns(4)
+    layers = c1.number_input("Layers", 1, LIMITS["num_layers"], 1, key="train_layers")
+    hidden = c2.number_input("Hidden size" if arch != "word2vec" else "Vector size", 4, LIMITS["hidden_size"],
+                             64 if arch != "tiny_gpt" else 64, step=4, key="train_hidden")
+    emb = c3.number_input("Embedding size", 4, LIMITS["emb_dim"], 32, step=4, key="train_emb",
+                          disabled=arch in ("tiny_gpt", "word2vec"))
+    epochs = c4.number_input("Epochs", 1, LIMITS["epochs"], 2, key="train_epochs")
+    c5, c6, c7 = st.columns(3)
+    n_train = c5.number_input("Training examples (generated corpora)", 10, LIMITS["n_train"], 2000, step=500,
+                              key="train_n")
+    minutes = c6.number_input("Time limit (minutes)", 0.1, 60.0, 3.0, step=0.5, key="train_minutes")
+    heads = c7.number_input("Attention heads", 1, LIMITS["n_head"], 4, key="train_heads", disabled=arch != "tiny_gpt")
+    if arch == "seq2seq" and recipe.get("corpus") == "translation":
+        recipe["attention"] = st.selectbox("Attention", ATTENTIONS, key="train_attention")
+    elif arch == "seq2seq":
+        recipe["attention"] = "bahdanau"
+    spec = TrainSpec(**recipe, num_layers=int(layers), hidden_size=int(hidden), emb_dim=int(emb), epochs=int(epochs),
+                     n_train=int(n_train), n_heldout=max(1, min(1000, int(n_train) // 10)), n_head=int(heads),
+                     max_seconds=float(minutes) * 60, name="my-" + arch.replace("_", "-"),
+                     description=f"{recipe_name} trained in the app.")
+    if arch != "seq2seq":
+        source = st.radio("Corpus", ["Generated English", "My text"], horizontal=True, key="train_corpus")
+        if source == "My text":
+            level = st.radio("Tokens", ["word", "char"], horizontal=True, key="train_level")
+            text = st.text_area("Paste text to train on", key="train_text", height=120)
+            upload = st.file_uploader("…or upload a .txt file", type=["txt"], key="train_txt")
+            try:
+                if upload is not None:
+                    text = read_uploaded_text(upload.getvalue())
+                tokens = corpus_from_text(text, level=level)
+            except CorpusError as exc:
+                st.warning(str(exc))
+                return None
+            spec.corpus, spec.level, spec.user_tokens = "user", level, tokens
+            st.caption(f"{len(tokens):,} sentences, {sum(len(t) for t in tokens):,} tokens.")
+    return spec
+
+
+def _open_links(model_id: str, family: str) -> None:
+    targets = {
+        "rnn-lm": ["lstm-gates", "sampling", "word-embeddings"],
+        "decoder": ["self-attention", "positional-encodings", "sampling", "word-embeddings"],
+        "seq2seq-rnn": ["seq2seq"],
+        "word2vec": ["word-embeddings"],
+    }.get(family, [])
+    views = [v for v in VIEWS if v.url_path in targets]
+    cols = st.columns(max(1, len(views)))
+    for col, view in zip(cols, views):
+        with col:
+            st.page_link(view.script, label=f"Open in {view.title}", icon=view.icon, query_params={"model": model_id})
+
+
+@st.fragment(run_every=1.0)
+def _job_panel() -> None:
+    job: TrainingJob | None = st.session_state.get("train_job")
+    if job is None:
+        return
+    if job.running:
+        last = job.points[-1] if job.points else None
+        label = (f"epoch {last['epoch']}, step {last['step']}/{job.total_steps}, loss {last['train_loss']:.3f}, "
+                 f"{last['elapsed']:.0f} s" if last else "preparing the corpus…")
+        st.progress(job.fraction, text=f"Training {job.spec.name}: {label}")
+        if st.button("Stop training", key="train_stop"):
+            job.stop()
+    if job.points:
+        charts.show(loss_figure(job.points), key="train_loss_chart", filename="training-loss")
+    if job.status == "failed":
+        st.error(f"Training failed: {job.error}")
+    elif job.status in ("done", "stopped") and job.result is not None:
+        metrics = job.result.meta.get("metrics", {})
+        summary = ", ".join(f"{k} {v:.3g}" for k, v in metrics.items() if isinstance(v, float))
+        word = "Stopped early" if job.status == "stopped" else "Trained"
+        st.success(f"{word}: {job.model_id} ({job.result.meta['train']['seconds']} s). {summary}")
+        _open_links(job.model_id, {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",
+                                   "word2vec": "word2vec"}[job.spec.architecture])
+        st.download_button("Download .safetensors + JSON (zip)", export_zip(job.result),
+                           file_name=f"{job.spec.name}.zip", mime="application/zip", key="train_download")
+
+
+def train_section() -> None:
+    """Render the Train section (form, start button, live progress panel)."""
+    st.subheader("Train a model")
+    st.caption("Training runs in the background on the selected device; other users are not blocked. "
+               "The result joins the catalogue and opens in every view.")
+    spec = _spec_form()
+    job: TrainingJob | None = st.session_state.get("train_job")
+    busy = job is not None and job.running
+    if st.button("Start training", type="primary", disabled=spec is None or busy, key="train_start"):
+        try:
+            st.session_state["train_job"] = TrainingJob(spec, device=settings.device()).start()
+        except (ValueError, TrainingBusyError) as exc:
+            st.error(str(exc))
+    _job_panel()

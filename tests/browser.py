@@ -1,0 +1,79 @@
+"""Real-browser helpers: start `streamlit run app.py` on a free loopback port, drive Debian's chromium.
+
+Used by the slow browser tests and by bench/ (never downloads a browser: /usr/bin/chromium or $CHROMIUM).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[str]:
+    """Start the real app server; yields its base URL and stops it afterwards."""
+    port = free_port()
+    full_env = dict(os.environ, HF_HUB_OFFLINE="1", EXPLORER_LIVE_INPUT="1", **(env or {}))
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise RuntimeError(f"streamlit did not start: {out[-2000:]}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def wait_for_app(page, timeout_ms: float = 90_000, settle_ms: int = 1500) -> None:
+    """Wait until the app has rendered and the script is no longer running (Streamlit e2e style)."""
+    page.wait_for_selector('[data-testid="stMain"] h1, [data-testid="stException"]', timeout=timeout_ms)
+    # the app's own sidebar (rendered by app.py after st.navigation) marks a complete first run
+    page.wait_for_selector('[data-testid="stSidebarUserContent"] >> text=Settings', timeout=timeout_ms)
+    deadline = time.monotonic() + timeout_ms / 1000
+    quiet_since = None
+    while time.monotonic() < deadline:
+        running = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        skeleton = page.locator('[data-testid="stSkeleton"]').count() > 0
+        if running or skeleton:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif (time.monotonic() - quiet_since) * 1000 >= settle_ms:
+            return
+        page.wait_for_timeout(100)
+    raise TimeoutError("the app kept running")

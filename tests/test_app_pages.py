@@ -1,0 +1,75 @@
+"""AppTest: app.py and every registered page run without an exception element, with and without URL state."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+from conftest import assert_no_exception, run_page
+from explorer.views import VIEWS
+
+PAGES = [v.script for v in VIEWS]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_with_defaults(page: str) -> None:
+    at = run_page(page)
+    assert_no_exception(at)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_with_model_and_text_params(page: str) -> None:
+    at = run_page(page, {"model": "pretrained:minilm", "text": "The animal didn't cross the street 🐕\x07"})
+    assert_no_exception(at)
+
+
+def test_home_lists_views_device_and_offline_models() -> None:
+    at = run_page("pages/home.py")
+    text = " ".join(m.value for m in at.markdown)
+    assert "cpu" in text
+    for view in VIEWS[1:]:
+        assert view.summary in text
+    ids = list(at.dataframe[0].value["id"])
+    assert "pretrained:minilm" in ids
+
+
+def test_models_page_loads_minilm_from_url_and_reports_6x12() -> None:
+    at = run_page("pages/models.py", {"model": "pretrained:minilm"})
+    assert_no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Layers × heads"] == "6 × 12"
+    assert metrics["Device · dtype"] == "cpu · float32"
+    assert metrics["Parameters"] == "22,713,216"
+    table = at.dataframe[-1].value
+    assert "pretrained:minilm" in list(table["id"])
+
+
+def test_models_page_bad_model_id_in_url_is_a_message(tmp_path) -> None:
+    at = run_page("pages/models.py", {"model": "local:../../etc"})
+    assert_no_exception(at)
+    assert any("not a valid" in w.value for w in at.warning)
+
+
+def test_models_page_unknown_hf_model_is_a_message(monkeypatch) -> None:
+    monkeypatch.setenv("EXPLORER_ALLOW_HUB", "0")
+    at = run_page("pages/models.py", {"model": "hf:nobody/nothing-here"})
+    assert_no_exception(at)
+    assert any("nobody/nothing-here" in e.value and "EXPLORER_MODEL_PATH" in e.value for e in at.error)
+
+
+def test_models_page_refuses_hostile_pt_upload(tmp_path) -> None:
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "marker"), "w"))
+
+    buf = io.BytesIO()
+    torch.save({"w": torch.zeros(1), "x": Payload()}, buf)
+    at = run_page("pages/models.py")
+    at.file_uploader(key="upload_files").upload("evil.pt", buf.getvalue(), "application/octet-stream").run()
+    buttons = [b for b in at.button if b.label == "Add to the catalogue"]
+    assert buttons, "the add button appears once files are chosen"
+    buttons[0].click().run()
+    assert_no_exception(at)
+    assert any("refused" in e.value for e in at.error)
+    assert not (tmp_path / "marker").exists()

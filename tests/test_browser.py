@@ -1,0 +1,62 @@
+"""Real browser: every page opens in Debian's chromium with no exception box; screenshots in artifacts/."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
+from explorer.views import VIEWS
+
+pytestmark = pytest.mark.slow
+SHOTS = Path(os.environ.get("EXPLORER_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"chromium not found at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as base:
+        yield base
+
+
+@pytest.mark.parametrize("mode", ["normal", "projector"])
+def test_every_page_renders_without_exception(browser, server, mode: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = context.new_page()
+    try:
+        for view in VIEWS:
+            url = f"{server}/{view.url_path}" + ("?projector=1" if mode == "projector" else "")
+            page.goto(url)
+            wait_for_app(page)
+            exceptions = page.locator('[data-testid="stException"]')
+            assert exceptions.count() == 0, f"{view.url_path}: {exceptions.first.inner_text()[:500]}"
+            assert page.locator("h1").count() >= 1, view.url_path
+            page.screenshot(path=str(SHOTS / f"{view.url_path}-{mode}.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def test_models_page_url_loads_minilm(browser, server) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/models?model=pretrained:minilm")
+        wait_for_app(page)
+        body = page.locator('[data-testid="stMain"]').inner_text()
+        assert "6 × 12" in body and "22,713,216" in body
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        context.close()
