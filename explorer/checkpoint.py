@@ -1,0 +1,148 @@
+"""Checkpoints: `<name>.safetensors` (weights) + `<name>.json` (meta). Loading never unpickles anything.
+
+meta schema:
+    {"name": str, "architecture": key of explorer.models.ARCHITECTURES, "config": build_model kwargs,
+     "vocab": [str] | "src_vocab": [str] + "tgt_vocab": [str] (seq2seq),
+     "corpus": {"generator": "english"|"translation"|"dates"|"user", "seed", "n_train", "n_heldout", "level"},
+     "metrics": {...}, "train": {"epochs", "seconds", "device", "torch"}, "description": str}
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from .models import ARCHITECTURES, build_model
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "assets" / "builtin"
+REQUIRED_KEYS = ("name", "architecture", "config")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(f"invalid checkpoint name {name!r}: use letters, digits, '.', '_' or '-'")
+
+
+def _unique_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """state_dict with tied (shared-storage) parameters stored once, as contiguous CPU tensors."""
+    out: dict[str, torch.Tensor] = {}
+    seen: dict[tuple, str] = {}
+    for key, t in model.state_dict().items():
+        ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+        if ident in seen:
+            continue  # tied weight: rebuilt by the constructor (e.g. tie_weights=True)
+        seen[ident] = key
+        out[key] = t.detach().to("cpu").contiguous().clone()
+    return out
+
+
+def _vocab_sizes_ok(meta: dict) -> None:
+    cfg = meta["config"]
+    arch = meta["architecture"]
+    if arch == "seq2seq":
+        for vk, ck in (("src_vocab", "src_vocab_size"), ("tgt_vocab", "tgt_vocab_size")):
+            if vk in meta and len(meta[vk]) != cfg.get(ck):
+                raise ValueError(f"meta {vk!r} has {len(meta[vk])} tokens but config {ck} = {cfg.get(ck)}")
+    elif "vocab" in meta and len(meta["vocab"]) != cfg.get("vocab_size"):
+        raise ValueError(f"meta 'vocab' has {len(meta['vocab'])} tokens but config vocab_size = {cfg.get('vocab_size')}")
+
+
+def validate_meta(meta: dict) -> None:
+    """Raise ValueError if the meta dict misses required keys or is inconsistent."""
+    if not isinstance(meta, dict):
+        raise ValueError("checkpoint meta must be a JSON object")
+    missing = [k for k in REQUIRED_KEYS if k not in meta]
+    if missing:
+        raise ValueError(f"checkpoint meta is missing keys: {missing}")
+    if meta["architecture"] not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {meta['architecture']!r}; expected one of {sorted(ARCHITECTURES)}")
+    if not isinstance(meta["config"], dict):
+        raise ValueError("checkpoint meta 'config' must be an object")
+    if meta["architecture"] == "seq2seq":
+        if "src_vocab" not in meta or "tgt_vocab" not in meta:
+            raise ValueError("seq2seq checkpoint meta needs 'src_vocab' and 'tgt_vocab'")
+    elif "vocab" not in meta:
+        raise ValueError("checkpoint meta is missing key 'vocab'")
+    for k in ("vocab", "src_vocab", "tgt_vocab"):
+        if k in meta and not (isinstance(meta[k], list) and all(isinstance(t, str) for t in meta[k])):
+            raise ValueError(f"meta {k!r} must be a list of strings")
+    _vocab_sizes_ok(meta)
+
+
+def save_checkpoint(model: nn.Module, meta: dict, folder: Path, name: str) -> tuple[Path, Path]:
+    """Write folder/<name>.safetensors and folder/<name>.json; returns (weights_path, meta_path)."""
+    _check_name(name)
+    meta = dict(meta)
+    meta["name"] = name
+    validate_meta(meta)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    weights_path, meta_path = folder / f"{name}.safetensors", folder / f"{name}.json"
+    save_file(_unique_state_dict(model), str(weights_path), metadata={"format": "pt", "architecture": meta["architecture"]})
+    meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    try:  # safetensors writes 0600; checkpoints are meant to be readable by the app's user
+        weights_path.chmod(0o644)
+    except OSError:
+        pass
+    return weights_path, meta_path
+
+
+def read_meta(meta_path: Path) -> dict:
+    try:
+        meta = json.loads(Path(meta_path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{Path(meta_path).name} is not valid JSON: {e}") from e
+    validate_meta(meta)
+    return meta
+
+
+def load_checkpoint(weights_path: Path, meta_path: Path, device: str | torch.device = "cpu",
+                    dtype: torch.dtype = torch.float32) -> tuple[nn.Module, dict]:
+    """Build the model from the JSON meta, load the safetensors weights (strict, shapes checked),
+    move it to device/dtype and return (model in eval mode, meta)."""
+    meta = read_meta(meta_path)
+    model = build_model(meta["architecture"], meta["config"])
+    expected = model.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+        for key in f.keys():
+            tensors[key] = f.get_tensor(key)
+    unexpected = sorted(set(tensors) - set(expected))
+    if unexpected:
+        raise ValueError(f"weights file has unexpected tensors: {unexpected[:5]}")
+    for key, t in tensors.items():
+        if tuple(t.shape) != tuple(expected[key].shape):
+            raise ValueError(f"shape mismatch for {key!r}: file {tuple(t.shape)} vs config {tuple(expected[key].shape)}")
+    missing, _ = model.load_state_dict(tensors, strict=False)
+    # tied parameters are saved once; anything else missing is an error
+    tied = {k for k in missing if _is_tied(model, k)}
+    really_missing = sorted(set(missing) - tied)
+    if really_missing:
+        raise ValueError(f"weights file lacks tensors: {really_missing[:5]}")
+    model.to(device=device, dtype=dtype)
+    model.eval()
+    return model, meta
+
+
+def _is_tied(model: nn.Module, key: str) -> bool:
+    sd = model.state_dict()
+    t = sd[key]
+    return any(k != key and v.data_ptr() == t.data_ptr() and v.shape == t.shape for k, v in sd.items())
+
+
+def list_builtin() -> list[str]:
+    """Names with both <name>.safetensors and <name>.json in BUILTIN_DIR, sorted."""
+    if not BUILTIN_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.safetensors") if (BUILTIN_DIR / f"{p.stem}.json").is_file())
+
+
+def builtin_paths(name: str) -> tuple[Path, Path]:
+    _check_name(name)
+    return BUILTIN_DIR / f"{name}.safetensors", BUILTIN_DIR / f"{name}.json"

@@ -1,0 +1,354 @@
+"""RNN encoder-decoder with optional attention.
+
+- "none": Sutskever et al. (2014) / Cho et al. (2014). The last encoder state c is the ONLY information the
+  decoder gets about the source: it is the decoder's initial state and (Cho et al.) is fed at every step.
+- "bahdanau": Bahdanau, Cho & Bengio (2015), additive attention scored from the previous decoder state:
+  e_tj = v_a^T tanh(W_a s_{t-1} + U_a h_j), c_t = sum_j alpha_tj h_j, s_t = GRU([y_{t-1}; c_t], s_{t-1}),
+  logits = W_o [s_t; c_t].
+- "luong-dot" / "luong-general" / "luong-concat": Luong, Pham & Manning (2015), scored from the current
+  state: s_t = GRU(y_{t-1}, s_{t-1}); score = s_t^T h_j | s_t^T W_a h_j | v_a^T tanh(W_a [s_t; h_j]);
+  h~_t = tanh(W_c [c_t; s_t]); logits = W_s h~_t.  (No input feeding, to keep the state a single tensor.)
+
+The encoder is the same unidirectional GRU for every variant, so the variants differ only in attention.
+Token ids follow explorer.data.vocab.SPECIALS: <pad>=0, <unk>=1, <bos>=2, <eos>=3.
+Masks are bool (B, S), True on real source tokens; attention is a masked softmax (pads get weight 0).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+ATTENTIONS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax over the last dim with masked-out positions set to exactly 0. scores, mask: (B, S)."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return F.softmax(scores, dim=-1)
+
+
+class BahdanauAttention(nn.Module):
+    """Additive attention: e_j = v_a^T tanh(W_a s + U_a h_j)."""
+
+    def __init__(self, hidden_size: int, attn_size: int | None = None) -> None:
+        super().__init__()
+        attn_size = attn_size or hidden_size
+        self.W_a = nn.Linear(hidden_size, attn_size, bias=False)
+        self.U_a = nn.Linear(hidden_size, attn_size, bias=True)
+        self.v_a = nn.Linear(attn_size, 1, bias=False)
+
+    def forward(self, s: torch.Tensor, h: torch.Tensor, mask: torch.Tensor | None,
+                U_h: torch.Tensor | None = None):
+        """s (B, H) decoder state, h (B, S, H) encoder outputs -> (alpha (B, S), context (B, H), scores (B, S)).
+
+        U_h: optional precomputed U_a(h) (B, S, A), which does not depend on the decoder step."""
+        if U_h is None:
+            U_h = self.U_a(h)
+        scores = self.v_a(torch.tanh(self.W_a(s).unsqueeze(1) + U_h)).squeeze(-1)  # (B, S)
+        alpha = masked_softmax(scores, mask)
+        context = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)                                # (B, H)
+        return alpha, context, scores
+
+
+class LuongAttention(nn.Module):
+    """Multiplicative / concat attention: dot s^T h_j, general s^T W_a h_j, concat v_a^T tanh(W_a [s; h_j])."""
+
+    KINDS = ("dot", "general", "concat")
+
+    def __init__(self, kind: str, hidden_size: int) -> None:
+        super().__init__()
+        if kind not in self.KINDS:
+            raise ValueError(f"Luong attention kind must be one of {self.KINDS}, got {kind!r}")
+        self.kind = kind
+        if kind == "general":
+            self.W_a = nn.Linear(hidden_size, hidden_size, bias=False)
+        elif kind == "concat":
+            self.W_a = nn.Linear(2 * hidden_size, hidden_size, bias=False)
+            self.v_a = nn.Linear(hidden_size, 1, bias=False)
+
+    def forward(self, s: torch.Tensor, h: torch.Tensor, mask: torch.Tensor | None):
+        """s (B, H), h (B, S, H) -> (alpha (B, S), context (B, H), scores (B, S))."""
+        if self.kind == "dot":
+            scores = torch.bmm(h, s.unsqueeze(2)).squeeze(2)
+        elif self.kind == "general":
+            scores = torch.bmm(self.W_a(h), s.unsqueeze(2)).squeeze(2)
+        else:
+            s_rep = s.unsqueeze(1).expand(-1, h.size(1), -1)
+            scores = self.v_a(torch.tanh(self.W_a(torch.cat([s_rep, h], dim=-1)))).squeeze(-1)
+        alpha = masked_softmax(scores, mask)
+        context = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)
+        return alpha, context, scores
+
+
+@dataclass
+class StepOutput:
+    logits: torch.Tensor                 # (B, V)
+    state: torch.Tensor                  # (num_layers, B, H)
+    attention: torch.Tensor | None       # (B, S), rows sum to 1
+    context: torch.Tensor | None         # (B, H)
+    scores: torch.Tensor | None          # (B, S) raw, pre-softmax
+
+
+@dataclass
+class DecodeResult:
+    tokens: list[list[int]]              # per example, without <bos>/<eos>
+    attentions: list[torch.Tensor | None]  # per example (T_i, S) over the emitted tokens (+<eos> if emitted)
+
+
+@dataclass
+class Hypothesis:
+    step: int                            # decoding step that produced the last token (0-based)
+    tokens: list[int]                    # generated ids so far (no <bos>)
+    score: float                         # summed log-probability
+    norm_score: float                    # score / lp(len) used for ranking finished hypotheses
+    parent: int | None                   # index of the parent among the previous step's "kept" hypotheses
+    status: str                          # "kept" | "pruned" | "finished"
+
+
+@dataclass
+class BeamResult:
+    tokens: list[int]                    # best hypothesis, without <bos>/<eos>
+    score: float
+    attention: torch.Tensor | None       # (T, S) for the best hypothesis
+    steps: list[list[Hypothesis]] = field(default_factory=list)  # all candidates per step
+
+
+class Seq2Seq(nn.Module):
+    """GRU encoder-decoder. src (B, S), tgt_in (B, T) ids; hidden size H is shared by encoder and decoder."""
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        emb_dim: int = 64,
+        hidden_size: int = 128,
+        attention: str = "bahdanau",
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        pad_id: int = PAD_ID,
+        bos_id: int = BOS_ID,
+        eos_id: int = EOS_ID,
+    ) -> None:
+        super().__init__()
+        if attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+        self.attention_kind = attention
+        self.hidden_size, self.num_layers = hidden_size, num_layers
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        H, E = hidden_size, emb_dim
+        rnn_dropout = dropout if num_layers > 1 else 0.0
+        self.src_embedding = nn.Embedding(src_vocab_size, E, padding_idx=pad_id)
+        self.tgt_embedding = nn.Embedding(tgt_vocab_size, E, padding_idx=pad_id)
+        self.encoder = nn.GRU(E, H, num_layers, batch_first=True, dropout=rnn_dropout)
+        self.drop = nn.Dropout(dropout)
+        if attention == "none":
+            self.attn = None
+            self.decoder = nn.GRU(E + H, H, num_layers, batch_first=True, dropout=rnn_dropout)
+            self.out = nn.Linear(2 * H, tgt_vocab_size)           # W_o [s_t; c]
+        elif attention == "bahdanau":
+            self.attn = BahdanauAttention(H)
+            self.decoder = nn.GRU(E + H, H, num_layers, batch_first=True, dropout=rnn_dropout)
+            self.out = nn.Linear(2 * H, tgt_vocab_size)           # W_o [s_t; c_t]
+        else:
+            self.attn = LuongAttention(attention.split("-", 1)[1], H)
+            self.decoder = nn.GRU(E, H, num_layers, batch_first=True, dropout=rnn_dropout)
+            self.W_c = nn.Linear(2 * H, H, bias=False)            # h~_t = tanh(W_c [c_t; s_t])
+            self.out = nn.Linear(H, tgt_vocab_size)               # W_s h~_t
+
+    # ------------------------------------------------------------------ encoder
+    def make_src_mask(self, src: torch.Tensor) -> torch.Tensor:
+        return src != self.pad_id
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None):
+        """src (B, S) -> encoder_outputs (B, S, H) (zeros at pads), initial decoder state (num_layers, B, H).
+
+        The state is the encoder's final hidden state after each sequence's last real token."""
+        if src_mask is None:
+            src_mask = self.make_src_mask(src)
+        lengths = src_mask.sum(dim=1).clamp(min=1).cpu()
+        x = self.drop(self.src_embedding(src))
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, h_n = self.encoder(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        return out, h_n
+
+    # ------------------------------------------------------------------ decoder
+    def _fixed_context(self, encoder_outputs: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """Last real encoder output per example: (B, H)."""
+        last = (src_mask.sum(dim=1) - 1).clamp(min=0)
+        return encoder_outputs[torch.arange(encoder_outputs.size(0), device=last.device), last]
+
+    def decode_step(self, y_prev: torch.Tensor, state: torch.Tensor, encoder_outputs: torch.Tensor,
+                    src_mask: torch.Tensor | None = None, _U_h: torch.Tensor | None = None) -> StepOutput:
+        """One decoder step. y_prev (B,) ids, state (num_layers, B, H), encoder_outputs (B, S, H)."""
+        if src_mask is None:
+            src_mask = torch.ones(encoder_outputs.shape[:2], dtype=torch.bool, device=encoder_outputs.device)
+        emb = self.drop(self.tgt_embedding(y_prev))                       # (B, E)
+        kind = self.attention_kind
+        if kind == "none":
+            c = self._fixed_context(encoder_outputs, src_mask)            # (B, H)
+            o, state = self.decoder(torch.cat([emb, c], -1).unsqueeze(1), state)
+            s = o.squeeze(1)
+            logits = self.out(self.drop(torch.cat([s, c], -1)))
+            return StepOutput(logits, state, None, c, None)
+        if kind == "bahdanau":
+            alpha, c, scores = self.attn(state[-1], encoder_outputs, src_mask, _U_h)   # scored from s_{t-1}
+            o, state = self.decoder(torch.cat([emb, c], -1).unsqueeze(1), state)
+            s = o.squeeze(1)
+            logits = self.out(self.drop(torch.cat([s, c], -1)))
+            return StepOutput(logits, state, alpha, c, scores)
+        o, state = self.decoder(emb.unsqueeze(1), state)                  # Luong: scored from s_t
+        s = o.squeeze(1)
+        alpha, c, scores = self.attn(s, encoder_outputs, src_mask)
+        h_tilde = torch.tanh(self.W_c(torch.cat([c, s], -1)))
+        logits = self.out(self.drop(h_tilde))
+        return StepOutput(logits, state, alpha, c, scores)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor):
+        """Teacher forcing. src (B, S), tgt_in (B, T) (starts with <bos>) -> logits (B, T, V), attentions (B, T, S).
+
+        For attention="none" the attentions are all zeros."""
+        src_mask = self.make_src_mask(src)
+        enc, state = self.encode(src, src_mask)
+        if self.attention_kind != "bahdanau":
+            return self._forward_parallel(tgt_in, state, enc, src_mask)
+        # Bahdanau: the decoder input needs c_t, which needs s_{t-1}: step through time (U_a h_j computed once)
+        U_h = self.attn.U_a(enc)
+        logits, atts = [], []
+        for t in range(tgt_in.size(1)):
+            step = self.decode_step(tgt_in[:, t], state, enc, src_mask, _U_h=U_h)
+            state = step.state
+            logits.append(step.logits)
+            atts.append(step.attention if step.attention is not None else torch.zeros_like(src, dtype=enc.dtype))
+        return torch.stack(logits, 1), torch.stack(atts, 1)
+
+    def _forward_parallel(self, tgt_in, state, enc, src_mask):
+        """Same numbers as stepping decode_step, computed with one GRU call over all T steps (possible
+        whenever the decoder input does not depend on the attention: "none" and Luong without input feeding)."""
+        emb = self.drop(self.tgt_embedding(tgt_in))                               # (B, T, E)
+        B, T = tgt_in.shape
+        if self.attention_kind == "none":
+            c = self._fixed_context(enc, src_mask)                                # (B, H)
+            c_rep = c.unsqueeze(1).expand(-1, T, -1)
+            s, _ = self.decoder(torch.cat([emb, c_rep], -1), state)              # (B, T, H)
+            logits = self.out(self.drop(torch.cat([s, c_rep], -1)))
+            return logits, torch.zeros(B, T, enc.size(1), dtype=enc.dtype, device=enc.device)
+        s, _ = self.decoder(emb, state)                                           # (B, T, H)
+        S = enc.size(1)
+        s_flat = s.reshape(B * T, -1)
+        enc_rep = enc.unsqueeze(1).expand(-1, T, -1, -1).reshape(B * T, S, -1)
+        mask_rep = src_mask.unsqueeze(1).expand(-1, T, -1).reshape(B * T, S)
+        alpha, c, _ = self.attn(s_flat, enc_rep, mask_rep)
+        h_tilde = torch.tanh(self.W_c(torch.cat([c, s_flat], -1)))
+        logits = self.out(self.drop(h_tilde)).view(B, T, -1)
+        return logits, alpha.view(B, T, S)
+
+    # ------------------------------------------------------------------ inference
+    @torch.no_grad()
+    def greedy_decode(self, src: torch.Tensor, max_len: int = 50) -> DecodeResult:
+        """src (B, S) or (S,) -> argmax tokens per example (stopping at <eos>) and their attention rows."""
+        if src.dim() == 1:
+            src = src.unsqueeze(0)
+        B = src.size(0)
+        src_mask = self.make_src_mask(src)
+        enc, state = self.encode(src, src_mask)
+        y = torch.full((B,), self.bos_id, dtype=torch.long, device=src.device)
+        tokens: list[list[int]] = [[] for _ in range(B)]
+        rows: list[list[torch.Tensor]] = [[] for _ in range(B)]
+        done = torch.zeros(B, dtype=torch.bool)
+        for _ in range(max_len):
+            step = self.decode_step(y, state, enc, src_mask)
+            state = step.state
+            y = step.logits.argmax(-1)
+            for b in range(B):
+                if done[b]:
+                    continue
+                if step.attention is not None:
+                    rows[b].append(step.attention[b].cpu())
+                if y[b].item() == self.eos_id:
+                    done[b] = True
+                else:
+                    tokens[b].append(int(y[b].item()))
+            if bool(done.all()):
+                break
+        atts = [torch.stack(r) if r else None for r in rows]
+        return DecodeResult(tokens, atts)
+
+    @staticmethod
+    def _length_penalty(length: int, alpha: float) -> float:
+        """Wu et al. (2016) GNMT: ((5 + |Y|) / 6)^alpha; alpha=0 ranks by raw log-probability."""
+        return ((5.0 + length) / 6.0) ** alpha
+
+    @torch.no_grad()
+    def beam_search(self, src: torch.Tensor, beam_size: int = 4, max_len: int = 50,
+                    length_penalty: float = 1.0) -> BeamResult:
+        """Beam search for ONE source sentence src (S,) or (1, S).
+
+        At each step every live hypothesis is extended by every token; the beam_size best candidates (by
+        summed log-probability) survive ("kept"), the next best up to 2*beam_size are recorded as "pruned",
+        and kept candidates ending in <eos> move to the finished list ("finished"). Stops when beam_size
+        hypotheses have finished or at max_len. Finished hypotheses are ranked by score / lp(len)
+        (GNMT length penalty with alpha=length_penalty). beam_size=1 reproduces greedy decoding."""
+        if src.dim() == 1:
+            src = src.unsqueeze(0)
+        if src.size(0) != 1:
+            raise ValueError("beam_search decodes one sentence at a time: src must be (S,) or (1, S)")
+        if beam_size < 1:
+            raise ValueError("beam_size must be >= 1")
+        src_mask = self.make_src_mask(src)
+        enc, state = self.encode(src, src_mask)
+        V = self.out.out_features
+        live_tokens: list[list[int]] = [[]]
+        live_scores = torch.zeros(1)
+        live_atts: list[list[torch.Tensor]] = [[]]
+        y = torch.full((1,), self.bos_id, dtype=torch.long, device=src.device)
+        finished: list[tuple[float, float, list[int], list[torch.Tensor]]] = []
+        steps: list[list[Hypothesis]] = []
+        for t in range(max_len):
+            n = len(live_tokens)
+            step = self.decode_step(y, state, enc.expand(n, -1, -1), src_mask.expand(n, -1))
+            logp = F.log_softmax(step.logits.float(), -1).cpu()                  # (n, V)
+            total = (live_scores.unsqueeze(1) + logp).view(-1)                  # (n*V,)
+            k = min(total.numel(), 2 * beam_size)
+            top_scores, top_idx = total.topk(k)
+            record: list[Hypothesis] = []
+            next_live: list[tuple[int, int, float, list[int], list[torch.Tensor]]] = []
+            n_kept = 0
+            for sc, idx in zip(top_scores.tolist(), top_idx.tolist()):
+                parent, tok = divmod(idx, V)
+                toks = live_tokens[parent] + [tok]
+                norm = sc / self._length_penalty(len(toks), length_penalty)
+                if n_kept >= beam_size:
+                    record.append(Hypothesis(t, toks, sc, norm, parent, "pruned"))
+                    continue
+                n_kept += 1
+                att = live_atts[parent] + ([step.attention[parent].cpu()] if step.attention is not None else [])
+                if tok == self.eos_id:
+                    finished.append((norm, sc, toks[:-1], att))
+                    record.append(Hypothesis(t, toks, sc, norm, parent, "finished"))
+                else:
+                    next_live.append((parent, tok, sc, toks, att))
+                    record.append(Hypothesis(t, toks, sc, norm, parent, "kept"))
+            steps.append(record)
+            if len(finished) >= beam_size or not next_live:
+                break
+            parents = torch.tensor([h[0] for h in next_live], dtype=torch.long, device=src.device)
+            state = step.state[:, parents]
+            y = torch.tensor([h[1] for h in next_live], dtype=torch.long, device=src.device)
+            live_scores = torch.tensor([h[2] for h in next_live])
+            live_tokens = [h[3] for h in next_live]
+            live_atts = [h[4] for h in next_live]
+        if not finished:  # nothing reached <eos> within max_len: rank the live hypotheses
+            for toks, sc, att in zip(live_tokens, live_scores.tolist(), live_atts):
+                lp = self._length_penalty(len(toks), length_penalty)
+                finished.append((sc / lp, sc, toks, att))
+        best = max(finished, key=lambda f: f[0])
+        att = torch.stack(best[3]) if best[3] else None
+        return BeamResult(tokens=best[2], score=best[1], attention=att, steps=steps)

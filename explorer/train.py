@@ -1,0 +1,592 @@
+"""Training loops for the built-in architectures, shared by the CLI and the app's Models page.
+
+    python -m explorer.train lstm-lm        # reproduce one shipped checkpoint in assets/builtin/
+    python -m explorer.train all            # all of them, one after the other
+    python -m explorer.train --list
+
+`train_model(spec, progress, should_stop)` is the single entry point: it builds the corpus (generated and
+seeded, or the user's token lists), the vocabulary and the model, trains with Adam (warmup + cosine decay,
+gradient clipping), reports TrainProgress, honours stop requests and max_seconds by ending cleanly, and
+returns the model with a checkpoint meta dict (see explorer.checkpoint) including held-out metrics.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import metrics as M
+from .models import build_model
+
+ARCH_CORPORA = {
+    "rnn_lm": ("english", "user"),
+    "tiny_gpt": ("english", "user"),
+    "word2vec": ("english", "user"),
+    "seq2seq": ("translation", "dates"),
+}
+LIMITS = dict(epochs=100, hidden_size=1024, emb_dim=1024, num_layers=4, n_head=16, batch_size=1024,
+              n_train=200_000, n_heldout=20_000, max_seconds=6 * 3600, max_len=512, vocab=200_000)
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+@dataclass
+class TrainSpec:
+    """Everything that defines a training run (all JSON-able). Unused fields are ignored per architecture."""
+    architecture: str = "rnn_lm"           # rnn_lm | seq2seq | tiny_gpt | word2vec
+    corpus: str = "english"                # english | translation | dates | user
+    user_tokens: list[list[str]] | None = None   # corpus="user": token lists (explorer.data.user_text)
+    level: str = "word"                    # word | char (english: char splits the sentence into characters)
+    n_train: int = 20_000
+    n_heldout: int = 1_000
+    # size
+    cell: str = "lstm"                     # rnn_lm: rnn | gru | lstm
+    attention: str = "bahdanau"            # seq2seq: none | bahdanau | luong-dot | luong-general | luong-concat
+    num_layers: int = 1                    # rnn_lm/seq2seq layers, tiny_gpt n_layer
+    hidden_size: int = 256                 # rnn hidden / tiny_gpt n_embd / word2vec dim
+    emb_dim: int = 128
+    n_head: int = 4
+    block_size: int = 64                   # tiny_gpt context; also max training sequence length for LMs
+    dropout: float = 0.0
+    # optimisation
+    epochs: int = 5
+    lr: float = 3e-3
+    batch_size: int = 64
+    weight_decay: float = 0.0
+    warmup_steps: int = 50
+    grad_clip: float = 1.0
+    seed: int = 0
+    max_seconds: float | None = None
+    # vocabulary / word2vec
+    min_freq: int = 1
+    max_vocab: int | None = None
+    window: int = 2
+    negatives: int = 5
+    subsample: float | None = None         # word2vec subsampling threshold t (None = off)
+    # evaluation
+    full_metrics: bool = False             # bigram baseline, agreement, length buckets, precision@5
+    name: str = "custom"
+    description: str = ""
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.pop("user_tokens")
+        return d
+
+
+@dataclass
+class TrainProgress:
+    epoch: int                   # 1-based
+    step: int                    # optimiser steps done so far
+    total_steps: int
+    train_loss: float            # running mean of the current epoch
+    heldout_loss: float | None   # set at the end of each epoch
+    elapsed: float               # seconds
+
+
+@dataclass
+class TrainResult:
+    model: nn.Module
+    meta: dict
+    history: list[dict] = field(default_factory=list)
+    stopped: bool = False        # ended by should_stop or max_seconds
+
+
+# ============================================================================================== validation
+def _check_int(name: str, v, lo: int, hi: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+
+
+def validate_spec(spec: TrainSpec) -> None:
+    """Raise ValueError with a readable message when the spec is unusable or out of bounds."""
+    if spec.architecture not in ARCH_CORPORA:
+        raise ValueError(f"architecture must be one of {sorted(ARCH_CORPORA)}, got {spec.architecture!r}")
+    if spec.corpus not in ARCH_CORPORA[spec.architecture]:
+        raise ValueError(f"{spec.architecture} trains on corpus {ARCH_CORPORA[spec.architecture]}, not {spec.corpus!r}")
+    if spec.level not in ("word", "char"):
+        raise ValueError(f"level must be 'word' or 'char', got {spec.level!r}")
+    if spec.corpus == "user":
+        toks = spec.user_tokens
+        if not toks or not isinstance(toks, list) or not all(isinstance(s, (list, tuple)) for s in toks):
+            raise ValueError("corpus 'user' needs user_tokens: a non-empty list of token lists")
+        if sum(1 for s in toks if len(s)) < 2:
+            raise ValueError("the text is too short to train on: it needs at least 2 non-empty sentences")
+    else:
+        _check_int("n_train", spec.n_train, 10, LIMITS["n_train"])
+        _check_int("n_heldout", spec.n_heldout, 1, LIMITS["n_heldout"])
+    _check_int("epochs", spec.epochs, 1, LIMITS["epochs"])
+    _check_int("hidden_size", spec.hidden_size, 2, LIMITS["hidden_size"])
+    _check_int("emb_dim", spec.emb_dim, 2, LIMITS["emb_dim"])
+    _check_int("num_layers", spec.num_layers, 1, LIMITS["num_layers"])
+    _check_int("batch_size", spec.batch_size, 1, LIMITS["batch_size"])
+    _check_int("block_size", spec.block_size, 4, LIMITS["max_len"])
+    _check_int("seed", spec.seed, 0, 2**31 - 1)
+    _check_int("min_freq", spec.min_freq, 1, 1000)
+    _check_int("window", spec.window, 1, 10)
+    _check_int("negatives", spec.negatives, 1, 50)
+    _check_int("warmup_steps", spec.warmup_steps, 0, 100_000)
+    if spec.max_vocab is not None:
+        _check_int("max_vocab", spec.max_vocab, 5, LIMITS["vocab"])
+    if not isinstance(spec.lr, (int, float)) or not 0 < spec.lr <= 1:
+        raise ValueError(f"lr must be in (0, 1], got {spec.lr!r}")
+    if not 0 <= spec.dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {spec.dropout!r}")
+    if not 0 <= spec.weight_decay <= 1:
+        raise ValueError(f"weight_decay must be in [0, 1], got {spec.weight_decay!r}")
+    if spec.max_seconds is not None and not 0 < spec.max_seconds <= LIMITS["max_seconds"]:
+        raise ValueError(f"max_seconds must be in (0, {LIMITS['max_seconds']}], got {spec.max_seconds!r}")
+    if spec.architecture == "rnn_lm" and spec.cell not in ("rnn", "gru", "lstm"):
+        raise ValueError(f"cell must be 'rnn', 'gru' or 'lstm', got {spec.cell!r}")
+    if spec.architecture == "seq2seq" and spec.attention not in (
+            "none", "bahdanau", "luong-dot", "luong-general", "luong-concat"):
+        raise ValueError(f"unknown attention {spec.attention!r}")
+    if spec.architecture == "tiny_gpt":
+        _check_int("n_head", spec.n_head, 1, LIMITS["n_head"])
+        if spec.hidden_size % spec.n_head:
+            raise ValueError(f"hidden_size (n_embd = {spec.hidden_size}) must be divisible by n_head = {spec.n_head}")
+
+
+# ============================================================================================== data
+@dataclass
+class Corpus:
+    """Token-level data of one run: sentences (LMs, word2vec) or (src, tgt) pairs (seq2seq)."""
+    train: list
+    heldout: list
+    generator: str
+    seed: int | None
+    level: str
+
+
+def _data_module(name: str):
+    return importlib.import_module(f"explorer.data.{name}")
+
+
+def load_corpus(spec: TrainSpec) -> Corpus:
+    if spec.corpus == "user":
+        sents = [list(s) for s in spec.user_tokens if len(s)]
+        rng = random.Random(spec.seed)
+        order = list(range(len(sents)))
+        rng.shuffle(order)
+        n_held = max(1, len(sents) // 10)
+        held = [sents[i] for i in sorted(order[:n_held])]
+        train = [sents[i] for i in sorted(order[n_held:])]
+        return Corpus(train, held, "user", None, spec.level)
+    mod = _data_module(spec.corpus)
+    if spec.corpus == "english":
+        train = mod.generate_sentences(spec.n_train, mod.TRAIN_SEED)
+        held = mod.generate_sentences(spec.n_heldout, mod.HELDOUT_SEED)
+        if spec.level == "char":
+            train = [list(" ".join(s)) for s in train]
+            held = [list(" ".join(s)) for s in held]
+    else:
+        train = mod.generate_pairs(spec.n_train, mod.TRAIN_SEED)
+        held = mod.generate_pairs(spec.n_heldout, mod.HELDOUT_SEED)
+        train = [(list(s), list(t)) for s, t in train]
+        held = [(list(s), list(t)) for s, t in held]
+    return Corpus(train, held, spec.corpus, mod.TRAIN_SEED, spec.level)
+
+
+def _vocab_cls():
+    return _data_module("vocab").Vocab
+
+
+def _chunks(ids: list[int], size: int) -> list[list[int]]:
+    """Split a long sequence into windows of at most `size` tokens (for LM training)."""
+    return [ids[i:i + size] for i in range(0, max(len(ids), 1), size)] if len(ids) > size else [ids]
+
+
+def _bucketed_batches(n: int, lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Shuffled batches of similar length (sort within pools of 50 batches), in shuffled order."""
+    order = list(range(n))
+    rng.shuffle(order)
+    pool = batch_size * 50
+    batches = []
+    for p in range(0, n, pool):
+        chunk = sorted(order[p:p + pool], key=lambda i: lengths[i])
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+# ============================================================================================== main loop
+def _lr_at(step: int, total: int, spec: TrainSpec) -> float:
+    warm = min(spec.warmup_steps, max(total // 10, 1))
+    if step < warm:
+        return spec.lr * (step + 1) / warm
+    frac = (step - warm) / max(total - warm, 1)
+    return spec.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | None = None,
+                should_stop: Callable[[], bool] | None = None, device: str = "cpu") -> TrainResult:
+    """Train `spec` from scratch (seeded). Stop requests / max_seconds end training cleanly: the model
+    trained so far is evaluated and returned with meta["train"]["stopped"] = True."""
+    validate_spec(spec)
+    t0 = time.perf_counter()
+    random.seed(spec.seed)
+    torch.manual_seed(spec.seed)
+    corpus = load_corpus(spec)
+    task = _make_task(spec, corpus, device)
+    model = task.model.to(device)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and spec.weight_decay > 0]
+    other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and spec.weight_decay > 0)]
+    groups = [{"params": other, "weight_decay": 0.0}]
+    if decay:
+        groups.append({"params": decay, "weight_decay": spec.weight_decay})
+    opt = torch.optim.AdamW(groups, lr=spec.lr)
+    rng = random.Random(spec.seed)
+    steps_per_epoch = task.steps_per_epoch()
+    total_steps = steps_per_epoch * spec.epochs
+    step, stopped, history = 0, False, []
+    report_every = max(1, steps_per_epoch // 20)
+    epoch = 0
+    for epoch in range(1, spec.epochs + 1):
+        model.train()
+        run_loss, run_n = 0.0, 0
+        for batch in task.batches(rng, epoch):
+            if (should_stop is not None and should_stop()) or (
+                    spec.max_seconds is not None and time.perf_counter() - t0 > spec.max_seconds):
+                stopped = True
+                break
+            for g in opt.param_groups:
+                g["lr"] = _lr_at(step, total_steps, spec)
+            loss = task.loss(batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if spec.grad_clip:
+                nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
+            opt.step()
+            step += 1
+            run_loss += loss.item()
+            run_n += 1
+            if progress is not None and step % report_every == 0:
+                progress(TrainProgress(epoch, step, total_steps, run_loss / run_n, None, time.perf_counter() - t0))
+        held = task.heldout_loss()
+        history.append({"epoch": epoch, "train_loss": run_loss / max(run_n, 1), "heldout_loss": held,
+                        "elapsed": round(time.perf_counter() - t0, 2)})
+        if progress is not None:
+            progress(TrainProgress(epoch, step, total_steps, run_loss / max(run_n, 1), held, time.perf_counter() - t0))
+        if stopped:
+            break
+    train_seconds = time.perf_counter() - t0
+    model.eval()
+    metrics = task.evaluate(full=spec.full_metrics)
+    metrics["heldout_loss"] = history[-1]["heldout_loss"] if history else None
+    meta = {
+        "name": spec.name,
+        "architecture": spec.architecture,
+        "config": task.config,
+        **task.vocab_meta(),
+        "corpus": {"generator": corpus.generator, "seed": corpus.seed, "n_train": len(corpus.train),
+                   "n_heldout": len(corpus.heldout), "level": corpus.level,
+                   "heldout_seed": getattr(_data_module(spec.corpus), "HELDOUT_SEED", None)
+                   if spec.corpus != "user" else None},
+        "metrics": metrics,
+        "train": {"epochs": epoch if history else 0, "steps": step, "seconds": round(train_seconds, 1),
+                  "eval_seconds": round(time.perf_counter() - t0 - train_seconds, 1),
+                  "device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                  "stopped": stopped, "spec": spec.to_json(), "history": history},
+        "description": spec.description or f"{spec.architecture} trained on the {corpus.generator} corpus.",
+    }
+    return TrainResult(model=model, meta=meta, history=history, stopped=stopped)
+
+
+# ============================================================================================== tasks
+class _LMTask:
+    """rnn_lm / tiny_gpt: next-token prediction on <bos> s <eos>."""
+
+    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str) -> None:
+        Vocab = _vocab_cls()
+        self.spec, self.corpus, self.device = spec, corpus, device
+        self.vocab = Vocab.build(corpus.train, min_freq=spec.min_freq, max_size=spec.max_vocab)
+        V = len(self.vocab)
+        if spec.architecture == "rnn_lm":
+            self.config = dict(vocab_size=V, emb_dim=spec.emb_dim, hidden_size=spec.hidden_size,
+                               num_layers=spec.num_layers, cell=spec.cell, dropout=spec.dropout)
+        else:
+            self.config = dict(vocab_size=V, block_size=spec.block_size, n_layer=spec.num_layers,
+                               n_head=spec.n_head, n_embd=spec.hidden_size, dropout=spec.dropout)
+        self.model = build_model(spec.architecture, self.config)
+        max_len = spec.block_size + 1
+        self.train_ids = [c for s in corpus.train for c in _chunks([BOS, *self.vocab.encode(s), EOS], max_len)]
+        self.held_ids = [self.vocab.encode(s) for s in corpus.heldout]
+        self.lengths = [len(s) for s in self.train_ids]
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.train_ids) / self.spec.batch_size)
+
+    def batches(self, rng, epoch):
+        for idx in _bucketed_batches(len(self.train_ids), self.lengths, self.spec.batch_size, rng):
+            yield M.pad_batch([self.train_ids[i] for i in idx]).to(self.device)
+
+    def loss(self, batch):
+        logits = M.lm_logits(self.model, batch[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1), ignore_index=PAD)
+
+    def _held_eval_ids(self):
+        # the LM scores <bos> s <eos>; sequences longer than the context are cut to fit
+        return [s[: self.spec.block_size - 1] for s in self.held_ids]
+
+    def heldout_loss(self) -> float:
+        total, n = M.lm_nll(self.model, self._held_eval_ids(), device=self.device)
+        return total / max(n, 1)
+
+    def evaluate(self, full: bool) -> dict:
+        held = self._held_eval_ids()
+        out = {"heldout_perplexity": M.perplexity(self.model, held, device=self.device)}
+        if full:
+            train_ids = [self.vocab.encode(s) for s in self.corpus.train]
+            ppl, k = M.bigram_perplexity(train_ids, held, len(self.vocab))
+            out["bigram_perplexity"], out["bigram_k"] = ppl, k
+            out["perplexity_reduction_vs_bigram"] = 1 - out["heldout_perplexity"] / ppl
+            if self.corpus.generator == "english" and self.corpus.level == "word":
+                out["agreement"] = agreement_eval(self.model, self.vocab, device=self.device)
+        return out
+
+    def vocab_meta(self) -> dict:
+        return {"vocab": list(self.vocab.itos)}
+
+
+def agreement_items(vocab, n: int = 1000, seed: int | None = None, min_distance: int = 1):
+    """Encode explorer.data.english.agreement_pairs(n, HELDOUT_SEED) as (prefix ids, correct, wrong, distance)."""
+    english = _data_module("english")
+    pairs = english.agreement_pairs(n, english.HELDOUT_SEED if seed is None else seed, min_distance=min_distance)
+    items = []
+    for p in pairs:
+        correct, wrong = vocab.encode([p.correct])[0], vocab.encode([p.wrong])[0]
+        if UNK in (correct, wrong):
+            continue
+        items.append((vocab.encode(list(p.prefix)), correct, wrong, int(p.distance)))
+    return items
+
+
+def agreement_eval(model, vocab, n: int = 1000, device="cpu") -> dict:
+    """Agreement accuracy on all distances (min_distance=1) and on long-range pairs (min_distance=4)."""
+    res = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=1), device=device)
+    long = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=4), device=device)
+    res["long_range_accuracy"] = long["accuracy"]
+    res["long_range_by_distance"] = long["by_distance"]
+    res["long_range_n"] = long["n"]
+    return res
+
+
+class _Seq2SeqTask:
+    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str) -> None:
+        Vocab = _vocab_cls()
+        self.spec, self.corpus, self.device = spec, corpus, device
+        self.src_vocab = Vocab.build([s for s, _ in corpus.train], min_freq=spec.min_freq, max_size=spec.max_vocab)
+        self.tgt_vocab = Vocab.build([t for _, t in corpus.train], min_freq=spec.min_freq, max_size=spec.max_vocab)
+        self.config = dict(src_vocab_size=len(self.src_vocab), tgt_vocab_size=len(self.tgt_vocab),
+                           emb_dim=spec.emb_dim, hidden_size=spec.hidden_size, attention=spec.attention,
+                           num_layers=spec.num_layers, dropout=spec.dropout)
+        self.model = build_model("seq2seq", self.config)
+        enc = lambda pairs: [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in pairs]  # noqa: E731
+        self.train_pairs, self.held_pairs = enc(corpus.train), enc(corpus.heldout)
+        self.lengths = [len(s) for s, _ in self.train_pairs]
+        self.max_len = max(len(t) for _, t in self.train_pairs + self.held_pairs) + 5
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.train_pairs) / self.spec.batch_size)
+
+    def _tensors(self, pairs):
+        src = M.pad_batch([s for s, _ in pairs]).to(self.device)
+        tin = M.pad_batch([[BOS, *t] for _, t in pairs]).to(self.device)
+        tout = M.pad_batch([[*t, EOS] for _, t in pairs]).to(self.device)
+        return src, tin, tout
+
+    def batches(self, rng, epoch):
+        for idx in _bucketed_batches(len(self.train_pairs), self.lengths, self.spec.batch_size, rng):
+            yield self._tensors([self.train_pairs[i] for i in idx])
+
+    def loss(self, batch, reduction="mean"):
+        src, tin, tout = batch
+        logits, _ = self.model(src, tin)
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), tout.reshape(-1), ignore_index=PAD,
+                               reduction=reduction)
+
+    @torch.no_grad()
+    def heldout_loss(self) -> float:
+        self.model.eval()
+        total, n = 0.0, 0
+        for i in range(0, len(self.held_pairs), 256):
+            batch = self._tensors(self.held_pairs[i:i + 256])
+            total += float(self.loss(batch, reduction="sum"))
+            n += int((batch[2] != PAD).sum())
+        return total / max(n, 1)
+
+    def evaluate(self, full: bool) -> dict:
+        srcs = [s for s, _ in self.held_pairs]
+        refs = [t for _, t in self.held_pairs]
+        preds = M.seq2seq_predictions(self.model, srcs, max_len=self.max_len, device=self.device)
+        out = {"exact_match": M.exact_match(preds, refs), "token_accuracy": M.token_accuracy(preds, refs)}
+        if full:
+            out["exact_match_by_source_length"] = M.accuracy_by_length(preds, refs, srcs)
+        return out
+
+    def vocab_meta(self) -> dict:
+        return {"src_vocab": list(self.src_vocab.itos), "tgt_vocab": list(self.tgt_vocab.itos)}
+
+
+class _Word2VecTask:
+    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str) -> None:
+        from .models.word2vec import keep_probability, noise_distribution, skipgram_pairs
+        Vocab = _vocab_cls()
+        self.spec, self.corpus, self.device = spec, corpus, device
+        self.vocab = Vocab.build(corpus.train, min_freq=spec.min_freq, max_size=spec.max_vocab)
+        counts = [self.vocab.freq.get(t, 0) for t in self.vocab.itos]
+        self.noise = noise_distribution(counts).to(device)
+        keep = keep_probability(counts, spec.subsample) if spec.subsample else None
+        self.config = dict(vocab_size=len(self.vocab), dim=spec.hidden_size)
+        self.model = build_model("word2vec", self.config)
+        ids = [self.vocab.encode(s) for s in corpus.train]
+        self.pairs = skipgram_pairs(ids, spec.window, keep=keep, seed=spec.seed)
+        self.held_pairs = skipgram_pairs([self.vocab.encode(s) for s in corpus.heldout], spec.window,
+                                         seed=spec.seed + 1)[:20000]
+        self.gen = torch.Generator().manual_seed(spec.seed)
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.pairs) / self.spec.batch_size)
+
+    def _negatives(self, n: int, gen) -> torch.Tensor:
+        return torch.multinomial(self.noise.cpu(), n * self.spec.negatives, replacement=True,
+                                 generator=gen).view(n, -1).to(self.device)
+
+    def batches(self, rng, epoch):
+        perm = torch.randperm(len(self.pairs), generator=self.gen)
+        for i in range(0, len(perm), self.spec.batch_size):
+            b = self.pairs[perm[i:i + self.spec.batch_size]].to(self.device)
+            yield b[:, 0], b[:, 1], self._negatives(len(b), self.gen)
+
+    def loss(self, batch):
+        return self.model(*batch)
+
+    @torch.no_grad()
+    def heldout_loss(self) -> float:
+        if len(self.held_pairs) == 0:
+            return float("nan")
+        gen = torch.Generator().manual_seed(12345)
+        b = self.held_pairs.to(self.device)
+        return float(self.model(b[:, 0], b[:, 1], self._negatives(len(b), gen)))
+
+    def evaluate(self, full: bool) -> dict:
+        out: dict = {}
+        if self.corpus.generator == "english" and self.corpus.level == "word":
+            english = _data_module("english")
+            out["precision_at_5"] = M.precision_at_k(self.model.in_embed.weight, self.vocab.itos,
+                                                     english.word_class, k=5)
+        return out
+
+    def vocab_meta(self) -> dict:
+        return {"vocab": list(self.vocab.itos)}
+
+
+def _make_task(spec: TrainSpec, corpus: Corpus, device: str):
+    if spec.architecture in ("rnn_lm", "tiny_gpt"):
+        return _LMTask(spec, corpus, device)
+    if spec.architecture == "seq2seq":
+        return _Seq2SeqTask(spec, corpus, device)
+    return _Word2VecTask(spec, corpus, device)
+
+
+# ============================================================================================== built-ins
+_LM = dict(architecture="rnn_lm", corpus="english", n_train=20_000, n_heldout=1_000, full_metrics=True)
+_S2S = dict(architecture="seq2seq", corpus="translation", n_train=20_000, n_heldout=1_000, full_metrics=True,
+            emb_dim=64, hidden_size=128, epochs=10, lr=3e-3, batch_size=64)
+
+BUILTINS: dict[str, TrainSpec] = {
+    "rnn-lm": TrainSpec(**_LM, cell="rnn", emb_dim=128, hidden_size=256, epochs=6, lr=2e-3,
+                        description="Elman RNN word-level language model on the generated English corpus."),
+    "gru-lm": TrainSpec(**_LM, cell="gru", emb_dim=128, hidden_size=256, epochs=6, lr=3e-3,
+                        description="GRU word-level language model on the generated English corpus."),
+    "lstm-lm": TrainSpec(**_LM, cell="lstm", emb_dim=128, hidden_size=256, epochs=6, lr=3e-3,
+                         description="LSTM word-level language model on the generated English corpus."),
+    "tiny-gpt": TrainSpec(architecture="tiny_gpt", corpus="english", n_train=20_000, n_heldout=1_000,
+                          full_metrics=True, num_layers=2, n_head=4, hidden_size=128, block_size=64, epochs=6,
+                          lr=2e-3, batch_size=64, warmup_steps=100,
+                          description="2-layer, 4-head decoder-only transformer (learned positions) on the English corpus."),
+    "word2vec": TrainSpec(architecture="word2vec", corpus="english", n_train=20_000, n_heldout=1_000,
+                          hidden_size=64, window=2, negatives=5, epochs=3, lr=5e-3, batch_size=1024,
+                          warmup_steps=0, grad_clip=0.0, full_metrics=True,
+                          description="Skip-gram with negative sampling word vectors from the English corpus."),
+    "seq2seq-none": TrainSpec(**_S2S, attention="none",
+                              description="GRU encoder-decoder without attention: one context vector carries the whole source."),
+    "seq2seq-bahdanau": TrainSpec(**_S2S, attention="bahdanau",
+                                  description="GRU encoder-decoder with Bahdanau (additive) attention on the toy translation task."),
+    "seq2seq-luong-dot": TrainSpec(**_S2S, attention="luong-dot",
+                                   description="GRU encoder-decoder with Luong dot attention on the toy translation task."),
+    "seq2seq-luong-general": TrainSpec(**_S2S, attention="luong-general",
+                                       description="GRU encoder-decoder with Luong general attention on the toy translation task."),
+    "seq2seq-luong-concat": TrainSpec(**_S2S, attention="luong-concat",
+                                      description="GRU encoder-decoder with Luong concat attention on the toy translation task."),
+    "seq2seq-dates": TrainSpec(**{**_S2S, "corpus": "dates"}, attention="bahdanau",
+                               description="Bahdanau-attention encoder-decoder that normalises written dates to ISO format."),
+}
+for _name, _spec in BUILTINS.items():
+    _spec.name = _name
+
+
+def train_builtin(name: str, folder=None, progress=None, save: bool = True) -> TrainResult:
+    """Train the built-in `name` from scratch with its recipe and (by default) save it to assets/builtin."""
+    from .checkpoint import BUILTIN_DIR, save_checkpoint
+    if name not in BUILTINS:
+        raise ValueError(f"unknown built-in {name!r}; expected one of {sorted(BUILTINS)}")
+    torch.set_num_threads(min(torch.get_num_threads(), 2))
+    result = train_model(replace(BUILTINS[name]), progress=progress)
+    if save:
+        save_checkpoint(result.model, result.meta, folder or BUILTIN_DIR, name)
+    return result
+
+
+def _fmt(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _print_metrics(metrics: dict, indent: str = "  ") -> None:
+    for k, v in metrics.items():
+        if isinstance(v, dict):
+            print(f"{indent}{k}:")
+            _print_metrics(v, indent + "  ")
+        else:
+            print(f"{indent}{k}: {_fmt(v)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m explorer.train", description=__doc__.split("\n")[0])
+    ap.add_argument("name", nargs="?", help=f"built-in to train: {', '.join(BUILTINS)} or 'all'")
+    ap.add_argument("--list", action="store_true", help="list built-in names")
+    ap.add_argument("--out", default=None, help="folder to write to (default assets/builtin)")
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args(argv)
+    if args.list or not args.name:
+        print("\n".join(BUILTINS))
+        return 0
+    names = list(BUILTINS) if args.name == "all" else [args.name]
+    for n in names:
+        if n not in BUILTINS:
+            print(f"unknown built-in {n!r}; choose from: {', '.join(BUILTINS)}, all", file=sys.stderr)
+            return 2
+
+    def show(p: TrainProgress) -> None:
+        if p.heldout_loss is not None:
+            print(f"  epoch {p.epoch} step {p.step}/{p.total_steps} train {p.train_loss:.4f} "
+                  f"heldout {p.heldout_loss:.4f} ({p.elapsed:.0f}s)", flush=True)
+
+    for n in names:
+        print(f"== {n}", flush=True)
+        res = train_builtin(n, folder=args.out, progress=show, save=not args.no_save)
+        _print_metrics(res.meta["metrics"])
+        print(f"  time: train {res.meta['train']['seconds']}s, eval {res.meta['train']['eval_seconds']}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

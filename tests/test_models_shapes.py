@@ -1,0 +1,231 @@
+"""Shape and invariant tests of the built-in architectures (tiny random models, fast)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from explorer.models import ARCHITECTURES, build_model, sinusoidal_positions
+from explorer.models.seq2seq import ATTENTIONS, BahdanauAttention, LuongAttention, masked_softmax
+from explorer.models.word2vec import keep_probability, noise_distribution, skipgram_pairs
+
+torch.set_num_threads(2)
+
+
+def _seq2seq(attention: str, seed: int = 0):
+    torch.manual_seed(seed)
+    return build_model("seq2seq", dict(src_vocab_size=20, tgt_vocab_size=25, emb_dim=8, hidden_size=16,
+                                       attention=attention)).eval()
+
+
+def _src():
+    src = torch.randint(4, 20, (3, 7), generator=torch.Generator().manual_seed(1))
+    src[1, 5:] = 0
+    src[2, 3:] = 0
+    return src
+
+
+# ------------------------------------------------------------------ rnn_lm
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_rnn_lm_shapes(cell):
+    m = build_model("rnn_lm", dict(vocab_size=30, emb_dim=8, hidden_size=12, num_layers=2, cell=cell))
+    logits, hidden = m(torch.randint(0, 30, (4, 6)))
+    assert logits.shape == (4, 6, 30)
+    h = hidden[0] if cell == "lstm" else hidden
+    assert h.shape == (2, 4, 12)
+    assert type(m.rnn).__name__ == {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}[cell]
+    assert m.rnn.batch_first and hasattr(m.rnn, "weight_ih_l0") and hasattr(m.rnn, "weight_hh_l1")
+
+
+def test_rnn_lm_state_carries_over():
+    torch.manual_seed(0)
+    m = build_model("rnn_lm", dict(vocab_size=30, emb_dim=8, hidden_size=12, cell="lstm")).eval()
+    ids = torch.randint(0, 30, (2, 8))
+    full, _ = m(ids)
+    a, h = m(ids[:, :5])
+    b, _ = m(ids[:, 5:], h)
+    assert torch.allclose(full, torch.cat([a, b], 1), atol=1e-6)
+
+
+def test_rnn_lm_tied_weights():
+    m = build_model("rnn_lm", dict(vocab_size=30, emb_dim=12, hidden_size=12, cell="gru", tie_weights=True))
+    assert m.decoder.weight is m.embedding.weight
+
+
+# ------------------------------------------------------------------ tiny_gpt
+@pytest.mark.parametrize("norm,positions", [("pre", "learned"), ("post", "sinusoidal")])
+def test_gpt_shapes_and_attention(norm, positions):
+    torch.manual_seed(0)
+    m = build_model("tiny_gpt", dict(vocab_size=40, block_size=16, n_layer=2, n_head=4, n_embd=32, norm=norm,
+                                     positions=positions)).eval()
+    idx = torch.randint(0, 40, (2, 10))
+    logits, atts = m(idx, return_attentions=True)
+    assert logits.shape == (2, 10, 40)
+    assert len(atts) == 2
+    for a in atts:
+        assert a.shape == (2, 4, 10, 10)
+        assert torch.allclose(a.sum(-1), torch.ones(2, 4, 10), atol=1e-5)
+        assert torch.equal(torch.triu(a, diagonal=1), torch.zeros_like(a))  # exactly 0 above the diagonal
+    assert torch.equal(m(idx), logits)
+    # causal: changing a later token leaves earlier logits unchanged
+    idx2 = idx.clone()
+    idx2[:, -1] = (idx2[:, -1] + 1) % 40
+    assert torch.allclose(m(idx2)[:, :-1], logits[:, :-1], atol=1e-6)
+
+
+def test_gpt_module_names_follow_nanogpt():
+    m = build_model("tiny_gpt", dict(vocab_size=40, block_size=8, n_layer=1, n_head=2, n_embd=16))
+    names = dict(m.named_parameters())
+    for key in ["wte.weight", "wpe.weight", "h.0.ln_1.weight", "h.0.attn.c_attn.weight", "h.0.attn.c_proj.weight",
+                "h.0.ln_2.weight", "h.0.mlp.c_fc.weight", "h.0.mlp.c_proj.weight", "ln_f.weight", "lm_head.weight"]:
+        assert key in names, key
+    assert names["h.0.attn.c_attn.weight"].shape == (48, 16)
+
+
+def test_gpt_rejects_too_long_input():
+    m = build_model("tiny_gpt", dict(vocab_size=10, block_size=4, n_layer=1, n_head=1, n_embd=8))
+    with pytest.raises(ValueError):
+        m(torch.zeros(1, 5, dtype=torch.long))
+
+
+def test_sinusoidal_positions_formula():
+    pe = sinusoidal_positions(50, 16)
+    assert pe.shape == (50, 16)
+    for pos in (0, 3, 49):
+        for i in range(8):
+            angle = pos / 10000 ** (2 * i / 16)
+            assert math.isclose(pe[pos, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
+            assert math.isclose(pe[pos, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
+    assert sinusoidal_positions(3, 5).shape == (3, 5)  # odd d_model works
+    m = build_model("tiny_gpt", dict(vocab_size=10, block_size=8, n_layer=1, n_head=2, n_embd=16,
+                                     positions="sinusoidal"))
+    assert "wpe" not in dict(m.named_parameters())
+    assert torch.allclose(m.position_embeddings(8), sinusoidal_positions(8, 16))
+
+
+# ------------------------------------------------------------------ seq2seq
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_seq2seq_forward_shapes_and_attention_rows(attention):
+    m = _seq2seq(attention)
+    src = _src()
+    tgt_in = torch.randint(4, 25, (3, 5))
+    logits, atts = m(src, tgt_in)
+    assert logits.shape == (3, 5, 25) and atts.shape == (3, 5, 7)
+    if attention == "none":
+        assert torch.count_nonzero(atts) == 0
+    else:
+        assert torch.allclose(atts.sum(-1), torch.ones(3, 5), atol=1e-5)
+        assert torch.count_nonzero(atts[1, :, 5:]) == 0 and torch.count_nonzero(atts[2, :, 3:]) == 0
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_seq2seq_forward_equals_decode_steps(attention):
+    m = _seq2seq(attention)
+    src, tgt_in = _src(), torch.randint(4, 25, (3, 5))
+    logits, atts = m(src, tgt_in)
+    mask = m.make_src_mask(src)
+    enc, state = m.encode(src, mask)
+    assert enc.shape == (3, 7, 16) and state.shape == (1, 3, 16)
+    for t in range(5):
+        step = m.decode_step(tgt_in[:, t], state, enc, mask)
+        state = step.state
+        assert step.logits.shape == (3, 25)
+        assert torch.allclose(step.logits, logits[:, t], atol=1e-5)
+        if attention == "none":
+            assert step.attention is None and step.scores is None and step.context.shape == (3, 16)
+        else:
+            assert torch.allclose(step.attention, atts[:, t], atol=1e-6)
+            assert step.scores.shape == (3, 7) and step.context.shape == (3, 16)
+            assert torch.allclose(masked_softmax(step.scores, mask), step.attention, atol=1e-6)
+
+
+def test_encoder_state_ignores_padding():
+    m = _seq2seq("none")
+    src = torch.tensor([[5, 6, 7]])
+    padded = torch.tensor([[5, 6, 7, 0, 0]])
+    _, s1 = m.encode(src)
+    _, s2 = m.encode(padded)
+    assert torch.allclose(s1, s2, atol=1e-6)
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_beam_size_one_equals_greedy(attention):
+    m = _seq2seq(attention, seed=3)
+    for row in _src():
+        g = m.greedy_decode(row[row != 0], max_len=12)
+        b = m.beam_search(row[row != 0], beam_size=1, max_len=12)
+        assert b.tokens == g.tokens[0]
+        if attention != "none":
+            assert torch.allclose(b.attention, g.attentions[0], atol=1e-6)
+            assert torch.allclose(b.attention.sum(-1), torch.ones(len(b.attention)), atol=1e-5)
+
+
+def test_beam_search_records_steps():
+    m = _seq2seq("bahdanau", seed=4)
+    res = m.beam_search(torch.tensor([5, 6, 7, 8]), beam_size=3, max_len=8)
+    assert res.steps and all(len(s) <= 6 for s in res.steps)
+    statuses = {h.status for s in res.steps for h in s}
+    assert statuses <= {"kept", "pruned", "finished"} and "kept" in statuses
+    first = res.steps[0]
+    assert [h.score for h in first] == sorted([h.score for h in first], reverse=True)
+    assert sum(h.status != "pruned" for h in first) == 3
+    assert res.attention is None or res.attention.shape[1] == 4
+    with pytest.raises(ValueError):
+        m.beam_search(torch.zeros(2, 3, dtype=torch.long) + 5, beam_size=2)
+
+
+def test_attention_modules_param_names():
+    b = BahdanauAttention(8)
+    assert {n.split(".")[0] for n, _ in b.named_parameters()} == {"W_a", "U_a", "v_a"}
+    assert {n.split(".")[0] for n, _ in LuongAttention("general", 8).named_parameters()} == {"W_a"}
+    assert {n.split(".")[0] for n, _ in LuongAttention("concat", 8).named_parameters()} == {"W_a", "v_a"}
+    assert list(LuongAttention("dot", 8).parameters()) == []
+    s, h = torch.randn(2, 8), torch.randn(2, 5, 8)
+    alpha, ctx, scores = LuongAttention("dot", 8)(s, h, None)
+    assert torch.allclose(scores, torch.einsum("bh,bsh->bs", s, h), atol=1e-5)
+    assert torch.allclose(ctx, torch.einsum("bs,bsh->bh", alpha, h), atol=1e-5)
+
+
+# ------------------------------------------------------------------ word2vec
+def test_skipgram_loss_and_helpers():
+    torch.manual_seed(0)
+    m = build_model("word2vec", dict(vocab_size=30, dim=8))
+    loss = m(torch.tensor([4, 5]), torch.tensor([6, 7]), torch.randint(4, 30, (2, 5)))
+    assert loss.dim() == 0
+    assert math.isclose(loss.item(), 6 * math.log(2), rel_tol=1e-5)  # out_embed starts at 0: sigma(0) = 1/2
+    p = noise_distribution([0, 0, 0, 0, 16, 1])
+    assert p[:4].sum() == 0 and math.isclose(p.sum().item(), 1, rel_tol=1e-6)
+    assert math.isclose((p[4] / p[5]).item(), 16 ** 0.75, rel_tol=1e-5)
+    keep = keep_probability([0, 1000, 1], t=1e-3)
+    assert keep[1] < 1 and keep[2] == 1
+    pairs = skipgram_pairs([[4, 5, 6]], window=1, dynamic_window=False)
+    assert sorted(map(tuple, pairs.tolist())) == [(4, 5), (5, 4), (5, 6), (6, 5)]
+    assert [n for n, _ in m.nearest(4, k=3)] != [4]
+
+
+# ------------------------------------------------------------------ build_model validation
+@pytest.mark.parametrize("arch,config,match", [
+    ("nope", {}, "unknown architecture"),
+    ("rnn_lm", dict(vocab_size=30, emb_dim=8), "hidden_size"),
+    ("rnn_lm", dict(vocab_size=30, emb_dim=8, hidden_size=10_000), "hidden_size"),
+    ("rnn_lm", dict(vocab_size=30, emb_dim=8, hidden_size=8, num_layers=7), "num_layers"),
+    ("rnn_lm", dict(vocab_size=10**7, emb_dim=8, hidden_size=8), "vocab_size"),
+    ("rnn_lm", dict(vocab_size=30, emb_dim=8, hidden_size=8, cell="transformer"), "cell"),
+    ("rnn_lm", dict(vocab_size=30, emb_dim=8, hidden_size=8, bogus=1), "unknown config keys"),
+    ("rnn_lm", dict(vocab_size="30", emb_dim=8, hidden_size=8), "integer"),
+    ("rnn_lm", dict(vocab_size=30, emb_dim=8, hidden_size=16, tie_weights=True), "tie_weights"),
+    ("tiny_gpt", dict(vocab_size=30, block_size=8, n_layer=1, n_head=3, n_embd=16), "divisible"),
+    ("tiny_gpt", dict(vocab_size=30, block_size=8, n_layer=1, n_head=2, n_embd=16, norm="middle"), "norm"),
+    ("tiny_gpt", dict(vocab_size=30, block_size=10**6, n_layer=1, n_head=2, n_embd=16), "block_size"),
+    ("seq2seq", dict(src_vocab_size=30, tgt_vocab_size=30, emb_dim=8, hidden_size=8, attention="magic"), "attention"),
+    ("word2vec", dict(vocab_size=30, dim=-1), "dim"),
+    ("word2vec", [1, 2], "dict"),
+])
+def test_build_model_rejects_bad_configs(arch, config, match):
+    with pytest.raises(ValueError, match=match):
+        build_model(arch, config)
+
+
+def test_architectures_registry():
+    assert set(ARCHITECTURES) == {"rnn_lm", "seq2seq", "tiny_gpt", "word2vec"}
