@@ -25,3 +25,5 @@ MODELS = View(
 )
 
 VIEWS: list[View] = [HOME, MODELS]
+VIEWS.append(View("pages/positional_encodings.py", "Positional encodings", ":material/timeline:", "positional-encodings", "Sinusoidal, learned and rotary positions, and why attention needs them."))
+VIEWS.append(View("pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates", "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit."))

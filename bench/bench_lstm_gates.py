@@ -1,0 +1,141 @@
+"""Timing of the recurrent-cell view (pages/lstm_gates.py) on the CPU; prints a table (medians of N runs).
+
+    python bench/bench_lstm_gates.py [--runs 7]
+
+Rows: bare probe (rnn_gates on a 30-token sentence, no cache), bare page rerun (AppTest of pages/home.py),
+page rerun after changing the sentence (probe cache miss), page rerun with nothing changed (cache hit), and the
+ratio page-after-change / (bare probe + bare page). Target: ratio <= 1.5.
+Uses builtin:lstm-lm; when that checkpoint is absent, a random model of the same size saved as local:<folder>.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ["EXPLORER_LIVE_INPUT"] = "0"
+os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from explorer.data.vocab import tokenize_words  # noqa: E402
+from explorer.probes.rnn_gates import rnn_gates  # noqa: E402
+from explorer.registry import builtin_names, load_model  # noqa: E402
+
+NOUNS = ["computer", "dog", "car", "table", "key", "cabinet", "train", "boat", "bus", "truck", "van", "plane",
+         "ship", "sofa", "shelf", "tractor", "bicycle", "taxi", "motorbike", "cupboard"]
+TEMPLATE = ("the {} which i had just put into the machine room on the fifth floor crashed , and the keys to "
+            "the old cabinet are on the old table .")
+
+
+def sentence(i: int) -> str:
+    s = TEMPLATE.format(NOUNS[i % len(NOUNS)])
+    assert len(tokenize_words(s)) == 30, len(tokenize_words(s))
+    return s
+
+
+def model_id() -> tuple[str, str]:
+    if "lstm-lm" in builtin_names():
+        return "builtin:lstm-lm", "builtin:lstm-lm (trained checkpoint)"
+    from safetensors.torch import save_file
+
+    from explorer.data.english import vocabulary
+    from explorer.models.rnn_lm import RNNLanguageModel
+
+    words = vocabulary()
+    torch.manual_seed(0)
+    config = {"vocab_size": 776, "emb_dim": 128, "hidden_size": 256, "num_layers": 1, "cell": "lstm"}
+    itos = ["<pad>", "<unk>", "<bos>", "<eos>"] + [w for w in dict.fromkeys(words) if not w.startswith("<")]
+    itos = (itos + [f"w{i}" for i in range(776)])[:776]
+    folder = Path(tempfile.mkdtemp()) / "bench-lstm"
+    folder.mkdir()
+    save_file(RNNLanguageModel(**config).state_dict(), str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"architecture": "rnn_lm", "config": config}))
+    (folder / "vocab.json").write_text(json.dumps(itos))
+    os.environ["EXPLORER_MODEL_PATH"] = str(folder.parent)
+    return "local:bench-lstm", "RANDOM LSTM of the same size (776 × 128 → 256); builtin:lstm-lm is absent"
+
+
+def share_bytecode_cache() -> None:
+    """AppTest compiles (and rewrites for "magic") every page script on every run; the real server caches the
+    bytecode. Share one ScriptCache across runs, for the bare page and the view alike, to time what a user waits."""
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import local_script_runner
+
+    shared = ScriptCache()
+    local_script_runner.ScriptCache = lambda: shared
+
+
+def median_ms(fn, runs: int) -> float:
+    times = []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--compile-every-run", action="store_true",
+                        help="keep AppTest's default of compiling the page scripts on every run")
+    args = parser.parse_args()
+    if not args.compile_every_run:
+        share_bytecode_cache()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    runs = max(5, args.runs)
+    mid, described = model_id()
+    loaded = load_model(mid, "cpu", "float32")
+    rnn_gates(loaded, sentence(0))  # warm up
+    probe_ms = median_ms(lambda i: rnn_gates(loaded, sentence(i + 1)), runs)
+
+    home = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    home.run()
+    bare_ms = median_ms(lambda i: home.run(), runs)
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["model"] = mid
+    at.query_params["text"] = sentence(0)
+    at.run()
+    at.switch_page("pages/lstm_gates.py")
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    at.run()  # everything cached from here on
+
+    def change(i: int) -> None:
+        at.text_input(key="text").set_value(sentence(100 + i)).run()
+
+    change_ms = median_ms(change, runs)
+    assert not at.exception, [e.value for e in at.exception]
+    same_ms = median_ms(lambda i: at.run(), runs)
+
+    ratio = change_ms / (probe_ms + bare_ms)
+    print(f"Recurrent-cell view, CPU ({torch.get_num_threads()} torch threads), 30-token sentence, model: {described}")
+    print(f"median of {runs} runs each; page bytecode "
+          f"{'compiled on every run (AppTest default)' if args.compile_every_run else 'cached as on the real server'}\n")
+    print(f"| {'measurement':<46} | {'ms':>8} |")
+    print(f"|{'-' * 48}|{'-' * 10}|")
+    for name, ms in [("bare probe (rnn_gates, no cache)", probe_ms),
+                     ("bare page rerun (AppTest of pages/home.py)", bare_ms),
+                     ("page rerun after changing the sentence", change_ms),
+                     ("page rerun, nothing changed (cached probe)", same_ms)]:
+        print(f"| {name:<46} | {ms:>8.1f} |")
+    print(f"| {'ratio change / (probe + bare page)':<46} | {ratio:>8.2f} |")
+    print(f"\ntarget ratio <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'}; load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs (timings on a shared, busy machine vary a lot)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Timing of the positional-encodings view: is a control change close to the bare cost?
+
+For each panel, a control is changed to a value not seen before (so nothing is served from the cache) and the
+page is rerun with AppTest. Printed per panel (medians of RUNS runs, milliseconds):
+  A probes       the probe functions the change needs, called directly (no Streamlit)
+  B +figs        A plus building the panel's Plotly figures from the results (no Streamlit)
+  R home         a rerun of the trivial page (pages/home.py) through app.py
+  page rerun     the positional-encodings page rerun after the control change (AppTest)
+  /(A+R), /(B+R) page rerun divided by (A + R) and by (B + R); the issue's target is < 1.5 for /(A+R)
+
+Run: python bench/bench_positional_encodings.py [--runs 7] [--server-cache]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ["EXPLORER_LIVE_INPUT"] = "0"
+os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+
+PAGE = "pages/positional_encodings.py"
+
+
+def share_script_cache() -> None:
+    """Make AppTest reuse one ScriptCache, as the real server does (streamlit Runtime keeps one per process).
+
+    AppTest builds a new ScriptCache on every run, so each rerun re-parses the page script and applies "magic"
+    (an AST rewrite that grows faster than the script): that cost is paid once per process on a real server.
+    """
+    import streamlit.testing.v1.app_test as app_test
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    shared = ScriptCache()
+    app_test.ScriptCache = lambda: shared  # type: ignore[assignment]
+
+
+def app(params: dict[str, str] | None = None, page: str | None = None):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t) * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--server-cache", action="store_true",
+                    help="share one ScriptCache between AppTest runs, as the server does (see share_script_cache)")
+    args = ap.parse_args()
+    runs = max(5, args.runs)
+    if args.server_cache:
+        share_script_cache()
+
+    from explorer.probes import positions as P
+    from explorer.registry import load_model, minilm_dir
+
+    home = app()
+    home.run()
+    bare_rerun = statistics.median(timed(home.run) for _ in range(runs))
+
+    # (panel, control, URL params, widget getter, values, probe work for a value, probe + figures for a value)
+    from explorer.viz import positions as V
+    from explorer.viz.theme import NORMAL as T
+
+    def sin_view(n: int, d: int, b: float, pos: int = 10, i: int = 4) -> None:
+        tr = P.sinusoidal(n, d, b)
+        P.formula_values(tr, pos, i)
+        V.pe_heatmap(tr.pe, T, "", mark=(pos, 2 * i))
+        V.wavelengths(tr.wavelength, T, n, i)
+
+    def sim_view(n: int, d: int, b: float, k: int, pos: int = 10) -> None:
+        sim = P.similarity(P.sinusoidal(n, d, b).pe, "dot")
+        rot = P.rotation_check(n, d, b, k)
+        V.matrix_heatmap(sim, T, "", "position", "position")
+        V.similarity_line(sim, pos, T, "dot")
+        V.rotation_block(rot.R, T)
+        V.rotation_errors(rot.errors, rot.angles, k, T)
+
+    def rope_view(pos: int) -> None:
+        rt = P.rope(128, 100, 10000.0, pos, "ones", 0)
+        V.rope_pairs(rt.q, rt.q_rot, rt.angles, pos, T)
+        V.rope_scores(rt.offsets, rt.starts, rt.scores, T)
+
+    minilm = load_model("pretrained:minilm") if minilm_dir() is not None else None
+    cases: list[tuple] = [
+        ("sinusoidal", "d_model", {}, lambda at: at.number_input(key="d_model"), [130 + 2 * r for r in range(runs)],
+         lambda v: P.sinusoidal(100, v, 10000.0), lambda v: sin_view(100, v, 10000.0)),
+        ("sinusoidal", "base", {}, lambda at: at.number_input(key="base"), [5000.0 + 17 * r for r in range(runs)],
+         lambda v: P.sinusoidal(100, 128, v), lambda v: sin_view(100, 128, v)),
+        ("sinusoidal", "pos", {}, lambda at: at.slider(key="pos"), [20 + r for r in range(runs)],
+         lambda v: P.sinusoidal(100, 128, 10000.0), lambda v: sin_view(100, 128, 10000.0, v)),
+        ("similarity", "k", {"panel": "similarity"}, lambda at: at.slider(key="k"), [20 + r for r in range(runs)],
+         lambda v: P.rotation_check(100, 128, 10000.0, v), lambda v: sim_view(100, 128, 10000.0, v)),
+        ("similarity", "d_model", {"panel": "similarity"}, lambda at: at.number_input(key="d_model"),
+         [200 + 2 * r for r in range(runs)],
+         lambda v: (P.similarity(P.sinusoidal(100, v, 1e4).pe, "dot"), P.rotation_check(100, v, 1e4, 5)),
+         lambda v: sim_view(100, v, 10000.0, 5)),
+        ("rope", "pos", {"panel": "rope"}, lambda at: at.slider(key="pos"), [40 + r for r in range(runs)],
+         lambda v: P.rope(128, 100, 10000.0, v, "ones", 0), rope_view),
+    ]
+    if minilm is not None:
+        lt, la = P.learned_positions(minilm), P.learned_analysis(minilm)
+
+        def learned_view(pos: int) -> None:
+            V.pe_heatmap(lt.weight, T, "")
+            V.matrix_heatmap(la.dot, T, "", "position", "position")
+            V.similarity_line(la.dot, pos, T, "dot")
+            V.pca_positions(la.coords, la.explained, T, 2)
+
+        def sentence_view(text: str, seed: int) -> None:
+            sv = P.sentence_vectors(minilm, text)
+            pt = P.permutation_experiment(minilm, text, seed)
+            V.sentence_vectors(sv.tokens, sv.token, sv.position, sv.total, T)
+            V.vector_lines(sv.token[0], sv.position[0], sv.total[0], "", T)
+            V.permutation_bars(pt.tokens, pt.diff_nopos, pt.diff_pos, pt.diff_causal, T)
+
+        text = "The dog bit the man."
+        cases += [
+            ("learned", "pos", {"panel": "learned"}, lambda at: at.slider(key="pos"), [100 + r for r in range(runs)],
+             lambda v: None, learned_view),
+            ("sentence", "seed", {"panel": "sentence"}, lambda at: at.number_input(key="seed"),
+             [10 + r for r in range(runs)], lambda v: P.permutation_experiment(minilm, text, v),
+             lambda v: sentence_view(text, v)),
+            ("sentence", "text", {"panel": "sentence"}, lambda at: at.text_input(key="text"),
+             [f"The dog bit the man {r} times." for r in range(runs)],
+             lambda v: (P.sentence_vectors(minilm, v), P.permutation_experiment(minilm, v, 0)),
+             lambda v: sentence_view(v, 0)),
+        ]
+
+    rows = []
+    for panel, control, params, widget, values, compute, view in cases:
+        bare = statistics.median(timed(lambda v=v: compute(v)) for v in values)
+        bare_fig = statistics.median(timed(lambda v=v: view(v)) for v in values)
+        at = app(params, PAGE)
+        at.run()
+        page = []
+        for v in values:
+            widget(at).set_value(v)
+            page.append(timed(at.run))
+            assert not at.exception, [e.value for e in at.exception]
+        rerun = statistics.median(page)
+        rows.append((f"{panel} / {control}", bare, bare_fig, bare_rerun, rerun,
+                     rerun / (bare + bare_rerun), rerun / (bare_fig + bare_rerun)))
+
+    mode = "one ScriptCache shared across reruns (as on the server)" if args.server_cache else "plain AppTest"
+    print(f"Positional encodings view — medians of {runs} runs (ms), CPU, {os.cpu_count()} cores, {mode}")
+    print("A = bare compute (probes only), B = bare compute + building the panel's figures, R = bare page rerun")
+    header = (f"{'panel / control changed':<24} {'A probes':>9} {'B +figs':>9} {'R home':>8} {'page rerun':>11} "
+              f"{'/(A+R)':>7} {'/(B+R)':>7}")
+    print(header)
+    print("-" * len(header))
+    for name, bare, bare_fig, base, rerun, ratio, ratio_fig in rows:
+        print(f"{name:<24} {bare:9.1f} {bare_fig:9.1f} {base:8.1f} {rerun:11.1f} {ratio:7.2f} {ratio_fig:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Print the held-out quality of every shipped checkpoint (assets/builtin/*.json) as a Markdown table."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _pct(x: object) -> str:
+    return f"{100 * x:.1f} %" if isinstance(x, (int, float)) else "—"
+
+
+def _num(x: object) -> str:
+    return f"{x:.2f}" if isinstance(x, (int, float)) else "—"
+
+
+def row(name: str, meta: dict) -> str:
+    m = meta.get("metrics", {})
+    arch = meta.get("architecture")
+    t = meta.get("train", {})
+    if arch in ("rnn_lm", "tiny_gpt"):
+        agree = m.get("agreement", {})
+        quality = (f"perplexity {_num(m.get('heldout_perplexity'))} (add-k bigram {_num(m.get('bigram_perplexity'))}, "
+                   f"−{_pct(m.get('perplexity_reduction_vs_bigram'))}); agreement {_pct(agree.get('accuracy'))}, "
+                   f"long-range (≥ 4 tokens) {_pct(agree.get('long_range_accuracy'))}")
+    elif arch == "seq2seq":
+        quality = f"exact match {_pct(m.get('exact_match'))}, token accuracy {_pct(m.get('token_accuracy'))}"
+        by_len = m.get("exact_match_by_length") or m.get("by_length")
+        if isinstance(by_len, dict) and by_len:
+            quality += "; by source length: " + ", ".join(
+                f"{k}: {_pct(v.get('accuracy') if isinstance(v, dict) else v)}" for k, v in by_len.items())
+    elif arch == "word2vec":
+        quality = f"precision@5 within word class {_pct(m.get('precision_at_5'))}"
+    else:
+        quality = json.dumps(m)[:120]
+    size = (ROOT / "assets" / "builtin" / f"{name}.safetensors").stat().st_size / 2**20
+    return f"| builtin:{name} | {quality} | {t.get('seconds', '—')} s, {t.get('epochs', '—')} epochs | {size:.1f} MB |"
+
+
+def main() -> None:
+    folder = ROOT / "assets" / "builtin"
+    print("| model | held-out quality | training (2-core CPU) | weights |")
+    print("|---|---|---|---|")
+    for path in sorted(folder.glob("*.json")):
+        print(row(path.stem, json.loads(path.read_text())))
+    total = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
+    print(f"\nAll assets together: {total:.1f} MB.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Pure probes: model + text -> a Trace of numpy arrays (no streamlit, no plotly)."""

@@ -1,0 +1,155 @@
+"""Inside the recurrent cell: LSTM / GRU / Elman gates, cell and hidden states for your sentence, unit by unit."""
+import streamlit as st
+
+from explorer.probes import rnn_gates as P
+from explorer.ui import settings, state
+from explorer.ui.cache import get_model, probe
+from explorer.ui.charts import show
+from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.viz import rnn_gates as V
+
+COMPUTER = "The computer which I had just put into the machine room on the fifth floor crashed."
+PRESETS = [
+    COMPUTER,
+    "the keys to the old cabinet are on the table .",
+    "the dog that the farmers feed sleeps in the garden .",
+    "the woman who the doctors visited yesterday was very tired .",
+    'the teacher said : " the children ( who live near the river ) are happy " .',
+    'she said : " ( the cat that the dogs chased ) was tired " .',
+]
+PAIRS = {
+    "subject + relative clause: dog / dogs": ("the dog that the farmers feed sleeps in the garden .",
+                                              "the dogs that the farmers feed sleep in the garden ."),
+    "attractor in a prepositional phrase: key / keys": ("the key to the old cabinets is on the table .",
+                                                        "the keys to the old cabinets are on the table ."),
+    "the computer / computers … crashed": (COMPUTER.lower(), COMPUTER.lower().replace("computer", "computers")),
+    "object relative clause: woman / women": ("the woman who the doctors visited yesterday was very tired .",
+                                              "the women who the doctors visited yesterday were very tired ."),
+}
+OWN_PAIR = "your own pair"
+
+page_header("Inside the recurrent cell",
+            "Every gate, cell state and hidden state of an LSTM, GRU or Elman RNN for your sentence, unit by unit, "
+            "recomputed from the model's own weights with PyTorch's equations.")
+
+model_id = model_picker(["rnn-lm", "state-dict"], default="builtin:lstm-lm")
+loaded = get_model(model_id)
+if loaded is None:
+    st.stop()
+text = sentence_input(COMPUTER, PRESETS)
+try:
+    trace = probe(P.rnn_gates, loaded, text)
+except P.RNNGatesError as exc:
+    st.error(f"{V.plain(model_id)} cannot be read as an LSTM, GRU or Elman RNN: {V.plain(str(exc))}")
+    st.stop()
+
+with st.expander(f"What the view read from {model_id}", expanded=loaded.family == "state-dict"):
+    st.markdown("\n".join(f"- {what}: `{' '.join(value.replace('`', '').split())}`" for what, value in trace.inferred))
+    if len(trace):
+        st.caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
+                   f"weights to {trace.max_abs_error:.1e} (max |difference|).")
+if not len(trace):
+    for note in trace.notes:
+        st.info(V.plain(note))
+    st.stop()
+for note in trace.notes:
+    st.warning(V.plain(note))
+
+# ------------------------------------------------------------------------------------- heatmap
+theme = settings.theme()
+c1, c2, c3 = st.columns([1, 1, 2])
+with c1:
+    layer = 0
+    if trace.num_layers > 1:
+        layer = state.selectbox("Layer", list(range(trace.num_layers)), key="layer")
+    else:
+        st.caption("1 layer")
+with c2:
+    direction = 0
+    if trace.num_directions == 2:
+        direction = ["forward", "backward"].index(state.radio("Direction", ["forward", "backward"], key="dir"))
+with c3:
+    name = state.radio("State", list(trace.names), key="gate", default="c" if "c" in trace.names else "h",
+                       format_func=lambda n: P.LABELS[n])
+c4, c5 = st.columns([2, 2])
+with c4:
+    sort = state.radio("Sort units by", list(P.SORTS), key="sort")
+with c5:
+    top = 1
+    if trace.hidden_size > 1:
+        top = state.slider("Show the top-N units", 1, trace.hidden_size, key="top", default=min(64, trace.hidden_size))
+values = trace.gates[name][layer, direction]
+units = P.unit_order(values, sort, top)
+show(V.gate_heatmap(trace, name, layer, direction, units, theme), key="heatmap", filename=f"{name}-layer{layer}")
+
+# ------------------------------------------------------------------------------------ sections
+SECTIONS = ["One unit + equations", "Gate saturation", "Next tokens", "Compare two sentences"]
+section = state.radio("Look at", SECTIONS, key="section", label_visibility="collapsed")
+
+if section == SECTIONS[0]:
+    u1, u2 = st.columns([1, 4])
+    with u1:
+        unit = state.selectbox("Unit", list(range(trace.hidden_size)), key="unit", default=int(units[0]),
+                               help="Default: the first unit of the sorted heatmap.")
+    with u2:
+        unit_values = trace.gates[name][layer, direction, :, unit]
+        lo, hi = V.value_range(name, unit_values)
+        st.html(V.colored_tokens_html(trace.tokens, unit_values, lo, hi))
+        st.caption(f"The sentence coloured by the {P.LABELS[name]} of unit {unit} (red high, blue low; scale "
+                   f"{lo:.2f} … {hi:.2f}); hover a word for its value. Pick the state above the heatmap.")
+    show(V.unit_lines(trace, layer, direction, unit, theme), key="unit_lines", filename=f"unit{unit}")
+
+    st.markdown("**The cell's equations, with the numbers**")
+    t = state.selectbox("Token", list(range(len(trace))), key="t", format_func=lambda i: f"{i} · {trace.tokens[i]}")
+    terms = P.cell_terms(loaded, trace, layer, direction, t, unit)
+    st.caption(f"Unit {unit}, layer {layer}, token {t}. Under each brace: the unit's row of the weights times the "
+               "input (or the previous hidden state), plus its bias.")
+    st.latex(V.equations_latex(terms))
+
+elif section == SECTIONS[1]:
+    sat = P.saturation(trace, layer, direction)
+    if sat:
+        show(V.saturation_scatter(sat, theme), key="saturation", filename="saturation")
+        st.caption("Each dot is a unit. Top-left: a gate almost always open; bottom-right: almost always closed; "
+                   "near the diagonal: a gate that switches sharply (Karpathy et al. 2015, Fig. 3). "
+                   "Type a longer text for meaningful fractions.")
+    else:
+        st.info("An Elman RNN has no gates: nothing saturates but its hidden state.")
+
+elif section == SECTIONS[2]:
+    if trace.next_ids.shape[1]:
+        st.dataframe(V.next_token_rows(trace), hide_index=True, width="stretch")
+        st.caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b).")
+    else:
+        st.info("This model has no output layer over its vocabulary (or reads in both directions): "
+                "it does not predict next tokens.")
+
+else:
+    pair = state.selectbox("Pair", [*PAIRS, OWN_PAIR], key="pair")
+    if pair == OWN_PAIR:
+        state.seed("a", PAIRS[next(iter(PAIRS))][0])
+        state.seed("b", PAIRS[next(iter(PAIRS))][1])
+        text_a = st.text_input("Sentence A", key="a", max_chars=2000)
+        text_b = st.text_input("Sentence B", key="b", max_chars=2000)
+        state.write("a", text_a)
+        state.write("b", text_b)
+    else:
+        text_a, text_b = PAIRS[pair]
+    trace_a, trace_b = probe(P.rnn_gates, loaded, text_a), probe(P.rnn_gates, loaded, text_b)
+    if len(trace_a) and len(trace_b):
+        cmp = P.compare(trace_a, trace_b, name, layer, direction)
+        for note in cmp.notes:
+            st.info(note)
+        show(V.diff_heatmap(cmp, cmp.order[:top], theme), key="compare", filename="difference")
+        st.caption(f"Units whose {P.LABELS[name]} differs most from the first different token on: "
+                   + ", ".join(f"{u} ({cmp.score[u]:.3f})" for u in cmp.order[:5]))
+    else:
+        st.info("Type two sentences to compare.")
+
+what_to_notice([
+    "Forget gates near 1 keep the cell state: a unit that switches when the subject is read and holds its value "
+    "through the relative clause can carry the subject's number to the verb (compare dog / dogs).",
+    "Sort by saturation: many gates are almost always open or closed; a few switch sharply at brackets or quotes.",
+    "The cell state c is unbounded, h = o ⊙ tanh(c) is not: look at both for the same unit.",
+    "Unknown words are read as <unk>: the same embedding for every unknown word.",
+])

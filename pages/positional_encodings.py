@@ -1,0 +1,343 @@
+"""Positional encodings: sinusoidal, learned and rotary positions, and why attention needs them."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from explorer.probes import positions as P
+from explorer.ui import settings, state
+from explorer.ui.cache import get_model, probe
+from explorer.ui.charts import show
+from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.viz import positions as V
+
+PANELS = {
+    "sinusoidal": "Sinusoidal",
+    "similarity": "Similarity & relative positions",
+    "rope": "Rotary (RoPE)",
+    "learned": "Learned (model)",
+    "sentence": "Sentence & permutation",
+}
+DEFAULTS = {"d_model": 128, "n_pos": 100, "base": 10000.0, "pos": 10, "dim": 4, "k": 5}
+PRESETS = {
+    "Vaswani et al. base model: d_model 512, 100 positions, base 10000": (512, 100, 10000.0, 20, 8, 5),
+    "Small table to read cell by cell: d_model 16, 50 positions": (16, 50, 10000.0, 10, 2, 3),
+    "Small base n = 100: short wavelengths, faster repetition": (64, 200, 100.0, 30, 4, 5),
+    "Long context: d_model 128, 2048 positions": (128, 2048, 10000.0, 1000, 10, 50),
+    "MiniLM's size: d_model 384, 512 positions": (384, 512, 10000.0, 100, 16, 8),
+}
+SENTENCES = [
+    "The dog bit the man.",
+    "The man bit the dog.",
+    "She gave him the book before he gave her the pen.",
+    "Order matters: not all that glitters is gold.",
+]
+MODEL_FAMILIES = ["encoder", "decoder"]
+
+page_header("Positional encodings",
+            "Attention alone sees a bag of vectors: positions are how a transformer knows word order.")
+theme = settings.theme()
+
+
+# ------------------------------------------------------------------------------------------- glue
+@st.cache_data(max_entries=64, show_spinner=False)
+def sinusoidal(n_pos: int, d_model: int, base: float) -> P.SinusoidalTrace:
+    return P.sinusoidal(n_pos, d_model, base)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def similarity(n_pos: int, d_model: int, base: float, kind: str) -> np.ndarray:
+    return P.similarity(P.sinusoidal(n_pos, d_model, base).pe, kind)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def rotation(n_pos: int, d_model: int, base: float, k: int) -> P.RotationTrace:
+    return P.rotation_check(n_pos, d_model, base, k)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def rope(d_model: int, n_pos: int, base: float, pos: int, vectors: str, seed: int) -> P.RopeTrace:
+    return P.rope(d_model, n_pos, base, pos, vectors, seed)
+
+
+def int_control(label: str, key: str, lo: int, hi: int, default: int, even: bool = False, slider: bool = False,
+                help: str | None = None) -> int:
+    """An integer widget kept in ?key=; a bad URL value or typed value gets a warning and a bounded fix."""
+    if key not in st.session_state:
+        raw = state.url_value(key)
+        value = default
+        if raw is not None:
+            value, msg = P.validate_int(raw, lo, hi, default, label, even)
+            if msg:
+                st.warning(msg)
+        st.session_state[key] = value
+    current = st.session_state[key]
+    if not isinstance(current, (int, float)) or not lo <= current <= hi:
+        st.session_state[key] = min(max(default, lo), hi)
+    if hi <= lo:
+        value = lo
+        st.session_state[key] = lo
+        st.caption(f"{label}: {lo} (the only choice)")
+    elif slider:
+        value = st.slider(label, lo, hi, key=key, help=help)
+    else:
+        value = st.number_input(label, min_value=lo, max_value=hi, step=2 if even else 1, key=key, help=help)
+    value, msg = P.validate_int(value, lo, hi, default, label, even)
+    if msg:
+        st.warning(msg)
+    state.write(key, value)
+    return value
+
+
+def base_control() -> float:
+    key = "base"
+    if key not in st.session_state:
+        raw = state.url_value(key)
+        value = DEFAULTS["base"]
+        if raw is not None:
+            value, msg = P.validate_float(raw, P.BASE_MIN, P.BASE_MAX, DEFAULTS["base"], "base n")
+            if msg:
+                st.warning(msg)
+        st.session_state[key] = float(value)
+    value = st.number_input("base n", min_value=P.BASE_MIN, max_value=P.BASE_MAX, step=1000.0, format="%g", key=key,
+                            help="ω_i = n^(−2i/d). Vaswani et al. use n = 10000; smaller n gives shorter wavelengths.")
+    state.write(key, f"{value:g}")
+    return float(value)
+
+
+def apply_preset() -> None:
+    choice = st.session_state.get("_pe_preset")
+    if choice in PRESETS:
+        for key, value in zip(("d_model", "n_pos", "base", "pos", "dim", "k"), PRESETS[choice]):
+            st.session_state[key] = value
+
+
+def table_controls() -> tuple[int, int, float]:
+    st.selectbox("Preset", ["— choose a preset —", *PRESETS], key="_pe_preset", on_change=apply_preset,
+                 label_visibility="collapsed")
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        d = int_control("d_model", "d_model", P.D_MIN, P.D_MAX, DEFAULTS["d_model"], even=True,
+                        help=f"Even, {P.D_MIN}..{P.D_MAX}: dimensions come in sin/cos pairs.")
+    with c2:
+        n = int_control("positions", "n_pos", P.P_MIN, P.P_MAX, DEFAULTS["n_pos"], help=f"{P.P_MIN}..{P.P_MAX}")
+    with c3:
+        b = base_control()
+    return d, n, b
+
+
+def show_notes(notes: tuple[str, ...]) -> None:
+    for note in notes:
+        (st.warning if ("only the first" in note or "not in" in note or "unknown" in note) else st.info)(note)
+
+
+def load_selected():
+    model_id = model_picker(MODEL_FAMILIES, default="pretrained:minilm")
+    return get_model(model_id) if model_id else None
+
+
+# ---------------------------------------------------------------------------------------- panels
+def sinusoidal_panel() -> None:
+    d, n, b = table_controls()
+    c1, c2 = st.columns(2)
+    with c1:
+        pos = int_control("position pos", "pos", 0, n - 1, DEFAULTS["pos"], slider=True)
+    with c2:
+        i = int_control("pair i (dimensions 2i, 2i+1)", "dim", 0, d // 2 - 1, DEFAULTS["dim"], slider=True)
+    tr = sinusoidal(n, d, b)
+    show(V.pe_heatmap(tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}", mark=(pos, 2 * i)),
+         key="pe_heatmap", filename="sinusoidal_pe")
+    f = P.formula_values(tr, pos, i)
+    st.latex(
+        rf"PE_{{(pos,2i)}} = \sin\!\left(\frac{{pos}}{{n^{{2i/d}}}}\right) = "
+        rf"\sin\!\left(\frac{{{pos}}}{{{b:g}^{{{2 * i}/{d}}}}}\right) = \sin\!\left(\frac{{{pos}}}{{{f.denominator:.6g}}}\right)"
+        rf" = \sin({f.angle:.6g}) = {f.sin:.6f}"
+    )
+    st.latex(rf"PE_{{(pos,2i+1)}} = \cos\!\left(\frac{{pos}}{{n^{{2i/d}}}}\right) = \cos({f.angle:.6g}) = {f.cos:.6f}")
+    st.latex(rf"\lambda_i = 2\pi\, n^{{2i/d}} = 2\pi \cdot {f.denominator:.6g} = {f.wavelength:.6g}\ \text{{positions}}")
+    show(V.wavelengths(tr.wavelength, theme, n, i), key="pe_wavelengths", filename="sinusoidal_wavelengths")
+    what_to_notice([
+        "Each column pair (2i, 2i+1) is one sine and one cosine of the same frequency: left columns change every "
+        "position, right columns barely move across the whole table.",
+        "The wavelengths grow geometrically from 2π to 2π·n: like the hands of a clock, fast pairs tell nearby "
+        "positions apart and slow pairs tell far ones apart.",
+        "Every vector has the same length √(d/2): positions differ by direction, not size.",
+        "Lower the base n and the slow pairs speed up: positions start to repeat within the table.",
+    ])
+
+
+def similarity_panel() -> None:
+    d, n, b = table_controls()
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        pos = int_control("position pos", "pos", 0, n - 1, DEFAULTS["pos"], slider=True)
+    with c2:
+        k = int_control("offset k", "k", 0, max(n - 1, 0), DEFAULTS["k"], slider=True)
+    with c3:
+        kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
+    sim = similarity(n, d, b, kind)
+    show(V.matrix_heatmap(sim, theme, f"{kind} between positions", "position", "position", kind),
+         key="pe_similarity", filename="sinusoidal_similarity")
+    show(V.similarity_line(sim, pos, theme, kind), key="pe_similarity_line", filename="sinusoidal_similarity_line")
+    st.subheader("Relative positions are rotations")
+    rot = rotation(n, d, b, k)
+    i = min(int(st.session_state.get("dim", DEFAULTS["dim"])), d // 2 - 1)
+    ang = float(rot.angles[i])
+    st.latex(
+        rf"PE(p+k) = R_k\,PE(p),\quad R_k = \mathrm{{diag}}\!\left(\begin{{bmatrix}}\cos k\omega_i & \sin k\omega_i\\ "
+        rf"-\sin k\omega_i & \cos k\omega_i\end{{bmatrix}}\right)_i,\quad"
+        rf"\text{{pair }} {i}:\ k\omega_{{{i}}} = {k}\cdot{float(sinusoidal(n, d, b).omega[i]):.6g} = {ang:.6g}"
+        rf"\Rightarrow \begin{{bmatrix}}{np.cos(ang):.4f} & {np.sin(ang):.4f}\\ {-np.sin(ang):.4f} & {np.cos(ang):.4f}"
+        rf"\end{{bmatrix}}"
+    )
+    if rot.errors.size:
+        st.metric(f"max over p of |PE(p+{k}) − R_{k} PE(p)| (float64, {rot.errors.size} positions)",
+                  f"{rot.max_error:.2e}")
+    else:
+        st.info(f"The offset k = {k} leaves no pair (p, p+k) inside {n} positions: lower k or show more positions.")
+    show(V.rotation_block(rot.R, theme), key="pe_rotation", filename="sinusoidal_rotation")
+    show(V.rotation_errors(rot.errors, rot.angles, k, theme), key="pe_rotation_errors", filename="rotation_errors")
+    what_to_notice([
+        "The dot product of two positions depends only on their distance: every diagonal of the heatmap is constant, "
+        "and it is largest at distance 0 and falls off (with ripples) as positions move apart.",
+        "R_k does not depend on p: one fixed matrix moves every position k steps forward, so a linear layer can "
+        "learn to attend 'k tokens back' anywhere in the sentence.",
+        "The error stays at rounding level (about 1e-15 in float64) for every p.",
+    ])
+
+
+def rope_panel() -> None:
+    d, n, b = table_controls()
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        pos = int_control("position m", "pos", 0, n - 1, DEFAULTS["pos"], slider=True)
+    with c2:
+        vectors = state.radio("q and k", ["ones", "random"], key="rope_qk", default="ones",
+                              help="ones: q = k = (1,…,1), the long-term decay of Su et al.; random: a seeded pair.")
+    with c3:
+        seed = int_control("seed", "seed", 0, 10_000, 0) if vectors == "random" else 0
+    rt = rope(d, n, b, pos, vectors, seed)
+    i = min(int(st.session_state.get("dim", DEFAULTS["dim"])), d // 2 - 1)
+    a = float(rt.angles[i])
+    st.latex(
+        rf"\begin{{bmatrix}}q'_{{{2 * i}}}\\ q'_{{{2 * i + 1}}}\end{{bmatrix}} = "
+        rf"\begin{{bmatrix}}\cos m\omega_i & -\sin m\omega_i\\ \sin m\omega_i & \cos m\omega_i\end{{bmatrix}}"
+        rf"\begin{{bmatrix}}q_{{{2 * i}}}\\ q_{{{2 * i + 1}}}\end{{bmatrix}},\quad m\omega_{{{i}}} = {pos}\cdot"
+        rf"{b:g}^{{-{2 * i}/{d}}} = {a:.6g}\Rightarrow \begin{{bmatrix}}{rt.q_rot[2 * i]:.4f}\\ {rt.q_rot[2 * i + 1]:.4f}"
+        rf"\end{{bmatrix}}"
+    )
+    st.latex(r"(R_m q)\cdot(R_n k) = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k")
+    show(V.rope_pairs(rt.q, rt.q_rot, rt.angles, pos, theme), key="rope_pairs", filename="rope_pairs")
+    show(V.rope_scores(rt.offsets, rt.starts, rt.scores, theme), key="rope_scores", filename="rope_scores")
+    c1, c2 = st.columns(2)
+    c1.metric("|q| before → after rotation", f"{rt.norms[0]:.6f} → {rt.norms[1]:.6f}")
+    c2.metric("max difference between the lines (query positions " + ", ".join(map(str, rt.starts)) + ")",
+              f"{rt.spread:.2e}")
+    what_to_notice([
+        "RoPE adds nothing to the vectors: it turns each pair of q and k by an angle proportional to the position, "
+        "so lengths never change.",
+        "After rotation, q·k depends only on how far apart the two tokens are: the lines for different query "
+        "positions lie on top of each other.",
+        "With q = k the score is Σ 2cos(offset·ω_i): it decays (with ripples) as the offset grows, so far-apart "
+        "tokens interact less by default.",
+    ])
+
+
+def learned_panel() -> None:
+    loaded = load_selected()
+    if loaded is None:
+        return
+    try:
+        lt = probe(P.learned_positions, loaded)
+        la = probe(P.learned_analysis, loaded)
+    except P.UnsupportedModel as exc:
+        st.info(str(exc))
+        return
+    n_rows, width = lt.weight.shape
+    note = "a fixed sinusoidal table (this checkpoint was trained with sinusoidal positions)" \
+        if lt.kind == "sinusoidal" else "learned during training"
+    st.markdown(f"`{lt.source}` of **{lt.model_id}**: {n_rows} positions × {width} dimensions, {note}.")
+    if lt.offset:
+        st.caption(f"Rows 0..{lt.offset - 1} are not used for tokens: position 0 is row {lt.offset}.")
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        pos = int_control("position pos", "pos", 0, n_rows - 1, DEFAULTS["pos"], slider=True)
+    with c2:
+        kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
+    with c3:
+        dims = state.radio("PCA", [2, 3], key="pca", default=2, format_func=lambda x: f"{x}-D")
+    show(V.pe_heatmap(lt.weight, theme, f"{lt.source}: position × dimension"), key="learned_heatmap",
+         filename="learned_positions")
+    sim = la.cosine if kind == "cosine" else la.dot
+    show(V.matrix_heatmap(sim, theme, f"{kind} between learned positions", "position", "position", kind),
+         key="learned_similarity", filename="learned_similarity")
+    show(V.similarity_line(sim, pos, theme, kind), key="learned_similarity_line", filename="learned_line")
+    show(V.pca_positions(la.coords, la.explained, theme, dims), key="learned_pca", filename="learned_pca")
+    what_to_notice([
+        "Nobody told the model positions are ordered, yet neighbouring positions end up with similar vectors: "
+        "the similarity is highest near the diagonal.",
+        "The PCA traces a smooth curve coloured from first to last position, often a spiral like sines "
+        "and cosines: training rediscovers something like the sinusoidal code.",
+        "Positions rarely seen in training (the last rows for models trained on short texts) are less orderly.",
+    ])
+
+
+def sentence_panel() -> None:
+    loaded = load_selected()
+    text = sentence_input(SENTENCES[0], SENTENCES)
+    if loaded is None:
+        return
+    try:
+        sv = probe(P.sentence_vectors, loaded, text)
+    except P.UnsupportedModel as exc:
+        st.info(str(exc))
+        return
+    show_notes(sv.notes)
+    if not sv.tokens:
+        return
+    show(V.sentence_vectors(sv.tokens, sv.token, sv.position, sv.total, theme), key="sentence_vectors",
+         filename="sentence_vectors")
+    if sv.note:
+        st.caption(sv.note)
+    t = int_control("token", "tok", 0, len(sv.tokens) - 1, 0, slider=True)
+    norms = sv.norms[t]
+    st.latex(rf"x_{{{t}}} = E[\mathrm{{token}}_{{{t}}}] + P_{{{t}}},\quad \lVert E\rVert = {norms[0]:.4f},\ "
+             rf"\lVert P_{{{t}}}\rVert = {norms[1]:.4f},\ \lVert x_{{{t}}}\rVert = {norms[2]:.4f}")
+    show(V.vector_lines(sv.token[t], sv.position[t], sv.total[t], f"token {t}: {sv.tokens[t]}", theme),
+         key="sentence_lines", filename="sentence_token_vectors")
+    permutation_section(loaded, text, sv.notes)
+
+
+def permutation_section(loaded, text: str, shown_notes: tuple[str, ...]) -> None:
+    st.subheader("Shuffle the words")
+    seed = int_control("shuffle seed", "seed", 0, 10_000, 0)
+    pt = probe(P.permutation_experiment, loaded, text, seed)
+    show_notes(tuple(x for x in pt.notes if x not in shown_notes))
+    st.markdown("**Original:** " + " ".join(pt.tokens) + "  \n**Shuffled:** " + " ".join(pt.shuffled))
+    st.caption(f"Run: {pt.layer}, on {loaded.device} in {loaded.dtype}.")
+    st.latex(r"\mathrm{Attn}(\Pi X) = \Pi\,\mathrm{Attn}(X)\quad\text{(no positions)},\qquad "
+             r"\mathrm{Attn}(\Pi X + P) \ne \Pi\,\mathrm{Attn}(X + P)")
+    c1, c2, c3 = st.columns(3)
+    c1.metric("max |difference| without positions", f"{pt.max_nopos:.2e}")
+    c2.metric("max |difference| with positions", f"{pt.max_pos:.3g}")
+    if pt.diff_causal is not None and pt.diff_causal.size:
+        c3.metric("without positions, causal mask on", f"{float(pt.diff_causal.max()):.3g}")
+    if pt.diff_nopos.size:
+        show(V.permutation_bars(pt.tokens, pt.diff_nopos, pt.diff_pos, pt.diff_causal, theme),
+             key="permutation", filename="permutation")
+    what_to_notice([
+        "Without position vectors, shuffling the words only shuffles the outputs: after putting them back "
+        "in order the difference is at rounding level. Self-attention is permutation-equivariant: "
+        "'the dog bit the man' and 'the man bit the dog' look the same to it.",
+        "Add the position vectors and every output changes: now order matters.",
+        "Position vectors are about as long as word vectors, so the sum carries both.",
+        "A decoder's causal mask is itself a source of order: even without positions a masked layer "
+        "is not permutation-equivariant (third bar, decoders only).",
+    ])
+
+
+panel = state.radio("Panel", list(PANELS), key="panel", default="sinusoidal", format_func=PANELS.get,
+                    label_visibility="collapsed")
+PANEL_FUNCTIONS = {"sinusoidal": sinusoidal_panel, "similarity": similarity_panel, "rope": rope_panel,
+                   "learned": learned_panel, "sentence": sentence_panel}
+PANEL_FUNCTIONS[panel]()

