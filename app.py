@@ -1,9 +1,11 @@
 """Neural NLP Explorer — router only: page config, sidebar settings, navigation."""
 import streamlit as st
 
+from explorer.device import configure_threads
 from explorer.ui import settings
 from explorer.views import VIEWS
 
+configure_threads()
 st.set_page_config(page_title="Neural NLP Explorer", page_icon=":material/neurology:", layout="wide")
 
 sections: dict[str, list] = {}

@@ -74,3 +74,14 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if oom_type is not None and isinstance(exc, oom_type):
         return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def configure_threads() -> int:
+    """Apply EXPLORER_TORCH_THREADS (CPU threads per computation) if set; returns the thread count in use.
+
+    On a small shared server, 1 thread per computation lets concurrent users compute side by side.
+    """
+    raw = os.environ.get("EXPLORER_TORCH_THREADS", "").strip()
+    if raw.isdigit() and int(raw) > 0 and torch.get_num_threads() != int(raw):
+        torch.set_num_threads(int(raw))
+    return torch.get_num_threads()

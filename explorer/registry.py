@@ -289,9 +289,8 @@ def load_model(model_id: str, device: str = "cpu", dtype: str = "float32", task:
         if is_out_of_memory(exc):
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            raise OutOfMemoryLoadError(
-                f"{mid} does not fit in {device} memory with {dtype}. Load it on the CPU (or in a smaller dtype)."
-            ) from None
+            advice = "Load it on the CPU (or in a smaller dtype)." if device != "cpu" else "Unload other models first."
+            raise OutOfMemoryLoadError(f"{mid} does not fit in {device} memory with {dtype}. {advice}") from None
         raise ModelLoadError(f"{mid} could not be loaded: {type(exc).__name__}: {str(exc)[:300]}") from None
     return loaded
 
