@@ -3,14 +3,14 @@ import streamlit as st
 
 from explorer.device import configure_threads
 from explorer.ui import settings
-from explorer.views import VIEWS
+from explorer.views import HOME, VIEWS
 
 configure_threads()
 st.set_page_config(page_title="Neural NLP Explorer", page_icon=":material/neurology:", layout="wide")
 
 sections: dict[str, list] = {}
 for view in VIEWS:
-    page = st.Page(view.script, title=view.title, icon=view.icon, url_path=view.url_path, default=view.url_path == "home")
+    page = st.Page(view.script, title=view.title, icon=view.icon, url_path=view.url_path, default=view is HOME)
     sections.setdefault(view.section, []).append(page)
 
 current = st.navigation(sections)

@@ -1,6 +1,8 @@
 """The views of the app, in navigation order (plain data: app.py and the home page read it).
 
-A view is listed here only once its page exists and works.
+A view is listed here only once its page exists and works. url_path never equals a page file's stem
+("home", "models", ...): Streamlit serves such a path from the pages/ folder directly (its legacy
+multipage mode) before app.py has run, bypassing the router and sidebar.
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ class View:
     section: str = "Views"
 
 
-HOME = View("pages/home.py", "Home", ":material/home:", "home", "What each view shows, the device, the models.", "Explorer")
+HOME = View("pages/home.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.", "Explorer")
 MODELS = View(
-    "pages/models.py", "Models", ":material/model_training:", "models",
+    "pages/models.py", "Models", ":material/model_training:", "catalogue",
     "Pick, load or upload a model; see what is loaded, on which device, in which dtype; train a built-in model.",
     "Explorer",
 )

@@ -5,7 +5,7 @@ from explorer import device as devices
 from explorer.registry import FAMILIES, catalogue, hub_allowed
 from explorer.ui import settings
 from explorer.ui.widgets import page_header
-from explorer.views import VIEWS
+from explorer.views import HOME, VIEWS
 
 page_header(
     "Neural NLP Explorer",
@@ -14,7 +14,7 @@ page_header(
 
 st.subheader("Views")
 for view in VIEWS:
-    if view.url_path == "home":
+    if view is HOME:
         continue
     cols = st.columns([1, 3])
     with cols[0]:

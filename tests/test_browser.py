@@ -53,7 +53,7 @@ def test_models_page_url_loads_minilm(browser, server) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     try:
-        page.goto(f"{server}/models?model=pretrained:minilm")
+        page.goto(f"{server}/catalogue?model=pretrained:minilm")
         wait_for_app(page)
         body = page.locator('[data-testid="stMain"]').inner_text()
         assert "6 × 12" in body and "22,713,216" in body
