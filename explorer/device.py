@@ -65,7 +65,7 @@ def describe(device: str) -> str:
         return f"cuda ({props.name}, {props.total_memory / 2**30:.1f} GiB)"
     if device == "mps":
         return "mps (Apple GPU)"
-    return f"cpu ({torch.get_num_threads()} threads)"
+    return "cpu"
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -79,9 +79,17 @@ def is_out_of_memory(exc: BaseException) -> bool:
 def configure_threads() -> int:
     """Apply EXPLORER_TORCH_THREADS (CPU threads per computation) if set; returns the thread count in use.
 
-    On a small shared server, 1 thread per computation lets concurrent users compute side by side.
+    Default: 1 thread on machines with at most 4 cores, where small per-token computations (RNN steps,
+    decoding) run 3-20x slower when torch's threads compete with the server and other sessions for cores;
+    concurrent users then compute side by side. Larger machines keep torch's default.
     """
     raw = os.environ.get("EXPLORER_TORCH_THREADS", "").strip()
-    if raw.isdigit() and int(raw) > 0 and torch.get_num_threads() != int(raw):
-        torch.set_num_threads(int(raw))
+    if raw.isdigit() and int(raw) > 0:
+        wanted = int(raw)
+    elif (os.cpu_count() or 1) <= 4:
+        wanted = 1  # small machine: the server, the browser sessions and torch share few cores
+    else:
+        return torch.get_num_threads()
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
     return torch.get_num_threads()

@@ -469,6 +469,10 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
     except Exception as exc:
         tokenizer = None
         notes.append(f"No tokenizer could be loaded for {label} ({_first_line(exc)}).")
+    if tokenizer is not None and len(tokenizer) <= len(set(tokenizer.all_special_tokens)) + 1:
+        # transformers 5 returns an empty tokenizer for a folder without tokenizer files
+        tokenizer = None
+        notes.append(f"{label} has no tokenizer files, so it cannot read text (save one with its tokenizer).")
     meta = {"source": "hf", "task": task, "model_type": getattr(config, "model_type", "")}
     return LoadedModel(label, family, model, device, dtype, meta, tokenizer=tokenizer, notes=notes)
 

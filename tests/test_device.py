@@ -48,6 +48,9 @@ def test_out_of_memory_becomes_a_clear_message(monkeypatch) -> None:
 def test_models_page_offers_cpu_after_out_of_memory(monkeypatch) -> None:
     from conftest import assert_no_exception, run_page
 
+    import streamlit as st
+
+    st.cache_resource.clear()  # a model loaded by an earlier test would be served from the shared cache
     monkeypatch.setattr(registry, "_load_hf_source", lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("out of memory")))
     at = run_page("pages/models.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)

@@ -1,0 +1,229 @@
+"""Benchmark of the self-attention view (pretrained:minilm, CPU).
+
+Prints medians of >= 5 runs:
+  * 20 tokens: bare forward pass with attentions, bare page rerun (AppTest of a trivial script), the page rerun
+    after changing the sentence (head view, the default), and the budget: page <= 1.5 x forward + bare page.
+  * 512 tokens: model view rerun with a new text (forward + figures) and after changing the head (cached
+    trace), the head view, and the chart data each sends to the browser (sum of the Plotly spec JSON sizes).
+  * BertViz head_view and model_view (html_action="return") on the same 512-token input, in a subprocess with a
+    timeout and a memory limit, as the reference.
+
+Usage: python bench/bench_self_attention.py [--runs 5] [--threads N] [--bertviz-timeout 240] [--skip-bertviz]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["EXPLORER_LIVE_INPUT"] = "0"
+os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+
+PAGE = "pages/self_attention.py"
+WORDS = ("the animal did not cross the street because it was too tired and the robot must obey the orders "
+         "given it by people who were watching from the other side of the road").split()
+
+
+def sentence(n_words: int, seed: int) -> str:
+    return " ".join(WORDS[(seed + i) % len(WORDS)] for i in range(n_words))
+
+
+def text_of_tokens(tok, n_tokens: int, seed: int = 0) -> str:
+    """A text whose encoding (with [CLS]/[SEP]) has exactly n_tokens tokens (or is cut to it)."""
+    words = max(1, n_tokens)
+    text = sentence(words, seed)
+    while len(tok(text)["input_ids"]) > n_tokens:
+        words -= 1
+        text = sentence(words, seed)
+    return text
+
+
+def median_time(fn, runs: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), times
+
+
+def chart_bytes(at) -> int:
+    return sum(len(el.proto.spec) for el in at.get("plotly_chart"))
+
+
+def page(params: dict):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+BERTVIZ = textwrap.dedent("""
+    import json, resource, sys, time, torch
+    limit = int(sys.argv[2]) * 2**30
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    sys.path.insert(0, sys.argv[3])
+    from explorer.registry import load_model
+    from bertviz import head_view, model_view
+    m = load_model("pretrained:minilm")
+    enc = m.tokenizer(sys.argv[1], return_tensors="pt", truncation=True, max_length=512)
+    with torch.inference_mode():
+        atts = m.model(**enc, output_attentions=True).attentions
+    tokens = m.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    for name, fn in (("head_view", head_view), ("model_view", model_view)):
+        t = time.perf_counter()
+        try:
+            html = fn(atts, tokens, html_action="return")
+            size = len(html.data)
+            del html
+            print(json.dumps({"view": name, "seconds": time.perf_counter() - t, "bytes": size}), flush=True)
+        except MemoryError:
+            print(json.dumps({"view": name, "seconds": time.perf_counter() - t, "error": "MemoryError"}), flush=True)
+""")
+
+
+def run_bertviz(text: str, timeout: float, mem_gb: int) -> list[dict]:
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-c", BERTVIZ, text, str(mem_gb), str(ROOT)], capture_output=True,
+                              text=True, timeout=timeout)
+        out = proc.stdout
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        if proc.returncode != 0:
+            rows.append({"view": "(process)", "error": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"})
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        rows.append({"view": "(rest)", "error": f"timed out after {time.perf_counter() - t:.0f} s"})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--bertviz-timeout", type=float, default=240)
+    ap.add_argument("--bertviz-mem-gb", type=int, default=12)
+    ap.add_argument("--skip-bertviz", action="store_true")
+    ap.add_argument("--no-magic", action="store_true",
+                    help="runner.magicEnabled=false: AppTest recompiles each script with Streamlit's magic AST pass "
+                         "on every run (a server caches the bytecode), which costs ~0.5 ms per line of page")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch's default)")
+    args = ap.parse_args()
+    runs = max(5, args.runs)
+
+    import torch
+    from streamlit.testing.v1 import AppTest
+
+    from explorer.registry import load_model
+
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.no_magic:
+        from streamlit import config
+
+        config.set_option("runner.magicEnabled", False)
+    print(f"magic {'off' if args.no_magic else 'on'}, torch threads {torch.get_num_threads()}, CPUs {os.cpu_count()}, load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    m = load_model("pretrained:minilm")
+    tok = m.tokenizer
+    rows: list[tuple[str, float, str]] = []
+
+    # ---------------------------------------------------------------- 20 tokens
+    texts = [text_of_tokens(tok, 20, seed) for seed in range(runs + 2)]
+
+    def forward(text: str):
+        enc = tok(text, return_tensors="pt")
+        with torch.inference_mode():
+            m.model(**enc, output_attentions=True)
+
+    forward(texts[0])
+    it = iter(texts * 3)
+    fwd, _ = median_time(lambda: forward(next(it)), runs)
+
+    bare_at = AppTest.from_string("import streamlit as st\nst.write('bare')", default_timeout=60)
+    bare_at.run()
+    bare, _ = median_time(lambda: bare_at.run(), runs)
+
+    at = page({"model": "pretrained:minilm", "text": texts[0]})
+    seeds = iter(texts[1:] + [text_of_tokens(tok, 20, 100 + i) for i in range(runs)])
+
+    def rerun_new_text():
+        at.text_input(key="text").set_value(next(seeds)).run()
+        assert not at.exception
+
+    rerun_new_text()  # warm (imports, first figure)
+    pg, _ = median_time(rerun_new_text, runs)
+    budget = 1.5 * fwd + bare
+    rows += [
+        ("20 tokens: bare forward with attentions", fwd, ""),
+        ("20 tokens: bare page rerun (trivial AppTest script)", bare, ""),
+        ("20 tokens: page rerun after changing the sentence (head view)", pg,
+         f"ratio (page − bare) / forward = {(pg - bare) / fwd:.2f}; budget 1.5×fwd + bare = {budget * 1000:.0f} ms "
+         f"-> {'OK' if pg <= budget else 'OVER'}"),
+    ]
+
+    def rerun_same():
+        at.run()
+
+    same, _ = median_time(rerun_same, runs)
+    rows.append(("20 tokens: page rerun, nothing changed (cached trace)", same, ""))
+
+    # ---------------------------------------------------------------- 512 tokens
+    long_texts = [text_of_tokens(tok, 512, seed) for seed in range(3)]
+    n = len(tok(long_texts[0])["input_ids"])
+    fwd512, _ = median_time(lambda: forward(long_texts[0]), runs)
+    rows.append((f"{n} tokens: bare forward with attentions", fwd512, ""))
+    at = page({"model": "pretrained:minilm", "text": long_texts[0], "mode": "model", "token": "-1"})
+    size_model = chart_bytes(at)
+    long_iter = iter(long_texts[1:] * runs)
+    t_new, _ = median_time(lambda: at.text_input(key="text").set_value(next(long_iter)).run(), 2)
+    rows.append((f"{n} tokens: model view, new text (forward + probe + figures), median of 2", t_new,
+                 f"chart data {size_model / 2**20:.2f} MB"))
+    heads = iter(list(range(1, 12)) * 2)
+    t_head, _ = median_time(lambda: _select(at, "head", next(heads)), runs)
+    rows.append((f"{n} tokens: model view rerun after changing the head (cached)", t_head,
+                 f"chart data {chart_bytes(at) / 2**20:.2f} MB; < 3 s -> {'OK' if t_head < 3 else 'OVER'}"))
+    at2 = page({"model": "pretrained:minilm", "text": long_texts[0], "mode": "head", "token": "-1"})
+    t_hv, _ = median_time(lambda: _select(at2, "head", next(heads)), runs)
+    rows.append((f"{n} tokens: head view rerun after changing the head (cached)", t_hv,
+                 f"chart data {chart_bytes(at2) / 2**20:.2f} MB"))
+
+    print()
+    print(f"{'measurement':<78} {'median':>10}  notes")
+    for name, secs, note in rows:
+        print(f"{name:<78} {secs * 1000:>8.1f} ms  {note}")
+
+    if not args.skip_bertviz:
+        print(f"\nBertViz reference on the same {n}-token input (subprocess, timeout {args.bertviz_timeout:.0f} s, "
+              f"memory limit {args.bertviz_mem_gb} GB):")
+        for r in run_bertviz(long_texts[0], args.bertviz_timeout, args.bertviz_mem_gb):
+            if "error" in r:
+                print(f"  {r['view']:<12} {r['error']}" + (f" after {r['seconds']:.1f} s" if "seconds" in r else ""))
+            else:
+                print(f"  {r['view']:<12} {r['seconds']:8.1f} s   HTML {r['bytes'] / 2**20:8.1f} MB")
+
+
+def _select(at, key: str, value) -> None:
+    next(s for s in at.selectbox if s.key == key).set_value(value).run()
+    assert not at.exception
+
+
+if __name__ == "__main__":
+    main()

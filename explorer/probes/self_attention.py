@@ -1,0 +1,420 @@
+"""Per-head self-attention: model + text -> AttentionTrace (numpy), plus the pure arithmetic the view shows.
+
+`attention_trace` runs the model once with attention weights and keeps:
+  attentions (L, H, Tq, Tk)  the model's own softmax weights (float32; float16 when L·H·Tq·Tk > 2**22, to keep
+                             the cached trace small: ~38 MB instead of 75 MB for MiniLM at 512 tokens)
+  thumbnails (L, H, t, t)    each head max-pooled to at most `thumb` × `thumb` (the model view)
+  rollout    (L, T, T)       Abnar & Zuidema (2020): Ã_l = rownorm(0.5·mean_h A_l + 0.5·I), R_l = Ã_l · R_{l-1}
+  q, k, v    (L, H, T, d)    recomputed from the layer's projection weights (built-in GPT, BERT and GPT-2 families)
+  mask       (Tq, Tk)        the additive mask the model applied: 0 or −inf (causal and padding)
+
+Everything else (hiding special tokens, aggregations, the step-by-step table) is a pure function of a trace.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from explorer.adapters.text import Encoded, encode, encode_hf, model_max_tokens
+from explorer.adapters.transformer import STREAM_LABELS, UnsupportedModel, adapter_for
+
+FLOAT16_ABOVE = 2**22  # attention entries above which the trace stores float16
+CHECK_TOL = 1e-4  # recomputed softmax(QKᵀ·s + M) must equal the model's weights to this, else no arithmetic
+
+PRESETS = (
+    "The animal didn't cross the street because it was too tired.",
+    "A robot must obey the orders given it.",
+    "The animal didn't cross the street because it was too wide.",
+)
+
+
+@dataclass(frozen=True)
+class AttentionTrace:
+    """One forward pass, one attention stream ("encoder", "decoder" or "cross").
+
+    tokens (Tq,) query tokens; key_tokens (Tk,) key tokens (== tokens except for cross-attention);
+    special / key_special: True for special tokens ([CLS], [SEP], <s>, </s>, <bos>, [PAD]);
+    padding (Tk,) True for padding keys; segments (Tq,) 0/1 sentence of a pair.
+    attentions (L, H, Tq, Tk); thumbnails (L, H, tq, tk); rollout (L, Tq, Tk) or None (cross-attention);
+    mask (Tq, Tk) additive 0/−inf; q, k (L, H, T, d), v (L, H, T, d) or None; scales (L,) the factor on q·k.
+    """
+
+    model_id: str
+    stream: str
+    streams: tuple[str, ...]
+    causal: bool
+    tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    special: tuple[bool, ...]
+    key_special: tuple[bool, ...]
+    padding: tuple[bool, ...]
+    segments: tuple[int, ...]
+    attentions: np.ndarray
+    thumbnails: np.ndarray
+    rollout: np.ndarray | None
+    mask: np.ndarray
+    q: np.ndarray | None = None
+    k: np.ndarray | None = None
+    v: np.ndarray | None = None
+    scales: tuple[float, ...] = ()
+    arithmetic_note: str = ""  # why q/k/v are None
+    check_error: float | None = None  # max |softmax(QKᵀ·s + M) − model| over the checked layers
+    notes: tuple[str, ...] = ()
+    error: str = ""  # non-empty: nothing to show, say this instead
+    adapter: str = ""
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.attentions.shape[0]) if self.attentions.ndim == 4 else 0
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.attentions.shape[1]) if self.attentions.ndim == 4 else 0
+
+    @property
+    def has_arithmetic(self) -> bool:
+        return self.q is not None
+
+    @property
+    def stream_label(self) -> str:
+        return STREAM_LABELS.get(self.stream, self.stream)
+
+
+def _empty(model_id: str, error: str, notes: tuple[str, ...] = ()) -> AttentionTrace:
+    z = np.zeros((0, 0, 0, 0), np.float32)
+    return AttentionTrace(model_id, "", (), False, (), (), (), (), (), (), z, z, None, np.zeros((0, 0), np.float32),
+                          notes=notes, error=error)
+
+
+# ------------------------------------------------------------------------------------------- encoding
+def _segments(ids: tuple[int, ...], sep_id: int | None, paired: bool) -> list[int]:
+    if not paired or sep_id is None or sep_id not in ids:
+        return [0] * len(ids)
+    first = ids.index(sep_id)
+    return [0 if i <= first else 1 for i in range(len(ids))]
+
+
+def _encode_inputs(loaded: Any, adapter: Any, text: str, pair: str) -> tuple[Encoded, Encoded | None, list[str]]:
+    """(source encoding, decoder encoding for encoder-decoders, notes)."""
+    notes: list[str] = []
+    tok = getattr(loaded, "tokenizer", None)
+    family = loaded.family
+    if tok is None:  # built-in word-level GPT: <bos> s, as it was trained
+        if pair.strip():
+            notes.append("Sentence pairs are for encoders (two inputs joined by [SEP]); the second text is ignored.")
+        return encode(loaded, text, bos=True), None, notes
+    limit = model_max_tokens(loaded)
+    if family == "encoder-decoder":
+        src = encode(loaded, text)
+        tgt_text = pair if pair.strip() else text
+        if not pair.strip():
+            notes.append("The decoder reads the same text as the encoder; type a target in the second box to change it.")
+        tgt = encode(loaded, tgt_text)
+        return src, tgt, notes
+    base = encode(loaded, text)
+    if not base.ids or not pair.strip():
+        return base, None, notes
+    if family != "encoder":
+        notes.append("Sentence pairs are for encoders (two inputs joined by [SEP]); the second text is ignored.")
+        return base, None, notes
+    return encode_hf(tok, text, limit, text_pair=pair), None, notes
+
+
+def _special_flags(loaded: Any, enc: Encoded) -> list[bool]:
+    if enc.special:
+        return list(enc.special)
+    return [t in ("<bos>", "<eos>", "<pad>") for t in enc.tokens]
+
+
+# --------------------------------------------------------------------------------------------- probe
+def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pad: int = 0,
+                    thumb: int = 48) -> AttentionTrace:
+    """Run `loaded` on `text` (and `pair`: second sentence for encoders, target text for encoder-decoders).
+
+    stream: "encoder" | "decoder" | "cross" ("" = the model's first). pad: extra padding tokens appended with
+    attention_mask 0 (shows the padding mask; HF models only). thumb: thumbnail size of the model view.
+    Never raises for bad input or unsupported models: the trace's `error` / `notes` say what happened.
+    """
+    mid = str(getattr(loaded, "id", "model"))
+    try:
+        adapter = adapter_for(loaded)
+    except UnsupportedModel as exc:
+        return _empty(mid, str(exc))
+    src, tgt, notes = _encode_inputs(loaded, adapter, text or "", pair or "")
+    notes = list(src.notes) + notes
+    if not src.ids or (tgt is not None and not tgt.ids):
+        return _empty(mid, "", tuple(dict.fromkeys(notes)))
+    stream = stream if stream in adapter.streams else adapter.streams[0]
+    tok = getattr(loaded, "tokenizer", None)
+
+    ids = list(src.ids)
+    tokens = list(src.tokens)
+    special = _special_flags(loaded, src)
+    limit = model_max_tokens(loaded)
+    pad = max(0, int(pad))
+    pad_id = None
+    if pad and tok is not None and adapter.streams != ("encoder", "decoder", "cross"):
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        if pad_id is None:
+            notes.append("This tokenizer has no padding token; no padding was added.")
+            pad = 0
+        pad = min(pad, max(0, limit - len(ids)))
+    elif pad:
+        notes.append("Padding is shown for Hugging Face encoders and decoders (the built-in GPT takes no padding "
+                     "mask: right padding cannot change earlier tokens of a causal model anyway).")
+        pad = 0
+    padding = [False] * len(ids) + [True] * pad
+    if pad:
+        pad_tok = str(tok.convert_ids_to_tokens(pad_id))
+        ids += [pad_id] * pad
+        tokens += [pad_tok] * pad
+        special += [True] * pad
+    segments = _segments(tuple(ids), getattr(tok, "sep_token_id", None), bool((pair or "").strip()) and
+                         loaded.family == "encoder")
+
+    dev = adapter.device
+    input_ids = torch.tensor([ids], dtype=torch.long, device=dev)
+    attn_mask = torch.tensor([[0 if p else 1 for p in padding]], dtype=torch.long, device=dev) if tok is not None else None
+    tti = torch.tensor([segments], dtype=torch.long, device=dev) if any(segments) else None
+    dec_ids = None
+    dec_tokens: list[str] = []
+    dec_special: list[bool] = []
+    if tgt is not None:
+        start = getattr(loaded.config, "decoder_start_token_id", None)
+        if start is None:
+            start = tok.pad_token_id if tok.pad_token_id is not None else 0
+        dec = [int(start), *tgt.ids][:limit]
+        dec_ids = torch.tensor([dec], dtype=torch.long, device=dev)
+        dec_tokens = [str(tok.convert_ids_to_tokens(int(start))), *tgt.tokens][: len(dec)]
+        dec_special = [True, *_special_flags(loaded, tgt)][: len(dec)]
+    try:
+        with torch.inference_mode():
+            cap = adapter.run(input_ids, attn_mask, tti, dec_ids)
+            atts = torch.stack([a[0] for a in cap.attentions[stream]]).float()  # (L, H, Tq, Tk)
+            qkv = _recompute_qkv(adapter, cap, stream)
+    except UnsupportedModel as exc:
+        return _empty(mid, str(exc), tuple(notes))
+    except (RuntimeError, ValueError, IndexError) as exc:
+        return _empty(mid, f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}", tuple(notes))
+
+    if stream == "encoder" or tgt is None:
+        q_tokens, q_special = tokens, special
+    else:
+        q_tokens, q_special = dec_tokens, dec_special
+    if stream == "decoder" and tgt is not None:
+        k_tokens, k_special, k_padding = dec_tokens, dec_special, [False] * len(dec_tokens)
+    else:
+        k_tokens, k_special, k_padding = tokens, special, padding
+    causal = stream == "decoder"
+    Tq, Tk = atts.shape[-2], atts.shape[-1]
+    mask = torch.zeros(Tq, Tk, device=atts.device)
+    if causal:
+        mask = mask.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool, device=atts.device).triu(1), float("-inf"))
+    if any(k_padding):
+        mask[:, torch.tensor(k_padding, device=atts.device)] = float("-inf")
+
+    q = k = v = None
+    scales: tuple[float, ...] = ()
+    check = None
+    note = getattr(adapter, "arithmetic_note", "")
+    if qkv is not None:
+        qt, kt, vt, scales = qkv
+        check = _check(qt, kt, scales, mask, atts)
+        if check <= CHECK_TOL:
+            q, k, v = (t.cpu().numpy().astype(np.float32) for t in (qt, kt, vt))
+        else:
+            note = (f"Recomputing softmax(QKᵀ/√d) from this model's weights differs from its own attention by "
+                    f"{check:.2g} (> {CHECK_TOL:g}), so the arithmetic is not shown: the model must compute its "
+                    "scores differently from the standard BERT/GPT-2 layer.")
+    elif adapter.arithmetic and stream == "cross":
+        note = "The step-by-step arithmetic is shown for self-attention streams."
+
+    n_entries = atts.numel()
+    thumbs = _thumbnails(atts, thumb)
+    roll = rollout(atts.mean(dim=1)).cpu().numpy() if Tq == Tk else None
+    store = np.float16 if n_entries > FLOAT16_ABOVE else np.float32
+    if store is np.float16:
+        notes.append(f"{Tq:,} tokens: the attention maps are kept as float16 (about 3 significant digits) to keep "
+                     "the view light; rollout and thumbnails were computed in float32.")
+    return AttentionTrace(
+        model_id=mid, stream=stream, streams=tuple(adapter.streams), causal=causal,
+        tokens=tuple(q_tokens), key_tokens=tuple(k_tokens), special=tuple(bool(s) for s in q_special),
+        key_special=tuple(bool(s) for s in k_special), padding=tuple(k_padding),
+        segments=tuple(segments if stream == "encoder" or tgt is None else [0] * Tq),
+        attentions=atts.cpu().numpy().astype(store), thumbnails=thumbs, rollout=roll,
+        mask=mask.cpu().numpy().astype(np.float32), q=q, k=k, v=v, scales=tuple(float(s) for s in scales),
+        arithmetic_note="" if q is not None else note, check_error=check,
+        notes=tuple(dict.fromkeys(notes)), adapter=adapter.name,
+    )
+
+
+def _recompute_qkv(adapter: Any, cap: Any, stream: str):
+    if not adapter.arithmetic or stream not in cap.layer_inputs:
+        return None
+    qs, ks, vs, scales = [], [], [], []
+    for layer, x in enumerate(cap.layer_inputs[stream]):
+        q, k, v = adapter.qkv(layer, x)
+        qs.append(q[0].float())
+        ks.append(k[0].float())
+        vs.append(v[0].float())
+        scales.append(adapter.scaling(layer))
+    return torch.stack(qs), torch.stack(ks), torch.stack(vs), tuple(scales)
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, scales: tuple[float, ...], mask: torch.Tensor,
+           atts: torch.Tensor) -> float:
+    """Max |softmax(q kᵀ·s + M) − model| over the first and last layers (all heads)."""
+    worst = 0.0
+    for layer in sorted({0, q.shape[0] - 1}):
+        p = torch.softmax(q[layer] @ k[layer].transpose(-1, -2) * scales[layer] + mask, dim=-1)
+        worst = max(worst, float((p - atts[layer]).abs().max()))
+    return worst
+
+
+def _thumbnails(atts: torch.Tensor, size: int) -> np.ndarray:
+    """(L, H, Tq, Tk) -> (L, H, ≤size, ≤size) by max-pooling (peaks stay visible)."""
+    L, H, Tq, Tk = atts.shape
+    out = (min(size, Tq), min(size, Tk))
+    if out == (Tq, Tk):
+        return atts.cpu().numpy().astype(np.float32)
+    pooled = F.adaptive_max_pool2d(atts.reshape(L * H, 1, Tq, Tk), out)
+    return pooled.reshape(L, H, *out).cpu().numpy().astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------ pure arithmetic
+def rollout(mean_attn: Any) -> Any:
+    """Attention rollout (Abnar & Zuidema 2020). mean_attn (L, T, T) head-averaged -> (L, T, T): R_l.
+
+    Ã_l = rownorm(0.5·A_l + 0.5·I); R_0 = Ã_0; R_l = Ã_l · R_{l−1}. Works on torch tensors and numpy arrays.
+    """
+    if isinstance(mean_attn, np.ndarray):
+        return rollout(torch.from_numpy(mean_attn.astype(np.float32))).numpy()
+    L, T, _ = mean_attn.shape
+    eye = torch.eye(T, dtype=mean_attn.dtype, device=mean_attn.device)
+    out = []
+    r = eye
+    for layer in range(L):
+        a = 0.5 * mean_attn[layer] + 0.5 * eye
+        a = a / a.sum(dim=-1, keepdim=True)
+        r = a @ r
+        out.append(r)
+    return torch.stack(out)
+
+
+def head_matrix(trace: AttentionTrace, layer: int, heads: tuple[int, ...] | list[int], how: str = "heads") -> np.ndarray:
+    """(Tq, Tk) float32: how = "heads" (one head, or the mean of the chosen heads), "mean"/"max" over all heads,
+    "rollout" (the rollout up to `layer`)."""
+    if how == "rollout" and trace.rollout is not None:
+        return np.asarray(trace.rollout[layer], dtype=np.float32)
+    a = trace.attentions[layer]
+    if how == "mean":
+        return a.astype(np.float32).mean(axis=0)
+    if how == "max":
+        return a.max(axis=0).astype(np.float32)
+    heads = list(heads) or [0]
+    if len(heads) == 1:
+        return a[heads[0]].astype(np.float32)
+    return a[heads].astype(np.float32).mean(axis=0)
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """A matrix with special tokens removed. rows/cols: kept indices; renormalised: rows rescaled to sum 1;
+    removed_mass: mean weight (over kept rows) the hidden keys held before renormalising."""
+
+    matrix: np.ndarray
+    rows: tuple[int, ...]
+    cols: tuple[int, ...]
+    renormalised: bool
+    removed_mass: float
+
+
+def hide_special(matrix: np.ndarray, special_q: tuple[bool, ...], special_k: tuple[bool, ...],
+                 renormalise: bool = True) -> Hidden:
+    """Drop special-token rows and columns; rescale each remaining row to sum to 1 (when it had weight)."""
+    rows = tuple(i for i, s in enumerate(special_q) if not s)
+    cols = tuple(j for j, s in enumerate(special_k) if not s)
+    if not rows or not cols:
+        return Hidden(matrix, tuple(range(matrix.shape[0])), tuple(range(matrix.shape[1])), False, 0.0)
+    sub = matrix[np.ix_(rows, cols)].astype(np.float32)
+    kept = sub.sum(axis=1, keepdims=True)
+    removed = float(np.mean(1.0 - kept)) if sub.size else 0.0
+    changed = len(cols) < matrix.shape[1]
+    if renormalise and changed:
+        sub = np.divide(sub, kept, out=np.zeros_like(sub), where=kept > 0)
+    return Hidden(sub, rows, cols, renormalise and changed, removed)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """softmax(q·kⱼ·s + Mⱼ) for one query token, then z = Σⱼ aⱼ vⱼ (the lecture's "robot" table).
+
+    q (d,); keys (Tk, d); values (Tk, d); dots (Tk,) q·kⱼ; scaled (Tk,) q·kⱼ·s; mask (Tk,) 0/−inf;
+    probs (Tk,) recomputed softmax; model_probs (Tk,) the model's own; weighted (Tk, d) aⱼ·vⱼ; z (d,).
+    """
+
+    layer: int
+    head: int
+    query: int
+    query_token: str
+    key_tokens: tuple[str, ...]
+    d: int
+    scale: float
+    q: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    dots: np.ndarray
+    scaled: np.ndarray
+    mask: np.ndarray
+    probs: np.ndarray
+    model_probs: np.ndarray
+    weighted: np.ndarray
+    z: np.ndarray
+
+    @property
+    def max_error(self) -> float:
+        return float(np.max(np.abs(self.probs - self.model_probs))) if self.probs.size else 0.0
+
+
+def step_by_step(trace: AttentionTrace, layer: int, head: int, query: int) -> Steps | None:
+    """The arithmetic of one attention row from the model's own Q, K, V; None when the trace has no Q/K/V."""
+    if not trace.has_arithmetic:
+        return None
+    q = trace.q[layer, head, query].astype(np.float64)
+    keys = trace.k[layer, head].astype(np.float64)
+    values = trace.v[layer, head].astype(np.float64)
+    scale = trace.scales[layer]
+    dots = keys @ q
+    scaled = dots * scale
+    mask = trace.mask[query].astype(np.float64)
+    logits = scaled + mask
+    e = np.exp(logits - np.max(logits))
+    probs = e / e.sum()
+    weighted = probs[:, None] * values
+    return Steps(layer, head, query, trace.tokens[query], trace.key_tokens, int(q.shape[0]), float(scale),
+                 q.astype(np.float32), keys.astype(np.float32), values.astype(np.float32), dots, scaled, mask,
+                 probs, trace.attentions[layer, head, query].astype(np.float64), weighted, weighted.sum(axis=0))
+
+
+def find_token(tokens: tuple[str, ...], word: str) -> int:
+    """Index of the first token equal to `word` (ignoring case and GPT-2's Ġ / SentencePiece's ▁), or -1."""
+    want = word.strip().lower()
+    for i, t in enumerate(tokens):
+        if t.replace("Ġ", "").replace("▁", "").strip().lower() == want:
+            return i
+    return -1
+
+
+def default_query(tokens: tuple[str, ...], special: tuple[bool, ...]) -> int:
+    """'it' when present (the presets), else the last non-special token."""
+    i = find_token(tokens, "it")
+    if i >= 0:
+        return i
+    for j in range(len(tokens) - 1, -1, -1):
+        if not special[j]:
+            return j
+    return max(0, len(tokens) - 1)

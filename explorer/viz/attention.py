@@ -1,0 +1,233 @@
+"""Figures of the self-attention view: model-view mosaic, head heatmap, line view, masks, step-by-step bars.
+
+Inputs are numpy arrays and token tuples from explorer.probes.self_attention; nothing here runs a model.
+Token axes are numeric (tickvals/ticktext) so repeated tokens ("the" twice) keep their own rows.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.viz.theme import NORMAL, Theme
+
+MAX_TICKS = 64  # label every token up to this many, then every n-th
+MAX_LINES = 2500  # line view: at most this many query→key lines (largest weights first)
+MIN_LINE_WEIGHT = 0.01
+
+
+def display_tokens(tokens: Sequence[str]) -> list[str]:
+    """Readable labels: GPT-2's Ġ and SentencePiece's ▁ shown as a leading space marker, numbered when long."""
+    out = []
+    for t in tokens:
+        t = t.replace("Ġ", "·").replace("▁", "·").replace("Ċ", "\\n")
+        out.append(t if t.strip() else repr(t))
+    return out
+
+
+def _ticks(tokens: Sequence[str]) -> dict:
+    n = len(tokens)
+    step = max(1, int(np.ceil(n / MAX_TICKS)))
+    idx = list(range(0, n, step))
+    labels = display_tokens(tokens)
+    return {"tickmode": "array", "tickvals": idx, "ticktext": [f"{labels[i]}" if step == 1 else f"{i}:{labels[i]}"
+                                                             for i in idx]}
+
+
+def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,
+                 theme: Theme = NORMAL, zmax: float | None = 1.0, rows: Sequence[int] | None = None,
+                 cols: Sequence[int] | None = None, highlight: int | None = None) -> go.Figure:
+    """One (Tq, Tk) attention matrix at full resolution; z is `matrix` itself (queries down, keys across).
+
+    rows/cols: original token indices of the rows/columns (after hiding special tokens) for the hover.
+    highlight: a row to outline (the selected query token).
+    """
+    z = np.asarray(matrix, dtype=np.float32)
+    rows = list(rows) if rows is not None else list(range(z.shape[0]))
+    cols = list(cols) if cols is not None else list(range(z.shape[1]))
+    small = len(rows) * len(cols) <= 4096
+    fig = go.Figure(go.Heatmap(
+        z=z, zmin=0.0, zmax=zmax, colorscale=theme.sequential,
+        colorbar={"title": {"text": "weight"}, "thickness": 12},
+        hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>weight %{z:.5f}<extra></extra>"
+        if small else "query %{y} → key %{x}<br>weight %{z:.5f}<extra></extra>",
+        customdata=_pairs(q_tokens, k_tokens) if small else None,
+    ))
+    n_q, n_k = z.shape
+    side = int(min(900, max(320, 18 * max(n_q, 8) + 120)))
+    layout = {
+        "title": {"text": title}, "height": side,
+        "xaxis": {"title": {"text": "key (attended to)"}, "side": "top", "tickangle": -60, **_ticks(k_tokens)},
+        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **_ticks(q_tokens)},
+    }
+    if highlight is not None and 0 <= highlight < n_q:
+        layout["shapes"] = [{"type": "rect", "x0": -0.5, "x1": n_k - 0.5, "y0": highlight - 0.5,
+                             "y1": highlight + 0.5, "line": {"color": theme.categorical[5], "width": theme.line_width}}]
+    fig.update_layout(layout)
+    return fig
+
+
+def _pairs(q_tokens: Sequence[str], k_tokens: Sequence[str]) -> np.ndarray:
+    q = display_tokens(q_tokens)
+    k = display_tokens(k_tokens)
+    out = np.empty((len(q), len(k), 2), dtype=object)
+    out[:, :, 0] = np.array(q, dtype=object)[:, None]
+    out[:, :, 1] = np.array(k, dtype=object)[None, :]
+    return out
+
+
+def model_view(thumbnails: np.ndarray, n_tokens: int, title: str, theme: Theme = NORMAL,
+               selected: tuple[int, int] | None = None, gap: int = 1) -> go.Figure:
+    """All layers × heads as ONE heatmap mosaic of (≤48 × ≤48) thumbnails (max-pooled when longer).
+
+    Rows of tiles are layers (0 at the top), columns heads. customdata gives (layer, head) for the hover.
+    """
+    L, H, tq, tk = thumbnails.shape
+    th, tw = tq + gap, tk + gap
+    z = np.full((L * th - gap, H * tw - gap), np.nan, dtype=np.float32)
+    ids = np.full(z.shape + (2,), -1, dtype=np.int16)
+    for layer in range(L):
+        for head in range(H):
+            r, c = layer * th, head * tw
+            z[r:r + tq, c:c + tk] = thumbnails[layer, head]
+            ids[r:r + tq, c:c + tk, 0] = layer
+            ids[r:r + tq, c:c + tk, 1] = head
+    z = np.round(z, 4)
+    fig = go.Figure(go.Heatmap(
+        z=z, zmin=0.0, zmax=1.0, colorscale=theme.sequential, customdata=ids, hoverongaps=False,
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>weight %{z:.4f}<extra></extra>",
+        colorbar={"title": {"text": "weight"}, "thickness": 12},
+    ))
+    fig.update_xaxes(tickmode="array", tickvals=[h * tw + (tk - 1) / 2 for h in range(H)],
+                     ticktext=[f"h{h}" for h in range(H)], side="top", showgrid=False, zeroline=False)
+    fig.update_yaxes(tickmode="array", tickvals=[layer * th + (tq - 1) / 2 for layer in range(L)],
+                     ticktext=[f"L{layer}" for layer in range(L)], autorange="reversed", showgrid=False,
+                     zeroline=False, scaleanchor="x")
+    if selected is not None:
+        layer, head = selected
+        fig.add_shape(type="rect", x0=head * tw - 0.5, x1=head * tw + tk - 0.5, y0=layer * th - 0.5,
+                      y1=layer * th + tq - 0.5, line={"color": theme.categorical[5], "width": theme.line_width})
+    pooled = " (each head max-pooled to this size)" if max(tq, tk) < n_tokens else ""
+    fig.update_layout(title=f"{title}: {L} layers × {H} heads, {tq}×{tk} per tile{pooled}",
+                      height=int(min(1100, max(360, 70 * L + 140))))
+    return fig
+
+
+def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: Sequence[str],
+              k_tokens: Sequence[str], theme: Theme = NORMAL, query: int | None = None,
+              rows: Sequence[int] | None = None, cols: Sequence[int] | None = None) -> go.Figure:
+    """Tokens on two sides (queries left, keys right); a line per (query, key), width ∝ weight.
+
+    matrices: one (Tq, Tk) matrix per overlaid head (labels name them, one colour each). query: a row index
+    of the matrices to isolate (None = all rows). Lines below MIN_LINE_WEIGHT are dropped, and at most
+    MAX_LINES of the largest are drawn.
+    """
+    nq, nk = matrices[0].shape
+    qlab = display_tokens(q_tokens)
+    klab = display_tokens(k_tokens)
+    rows = list(rows) if rows is not None else list(range(nq))
+    cols = list(cols) if cols is not None else list(range(nk))
+    traces: list[dict] = []
+    budget = max(1, MAX_LINES // max(1, len(matrices)))
+    buckets = 6
+    for n, (m, label) in enumerate(zip(matrices, labels)):
+        m = np.asarray(m, dtype=np.float32)
+        sel = np.zeros_like(m, dtype=bool)
+        if query is not None and 0 <= query < nq:
+            sel[query] = True
+        else:
+            sel[:] = True
+        sel &= m >= MIN_LINE_WEIGHT
+        qi, kj = np.nonzero(sel)
+        w = m[qi, kj]
+        if len(w) > budget:
+            keep = np.argsort(w)[-budget:]
+            qi, kj, w = qi[keep], kj[keep], w[keep]
+        colour = theme.categorical[n % len(theme.categorical)]
+        level = np.minimum(buckets - 1, (w * buckets).astype(int))
+        for b in range(buckets):
+            pick = level == b
+            if not pick.any():
+                continue
+            xs = np.empty(pick.sum() * 3, dtype=object)
+            ys = np.empty(pick.sum() * 3, dtype=object)
+            xs[0::3], xs[1::3], xs[2::3] = 0.0, 1.0, None
+            ys[0::3], ys[1::3], ys[2::3] = qi[pick], kj[pick], None
+            traces.append(dict(
+                type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip",
+                showlegend=bool(b == level.max()) and len(matrices) > 1, legendgroup=label, name=label,
+                line={"color": colour, "width": max(0.5, theme.line_width * 3 * (b + 1) / buckets)},
+                opacity=0.25 + 0.75 * (b + 1) / buckets,
+            ))
+    traces.append(dict(type="scatter", x=[0.0] * nq, y=list(range(nq)), mode="text", text=qlab,
+                       textposition="middle left", hovertext=[f"query {rows[i]}: {qlab[i]}" for i in range(nq)],
+                       hoverinfo="text", showlegend=False, textfont={"size": theme.font_size}))
+    traces.append(dict(type="scatter", x=[1.0] * nk, y=list(range(nk)), mode="text", text=klab,
+                       textposition="middle right", hovertext=[f"key {cols[j]}: {klab[j]}" for j in range(nk)],
+                       hoverinfo="text", showlegend=False, textfont={"size": theme.font_size}))
+    fig = go.Figure(data=traces, layout={
+        "xaxis": {"visible": False, "range": [-0.6, 1.6]}, "yaxis": {"visible": False, "autorange": "reversed"},
+        "height": int(min(2400, max(300, 22 * max(nq, nk) + 80))),
+        "title": {"text": "Line view: queries (left) → keys (right), width ∝ weight"},
+        "legend": {"orientation": "h", "y": -0.02},
+    })
+    return fig
+
+
+def mask_figure(mask: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,
+                theme: Theme = NORMAL) -> go.Figure:
+    """The additive mask M (0 allowed, −∞ blocked) added to q·k/√d before the softmax."""
+    blocked = ~np.isfinite(mask)
+    z = blocked.astype(np.float32)
+    n = z.shape[0] * z.shape[1]
+    text = np.where(blocked, "−∞", "0") if n <= 1600 else None
+    fig = go.Figure(go.Heatmap(
+        z=z, zmin=0, zmax=1, colorscale=[[0, "#f7f7f7"], [1, "#444444"]], showscale=False,
+        text=text, texttemplate="%{text}" if text is not None else None,
+        hovertemplate="query %{y} → key %{x}<br>%{z}<extra>1 = −∞ (blocked)</extra>",
+    ))
+    fig.update_xaxes(title_text="key", side="top", **_ticks(k_tokens), tickangle=-60)
+    fig.update_yaxes(title_text="query", autorange="reversed", **_ticks(q_tokens))
+    fig.update_layout(title=title, height=int(min(800, max(300, 18 * z.shape[0] + 120))))
+    return fig
+
+
+def steps_figure(key_tokens: Sequence[str], scaled: np.ndarray | None, probs: np.ndarray, query_token: str,
+                 theme: Theme = NORMAL) -> go.Figure:
+    """Bars of q·k/√d (before the softmax; None when unavailable) and the softmax weights for one query token."""
+    labels = display_tokens(key_tokens)
+    x = list(range(len(labels)))
+    fig = go.Figure()
+    if scaled is not None:
+        finite = np.where(np.isfinite(scaled), scaled, np.nan)
+        fig.add_trace(go.Bar(x=x, y=finite, name="q·k/√d (score)", marker_color=theme.categorical[1],
+                             customdata=labels, hovertemplate="%{customdata}: %{y:.4f}<extra>score</extra>"))
+    fig.add_trace(go.Bar(x=x, y=probs, name="softmax weight", marker_color=theme.categorical[0], yaxis="y2",
+                         customdata=labels, hovertemplate="%{customdata}: %{y:.5f}<extra>weight</extra>"))
+    fig.update_layout(
+        title=f"Query “{display_tokens([query_token])[0]}”: scores and softmax weights",
+        barmode="group", yaxis={"title": {"text": "score"}},
+        yaxis2={"title": {"text": "weight"}, "overlaying": "y", "side": "right", "range": [0, 1]},
+        legend={"orientation": "h", "y": -0.25}, height=380,
+    )
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=labels, tickangle=-60)
+    return fig
+
+
+def compare_bars(tokens_a: Sequence[str], weights_a: np.ndarray, tokens_b: Sequence[str], weights_b: np.ndarray,
+                 title: str, theme: Theme = NORMAL) -> go.Figure:
+    """The attention row of the same word in two sentences, side by side (two bar traces)."""
+    fig = go.Figure()
+    for n, (toks, w, name) in enumerate(((tokens_a, weights_a, "sentence A"), (tokens_b, weights_b, "sentence B"))):
+        labels = display_tokens(toks)
+        fig.add_trace(go.Bar(x=[f"{i}:{t}" for i, t in enumerate(labels)], y=w, name=name,
+                             marker_color=theme.categorical[n], xaxis="x" if n == 0 else "x2",
+                             yaxis="y" if n == 0 else "y2",
+                             hovertemplate="%{x}: %{y:.5f}<extra>" + name + "</extra>"))
+    fig.update_layout(
+        title=title, height=420, showlegend=False,
+        xaxis={"domain": [0, 0.48], "tickangle": -60}, xaxis2={"domain": [0.52, 1], "tickangle": -60},
+        yaxis={"range": [0, 1], "title": {"text": "weight"}}, yaxis2={"range": [0, 1], "anchor": "x2"},
+    )
+    return fig

