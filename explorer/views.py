@@ -30,4 +30,6 @@ VIEWS: list[View] = [HOME, MODELS]
 VIEWS.append(View("pages/positional_encodings.py", "Positional encodings", ":material/timeline:", "positional-encodings", "Sinusoidal, learned and rotary positions, and why attention needs them."))
 VIEWS.append(View("pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates", "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit."))
 VIEWS.append(View("pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention", "Per-head attention maps, rollout, masks and the Q·K/√d softmax arithmetic, live."))
+VIEWS.append(View("pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq", "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search."))
+VIEWS.append(View("pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings", "PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies and contextual embeddings."))
 VIEWS.append(View("pages/sampling.py", "Decoding strategies", ":material/casino:", "sampling", "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics."))

