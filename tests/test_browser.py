@@ -34,7 +34,7 @@ def server():
 @pytest.mark.parametrize("mode", ["normal", "projector"])
 def test_every_page_renders_without_exception(browser, server, mode: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    context = browser.new_context(viewport={"width": 1600, "height": 2400})
     page = context.new_page()
     try:
         for view in VIEWS:

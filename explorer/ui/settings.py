@@ -14,9 +14,13 @@ from explorer.viz.theme import Theme, get_theme
 
 PROJECTOR_CSS = """
 <style>
-html, body, [class*="st-"] { font-size: 1.18rem; }
-h1 { font-size: 2.8rem !important; } h2 { font-size: 2.2rem !important; } h3 { font-size: 1.8rem !important; }
-.stMarkdown p, .stCaption, label, .stRadio label, .stSelectbox label { font-size: 1.25rem !important; }
+[data-testid="stMain"] h1 { font-size: 3.2rem !important; }
+[data-testid="stMain"] h2 { font-size: 2.4rem !important; }
+[data-testid="stMain"] h3 { font-size: 2.0rem !important; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem; }
+[data-testid="stWidgetLabel"] p, [data-testid="stCaptionContainer"] { font-size: 1.25rem !important; }
+[data-testid="stSidebar"] [data-testid="stMarkdownContainer"] p { font-size: 1.15rem; }
+input, textarea, [data-baseweb="select"] div { font-size: 1.25rem !important; }
 </style>
 """
 

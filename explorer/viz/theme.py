@@ -58,6 +58,15 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
         axes = [k for k in fig.layout if k.startswith(("xaxis", "yaxis"))] or ["xaxis", "yaxis"]
         for name in axes:
             layout[name] = axis
+    if not theme.streamlit_theme:  # projector: bigger fonts need taller figures and room for the title
+        scale = theme.font_size / NORMAL.font_size
+        height = fig._layout.get("height")
+        if isinstance(height, (int, float)):
+            layout["height"] = int(min(height * scale, 2400))
+        margin = dict(fig._layout.get("margin") or {})
+        margin["t"] = int(max(margin.get("t", 0) or 0, 40) * scale) if "title" in layout else margin.get("t")
+        margin["l"] = int((margin.get("l") or 40) * min(scale, 1.5))
+        layout["margin"] = {k: v for k, v in margin.items() if v is not None}
     # Merge into the figure's underlying dicts: Plotly's validated update path costs 15-170 ms per figure.
     _merge(fig._layout, layout)
     for trace in fig._data:
