@@ -19,6 +19,8 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    # WebGL (Plotly's scattergl) without a GPU: Chromium's software renderer
+    "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
 ]
 
 
@@ -59,7 +61,7 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
             proc.kill()
 
 
-def wait_for_app(page, timeout_ms: float = 90_000, settle_ms: int = 1500) -> None:
+def wait_for_app(page, timeout_ms: float = 90_000, settle_ms: int = 2500) -> None:
     """Wait until the app has rendered and the script is no longer running (Streamlit e2e style)."""
     page.wait_for_selector('[data-testid="stMain"] h1, [data-testid="stException"]', timeout=timeout_ms)
     # the app's own sidebar (rendered by app.py after st.navigation) marks a complete first run
