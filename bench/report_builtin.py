@@ -26,14 +26,19 @@ def row(name: str, meta: dict) -> str:
         quality = (f"perplexity {_num(m.get('heldout_perplexity'))} (add-k bigram {_num(m.get('bigram_perplexity'))}, "
                    f"−{_pct(m.get('perplexity_reduction_vs_bigram'))}); agreement {_pct(agree.get('accuracy'))}, "
                    f"long-range (≥ 4 tokens) {_pct(agree.get('long_range_accuracy'))}")
+        by_d = agree.get("long_range_by_distance")
+        if isinstance(by_d, dict):
+            quality += " (by distance: " + ", ".join(f"{k}: {_pct(v.get('accuracy'))}" for k, v in by_d.items()) + ")"
     elif arch == "seq2seq":
         quality = f"exact match {_pct(m.get('exact_match'))}, token accuracy {_pct(m.get('token_accuracy'))}"
-        by_len = m.get("exact_match_by_length") or m.get("by_length")
+        by_len = m.get("exact_match_by_source_length")
         if isinstance(by_len, dict) and by_len:
-            quality += "; by source length: " + ", ".join(
-                f"{k}: {_pct(v.get('accuracy') if isinstance(v, dict) else v)}" for k, v in by_len.items())
+            quality += "; exact match by source length: " + ", ".join(
+                f"{k}: {_pct(v.get('exact_match'))}" for k, v in by_len.items() if v.get("n", 0) >= 20)
     elif arch == "word2vec":
-        quality = f"precision@5 within word class {_pct(m.get('precision_at_5'))}"
+        p5 = m.get("precision_at_5")
+        p5 = p5.get("precision_at_k") if isinstance(p5, dict) else p5
+        quality = f"precision@5 of cosine neighbours in the same word class {_pct(p5)}"
     else:
         quality = json.dumps(m)[:120]
     size = (ROOT / "assets" / "builtin" / f"{name}.safetensors").stat().st_size / 2**20

@@ -73,3 +73,21 @@ def test_models_page_refuses_hostile_pt_upload(tmp_path) -> None:
     assert_no_exception(at)
     assert any("refused" in e.value for e in at.error)
     assert not (tmp_path / "marker").exists()
+
+
+def test_reruns_without_a_new_sentence_do_not_rerun_the_model() -> None:
+    """Live typing reruns the page often (and the keyup component adds one rerun when it adopts a value):
+    every rerun whose inputs did not change must be served from the cache, with no model run."""
+    from explorer.ui import cache
+
+    at = run_page("pages/lstm_gates.py", {"model": "builtin:lstm-lm", "text": "the keys to the cabinet are here ."})
+    assert_no_exception(at)
+    before = len(cache.COMPUTE_LOG)
+    for _ in range(3):
+        at.run()
+    assert len(cache.COMPUTE_LOG) == before  # no probe ran again
+    at.text_input(key="text").set_value("the key to the cabinets is here .").run()
+    assert len(cache.COMPUTE_LOG) > before  # a new sentence does run the model
+    after = len(cache.COMPUTE_LOG)
+    at.text_input(key="text").set_value("the keys to the cabinet are here .").run()
+    assert len(cache.COMPUTE_LOG) == after  # going back to an earlier sentence is cached too
