@@ -50,9 +50,12 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
     }
     if fig.layout.title.text:
         layout["title"] = {"font": {"size": theme.title_size}}
+        if not theme.streamlit_theme:  # keep the title above top-side tick labels
+            layout["title"].update(yref="container", y=0.995, yanchor="top")
     if not theme.streamlit_theme:
         axis = {"showline": True, "linewidth": 2, "linecolor": "black", "tickfont": {"size": size, "color": "black"},
-                "title": {"font": {"size": size, "color": "black"}}, "gridcolor": "#dddddd", "zerolinecolor": "#999999"}
+                "title": {"font": {"size": size, "color": "black"}}, "gridcolor": "#dddddd", "zerolinecolor": "#999999",
+                "automargin": True}  # margins grow to fit the larger tick labels
         layout.update(paper_bgcolor="white", plot_bgcolor="white", font={"size": size, "color": "black"},
                       legend={"font": {"size": size, "color": "black"}})
         axes = [k for k in fig.layout if k.startswith(("xaxis", "yaxis"))] or ["xaxis", "yaxis"]
