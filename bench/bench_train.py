@@ -24,11 +24,10 @@ BUDGET_S = 180.0
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--name", default="lstm-lm", choices=sorted(BUILTINS))
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="1 by default: see explorer.train --help")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    res = train_builtin(args.name, save=False)
+    res = train_builtin(args.name, save=False, threads=args.threads)
     wall = time.perf_counter() - t0
     m = res.meta["metrics"]
     rows = [("device", res.meta["train"]["device"] + f" ({torch.get_num_threads()} threads)"),

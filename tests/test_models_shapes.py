@@ -10,7 +10,7 @@ from explorer.models import ARCHITECTURES, build_model, sinusoidal_positions
 from explorer.models.seq2seq import ATTENTIONS, BahdanauAttention, LuongAttention, masked_softmax
 from explorer.models.word2vec import keep_probability, noise_distribution, skipgram_pairs
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU
 
 
 def _seq2seq(attention: str, seed: int = 0):
@@ -229,3 +229,51 @@ def test_build_model_rejects_bad_configs(arch, config, match):
 
 def test_architectures_registry():
     assert set(ARCHITECTURES) == {"rnn_lm", "seq2seq", "tiny_gpt", "word2vec"}
+
+
+@pytest.mark.parametrize("attention", ["none", "bahdanau", "luong-general"])
+def test_bidirectional_encoder(attention):
+    torch.manual_seed(0)
+    m = build_model("seq2seq", dict(src_vocab_size=20, tgt_vocab_size=25, emb_dim=8, hidden_size=16,
+                                    attention=attention, bidirectional=True)).eval()
+    src, tgt_in = _src(), torch.randint(4, 25, (3, 5))
+    mask = m.make_src_mask(src)
+    enc, state = m.encode(src, mask)
+    assert enc.shape == (3, 7, 16) and state.shape == (1, 3, 16)
+    assert torch.allclose(m._fixed_context(enc, mask), state[-1], atol=1e-6)  # [fwd final; bwd final]
+    logits, atts = m(src, tgt_in)
+    for t in range(5):
+        step = m.decode_step(tgt_in[:, t], state, enc, mask)
+        state = step.state
+        assert torch.allclose(step.logits, logits[:, t], atol=1e-5)
+    g = m.greedy_decode(src[2, :3], max_len=8)
+    assert m.beam_search(src[2, :3], beam_size=1, max_len=8).tokens == g.tokens[0]
+    with pytest.raises(ValueError, match="even"):
+        build_model("seq2seq", dict(src_vocab_size=20, tgt_vocab_size=25, emb_dim=8, hidden_size=15,
+                                    attention=attention, bidirectional=True))
+
+
+@pytest.mark.parametrize("kind", ["luong-dot", "luong-general", "luong-concat"])
+def test_luong_input_feeding(kind):
+    torch.manual_seed(0)
+    m = build_model("seq2seq", dict(src_vocab_size=20, tgt_vocab_size=25, emb_dim=8, hidden_size=16,
+                                    attention=kind, input_feeding=True)).eval()
+    assert m.decoder.input_size == 8 + 16
+    src, tgt_in = _src(), torch.randint(4, 25, (3, 5))
+    logits, atts = m(src, tgt_in)
+    assert torch.allclose(atts.sum(-1), torch.ones(3, 5), atol=1e-5)
+    mask = m.make_src_mask(src)
+    enc, state = m.encode(src, mask)
+    assert isinstance(state, tuple) and state[1].shape == (3, 16) and not state[1].any()
+    for t in range(5):
+        step = m.decode_step(tgt_in[:, t], state, enc, mask)
+        state = step.state
+        assert torch.allclose(step.logits, logits[:, t], atol=1e-5)
+        assert torch.allclose(step.attention, atts[:, t], atol=1e-6)
+    for row in src:
+        row = row[row != 0]
+        assert m.beam_search(row, beam_size=1, max_len=8).tokens == m.greedy_decode(row, max_len=8).tokens[0]
+    assert len(m.beam_search(src[0], beam_size=3, max_len=8).steps) >= 1
+    with pytest.raises(ValueError, match="Luong"):
+        build_model("seq2seq", dict(src_vocab_size=20, tgt_vocab_size=25, emb_dim=8, hidden_size=16,
+                                    attention="bahdanau", input_feeding=True))

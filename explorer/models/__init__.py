@@ -85,7 +85,7 @@ def _build_rnn_lm(c: dict) -> RNNLanguageModel:
 
 def _build_seq2seq(c: dict) -> Seq2Seq:
     _check_keys(c, {"src_vocab_size", "tgt_vocab_size", "emb_dim", "hidden_size", "attention", "num_layers",
-                    "dropout", "pad_id", "bos_id", "eos_id"}, "seq2seq")
+                    "dropout", "bidirectional", "input_feeding", "pad_id", "bos_id", "eos_id"}, "seq2seq")
     kw = dict(
         src_vocab_size=_int(c, "src_vocab_size", 5, MAX_VOCAB),
         tgt_vocab_size=_int(c, "tgt_vocab_size", 5, MAX_VOCAB),
@@ -94,7 +94,13 @@ def _build_seq2seq(c: dict) -> Seq2Seq:
         attention=_choice(c, "attention", ATTENTIONS, "bahdanau"),
         num_layers=_int(c, "num_layers", 1, MAX_LAYERS, default=1, required=False),
         dropout=_float(c, "dropout", 0.0, 0.9, 0.0),
+        bidirectional=_bool(c, "bidirectional", False),
+        input_feeding=_bool(c, "input_feeding", False),
     )
+    if kw["input_feeding"] and not kw["attention"].startswith("luong"):
+        raise ValueError("input_feeding applies to Luong attention only")
+    if kw["bidirectional"] and kw["hidden_size"] % 2:
+        raise ValueError("a bidirectional encoder needs an even hidden_size")
     for key, default in (("pad_id", 0), ("bos_id", 2), ("eos_id", 3)):
         kw[key] = _int(c, key, 0, min(kw["src_vocab_size"], kw["tgt_vocab_size"]) - 1, default=default,
                        required=False)

@@ -7,15 +7,18 @@
   logits = W_o [s_t; c_t].
 - "luong-dot" / "luong-general" / "luong-concat": Luong, Pham & Manning (2015), scored from the current
   state: s_t = GRU(y_{t-1}, s_{t-1}); score = s_t^T h_j | s_t^T W_a h_j | v_a^T tanh(W_a [s_t; h_j]);
-  h~_t = tanh(W_c [c_t; s_t]); logits = W_s h~_t.  (No input feeding, to keep the state a single tensor.)
+  h~_t = tanh(W_c [c_t; s_t]); logits = W_s h~_t. With input_feeding=True (Luong et al. section 3.3) the
+  decoder input is [y_{t-1}; h~_{t-1}], so the decoder knows what it attended to before; the state is then the
+  pair (s (num_layers, B, H), h~ (B, H)).
 
-The encoder is the same unidirectional GRU for every variant, so the variants differ only in attention.
+The encoder is a GRU, unidirectional by default; bidirectional=True (Bahdanau et al.'s encoder) runs H/2 units
+each way and concatenates them, so annotations h_j stay (B, S, H) and the initial decoder state is
+[forward final; backward final]. (The built-in recipes are in explorer.train.BUILTINS.)
 Token ids follow explorer.data.vocab.SPECIALS: <pad>=0, <unk>=1, <bos>=2, <eos>=3.
 Masks are bool (B, S), True on real source tokens; attention is a masked softmax (pads get weight 0).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -90,7 +93,7 @@ class LuongAttention(nn.Module):
 @dataclass
 class StepOutput:
     logits: torch.Tensor                 # (B, V)
-    state: torch.Tensor                  # (num_layers, B, H)
+    state: torch.Tensor | tuple          # (num_layers, B, H); Luong + input feeding: (that, h~ (B, H))
     attention: torch.Tensor | None       # (B, S), rows sum to 1
     context: torch.Tensor | None         # (B, H)
     scores: torch.Tensor | None          # (B, S) raw, pre-softmax
@@ -132,6 +135,8 @@ class Seq2Seq(nn.Module):
         attention: str = "bahdanau",
         num_layers: int = 1,
         dropout: float = 0.0,
+        bidirectional: bool = False,
+        input_feeding: bool = False,
         pad_id: int = PAD_ID,
         bos_id: int = BOS_ID,
         eos_id: int = EOS_ID,
@@ -140,13 +145,19 @@ class Seq2Seq(nn.Module):
         if attention not in ATTENTIONS:
             raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
         self.attention_kind = attention
-        self.hidden_size, self.num_layers = hidden_size, num_layers
+        if bidirectional and hidden_size % 2:
+            raise ValueError("a bidirectional encoder needs an even hidden_size")
+        if input_feeding and not attention.startswith("luong"):
+            raise ValueError("input_feeding applies to Luong attention only")
+        self.hidden_size, self.num_layers, self.bidirectional = hidden_size, num_layers, bidirectional
+        self.input_feeding = input_feeding
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         H, E = hidden_size, emb_dim
         rnn_dropout = dropout if num_layers > 1 else 0.0
         self.src_embedding = nn.Embedding(src_vocab_size, E, padding_idx=pad_id)
         self.tgt_embedding = nn.Embedding(tgt_vocab_size, E, padding_idx=pad_id)
-        self.encoder = nn.GRU(E, H, num_layers, batch_first=True, dropout=rnn_dropout)
+        self.encoder = nn.GRU(E, H // 2 if bidirectional else H, num_layers, batch_first=True, dropout=rnn_dropout,
+                              bidirectional=bidirectional)
         self.drop = nn.Dropout(dropout)
         if attention == "none":
             self.attn = None
@@ -158,7 +169,8 @@ class Seq2Seq(nn.Module):
             self.out = nn.Linear(2 * H, tgt_vocab_size)           # W_o [s_t; c_t]
         else:
             self.attn = LuongAttention(attention.split("-", 1)[1], H)
-            self.decoder = nn.GRU(E, H, num_layers, batch_first=True, dropout=rnn_dropout)
+            self.decoder = nn.GRU(E + H if input_feeding else E, H, num_layers, batch_first=True,
+                                  dropout=rnn_dropout)
             self.W_c = nn.Linear(2 * H, H, bias=False)            # h~_t = tanh(W_c [c_t; s_t])
             self.out = nn.Linear(H, tgt_vocab_size)               # W_s h~_t
 
@@ -177,13 +189,22 @@ class Seq2Seq(nn.Module):
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, h_n = self.encoder(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        if self.bidirectional:  # (2L, B, H/2) -> (L, B, H): [forward; backward] per layer
+            h_n = h_n.view(self.num_layers, 2, *h_n.shape[1:]).transpose(1, 2).reshape(self.num_layers, h_n.size(1), -1)
+        if self.input_feeding:
+            return out, (h_n, h_n.new_zeros(h_n.size(1), self.hidden_size))
         return out, h_n
 
     # ------------------------------------------------------------------ decoder
     def _fixed_context(self, encoder_outputs: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        """Last real encoder output per example: (B, H)."""
+        """The encoder's summary of the source, (B, H): the last real output (bidirectional: forward half at
+        the last real token, backward half at the first token), i.e. the top layer's final state."""
         last = (src_mask.sum(dim=1) - 1).clamp(min=0)
-        return encoder_outputs[torch.arange(encoder_outputs.size(0), device=last.device), last]
+        rows = torch.arange(encoder_outputs.size(0), device=last.device)
+        if self.bidirectional:
+            half = self.hidden_size // 2
+            return torch.cat([encoder_outputs[rows, last, :half], encoder_outputs[:, 0, half:]], -1)
+        return encoder_outputs[rows, last]
 
     def decode_step(self, y_prev: torch.Tensor, state: torch.Tensor, encoder_outputs: torch.Tensor,
                     src_mask: torch.Tensor | None = None, _U_h: torch.Tensor | None = None) -> StepOutput:
@@ -204,12 +225,16 @@ class Seq2Seq(nn.Module):
             s = o.squeeze(1)
             logits = self.out(self.drop(torch.cat([s, c], -1)))
             return StepOutput(logits, state, alpha, c, scores)
-        o, state = self.decoder(emb.unsqueeze(1), state)                  # Luong: scored from s_t
+        if self.input_feeding:                                            # Luong: scored from s_t
+            s_prev, h_tilde_prev = state
+            o, s_new = self.decoder(torch.cat([emb, h_tilde_prev], -1).unsqueeze(1), s_prev)
+        else:
+            o, s_new = self.decoder(emb.unsqueeze(1), state)
         s = o.squeeze(1)
         alpha, c, scores = self.attn(s, encoder_outputs, src_mask)
         h_tilde = torch.tanh(self.W_c(torch.cat([c, s], -1)))
         logits = self.out(self.drop(h_tilde))
-        return StepOutput(logits, state, alpha, c, scores)
+        return StepOutput(logits, (s_new, h_tilde) if self.input_feeding else s_new, alpha, c, scores)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor):
         """Teacher forcing. src (B, S), tgt_in (B, T) (starts with <bos>) -> logits (B, T, V), attentions (B, T, S).
@@ -217,10 +242,10 @@ class Seq2Seq(nn.Module):
         For attention="none" the attentions are all zeros."""
         src_mask = self.make_src_mask(src)
         enc, state = self.encode(src, src_mask)
-        if self.attention_kind != "bahdanau":
+        if self.attention_kind == "none" or (self.attention_kind.startswith("luong") and not self.input_feeding):
             return self._forward_parallel(tgt_in, state, enc, src_mask)
-        # Bahdanau: the decoder input needs c_t, which needs s_{t-1}: step through time (U_a h_j computed once)
-        U_h = self.attn.U_a(enc)
+        # Bahdanau / input feeding: the decoder input depends on the previous attention: step through time
+        U_h = self.attn.U_a(enc) if self.attention_kind == "bahdanau" else None
         logits, atts = [], []
         for t in range(tgt_in.size(1)):
             step = self.decode_step(tgt_in[:, t], state, enc, src_mask, _U_h=U_h)
@@ -340,7 +365,8 @@ class Seq2Seq(nn.Module):
             if len(finished) >= beam_size or not next_live:
                 break
             parents = torch.tensor([h[0] for h in next_live], dtype=torch.long, device=src.device)
-            state = step.state[:, parents]
+            state = (step.state[0][:, parents], step.state[1][parents]) if isinstance(step.state, tuple) \
+                else step.state[:, parents]
             y = torch.tensor([h[1] for h in next_live], dtype=torch.long, device=src.device)
             live_scores = torch.tensor([h[2] for h in next_live])
             live_tokens = [h[3] for h in next_live]
