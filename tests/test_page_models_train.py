@@ -31,6 +31,9 @@ def test_training_a_tiny_lstm_from_the_page_gives_a_model_that_opens() -> None:
     view = run_page("pages/models.py", {"model": job.model_id})
     assert_no_exception(view)
     assert {m.label: m.value for m in view.metric}["Parameters"] == f"{loaded.n_params:,}"
+    gates = run_page("pages/lstm_gates.py", {"model": job.model_id, "text": "the dog sleeps ."})
+    assert_no_exception(gates)
+    assert not gates.error and gates.get("plotly_chart")  # the freshly trained LSTM opens in the gates view
 
 
 def test_user_text_too_short_is_a_message() -> None:
