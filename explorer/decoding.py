@@ -469,10 +469,6 @@ def prepare_prompt(lm: CausalLM, loaded: Any, text: str, max_new: int) -> Prompt
 
     notes: list[str] = []
     builtin = not lm.hf
-    tok = getattr(loaded, "tokenizer", None)
-    if tok is not None and _tokenizer_is_empty(tok):
-        raise DecodingError(f"{loaded.id} has no usable tokenizer (its tokenizer has an empty vocabulary: no "
-                            "tokenizer files were saved with the weights), so the page cannot read text for it.")
     enc = encode(loaded, text, bos=builtin)
     if not enc.ids and enc.notes and "no vocabulary or tokenizer" in enc.notes[0]:
         raise DecodingError(f"{loaded.id} has no tokenizer or vocabulary, so the page cannot read text for it "
@@ -511,13 +507,6 @@ def prepare_prompt(lm: CausalLM, loaded: Any, text: str, max_new: int) -> Prompt
     else:
         start = tuple(ids)
     return Prompt(tuple(ids), start, tuple(lm.token_strings(ids)), tuple(notes), max_new)
-
-
-def _tokenizer_is_empty(tok: Any) -> bool:
-    try:
-        return len(tok) == 0
-    except Exception:
-        return False
 
 
 # ------------------------------------------------------------------------------------------ drivers

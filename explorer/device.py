@@ -76,6 +76,11 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 
+def cpu_threads() -> int:
+    """CPU threads torch uses per computation."""
+    return torch.get_num_threads()
+
+
 def configure_threads() -> int:
     """Apply EXPLORER_TORCH_THREADS (CPU threads per computation) if set; returns the thread count in use.
 

@@ -469,12 +469,23 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
     except Exception as exc:
         tokenizer = None
         notes.append(f"No tokenizer could be loaded for {label} ({_first_line(exc)}).")
-    if tokenizer is not None and len(tokenizer) <= len(set(tokenizer.all_special_tokens)) + 1:
-        # transformers 5 returns an empty tokenizer for a folder without tokenizer files
+    if tokenizer is not None and not _has_vocabulary(tokenizer):
         tokenizer = None
         notes.append(f"{label} has no tokenizer files, so it cannot read text (save one with its tokenizer).")
     meta = {"source": "hf", "task": task, "model_type": getattr(config, "model_type", "")}
     return LoadedModel(label, family, model, device, dtype, meta, tokenizer=tokenizer, notes=notes)
+
+
+def _has_vocabulary(tok: Any, minimum: int = 4) -> bool:
+    """False for the placeholder tokenizers transformers 5 builds when a folder holds no tokenizer files
+    (only special tokens, e.g. a T5Tokenizer with <pad>, </s>, <unk> and the <extra_id_N> sentinels)."""
+    try:
+        vocab = tok.get_vocab()
+        special = set(getattr(tok, "all_special_tokens", []) or [])
+    except Exception:
+        return True
+    ordinary = [t for t in vocab if t not in special and not str(t).startswith("<extra_id_") and str(t).strip("▁ ")]
+    return len(ordinary) >= minimum
 
 
 def _first_line(exc: BaseException) -> str:

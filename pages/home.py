@@ -1,6 +1,5 @@
 """Home: what each view shows, the device in use, the models available offline."""
 import streamlit as st
-import torch
 
 from explorer import device as devices
 from explorer.registry import FAMILIES, catalogue, hub_allowed
@@ -26,7 +25,7 @@ for view in VIEWS:
 st.subheader("Device")
 st.markdown(
     f"Computing on **{devices.describe(settings.device())}** in **{settings.dtype()}** "
-    f"(available here: {', '.join(devices.available_devices())}; {torch.get_num_threads()} CPU thread(s) per "
+    f"(available here: {', '.join(devices.available_devices())}; {devices.cpu_threads()} CPU thread(s) per "
     "computation, EXPLORER_TORCH_THREADS). Change it in the sidebar."
 )
 

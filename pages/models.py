@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.registry import FAMILIES, ModelId, ModelLoadError, register_upload
 from explorer.safe_load import max_upload_bytes
-from explorer.ui import settings, state
+from explorer.ui import state
 from explorer.ui.cache import get_model, model_cache
 from explorer.ui.training import train_section
 from explorer.ui.widgets import model_picker, page_header

@@ -15,7 +15,7 @@ from explorer.probes.self_attention import (
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import show
-from explorer.ui.widgets import MAX_CHARS, model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import attention as viz
 
 page_header("Self-attention", "Every layer and head of a transformer reading your sentence: who attends to whom, "
@@ -25,13 +25,6 @@ theme = settings.theme()
 MODES = {"head": "Head view", "model": "Model view (all heads)", "steps": "Step by step (one query)",
          "masks": "Masks", "compare": "Compare two sentences"}
 AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over heads", "rollout": "rollout (layers 0…l)"}
-
-
-def text_state(label: str, key: str, default: str = "", **kwargs) -> str:
-    state.seed(key, default)
-    value = str(st.text_input(label, key=key, max_chars=MAX_CHARS, **kwargs) or "")
-    state.write(key, value)
-    return value
 
 
 top = st.columns([2, 1])
@@ -44,9 +37,9 @@ if loaded is None:
 text = sentence_input(PRESETS[0], PRESETS)
 pair = ""
 if loaded.family == "encoder":
-    pair = text_state("Second sentence (optional: joined to the first by [SEP], segment B)", "pair")
+    pair = state.text_input("Second sentence (optional: joined to the first by [SEP], segment B)", "pair")
 elif loaded.family == "encoder-decoder":
-    pair = text_state("Decoder text (the target the decoder reads; empty = the same text)", "pair")
+    pair = state.text_input("Decoder text (the target the decoder reads; empty = the same text)", "pair")
 
 mode = state.radio("View", list(MODES), key="mode", default="head", format_func=MODES.get)
 pad = 0
@@ -204,7 +197,7 @@ elif mode == "masks":
          filename=f"attention-masked-L{layer}-H{head}")
 
 elif mode == "compare":
-    other = text_state("Second sentence to compare", "compare", PRESETS[2])
+    other = state.text_input("Second sentence to compare", "compare", PRESETS[2])
     trace_b = probe(attention_trace, loaded, other, "", stream, 0)
     if trace_b.error or not trace_b.tokens:
         st.warning(trace_b.error or (trace_b.notes[0] if trace_b.notes else "Type a second sentence."))

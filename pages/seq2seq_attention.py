@@ -3,11 +3,10 @@ import numpy as np
 import streamlit as st
 
 from explorer.probes.seq2seq import MAX_BEAM, alignment_trace, builtin_length_curves, length_accuracy, presets_for
-from explorer.registry import ModelId, ModelLoadError, catalogue
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import show
-from explorer.ui.widgets import MAX_CHARS, model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import seq2seq as viz
 
 FAMILIES = ["seq2seq-rnn", "encoder-decoder"]
@@ -25,28 +24,6 @@ EQUATIONS = {
     "cross": r"A^{(l,h)}=\mathrm{softmax}\Big(\frac{Q^{(l,h)}_{\text{dec}}\,K^{(l,h)\top}_{\text{enc}}}{\sqrt{d}}\Big)"
              r",\qquad \text{row }t:\ \text{output position }t\text{ reading the source}",
 }
-
-
-def text_state(label: str, key: str, default: str = "", **kwargs) -> str:
-    state.seed(key, default)
-    value = str(st.text_input(label, key=key, max_chars=MAX_CHARS, **kwargs) or "")
-    state.write(key, value)
-    return value
-
-
-def compare_picker() -> str:
-    entries = [e for e in catalogue() if e.family in FAMILIES or e.family == ""]
-    names = {e.id: e.label for e in entries}
-    options = ["none", *names]
-    raw = state.url_value("model2")
-    if raw and raw not in options:
-        try:
-            ModelId.parse(raw)
-            options.append(raw)
-        except ModelLoadError as exc:
-            st.warning(f"Ignoring ?model2=: {exc}")
-    return state.selectbox("Compare with", options, key="model2", default="none",
-                           format_func=lambda i: "— no second model —" if i == "none" else names.get(i, i))
 
 
 def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_prefix: str = "") -> None:
@@ -75,14 +52,15 @@ top = st.columns(2)
 with top[0]:
     model_id = model_picker(FAMILIES, default="builtin:seq2seq-bahdanau")
 with top[1]:
-    model2_id = compare_picker()
+    model2_id = model_picker(FAMILIES, default="none", label="Compare with", key="model2",
+                             none_label="— no second model —")
 loaded = get_model(model_id)
 if loaded is None:
     st.stop()
 
 presets = presets_for(loaded)
 text = sentence_input(presets[0], presets, label="Source sentence")
-target = text_state("Target to force (teacher forcing); leave empty and the model decodes", "target",
+target = state.text_input("Target to force (teacher forcing); leave empty and the model decodes", "target",
                     help="Type a translation: the decoder reads it token by token and the page shows how the model "
                          "aligns it and its loss.")
 opts = st.columns([1, 1, 2])

@@ -89,13 +89,6 @@ def _tex(word: str | None) -> str:
     return out
 
 
-def _text(label: str, key: str, default: str, **kwargs) -> str:
-    state.seed(key, default)
-    value = st.text_input(label, key=key, max_chars=200, **kwargs)
-    state.write(key, value)
-    return value.strip()
-
-
 # ------------------------------------------------------------------------------------------- table
 theme = settings.theme()
 origin = state.radio("Vectors from", ["model", "file"], key="src",
@@ -235,7 +228,7 @@ st.subheader("Nearest neighbours")
 first = found[0].word if found else (table.words[int(table.order[0])] if V_rows else "")
 n1, n2 = st.columns([2, 1])
 with n1:
-    nn_word = _text("Word", "nn", first)
+    nn_word = state.text_input("Word", "nn", first, max_chars=200, strip=True)
 with n2:
     k = state.slider("How many", 1, 50, key="k", default=10)
 if nn_word:
@@ -257,11 +250,11 @@ else:
 st.subheader("Analogies: a − b + c")
 a1, a2, a3, a4 = st.columns(4)
 with a1:
-    wa = _text("a", "a", "king")
+    wa = state.text_input("a", "a", "king", max_chars=200, strip=True)
 with a2:
-    wb = _text("− b", "b", "man")
+    wb = state.text_input("− b", "b", "man", max_chars=200, strip=True)
 with a3:
-    wc = _text("+ c", "c", "woman")
+    wc = state.text_input("+ c", "c", "woman", max_chars=200, strip=True)
 with a4:
     ka = state.slider("Answers", 1, 20, key="ka", default=5)
 if wa and wb and wc:
@@ -289,13 +282,13 @@ else:
 st.subheader("Two axes given by word pairs")
 x1c, x2c, y1c, y2c = st.columns(4)
 with x1c:
-    x1 = _text("x axis from", "x1", "man")
+    x1 = state.text_input("x axis from", "x1", "man", max_chars=200, strip=True)
 with x2c:
-    x2 = _text("x axis to", "x2", "woman")
+    x2 = state.text_input("x axis to", "x2", "woman", max_chars=200, strip=True)
 with y1c:
-    y1 = _text("y axis from", "y1", "small")
+    y1 = state.text_input("y axis from", "y1", "small", max_chars=200, strip=True)
 with y2c:
-    y2 = _text("y axis to", "y2", "big")
+    y2 = state.text_input("y axis to", "y2", "big", max_chars=200, strip=True)
 if x1 and x2 and y1 and y2:
     pair_locs = [P.locate(table, w, tokenizer) for w in (x1, x2, y1, y2)]
     lost = [loc for loc in pair_locs if not loc.found]
@@ -355,11 +348,11 @@ else:
     st.markdown("**The same word in two sentences**")
     d1, d2, d3 = st.columns([3, 3, 1])
     with d1:
-        sa = _text("Sentence A", "s1", "the bank of the river")
+        sa = state.text_input("Sentence A", "s1", "the bank of the river", max_chars=200, strip=True)
     with d2:
-        sb = _text("Sentence B", "s2", "my bank account")
+        sb = state.text_input("Sentence B", "s2", "my bank account", max_chars=200, strip=True)
     with d3:
-        dw = _text("Word", "dw", "bank")
+        dw = state.text_input("Word", "dw", "bank", max_chars=200, strip=True)
     if sa and sb and dw:
         try:
             ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)

@@ -14,9 +14,15 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["EXPLORER_LIVE_INPUT"] = "0"
 os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+# One thread count for the whole run: app.py applies EXPLORER_TORCH_THREADS on every AppTest run, and a result
+# computed (and cached) under another thread count can differ in the last float bits from a test's recomputation.
+os.environ.setdefault("EXPLORER_TORCH_THREADS", "1")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from explorer.device import configure_threads
+
+    configure_threads()
     config.addinivalue_line("markers", "slow: browser and load tests (run in CI too)")
     config.addinivalue_line("markers", "gpu: needs CUDA (skipped without it)")
 

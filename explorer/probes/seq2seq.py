@@ -413,10 +413,6 @@ def _hf_trace(loaded: Any, text: str, target: str, mode: str, beam: int, max_len
     if tok is None:
         return _empty(loaded, mode, "cross", "hf", f"{loaded.id} has no tokenizer saved with it, so it cannot read "
                       "text. Save one next to the weights (tokenizer.save_pretrained(<folder>)) and reload.")
-    if not _has_vocabulary(tok):
-        return _empty(loaded, mode, "cross", "hf", f"{loaded.id} has no tokenizer vocabulary saved with it (only special "
-                      "tokens), so it cannot read text. Save its tokenizer next to the weights "
-                      "(tokenizer.save_pretrained(<folder>)) and reload.")
     if getattr(model.config, "_attn_implementation", "eager") not in ("eager", None):
         return _empty(loaded, mode, "cross", "hf", f"{loaded.id} was not loaded with eager attention, so it cannot "
                       "return its cross-attention weights.")
@@ -483,18 +479,6 @@ def _hf_trace(loaded: Any, text: str, target: str, mode: str, beam: int, max_len
         beam=nodes, beam_size=beam if mode == "beam" else 1, finished=finished, max_len=cap, notes=tuple(notes),
         warnings=tuple(warnings),
     )
-
-
-def _has_vocabulary(tok: Any, minimum: int = 4) -> bool:
-    """False for the placeholder tokenizers transformers builds when a folder holds no tokenizer files
-    (e.g. a T5Tokenizer with only <pad>, </s>, <unk> and the <extra_id_N> sentinels)."""
-    try:
-        vocab = tok.get_vocab()
-        special = set(getattr(tok, "all_special_tokens", []) or [])
-    except Exception:
-        return True
-    ordinary = [t for t in vocab if t not in special and not str(t).startswith("<extra_id_") and str(t).strip("▁ ")]
-    return len(ordinary) >= minimum
 
 
 def _mask_logits(logits: torch.Tensor, step: int, banned: list[int], forced_bos: int | None) -> torch.Tensor:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import streamlit as st
 
 T = TypeVar("T")
+MAX_CHARS = 20_000  # longest text any input accepts
 
 
 def url_value(key: str) -> str | None:
@@ -99,6 +100,15 @@ def toggle(label: str, key: str, default: bool = False, **kwargs: Any) -> bool:
     value = st.toggle(label, key=key, **kwargs)
     write(key, value)
     return bool(value)
+
+
+def text_input(label: str, key: str, default: str = "", max_chars: int = MAX_CHARS, strip: bool = False,
+               **kwargs: Any) -> str:
+    """st.text_input kept in ?key= (secondary text boxes; the main sentence uses widgets.sentence_input)."""
+    seed(key, default)
+    value = str(st.text_input(label, key=key, max_chars=max_chars, **kwargs) or "")
+    write(key, value)
+    return value.strip() if strip else value
 
 
 def multiselect(label: str, options: Sequence[T], key: str, default: Sequence[T] = (), **kwargs: Any) -> list[T]:

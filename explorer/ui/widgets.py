@@ -8,7 +8,7 @@ import streamlit as st
 from explorer.registry import FAMILIES, ModelId, ModelLoadError, catalogue
 from explorer.ui import settings, state
 
-MAX_CHARS = 20_000
+MAX_CHARS = state.MAX_CHARS
 
 
 def _set_text(value: str) -> None:
@@ -53,15 +53,19 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
 
 
 def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
-                 extra: Sequence[str] = ()) -> str:
+                 extra: Sequence[str] = (), none_label: str | None = None) -> str:
     """Choose a catalogue id (kept in ?model=). `families`: keys of registry.FAMILIES this view can read.
 
     An id from the URL that is not in the offline catalogue (e.g. hf:<repo>) is offered too, so links work.
+    With `none_label`, the first option is "none" (shown as none_label): an optional second model.
     """
     allowed = set(families) if families is not None else None
     entries = [e for e in catalogue() if allowed is None or e.family in allowed or e.family == ""]
     labels = {e.id: e.label for e in entries}
     options = [e.id for e in entries] + [x for x in extra if x not in labels]
+    if none_label is not None:
+        options.insert(0, "none")
+        labels["none"] = none_label
     raw = state.url_value(key)
     if raw and raw not in options:
         try:
