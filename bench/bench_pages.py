@@ -8,17 +8,10 @@ For each registered page: run it once (model load, warm-up), then `runs` times t
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ["EXPLORER_LIVE_INPUT"] = "0"
-os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+from _common import ROOT, share_script_cache  # noqa: E402  (sets the environment first)
 
 SENTENCES = [
     "the keys to the old cabinet are on the table .",
@@ -30,14 +23,6 @@ SENTENCES = [
     "my friend said \" the cat is hungry \" and left .",
 ]
 
-
-def share_script_cache() -> None:
-    """AppTest compiles the page script on every run; the server compiles it once per process. Share one cache."""
-    import streamlit.testing.v1.app_test as app_test
-    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-
-    shared = ScriptCache()
-    app_test.ScriptCache = lambda: shared  # type: ignore[assignment]
 
 
 def bench_page(script: str, runs: int) -> dict:
@@ -83,7 +68,7 @@ def main() -> None:
     import torch
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device cpu, runs={args.runs}")
-    print(f"| page | sentence changed | median rerun (s) | median compute (s) | rerun − compute (s) |")
+    print("| page | sentence changed | median rerun (s) | median compute (s) | rerun − compute (s) |")
     print("|---|---|---|---|---|")
     for script in pages:
         r = bench_page(script, args.runs)

@@ -15,32 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ["EXPLORER_LIVE_INPUT"] = "0"
-os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+from _common import ROOT, share_script_cache  # noqa: E402  (sets the environment first)
 
 PAGE = "pages/positional_encodings.py"
 
-
-def share_script_cache() -> None:
-    """Make AppTest reuse one ScriptCache, as the real server does (streamlit Runtime keeps one per process).
-
-    AppTest builds a new ScriptCache on every run, so each rerun re-parses the page script and applies "magic"
-    (an AST rewrite that grows faster than the script): that cost is paid once per process on a real server.
-    """
-    import streamlit.testing.v1.app_test as app_test
-    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-
-    shared = ScriptCache()
-    app_test.ScriptCache = lambda: shared  # type: ignore[assignment]
 
 
 def app(params: dict[str, str] | None = None, page: str | None = None):

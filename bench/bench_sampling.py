@@ -14,17 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ["EXPLORER_LIVE_INPUT"] = "0"
-os.environ.setdefault("EXPLORER_DEVICE", "cpu")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from _common import ROOT, median_ms, share_script_cache  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -61,22 +54,6 @@ def model_id() -> tuple[str, str]:
                                f"{len(vocab)} words); builtin:tiny-gpt is absent")
 
 
-def share_bytecode_cache() -> None:
-    """AppTest recompiles page scripts each run; the real server caches bytecode: share one ScriptCache."""
-    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-    from streamlit.testing.v1 import local_script_runner
-
-    shared = ScriptCache()
-    local_script_runner.ScriptCache = lambda: shared
-
-
-def median_ms(fn, runs: int) -> float:
-    times = []
-    for i in range(runs):
-        t0 = time.perf_counter()
-        fn(i)
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -84,7 +61,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
-    share_bytecode_cache()
+    share_script_cache()
     if args.threads:
         torch.set_num_threads(args.threads)
     runs = max(5, args.runs)

@@ -20,15 +20,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ["EXPLORER_LIVE_INPUT"] = "0"
-os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+from _common import ROOT  # noqa: E402  (sets the environment first)
 
 PAGE = "pages/self_attention.py"
 WORDS = ("the animal did not cross the street because it was too tired and the robot must obey the orders "

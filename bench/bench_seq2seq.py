@@ -13,17 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ["EXPLORER_LIVE_INPUT"] = "0"
-os.environ.setdefault("EXPLORER_DEVICE", "cpu")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from _common import ROOT, median_ms  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -67,14 +60,6 @@ def model_id() -> tuple[str, str]:
     return "local:bench-seq2seq", (f"RANDOM Seq2Seq of the same config ({len(src_vocab)}→{len(tgt_vocab)} words, "
                                    "emb 64, hidden 128, Bahdanau); builtin:seq2seq-bahdanau is absent")
 
-
-def median_ms(fn, runs: int) -> float:
-    times = []
-    for i in range(runs):
-        t0 = time.perf_counter()
-        fn(i)
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -16,14 +16,8 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ["EXPLORER_LIVE_INPUT"] = "0"
-os.environ.setdefault("EXPLORER_DEVICE", "cpu")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from _common import ROOT  # noqa: E402  (sets the environment first)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -1,0 +1,42 @@
+"""Shared set-up of the bench scripts: import path, offline CPU environment, AppTest as the server runs it.
+
+Import it before torch/streamlit: `from _common import ROOT, median_ms, share_script_cache`.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ["EXPLORER_LIVE_INPUT"] = "0"  # AppTest drives the plain text input
+os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def share_script_cache() -> None:
+    """AppTest compiles (and rewrites for "magic") each page script on every run; the real server keeps one
+    ScriptCache per process. Share one across AppTest runs so a rerun costs what a user waits for."""
+    import streamlit.testing.v1.app_test as app_test
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import local_script_runner
+
+    shared = ScriptCache()
+    app_test.ScriptCache = lambda: shared  # type: ignore[assignment]
+    local_script_runner.ScriptCache = lambda: shared  # type: ignore[assignment]
+
+
+def median_ms(fn: Callable[[int], object], runs: int) -> float:
+    """Median wall time of fn(i) for i in range(runs), in milliseconds."""
+    times = []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
