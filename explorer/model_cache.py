@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import gc
 import os
-import threading
-from collections import OrderedDict
 from typing import Callable
 
 import torch
 
+from explorer.lru import LoadOnceLRU
 from explorer.registry import LoadedModel, load_model
-
-Key = tuple[str, str, str]
 
 
 class ModelCache:
@@ -23,73 +20,36 @@ class ModelCache:
 
     def __init__(self, max_models: int | None = None, max_bytes: int | None = None,
                  loader: Callable[[str, str, str], LoadedModel] = load_model) -> None:
-        self.max_models = max_models or max(1, int(os.environ.get("EXPLORER_MAX_MODELS", "4") or 4))
+        max_models = max_models or max(1, int(os.environ.get("EXPLORER_MAX_MODELS", "4") or 4))
         env_mb = os.environ.get("EXPLORER_MAX_MODEL_MB")
-        self.max_bytes = max_bytes if max_bytes is not None else (int(float(env_mb) * 2**20) if env_mb else None)
+        max_bytes = max_bytes if max_bytes is not None else (int(float(env_mb) * 2**20) if env_mb else None)
         self._loader = loader
-        self._models: "OrderedDict[Key, LoadedModel]" = OrderedDict()
-        self._lock = threading.Lock()
-        self._key_locks: dict[Key, threading.Lock] = {}
-        self.loads = 0  # how many times a loader actually ran (for tests and bench)
+        self._store: LoadOnceLRU[LoadedModel] = LoadOnceLRU(max_models, max_bytes, lambda m: m.memory_bytes,
+                                                             on_evict=_release_memory)
+
+    @property
+    def max_models(self) -> int:
+        return self._store.max_items
+
+    @property
+    def loads(self) -> int:
+        """How many times a loader actually ran (for tests and bench)."""
+        return self._store.builds
 
     def get(self, model_id: str, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
         """The cached model, loading it (once) if needed; evicts least recently used beyond the limits."""
-        key = (model_id, device, dtype)
-        with self._lock:
-            if key in self._models:
-                self._models.move_to_end(key)
-                return self._models[key]
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:
-            with self._lock:
-                if key in self._models:
-                    return self._models[key]
-            loaded = self._loader(model_id, device, dtype)
-            with self._lock:
-                self.loads += 1
-                self._models[key] = loaded
-                self._evict_locked(keep=key)
-                self._key_locks.pop(key, None)
-            return loaded
-
-    def _evict_locked(self, keep: Key) -> None:
-        def over() -> bool:
-            if len(self._models) > self.max_models:
-                return True
-            return self.max_bytes is not None and self.total_bytes_locked() > self.max_bytes
-
-        evicted = False
-        while over() and len(self._models) > 1:
-            oldest = next(iter(self._models))
-            if oldest == keep:
-                break
-            del self._models[oldest]
-            evicted = True
-        if evicted:
-            _release_memory()
-
-    def total_bytes_locked(self) -> int:
-        return sum(m.memory_bytes for m in self._models.values())
+        return self._store.get((model_id, device, dtype), lambda: self._loader(model_id, device, dtype))
 
     def loaded(self) -> list[LoadedModel]:
         """Cached models, most recently used last."""
-        with self._lock:
-            return list(self._models.values())
+        return self._store.values()
 
     def unload(self, model_id: str, device: str | None = None, dtype: str | None = None) -> int:
         """Drop matching entries; returns how many were dropped."""
-        with self._lock:
-            keys = [k for k in self._models if k[0] == model_id and device in (None, k[1]) and dtype in (None, k[2])]
-            for k in keys:
-                del self._models[k]
-        if keys:
-            _release_memory()
-        return len(keys)
+        return self._store.drop(lambda k: k[0] == model_id and device in (None, k[1]) and dtype in (None, k[2]))
 
     def clear(self) -> None:
-        with self._lock:
-            self._models.clear()
-        _release_memory()
+        self._store.drop(lambda k: True)
 
 
 def _release_memory() -> None:

@@ -1,14 +1,13 @@
 """Word embeddings: PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies, two-axis views and
 contextual embeddings layer by layer."""
 import hashlib
-import threading
-from collections import OrderedDict
 
 import numpy as np
 import streamlit as st
 
 from explorer import projection as PR
 from explorer.probes import embeddings as P
+from explorer.lru import LoadOnceLRU
 from explorer.registry import builtin_names
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, probe
@@ -46,38 +45,28 @@ def _file_table(digest: str, name: str, _data: bytes) -> P.EmbeddingTable:
 
 
 @st.cache_resource(show_spinner=False)
-def _fits() -> dict:
-    """Process-wide LRU of fitted projections keyed by (table key, n, method, dims, params)."""
-    return {"lock": threading.Lock(), "items": OrderedDict(), "keys": {}}
+def _fits() -> LoadOnceLRU[PR.Projection]:
+    """Process-wide store of fitted projections keyed by (table key, n, method, dims, params)."""
+    return LoadOnceLRU(MAX_FITS)
+
+
+def _fit_with_progress(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict) -> PR.Projection:
+    label = f"{PR.METHODS[method]} of {len(rows):,} vectors × {table.dim} dimensions"
+    with st.status(f"Fitting {label}…", expanded=True) as status:
+        bar = st.progress(0.0, text="starting")
+        proj = PR.fit(table.vectors[rows], method, dims, params,
+                      progress=lambda frac, msg: bar.progress(min(1.0, max(0.0, frac)), text=msg))
+        if proj.can_transform:  # compile the transform now (numba), not when the user types
+            PR.transform(proj, table.vectors[rows[:1]])
+        status.update(label=f"{label}: fitted in {proj.seconds:.1f} s (kept for this server)", state="complete",
+                      expanded=False)
+    return proj
 
 
 def _projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict) -> PR.Projection:
-    store = _fits()
+    """One fit per key even when several sessions ask at once; later calls reuse it."""
     key = (table.key, len(rows), method, dims, tuple(sorted(params.items())))
-    with store["lock"]:
-        if key in store["items"]:
-            store["items"].move_to_end(key)
-            return store["items"][key]
-        key_lock = store["keys"].setdefault(key, threading.Lock())
-    with key_lock:  # one fit per key even when several sessions ask at once
-        with store["lock"]:
-            if key in store["items"]:
-                return store["items"][key]
-        label = f"{PR.METHODS[method]} of {len(rows):,} vectors × {table.dim} dimensions"
-        with st.status(f"Fitting {label}…", expanded=True) as status:
-            bar = st.progress(0.0, text="starting")
-            proj = PR.fit(table.vectors[rows], method, dims, params,
-                          progress=lambda frac, msg: bar.progress(min(1.0, max(0.0, frac)), text=msg))
-            if proj.can_transform:  # compile the transform now (numba), not when the user types
-                PR.transform(proj, table.vectors[rows[:1]])
-            status.update(label=f"{label}: fitted in {proj.seconds:.1f} s (kept for this server)", state="complete",
-                          expanded=False)
-        with store["lock"]:
-            store["items"][key] = proj
-            while len(store["items"]) > MAX_FITS:
-                store["items"].popitem(last=False)
-            store["keys"].pop(key, None)
-        return proj
+    return _fits().get(key, lambda: _fit_with_progress(table, rows, method, dims, params))
 
 
 def _tex(word: str | None) -> str:

@@ -1,0 +1,82 @@
+"""A thread-safe least-recently-used store whose values are built once per key, even under concurrent requests.
+
+Shared by the model cache (loaded models) and the projection store (fitted PCA/t-SNE/UMAP): both are expensive
+to build, shared by every browser session of the server, and bounded.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Generic, Hashable, TypeVar
+
+V = TypeVar("V")
+
+
+class LoadOnceLRU(Generic[V]):
+    """At most `max_items` values (and, with `size`, at most `max_bytes` in total); least recently used evicted.
+
+    `get(key, build)` returns the stored value or runs `build()` once for that key while other keys proceed.
+    `on_evict` runs after values were dropped (e.g. to free GPU memory).
+    """
+
+    def __init__(self, max_items: int, max_bytes: int | None = None, size: Callable[[V], int] | None = None,
+                 on_evict: Callable[[], None] | None = None) -> None:
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        self._size = size
+        self._on_evict = on_evict
+        self._items: "OrderedDict[Hashable, V]" = OrderedDict()
+        self._lock = threading.Lock()
+        self._key_locks: dict[Hashable, threading.Lock] = {}
+        self.builds = 0  # how many times `build` actually ran
+
+    def get(self, key: Hashable, build: Callable[[], V]) -> V:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._items:
+                    return self._items[key]
+            value = build()
+            with self._lock:
+                self.builds += 1
+                self._items[key] = value
+                evicted = self._evict_locked(keep=key)
+                self._key_locks.pop(key, None)
+        if evicted and self._on_evict is not None:
+            self._on_evict()
+        return value
+
+    def _over_locked(self) -> bool:
+        if len(self._items) > self.max_items:
+            return True
+        return self.max_bytes is not None and self._size is not None and \
+            sum(self._size(v) for v in self._items.values()) > self.max_bytes
+
+    def _evict_locked(self, keep: Hashable) -> bool:
+        evicted = False
+        while self._over_locked() and len(self._items) > 1:
+            oldest = next(iter(self._items))
+            if oldest == keep:
+                break
+            del self._items[oldest]
+            evicted = True
+        return evicted
+
+    def values(self) -> list[V]:
+        """Stored values, most recently used last."""
+        with self._lock:
+            return list(self._items.values())
+
+    def drop(self, match: Callable[[Hashable], bool]) -> int:
+        """Remove the entries whose key matches; returns how many."""
+        with self._lock:
+            keys = [k for k in self._items if match(k)]
+            for k in keys:
+                del self._items[k]
+        if keys and self._on_evict is not None:
+            self._on_evict()
+        return len(keys)
