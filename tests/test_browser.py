@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
-from explorer.views import VIEWS
+from explorer.views import HOME, VIEWS
 
 pytestmark = pytest.mark.slow
 SHOTS = Path(os.environ.get("EXPLORER_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
@@ -38,12 +38,14 @@ def test_every_page_renders_without_exception(browser, server, mode: str) -> Non
     page = context.new_page()
     try:
         for view in VIEWS:
-            url = f"{server}/{view.url_path}" + ("?projector=1" if mode == "projector" else "")
+            path = "" if view is HOME else view.url_path  # users open the app at its root
+            url = f"{server}/{path}" + ("?projector=1" if mode == "projector" else "")
             page.goto(url)
             wait_for_app(page)
             exceptions = page.locator('[data-testid="stException"]')
             assert exceptions.count() == 0, f"{view.url_path}: {exceptions.first.inner_text()[:500]}"
             assert page.locator("h1").count() >= 1, view.url_path
+            assert page.get_by_text("Page not found").count() == 0, view.url_path
             page.screenshot(path=str(SHOTS / f"{view.url_path}-{mode}.png"), full_page=True)
     finally:
         context.close()
