@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer.probes import positions as P
 from explorer.ui import settings, state
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import figure_once, get_model, probe
 from explorer.ui.charts import show
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import positions as V
@@ -145,8 +145,9 @@ def sinusoidal_panel() -> None:
     with c2:
         i = int_control("pair i (dimensions 2i, 2i+1)", "dim", 0, d // 2 - 1, DEFAULTS["dim"], slider=True)
     tr = sinusoidal(n, d, b)
-    show(V.pe_heatmap(tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}", mark=(pos, 2 * i)),
-         key="pe_heatmap", filename="sinusoidal_pe")
+    show(figure_once(("pe", n, d, b), lambda: V.pe_heatmap(
+        tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")),
+         key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme))
     f = P.formula_values(tr, pos, i)
     st.latex(
         rf"PE_{{(pos,2i)}} = \sin\!\left(\frac{{pos}}{{n^{{2i/d}}}}\right) = "
@@ -176,7 +177,8 @@ def similarity_panel() -> None:
     with c3:
         kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
     sim = similarity(n, d, b, kind)
-    show(V.matrix_heatmap(sim, theme, f"{kind} between positions", "position", "position", kind),
+    show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
+        sim, theme, f"{kind} between positions", "position", "position", kind)),
          key="pe_similarity", filename="sinusoidal_similarity")
     show(V.similarity_line(sim, pos, theme, kind), key="pe_similarity_line", filename="sinusoidal_similarity_line")
     st.subheader("Relative positions are rotations")
@@ -266,13 +268,16 @@ def learned_panel() -> None:
         kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
     with c3:
         dims = state.radio("PCA", [2, 3], key="pca", default=2, format_func=lambda x: f"{x}-D")
-    show(V.pe_heatmap(lt.weight, theme, f"{lt.source}: position × dimension"), key="learned_heatmap",
-         filename="learned_positions")
+    model_key = (loaded.id, loaded.device, loaded.dtype)
+    show(figure_once(("learned", *model_key), lambda: V.pe_heatmap(
+        lt.weight, theme, f"{lt.source}: position × dimension")), key="learned_heatmap", filename="learned_positions")
     sim = la.cosine if kind == "cosine" else la.dot
-    show(V.matrix_heatmap(sim, theme, f"{kind} between learned positions", "position", "position", kind),
+    show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
+        sim, theme, f"{kind} between learned positions", "position", "position", kind)),
          key="learned_similarity", filename="learned_similarity")
     show(V.similarity_line(sim, pos, theme, kind), key="learned_similarity_line", filename="learned_line")
-    show(V.pca_positions(la.coords, la.explained, theme, dims), key="learned_pca", filename="learned_pca")
+    show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(la.coords, la.explained, theme, dims)),
+         key="learned_pca", filename="learned_pca")
     what_to_notice([
         "Nobody told the model positions are ordered, yet neighbouring positions end up with similar vectors: "
         "the similarity is highest near the diagonal.",

@@ -190,18 +190,12 @@ if proj is not None:
     has_classes = any(classes)
     axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if method == "pca" else \
         [f"{PR.METHODS[method]} {i + 1}" for i in range(dims)]
-    memo_key = (tuple(points), theme.name)
-    if memo_key not in proj.memo:  # figure and CSV depend only on the fit and the typed words: kept with the fit
-        if len(proj.memo) > 16:
-            proj.memo.clear()
-        proj.memo[memo_key] = (
-            V.projection_figure(words, classes, proj.coords, points, theme,
-                                title=f"{PR.METHODS[method]} of the {len(rows):,} most frequent entries",
-                                axis_names=axis, colour_by_class=has_classes),
-            V.coords_csv(words, classes, proj.coords, points),
-        )
-    fig, csv_text = proj.memo[memo_key]
-    show(fig, key="projection", filename=f"embeddings-{method}")
+    if theme.name not in proj.memo:  # the 30k-point background depends only on the fit: kept with it
+        proj.memo[theme.name] = V.projection_background(
+            words, classes, proj.coords, theme, title=f"{PR.METHODS[method]} of the {len(rows):,} most frequent entries",
+            axis_names=axis, colour_by_class=has_classes)
+    show(proj.memo[theme.name], key="projection", filename=f"embeddings-{method}",
+         overlay=V.typed_overlay(points, dims, theme))
     what = {"pca": "PCA (an exact linear map: the axes are the directions of largest variance)",
             "tsne": f"t-SNE (perplexity {proj.params.get('perplexity', 30):g}): it fits the positions of these points "
                     "only, so new points cannot be placed",
@@ -209,7 +203,7 @@ if proj is not None:
                     f"{proj.params.get('metric')}): new points are placed by transform"}[method]
     st.caption(f"Fitted once on the {len(rows):,} most frequent entries with {what}; typing only places the typed "
                "words. " + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
-    st.download_button("Download the coordinates (CSV)", csv_text,
+    st.download_button("Download the coordinates (CSV)", lambda: V.coords_csv(words, classes, proj.coords, points),
                        file_name=f"embeddings-{method}-{dims}d.csv", mime="text/csv", key="csv")
 
 # -------------------------------------------------------------------------------------- neighbours
@@ -286,17 +280,16 @@ if x1 and x2 and y1 and y2:
     else:
         try:
             xp, yp = (pair_locs[0].row, pair_locs[1].row), (pair_locs[2].row, pair_locs[3].row)
-            axes_key = ("axes", len(rows), xp, yp, tuple(loc.row for loc in found), theme.name, x1, x2, y1, y2)
-            if axes_key not in table.cache:  # kept with the table: reruns that change nothing here are instant
+            axes_key = ("axes", len(rows), xp, yp, theme.name, x1, x2, y1, y2)
+            if axes_key not in table.cache:  # kept with the table: the typed words are drawn on top of it
                 for old in [k for k in table.cache if isinstance(k, tuple) and k[0] == "axes"][:-3]:
                     table.cache.pop(old, None)
-                bg = P.axis_coords(table, rows, xp, yp)
-                typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp) if found else np.zeros((0, 2))
-                table.cache[axes_key] = V.axes_figure(
-                    [table.words[r] for r in rows], bg,
-                    [(loc.word, float(p[0]), float(p[1])) for loc, p in zip(found, typed_xy)],
-                    f"{x1} → {x2}", f"{y1} → {y2}", theme)
-            show(table.cache[axes_key], key="axes", filename="two-axes")
+                table.cache[axes_key] = V.axes_background(
+                    [table.words[r] for r in rows], P.axis_coords(table, rows, xp, yp), f"{x1} → {x2}", f"{y1} → {y2}",
+                    theme)
+            typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp) if found else np.zeros((0, 2))
+            show(table.cache[axes_key], key="axes", filename="two-axes", overlay=V.axes_overlay(
+                [(loc.word, float(p[0]), float(p[1])) for loc, p in zip(found, typed_xy)], theme))
             st.latex(r"\text{position of } w \text{ on the axis } a \to b = "
                      r"\frac{(w - a)\cdot(b - a)}{\lVert b - a \rVert^2}\qquad(a \mapsto 0,\ b \mapsto 1)")
         except P.EmbeddingError as exc:

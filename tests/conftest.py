@@ -17,6 +17,7 @@ os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 # One thread count for the whole run: app.py applies EXPLORER_TORCH_THREADS on every AppTest run, and a result
 # computed (and cached) under another thread count can differ in the last float bits from a test's recomputation.
 os.environ.setdefault("EXPLORER_TORCH_THREADS", "1")
+os.environ["EXPLORER_VALIDATE_FIGURES"] = "1"  # explorer.viz.theme.figure validates every figure in tests
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,11 +1,15 @@
 """Cached access to models (st.cache_resource, shared by all sessions) and probe results (st.cache_data)."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, TypeVar
 
+import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
+from explorer.lru import LoadOnceLRU
 from explorer.model_cache import ModelCache
 from explorer.registry import LoadedModel, ModelLoadError, OutOfMemoryLoadError
 from explorer.ui import settings
@@ -60,3 +64,31 @@ def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) 
     """
     key = (loaded.id, loaded.device, loaded.dtype)
     return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded)
+
+
+def _figure_bytes(fig: go.Figure) -> int:
+    """Rough memory of a cached figure: its arrays, counted three times (arrays, base64 spec, JSON)."""
+    total = 0
+    for trace in fig._data:
+        for value in trace.values():
+            if isinstance(value, np.ndarray):
+                total += value.nbytes
+            elif isinstance(value, list):
+                total += 16 * len(value)
+    return 3 * total + 20_000
+
+
+@st.cache_resource(show_spinner=False)
+def _figure_store() -> LoadOnceLRU[go.Figure]:
+    """Process-wide LRU of built figures (EXPLORER_MAX_FIGURES, default 128; EXPLORER_MAX_FIGURE_MB, default 256)."""
+    return LoadOnceLRU(int(os.environ.get("EXPLORER_MAX_FIGURES", "128")),
+                       max_bytes=int(float(os.environ.get("EXPLORER_MAX_FIGURE_MB", "256")) * 2**20), size=_figure_bytes)
+
+
+def figure_once(key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
+    """The figure for `key`, built once per theme and shared by every session.
+
+    `key` must name everything the figure shows (model id, control values...). A rerun that shows an unchanged
+    figure then costs only its JSON: explorer.ui.charts.show keeps the figure's spec with it.
+    """
+    return _figure_store().get((settings.theme().name, *key), build)

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.viz.theme import NORMAL, Theme
+from explorer.viz.theme import NORMAL, Theme, figure
 
 MAX_TICKS = 64  # label every token up to this many, then every n-th
 MAX_LINES = 2500  # line view: at most this many query→key lines (largest weights first)
@@ -47,13 +47,14 @@ def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
     rows = list(rows) if rows is not None else list(range(z.shape[0]))
     cols = list(cols) if cols is not None else list(range(z.shape[1]))
     small = len(rows) * len(cols) <= 4096
-    fig = go.Figure(go.Heatmap(
-        z=z, zmin=0.0, zmax=zmax, colorscale=theme.sequential,
-        colorbar={"title": {"text": "weight"}, "thickness": 12},
-        hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>weight %{z:.5f}<extra></extra>"
+    trace = {
+        "type": "heatmap", "z": z, "zmin": 0.0, "zmax": zmax, "colorscale": theme.sequential,
+        "colorbar": {"title": {"text": "weight"}, "thickness": 12},
+        "hovertemplate": "query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>weight %{z:.5f}<extra></extra>"
         if small else "query %{y} → key %{x}<br>weight %{z:.5f}<extra></extra>",
-        customdata=_pairs(q_tokens, k_tokens) if small else None,
-    ))
+    }
+    if small:
+        trace["customdata"] = _pairs(q_tokens, k_tokens)
     n_q, n_k = z.shape
     side = int(min(900, max(320, 18 * max(n_q, 8) + 120)))
     layout = {
@@ -64,8 +65,7 @@ def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
     if highlight is not None and 0 <= highlight < n_q:
         layout["shapes"] = [{"type": "rect", "x0": -0.5, "x1": n_k - 0.5, "y0": highlight - 0.5,
                              "y1": highlight + 0.5, "line": {"color": theme.categorical[5], "width": theme.line_width}}]
-    fig.update_layout(layout)
-    return fig
+    return figure([trace], layout)
 
 
 def _pairs(q_tokens: Sequence[str], k_tokens: Sequence[str]) -> np.ndarray:
@@ -94,24 +94,27 @@ def model_view(thumbnails: np.ndarray, n_tokens: int, title: str, theme: Theme =
             ids[r:r + tq, c:c + tk, 0] = layer
             ids[r:r + tq, c:c + tk, 1] = head
     z = np.round(z, 4)
-    fig = go.Figure(go.Heatmap(
-        z=z, zmin=0.0, zmax=1.0, colorscale=theme.sequential, customdata=ids, hoverongaps=False,
-        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>weight %{z:.4f}<extra></extra>",
-        colorbar={"title": {"text": "weight"}, "thickness": 12},
-    ))
-    fig.update_xaxes(tickmode="array", tickvals=[h * tw + (tk - 1) / 2 for h in range(H)],
-                     ticktext=[f"h{h}" for h in range(H)], side="top", showgrid=False, zeroline=False)
-    fig.update_yaxes(tickmode="array", tickvals=[layer * th + (tq - 1) / 2 for layer in range(L)],
-                     ticktext=[f"L{layer}" for layer in range(L)], autorange="reversed", showgrid=False,
-                     zeroline=False, scaleanchor="x")
+    layout = {
+        "xaxis": {"tickmode": "array", "tickvals": [h * tw + (tk - 1) / 2 for h in range(H)],
+                  "ticktext": [f"h{h}" for h in range(H)], "side": "top", "showgrid": False, "zeroline": False},
+        "yaxis": {"tickmode": "array", "tickvals": [layer * th + (tq - 1) / 2 for layer in range(L)],
+                  "ticktext": [f"L{layer}" for layer in range(L)], "autorange": "reversed", "showgrid": False,
+                  "zeroline": False, "scaleanchor": "x"},
+        "title": {"text": f"{title}: {L} layers × {H} heads, {tq}×{tk} per tile"
+                          + (" (each head max-pooled to this size)" if max(tq, tk) < n_tokens else "")},
+        "height": int(min(1100, max(360, 70 * L + 140))),
+    }
     if selected is not None:
         layer, head = selected
-        fig.add_shape(type="rect", x0=head * tw - 0.5, x1=head * tw + tk - 0.5, y0=layer * th - 0.5,
-                      y1=layer * th + tq - 0.5, line={"color": theme.categorical[5], "width": theme.line_width})
-    pooled = " (each head max-pooled to this size)" if max(tq, tk) < n_tokens else ""
-    fig.update_layout(title=f"{title}: {L} layers × {H} heads, {tq}×{tk} per tile{pooled}",
-                      height=int(min(1100, max(360, 70 * L + 140))))
-    return fig
+        layout["shapes"] = [{"type": "rect", "x0": head * tw - 0.5, "x1": head * tw + tk - 0.5, "y0": layer * th - 0.5,
+                             "y1": layer * th + tq - 0.5, "line": {"color": theme.categorical[5],
+                                                                  "width": theme.line_width}}]
+    return figure([{
+        "type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": theme.sequential, "customdata": ids,
+        "hoverongaps": False, "hovertemplate": "layer %{customdata[0]}, head %{customdata[1]}<br>weight %{z:.4f}"
+                                               "<extra></extra>",
+        "colorbar": {"title": {"text": "weight"}, "thickness": 12},
+    }], layout)
 
 
 def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: Sequence[str],
@@ -166,13 +169,12 @@ def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: S
     traces.append(dict(type="scatter", x=[1.0] * nk, y=list(range(nk)), mode="text", text=klab,
                        textposition="middle right", hovertext=[f"key {cols[j]}: {klab[j]}" for j in range(nk)],
                        hoverinfo="text", showlegend=False, textfont={"size": theme.font_size}))
-    fig = go.Figure(data=traces, layout={
+    return figure(traces, {
         "xaxis": {"visible": False, "range": [-0.6, 1.6]}, "yaxis": {"visible": False, "autorange": "reversed"},
         "height": int(min(2400, max(300, 22 * max(nq, nk) + 80))),
         "title": {"text": "Line view: queries (left) → keys (right), width ∝ weight"},
         "legend": {"orientation": "h", "y": -0.02},
     })
-    return fig
 
 
 def mask_figure(mask: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,
@@ -182,15 +184,15 @@ def mask_figure(mask: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[st
     z = blocked.astype(np.float32)
     n = z.shape[0] * z.shape[1]
     text = np.where(blocked, "−∞", "0") if n <= 1600 else None
-    fig = go.Figure(go.Heatmap(
-        z=z, zmin=0, zmax=1, colorscale=[[0, "#f7f7f7"], [1, "#444444"]], showscale=False,
-        text=text, texttemplate="%{text}" if text is not None else None,
-        hovertemplate="query %{y} → key %{x}<br>%{z}<extra>1 = −∞ (blocked)</extra>",
-    ))
-    fig.update_xaxes(title_text="key", side="top", **_ticks(k_tokens), tickangle=-60)
-    fig.update_yaxes(title_text="query", autorange="reversed", **_ticks(q_tokens))
-    fig.update_layout(title=title, height=int(min(800, max(300, 18 * z.shape[0] + 120))))
-    return fig
+    trace = {"type": "heatmap", "z": z, "zmin": 0, "zmax": 1, "colorscale": [[0, "#f7f7f7"], [1, "#444444"]],
+             "showscale": False, "hovertemplate": "query %{y} → key %{x}<br>%{z}<extra>1 = −∞ (blocked)</extra>"}
+    if text is not None:
+        trace.update(text=text, texttemplate="%{text}")
+    return figure([trace], {
+        "xaxis": {"title": {"text": "key"}, "side": "top", "tickangle": -60, **_ticks(k_tokens)},
+        "yaxis": {"title": {"text": "query"}, "autorange": "reversed", **_ticks(q_tokens)},
+        "title": {"text": title}, "height": int(min(800, max(300, 18 * z.shape[0] + 120))),
+    })
 
 
 def steps_figure(key_tokens: Sequence[str], scaled: np.ndarray | None, probs: np.ndarray, query_token: str,
@@ -198,36 +200,34 @@ def steps_figure(key_tokens: Sequence[str], scaled: np.ndarray | None, probs: np
     """Bars of q·k/√d (before the softmax; None when unavailable) and the softmax weights for one query token."""
     labels = display_tokens(key_tokens)
     x = list(range(len(labels)))
-    fig = go.Figure()
+    traces = []
     if scaled is not None:
         finite = np.where(np.isfinite(scaled), scaled, np.nan)
-        fig.add_trace(go.Bar(x=x, y=finite, name="q·k/√d (score)", marker_color=theme.categorical[1],
-                             customdata=labels, hovertemplate="%{customdata}: %{y:.4f}<extra>score</extra>"))
-    fig.add_trace(go.Bar(x=x, y=probs, name="softmax weight", marker_color=theme.categorical[0], yaxis="y2",
-                         customdata=labels, hovertemplate="%{customdata}: %{y:.5f}<extra>weight</extra>"))
-    fig.update_layout(
-        title=f"Query “{display_tokens([query_token])[0]}”: scores and softmax weights",
-        barmode="group", yaxis={"title": {"text": "score"}},
-        yaxis2={"title": {"text": "weight"}, "overlaying": "y", "side": "right", "range": [0, 1]},
-        legend={"orientation": "h", "y": -0.25}, height=380,
-    )
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=labels, tickangle=-60)
-    return fig
+        traces.append({"type": "bar", "x": x, "y": finite, "name": "q·k/√d (score)",
+                       "marker": {"color": theme.categorical[1]}, "customdata": labels,
+                       "hovertemplate": "%{customdata}: %{y:.4f}<extra>score</extra>"})
+    traces.append({"type": "bar", "x": x, "y": probs, "name": "softmax weight", "marker": {"color": theme.categorical[0]},
+                   "yaxis": "y2", "customdata": labels, "hovertemplate": "%{customdata}: %{y:.5f}<extra>weight</extra>"})
+    return figure(traces, {
+        "title": {"text": f"Query “{display_tokens([query_token])[0]}”: scores and softmax weights"},
+        "barmode": "group", "yaxis": {"title": {"text": "score"}},
+        "yaxis2": {"title": {"text": "weight"}, "overlaying": "y", "side": "right", "range": [0, 1]},
+        "legend": {"orientation": "h", "y": -0.25}, "height": 380,
+        "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -60},
+    })
 
 
 def compare_bars(tokens_a: Sequence[str], weights_a: np.ndarray, tokens_b: Sequence[str], weights_b: np.ndarray,
                  title: str, theme: Theme = NORMAL) -> go.Figure:
     """The attention row of the same word in two sentences, side by side (two bar traces)."""
-    fig = go.Figure()
+    traces = []
     for n, (toks, w, name) in enumerate(((tokens_a, weights_a, "sentence A"), (tokens_b, weights_b, "sentence B"))):
         labels = display_tokens(toks)
-        fig.add_trace(go.Bar(x=[f"{i}:{t}" for i, t in enumerate(labels)], y=w, name=name,
-                             marker_color=theme.categorical[n], xaxis="x" if n == 0 else "x2",
-                             yaxis="y" if n == 0 else "y2",
-                             hovertemplate="%{x}: %{y:.5f}<extra>" + name + "</extra>"))
-    fig.update_layout(
-        title=title, height=420, showlegend=False,
-        xaxis={"domain": [0, 0.48], "tickangle": -60}, xaxis2={"domain": [0.52, 1], "tickangle": -60},
-        yaxis={"range": [0, 1], "title": {"text": "weight"}}, yaxis2={"range": [0, 1], "anchor": "x2"},
-    )
-    return fig
+        traces.append({"type": "bar", "x": [f"{i}:{t}" for i, t in enumerate(labels)], "y": w, "name": name,
+                       "marker": {"color": theme.categorical[n]}, "xaxis": "x" if n == 0 else "x2",
+                       "yaxis": "y" if n == 0 else "y2", "hovertemplate": "%{x}: %{y:.5f}<extra>" + name + "</extra>"})
+    return figure(traces, {
+        "title": {"text": title}, "height": 420, "showlegend": False,
+        "xaxis": {"domain": [0, 0.48], "tickangle": -60}, "xaxis2": {"domain": [0.52, 1], "tickangle": -60},
+        "yaxis": {"range": [0, 1], "title": {"text": "weight"}}, "yaxis2": {"range": [0, 1], "anchor": "x2"},
+    })

@@ -4,8 +4,8 @@ Each builder takes arrays from a Trace of explorer.probes.positions and a Theme 
 hover shows the exact values. Large matrices are shown with a stride (at most `MAX_CELLS` cells) and the hover
 still names the true indices.
 
-Figures are built from plain trace/layout dicts in one go.Figure call (no make_subplots, no update_* chains):
-Plotly validates dict input much faster than graph-object constructors, which keeps a control change cheap.
+Figures are built from plain trace/layout dicts by explorer.viz.theme.figure (no make_subplots, no update_* chains,
+no per-property validation at run time), which keeps a control change cheap.
 """
 from __future__ import annotations
 
@@ -14,14 +14,11 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.viz.theme import Theme
+from explorer.viz.theme import Theme, figure
 
 MAX_CELLS = 300_000
+FLOAT32_ABOVE = 65_536  # float64 matrices with more cells are sent as float32 (half the bytes)
 _DASHES = ("solid", "dash", "dot", "dashdot")
-
-
-def _fig(data: list[dict], layout: dict) -> go.Figure:
-    return go.Figure(data=data, layout=layout)
 
 
 def _title(text: str) -> dict:
@@ -53,6 +50,8 @@ def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_titl
     z = np.asarray(z)
     rs, cs = strides(z.shape, max_cells)
     shown = z[::rs, ::cs]
+    if shown.dtype == np.float64 and shown.size > FLOAT32_ABOVE:  # 7 significant digits: more than the hover shows
+        shown = shown.astype(np.float32)
     bound = float(np.abs(shown).max()) if shown.size else 1.0
     trace: dict[str, Any] = {
         "type": "heatmap", "z": shown, "x": np.arange(0, z.shape[1], cs), "y": np.arange(0, z.shape[0], rs),
@@ -62,14 +61,17 @@ def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_titl
     }
     if diverging:
         trace.update(zmin=-bound or -1.0, zmax=bound or 1.0, zmid=0.0)
-    data = [trace]
-    if mark is not None:
-        data.append({"type": "scatter", "x": [mark[1]], "y": [mark[0]], "mode": "markers", "hoverinfo": "skip",
-                     "showlegend": False, "marker": {"symbol": "square-open", "size": theme.marker_size + 8,
-                                                     "color": "black", "line": {"width": 3}}})
+    data = [trace] + (cell_mark(mark, theme)._data if mark is not None else [])
     step = f" (every {rs}th row and column shown)" if rs > 1 else ""
-    return _fig(data, {"title": _title(title + step), "height": 460, "xaxis": {"title": _title(x_title)},
+    return figure(data, {"title": _title(title + step), "height": 460, "xaxis": {"title": _title(x_title)},
                        "yaxis": {"title": _title(y_title), "autorange": "reversed"}})
+
+
+def cell_mark(mark: tuple[int, int], theme: Theme) -> go.Figure:
+    """An open square on cell (row, col) of a matrix_heatmap; also drawn as an overlay on a cached heatmap."""
+    return figure([{"type": "scatter", "x": [mark[1]], "y": [mark[0]], "mode": "markers", "hoverinfo": "skip",
+                    "showlegend": False, "marker": {"symbol": "square-open", "size": theme.marker_size + 8,
+                                                    "color": "black", "line": {"width": 3}}}], {})
 
 
 def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] | None = None) -> go.Figure:
@@ -88,7 +90,7 @@ def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int, selected: int 
         data.append({"type": "scatter", "x": [selected], "y": [wavelength[selected]], "mode": "markers",
                      "name": f"pair {selected}", "hoverinfo": "skip",
                      "marker": {"size": theme.marker_size + 6, "symbol": "diamond"}})
-    return _fig(data, {
+    return figure(data, {
         "title": _title("Wavelength of each sin/cos pair"), "height": 380, "showlegend": False,
         "xaxis": {"title": _title("pair i (dimensions 2i, 2i+1)")},
         "yaxis": {"title": _title("wavelength (positions)"), "type": "log"},
@@ -104,7 +106,7 @@ def similarity_line(sim: np.ndarray, pos: int, theme: Theme, kind: str) -> go.Fi
     x = np.arange(sim.shape[0])
     data = [{"type": "scatter", "x": x, "y": sim[pos], "mode": "lines", "name": f"position {pos}", "customdata": x - pos,
              "hovertemplate": f"position %{{x}} (offset %{{customdata}})<br>{kind} with {pos}: %{{y:.6g}}<extra></extra>"}]
-    return _fig(data, {
+    return figure(data, {
         "title": _title(f"{kind} of position {pos} with every position"), "height": 360, "showlegend": False,
         "xaxis": {"title": _title("position")}, "yaxis": {"title": _title(kind)},
         "shapes": [{"type": "line", "yref": "paper", "y0": 0, "y1": 1, "x0": pos, "x1": pos,
@@ -119,7 +121,7 @@ def rotation_block(R: np.ndarray, theme: Theme, size: int = 16) -> go.Figure:
     data = [{"type": "heatmap", "z": sub, "x": np.arange(n), "y": np.arange(n), "colorscale": theme.diverging,
              "zmin": -1, "zmax": 1, "zmid": 0, "text": np.round(sub, 3), "texttemplate": "%{text}",
              "hovertemplate": "row %{y}, col %{x}: %{z:.6g}<extra></extra>"}]
-    return _fig(data, {"title": _title(f"R_k, first {n} of {R.shape[0]} dimensions (2×2 rotation blocks)"),
+    return figure(data, {"title": _title(f"R_k, first {n} of {R.shape[0]} dimensions (2×2 rotation blocks)"),
                        "height": 460, "xaxis": {"title": _title("input dimension")},
                        "yaxis": {"title": _title("output dimension"), "autorange": "reversed"}})
 
@@ -133,7 +135,7 @@ def rotation_errors(errors: np.ndarray, angles: np.ndarray, k: int, theme: Theme
         {"type": "scatter", "x": np.arange(len(errors)), "y": errors, "mode": "lines", "name": "error",
          "xaxis": "x2", "yaxis": "y2", "hovertemplate": "p=%{x}: %{y:.3e}<extra></extra>"},
     ]
-    return _fig(data, {
+    return figure(data, {
         "height": 360, "showlegend": False,
         "xaxis": {"domain": dom[0], "title": _title("pair i"), "anchor": "y"},
         "yaxis": {"title": _title("radians"), "type": "log", "anchor": "x"},
@@ -163,7 +165,7 @@ def rope_pairs(q: np.ndarray, q_rot: np.ndarray, angles: np.ndarray, pos: int, t
         r = float(np.hypot(q[2 * i], q[2 * i + 1])) * 1.15 or 1.0
         layout[f"xaxis{s}"] = {"domain": dom[i], "range": [-r, r], "showticklabels": False, "anchor": f"y{s}"}
         layout[f"yaxis{s}"] = {"range": [-r, r], "showticklabels": False, "anchor": f"x{s}", "scaleanchor": f"x{s}"}
-    return _fig(data, layout)
+    return figure(data, layout)
 
 
 def rope_scores(offsets: np.ndarray, starts: np.ndarray, scores: np.ndarray, theme: Theme) -> go.Figure:
@@ -171,7 +173,7 @@ def rope_scores(offsets: np.ndarray, starts: np.ndarray, scores: np.ndarray, the
     data = [{"type": "scatter", "x": offsets, "y": scores[r], "mode": "lines", "name": f"query at m={m}",
              "line": {"dash": _DASHES[r % 4]}, "hovertemplate": f"m={m}, offset %{{x}}<br>q·k %{{y:.6g}}<extra></extra>"}
             for r, m in enumerate(starts)]
-    return _fig(data, {"title": _title("(R_m q)·(R_{m+offset} k): depends only on the offset"), "height": 380,
+    return figure(data, {"title": _title("(R_m q)·(R_{m+offset} k): depends only on the offset"), "height": 380,
                        "xaxis": {"title": _title("offset (key − query)")},
                        "yaxis": {"title": _title("q·k after rotation")}})
 
@@ -197,7 +199,7 @@ def pca_positions(coords: np.ndarray, explained: np.ndarray, theme: Theme, dims:
                  "hovertemplate": "position %{customdata}<br>(%{x:.4f}, %{y:.4f})<extra></extra>"}]
         layout["xaxis"] = {"title": _title(labels[0])}
         layout["yaxis"] = {"title": _title(labels[1] if len(labels) > 1 else "")}
-    return _fig(data, layout)
+    return figure(data, layout)
 
 
 def sentence_vectors(tokens: Sequence[str], token: np.ndarray, position: np.ndarray, total: np.ndarray,
@@ -216,7 +218,7 @@ def sentence_vectors(tokens: Sequence[str], token: np.ndarray, position: np.ndar
                      "zmin": -bound, "zmax": bound, "zmid": 0, "showscale": c == 2, "xaxis": f"x{s}", "yaxis": "y",
                      "hovertemplate": f"%{{y}}<br>dim %{{x}}<br>{name} %{{z:.6g}}<extra></extra>"})
         layout[f"xaxis{s}"] = {"domain": dom[c], "title": _title("dimension"), "anchor": "y"}
-    return _fig(data, layout)
+    return figure(data, layout)
 
 
 def vector_lines(token: np.ndarray, position: np.ndarray, total: np.ndarray, label: str, theme: Theme) -> go.Figure:
@@ -224,7 +226,7 @@ def vector_lines(token: np.ndarray, position: np.ndarray, total: np.ndarray, lab
     data = [{"type": "scatter", "x": np.arange(len(v)), "y": v, "mode": "lines", "name": name,
              "hovertemplate": f"{name}<br>dim %{{x}}: %{{y:.6g}}<extra></extra>"}
             for name, v in (("token embedding", token), ("position vector", position), ("sum", total))]
-    return _fig(data, {"title": _title(f"Vectors of {label}"), "height": 340, "xaxis": {"title": _title("dimension")},
+    return figure(data, {"title": _title(f"Vectors of {label}"), "height": 340, "xaxis": {"title": _title("dimension")},
                        "yaxis": {"title": _title("value")}})
 
 
@@ -238,6 +240,6 @@ def permutation_bars(tokens: Sequence[str], diff_nopos: np.ndarray, diff_pos: np
     data = [{"type": "bar", "x": labels, "y": np.maximum(d, 1e-12), "name": name, "customdata": d,
              "hovertemplate": f"%{{x}}<br>{name}<br>max |difference| %{{customdata:.3e}}<extra></extra>"}
             for name, d in series]
-    return _fig(data, {"title": _title("max |difference| after un-shuffling, per token"), "barmode": "group",
+    return figure(data, {"title": _title("max |difference| after un-shuffling, per token"), "barmode": "group",
                        "height": 400, "yaxis": {"type": "log", "title": _title("max |difference| (log)")},
                        "xaxis": {"type": "category", "title": _title("token (original order)")}})

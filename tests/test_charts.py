@@ -1,0 +1,90 @@
+"""explorer.ui.charts.show sends exactly the chart st.plotly_chart(fig) sends; explorer.viz.theme.figure's fast
+(unvalidated) path builds the same figure as Plotly's validated constructor."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.io as pio
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer.ui.charts import figure_spec
+from explorer.viz import attention as A
+from explorer.viz import embeddings as E
+from explorer.viz import theme as T
+
+TOKENS = ["[CLS]", "the", "robot", "must", "obey", "[SEP]"]
+
+
+def _figures():
+    rng = np.random.default_rng(0)
+    m = rng.random((6, 6)).astype(np.float32)
+    coords = rng.normal(size=(50, 3)).astype(np.float32)
+    words = [f"w{i}" for i in range(50)]
+    return {
+        "head heatmap": A.head_heatmap(m, TOKENS, TOKENS, "layer 0, head 1", highlight=2),
+        "line view": A.line_view([m, m.T], ["h0", "h1"], TOKENS, TOKENS),
+        "projection 3-D": E.projection_figure(words, ["noun"] * 25 + [None] * 25, coords,
+                                              [E.Point("w1", tuple(coords[1]), E.PLACED_FIT)], T.NORMAL),
+        "projection 2-D": E.projection_figure(words, [None] * 50, coords[:, :2], [], T.PROJECTOR),
+    }
+
+
+@pytest.mark.parametrize("name", list(_figures()))
+def test_figure_spec_equals_to_dict(name):
+    fig = _figures()[name]
+    before = pio.to_json(fig.to_dict(), validate=False)
+    assert pio.to_json(figure_spec(fig), validate=False) == before
+    assert pio.to_json(fig.to_dict(), validate=False) == before  # the figure itself is unchanged
+
+
+@pytest.mark.parametrize("name", list(_figures()))
+def test_unvalidated_figure_equals_validated(name, monkeypatch):
+    monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", "1")
+    validated = json.loads(pio.to_json(_figures()[name], validate=False))
+    monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", "0")
+    fast = json.loads(pio.to_json(_figures()[name], validate=False))
+    assert fast == validated
+
+
+def _script_show_vs_plotly_chart():
+    import numpy as np
+    import streamlit as st
+
+    from explorer.ui import settings
+    from explorer.ui.charts import show
+    from explorer.viz import attention as A
+    from explorer.viz.theme import apply, export_config
+
+    toks = ["[CLS]", "the", "robot", "[SEP]"]
+    m = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
+    base = A.line_view([m], ["h0"], toks, toks)
+    show(A.head_heatmap(m, toks, toks, "t"), key="a", filename="f")
+    show(base, key="b", filename="f", overlay=A.head_heatmap(m, toks, toks, "t"))
+    show(base, key="c", filename="f")  # the cached spec
+    theme = settings.theme()
+    ref = apply(A.head_heatmap(m, toks, toks, "t"), theme)
+    cfg = export_config(theme, "f", str(st.session_state.get("export_format", "png")))
+    st.plotly_chart(ref, key="d", theme="streamlit" if theme.streamlit_theme else None, config=cfg)
+    combined = apply(A.line_view([m], ["h0"], toks, toks), theme)
+    combined.add_traces(apply(A.head_heatmap(m, toks, toks, "t"), theme).data)
+    st.plotly_chart(combined, key="e", theme="streamlit" if theme.streamlit_theme else None, config=cfg)
+    st.plotly_chart(apply(A.line_view([m], ["h0"], toks, toks), theme), key="f",
+                    theme="streamlit" if theme.streamlit_theme else None, config=cfg)
+
+
+@pytest.mark.parametrize("projector", [False, True])
+def test_show_sends_what_plotly_chart_sends(projector):
+    at = AppTest.from_function(_script_show_vs_plotly_chart)
+    at.session_state["projector"] = projector
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 6
+    spec = [json.loads(c.proto.spec) for c in charts]
+    assert spec[0] == spec[3]  # show(fig) == st.plotly_chart(fig)
+    assert spec[1] == spec[4]  # show(base, overlay=) == one figure with both trace lists
+    assert spec[2] == spec[5]  # a second show of the same figure: same spec from the cache
+    assert [c.proto.config for c in charts[:3]] == [c.proto.config for c in charts[3:]]
+    assert spec[0]["data"][0]["type"] == "heatmap" and len(spec[1]["data"]) == len(spec[2]["data"]) + 1
