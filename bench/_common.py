@@ -1,6 +1,8 @@
 """Shared set-up of the bench scripts: import path, offline CPU environment, AppTest as the server runs it.
 
-Import it before torch/streamlit: `from _common import ROOT, median_ms, share_script_cache`.
+Import it before torch/streamlit: `from _common import ROOT, median_ms`. Every bench runs AppTest with one
+ScriptCache shared across reruns, as the server does (BENCH_COMPILE_EVERY_RUN=1 keeps AppTest's default of
+compiling each page on every run).
 """
 from __future__ import annotations
 
@@ -40,3 +42,7 @@ def median_ms(fn: Callable[[int], object], runs: int) -> float:
         fn(i)
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times)
+
+
+if os.environ.get("BENCH_COMPILE_EVERY_RUN") != "1":
+    share_script_cache()

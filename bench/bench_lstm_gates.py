@@ -15,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, median_ms, share_script_cache  # noqa: E402  (sets the environment first)
+from _common import ROOT, median_ms  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -64,11 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--compile-every-run", action="store_true",
-                        help="keep AppTest's default of compiling the page scripts on every run")
     args = parser.parse_args()
-    if not args.compile_every_run:
-        share_script_cache()
     if args.threads:
         torch.set_num_threads(args.threads)
     runs = max(5, args.runs)
@@ -99,8 +95,7 @@ def main() -> None:
 
     ratio = change_ms / (probe_ms + bare_ms)
     print(f"Recurrent-cell view, CPU ({torch.get_num_threads()} torch threads), 30-token sentence, model: {described}")
-    print(f"median of {runs} runs each; page bytecode "
-          f"{'compiled on every run (AppTest default)' if args.compile_every_run else 'cached as on the real server'}\n")
+    print(f"median of {runs} runs each; page bytecode cached as on the real server\n")
     print(f"| {'measurement':<46} | {'ms':>8} |")
     print(f"|{'-' * 48}|{'-' * 10}|")
     for name, ms in [("bare probe (rnn_gates, no cache)", probe_ms),

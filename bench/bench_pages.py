@@ -11,7 +11,7 @@ import argparse
 import statistics
 import time
 
-from _common import ROOT, share_script_cache  # noqa: E402  (sets the environment first)
+from _common import ROOT  # noqa: E402  (sets the environment first)
 
 SENTENCES = [
     "the keys to the old cabinet are on the table .",
@@ -57,10 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--page", action="append")
-    parser.add_argument("--compile-every-run", action="store_true", help="plain AppTest: recompile each rerun")
     args = parser.parse_args()
-    if not args.compile_every_run:
-        share_script_cache()
     import logging
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)

@@ -8,7 +8,7 @@ page is rerun with AppTest. Printed per panel (medians of RUNS runs, millisecond
   page rerun     the positional-encodings page rerun after the control change (AppTest)
   /(A+R), /(B+R) page rerun divided by (A + R) and by (B + R); the issue's target is < 1.5 for /(A+R)
 
-Run: python bench/bench_positional_encodings.py [--runs 7] [--server-cache]
+Run: python bench/bench_positional_encodings.py [--runs 7]
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import statistics
 import time
 from typing import Callable
 
-from _common import ROOT, share_script_cache  # noqa: E402  (sets the environment first)
+from _common import ROOT  # noqa: E402  (sets the environment first)
 
 PAGE = "pages/positional_encodings.py"
 
@@ -47,12 +47,8 @@ def timed(fn: Callable[[], object]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--server-cache", action="store_true",
-                    help="share one ScriptCache between AppTest runs, as the server does (see share_script_cache)")
     args = ap.parse_args()
     runs = max(5, args.runs)
-    if args.server_cache:
-        share_script_cache()
 
     from explorer.probes import positions as P
     from explorer.registry import load_model, minilm_dir
@@ -145,7 +141,7 @@ def main() -> None:
         rows.append((f"{panel} / {control}", bare, bare_fig, bare_rerun, rerun,
                      rerun / (bare + bare_rerun), rerun / (bare_fig + bare_rerun)))
 
-    mode = "one ScriptCache shared across reruns (as on the server)" if args.server_cache else "plain AppTest"
+    mode = "one ScriptCache shared across reruns (as on the server)"
     print(f"Positional encodings view — medians of {runs} runs (ms), CPU, {os.cpu_count()} cores, {mode}")
     print("A = bare compute (probes only), B = bare compute + building the panel's figures, R = bare page rerun")
     header = (f"{'panel / control changed':<24} {'A probes':>9} {'B +figs':>9} {'R home':>8} {'page rerun':>11} "

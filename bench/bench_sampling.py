@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, median_ms, share_script_cache  # noqa: E402  (sets the environment first)
+from _common import ROOT, median_ms  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -61,7 +61,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
-    share_script_cache()
     if args.threads:
         torch.set_num_threads(args.threads)
     runs = max(5, args.runs)

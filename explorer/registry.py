@@ -12,6 +12,8 @@ is looked up in that listing, never joined into a path.
 """
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import os
 import re
@@ -82,7 +84,10 @@ class ModelId:
             raise ModelLoadError(f"Unknown model kind '{kind[:40]}': use one of {', '.join(KINDS)}.")
         pattern = _REPO_ID if kind == "hf" else _NAME
         if not pattern.match(name) or ".." in name:
-            raise ModelLoadError(f"'{text[:120]}' is not a valid {kind} model id.")
+            what = {"hf": "a Hugging Face id is 'name' or 'owner/name'",
+                    "local": "use the name of a folder listed in EXPLORER_MODEL_PATH"}.get(kind, "a name")
+            raise ModelLoadError(f"'{text[:120]}' is not a valid {kind} model id: {what} (letters, digits, "
+                                 "'-', '_', '.'), never a path.")
         return cls(kind, name)
 
     def __str__(self) -> str:
@@ -250,8 +255,19 @@ def catalogue() -> list[CatalogueEntry]:
 
 
 def _read_builtin_meta(name: str) -> dict | None:
+    """The checkpoint's metadata, read once per file version (every page's model picker lists the catalogue)."""
+    path = BUILTIN_DIR / f"{name}.json"
     try:
-        meta = read_json_file(BUILTIN_DIR / f"{name}.json")
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _read_meta_file(path, stamp)
+
+
+@functools.lru_cache(maxsize=256)
+def _read_meta_file(path: Path, stamp: int) -> dict | None:
+    try:
+        meta = read_json_file(path)
         return meta if isinstance(meta, dict) else None
     except (ModelLoadError, OSError):
         return None
@@ -305,17 +321,38 @@ def _explorer_model(meta: dict, state: dict[str, torch.Tensor], label: str) -> t
     from explorer.models import build_model
 
     try:
-        model = build_model(str(meta["architecture"]), dict(meta.get("config", {})))
+        architecture, config = str(meta["architecture"]), dict(meta.get("config", {}))
+        with torch.device("meta"):  # shapes only: a config claiming a huge model allocates nothing
+            skeleton = build_model(architecture, config)
     except KeyError as exc:
         raise CorruptFileError(f"{label}: the config JSON lacks the key {exc}.") from None
     except (TypeError, ValueError) as exc:
         raise CorruptFileError(f"{label}: the config JSON does not describe a valid model ({exc}).") from None
+    _check_shapes(skeleton, state, label)
+    model = build_model(architecture, config)  # now no larger than the weights in hand
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:
         first = str(exc).splitlines()[0:3]
         raise CorruptFileError(f"{label}: the weights do not match the config ({' '.join(first)[:300]}).") from None
     return model
+
+
+def _check_shapes(skeleton: torch.nn.Module, state: dict[str, torch.Tensor], label: str) -> None:
+    """CorruptFileError naming the missing, unexpected and mis-shaped tensors when `state` does not fit the
+    model the config describes (checked before the model is allocated)."""
+    expected = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    problems = []
+    missing = [k for k in expected if k not in got]
+    unexpected = [k for k in got if k not in expected]
+    wrong = [f"'{k}' has shape {got[k]}, the config needs {expected[k]}" for k in expected if k in got and got[k] != expected[k]]
+    for what, items in (("missing", missing), ("unexpected", unexpected)):
+        if items:
+            problems.append(f"{len(items)} {what} tensor(s): {', '.join(items[:4])}{' …' if len(items) > 4 else ''}")
+    problems += wrong[:3] + ([f"{len(wrong) - 3} more shape mismatch(es)"] if len(wrong) > 3 else [])
+    if problems:
+        raise CorruptFileError(f"{label}: the weights do not match the config ({'; '.join(problems)}).")
 
 
 def _vocabs_from_meta(meta: dict) -> dict[str, Any]:
@@ -426,7 +463,7 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
         raise ModelLoadError(_offline_help(label, str(source))) from None
     except ValueError as exc:
         msg = _first_line(exc)
-        if "trust_remote_code" in msg or "remote code" in msg.lower():
+        if any(k in str(exc).lower() for k in ("trust_remote_code", "remote code", "custom code")):
             raise ModelLoadError(
                 f"{label} needs custom code from its repository (trust_remote_code), which the explorer never runs."
             ) from None
@@ -506,7 +543,10 @@ def _load_local(mid: ModelId, device: str, dtype: str, task: str | None) -> Load
             cfg = read_json_file(folder / "config.json")
         except ModelLoadError as exc:
             raise CorruptFileError(f"{mid}: {exc}") from None
-        if isinstance(cfg, dict) and "architecture" in cfg and "model_type" not in cfg:
+        if not isinstance(cfg, dict):
+            raise CorruptFileError(f"{mid}: its config.json holds a JSON {type(cfg).__name__}, not an object of "
+                                   "settings ({\"model_type\": …} for Hugging Face models).")
+        if "architecture" in cfg and "model_type" not in cfg:
             return _load_checkpoint_folder(mid, folder, device, dtype)
         return _load_hf_source(str(mid), folder, True, device, dtype, task)
     return _load_checkpoint_folder(mid, folder, device, dtype)
@@ -597,10 +637,15 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
         if uid in _UPLOADS:
             _UPLOADS.move_to_end(uid)
             return uid
-    state = read_state_dict(data, name)
-    bundle = _bundle_from_parts(uid, name, state, jsons)
-    if bundle.meta is not None:  # fail now, in the upload widget, rather than later in a view
-        _explorer_model(bundle.meta, bundle.state_dict, name)
+    try:
+        state = read_state_dict(data, name)
+        bundle = _bundle_from_parts(uid, name, state, jsons)
+        if bundle.meta is not None:  # fail now, in the upload widget, rather than later in a view
+            _explorer_model(bundle.meta, bundle.state_dict, name)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # whatever else a hostile file provokes is a message, not a traceback
+        raise CorruptFileError(f"'{name}' could not be read: {type(exc).__name__}: {_first_line(exc)}") from None
     with _UPLOADS_LOCK:
         _UPLOADS[uid] = bundle
         while len(_UPLOADS) > max_uploads():

@@ -52,7 +52,7 @@ if loaded.family == "encoder-decoder":
         stream = state.selectbox("Attention", ["encoder", "decoder", "cross"], key="stream",
                                  format_func=STREAM_LABELS.get)
 
-trace = probe(attention_trace, loaded, text, pair, stream, pad)
+trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
 if trace.error:
     st.warning(trace.error)
     st.stop()

@@ -327,3 +327,16 @@ def test_encoder_decoder_streams_and_no_arithmetic():
         assert not tr.has_arithmetic and "T5" in tr.arithmetic_note.upper()
     T = len(dec.tokens)
     assert np.all(dec.attentions[..., np.triu(np.ones((T, T), bool), 1)] == 0)
+
+
+def test_without_arithmetic_the_attentions_are_the_same_and_qkv_is_skipped():
+    """The page asks for Q/K/V only in step-by-step mode; the attention maps must not depend on it."""
+    from explorer.registry import load_model
+
+    loaded = load_model("builtin:tiny-gpt", "cpu", "float32")
+    full = attention_trace(loaded, "the dog saw the cat")
+    lean = attention_trace(loaded, "the dog saw the cat", arithmetic=False)
+    assert full.has_arithmetic and full.q is not None
+    assert lean.q is None and lean.k is None and lean.v is None and lean.arithmetic_note == ""
+    np.testing.assert_array_equal(lean.attentions, full.attentions)
+    np.testing.assert_array_equal(lean.thumbnails, full.thumbnails)

@@ -132,11 +132,13 @@ def _special_flags(loaded: Any, enc: Encoded) -> list[bool]:
 
 # --------------------------------------------------------------------------------------------- probe
 def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pad: int = 0,
-                    thumb: int = 48) -> AttentionTrace:
+                    thumb: int = 48, arithmetic: bool = True) -> AttentionTrace:
     """Run `loaded` on `text` (and `pair`: second sentence for encoders, target text for encoder-decoders).
 
     stream: "encoder" | "decoder" | "cross" ("" = the model's first). pad: extra padding tokens appended with
     attention_mask 0 (shows the padding mask; HF models only). thumb: thumbnail size of the model view.
+    arithmetic: also recompute Q, K, V from the projection weights (and check them against the model's own
+    attention) for the step-by-step view; without it q, k, v are None and the forward pass is all the work.
     Never raises for bad input or unsupported models: the trace's `error` / `notes` say what happened.
     """
     mid = str(getattr(loaded, "id", "model"))
@@ -195,7 +197,7 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
         with torch.inference_mode():
             cap = adapter.run(input_ids, attn_mask, tti, dec_ids)
             atts = torch.stack([a[0] for a in cap.attentions[stream]]).float()  # (L, H, Tq, Tk)
-            qkv = _recompute_qkv(adapter, cap, stream)
+            qkv = _recompute_qkv(adapter, cap, stream) if arithmetic else None
     except UnsupportedModel as exc:
         return _empty(mid, str(exc), tuple(notes))
     except (RuntimeError, ValueError, IndexError) as exc:
@@ -220,7 +222,7 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
     q = k = v = None
     scales: tuple[float, ...] = ()
     check = None
-    note = getattr(adapter, "arithmetic_note", "")
+    note = "" if adapter.arithmetic and not arithmetic else getattr(adapter, "arithmetic_note", "")
     if qkv is not None:
         qt, kt, vt, scales = qkv
         check = _check(qt, kt, scales, mask, atts)
