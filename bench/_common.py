@@ -34,6 +34,38 @@ def share_script_cache() -> None:
     local_script_runner.ScriptCache = lambda: shared  # type: ignore[assignment]
 
 
+SCRIPT_MS: list[float] = []  # wall time of every script run (ScriptRunner._run_script), in ms
+
+
+def _time_script_runs() -> None:
+    """Record how long the server-side script run takes (what a Streamlit server does for a rerun: run the page,
+    enqueue its elements), without AppTest's polling for the result."""
+    from streamlit.runtime.scriptrunner import script_runner
+
+    run = script_runner.ScriptRunner._run_script
+
+    def timed(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            SCRIPT_MS.append((time.perf_counter() - t0) * 1000)
+
+    script_runner.ScriptRunner._run_script = timed
+
+
+def median_script_ms(fn: Callable[[int], object], runs: int) -> tuple[float, float]:
+    """(median AppTest wall time, median server-side script time) of fn(i) for i in range(runs), in ms.
+    fn must trigger exactly one script run (one AppTest.run())."""
+    wall, script = [], []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        fn(i)
+        wall.append((time.perf_counter() - t0) * 1000)
+        script.append(SCRIPT_MS[-1])
+    return statistics.median(wall), statistics.median(script)
+
+
 def median_ms(fn: Callable[[int], object], runs: int) -> float:
     """Median wall time of fn(i) for i in range(runs), in milliseconds."""
     times = []
@@ -46,3 +78,4 @@ def median_ms(fn: Callable[[int], object], runs: int) -> float:
 
 if os.environ.get("BENCH_COMPILE_EVERY_RUN") != "1":
     share_script_cache()
+_time_script_runs()
