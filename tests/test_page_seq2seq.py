@@ -135,3 +135,29 @@ def test_bad_inputs(models: dict[str, str]) -> None:
             assert "<unk>" in _text(at.info) and "unknown" in _text(at.warning)
         elif "\x01" in text:
             assert "Type a source sentence" in _text(at.info)
+
+
+@pytest.mark.parametrize("name", [n for n in builtin_names() if n.startswith("seq2seq-") and n != "seq2seq-dates"])
+def test_every_builtin_seq2seq_in_every_panel(name: str) -> None:
+    """Each shipped checkpoint (Luong ones use input feeding: their decoder state is a pair) decodes greedily and
+    with beam search, is force-decoded, and shows the step panel, with rows of the heatmap summing to 1."""
+    at = run_page(PAGE, {"model": f"builtin:{name}", "text": "the red car is fast .", "decoding": "beam", "beam": "3"})
+    assert_no_exception(at)
+    assert not at.error, _text(at.error)
+    assert "beam search (beam size 3)" in _text(at.markdown)
+    heat = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    if name != "seq2seq-none":
+        import numpy as np
+        from plotly.io import from_json
+
+        z = np.asarray(from_json(json.dumps(heat[0])).data[0].z, dtype=float)
+        np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-4)
+    at.radio(key="decoding").set_value("greedy").run()
+    at.radio(key="panel").set_value("step").run()
+    assert_no_exception(at)
+    assert not at.error, _text(at.error)
+    if name != "seq2seq-none":
+        assert at.latex and any("recomputed" in str(c.value) for c in at.caption)
+    at.text_input(key="target").set_value("la voiture rouge est rapide .").run()
+    assert_no_exception(at)
+    assert "teacher-forced loss" in _text(at.caption)

@@ -305,26 +305,33 @@ def _rnn_trace(loaded: Any, text: str, target: str, mode: str, beam: int, max_le
     )
 
 
+def _top(state: Any) -> torch.Tensor:
+    """The top layer's hidden state s (H,) of a decoder state: (num_layers, 1, H), or Luong input feeding's
+    (that, h~) pair."""
+    return (state[0] if isinstance(state, tuple) else state)[-1, 0]
+
+
 def _rnn_steps(model: Any, src: torch.Tensor, forced: list[int] | None, cap: int, zero_source: bool = False) -> dict:
     """Step the model's own decode_step: greedy (forced=None, stops at <eos> or cap) or forced tokens.
 
     The loop only keeps tensors; numbers are read out once after it (fewer small host copies per step)."""
     mask = model.make_src_mask(src)
     enc, state = model.encode(src, mask)
-    final = _f32(state[-1, 0])
+    final = _f32(_top(state))
     if zero_source:  # "none": the decoder without its source summary (initial state and context both zero)
-        enc, state = torch.zeros_like(enc), torch.zeros_like(state)
+        enc = torch.zeros_like(enc)
+        state = tuple(torch.zeros_like(x) for x in state) if isinstance(state, tuple) else torch.zeros_like(state)
     y = torch.full((1,), model.bos_id, dtype=torch.long, device=src.device)
     n = len(forced) if forced is not None else cap
     forced_t = torch.tensor(forced, dtype=torch.long, device=src.device) if forced is not None else None
     luong = model.attention_kind.startswith("luong")
     logits, ctx, ss, alpha, scores, toks = [], [], [], [], [], []
     for t in range(n):
-        s_prev = state[-1, 0]
+        s_prev = _top(state)
         step = model.decode_step(y, state, enc, mask)
         logits.append(step.logits[0])
         ctx.append(step.context[0])
-        ss.append(step.state[-1, 0] if luong else s_prev)
+        ss.append(_top(step.state) if luong else s_prev)
         if step.attention is not None:
             alpha.append(step.attention[0])
             scores.append(step.scores[0])
