@@ -464,7 +464,7 @@ class Prompt:
 
 def prepare_prompt(lm: CausalLM, loaded: Any, text: str, max_new: int) -> Prompt:
     """Encode the prompt; empty -> BOS; longer than the context -> keep the last tokens that fit (noted)."""
-    from explorer.adapters.text import encode
+    from explorer.adapters.text import NOTHING_TO_READ, encode
     from explorer.data.vocab import clean_text
 
     notes: list[str] = []
@@ -473,7 +473,7 @@ def prepare_prompt(lm: CausalLM, loaded: Any, text: str, max_new: int) -> Prompt
     if not enc.ids and enc.notes and "no vocabulary or tokenizer" in enc.notes[0]:
         raise DecodingError(f"{loaded.id} has no tokenizer or vocabulary, so the page cannot read text for it "
                             "(save a tokenizer next to the weights).")
-    if not enc.ids and clean_text(text or "").strip():
+    if not enc.ids and clean_text(text or "").strip() and NOTHING_TO_READ not in enc.notes:
         raise DecodingError(f"The tokenizer of {loaded.id} gives no tokens for this text (is a tokenizer saved with the weights?), so the page cannot read text for it.")
     ids = list(enc.ids)
     notes.extend(n for n in enc.notes if not n.startswith("Type a sentence"))

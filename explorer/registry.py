@@ -15,13 +15,16 @@ from __future__ import annotations
 import functools
 
 import hashlib
+import itertools
 import os
+import queue
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -30,6 +33,7 @@ from explorer.safe_load import (
     WEIGHT_SUFFIXES,
     CorruptFileError,
     ModelLoadError,
+    UnsafeFileError,
     check_size,
     read_json_bytes,
     read_json_file,
@@ -345,7 +349,7 @@ def _check_shapes(skeleton: torch.nn.Module, state: dict[str, torch.Tensor], lab
     got = {k: tuple(v.shape) for k, v in state.items()}
     problems = []
     missing = [k for k in expected if k not in got]
-    unexpected = [k for k in got if k not in expected]
+    unexpected = sorted(k for k in got if k not in expected)
     wrong = [f"'{k}' has shape {got[k]}, the config needs {expected[k]}" for k in expected if k in got and got[k] != expected[k]]
     for what, items in (("missing", missing), ("unexpected", unexpected)):
         if items:
@@ -498,6 +502,12 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
     except Exception as exc:
         if is_out_of_memory(exc):
             raise
+        if "weights only load failed" in str(exc).lower() or "weights_only" in str(exc):
+            raise UnsafeFileError(
+                f"{label}: its weights were refused: the .bin file is a pickle that would need arbitrary code to "
+                "load, so it was read with torch.load(weights_only=True) and rejected. Nothing in it was executed. "
+                "Save the model with safetensors (save_pretrained writes model.safetensors by default)."
+            ) from None
         raise CorruptFileError(f"{label}: the weights could not be loaded ({_first_line(exc)}).") from None
     model = model.to(device).eval()
     notes: list[str] = []
@@ -526,7 +536,7 @@ def _has_vocabulary(tok: Any, minimum: int = 4) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()  # no terminal colour codes in a page message
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
@@ -560,7 +570,10 @@ def _load_checkpoint_folder(mid: ModelId, folder: Path, device: str, dtype: str)
     if not weights:
         raise ModelLoadError(f"{mid}: the folder holds no .safetensors, .pt or .pth file.")
     state = read_state_dict_file(weights[0])
-    files = {f.name: f.read_bytes() for f in folder.iterdir() if f.is_file() and f.suffix.lower() == ".json"}
+    json_paths = [f for f in folder.iterdir() if f.is_file() and f.suffix.lower() == ".json"]
+    for f in json_paths:
+        check_size(f.name, f.stat().st_size, limit=64 * 2**20)
+    files = {f.name: f.read_bytes() for f in json_paths}
     bundle = _bundle_from_parts(str(mid), mid.name, state, files)
     return _materialise(bundle, device, dtype)
 
@@ -646,17 +659,146 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
         raise
     except Exception as exc:  # whatever else a hostile file provokes is a message, not a traceback
         raise CorruptFileError(f"'{name}' could not be read: {type(exc).__name__}: {_first_line(exc)}") from None
+    evicted = []
     with _UPLOADS_LOCK:
         _UPLOADS[uid] = bundle
         while len(_UPLOADS) > max_uploads():
-            _UPLOADS.popitem(last=False)
+            evicted.append(_UPLOADS.popitem(last=False)[0])
+            _CLAIMS.pop(evicted[-1], None)
+    _notify_released(evicted)
     return uid
 
 
 def forget_upload(uid: str) -> None:
-    """Drop an uploaded bundle (e.g. when the session that uploaded it ends)."""
+    """Drop an uploaded bundle and every model loaded from it (through the `on_upload_released` hooks)."""
     with _UPLOADS_LOCK:
         _UPLOADS.pop(uid, None)
+        _CLAIMS.pop(uid, None)
+    _notify_released([uid])
+
+
+def upload_ids() -> list[str]:
+    """Ids of the uploads held in memory, least recently registered first."""
+    with _UPLOADS_LOCK:
+        return list(_UPLOADS)
+
+
+# ----------------------------------------------------------------------------------- upload lifetime
+# An upload lives while a browser session that made it lives. Each session holds one UploadOwner (the Streamlit
+# layer keeps it in a session-scoped cache whose release hook runs when the session disconnects); the same file
+# uploaded by two sessions has one id and is dropped when the last of its owners is released.
+_CLAIMS: dict[str, set[int]] = {}  # upload id -> tokens of the unreleased owners holding it (under _UPLOADS_LOCK)
+_TOKENS = itertools.count()
+_HOOKS: list[Callable[[], Callable[[str], None] | None]] = []  # weak references to release callbacks
+_HOOKS_LOCK = threading.Lock()
+_PENDING: "queue.SimpleQueue[tuple[int, set[str]] | threading.Event]" = queue.SimpleQueue()
+_WORKER: list[threading.Thread] = []
+
+
+def on_upload_released(callback: Callable[[str], None]) -> None:
+    """Call `callback(upload id)` whenever an upload is dropped (forgotten, evicted or released by its owners).
+
+    Bound methods are held weakly: a model cache that is itself discarded is no longer called.
+    """
+    ref = weakref.WeakMethod(callback) if hasattr(callback, "__self__") else (lambda: callback)
+    with _HOOKS_LOCK:
+        _HOOKS[:] = [r for r in _HOOKS if r() is not None] + [ref]
+
+
+def _notify_released(uids: list[str]) -> None:
+    if not uids:
+        return
+    with _HOOKS_LOCK:
+        _HOOKS[:] = [ref for ref in _HOOKS if ref() is not None]
+        callbacks = [ref() for ref in _HOOKS]
+    for callback in callbacks:
+        for uid in uids:
+            if callback is not None:
+                callback(uid)
+
+
+def _release_claims(token: int, ids: set[str]) -> list[str]:
+    """Drop owner `token`'s claim on each id; ids no owner holds any more leave the catalogue. Returns those ids."""
+    dropped = []
+    with _UPLOADS_LOCK:
+        for uid in sorted(ids):
+            holders = _CLAIMS.get(uid, set())
+            holders.discard(token)
+            if holders:
+                continue
+            _CLAIMS.pop(uid, None)
+            _UPLOADS.pop(uid, None)
+            dropped.append(uid)
+        ids.clear()
+    _notify_released(dropped)
+    return dropped
+
+
+def _release_worker() -> None:
+    while True:
+        item = _PENDING.get()
+        if isinstance(item, threading.Event):
+            item.set()
+        else:
+            try:
+                _release_claims(*item)
+            except Exception:  # a failing hook must not stop later releases
+                pass
+
+
+def _release_later(token: int, ids: set[str]) -> None:
+    """Finalizer of an UploadOwner that was garbage collected unreleased. It may run inside the garbage collector,
+    on any thread, possibly while that thread holds one of the locks above: hand the work to the worker thread
+    (SimpleQueue.put is safe there)."""
+    _PENDING.put((token, ids))
+
+
+def wait_for_releases(timeout: float = 10.0) -> bool:
+    """Block until the releases queued by garbage-collected owners so far are done (for tests); False on timeout."""
+    done = threading.Event()
+    _PENDING.put(done)
+    return done.wait(timeout)
+
+
+class UploadOwner:
+    """The uploads one browser session made (ids 'upload:<hash>').
+
+    `release()` (the session ended) drops each claimed id that no other unreleased owner holds, from the
+    catalogue and, through `on_upload_released`, from the model cache. An owner garbage-collected without
+    `release()` is released the same way, from a worker thread.
+    """
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._token = next(_TOKENS)
+        with _UPLOADS_LOCK:
+            if not _WORKER:
+                _WORKER.append(threading.Thread(target=_release_worker, name="upload-release", daemon=True))
+                _WORKER[0].start()
+        self._finalizer = weakref.finalize(self, _release_later, self._token, self._ids)
+
+    @property
+    def ids(self) -> frozenset[str]:
+        with _UPLOADS_LOCK:
+            return frozenset(self._ids)
+
+    @property
+    def released(self) -> bool:
+        return not self._finalizer.alive
+
+    def claim(self, uid: str) -> None:
+        """Hold `uid` until this owner is released. Raises RuntimeError on a released owner."""
+        with _UPLOADS_LOCK:
+            if not self._finalizer.alive:
+                raise RuntimeError("this session's uploads were already released")
+            self._ids.add(uid)
+            _CLAIMS.setdefault(uid, set()).add(self._token)
+
+    def release(self) -> list[str]:
+        """Release every claim now (idempotent); returns the ids dropped because no other owner holds them."""
+        if self._finalizer.detach() is None:
+            return []
+        return _release_claims(self._token, self._ids)
 
 
 def _load_upload(mid: ModelId, device: str, dtype: str) -> LoadedModel:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,43 @@ def read_state_dict_file(path: Path) -> dict[str, torch.Tensor]:
         return _flatten_state_dict(_torch_load_weights_only(fh, path.name), path.name)
 
 
+def check_torch_zip(fh: Any, name: str) -> None:
+    """Refuse a zip-format torch file whose members would unpack to more than the file holds (a zip bomb).
+
+    torch.save stores its records uncompressed, so their declared sizes add up to at most the file's size; a
+    compressed member, or declared sizes beyond the file, is refused from the zip directory alone, before
+    anything is unpacked or allocated. Non-zip files (the legacy format) are left to torch.load.
+    """
+    start = fh.tell()
+    try:
+        size = fh.seek(0, os.SEEK_END) - start
+        fh.seek(start)
+        if not zipfile.is_zipfile(fh):
+            return
+        fh.seek(start)
+        with zipfile.ZipFile(fh) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
+        return  # not a readable zip directory: torch.load reports what is wrong
+    finally:
+        fh.seek(start)
+    packed = [m.filename for m in members if m.compress_type != zipfile.ZIP_STORED]
+    if packed:
+        raise CorruptFileError(
+            f"'{name}' is a zip archive with compressed members ({packed[0]}{', …' if len(packed) > 1 else ''}): "
+            "torch.save never compresses, and a compressed member can unpack to far more than the file's size "
+            "(a zip bomb). Refused without unpacking anything."
+        )
+    declared = sum(m.file_size for m in members)
+    if declared > size:
+        raise CorruptFileError(
+            f"'{name}' declares {declared / 2**20:,.1f} MB of contents in a {size / 2**20:,.1f} MB file: refused "
+            "without unpacking anything (a zip bomb or a corrupt file)."
+        )
+
+
 def _torch_load_weights_only(fh: Any, name: str) -> Any:
+    check_torch_zip(fh, name)
     try:
         return torch.load(fh, map_location="cpu", weights_only=True)
     except Exception as exc:

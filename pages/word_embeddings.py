@@ -44,7 +44,7 @@ def _file_table(digest: str, name: str, _data: bytes) -> P.EmbeddingTable:
     return P.parse_text_embeddings(_data, name)
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(max_entries=1, show_spinner=False)
 def _fits() -> LoadOnceLRU[PR.Projection]:
     """Process-wide store of fitted projections keyed by (table key, n, method, dims, params)."""
     return LoadOnceLRU(MAX_FITS)
@@ -120,13 +120,16 @@ for note in table.notes:
 
 text = sentence_input(DEFAULT_TEXT, PRESETS, label="Words to highlight (and the sentence for the contextual view)")
 tokenizer = getattr(loaded, "tokenizer", None) if loaded is not None else None
-located = [P.locate(table, w, tokenizer) for w in P.typed_words(text)]
+words = P.typed_words(text, P.MAX_TYPED_WORDS + 1)
+located = [P.locate(table, w, tokenizer) for w in words[:P.MAX_TYPED_WORDS]]
 found = [loc for loc in located if loc.found]
 missing = [loc for loc in located if not loc.found]
-if not text.strip():
+if not words:
     st.info("Type some words to highlight them in the projection.")
 elif missing:
     st.warning(P.not_found_message(missing, table))
+if len(words) > P.MAX_TYPED_WORDS:
+    st.info(f"Only the first {P.MAX_TYPED_WORDS} distinct words are highlighted.")
 
 # -------------------------------------------------------------------------------------- projection
 st.subheader("The vocabulary, projected")
@@ -303,10 +306,12 @@ if loaded is None:
     st.info("An uploaded file holds one vector per word: there is no context. Pick a model to see contextual "
             "embeddings.")
 else:
+    shown_notes: set[str] = set()  # a model without layers says so once, not once per section
     try:
         trace = probe(P.contextual, loaded, text)
     except P.ContextError as exc:
         trace = None
+        shown_notes.add(str(exc))
         st.info(str(exc))
     if trace is not None:
         for note in trace.notes:
@@ -346,7 +351,8 @@ else:
                        "of B (the mean of its pieces when split). Layer 0 differs from 1 only by position (and "
                        "segment) embeddings; context pulls the two readings apart with depth.")
         except P.ContextError as exc:
-            st.info(str(exc))
+            if str(exc) not in shown_notes:
+                st.info(str(exc))
     else:
         st.info("Type two sentences and a word they share.")
 

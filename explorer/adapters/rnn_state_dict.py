@@ -150,7 +150,7 @@ def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") 
     tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
     groups = _group_rnn_keys(tensors)
     if not groups:
-        sample = ", ".join(list(tensors)[:6]) or "no tensors"
+        sample = ", ".join(sorted(tensors)[:6]) or "no tensors"
         raise RecurrentInferenceError(
             "No recurrent weights found: expected keys ending in weight_ih_l0 and weight_hh_l0 "
             "(as saved by torch.nn.LSTM / nn.GRU / nn.RNN, e.g. 'lstm.weight_ih_l0'), "

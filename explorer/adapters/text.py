@@ -11,6 +11,8 @@ from typing import Any
 from explorer.data.vocab import Vocab, clean_text, tokenize_words
 
 DEFAULT_MAX_TOKENS = 512
+NOTHING_TO_READ = ("The text has no characters the model can read (only control, format or combining characters): "
+                   "type a sentence.")
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,16 @@ def encode(loaded: Any, text: str, max_tokens: int | None = None, bos: bool = Fa
     limit = min(max_tokens or model_max_tokens(loaded), model_max_tokens(loaded))
     if not clean_text(text or "").strip():
         return Encoded((), (), ("Type a sentence to see the model's internals.",))
+    if not tokenize_words(text):  # only combining marks, variation selectors, ...: nothing a word can start with
+        return Encoded((), (), (NOTHING_TO_READ,))
     if getattr(loaded, "tokenizer", None) is not None:
-        return encode_hf(loaded.tokenizer, text, limit)
-    vocab = getattr(loaded, "vocabs", {}).get(vocab_key)
-    if vocab is None:
-        return Encoded((), (), (f"{getattr(loaded, 'id', 'This model')} has no vocabulary or tokenizer to read text with.",))
-    return encode_words(vocab, text, limit, bos=bos)
+        enc = encode_hf(loaded.tokenizer, text, limit)
+    else:
+        vocab = getattr(loaded, "vocabs", {}).get(vocab_key)
+        if vocab is None:
+            return Encoded((), (), (f"{getattr(loaded, 'id', 'This model')} has no vocabulary or tokenizer to read text with.",))
+        enc = encode_words(vocab, text, limit, bos=bos)
+    if not enc.ids:
+        mid = getattr(loaded, "id", "this model")
+        return Encoded((), (), enc.notes + (f"The tokenizer of {mid} gives no tokens for this text.",))
+    return enc

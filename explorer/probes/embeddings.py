@@ -341,13 +341,21 @@ def locate(table: EmbeddingTable, word: str, tokenizer: Any = None) -> Located:
 
 
 def not_found_message(missing: Sequence[Located], table: EmbeddingTable) -> str:
-    """One sentence for the words that are not in the table (with their word pieces for subword models)."""
+    """One sentence for the words that are not in the table (with their word pieces for subword models).
+
+    Bounded whatever was typed: at most 12 words of 40 characters, each with at most 8 pieces."""
+    def short(text: str, n: int = 40) -> str:
+        return text if len(text) <= n else text[:n] + "…"
+
     parts = []
-    for loc in missing:
+    for loc in missing[:12]:
         if loc.pieces and len(loc.pieces) > 1:
-            parts.append(f"'{loc.word}' (split into {' + '.join(loc.pieces)})")
+            pieces = " + ".join(short(p, 20) for p in loc.pieces[:8]) + (" + …" if len(loc.pieces) > 8 else "")
+            parts.append(f"'{short(loc.word)}' (split into {pieces})")
         else:
-            parts.append(f"'{loc.word}'")
+            parts.append(f"'{short(loc.word)}'")
+    if len(missing) > 12:
+        parts.append(f"and {len(missing) - 12} more")
     what = "is not an entry" if len(missing) == 1 else "are not entries"
     tail = " Subword models read such words as the pieces shown; only whole entries have one vector." \
         if table.subword else ""

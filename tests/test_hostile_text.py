@@ -1,0 +1,136 @@
+"""Hostile text on every page that reads a sentence (AppTest): through ?text= and through the text box.
+
+No exception; no st.error; where the text cannot be used (or only in part) an info/warning says why; where it
+can, the page still draws its charts; and text typed by a user never reaches the browser as HTML.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, assert_no_exception, run_page
+from explorer.views import VIEWS
+from hostile import HOSTILE_TEXTS, HTML_CASES, UNUSABLE, bytelevel_gpt2, raw_html_in
+
+# Every page whose script has the main sentence input (widget key "text", ?text=).
+TEXT_PAGES = [v.script for v in VIEWS if "sentence_input(" in (ROOT / v.script).read_text()]
+
+NOTHING = "The text has no characters the model can read (only control, format or combining characters)"
+# page -> query parameters, and what it says: `empty` when nothing is left once control characters are dropped,
+# `marks` for only combining marks, `long` for 3,000 words, `unknown` for words the model does not know;
+# `subword`: a word-piece model that reads any script (only emoji and rare CJK pieces are unknown to it).
+SETUP: dict[str, dict] = {
+    "pages/lstm_gates.py": dict(
+        params={"model": "builtin:lstm-lm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
+        long="The text has 3,000 tokens; only the first 512 are used", unknown="are shown as <unk>", subword=False),
+    "pages/self_attention.py": dict(
+        params={"model": "pretrained:minilm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
+        long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]", subword=True),
+    "pages/seq2seq_attention.py": dict(
+        params={"model": "builtin:seq2seq-bahdanau"}, empty="Type a source sentence to decode it.",
+        marks="Type a source sentence to decode it.", long="The source has 3,000 tokens; only the first 400 are used",
+        unknown="are not in the model's vocabulary and are read as <unk>", subword=False),
+    "pages/word_embeddings.py": dict(
+        params={"model": "builtin:word2vec"}, empty="Type some words to highlight them in the projection.",
+        marks="are not entries of the table", long="Only the first 64 distinct words are highlighted.",
+        unknown="of the table (builtin:word2vec", subword=False),
+    "pages/sampling.py": dict(
+        params={"model": "builtin:tiny-gpt"}, empty="Empty prompt: generation starts from the beginning-of-sequence",
+        marks=NOTHING, long="The text has 3,000 tokens; only the first 63 are used", unknown="are shown as <unk>",
+        subword=False),
+    "pages/positional_encodings.py": dict(
+        params={"model": "pretrained:minilm", "panel": "sentence"}, empty="Type a sentence to see the model's internals.",
+        marks=NOTHING, long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]",
+        subword=True),
+}
+WIDGET_CASES = ["control-only", "combining-only", "script"]
+
+
+def expected_message(page: str, case: str) -> str | None:
+    """What the page must say about this text (None: the text is usable as it is)."""
+    cfg = SETUP[page]
+    if case in UNUSABLE:
+        return cfg["empty"]
+    if case == "combining-only":
+        return cfg["marks"]
+    if case == "3000-words":
+        return cfg["long"]
+    if case in ("emoji", "cjk"):
+        return cfg["unknown"]
+    return None if cfg["subword"] else cfg["unknown"]  # rtl, html, control-mixed: unknown to word-level models
+
+
+def _elements(block):
+    for child in getattr(block, "children", {}).values():
+        yield child
+        yield from _elements(child)
+
+
+def _notes(at) -> str:
+    return " | ".join(str(e.value) for e in [*at.info, *at.warning]).replace("\\", "")
+
+
+def assert_no_user_html(at) -> None:
+    """No raw <script>/<img> in anything the browser renders as HTML (st.html, markdown with unsafe_allow_html)."""
+    for el in [*_elements(at.main), *_elements(at.sidebar)]:
+        if el.type == "html":
+            assert not raw_html_in(el.proto.body), el.proto.body[:300]
+        elif getattr(el, "allow_html", False):
+            assert not raw_html_in(el.value), el.value[:300]
+
+
+def check_page(at, page: str, case: str) -> None:
+    assert_no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    message = expected_message(page, case)
+    if message:
+        assert message in _notes(at), f"{page} / {case}: expected {message!r} in {_notes(at)!r}"
+    if case not in UNUSABLE and case != "combining-only":
+        assert at.get("plotly_chart"), f"{page} / {case}: no chart for usable text"
+    assert_no_user_html(at)
+
+
+def test_every_text_page_is_set_up() -> None:
+    assert set(TEXT_PAGES) == set(SETUP), "a page reads the sentence input: add it to SETUP"
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_TEXTS))
+@pytest.mark.parametrize("page", TEXT_PAGES)
+def test_hostile_text_in_the_url(page: str, case: str) -> None:
+    at = run_page(page, {**SETUP[page]["params"], "text": HOSTILE_TEXTS[case]})
+    check_page(at, page, case)
+    if page == "pages/word_embeddings.py" and case in HTML_CASES:  # shown literally, as text
+        first = HOSTILE_TEXTS[case].split()[0]
+        assert f"'{first}'" in " ".join(w.value for w in at.warning)
+
+
+@pytest.mark.parametrize("case", WIDGET_CASES)
+@pytest.mark.parametrize("page", TEXT_PAGES)
+def test_hostile_text_typed_in_the_box(page: str, case: str) -> None:
+    at = run_page(page, {**SETUP[page]["params"], "text": "the dog"})
+    assert_no_exception(at)
+    at.text_input(key="text").set_value(HOSTILE_TEXTS[case]).run()
+    check_page(at, page, case)
+    assert at.query_params.get("text") in (HOSTILE_TEXTS[case], [HOSTILE_TEXTS[case]])  # written back to the URL
+
+
+@pytest.fixture(scope="module")
+def bytelevel_model(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("bytemodels")
+    bytelevel_gpt2(root / "bytes-gpt2")
+    return root
+
+
+@pytest.mark.parametrize("case", HTML_CASES)
+def test_typed_html_reaches_the_page_escaped(bytelevel_model: Path, monkeypatch, case: str) -> None:
+    """A byte-level tokenizer keeps the typed text exactly: the prompt shown with st.html is escaped, not markup."""
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(bytelevel_model))
+    text = HOSTILE_TEXTS[case]
+    at = run_page("pages/sampling.py", {"model": "local:bytes-gpt2", "text": text, "max_new": "5"})
+    assert_no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    bodies = [h.proto.body for h in at.get("html")]
+    assert bodies and all(html.escape(text) in body for body in bodies)
+    assert_no_user_html(at)
