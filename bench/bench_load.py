@@ -39,7 +39,8 @@ def main() -> int:
     for view, fig in summary["per_view"].items():
         print(f"- {view}: {fig['samples']} sentences, p50 {fig['p50_s']:.2f} s, p95 {fig['p95_s']:.2f} s")
     print(f"- server RSS after warm-up {summary['server_rss_after_warmup_mib']} MiB, at the end "
-          f"{summary['server_rss_end_mib']} MiB; 1-min load average {summary['load_average_start_end']} "
+          f"{summary['server_rss_end_mib']} MiB; server CPU after warm-up {summary['server_cpu_s_after_warmup']} s; "
+          f"1-min load average {summary['load_average_start_end']} "
           f"(start, end); wall {summary['wall_s']} s")
     if result.errors or result.cross_talk:
         print("errors:", json.dumps(result.errors + result.cross_talk, indent=2))

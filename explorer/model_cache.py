@@ -1,7 +1,8 @@
 """A process-wide least-recently-used cache of loaded models, keyed by (id, device, dtype).
 
 The Streamlit layer keeps one instance with st.cache_resource, so every browser session shares it.
-Bounded by a count (EXPLORER_MAX_MODELS, default 4) and optionally by bytes (EXPLORER_MAX_MODEL_MB).
+Bounded by a count (EXPLORER_MAX_MODELS, default 4) and optionally by bytes (EXPLORER_MAX_MODEL_MB); models
+loaded from an upload are unloaded when the upload is dropped (its sessions ended, see registry.UploadOwner).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Callable
 import torch
 
 from explorer.lru import LoadOnceLRU
-from explorer.registry import LoadedModel, load_model
+from explorer.registry import LoadedModel, load_model, on_upload_released
 
 
 class ModelCache:
@@ -26,10 +27,23 @@ class ModelCache:
         self._loader = loader
         self._store: LoadOnceLRU[LoadedModel] = LoadOnceLRU(max_models, max_bytes, lambda m: m.memory_bytes,
                                                              on_evict=_release_memory)
+        on_upload_released(self._upload_released)
+
+    def _upload_released(self, upload_id: str) -> None:
+        self.unload(upload_id)
 
     @property
     def max_models(self) -> int:
         return self._store.max_items
+
+    @property
+    def max_bytes(self) -> int | None:
+        return self._store.max_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes held by the parameters and buffers of the cached models."""
+        return sum(m.memory_bytes for m in self._store.values())
 
     @property
     def loads(self) -> int:

@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.registry import FAMILIES, ModelId, ModelLoadError, register_upload
 from explorer.safe_load import max_upload_bytes
 from explorer.ui import state
-from explorer.ui.cache import get_model, model_cache
+from explorer.ui.cache import get_model, model_cache, upload_owner
 from explorer.ui.training import train_section
 from explorer.ui.widgets import model_picker, page_header
 
@@ -24,6 +24,8 @@ with right:
         except ModelLoadError as exc:
             st.error(str(exc))
 with left:
+    if "_added_upload" in st.session_state:  # set by "Add to the catalogue" below, before the picker exists
+        st.session_state["model"] = st.session_state.pop("_added_upload")
     chosen = model_picker(None, default="pretrained:minilm", extra=[st.session_state.get("model", "")] if
                           str(st.session_state.get("model", "")).startswith(("hf:", "upload:")) else ())
 
@@ -55,7 +57,8 @@ files = st.file_uploader("Weights and JSON files", type=["safetensors", "pt", "p
 if files and st.button("Add to the catalogue"):
     try:
         uid = register_upload([(f.name, f.getvalue()) for f in files])
-        st.session_state["model"] = uid
+        upload_owner().claim(uid)  # released from memory when this browser session ends
+        st.session_state["_added_upload"] = uid  # the picker (key `model`) exists already: set it on the rerun
         state.write("model", uid)
         st.success(f"Added as {uid}.")
         st.rerun()

@@ -8,8 +8,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -33,11 +35,24 @@ def free_port() -> int:
 @contextmanager
 def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[str]:
     """Start the real app server; yields its base URL and stops it afterwards."""
+    with streamlit_process(env, timeout) as (base, _proc):
+        yield base
+
+
+@contextmanager
+def streamlit_process(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Like `streamlit_server`, also yielding the server's Popen (its pid, e.g. to sample memory).
+
+    The server's output is read continuously (a full pipe would block the server) and its last lines are kept
+    in `proc.log_tail` (a deque of str).
+    """
     port = free_port()
     full_env = dict(os.environ, HF_HUB_OFFLINE="1", EXPLORER_LIVE_INPUT="1", **(env or {}))
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc.log_tail = deque(maxlen=400)  # type: ignore[attr-defined]
+    threading.Thread(target=_drain, args=(proc.stdout, proc.log_tail), daemon=True).start()
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -49,16 +64,21 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                out = "".join(proc.log_tail)  # type: ignore[attr-defined]
                 raise RuntimeError(f"streamlit did not start: {out[-2000:]}")
             time.sleep(0.5)
-        yield base
+        yield base, proc
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _drain(stream, sink: deque) -> None:
+    for line in iter(stream.readline, b""):
+        sink.append(line.decode(errors="replace"))
 
 
 def wait_for_app(page, timeout_ms: float = 90_000, settle_ms: int = 2500) -> None:

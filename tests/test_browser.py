@@ -62,3 +62,34 @@ def test_models_page_url_loads_minilm(browser, server) -> None:
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         context.close()
+
+
+def test_lesson_next_opens_each_step_in_its_state(browser, server) -> None:
+    """Start a lesson and press Next: each view shows its step's settings and the lesson bar (the live input's extra
+    rerun, which carries the previous step's widget values, must not bring them back)."""
+    from urllib.parse import parse_qs, urlparse
+
+    from explorer.lessons import load_dir
+
+    lesson = load_dir()[0][0]
+    context = browser.new_context(viewport={"width": 1600, "height": 1200})
+    page = context.new_page()
+    try:
+        page.goto(server)
+        wait_for_app(page)
+        page.goto(f"{server}/lesson-plans")
+        wait_for_app(page)
+        page.locator(f".st-key-_start_{lesson.id} button").click()
+        for i in range(4):
+            wait_for_app(page)
+            query = {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+            assert {k: query.get(k) for k in lesson.steps[i].query} == lesson.steps[i].query, f"step {i + 1}"
+            assert f"Step {i + 1} of {len(lesson)}" in page.locator('[data-testid="stMain"]').inner_text()
+            assert page.locator('[data-testid="stException"]').count() == 0
+            if i == 3:
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SHOTS / "lesson-step.png"))
+            else:
+                page.locator(".st-key-_lesson_next button").click()
+    finally:
+        context.close()

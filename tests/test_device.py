@@ -1,6 +1,7 @@
 """Device selection, dtype rules, and out-of-memory handling (simulated on CPU; real on CUDA, marked gpu)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -57,17 +58,121 @@ def test_models_page_offers_cpu_after_out_of_memory(monkeypatch) -> None:
     assert any("does not fit" in e.value for e in at.error)
 
 
+def _pretend_cuda(monkeypatch, fail_on_cuda: bool = True) -> None:
+    """Make the app believe a CUDA GPU is present on which every model load runs out of memory (CPU-only CI)."""
+    monkeypatch.setattr(devices, "available_devices", lambda: ["cuda", "cpu"])
+    monkeypatch.setattr(devices, "dtypes_for", lambda d: ["float32", "float16"] if d == "cuda" else ["float32"])
+    monkeypatch.setattr(devices, "describe", lambda d: "cuda (simulated, 80.0 GiB)" if d == "cuda" else d)
+    monkeypatch.setattr(registry, "resolve", lambda d, t: (d or "cpu", t or "float32"))
+    real = registry._load_hf_source
+
+    def load(label, source, local_only, device, dtype, task):
+        if device == "cuda" and fail_on_cuda:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (GPU 0; 79.19 GiB total)")
+        return real(label, source, local_only, "cpu", "float32", task)
+
+    monkeypatch.setattr(registry, "_load_hf_source", load)
+
+
+def _fallback_to_cpu_on_models_page() -> None:
+    """Models page with the GPU out of memory: a clear message, then the CPU button loads the model on the CPU."""
+    from conftest import assert_no_exception, run_page
+
+    import streamlit as st
+
+    st.cache_resource.clear()
+    at = run_page("pages/models.py", {"model": "pretrained:minilm"})
+    assert_no_exception(at)
+    assert at.session_state["device"] == "cuda"
+    errors = [e.value for e in at.error]
+    assert any("pretrained:minilm does not fit in cuda memory" in e and "Load it on the CPU" in e for e in errors), errors
+    at.button(key="cpu-fallback-pretrained:minilm").click().run()
+    assert_no_exception(at)
+    assert at.session_state["device"] == "cpu" and at.session_state["dtype"] == "float32"
+    assert not [e.value for e in at.error if "does not fit" in e.value]
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Device · dtype"] == "cpu · float32" and shown["Parameters"] == "22,713,216"
+
+
+def test_out_of_memory_on_the_gpu_offers_the_cpu_and_falls_back(monkeypatch) -> None:
+    """The OOM message and the CPU fallback, simulated (the load raises torch.OutOfMemoryError on 'cuda')."""
+    _pretend_cuda(monkeypatch)
+    _fallback_to_cpu_on_models_page()
+
+
+# ------------------------------------------------------------------------- real CUDA (marked gpu, skipped without)
+def _tiny_hf_folder(folder) -> None:
+    """A tiny random GPT-2 (2 layers x 2 heads, 32 dims) with a word-level tokenizer, saved with save_pretrained."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    words = ["<|endoftext|>", "the", "girl", "near", "river", "sees", "old", "horse", "[UNK]"]
+    wl = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    wl.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=wl, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                                  unk_token="[UNK]")
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(words), n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                               bos_token_id=0, eos_token_id=0)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+SENTENCE = "the girl near the river sees the old horse"
+HALF_TOLERANCE = {"bfloat16": 0.1, "float16": 0.02}  # max |difference| from float32 of values in [-1, 1] or [0, 1]
+
+
 @pytest.mark.gpu
-def test_cuda_is_picked_first_and_bfloat16_loads() -> None:
-    assert devices.default_device() == "cuda"
-    assert "bfloat16" in devices.dtypes_for("cuda")
-    loaded = load_model("pretrained:minilm", "cuda", "bfloat16")
-    assert next(loaded.model.parameters()).dtype == torch.bfloat16
-    assert next(loaded.model.parameters()).device.type == "cuda"
-    enc = loaded.tokenizer("the animal was tired", return_tensors="pt").to("cuda")
-    with torch.inference_mode():
-        out = loaded.model(**enc, output_attentions=True)
-    assert torch.allclose(out.attentions[0].float().sum(-1), torch.ones_like(out.attentions[0][..., 0].float()), atol=1e-2)
+def test_cuda_is_picked_first_and_half_precision_is_offered(monkeypatch) -> None:
+    monkeypatch.delenv("EXPLORER_DEVICE", raising=False)  # conftest forces the CPU for the other tests
+    assert devices.available_devices()[0] == "cuda" and devices.default_device() == "cuda"
+    assert devices.resolve(None, None) == ("cuda", "float32")
+    assert devices.dtypes_for("cuda")[:1] == ["float32"] and "float16" in devices.dtypes_for("cuda")
+    assert ("bfloat16" in devices.dtypes_for("cuda")) == torch.cuda.is_bf16_supported()
+    assert devices.describe("cuda").startswith("cuda (") and "GiB" in devices.describe("cuda")
+    monkeypatch.setenv("EXPLORER_DEVICE", "cpu")
+    assert devices.default_device() == "cpu"  # EXPLORER_DEVICE=cpu still forces the CPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_builtin_lstm_on_cuda_matches_float32(dtype: str) -> None:
+    from explorer.probes.rnn_gates import rnn_gates
+
+    if dtype not in devices.dtypes_for("cuda"):
+        pytest.skip(f"this GPU has no {dtype}")
+    loaded = load_model("builtin:lstm-lm", "cuda", dtype)
+    weight = next(loaded.model.parameters())
+    assert weight.dtype == devices.DTYPES[dtype] and weight.device.type == "cuda"
+    assert (loaded.device, loaded.dtype) == ("cuda", dtype)
+    half = rnn_gates(loaded, SENTENCE)
+    full = rnn_gates(load_model("builtin:lstm-lm"), SENTENCE)
+    assert half.tokens == full.tokens
+    for name in ("i", "f", "g", "o", "h"):
+        diff = float(np.abs(half.gates[name].astype(np.float64) - full.gates[name]).max())
+        assert diff < HALF_TOLERANCE[dtype], (name, diff)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_hf_models_on_cuda_match_float32(dtype: str, tmp_path, monkeypatch) -> None:
+    """A tiny Hugging Face GPT-2 (local folder) and MiniLM: attention on cuda in half precision vs float32 on CPU."""
+    from explorer.probes.self_attention import attention_trace
+
+    if dtype not in devices.dtypes_for("cuda"):
+        pytest.skip(f"this GPU has no {dtype}")
+    _tiny_hf_folder(tmp_path / "tiny-gpt2")
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
+    for mid in ("local:tiny-gpt2", "pretrained:minilm"):
+        loaded = load_model(mid, "cuda", dtype)
+        assert next(loaded.model.parameters()).dtype == devices.DTYPES[dtype]
+        assert next(loaded.model.parameters()).device.type == "cuda"
+        half = attention_trace(loaded, SENTENCE, "", "", 0)
+        full = attention_trace(load_model(mid), SENTENCE, "", "", 0)
+        assert not half.error and half.tokens == full.tokens, (mid, half.error)
+        att = half.attentions.astype(np.float64)  # (layers, heads, T, T)
+        assert np.allclose(att.sum(-1), 1.0, atol=2e-2), mid
+        diff = float(np.abs(att - full.attentions).max())
+        assert diff < HALF_TOLERANCE[dtype], (mid, diff)
 
 
 @pytest.mark.gpu
@@ -77,3 +182,40 @@ def test_real_cuda_out_of_memory_is_caught() -> None:
         torch.empty(int(free * 4), dtype=torch.uint8, device="cuda")
     assert devices.is_out_of_memory(info.value)
     torch.cuda.empty_cache()
+
+
+def _exhaust_cuda(real_place):
+    """A `registry._place` that first asks CUDA for four times its free memory: a real OutOfMemoryError."""
+    def place(module, device, dtype):
+        if device == "cuda":
+            free, _ = torch.cuda.mem_get_info()
+            torch.empty(int(free * 4), dtype=torch.uint8, device="cuda")
+        return real_place(module, device, dtype)
+    return place
+
+
+@pytest.mark.gpu
+def test_real_cuda_out_of_memory_while_loading_is_a_message_and_the_cpu_works(monkeypatch) -> None:
+    monkeypatch.delenv("EXPLORER_DEVICE", raising=False)
+    monkeypatch.setattr(registry, "_place", _exhaust_cuda(registry._place))
+    before = torch.cuda.memory_allocated()
+    with pytest.raises(OutOfMemoryLoadError, match=r"builtin:lstm-lm does not fit in cuda memory .*Load it on the CPU"):
+        load_model("builtin:lstm-lm", "cuda", "float32")
+    assert torch.cuda.memory_allocated() <= before + 64 * 2**20  # nothing of the failed load is left on the GPU
+    cpu = load_model("builtin:lstm-lm", "cpu")
+    assert next(cpu.model.parameters()).device.type == "cpu"
+
+
+@pytest.mark.gpu
+def test_real_cuda_out_of_memory_on_the_models_page_falls_back_to_cpu(monkeypatch) -> None:
+    monkeypatch.delenv("EXPLORER_DEVICE", raising=False)
+    real = registry._load_hf_source
+
+    def load(label, source, local_only, device, dtype, task):
+        if device == "cuda":
+            free, _ = torch.cuda.mem_get_info()
+            torch.empty(int(free * 4), dtype=torch.uint8, device="cuda")  # a real CUDA OutOfMemoryError
+        return real(label, source, local_only, device, dtype, task)
+
+    monkeypatch.setattr(registry, "_load_hf_source", load)
+    _fallback_to_cpu_on_models_page()

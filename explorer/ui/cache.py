@@ -11,16 +11,47 @@ import streamlit as st
 
 from explorer.lru import LoadOnceLRU
 from explorer.model_cache import ModelCache
-from explorer.registry import LoadedModel, ModelLoadError, OutOfMemoryLoadError
+from explorer.registry import LoadedModel, ModelLoadError, OutOfMemoryLoadError, UploadOwner
 from explorer.ui import settings
 
 R = TypeVar("R")
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(max_entries=1, show_spinner=False)
 def model_cache() -> ModelCache:
     """The one process-wide LRU of loaded models (EXPLORER_MAX_MODELS, EXPLORER_MAX_MODEL_MB)."""
     return ModelCache()
+
+
+def _release_owner(owner: UploadOwner) -> None:
+    owner.release()
+
+
+def _new_owner() -> UploadOwner:
+    return UploadOwner()
+
+
+try:  # a session-scoped cache: Streamlit clears it, calling the release hook, when the session disconnects
+    _session_owner = st.cache_resource(scope="session", max_entries=1, on_release=_release_owner,
+                                       show_spinner=False)(_new_owner)
+except TypeError:  # a Streamlit without scope=: the owner lives in session_state, released when that is collected
+    _session_owner = None
+
+
+def upload_owner() -> UploadOwner:
+    """This browser session's uploads: `upload_owner().claim(uid)` after registering one. When the session ends
+    they leave the catalogue and the model cache (unless another live session uploaded the same files)."""
+    if _session_owner is not None:
+        return _session_owner()
+    owner = st.session_state.get("_upload_owner")
+    if not isinstance(owner, UploadOwner) or owner.released:
+        owner = st.session_state["_upload_owner"] = UploadOwner()
+    return owner
+
+
+def _use_cpu() -> None:
+    st.session_state["device"] = "cpu"
+    st.session_state["dtype"] = "float32"
 
 
 def get_model(model_id: str, device: str | None = None, dtype: str | None = None) -> LoadedModel | None:
@@ -32,10 +63,8 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
             loaded = model_cache().get(model_id, device, dtype)
     except OutOfMemoryLoadError as exc:
         st.error(str(exc))
-        if device != "cpu" and st.button("Load it on the CPU instead", key=f"cpu-fallback-{model_id}"):
-            st.session_state["device"] = "cpu"
-            st.session_state["dtype"] = "float32"
-            st.rerun()
+        if device != "cpu":  # a callback: the sidebar's device widget already exists in this run
+            st.button("Load it on the CPU instead", key=f"cpu-fallback-{model_id}", on_click=_use_cpu)
         return None
     except ModelLoadError as exc:
         st.error(str(exc))
@@ -78,7 +107,7 @@ def _figure_bytes(fig: go.Figure) -> int:
     return 3 * total + 20_000
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(max_entries=1, show_spinner=False)
 def _figure_store() -> LoadOnceLRU[go.Figure]:
     """Process-wide LRU of built figures (EXPLORER_MAX_FIGURES, default 128; EXPLORER_MAX_FIGURE_MB, default 256)."""
     return LoadOnceLRU(int(os.environ.get("EXPLORER_MAX_FIGURES", "128")),

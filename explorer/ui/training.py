@@ -8,6 +8,7 @@ from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded
 from explorer.train import LIMITS, TrainSpec
 from explorer.training_jobs import TrainingBusyError, TrainingJob, export_zip
 from explorer.ui import charts, settings
+from explorer.ui.cache import upload_owner
 from explorer.views import VIEWS
 
 RECIPES = {
@@ -110,6 +111,8 @@ def _job_panel() -> None:
         metrics = job.result.meta.get("metrics", {})
         summary = ", ".join(f"{k} {v:.3g}" for k, v in metrics.items() if isinstance(v, float))
         word = "Stopped early" if job.status == "stopped" else "Trained"
+        if job.model_id:
+            upload_owner().claim(job.model_id)  # kept in memory while this session lives, like an upload
         st.success(f"{word}: {job.model_id} ({job.result.meta['train']['seconds']} s). {summary}")
         _open_links(job.model_id, {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",
                                    "word2vec": "word2vec"}[job.spec.architecture])

@@ -1,0 +1,256 @@
+"""Memory bounds: the model cache's count/byte limits free memory; uploads are released when their session ends;
+every Streamlit cache is bounded."""
+from __future__ import annotations
+
+import ast
+import gc
+import time
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+
+from explorer import registry
+from explorer.model_cache import ModelCache
+from explorer.registry import BUILTIN_DIR, LoadedModel, ModelLoadError, UploadOwner, load_model, register_upload
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rss_bytes() -> int:
+    """This process's resident memory (VmRSS), bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def _collected(ref: weakref.ref) -> bool:
+    gc.collect()
+    return ref() is None
+
+
+# --------------------------------------------------------------------------------- model cache limits
+def test_count_limit_unloads_least_recently_used_builtin_and_frees_it(monkeypatch) -> None:
+    monkeypatch.setenv("EXPLORER_MAX_MODELS", "2")
+    cache = ModelCache()
+    assert cache.max_models == 2
+    rnn = cache.get("builtin:rnn-lm")
+    gru = cache.get("builtin:gru-lm")
+    gru_model, gru_weight = weakref.ref(gru.model), weakref.ref(gru.model.embedding.weight)
+    rnn_model = weakref.ref(rnn.model)
+    del gru, rnn
+    assert cache.get("builtin:rnn-lm").model is rnn_model()  # rnn-lm becomes the most recently used
+    cache.get("builtin:lstm-lm")  # a third model: gru-lm, the least recently used, is unloaded
+    assert [m.id for m in cache.loaded()] == ["builtin:rnn-lm", "builtin:lstm-lm"]
+    assert cache.loads == 3
+    assert _collected(gru_model) and _collected(gru_weight), "the evicted model is still referenced somewhere"
+    assert rnn_model() is not None
+
+
+def test_byte_limit_unloads_until_the_total_fits_and_frees_it(monkeypatch) -> None:
+    names = ["builtin:lstm-lm", "builtin:gru-lm", "builtin:rnn-lm"]
+    sizes = {n: load_model(n).memory_bytes for n in names}  # 2.6, 2.3, 1.5 MB (float32 parameters)
+    limit = sizes[names[0]] + sizes[names[1]] + 1  # the first two fit, the third pushes the first out
+    monkeypatch.setenv("EXPLORER_MAX_MODEL_MB", str(limit / 2**20))
+    cache = ModelCache(max_models=10)
+    assert abs(cache.max_bytes - limit) <= 1
+    first = weakref.ref(cache.get(names[0]).model)
+    cache.get(names[1])
+    assert cache.total_bytes == sizes[names[0]] + sizes[names[1]] <= cache.max_bytes
+    cache.get(names[2])
+    assert [m.id for m in cache.loaded()] == names[1:]
+    assert cache.total_bytes == sizes[names[1]] + sizes[names[2]] <= cache.max_bytes
+    assert _collected(first)
+
+
+def test_evicted_models_give_their_memory_back_to_the_process() -> None:
+    """Four 128 MiB models through a cache of one: resident memory grows by about one model, not four."""
+    size = 128 * 2**20
+
+    def loader(mid: str, device: str, dtype: str) -> LoadedModel:
+        weights = torch.ones(size // 4, dtype=torch.float32)  # every page touched
+        return LoadedModel(mid, "state-dict", None, device, dtype, state_dict={"w": weights})
+
+    cache = ModelCache(max_models=1, loader=loader)
+    gc.collect()
+    base = _rss_bytes()
+    peaks = []
+    for i in range(4):
+        cache.get(f"upload:{i:016x}")
+        gc.collect()
+        peaks.append(_rss_bytes() - base)
+    assert cache.total_bytes == size
+    # held: one model (128 MiB); without eviction the last figure would be 512 MiB
+    assert max(peaks) < 2 * size + 32 * 2**20, [p / 2**20 for p in peaks]
+    cache.clear()
+    gc.collect()
+    assert _rss_bytes() - base < size // 2
+
+
+# --------------------------------------------------------------------------------- uploads and sessions
+def _builtin_upload(name: str = "lstm-lm") -> str:
+    files = [(f"{name}.safetensors", (BUILTIN_DIR / f"{name}.safetensors").read_bytes()),
+             (f"{name}.json", (BUILTIN_DIR / f"{name}.json").read_bytes())]
+    return register_upload(files)
+
+
+def test_upload_is_released_when_the_last_session_owning_it_ends() -> None:
+    uid = _builtin_upload()
+    cache = ModelCache(max_models=4)
+    model = weakref.ref(cache.get(uid).model)
+    alice, bob = UploadOwner(), UploadOwner()
+    alice.claim(uid)
+    bob.claim(uid)  # the same files uploaded in another session: the same id
+    assert alice.release() == [] and alice.released
+    assert uid in registry.upload_ids() and model() is not None  # bob's session still holds it
+    assert bob.release() == [uid]
+    assert bob.release() == []  # idempotent
+    assert uid not in registry.upload_ids()
+    assert uid not in {e.id for e in registry.catalogue()}
+    assert [m.id for m in cache.loaded()] == []  # the model cache dropped the model loaded from it
+    assert _collected(model)
+    with pytest.raises(ModelLoadError, match="no longer on the server"):
+        load_model(uid)
+    with pytest.raises(RuntimeError):
+        alice.claim(uid)
+
+
+def test_an_owner_garbage_collected_without_release_still_releases() -> None:
+    uid = _builtin_upload("gru-lm")
+    cache = ModelCache(max_models=4)
+    model = weakref.ref(cache.get(uid).model)
+    owner = UploadOwner()
+    owner.claim(uid)
+    del owner
+    gc.collect()
+    assert registry.wait_for_releases(timeout=10)
+    assert uid not in registry.upload_ids() and cache.loaded() == []
+    assert _collected(model)
+
+
+def test_streamlit_session_end_releases_the_sessions_uploads() -> None:
+    """The Models page claims an upload in the session's owner (a session-scoped st.cache_resource); ending the
+    session clears that cache exactly as Streamlit's disconnect does (AppSession.clear_session_caches)."""
+    from streamlit.runtime import caching
+    from streamlit.testing.v1 import AppTest
+
+    def script() -> None:
+        import streamlit as st
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        from explorer.ui.cache import upload_owner
+
+        upload_owner().claim(st.session_state["uid"])
+        st.session_state["sid"] = get_script_run_ctx().session_id
+        st.write(sorted(upload_owner().ids))
+
+    uid = _builtin_upload("rnn-lm")
+    at = AppTest.from_function(script)
+    at.session_state["uid"] = uid
+    at.run()
+    assert not at.exception
+    at.run()  # a rerun keeps the same owner
+    assert not at.exception and uid in registry.upload_ids()
+    caching.clear_session_resource_cache(at.session_state["sid"])
+    assert uid not in registry.upload_ids()
+    with pytest.raises(ModelLoadError, match="no longer on the server"):
+        load_model(uid)
+
+
+# --------------------------------------------------------------------------------- bounded st caches
+def _cache_uses() -> list[tuple[str, str, str, set[str]]]:
+    """(file:line, "st.cache_data"|"st.cache_resource", decorated function or "", keyword names) for every
+    decorator or call of a Streamlit cache in the app's code (app.py, pages/, explorer/)."""
+    found = []
+    files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "explorer").rglob("*.py"))]
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr in ("cache_data", "cache_resource")
+                    and isinstance(node.value, ast.Name) and node.value.id == "st"):
+                continue
+            parent = parents.get(node)
+            if isinstance(parent, ast.Attribute):  # st.cache_data.clear() and the like
+                continue
+            call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+            keywords = {k.arg for k in call.keywords} if call is not None else set()
+            holder = parents.get(call if call is not None else node)
+            name = holder.name if isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+            found.append((f"{path.relative_to(ROOT)}:{node.lineno}", f"st.{node.attr}", name, keywords))
+    return found
+
+
+def test_every_streamlit_cache_has_max_entries() -> None:
+    uses = _cache_uses()
+    assert len(uses) >= 8, uses  # models, probe results, figures, projections, embedding tables, positions...
+    unbounded = [f"{where}: {kind} {name}" for where, kind, name, kw in uses if "max_entries" not in kw]
+    assert not unbounded, f"caches without max_entries: {unbounded}"
+
+
+def test_per_text_result_caches_also_expire() -> None:
+    """Results keyed by what users type (probe results) have a ttl as well as max_entries."""
+    per_text = [u for u in _cache_uses() if u[2] == "_cached_call"]
+    assert len(per_text) == 1 and per_text[0][1] == "st.cache_data"
+    assert {"max_entries", "ttl"} <= per_text[0][3]
+
+
+@pytest.mark.slow
+def test_real_server_forgets_an_upload_when_the_uploading_browser_closes() -> None:
+    """Chromium uploads a checkpoint on the Models page; another browser can open it while the uploader's tab is
+    open; once that tab closes (Streamlit ends its session), the server no longer has it."""
+    from playwright.sync_api import sync_playwright
+
+    from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_for_app
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"chromium not found at {CHROMIUM} (apt-get install chromium)")
+    files = [str(BUILTIN_DIR / "rnn-lm.safetensors"), str(BUILTIN_DIR / "rnn-lm.json")]
+    with streamlit_server() as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+        def open_models_page(context, model: str | None = None):
+            page = context.new_page()
+            page.goto(f"{base}/catalogue" + (f"?model={model}" if model else ""))
+            wait_for_app(page, settle_ms=1000)
+            return page
+
+        try:
+            uploader = browser.new_context(viewport={"width": 1400, "height": 1000})
+            first = uploader.new_page()
+            first.goto(base + "/")  # the first session of a server opens the root URL (see README)
+            wait_for_app(first, settle_ms=500)
+            page = open_models_page(uploader)
+            page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(files)
+            page.get_by_role("button", name="Add to the catalogue").click()
+            page.wait_for_function("() => (new URLSearchParams(location.search).get('model') || '').startsWith('upload:')",
+                                   timeout=90_000)
+            uid = page.evaluate("() => new URLSearchParams(location.search).get('model')")
+            assert uid and uid.startswith("upload:")
+            wait_for_app(page, settle_ms=1000)
+            assert page.locator('[data-testid="stException"]').count() == 0
+
+            other = browser.new_context()
+            seen = open_models_page(other, uid)  # another student opens the shared link while it exists
+            body = seen.locator('[data-testid="stMain"]').inner_text()
+            assert "no longer on the server" not in body and "Parameters" in body, body[:1500]
+            other.close()
+
+            uploader.close()  # the uploading tab goes away: Streamlit ends its session
+            later = browser.new_context()
+            deadline = 60.0
+            while True:
+                page = open_models_page(later, uid)
+                body = page.locator('[data-testid="stMain"]').inner_text()
+                if "no longer on the server" in body:
+                    break
+                page.close()
+                deadline -= 2
+                assert deadline > 0, f"{uid} is still served after its session ended: {body[:800]}"
+                time.sleep(2)
+            later.close()
+        finally:
+            browser.close()
