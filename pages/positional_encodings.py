@@ -178,7 +178,7 @@ def similarity_panel() -> None:
         kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
     sim = similarity(n, d, b, kind)
     show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
-        sim, theme, f"{kind} between positions", "position", "position", kind)),
+        sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)),
          key="pe_similarity", filename="sinusoidal_similarity")
     show(V.similarity_line(sim, pos, theme, kind), key="pe_similarity_line", filename="sinusoidal_similarity_line")
     st.subheader("Relative positions are rotations")
@@ -273,7 +273,8 @@ def learned_panel() -> None:
         lt.weight, theme, f"{lt.source}: position × dimension")), key="learned_heatmap", filename="learned_positions")
     sim = la.cosine if kind == "cosine" else la.dot
     show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
-        sim, theme, f"{kind} between learned positions", "position", "position", kind)),
+        sim, theme, f"{kind} between learned positions", "position", "position", kind,
+        max_cells=V.SIMILARITY_CELLS)),
          key="learned_similarity", filename="learned_similarity")
     show(V.similarity_line(sim, pos, theme, kind), key="learned_similarity_line", filename="learned_line")
     show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(la.coords, la.explained, theme, dims)),

@@ -127,6 +127,12 @@ def test_learned_panel_shows_the_models_weights() -> None:
     z = _array(chart(at, "learned_heatmap")["data"][0]["z"])
     np.testing.assert_allclose(z, w, atol=1e-6)
     assert chart(at, "learned_pca")["data"][0]["type"] == "scatter3d"
+    # 512 × 512 cosines are shown as every 2nd row and column (256 × 256), labelled with the true positions
+    sim = chart(at, "learned_similarity")
+    unit = w / np.linalg.norm(w, axis=1, keepdims=True)
+    np.testing.assert_allclose(_array(sim["data"][0]["z"]), (unit @ unit.T)[::2, ::2], atol=1e-5)
+    np.testing.assert_array_equal(_array(sim["data"][0]["x"]), np.arange(0, 512, 2))
+    assert "every 2nd row and column" in sim["layout"]["title"]["text"]
 
 
 def test_learned_panel_with_unsupported_or_bad_model() -> None:

@@ -6,6 +6,7 @@ app.py calls frame() on every run, which shows the bar whenever those two parame
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -233,7 +234,7 @@ def _lesson_card(lesson: L.Lesson, expanded: bool) -> None:
         cols = st.columns([1, 1, 1, 3])
         cols[0].button("Start", key=f"_start_{lesson.id}", icon=":material/play_arrow:", type="primary",
                        on_click=_go, args=(lesson, 0, True), width="stretch")
-        cols[1].download_button("Download", L.lesson_yaml(lesson), file_name=f"{lesson.id}.yaml",
+        cols[1].download_button("Download", functools.partial(L.lesson_yaml, lesson), file_name=f"{lesson.id}.yaml",
                                 mime="application/x-yaml", key=f"_download_{lesson.id}", icon=":material/download:",
                                 width="stretch", on_click="ignore")
         if lesson.origin == "uploaded":
@@ -299,7 +300,7 @@ def _draft_section() -> None:
     cols = st.columns([1, 1, 1, 3])
     cols[0].button("Play", key="_draft_play", on_click=_go, args=(lesson, 0, True), icon=":material/play_arrow:",
                    width="stretch")
-    cols[1].download_button("Download", L.lesson_yaml(lesson), file_name="my-lesson.yaml", mime="application/x-yaml",
+    cols[1].download_button("Download", functools.partial(L.lesson_yaml, lesson), file_name="my-lesson.yaml", mime="application/x-yaml",
                             key="_draft_download", icon=":material/download:", width="stretch", on_click="ignore")
     cols[2].button("Clear", key="_draft_clear", on_click=d.steps.clear, icon=":material/delete:", width="stretch")
 

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from explorer.viz.theme import Theme, figure
 
 MAX_CELLS = 300_000
+SIMILARITY_CELLS = 65_536  # position × position similarities: 256 × 256 cells is finer than the screen
 FLOAT32_ABOVE = 65_536  # float64 matrices with more cells are sent as float32 (half the bytes)
 _DASHES = ("solid", "dash", "dot", "dashdot")
 
@@ -62,9 +63,13 @@ def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_titl
     if diverging:
         trace.update(zmin=-bound or -1.0, zmax=bound or 1.0, zmid=0.0)
     data = [trace] + (cell_mark(mark, theme)._data if mark is not None else [])
-    step = f" (every {rs}th row and column shown)" if rs > 1 else ""
+    step = f" (every {_ordinal(rs)} row and column shown)" if rs > 1 else ""
     return figure(data, {"title": _title(title + step), "height": 460, "xaxis": {"title": _title(x_title)},
                        "yaxis": {"title": _title(y_title), "autorange": "reversed"}})
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def cell_mark(mark: tuple[int, int], theme: Theme) -> go.Figure:

@@ -66,8 +66,11 @@ def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
         return go.Figure(data=data, layout=layout)
     for trace in data:
         _resolve_colorscales(trace)
-    layout = layout if "template" in layout else {**layout, "template": _default_template()}
-    return go.Figure(data=data, layout=layout, _validate=False)
+    if "template" in layout:
+        return go.Figure(data=data, layout=layout, _validate=False)
+    fig = go.Figure(data=data, layout={**layout, "template": {}}, _validate=False)
+    fig._layout["template"] = _default_template()  # shared, never modified: Figure() would deep-copy it (~0.5 ms)
+    return fig
 
 
 def get_theme(projector: bool) -> Theme:
