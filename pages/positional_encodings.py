@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer.probes import positions as P
 from explorer.ui import settings, state
-from explorer.ui.cache import figure_once, get_model, probe
+from explorer.ui.cache import compute, figure_once, get_model, probe
 from explorer.ui.charts import show
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import positions as V
@@ -40,26 +40,6 @@ theme = settings.theme()
 
 
 # ------------------------------------------------------------------------------------------- glue
-@st.cache_data(max_entries=64, show_spinner=False)
-def sinusoidal(n_pos: int, d_model: int, base: float) -> P.SinusoidalTrace:
-    return P.sinusoidal(n_pos, d_model, base)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def similarity(n_pos: int, d_model: int, base: float, kind: str) -> np.ndarray:
-    return P.similarity(P.sinusoidal(n_pos, d_model, base).pe, kind)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def rotation(n_pos: int, d_model: int, base: float, k: int) -> P.RotationTrace:
-    return P.rotation_check(n_pos, d_model, base, k)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def rope(d_model: int, n_pos: int, base: float, pos: int, vectors: str, seed: int) -> P.RopeTrace:
-    return P.rope(d_model, n_pos, base, pos, vectors, seed)
-
-
 def int_control(label: str, key: str, lo: int, hi: int, default: int, even: bool = False, slider: bool = False,
                 help: str | None = None) -> int:
     """An integer widget kept in ?key=; a bad URL value or typed value gets a warning and a bounded fix."""
@@ -144,7 +124,7 @@ def sinusoidal_panel() -> None:
         pos = int_control("position pos", "pos", 0, n - 1, DEFAULTS["pos"], slider=True)
     with c2:
         i = int_control("pair i (dimensions 2i, 2i+1)", "dim", 0, d // 2 - 1, DEFAULTS["dim"], slider=True)
-    tr = sinusoidal(n, d, b)
+    tr = compute(P.sinusoidal, n, d, b)
     show(figure_once(("pe", n, d, b), lambda: V.pe_heatmap(
         tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")),
          key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme))
@@ -176,19 +156,19 @@ def similarity_panel() -> None:
         k = int_control("offset k", "k", 0, max(n - 1, 0), DEFAULTS["k"], slider=True)
     with c3:
         kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
-    sim = similarity(n, d, b, kind)
+    sim = compute(P.sinusoidal_similarity, n, d, b, kind)
     show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)),
          key="pe_similarity", filename="sinusoidal_similarity")
     show(V.similarity_line(sim, pos, theme, kind), key="pe_similarity_line", filename="sinusoidal_similarity_line")
     st.subheader("Relative positions are rotations")
-    rot = rotation(n, d, b, k)
+    rot = compute(P.rotation_check, n, d, b, k)
     i = min(int(st.session_state.get("dim", DEFAULTS["dim"])), d // 2 - 1)
     ang = float(rot.angles[i])
     st.latex(
         rf"PE(p+k) = R_k\,PE(p),\quad R_k = \mathrm{{diag}}\!\left(\begin{{bmatrix}}\cos k\omega_i & \sin k\omega_i\\ "
         rf"-\sin k\omega_i & \cos k\omega_i\end{{bmatrix}}\right)_i,\quad"
-        rf"\text{{pair }} {i}:\ k\omega_{{{i}}} = {k}\cdot{float(sinusoidal(n, d, b).omega[i]):.6g} = {ang:.6g}"
+        rf"\text{{pair }} {i}:\ k\omega_{{{i}}} = {k}\cdot{float(compute(P.sinusoidal, n, d, b).omega[i]):.6g} = {ang:.6g}"
         rf"\Rightarrow \begin{{bmatrix}}{np.cos(ang):.4f} & {np.sin(ang):.4f}\\ {-np.sin(ang):.4f} & {np.cos(ang):.4f}"
         rf"\end{{bmatrix}}"
     )
@@ -218,7 +198,7 @@ def rope_panel() -> None:
                               help="ones: q = k = (1,…,1), the long-term decay of Su et al.; random: a seeded pair.")
     with c3:
         seed = int_control("seed", "seed", 0, 10_000, 0) if vectors == "random" else 0
-    rt = rope(d, n, b, pos, vectors, seed)
+    rt = compute(P.rope, d, n, b, pos, vectors, seed)
     i = min(int(st.session_state.get("dim", DEFAULTS["dim"])), d // 2 - 1)
     a = float(rt.angles[i])
     st.latex(

@@ -133,6 +133,11 @@ def similarity(vectors: np.ndarray, kind: str = "dot") -> np.ndarray:
     return v @ v.T
 
 
+def sinusoidal_similarity(n_pos: int, d_model: int, base: float, kind: str = "dot") -> np.ndarray:
+    """(n_pos, n_pos) dot products or cosines between the sinusoidal position vectors."""
+    return similarity(sinusoidal(n_pos, d_model, base).pe, kind)
+
+
 def rotation_matrix(d_model: int, base: float, k: int) -> np.ndarray:
     """(d, d) block-diagonal R_k with PE(p + k) = R_k PE(p) for every p.
 

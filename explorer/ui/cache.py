@@ -95,6 +95,20 @@ def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) 
     return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded)
 
 
+@st.cache_data(max_entries=256, show_spinner=False, ttl=3600)
+def _cached_compute(fn_name: str, args: tuple, kwargs: tuple, _fn: Callable) -> Any:
+    return _fn(*args, **dict(kwargs))
+
+
+def compute(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """`fn(*args, **kwargs)` for computations without a model (e.g. a sinusoidal table), cached per arguments.
+
+    Defined here, once, rather than as decorated functions in a page script, which Streamlit would re-decorate
+    (hashing their source) on every rerun.
+    """
+    return _cached_compute(f"{fn.__module__}.{fn.__qualname__}", args, tuple(sorted(kwargs.items())), fn)
+
+
 def _figure_bytes(fig: go.Figure) -> int:
     """Rough memory of a cached figure: its arrays, counted three times (arrays, base64 spec, JSON)."""
     total = 0

@@ -42,8 +42,11 @@ def figure_spec(fig: go.Figure) -> dict:
     The figure is left unchanged."""
     if fig._frame_objs:
         return fig.to_dict()
-    spec = {"data": [_copy(trace) for trace in fig._data], "layout": _copy(fig._layout)}
+    layout = {k: _copy(v) for k, v in fig._layout.items() if k != "template"}
+    spec = {"data": [_copy(trace) for trace in fig._data], "layout": layout}
     convert_to_base64(spec)
+    if "template" in fig._layout:  # plain JSON values (no arrays): shared, neither copied nor walked
+        spec["layout"] = {k: layout[k] if k != "template" else v for k, v in fig._layout.items()}
     return spec
 
 

@@ -18,7 +18,7 @@ from explorer.viz.theme import Theme, figure
 
 MAX_CELLS = 300_000
 SIMILARITY_CELLS = 65_536  # position × position similarities: 256 × 256 cells is finer than the screen
-FLOAT32_ABOVE = 65_536  # float64 matrices with more cells are sent as float32 (half the bytes)
+FLOAT32_ABOVE = 16_384  # float64 matrices with more cells are sent as float32 (half the bytes)
 _DASHES = ("solid", "dash", "dot", "dashdot")
 
 
