@@ -66,6 +66,24 @@ def median_script_ms(fn: Callable[[int], object], runs: int) -> tuple[float, flo
     return statistics.median(wall), statistics.median(script)
 
 
+def print_rerun_table(bare: list[tuple[str, float]], reruns: list[tuple[str, float, float]], ratio_name: str,
+                      ratio: float, ratio_script: float, target: float = 1.5) -> None:
+    """Markdown table: bare computations (ms, same in both columns), then reruns as (name, AppTest ms, script ms),
+    then the ratio row; and whether the target is met under each measurement."""
+    width = max(len(name) for name, *_ in [*bare, *reruns, (ratio_name,)])
+    print("AppTest: wall time of AppTest.run(); script: the server-side script run alone (no AppTest polling)\n")
+    print(f"| {'measurement':<{width}} | {'AppTest ms':>10} | {'script ms':>9} |")
+    print(f"|{'-' * (width + 2)}|{'-' * 12}|{'-' * 11}|")
+    for name, ms in bare:
+        print(f"| {name:<{width}} | {ms:>10.1f} | {ms:>9.1f} |")
+    for name, ms, sms in reruns:
+        print(f"| {name:<{width}} | {ms:>10.1f} | {sms:>9.1f} |")
+    print(f"| {ratio_name:<{width}} | {ratio:>10.2f} | {ratio_script:>9.2f} |")
+    print(f"\ntarget ratio <= {target}: {'met' if ratio <= target else 'NOT met'} (AppTest), "
+          f"{'met' if ratio_script <= target else 'NOT met'} (script); load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
+
+
 def median_ms(fn: Callable[[int], object], runs: int) -> float:
     """Median wall time of fn(i) for i in range(runs), in milliseconds."""
     times = []

@@ -15,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, median_ms, median_script_ms  # noqa: E402  (sets the environment first)
+from _common import ROOT, median_ms, median_script_ms, print_rerun_table  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -97,19 +97,11 @@ def main() -> None:
     ratio_script = change_script / (probe_ms + bare_script)
     print(f"Recurrent-cell view, CPU ({torch.get_num_threads()} torch threads), 30-token sentence, model: {described}")
     print(f"median of {runs} runs each; page bytecode cached as on the real server\n")
-    print("AppTest: wall time of AppTest.run(); script: the server-side script run alone (no AppTest polling)\n")
-    print(f"| {'measurement':<46} | {'AppTest ms':>10} | {'script ms':>9} |")
-    print(f"|{'-' * 48}|{'-' * 12}|{'-' * 11}|")
-    print(f"| {'bare probe (rnn_gates, no cache)':<46} | {probe_ms:>10.1f} | {probe_ms:>9.1f} |")
-    for name, ms, sms in [("bare page rerun (pages/home.py)", bare_ms, bare_script),
-                          ("page rerun after changing the sentence", change_ms, change_script),
-                          ("page rerun, nothing changed (cached probe)", same_ms, same_script)]:
-        print(f"| {name:<46} | {ms:>10.1f} | {sms:>9.1f} |")
-    print(f"| {'ratio change / (probe + bare page)':<46} | {ratio:>10.2f} | {ratio_script:>9.2f} |")
-    print(f"\ntarget ratio <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'} (AppTest), "
-          f"{'met' if ratio_script <= 1.5 else 'NOT met'} (script); load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} CPUs (timings on a shared, busy machine vary a lot)")
-
+    print_rerun_table([("bare probe (rnn_gates, no cache)", probe_ms)],
+                      [("bare page rerun (pages/home.py)", bare_ms, bare_script),
+                       ("page rerun after changing the sentence", change_ms, change_script),
+                       ("page rerun, nothing changed (cached probe)", same_ms, same_script)],
+                      "ratio change / (probe + bare page)", ratio, ratio_script)
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, median_ms, median_script_ms  # noqa: E402  (sets the environment first)
+from _common import ROOT, median_ms, median_script_ms, print_rerun_table  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -115,21 +115,13 @@ def main() -> None:
     ratio_script = change_script / (decode_ms + bare_script)
     print(f"Seq2seq alignment view, CPU ({torch.get_num_threads()} torch threads), 15-token source, greedy, "
           f"model: {described}")
-    print(f"median of {runs} runs each; AppTest: wall time of AppTest.run(); script: the server-side script run "
-          "alone (no AppTest polling)\n")
-    print(f"| {'measurement':<52} | {'AppTest ms':>10} | {'script ms':>9} |")
-    print(f"|{'-' * 54}|{'-' * 12}|{'-' * 11}|")
-    for name, ms in [("bare greedy decode (Seq2Seq.greedy_decode)", decode_ms),
-                     ("view probe (alignment_trace, no cache)", probe_ms)]:
-        print(f"| {name:<52} | {ms:>10.1f} | {ms:>9.1f} |")
-    for name, ms, sms in [("bare page rerun (pages/home.py)", bare_ms, bare_script),
-                          ("page rerun after changing the sentence", change_ms, change_script),
-                          ("page rerun, nothing changed (cached probe)", same_ms, same_script)]:
-        print(f"| {name:<52} | {ms:>10.1f} | {sms:>9.1f} |")
-    print(f"| {'ratio change / (bare decode + bare page)':<52} | {ratio:>10.2f} | {ratio_script:>9.2f} |")
-    print(f"\ntarget ratio <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'} (AppTest), "
-          f"{'met' if ratio_script <= 1.5 else 'NOT met'} (script); load average {os.getloadavg()[0]:.1f}")
-
+    print(f"median of {runs} runs each\n")
+    print_rerun_table([("bare greedy decode (Seq2Seq.greedy_decode)", decode_ms),
+                       ("view probe (alignment_trace, no cache)", probe_ms)],
+                      [("bare page rerun (pages/home.py)", bare_ms, bare_script),
+                       ("page rerun after changing the sentence", change_ms, change_script),
+                       ("page rerun, nothing changed (cached probe)", same_ms, same_script)],
+                      "ratio change / (bare decode + bare page)", ratio, ratio_script)
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,6 @@
 """AppTest of pages/sampling.py: defaults, URL state, a local tiny GPT-2 (with and without tokenizer), bad input."""
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer.data import translation
-from explorer.data.vocab import SPECIALS, Vocab
+from explorer.data.vocab import Vocab
 from explorer.models.seq2seq import ATTENTIONS, Seq2Seq
 from explorer.probes.seq2seq import alignment_trace, length_accuracy, presets_for, target_tokens
 from explorer.registry import LoadedModel, builtin_names, load_model

@@ -12,7 +12,7 @@ Everything else (hiding special tokens, aggregations, the step-by-step table) is
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
