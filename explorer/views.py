@@ -32,7 +32,7 @@ VIEWS.append(View("pages/lstm_gates.py", "Recurrent cell", ":material/memory:", 
 VIEWS.append(View("pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention", "Per-head attention maps, rollout, masks and the Q·K/√d softmax arithmetic, live."))
 VIEWS.append(View("pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq", "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search."))
 VIEWS.append(View("pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings", "PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies and contextual embeddings."))
-VIEWS.append(View("pages/sampling.py", "Decoding strategies", ":material/casino:", "sampling", "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics."))
+VIEWS.append(View("pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies", "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics."))
 VIEWS.append(View("pages/lessons.py", "Lessons", ":material/school:", "lesson-plans", "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a question.", "Explorer"))
 
 # ------------------------------------------------------------------------------------------------ view state
@@ -70,7 +70,7 @@ PARAMS: dict[str, dict[str, object]] = {
         "nn": "text", "k": "int", "a": "text", "b": "text", "c": "text", "ka": "int", "x1": "text", "x2": "text",
         "y1": "text", "y2": "text", "layer": "int", "cfit": ("all", "layer"), "s1": "text", "s2": "text", "dw": "text",
     },
-    "sampling": {
+    "decoding-strategies": {
         "model": "model", "text": "text", "strategies": ["greedy", "sample", "top-k", "top-p", "typical", "min-p", "beam"],
         "seed": "int", "max_new": "int", "temperature": "float", "n": "int", "k": "int", "p": "float",
         "typical": "float", "minp": "float", "beam": "int", "lp": "float", "rep": "float", "ngram": "int",
@@ -86,5 +86,5 @@ MODEL_FAMILIES: dict[str, tuple[str, ...] | None] = {
     "self-attention": ("decoder", "encoder", "encoder-decoder"),
     "seq2seq": ("seq2seq-rnn", "encoder-decoder"),
     "word-embeddings": ("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict"),
-    "sampling": ("decoder", "rnn-lm", "encoder-decoder"),
+    "decoding-strategies": ("decoder", "rnn-lm", "encoder-decoder"),
 }

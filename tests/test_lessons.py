@@ -55,7 +55,7 @@ def test_shipped_lessons_cover_the_course() -> None:
         assert len(lesson) >= 5 and lesson.title and lesson.summary
         assert all(step.caption and step.question for step in lesson.steps), lesson.id
     pages = {step.page for lesson in SHIPPED for step in lesson.steps}
-    assert {"lstm-gates", "seq2seq", "self-attention", "positional-encodings", "word-embeddings", "sampling"} <= pages
+    assert {"lstm-gates", "seq2seq", "self-attention", "positional-encodings", "word-embeddings", "decoding-strategies"} <= pages
     models = {step.query.get("model") for lesson in SHIPPED for step in lesson.steps}
     assert {"builtin:rnn-lm", "builtin:lstm-lm", "builtin:gru-lm", "builtin:seq2seq-none", "builtin:seq2seq-bahdanau",
             "builtin:tiny-gpt", "builtin:word2vec", "pretrained:minilm"} <= models
@@ -137,7 +137,7 @@ MALFORMED = [
     ("text parsed as a bool", _step(**BASE, params={"text": True}), 2, "params.text", ["put it in quotes"]),
     ("list where a value is expected", _step(**BASE, params={"gate": ["f", "i"]}), 2, "params.gate",
      ["must be one of"]),
-    ("bad list item", _step(**{**BASE, "page": "sampling"}, params={"strategies": ["greedy", "nucleus"]}), 2,
+    ("bad list item", _step(**{**BASE, "page": "decoding-strategies"}, params={"strategies": ["greedy", "nucleus"]}), 2,
      "params.strategies", ["must be one of greedy"]),
     ("lesson context in params", _step(**BASE, params={"lesson_step": 2}), 2, "params.lesson_step",
      ["set by the lesson"]),

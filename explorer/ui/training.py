@@ -79,8 +79,8 @@ def _spec_form() -> TrainSpec | None:
 
 def _open_links(model_id: str, family: str) -> None:
     targets = {
-        "rnn-lm": ["lstm-gates", "sampling", "word-embeddings"],
-        "decoder": ["self-attention", "positional-encodings", "sampling", "word-embeddings"],
+        "rnn-lm": ["lstm-gates", "decoding-strategies", "word-embeddings"],
+        "decoder": ["self-attention", "positional-encodings", "decoding-strategies", "word-embeddings"],
         "seq2seq-rnn": ["seq2seq"],
         "word2vec": ["word-embeddings"],
     }.get(family, [])
