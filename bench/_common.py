@@ -84,6 +84,22 @@ def print_rerun_table(bare: list[tuple[str, float]], reruns: list[tuple[str, flo
           f"on {os.cpu_count()} CPUs")
 
 
+def open_page(script: str | None = None, params: dict[str, str] | None = None, timeout: float = 300):
+    """AppTest of app.py with `params` in the URL, switched to `script` (None: Home) and run; asserts the page drew
+    without an exception or error. Later `at.run()` calls are reruns of that page."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    if script:
+        at.switch_page(script)
+        at.run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    return at
+
+
 def median_ms(fn: Callable[[int], object], runs: int) -> float:
     """Median wall time of fn(i) for i in range(runs), in milliseconds."""
     times = []

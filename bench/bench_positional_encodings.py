@@ -18,24 +18,10 @@ import statistics
 import time
 from typing import Callable
 
-from _common import ROOT  # noqa: E402  (sets the environment first)
+from _common import open_page  # noqa: E402  (sets the environment first)
 
 PAGE = "pages/positional_encodings.py"
 
-
-
-def app(params: dict[str, str] | None = None, page: str | None = None):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    for k, v in (params or {}).items():
-        at.query_params[k] = v
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -53,7 +39,7 @@ def main() -> None:
     from explorer.probes import positions as P
     from explorer.registry import load_model, minilm_dir
 
-    home = app()
+    home = open_page()
     home.run()
     bare_rerun = statistics.median(timed(home.run) for _ in range(runs))
 
@@ -130,7 +116,7 @@ def main() -> None:
     for panel, control, params, widget, values, compute, view in cases:
         bare = statistics.median(timed(lambda v=v: compute(v)) for v in values)
         bare_fig = statistics.median(timed(lambda v=v: view(v)) for v in values)
-        at = app(params, PAGE)
+        at = open_page(PAGE, params)
         at.run()
         page = []
         for v in values:

@@ -17,10 +17,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, median_ms  # noqa: E402  (sets the environment first)
+from _common import median_ms, open_page  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from explorer import decoding as D  # noqa: E402
 from explorer.registry import builtin_names, load_model  # noqa: E402
@@ -80,18 +79,11 @@ def main() -> None:
         per[s.kind] = median_ms(lambda i, s=s: D.generate(lm, pr, s, i, 1, False), runs)
     gen_ms = median_ms(lambda i: bare(i + 1), runs)
 
-    home = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    home.run()
+    home = open_page()
     bare_page_ms = median_ms(lambda i: home.run(), runs)
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    for k, v in {"model": mid, "text": prompt(0), "strategies": ",".join(KINDS), "max_new": str(NEW), "n": "1",
-                 "eos": "0", "seed": "0"}.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page("pages/sampling.py")
-    at.run()
-    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    at = open_page("pages/sampling.py", {"model": mid, "text": prompt(0), "strategies": ",".join(KINDS),
+                                         "max_new": str(NEW), "n": "1", "eos": "0", "seed": "0"})
     at.run()
 
     def change(i: int) -> None:

@@ -21,7 +21,7 @@ import sys
 import textwrap
 import time
 
-from _common import ROOT, SCRIPT_MS  # noqa: E402  (sets the environment first)
+from _common import ROOT, SCRIPT_MS, open_page  # noqa: E402  (sets the environment first)
 
 PAGE = "pages/self_attention.py"
 WORDS = ("the animal did not cross the street because it was too tired and the robot must obey the orders "
@@ -53,19 +53,6 @@ def median_time(fn, runs: int) -> tuple[float, list[float]]:
 
 def chart_bytes(at) -> int:
     return sum(len(el.proto.spec) for el in at.get("plotly_chart"))
-
-
-def page(params: dict):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(PAGE)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 BERTVIZ = textwrap.dedent("""
@@ -154,7 +141,7 @@ def main() -> None:
     bare_at.run()
     bare, _ = median_time(lambda: bare_at.run(), runs)
 
-    at = page({"model": "pretrained:minilm", "text": texts[0]})
+    at = open_page(PAGE, {"model": "pretrained:minilm", "text": texts[0]})
     seeds = iter(texts[1:] + [text_of_tokens(tok, 20, 100 + i) for i in range(runs)])
 
     def rerun_new_text():
@@ -187,7 +174,7 @@ def main() -> None:
     n = len(tok(long_texts[0])["input_ids"])
     fwd512, _ = median_time(lambda: forward(long_texts[0]), runs)
     rows.append((f"{n} tokens: bare forward with attentions", fwd512, ""))
-    at = page({"model": "pretrained:minilm", "text": long_texts[0], "mode": "model", "token": "-1"})
+    at = open_page(PAGE, {"model": "pretrained:minilm", "text": long_texts[0], "mode": "model", "token": "-1"})
     size_model = chart_bytes(at)
     long_iter = iter(long_texts[1:] * runs)
     t_new, _ = median_time(lambda: at.text_input(key="text").set_value(next(long_iter)).run(), 2)
@@ -197,7 +184,7 @@ def main() -> None:
     t_head, _ = median_time(lambda: _select(at, "head", next(heads)), runs)
     rows.append((f"{n} tokens: model view rerun after changing the head (cached)", t_head,
                  f"chart data {chart_bytes(at) / 2**20:.2f} MB; < 3 s -> {'OK' if t_head < 3 else 'OVER'}"))
-    at2 = page({"model": "pretrained:minilm", "text": long_texts[0], "mode": "head", "token": "-1"})
+    at2 = open_page(PAGE, {"model": "pretrained:minilm", "text": long_texts[0], "mode": "head", "token": "-1"})
     t_hv, _ = median_time(lambda: _select(at2, "head", next(heads)), runs)
     rows.append((f"{n} tokens: head view rerun after changing the head (cached)", t_hv,
                  f"chart data {chart_bytes(at2) / 2**20:.2f} MB"))

@@ -16,10 +16,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, median_ms, median_script_ms, print_rerun_table  # noqa: E402  (sets the environment first)
+from _common import median_ms, median_script_ms, open_page, print_rerun_table  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from explorer.data import translation  # noqa: E402
 from explorer.probes.seq2seq import alignment_trace  # noqa: E402
@@ -85,18 +84,10 @@ def main() -> None:
     decode_ms = median_ms(bare, runs)
     probe_ms = median_ms(lambda i: alignment_trace(loaded, sentence(i + 1)), runs)
 
-    home = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    home.run()
+    home = open_page()
     bare_ms, bare_script = median_script_ms(lambda i: home.run(), runs)
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.query_params["model"] = mid
-    at.query_params["text"] = sentence(0)
-    at.query_params["allcurves"] = "0"
-    at.run()
-    at.switch_page("pages/seq2seq_attention.py")
-    at.run()
-    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    at = open_page("pages/seq2seq_attention.py", {"model": mid, "text": sentence(0), "allcurves": "0"})
     at.run()  # model loaded, length curve cached
 
     def change(i: int) -> None:
