@@ -168,7 +168,7 @@ def similarity_panel() -> None:
     st.latex(
         rf"PE(p+k) = R_k\,PE(p),\quad R_k = \mathrm{{diag}}\!\left(\begin{{bmatrix}}\cos k\omega_i & \sin k\omega_i\\ "
         rf"-\sin k\omega_i & \cos k\omega_i\end{{bmatrix}}\right)_i,\quad"
-        rf"\text{{pair }} {i}:\ k\omega_{{{i}}} = {k}\cdot{float(compute(P.sinusoidal, n, d, b).omega[i]):.6g} = {ang:.6g}"
+        rf"\text{{pair }} {i}:\ k\omega_{{{i}}} = {k}\cdot{float(P.frequencies(d, b)[i]):.6g} = {ang:.6g}"
         rf"\Rightarrow \begin{{bmatrix}}{np.cos(ang):.4f} & {np.sin(ang):.4f}\\ {-np.sin(ang):.4f} & {np.cos(ang):.4f}"
         rf"\end{{bmatrix}}"
     )

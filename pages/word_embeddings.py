@@ -69,6 +69,16 @@ def _projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: in
     return _fits().get(key, lambda: _fit_with_progress(table, rows, method, dims, params))
 
 
+def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
+    """The table rows of `words`, or None after a warning naming those the table lacks."""
+    locs = [P.locate(table, w, tokenizer) for w in words]
+    lost = [loc for loc in locs if not loc.found]
+    if lost:
+        st.warning(P.not_found_message(lost, table))
+        return None
+    return locs
+
+
 def _tex(word: str | None) -> str:
     """A word inside \\text{} in st.latex."""
     out = str(word or "")[:40]
@@ -171,7 +181,11 @@ else:
         st.warning(str(exc))
 
 if proj is not None:
-    in_bg = {int(r): i for i, r in enumerate(rows)}
+    if "rows" not in proj.memo:  # per fit, not per keystroke: labels of the N rows and where each row sits
+        labels = [table.classes[r] for r in rows]
+        proj.memo["rows"] = ({int(r): i for i, r in enumerate(rows)}, [table.words[r] for r in rows], labels,
+                             any(labels))
+    in_bg, words, classes, has_classes = proj.memo["rows"]
     points: list[V.Point] = []
     outside = [loc for loc in found if loc.row not in in_bg]
     for loc in found:
@@ -188,9 +202,6 @@ if proj is not None:
                        for loc, xyz in zip(outside, placed)]
             st.caption(f"{', '.join(loc.word for loc in outside)}: outside the {len(rows):,} fitted entries, placed "
                        f"with the fitted {PR.METHODS[method]}'s transform (diamonds).")
-    words = [table.words[r] for r in rows]
-    classes = [table.classes[r] for r in rows]
-    has_classes = any(classes)
     axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if method == "pca" else \
         [f"{PR.METHODS[method]} {i + 1}" for i in range(dims)]
     if theme.name not in proj.memo:  # the 30k-point background depends only on the fit: kept with it
@@ -218,10 +229,9 @@ with n1:
 with n2:
     k = state.slider("How many", 1, 50, key="k", default=10)
 if nn_word:
-    loc = P.locate(table, nn_word, tokenizer)
-    if not loc.found:
-        st.warning(P.not_found_message([loc], table))
-    else:
+    found_nn = _locate_all((nn_word,))
+    if found_nn:
+        loc = found_nn[0]
         ranked = P.neighbours(table, loc.row, k)
         st.dataframe(V.ranked_rows(ranked.words, ranked.cos), hide_index=True, width="stretch")
         if ranked.rows:
@@ -244,13 +254,10 @@ with a3:
 with a4:
     ka = state.slider("Answers", 1, 20, key="ka", default=5)
 if wa and wb and wc:
-    locs = [P.locate(table, w, tokenizer) for w in (wa, wb, wc)]
-    lost = [loc for loc in locs if not loc.found]
-    if lost:
-        st.warning(P.not_found_message(lost, table))
-    elif len(table) < 4:
+    locs = _locate_all((wa, wb, wc))
+    if locs is not None and len(table) < 4:
         st.warning("The table is too small for an analogy (it needs a fourth entry to answer with).")
-    else:
+    elif locs is not None:
         ranked = P.analogy(table, locs[0].row, locs[1].row, locs[2].row, ka)
         st.dataframe(V.ranked_rows(ranked.words, ranked.cos), hide_index=True, width="stretch")
         if ranked.rows:
@@ -276,11 +283,8 @@ with y1c:
 with y2c:
     y2 = state.text_input("y axis to", "y2", "big", max_chars=200, strip=True)
 if x1 and x2 and y1 and y2:
-    pair_locs = [P.locate(table, w, tokenizer) for w in (x1, x2, y1, y2)]
-    lost = [loc for loc in pair_locs if not loc.found]
-    if lost:
-        st.warning(P.not_found_message(lost, table))
-    else:
+    pair_locs = _locate_all((x1, x2, y1, y2))
+    if pair_locs is not None:
         try:
             xp, yp = (pair_locs[0].row, pair_locs[1].row), (pair_locs[2].row, pair_locs[3].row)
             axes_key = ("axes", len(rows), xp, yp, theme.name, x1, x2, y1, y2)

@@ -206,6 +206,11 @@ class Seq2Seq(nn.Module):
             return torch.cat([encoder_outputs[rows, last, :half], encoder_outputs[:, 0, half:]], -1)
         return encoder_outputs[rows, last]
 
+    def hidden(self, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """The decoder's hidden state (num_layers, B, H) of a decoder state: the tensor itself, or the first of
+        Luong input feeding's (s, h~) pair."""
+        return state[0] if self.input_feeding else state
+
     def decode_step(self, y_prev: torch.Tensor, state: torch.Tensor, encoder_outputs: torch.Tensor,
                     src_mask: torch.Tensor | None = None, _U_h: torch.Tensor | None = None) -> StepOutput:
         """One decoder step. y_prev (B,) ids, state (num_layers, B, H), encoder_outputs (B, S, H)."""

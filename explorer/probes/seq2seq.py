@@ -305,19 +305,13 @@ def _rnn_trace(loaded: Any, text: str, target: str, mode: str, beam: int, max_le
     )
 
 
-def _top(state: Any) -> torch.Tensor:
-    """The top layer's hidden state s (H,) of a decoder state: (num_layers, 1, H), or Luong input feeding's
-    (that, h~) pair."""
-    return (state[0] if isinstance(state, tuple) else state)[-1, 0]
-
-
 def _rnn_steps(model: Any, src: torch.Tensor, forced: list[int] | None, cap: int, zero_source: bool = False) -> dict:
     """Step the model's own decode_step: greedy (forced=None, stops at <eos> or cap) or forced tokens.
 
     The loop only keeps tensors; numbers are read out once after it (fewer small host copies per step)."""
     mask = model.make_src_mask(src)
     enc, state = model.encode(src, mask)
-    final = _f32(_top(state))
+    final = _f32(model.hidden(state)[-1, 0])
     if zero_source:  # "none": the decoder without its source summary (initial state and context both zero)
         enc = torch.zeros_like(enc)
         state = tuple(torch.zeros_like(x) for x in state) if isinstance(state, tuple) else torch.zeros_like(state)
@@ -327,11 +321,11 @@ def _rnn_steps(model: Any, src: torch.Tensor, forced: list[int] | None, cap: int
     luong = model.attention_kind.startswith("luong")
     logits, ctx, ss, alpha, scores, toks = [], [], [], [], [], []
     for t in range(n):
-        s_prev = _top(state)
+        s_prev = model.hidden(state)[-1, 0]
         step = model.decode_step(y, state, enc, mask)
         logits.append(step.logits[0])
         ctx.append(step.context[0])
-        ss.append(_top(step.state) if luong else s_prev)
+        ss.append(model.hidden(step.state)[-1, 0] if luong else s_prev)
         if step.attention is not None:
             alpha.append(step.attention[0])
             scores.append(step.scores[0])

@@ -42,11 +42,13 @@ def figure_spec(fig: go.Figure) -> dict:
     The figure is left unchanged."""
     if fig._frame_objs:
         return fig.to_dict()
-    layout = {k: _copy(v) for k, v in fig._layout.items() if k != "template"}
+    # The template holds plain JSON values only: it is shared, neither copied nor walked by convert_to_base64
+    # (put back afterwards at its own place in the key order).
+    layout = {k: None if k == "template" else _copy(v) for k, v in fig._layout.items()}
     spec = {"data": [_copy(trace) for trace in fig._data], "layout": layout}
     convert_to_base64(spec)
-    if "template" in fig._layout:  # plain JSON values (no arrays): shared, neither copied nor walked
-        spec["layout"] = {k: layout[k] if k != "template" else v for k, v in fig._layout.items()}
+    if "template" in layout:
+        layout["template"] = fig._layout["template"]
     return spec
 
 
