@@ -84,6 +84,22 @@ def print_rerun_table(bare: list[tuple[str, float]], reruns: list[tuple[str, flo
           f"on {os.cpu_count()} CPUs")
 
 
+def runs_and_threads(doc: str, runs: int, threads: int = 0, threads_help: str = "torch threads (0: torch's default)") -> int:
+    """Parse --runs and --threads for a bench whose docstring is `doc`; sets torch's thread count; returns the
+    number of runs (at least 5)."""
+    import argparse
+
+    import torch
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--threads", type=int, default=threads, help=threads_help)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return max(5, args.runs)
+
+
 def open_page(script: str | None = None, params: dict[str, str] | None = None, timeout: float = 300):
     """AppTest of app.py with `params` in the URL, switched to `script` (None: Home) and run; asserts the page drew
     without an exception or error. Later `at.run()` calls are reruns of that page."""

@@ -9,13 +9,12 @@ Uses builtin:lstm-lm; when that checkpoint is absent, a random model of the same
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
 from pathlib import Path
 
-from _common import median_ms, median_script_ms, open_page, print_rerun_table  # noqa: E402  (sets the environment first)
+from _common import median_ms, median_script_ms, open_page, print_rerun_table, runs_and_threads  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
 
@@ -60,13 +59,7 @@ def model_id() -> tuple[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    runs = max(5, args.runs)
+    runs = runs_and_threads(__doc__, 7)
     mid, described = model_id()
     loaded = load_model(mid, "cpu", "float32")
     rnn_gates(loaded, sentence(0))  # warm up

@@ -10,13 +10,12 @@ same config (emb 64, hidden 128, Bahdanau, vocabularies of the translation corpu
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
 from pathlib import Path
 
-from _common import median_ms, median_script_ms, open_page, print_rerun_table  # noqa: E402  (sets the environment first)
+from _common import median_ms, median_script_ms, open_page, print_rerun_table, runs_and_threads  # noqa: E402  (sets the environment first)
 
 import torch  # noqa: E402
 
@@ -62,14 +61,9 @@ def model_id() -> tuple[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads (default 1: on a busy 2-core machine more threads make each small "
-                             "GRU step wait for a second core, and the bare decode time becomes noise)")
-    args = parser.parse_args()
-    torch.set_num_threads(max(1, args.threads))
-    runs = max(5, args.runs)
+    runs = runs_and_threads(__doc__, 7, threads=1, threads_help=(
+        "torch intra-op threads (default 1: on a busy 2-core machine more threads make each small GRU step wait for "
+        "a second core, and the bare decode time becomes noise)"))
     mid, described = model_id()
     loaded = load_model(mid, "cpu", "float32")
     src_vocab = loaded.vocabs["src_vocab"]

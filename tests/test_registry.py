@@ -13,6 +13,7 @@ from explorer import registry
 from explorer.model_cache import ModelCache
 from explorer.registry import ModelId, ModelLoadError, load_model, register_upload
 from explorer.safe_load import CorruptFileError, UnsafeFileError
+from hostile import WritesAFile, pickle_payload_pt
 
 
 # ------------------------------------------------------------------------------------------- ids
@@ -137,31 +138,15 @@ def test_local_name_outside_model_path_is_not_opened(tmp_path, monkeypatch) -> N
 
 
 # ------------------------------------------------------------------------------- hostile files
-class _WritesAFile:
-    """A pickle payload: unpickling it would call open(marker, 'w'), creating the marker file."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
-def _hostile_pt(marker: Path) -> bytes:
-    buf = io.BytesIO()
-    torch.save({"weight": torch.zeros(2), "payload": _WritesAFile(str(marker))}, buf)
-    return buf.getvalue()
-
-
 def test_pickle_payload_upload_is_refused_and_does_not_run(tmp_path) -> None:
     marker = tmp_path / "pwned.txt"
-    data = _hostile_pt(marker)
+    data = pickle_payload_pt(marker)
     assert not marker.exists()  # torch.save did not call open(); only unpickling would
     with pytest.raises(UnsafeFileError, match="Nothing in it was executed"):
         register_upload([("model.pt", data)])
     assert not marker.exists()
     # the same bytes with plain pickle WOULD write the file: the test payload is real
-    pickle.loads(pickle.dumps(_WritesAFile(str(marker))))
+    pickle.loads(pickle.dumps(WritesAFile(str(marker))))
     assert marker.exists()
 
 
@@ -169,7 +154,7 @@ def test_pickle_payload_in_local_folder_is_refused(tmp_path, monkeypatch) -> Non
     marker = tmp_path / "pwned2.txt"
     folder = tmp_path / "models" / "evil"
     folder.mkdir(parents=True)
-    (folder / "model.pt").write_bytes(_hostile_pt(marker))
+    (folder / "model.pt").write_bytes(pickle_payload_pt(marker))
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path / "models"))
     with pytest.raises(UnsafeFileError):
         load_model("local:evil")
