@@ -14,7 +14,7 @@ import streamlit as st
 
 from explorer import lessons as L
 from explorer.ui import state
-from explorer.ui.widgets import page_header
+from explorer.ui.widgets import forget_sentence_input, page_header
 from explorer.views import HOME, PARAMS, VIEWS
 
 LESSONS_PATH = "lesson-plans"  # url_path of the Lessons page (explorer/views.py)
@@ -75,9 +75,7 @@ def _go(lesson: L.Lesson, index: int, start: bool = False) -> None:
     step = lesson.steps[index]
     for key in PARAMS.get(step.page, {}):
         st.session_state.pop(key, None)
-    for key in ("_text", "_st_keyup_text"):  # the sentence input's memory (explorer.ui.widgets.sentence_input)
-        st.session_state.pop(key, None)
-    st.session_state["_text_rev"] = st.session_state.get("_text_rev", 0) + 1
+    forget_sentence_input()
     if start and lesson.projector:
         st.session_state["projector"] = True
     st.session_state["live"] = False

@@ -11,10 +11,17 @@ from explorer.ui import settings, state
 MAX_CHARS = state.MAX_CHARS
 
 
+def forget_sentence_input() -> None:
+    """Drop the sentence input's memory (the live input's last text, the preset choice, the text carried between
+    views), so that the next view seeds it from `text` in the session or the URL."""
+    for key in ("_text", "_st_keyup_text"):
+        st.session_state.pop(key, None)
+    st.session_state["_text_rev"] = st.session_state.get("_text_rev", 0) + 1
+
+
 def _set_text(value: str) -> None:
     st.session_state["text"] = value
-    st.session_state.pop("_st_keyup_text", None)  # make the live input adopt the new value
-    st.session_state["_text_rev"] = st.session_state.get("_text_rev", 0) + 1
+    forget_sentence_input()  # the live input adopts the new value
 
 
 def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sentence",
