@@ -5,7 +5,9 @@ page is rerun with AppTest. Printed per panel (medians of RUNS runs, millisecond
   A probes       the probe functions the change needs, called directly (no Streamlit)
   B +figs        A plus building the panel's Plotly figures from the results (no Streamlit)
   R home         a rerun of the trivial page (pages/home.py) through app.py
-  page rerun     the positional-encodings page rerun after the control change (AppTest)
+  page rerun     the positional-encodings page rerun after the control change (AppTest), as the browser asks for
+                 it: the whole page, or only the st.fragment holding the control (marked "fragment"; the full-page
+                 rerun is printed below the table for those)
   /(A+R), /(B+R) page rerun divided by (A + R) and by (B + R); the issue's target is < 1.5 for /(A+R)
 
 Run: python bench/bench_positional_encodings.py [--runs 7]
@@ -15,10 +17,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from typing import Callable
 
-from _common import open_page  # noqa: E402  (sets the environment first)
+from _common import ROOT, open_page  # noqa: E402  (sets the environment first)
+
+sys.path.insert(0, str(ROOT / "tests"))
+from fragments import fragment_ids, run_fragment  # noqa: E402
 
 PAGE = "pages/positional_encodings.py"
 
@@ -101,7 +107,7 @@ def main() -> None:
 
         text = "The dog bit the man."
         cases += [
-            ("learned", "pos", {"panel": "learned"}, lambda at: at.slider(key="pos"), [100 + r for r in range(runs)],
+            ("learned", "pos (fragment)", {"panel": "learned"}, lambda at: at.slider(key="pos"), [100 + r for r in range(runs)],
              lambda v: None, learned_view),
             ("sentence", "seed", {"panel": "sentence"}, lambda at: at.number_input(key="seed"),
              [10 + r for r in range(runs)], lambda v: P.permutation_experiment(minilm, text, v),
@@ -112,16 +118,26 @@ def main() -> None:
              lambda v: sentence_view(v, 0)),
         ]
 
-    rows = []
+    rows, full_reruns = [], []
     for panel, control, params, widget, values, compute, view in cases:
         bare = statistics.median(timed(lambda v=v: compute(v)) for v in values)
         bare_fig = statistics.median(timed(lambda v=v: view(v)) for v in values)
         at = open_page(PAGE, params)
         at.run()
+        if "fragment" in control:  # the full-page rerun too, for comparison
+            full = []
+            for v in values:
+                widget(at).set_value(v + 50)
+                full.append(timed(at.run))
+            full_reruns.append((f"{panel} / {control}", statistics.median(full)))
+            page_tree, [fid] = at._tree, fragment_ids(at)
+            rerun_once = lambda: run_fragment(at, fid, page_tree)  # noqa: E731
+        else:
+            rerun_once = at.run
         page = []
         for v in values:
             widget(at).set_value(v)
-            page.append(timed(at.run))
+            page.append(timed(rerun_once))
             assert not at.exception, [e.value for e in at.exception]
         rerun = statistics.median(page)
         rows.append((f"{panel} / {control}", bare, bare_fig, bare_rerun, rerun,
@@ -136,6 +152,8 @@ def main() -> None:
     print("-" * len(header))
     for name, bare, bare_fig, base, rerun, ratio, ratio_fig in rows:
         print(f"{name:<24} {bare:9.1f} {bare_fig:9.1f} {base:8.1f} {rerun:11.1f} {ratio:7.2f} {ratio_fig:7.2f}")
+    for name, ms in full_reruns:
+        print(f"{name}: a full-page rerun instead of the fragment's would take {ms:.1f} ms")
 
 
 if __name__ == "__main__":

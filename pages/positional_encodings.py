@@ -241,12 +241,10 @@ def learned_panel() -> None:
     st.markdown(f"`{lt.source}` of **{lt.model_id}**: {n_rows} positions × {width} dimensions, {note}.")
     if lt.offset:
         st.caption(f"Rows 0..{lt.offset - 1} are not used for tokens: position 0 is row {lt.offset}.")
-    c1, c2, c3 = st.columns(3)
+    c1, c2 = st.columns(2)
     with c1:
-        pos = int_control("position pos", "pos", 0, n_rows - 1, DEFAULTS["pos"], slider=True)
-    with c2:
         kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
-    with c3:
+    with c2:
         dims = state.radio("PCA", [2, 3], key="pca", default=2, format_func=lambda x: f"{x}-D")
     model_key = (loaded.id, loaded.device, loaded.dtype)
     show(figure_once(("learned", *model_key), lambda: V.pe_heatmap(
@@ -256,7 +254,7 @@ def learned_panel() -> None:
         sim, theme, f"{kind} between learned positions", "position", "position", kind,
         max_cells=V.SIMILARITY_CELLS)),
          key="learned_similarity", filename="learned_similarity")
-    show(V.similarity_line(sim, pos, theme, kind), key="learned_similarity_line", filename="learned_line")
+    learned_line(sim, kind)
     show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(la.coords, la.explained, theme, dims)),
          key="learned_pca", filename="learned_pca")
     what_to_notice([
@@ -266,6 +264,14 @@ def learned_panel() -> None:
         "and cosines: training rediscovers something like the sinusoidal code.",
         "Positions rarely seen in training (the last rows for models trained on short texts) are less orderly.",
     ])
+
+
+@st.fragment
+def learned_line(sim: np.ndarray, kind: str) -> None:
+    """One position against all others. A fragment: moving the slider redraws this line only, not the two
+    512-row heatmaps above (1.4 MB of chart data for MiniLM)."""
+    pos = int_control("position pos", "pos", 0, sim.shape[0] - 1, DEFAULTS["pos"], slider=True)
+    show(V.similarity_line(sim, pos, theme, kind), key="learned_similarity_line", filename="learned_line")
 
 
 def sentence_panel() -> None:

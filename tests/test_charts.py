@@ -9,7 +9,7 @@ import plotly.io as pio
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.ui.charts import figure_spec
+from explorer.ui.charts import _Serialized, figure_spec, serialize
 from explorer.viz import attention as A
 from explorer.viz import embeddings as E
 from explorer.viz import theme as T
@@ -37,6 +37,24 @@ def test_figure_spec_equals_to_dict(name):
     before = pio.to_json(fig.to_dict(), validate=False)
     assert pio.to_json(figure_spec(fig), validate=False) == before
     assert pio.to_json(fig.to_dict(), validate=False) == before  # the figure itself is unchanged
+
+
+@pytest.mark.parametrize("name", [*_figures(), "odd values"])
+def test_serialized_spec_gives_the_same_json(name):
+    """The once-serialised spec yields exactly the JSON Plotly makes of the spec, including values orjson cannot
+    take itself (object arrays holding numpy scalars, dates) and a trace uid (dropped, as to_json drops it)."""
+    if name == "odd values":
+        fig = T.figure([{"type": "scatter", "uid": "u1", "x": np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[D]"),
+                         "y": np.array([np.float32(0.5), None], dtype=object), "text": np.array(["</script>", "ü"])}],
+                       {"title": {"text": "a/b <c>"}, "width": 640})
+    else:
+        fig = _figures()[name]
+    spec = figure_spec(fig)
+    expected = pio.to_json(spec, validate=False)
+    fast = serialize(figure_spec(fig))
+    assert isinstance(fast, _Serialized)
+    assert pio.to_json(fast, validate=False) == expected
+    assert fast.get("layout") == {k: v for k, v in spec["layout"].items() if k in ("width", "height")}
 
 
 @pytest.mark.parametrize("name", list(_figures()))
@@ -82,9 +100,19 @@ def test_show_sends_what_plotly_chart_sends(projector):
     assert not at.exception, [e.value for e in at.exception]
     charts = at.get("plotly_chart")
     assert len(charts) == 6
-    spec = [json.loads(c.proto.spec) for c in charts]
-    assert spec[0] == spec[3]  # show(fig) == st.plotly_chart(fig)
-    assert spec[1] == spec[4]  # show(base, overlay=) == one figure with both trace lists
-    assert spec[2] == spec[5]  # a second show of the same figure: same spec from the cache
+    sent = [c.proto.spec for c in charts]  # the JSON strings, compared byte for byte
+    assert sent[0] == sent[3]  # show(fig) == st.plotly_chart(fig)
+    assert sent[1] == sent[4]  # show(base, overlay=) == one figure with both trace lists
+    assert sent[2] == sent[5]  # a second show of the same figure: same spec from the cache
+    spec = [json.loads(s) for s in sent]
     assert [c.proto.config for c in charts[:3]] == [c.proto.config for c in charts[3:]]
     assert spec[0]["data"][0]["type"] == "heatmap" and len(spec[1]["data"]) == len(spec[2]["data"]) + 1
+
+
+def test_escapes_are_plotlys():
+    """The escapes made once per figure are the ones Plotly applies to its orjson output on every send."""
+    from plotly.io import _json
+
+    from explorer.ui import charts
+
+    assert charts._SWAPS == _json._swap_orjson

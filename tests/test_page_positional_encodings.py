@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
+from fragments import fragment_ids, run_fragment
 from explorer.probes import positions as P
 from explorer.registry import minilm_dir
 
@@ -133,6 +134,32 @@ def test_learned_panel_shows_the_models_weights() -> None:
     np.testing.assert_allclose(_array(sim["data"][0]["z"]), (unit @ unit.T)[::2, ::2], atol=1e-5)
     np.testing.assert_array_equal(_array(sim["data"][0]["x"]), np.arange(0, 512, 2))
     assert "every 2nd row and column" in sim["layout"]["title"]["text"]
+
+
+@needs_minilm
+def test_learned_position_slider_reruns_only_its_fragment() -> None:
+    """Moving the position redraws the line (the model's own similarities of that row) and nothing else: the two
+    512-row heatmaps are not sent again. The slider keeps its value in the URL and through full reruns."""
+    from safetensors.numpy import load_file
+
+    at = run_page(PAGE, {"panel": "learned", "model": "pretrained:minilm", "sim": "cosine", "pos": "40"})
+    assert_no_exception(at)
+    page = at._tree
+    [fid] = fragment_ids(at)
+    w = load_file(str(minilm_dir() / "model.safetensors"))["embeddings.position_embeddings.weight"].astype(np.float64)
+    unit = w / np.linalg.norm(w, axis=1, keepdims=True)
+    for pos in (0, 137, 511):
+        at.slider(key="pos").set_value(pos)
+        run_fragment(at, fid, page)
+        assert_no_exception(at)
+        assert [el.proto.id.rsplit("-", 1)[-1] for el in at.get("plotly_chart")] == ["learned_similarity_line"]
+        line = chart(at, "learned_similarity_line")["data"][0]
+        np.testing.assert_allclose(_array(line["y"]), unit[pos] @ unit.T, atol=1e-5)
+        assert at.query_params["pos"] == str(pos)
+    at.run()  # a full rerun (another control) keeps the position and draws every chart again
+    assert_no_exception(at)
+    assert at.slider(key="pos").value == 511
+    assert len(at.get("plotly_chart")) == 4
 
 
 def test_learned_panel_with_unsupported_or_bad_model() -> None:

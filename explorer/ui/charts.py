@@ -1,18 +1,26 @@
 """Show Plotly figures with the current theme and a toolbar that exports PNG/SVG at projector resolution.
 
 st.plotly_chart turns a Figure into a dict with `Figure.to_dict()`, a deep copy of every array (5-300 ms for a
-large figure, on every rerun). `show` builds that dict once per figure and theme without copying the arrays,
-keeps it on the figure (figures cached by a page are not rebuilt), and hands it over ready-made. A test checks
-that the chart sent to the browser is byte-for-byte the one `st.plotly_chart(fig)` sends.
+large figure), then into JSON, on every rerun. `show` builds that dict once per figure and theme without copying
+the arrays, serialises each trace and the layout once (orjson, as Plotly does), keeps the result on the figure
+(figures cached by a page are neither rebuilt nor re-serialised) and hands Streamlit the JSON ready-made. A test
+checks that the chart sent to the browser is byte-for-byte the one `st.plotly_chart(fig)` sends.
 """
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 import streamlit as st
 from _plotly_utils.utils import convert_to_base64
 from plotly.basedatatypes import BaseFigure
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson is in requirements.txt
+    orjson = None
 
 from explorer.ui import settings
 from explorer.viz.theme import apply, export_config
@@ -28,12 +36,75 @@ class _Prebuilt(BaseFigure):
         return self._spec
 
 
+class _Serialized(dict):
+    """A figure serialised beforehand, as st.plotly_chart consumes it.
+
+    As a dict it holds what Streamlit reads besides the JSON: an empty trace list (plotly.io.to_json strips trace
+    uids from it) and the layout's width and height. `plotly.io.to_json` asks it for `to_plotly_json()` and gets
+    the JSON of each trace and of the layout as orjson Fragments, which orjson copies into the output unchanged.
+    """
+
+    def __init__(self, parts: dict[str, Any]) -> None:
+        layout = parts.get("_size", {})
+        super().__init__(data=[], layout=layout)
+        self.parts = parts
+
+    def to_plotly_json(self) -> dict:
+        return {k: v for k, v in self.parts.items() if k != "_size"}
+
+    def with_overlay(self, overlay: "_Serialized") -> "_Serialized":
+        """The traces of `overlay` drawn after (on top of) this figure's."""
+        return _Serialized({**self.parts, "data": self.parts["data"] + overlay.parts["data"]})
+
+
+def _escape(text: str) -> str:
+    """Plotly's escaping of its JSON output (plotly.io._json._safe with the orjson swaps); idempotent."""
+    for unsafe, safe in _SWAPS:
+        if unsafe in text:
+            text = text.replace(unsafe, safe)
+    return text
+
+
+_SWAPS = (("<", "\\u003c"), (">", "\\u003e"), ("/", "\\u002f"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY if orjson is not None else 0
+
+
+def _fragment(value: Any) -> Any:
+    """`value` as JSON that orjson embeds verbatim (Plotly's own conversion when orjson alone cannot), with
+    Plotly's HTML-safe escapes (<, >, / as \\u003c …) already made: Plotly escapes the whole output again,
+    which changes nothing then and costs only a scan (base64 arrays are full of '/')."""
+    try:
+        text = orjson.dumps(value, option=_OPTIONS).decode()
+    except TypeError:
+        text = pio.json.to_json_plotly(value, engine="orjson")
+    return orjson.Fragment(_escape(text).encode())
+
+
+def serialize(spec: dict) -> dict | _Serialized:
+    """`spec` (from figure_spec) with each trace and the layout serialised once; `spec` itself when Plotly would
+    not use orjson (the JSON engine is configurable) or orjson lacks Fragment."""
+    if orjson is None or not hasattr(orjson, "Fragment") or pio.json.config.default_engine not in ("auto", "orjson"):
+        return spec
+    parts: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key == "data":  # without uids, as plotly.io.to_json sends traces
+            parts[key] = [_fragment({k: v for k, v in t.items() if k != "uid"}) for t in value]
+        else:
+            parts[key] = _fragment(value)
+    layout = spec.get("layout") or {}
+    parts["_size"] = {k: layout[k] for k in ("width", "height") if k in layout}
+    return _Serialized(parts)
+
+
 def _copy(value: Any) -> Any:
-    """Copy dicts and lists (which convert_to_base64 rewrites in place), not the arrays and strings they hold."""
+    """Copy dicts and lists (which convert_to_base64 rewrites in place), not the arrays and strings they hold.
+    Arrays of text become lists, as Plotly's JSON encoder would make them (orjson takes only numeric arrays)."""
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_copy(v) for v in value] if value and isinstance(value[0], (dict, list)) else list(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "UO":
+        return value.tolist()
     return value
 
 
@@ -52,12 +123,13 @@ def figure_spec(fig: go.Figure) -> dict:
     return spec
 
 
-def _themed_spec(fig: go.Figure, theme: Any) -> dict:
-    """fig's spec under `theme`, built once per (figure, theme); the figure must not change after it is shown."""
+def _themed_spec(fig: go.Figure, theme: Any) -> dict | _Serialized:
+    """fig's serialised spec under `theme`, built once per (figure, theme); the figure must not change after it
+    is shown."""
     cached = getattr(fig, "_explorer_spec", None)
     if cached is None or cached[0] != theme.name:
         apply(fig, theme)
-        cached = (theme.name, figure_spec(fig))
+        cached = (theme.name, serialize(figure_spec(fig)))
         fig._explorer_spec = cached
     return cached[1]
 
@@ -72,7 +144,11 @@ def show(fig: go.Figure, key: str | None = None, filename: str = "explorer", ove
     theme = settings.theme()
     spec = _themed_spec(fig, theme)
     if overlay is not None:
-        spec = {**spec, "data": spec["data"] + _themed_spec(overlay, theme)["data"]}
+        top = _themed_spec(overlay, theme)
+        if isinstance(spec, _Serialized) and isinstance(top, _Serialized):
+            spec = spec.with_overlay(top)
+        else:
+            spec = {**spec, "data": spec["data"] + top["data"]}
     fmt = str(st.session_state.get("export_format", "png"))
     return st.plotly_chart(
         _Prebuilt(spec),
