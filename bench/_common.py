@@ -2,7 +2,8 @@
 
 Import it before torch/streamlit: `from _common import ROOT, median_ms`. Every bench runs AppTest with one
 ScriptCache shared across reruns, as the server does (BENCH_COMPILE_EVERY_RUN=1 keeps AppTest's default of
-compiling each page on every run).
+compiling each page on every run), and waits for a run on an event instead of AppTest's 1 ms polling loop
+(BENCH_APPTEST_POLLING=1 keeps the polling).
 """
 from __future__ import annotations
 
@@ -52,6 +53,36 @@ def _time_script_runs() -> None:
             SCRIPT_MS.append((time.perf_counter() - t0) * 1000)
 
     script_runner.ScriptRunner._run_script = timed
+
+
+def _wait_without_polling() -> None:
+    """AppTest waits for a script run by polling it every millisecond from the main thread (a scan of all the
+    run's events each time), which takes the GIL from the script thread hundreds of times per run and slows the
+    Python parts of a model's forward pass by ~10%. A server's main thread has no such loop: here the main thread
+    blocks on an event set when the run ends, as AppTest's own timeout handling expects."""
+    import threading
+
+    from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+    from streamlit.testing.v1 import local_script_runner
+
+    def wait(runner, timeout: float = 3) -> None:
+        done = threading.Event()
+
+        def on_event(sender, event, **kwargs) -> None:
+            if event == ScriptRunnerEvent.SHUTDOWN:
+                done.set()
+
+        runner.on_event.connect(on_event, weak=False)
+        try:
+            if runner.script_stopped() or done.wait(timeout):
+                return
+        finally:
+            runner.on_event.disconnect(on_event)
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    local_script_runner.require_widgets_deltas = wait
 
 
 def median_script_ms(fn: Callable[[int], object], runs: int) -> tuple[float, float]:
@@ -128,4 +159,6 @@ def median_ms(fn: Callable[[int], object], runs: int) -> float:
 
 if os.environ.get("BENCH_COMPILE_EVERY_RUN") != "1":
     share_script_cache()
+if os.environ.get("BENCH_APPTEST_POLLING") != "1":
+    _wait_without_polling()
 _time_script_runs()

@@ -24,7 +24,7 @@ from typing import Callable
 from _common import ROOT, open_page  # noqa: E402  (sets the environment first)
 
 sys.path.insert(0, str(ROOT / "tests"))
-from fragments import fragment_ids, run_fragment  # noqa: E402
+from fragments import fragment_ids, page_states, run_fragment  # noqa: E402
 
 PAGE = "pages/positional_encodings.py"
 
@@ -130,7 +130,7 @@ def main() -> None:
                 widget(at).set_value(v + 50)
                 full.append(timed(at.run))
             full_reruns.append((f"{panel} / {control}", statistics.median(full)))
-            page_tree, [fid] = at._tree, fragment_ids(at)
+            page_tree, [fid] = page_states(at), fragment_ids(at)
             rerun_once = lambda: run_fragment(at, fid, page_tree)  # noqa: E731
         else:
             rerun_once = at.run

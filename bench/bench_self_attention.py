@@ -1,8 +1,10 @@
 """Benchmark of the self-attention view (pretrained:minilm, CPU).
 
 Prints medians of >= 5 runs:
-  * 20 tokens: bare forward pass with attentions, bare page rerun (AppTest of a trivial script), the page rerun
-    after changing the sentence (head view, the default), and the budget: page <= 1.5 x forward + bare page.
+  * 20 tokens: bare forward pass with attentions, bare page rerun (AppTest of a trivial script), the rerun after
+    changing the sentence (head view, the default) as the browser asks for it: the view is an st.fragment, so
+    only the fragment reruns; the budget is the issue's: rerun <= 1.5 x forward. The same change as a full-page
+    rerun is printed too.
   * 512 tokens: model view rerun with a new text (forward + figures) and after changing the head (cached
     trace), the head view, and the chart data each sends to the browser (sum of the Plotly spec JSON sizes).
   * BertViz head_view and model_view (html_action="return") on the same 512-token input, in a subprocess with a
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -23,13 +26,18 @@ import time
 
 from _common import ROOT, SCRIPT_MS, open_page  # noqa: E402  (sets the environment first)
 
+sys.path.insert(0, str(ROOT / "tests"))
+from fragments import fragment_ids, page_states, run_fragment  # noqa: E402
+
 PAGE = "pages/self_attention.py"
 WORDS = ("the animal did not cross the street because it was too tired and the robot must obey the orders "
          "given it by people who were watching from the other side of the road").split()
 
 
 def sentence(n_words: int, seed: int) -> str:
-    return " ".join(WORDS[(seed + i) % len(WORDS)] for i in range(n_words))
+    """n_words words of WORDS, a different sentence for every seed (so no rerun is served from the cache)."""
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n_words))
 
 
 def text_of_tokens(tok, n_tokens: int, seed: int = 0) -> str:
@@ -142,32 +150,47 @@ def main() -> None:
     bare, _ = median_time(lambda: bare_at.run(), runs)
 
     at = open_page(PAGE, {"model": "pretrained:minilm", "text": texts[0]})
-    seeds = iter(texts[1:] + [text_of_tokens(tok, 20, 100 + i) for i in range(runs)])
+    page_tree, [fid] = page_states(at), fragment_ids(at)
+    seeds = iter(texts[1:] + [text_of_tokens(tok, 20, 100 + i) for i in range(3 * runs)])
 
-    def rerun_new_text():
-        at.text_input(key="text").set_value(next(seeds)).run()
+    def rerun_new_text():  # what the browser asks for: the sentence is inside the view's st.fragment
+        at.text_input(key="text").set_value(next(seeds))
+        run_fragment(at, fid, page_tree)
         assert not at.exception
 
     rerun_new_text()  # warm (imports, first figure)
     n_before = len(SCRIPT_MS)
     pg, _ = median_time(rerun_new_text, runs)
     script = statistics.median(SCRIPT_MS[n_before:]) / 1000
-    budget = 1.5 * fwd + bare
+
+    full_at = open_page(PAGE, {"model": "pretrained:minilm", "text": texts[0]})
+
+    def full_rerun_new_text():
+        full_at.text_input(key="text").set_value(next(seeds)).run()
+        assert not full_at.exception
+
+    full_rerun_new_text()
+    n_before = len(SCRIPT_MS)
+    full, _ = median_time(full_rerun_new_text, runs)
+    full_script = statistics.median(SCRIPT_MS[n_before:]) / 1000
+    budget = 1.5 * fwd
     rows += [
         ("20 tokens: bare forward with attentions", fwd, ""),
         ("20 tokens: bare page rerun (trivial AppTest script)", bare, ""),
-        ("20 tokens: page rerun after changing the sentence (head view)", pg,
-         f"ratio (page − bare) / forward = {(pg - bare) / fwd:.2f}; budget 1.5×fwd + bare = {budget * 1000:.0f} ms "
+        ("20 tokens: rerun after changing the sentence (head view; the view's fragment)", pg,
+         f"ratio rerun / forward = {pg / fwd:.2f}; budget 1.5 × forward = {budget * 1000:.1f} ms "
          f"-> {'OK' if pg <= budget else 'OVER'}"),
         ("20 tokens: the same rerun, server-side script run only (no AppTest polling)", script,
          f"ratio script / forward = {script / fwd:.2f} (target 1.5)"),
+        ("20 tokens: the same change as a full-page rerun (app shell, sidebar, lesson bar)", full,
+         f"server-side script {full_script * 1000:.1f} ms; (rerun − bare) / forward = {(full - bare) / fwd:.2f}"),
     ]
 
     def rerun_same():
-        at.run()
+        full_at.run()
 
     same, _ = median_time(rerun_same, runs)
-    rows.append(("20 tokens: page rerun, nothing changed (cached trace)", same, ""))
+    rows.append(("20 tokens: full-page rerun, nothing changed (cached trace)", same, ""))
 
     # ---------------------------------------------------------------- 512 tokens
     long_texts = [text_of_tokens(tok, 512, seed) for seed in range(3)]

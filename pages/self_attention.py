@@ -5,6 +5,7 @@ import streamlit as st
 from explorer.adapters.transformer import STREAM_LABELS
 from explorer.probes.self_attention import (
     PRESETS,
+    attention_shape,
     attention_trace,
     default_query,
     find_token,
@@ -27,65 +28,14 @@ MODES = {"head": "Head view", "model": "Model view (all heads)", "steps": "Step 
 AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over heads", "rollout": "rollout (layers 0…l)"}
 
 
-top = st.columns([2, 1])
-with top[0]:
+with st.columns([2, 1])[0]:
     model_id = model_picker(["decoder", "encoder", "encoder-decoder"], default="pretrained:minilm")
 loaded = get_model(model_id)
 if loaded is None:
     st.stop()
 
-text = sentence_input(PRESETS[0], PRESETS)
-pair = ""
-if loaded.family == "encoder":
-    pair = state.text_input("Second sentence (optional: joined to the first by [SEP], segment B)", "pair")
-elif loaded.family == "encoder-decoder":
-    pair = state.text_input("Decoder text (the target the decoder reads; empty = the same text)", "pair")
 
-mode = state.radio("View", list(MODES), key="mode", default="head", format_func=MODES.get)
-pad = 0
-if mode == "masks" and loaded.tokenizer is not None and loaded.family != "encoder-decoder":
-    pad = state.slider("Padding tokens appended (attention_mask = 0)", 0, 16, key="pad", default=3)
-
-stream = ""
-if loaded.family == "encoder-decoder":
-    with top[1]:
-        stream = state.selectbox("Attention", ["encoder", "decoder", "cross"], key="stream",
-                                 format_func=STREAM_LABELS.get)
-
-trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
-if trace.error:
-    st.warning(trace.error)
-    st.stop()
-for note in trace.notes:
-    st.info(note)
-if not trace.tokens:
-    st.stop()
-
-L, H, T = trace.n_layers, trace.n_heads, len(trace.tokens)
-cols = st.columns([1, 1, 2, 2])
-with cols[0]:
-    layer = state.selectbox("Layer", list(range(L)), key="layer", default=0)
-with cols[1]:
-    head = state.selectbox("Head", list(range(H)), key="head", default=0)
-with cols[2]:
-    extra = state.multiselect("Overlay heads", list(range(H)), key="heads", default=[],
-                              help="Several heads of this layer at once: one colour each in the line view, "
-                                   "their mean in the heatmap.")
-with cols[3]:
-    labels = viz.display_tokens(trace.tokens)
-    token = state.selectbox("Query token", [-1, *range(T)], key="token",
-                            default=default_query(trace.tokens, trace.special),
-                            format_func=lambda i: "— all tokens —" if i < 0 else f"{i}: {labels[i]}",
-                            help="Isolates this token's attention (its row).")
-heads = [head, *[h for h in extra if h != head]]
-hide = state.toggle("Hide special tokens ([CLS], [SEP], <s>, </s>, <bos>, [PAD]) and renormalise rows", key="hide",
-                    default=False)
-
-st.caption(f"{trace.model_id} · {trace.adapter} · {trace.stream_label} · {L} layers × {H} heads · "
-           f"{T} query tokens" + (" · causal (decoder)" if trace.causal else ""))
-
-
-def shown(matrix: np.ndarray):
+def shown(trace, matrix: np.ndarray, hide: bool):
     """The matrix as displayed (special tokens hidden or not), with the note about renormalisation."""
     if not hide:
         return matrix, None, None
@@ -100,8 +50,95 @@ def pick(seq, idx):
     return [seq[i] for i in idx] if idx is not None else list(seq)
 
 
-if mode in ("head", "model"):
-    how = state.radio("Aggregation", list(AGGS), key="agg", default="heads", format_func=AGGS.get)
+c_mode, c_stream = st.columns([2, 1])
+with c_mode:
+    mode = state.radio("View", list(MODES), key="mode", default="head", format_func=MODES.get)
+stream = ""
+if loaded.family == "encoder-decoder":
+    with c_stream:
+        stream = state.selectbox("Attention", ["encoder", "decoder", "cross"], key="stream",
+                                 format_func=STREAM_LABELS.get)
+pad = 0
+if mode == "masks" and loaded.tokenizer is not None and loaded.family != "encoder-decoder":
+    pad = state.slider("Padding tokens appended (attention_mask = 0)", 0, 16, key="pad", default=3)
+shape = probe(attention_shape, loaded, stream)
+if shape.error:
+    st.warning(shape.error)
+    st.stop()
+L, H = shape.n_layers, shape.n_heads
+cols = st.columns([1, 1, 2, 2])
+with cols[0]:
+    layer = state.selectbox("Layer", list(range(L)), key="layer", default=0)
+with cols[1]:
+    head = state.selectbox("Head", list(range(H)), key="head", default=0)
+with cols[2]:
+    extra = state.multiselect("Overlay heads", list(range(H)), key="heads", default=[],
+                              help="Several heads of this layer at once: one colour each in the line view, "
+                                   "their mean in the heatmap.")
+with cols[3]:
+    how = state.radio("Aggregation", list(AGGS), key="agg", default="heads", format_func=AGGS.get) \
+        if mode in ("head", "model") else "heads"
+hide = state.toggle("Hide special tokens ([CLS], [SEP], <s>, </s>, <bos>, [PAD]) and renormalise rows",
+                    key="hide", default=False)
+
+
+@st.fragment
+def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int], how: str, hide: bool) -> None:
+    """The sentence and everything drawn from it. A fragment: typing a sentence (or picking a query token) reruns
+    this part only, not the app's navigation, sidebar, lesson bar and the controls above, which are its
+    arguments."""
+    head = heads[0]
+    text = sentence_input(PRESETS[0], PRESETS)
+    pair = ""
+    if loaded.family == "encoder":
+        pair = state.text_input("Second sentence (optional: joined to the first by [SEP], segment B)", "pair")
+    elif loaded.family == "encoder-decoder":
+        pair = state.text_input("Decoder text (the target the decoder reads; empty = the same text)", "pair")
+
+    trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
+    if trace.error:
+        st.warning(trace.error)
+        return
+    for note in trace.notes:
+        st.info(note)
+    if not trace.tokens:
+        return
+
+    L, H, T = trace.n_layers, trace.n_heads, len(trace.tokens)
+    labels = viz.display_tokens(trace.tokens)
+    token = state.selectbox("Query token", [-1, *range(T)], key="token",
+                            default=default_query(trace.tokens, trace.special),
+                            format_func=lambda i: "— all tokens —" if i < 0 else f"{i}: {labels[i]}",
+                            help="Isolates this token's attention (its row).")
+    st.caption(f"{trace.model_id} · {trace.adapter} · {trace.stream_label} · {L} layers × {H} heads · "
+               f"{T} query tokens" + (" · causal (decoder)" if trace.causal else ""))
+    if mode in ("head", "model"):
+        maps_view(trace, mode, layer, heads, how, token, hide, labels)
+    elif mode == "steps":
+        steps_view(trace, layer, head, token)
+    elif mode == "masks":
+        masks_view(trace, layer, head)
+    elif mode == "compare":
+        compare_view(loaded, trace, stream, layer, head, token, labels)
+
+    if mode != "steps":
+        st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d}}+M\Big)V"
+                 r"\qquad\text{rollout: }\tilde A_l=\mathrm{rownorm}(\tfrac12 A_l+\tfrac12 I),\ R_l=\tilde A_l R_{l-1}")
+        if 0 <= token < T:
+            row_w = trace.attentions[layer, head, token].astype(np.float64)
+            j = int(np.argmax(row_w))
+            st.caption(f"Live: layer {layer}, head {head}: “{labels[token]}” gives its largest weight "
+                       f"a = {row_w[j]:.4f} to “{viz.display_tokens(trace.key_tokens)[j]}”; its row sums to "
+                       f"{row_w.sum():.6f}.")
+        if not trace.has_arithmetic and trace.arithmetic_note:
+            st.caption(trace.arithmetic_note)
+
+
+def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: int, hide: bool,
+              labels: list[str]) -> None:
+    """Head view (heatmap + line view) or model view (layers × heads grid + the chosen head enlarged)."""
+    H, T = trace.n_heads, len(trace.tokens)
+    head = heads[0]
     if how == "rollout" and trace.rollout is None:
         st.info("Rollout is defined for self-attention (queries and keys from the same sequence).")
         how = "heads"
@@ -114,7 +151,7 @@ if mode in ("head", "model"):
             f"layer {layer}, mean of heads {', '.join(map(str, heads))}",
             "mean": f"layer {layer}, mean over {H} heads", "max": f"layer {layer}, max over {H} heads (rows need "
             "not sum to 1)", "rollout": f"attention rollout through layers 0…{layer}"}[how]
-    z, rows, kcols = shown(matrix)
+    z, rows, kcols = shown(trace, matrix, hide)
     q_tok, k_tok = pick(trace.tokens, rows), pick(trace.key_tokens, kcols)
     row = None
     if token >= 0:
@@ -128,14 +165,16 @@ if mode in ("head", "model"):
             st.caption(f"{T} tokens: the line view draws the {viz.MAX_LINES:,} strongest lines; pick a query token "
                        "to isolate its row.")
         if how == "heads" and len(heads) > 1:
-            mats = [shown(head_matrix(trace, layer, [h]))[0] for h in heads]
+            mats = [shown(trace, head_matrix(trace, layer, [h]), hide)[0] for h in heads]
             names = [f"head {h}" for h in heads]
         else:
             mats, names = [z], [what]
         show(viz.line_view(mats, names, q_tok, k_tok, theme, query=row, rows=rows, cols=kcols),
              key="line_view", filename=f"attention-lines-L{layer}")
 
-elif mode == "steps":
+
+def steps_view(trace, layer: int, head: int, token: int) -> None:
+    """The lecture's table for one query: q·k, ÷√d, mask, softmax, a·v, from the layer's own weights."""
     q_idx = token if token >= 0 else default_query(trace.tokens, trace.special)
     steps = step_by_step(trace, layer, head, q_idx)
     if steps is None:
@@ -179,7 +218,9 @@ elif mode == "steps":
         show(viz.steps_figure(steps.key_tokens, steps.scaled + steps.mask, steps.probs, steps.query_token, theme),
              key="steps_bars", filename=f"attention-steps-L{layer}-H{head}")
 
-elif mode == "masks":
+
+def masks_view(trace, layer: int, head: int) -> None:
+    """The mask M drawn explicitly (causal −∞ triangle, padding columns) and the weights after the softmax."""
     st.latex(r"\mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d}} + M\Big),\quad M_{ij}=\begin{cases}0 & \text{allowed}\\"
              r"-\infty & \text{masked (future token or padding)}\end{cases}")
     if trace.causal:
@@ -196,7 +237,9 @@ elif mode == "masks":
                           f"After the softmax: layer {layer}, head {head}", theme), key="masked_heatmap",
          filename=f"attention-masked-L{layer}-H{head}")
 
-elif mode == "compare":
+
+def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, labels: list[str]) -> None:
+    """Where the same word looks in two sentences ("…too tired" / "…too wide")."""
     other = state.text_input("Second sentence to compare", "compare", PRESETS[2])
     trace_b = probe(attention_trace, loaded, other, "", stream, 0)
     if trace_b.error or not trace_b.tokens:
@@ -222,18 +265,8 @@ elif mode == "compare":
                                   trace_b.key_tokens, "B", theme, highlight=j), key="compare_b",
                  filename="attention-compare-b")
 
-if mode != "steps":
-    st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d}}+M\Big)V"
-             r"\qquad\text{rollout: }\tilde A_l=\mathrm{rownorm}(\tfrac12 A_l+\tfrac12 I),\ R_l=\tilde A_l R_{l-1}")
-    if token >= 0 and token < T:
-        row_w = trace.attentions[layer, head, token].astype(np.float64)
-        j = int(np.argmax(row_w))
-        st.caption(f"Live: layer {layer}, head {head}: “{labels[token]}” gives its largest weight "
-                   f"a = {row_w[j]:.4f} to “{viz.display_tokens(trace.key_tokens)[j]}”; its row sums to "
-                   f"{row_w.sum():.6f}.")
-    if not trace.has_arithmetic and trace.arithmetic_note:
-        st.caption(trace.arithmetic_note)
 
+view(loaded, mode, stream, pad, layer, [head, *[h for h in extra if h != head]], how, hide)
 what_to_notice([
     "Rows sum to 1: each query token distributes one unit of attention over the keys.",
     "In a decoder (causal) the upper triangle is exactly 0: the −∞ mask hides future tokens.",

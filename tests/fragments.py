@@ -17,10 +17,15 @@ def fragment_ids(at) -> list[str]:
     return sorted(storage._fragments, key=lambda fid: storage._registration_sequence_by_id.get(fid, 0))
 
 
-def run_fragment(at, fragment_id: str, page, timeout: float | None = None):
-    """Rerun only `fragment_id`. `page` is the element tree of the last full run (`at._tree` then): its widget
-    states are sent, updated by the widgets of the current tree (those changed with set_value)."""
-    states: dict[str, object] = {w.id: w for w in page.get_widget_states().widgets}
+def page_states(at) -> WidgetStates:
+    """The widget states of the whole page, taken after a full run (what the browser keeps sending)."""
+    return at._tree.get_widget_states()
+
+
+def run_fragment(at, fragment_id: str, page: WidgetStates, timeout: float | None = None):
+    """Rerun only `fragment_id`. `page` is page_states(at) of the last full run: those widget states are sent,
+    updated by the widgets of the current tree (the fragment's, changed with set_value)."""
+    states: dict[str, object] = {w.id: w for w in page.widgets}
     states.update({w.id: w for w in at._tree.get_widget_states().widgets})
     sent = WidgetStates()
     sent.widgets.extend(states.values())

@@ -31,12 +31,33 @@ def _figures():
     }
 
 
+@pytest.mark.parametrize("validate", ["1", "0"])
 @pytest.mark.parametrize("name", list(_figures()))
-def test_figure_spec_equals_to_dict(name):
+def test_figure_spec_equals_to_dict(name, validate, monkeypatch):
+    monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", validate)
     fig = _figures()[name]
+    spec = pio.to_json(figure_spec(fig), validate=False)  # first, while an unvalidated figure is still dicts
     before = pio.to_json(fig.to_dict(), validate=False)
-    assert pio.to_json(figure_spec(fig), validate=False) == before
-    assert pio.to_json(fig.to_dict(), validate=False) == before  # the figure itself is unchanged
+    assert spec == before
+    assert pio.to_json(figure_spec(fig), validate=False) == before  # the figure itself is unchanged
+    assert pio.to_json(fig.to_dict(), validate=False) == before
+
+
+def test_dict_figure_builds_its_plotly_objects_when_asked(monkeypatch):
+    """An unvalidated figure is its dicts until something asks for Plotly objects; then it is the same figure."""
+    monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", "0")
+    fig = _figures()["head heatmap"]
+    assert "_layout_obj" not in fig.__dict__  # not built yet
+    monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", "1")
+    ref = _figures()["head heatmap"]
+    np.testing.assert_array_equal(fig.data[0].z, ref.data[0].z)
+    assert fig.layout.title.text == ref.layout.title.text == "layer 0, head 1"
+    assert fig.layout.template == ref.layout.template
+    assert json.loads(pio.to_json(fig, validate=False)) == json.loads(pio.to_json(ref, validate=False))
+    fig.update_layout(height=123)  # an ordinary figure from now on
+    assert fig.to_dict()["layout"]["height"] == 123
+    import copy
+    assert json.loads(pio.to_json(copy.deepcopy(fig), validate=False))["layout"]["height"] == 123
 
 
 @pytest.mark.parametrize("name", [*_figures(), "odd values"])
@@ -92,8 +113,10 @@ def _script_show_vs_plotly_chart():
                     theme="streamlit" if theme.streamlit_theme else None, config=cfg)
 
 
+@pytest.mark.parametrize("validate", ["1", "0"])
 @pytest.mark.parametrize("projector", [False, True])
-def test_show_sends_what_plotly_chart_sends(projector):
+def test_show_sends_what_plotly_chart_sends(projector, validate, monkeypatch):
+    monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", validate)
     at = AppTest.from_function(_script_show_vs_plotly_chart)
     at.session_state["projector"] = projector
     at.run()
@@ -101,10 +124,12 @@ def test_show_sends_what_plotly_chart_sends(projector):
     charts = at.get("plotly_chart")
     assert len(charts) == 6
     sent = [c.proto.spec for c in charts]  # the JSON strings, compared byte for byte
-    assert sent[0] == sent[3]  # show(fig) == st.plotly_chart(fig)
-    assert sent[1] == sent[4]  # show(base, overlay=) == one figure with both trace lists
-    assert sent[2] == sent[5]  # a second show of the same figure: same spec from the cache
     spec = [json.loads(s) for s in sent]
+    assert sent[0] == sent[3]  # show(fig) == st.plotly_chart(fig)
+    assert sent[2] == sent[5]  # a second show of the same figure: same spec from the cache
+    # show(base, overlay=) == one figure with both trace lists (the reference is made with add_traces, whose
+    # Plotly objects order each trace's keys their own way: compared as JSON values)
+    assert spec[1] == spec[4]
     assert [c.proto.config for c in charts[:3]] == [c.proto.config for c in charts[3:]]
     assert spec[0]["data"][0]["type"] == "heatmap" and len(spec[1]["data"]) == len(spec[2]["data"]) + 1
 
@@ -116,3 +141,20 @@ def test_escapes_are_plotlys():
     from explorer.ui import charts
 
     assert charts._SWAPS == _json._swap_orjson
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(12, dtype=np.float32).reshape(3, 4), np.linspace(0, 1, 7), np.arange(5), np.arange(5) * 10**6,
+    np.array([0, 2**40], dtype=np.int64), np.arange(300, dtype=np.uint64), np.arange(4, dtype=np.int16),
+    np.arange(20, dtype=np.float64).reshape(4, 5)[:, ::2], np.zeros(0, dtype=np.float32), np.array([-1, 1], np.int64),
+], ids=lambda a: f"{a.dtype}{a.shape}")
+def test_typed_array_is_plotlys(array):
+    from _plotly_utils.utils import to_typed_array_spec
+
+    from explorer.ui.charts import _typed_array
+
+    mine, plotly = _typed_array(array), to_typed_array_spec(array)
+    if isinstance(plotly, np.ndarray):
+        np.testing.assert_array_equal(mine, plotly)
+    else:
+        assert mine == plotly

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
-from fragments import fragment_ids, run_fragment
+from fragments import fragment_ids, page_states, run_fragment
 from explorer.probes import positions as P
 from explorer.registry import minilm_dir
 
@@ -144,7 +144,7 @@ def test_learned_position_slider_reruns_only_its_fragment() -> None:
 
     at = run_page(PAGE, {"panel": "learned", "model": "pretrained:minilm", "sim": "cosine", "pos": "40"})
     assert_no_exception(at)
-    page = at._tree
+    page = page_states(at)
     [fid] = fragment_ids(at)
     w = load_file(str(minilm_dir() / "model.safetensors"))["embeddings.position_embeddings.weight"].astype(np.float64)
     unit = w / np.linalg.norm(w, axis=1, keepdims=True)

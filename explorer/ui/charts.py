@@ -8,13 +8,15 @@ checks that the chart sent to the browser is byte-for-byte the one `st.plotly_ch
 """
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
-from _plotly_utils.utils import convert_to_base64
+from _plotly_utils.basevalidators import is_homogeneous_array
+from _plotly_utils.utils import plotlyjsShortTypes, to_typed_array_spec
 from plotly.basedatatypes import BaseFigure
 
 try:
@@ -97,15 +99,65 @@ def serialize(spec: dict) -> dict | _Serialized:
 
 
 def _copy(value: Any) -> Any:
-    """Copy dicts and lists (which convert_to_base64 rewrites in place), not the arrays and strings they hold.
-    Arrays of text become lists, as Plotly's JSON encoder would make them (orjson takes only numeric arrays)."""
+    """Copy dicts and lists (which _encode_arrays rewrites in place), not the arrays and strings they hold."""
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_copy(v) for v in value] if value and isinstance(value[0], (dict, list)) else list(value)
-    if isinstance(value, np.ndarray) and value.dtype.kind in "UO":
-        return value.tolist()
     return value
+
+
+_SKIPPED_KEYS = frozenset(("geojson", "layer", "layers", "range"))  # _plotly_utils.utils.is_skipped_key
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _typed_array(v: np.ndarray) -> Any:
+    """_plotly_utils.utils.to_typed_array_spec of a numeric numpy array (the same result), without the generic
+    conversion step it starts with (narwhals, pandas), which costs more than the encoding."""
+    if v.size == 0:
+        return to_typed_array_spec(v)
+    if v.dtype == np.int64 or v.dtype == np.uint64:  # downcast as Plotly does (plotly.js has no 64-bit ints)
+        lo, hi = v.min(), v.max()
+        for small in ((np.int8, np.int16, np.int32) if v.dtype == np.int64 else (np.uint8, np.uint16, np.uint32)):
+            info = np.iinfo(small)
+            if info.min <= lo and hi <= info.max:
+                v = v.astype(small)
+                break
+        else:
+            return to_typed_array_spec(v)
+    short = plotlyjsShortTypes.get(str(v.dtype))
+    if short is None:
+        return to_typed_array_spec(v)
+    spec = {"dtype": short, "bdata": base64.b64encode(np.ascontiguousarray(v)).decode("ascii")}
+    if v.ndim > 1:
+        spec["shape"] = str(v.shape)[1:-1]
+    return spec
+
+
+def _encode_arrays(value: Any) -> None:
+    """In place, what Plotly's convert_to_base64 does to Figure.to_dict() (arrays held by a dict key, except the
+    skipped keys, become base64 typed arrays; lists are searched for dicts), without a Python call for every
+    number and string of every list. Then arrays of text become lists, as Plotly's JSON encoder makes them
+    (orjson takes numeric arrays only)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list, tuple)):
+                if key not in _SKIPPED_KEYS:
+                    _encode_arrays(item)
+            elif isinstance(item, _SCALARS) or key in _SKIPPED_KEYS:
+                continue
+            elif type(item) is np.ndarray and item.dtype.kind in "iuf":
+                item = value[key] = _typed_array(item)
+            elif is_homogeneous_array(item):
+                item = value[key] = to_typed_array_spec(item)
+            if isinstance(item, np.ndarray) and item.dtype.kind in "UO":
+                value[key] = item.tolist()
+    else:
+        for i, item in enumerate(value):
+            if isinstance(item, (dict, list, tuple)):
+                _encode_arrays(item)
+            elif isinstance(item, np.ndarray) and item.dtype.kind in "UO" and isinstance(value, list):
+                value[i] = item.tolist()
 
 
 def figure_spec(fig: go.Figure) -> dict:
@@ -113,11 +165,11 @@ def figure_spec(fig: go.Figure) -> dict:
     The figure is left unchanged."""
     if fig._frame_objs:
         return fig.to_dict()
-    # The template holds plain JSON values only: it is shared, neither copied nor walked by convert_to_base64
+    # The template holds plain JSON values only: it is shared, neither copied nor walked by _encode_arrays
     # (put back afterwards at its own place in the key order).
     layout = {k: None if k == "template" else _copy(v) for k, v in fig._layout.items()}
     spec = {"data": [_copy(trace) for trace in fig._data], "layout": layout}
-    convert_to_base64(spec)
+    _encode_arrays(spec)
     if "template" in layout:
         layout["template"] = fig._layout["template"]
     return spec
@@ -126,7 +178,7 @@ def figure_spec(fig: go.Figure) -> dict:
 def _themed_spec(fig: go.Figure, theme: Any) -> dict | _Serialized:
     """fig's serialised spec under `theme`, built once per (figure, theme); the figure must not change after it
     is shown."""
-    cached = getattr(fig, "_explorer_spec", None)
+    cached = fig.__dict__.get("_explorer_spec")
     if cached is None or cached[0] != theme.name:
         apply(fig, theme)
         cached = (theme.name, serialize(figure_spec(fig)))

@@ -69,12 +69,13 @@ def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
 
 
 def _pairs(q_tokens: Sequence[str], k_tokens: Sequence[str]) -> np.ndarray:
-    q = display_tokens(q_tokens)
-    k = display_tokens(k_tokens)
-    out = np.empty((len(q), len(k), 2), dtype=object)
-    out[:, :, 0] = np.array(q, dtype=object)[:, None]
-    out[:, :, 1] = np.array(k, dtype=object)[None, :]
-    return out
+    """(Tq, Tk, 2) text array: (query label, key label) of each cell, for the hover (a str array, not object:
+    Plotly copies figures, and copying an object array is a Python call per cell)."""
+    q = np.array(display_tokens(q_tokens), dtype=str)
+    k = np.array(display_tokens(k_tokens), dtype=str)
+    if not len(q) or not len(k):
+        return np.empty((len(q), len(k), 2), dtype=str)
+    return np.stack(np.broadcast_arrays(q[:, None], k[None, :]), axis=-1)
 
 
 def model_view(thumbnails: np.ndarray, n_tokens: int, title: str, theme: Theme = NORMAL,
@@ -153,10 +154,10 @@ def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: S
             pick = level == b
             if not pick.any():
                 continue
-            xs = np.empty(pick.sum() * 3, dtype=object)
-            ys = np.empty(pick.sum() * 3, dtype=object)
-            xs[0::3], xs[1::3], xs[2::3] = 0.0, 1.0, None
-            ys[0::3], ys[1::3], ys[2::3] = qi[pick], kj[pick], None
+            xs = np.full(pick.sum() * 3, np.nan)  # (0, query) → (1, key), then a NaN gap before the next line
+            ys = np.full(pick.sum() * 3, np.nan)
+            xs[0::3], xs[1::3] = 0.0, 1.0
+            ys[0::3], ys[1::3] = qi[pick], kj[pick]
             traces.append(dict(
                 type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip",
                 showlegend=bool(b == level.max()) and len(matrices) > 1, legendgroup=label, name=label,

@@ -56,21 +56,45 @@ def _default_template() -> dict:
     return pio.templates[pio.templates.default].to_plotly_json()
 
 
+class _DictFigure(go.Figure):
+    """A go.Figure kept as the plain trace and layout dicts it was made from (`_data`, `_layout`, what
+    theme.apply and explorer.ui.charts read), whose Plotly objects (trace and layout objects, deep copies of every
+    array: ~0.5 ms a figure) are built the first time anything else is asked of it (fig.data, fig.layout, ...)."""
+
+    def __init__(self, data: list[dict[str, Any]], layout: dict[str, Any]) -> None:
+        object.__setattr__(self, "_data", data)
+        object.__setattr__(self, "_layout", layout)
+        object.__setattr__(self, "_frame_objs", ())
+        object.__setattr__(self, "_pending", True)
+
+    def __getattr__(self, name: str) -> Any:  # only for attributes not set yet
+        state = self.__dict__
+        if not state.get("_pending") or name.startswith("_explorer"):  # the app's own notes on a figure
+            raise AttributeError(name)
+        state["_pending"] = False
+        data, layout = state.pop("_data"), state.pop("_layout")
+        template = layout.get("template")
+        go.Figure.__init__(self, data=data, layout={**layout, "template": {}}, _validate=False)
+        self._layout["template"] = template  # shared, never modified: Figure() would deep-copy it (~0.5 ms)
+        return getattr(self, name)
+
+    def __reduce__(self):  # copies and pickles are ordinary figures
+        return go.Figure, (self.to_dict(),)
+
+
 def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
     """A go.Figure from plain trace and layout dicts, without Plotly's per-property validation.
 
-    Validating tick lists, z matrices and custom data costs 5-20 ms per figure on every rerun. The tests set
-    EXPLORER_VALIDATE_FIGURES=1, which validates every figure built here, so a misspelt property fails a test.
+    Validating tick lists, z matrices and custom data costs 5-20 ms per figure on every rerun, and building the
+    Plotly objects without validation still ~0.5 ms: the figure keeps the dicts and builds its objects only if
+    asked. The tests set EXPLORER_VALIDATE_FIGURES=1, which validates every figure built here, so a misspelt
+    property fails a test. The dicts are the figure's own from here on: callers must not reuse them.
     """
     if os.environ.get("EXPLORER_VALIDATE_FIGURES") == "1":
         return go.Figure(data=data, layout=layout)
     for trace in data:
         _resolve_colorscales(trace)
-    if "template" in layout:
-        return go.Figure(data=data, layout=layout, _validate=False)
-    fig = go.Figure(data=data, layout={**layout, "template": {}}, _validate=False)
-    fig._layout["template"] = _default_template()  # shared, never modified: Figure() would deep-copy it (~0.5 ms)
-    return fig
+    return _DictFigure(data, {"template": _default_template(), **layout})
 
 
 def get_theme(projector: bool) -> Theme:
@@ -89,7 +113,8 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
         "hoverlabel": {"font": {"size": size}},
         "colorway": list(theme.categorical),
     }
-    if fig.layout.title.text:
+    title = fig._layout.get("title")
+    if title.get("text") if isinstance(title, dict) else title:
         layout["title"] = {"font": {"size": theme.title_size}}
         if not theme.streamlit_theme:  # keep the title above top-side tick labels
             layout["title"].update(yref="container", y=0.995, yanchor="top")
@@ -99,7 +124,7 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
                 "automargin": True}  # margins grow to fit the larger tick labels
         layout.update(paper_bgcolor="white", plot_bgcolor="white", font={"size": size, "color": "black"},
                       legend={"font": {"size": size, "color": "black"}})
-        axes = [k for k in fig.layout if k.startswith(("xaxis", "yaxis"))] or ["xaxis", "yaxis"]
+        axes = ["xaxis", "yaxis", *(k for k in fig._layout if k.startswith(("xaxis", "yaxis")) and k[5:])]
         for name in axes:
             layout[name] = axis
     if not theme.streamlit_theme:  # projector: bigger fonts need taller figures and room for the title
