@@ -114,10 +114,18 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
         "colorway": list(theme.categorical),
     }
     title = fig._layout.get("title")
-    if title.get("text") if isinstance(title, dict) else title:
+    if isinstance(title, str):  # the dict form, which the patch below merges into
+        title = fig._layout["title"] = {"text": title}
+    caption = False  # projector: the title goes under the plot when an axis title sits on top
+    if isinstance(title, dict) and title.get("text"):
         layout["title"] = {"font": {"size": theme.title_size}}
-        if not theme.streamlit_theme:  # keep the title above top-side tick labels
-            layout["title"].update(yref="container", y=0.995, yanchor="top")
+        if not theme.streamlit_theme:
+            caption = any(isinstance(v, dict) and v.get("side") == "top" and (v.get("title") or {}).get("text")
+                          for k, v in fig._layout.items() if k.startswith("xaxis"))
+            # above everything (container top), or under the plot: Plotly's title automargin does not make room
+            # for a top-side axis title, and the two would overprint
+            layout["title"].update(yref="paper", y=0, yanchor="top", pad={"t": 12}) if caption else \
+                layout["title"].update(yref="container", y=0.995, yanchor="top")
     if not theme.streamlit_theme:
         axis = {"showline": True, "linewidth": 2, "linecolor": "black", "tickfont": {"size": size, "color": "black"},
                 "title": {"font": {"size": size, "color": "black"}}, "gridcolor": "#dddddd", "zerolinecolor": "#999999",
@@ -133,7 +141,10 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
         if isinstance(height, (int, float)):
             layout["height"] = int(min(height * scale, 2400))
         margin = dict(fig._layout.get("margin") or {})
-        margin["t"] = int(max(margin.get("t", 0) or 0, 40) * scale) if "title" in layout else margin.get("t")
+        margin["t"] = int(max(margin.get("t", 0) or 0, 40) * scale) if "title" in layout and not caption \
+            else margin.get("t")
+        if caption:
+            margin["b"] = int(max(margin.get("b", 0) or 0, 40) * scale + 1.6 * theme.title_size)
         margin["l"] = int((margin.get("l") or 40) * min(scale, 1.5))
         layout["margin"] = {k: v for k, v in margin.items() if v is not None}
     # Merge into the figure's underlying dicts: Plotly's validated update path costs 15-170 ms per figure.
