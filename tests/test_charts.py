@@ -158,3 +158,19 @@ def test_typed_array_is_plotlys(array):
         np.testing.assert_array_equal(mine, plotly)
     else:
         assert mine == plotly
+
+
+@pytest.mark.parametrize("validate", ["1", "0"])
+def test_projector_title_does_not_overprint_a_top_axis_title(validate, monkeypatch):
+    """Projector mode: a heatmap with its key axis (and its title) on top gets its title under the plot, with room
+    in the bottom margin; other figures keep the title at the top."""
+    monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", validate)
+    figs = _figures()
+    heat = T.apply(figs["head heatmap"], T.PROJECTOR).to_dict()["layout"]
+    assert heat["xaxis"]["side"] == "top" and heat["xaxis"]["title"]["text"]
+    assert (heat["title"]["yref"], heat["title"]["y"], heat["title"]["yanchor"]) == ("paper", 0, "top")
+    assert heat["margin"]["b"] >= 1.6 * T.PROJECTOR.title_size
+    lines = T.apply(figs["line view"], T.PROJECTOR).to_dict()["layout"]
+    assert (lines["title"]["yref"], lines["title"]["yanchor"]) == ("container", "top")
+    normal = T.apply(_figures()["head heatmap"], T.NORMAL).to_dict()["layout"]
+    assert "yref" not in normal["title"]  # the Streamlit theme places titles itself
