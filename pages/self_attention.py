@@ -16,7 +16,7 @@ from explorer.probes.self_attention import (
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import show
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, page_header, sentence_input, sentence_presets, what_to_notice
 from explorer.viz import attention as viz
 
 page_header("Self-attention", "Every layer and head of a transformer reading your sentence: who attends to whom, "
@@ -26,13 +26,6 @@ theme = settings.theme()
 MODES = {"head": "Head view", "model": "Model view (all heads)", "steps": "Step by step (one query)",
          "masks": "Masks", "compare": "Compare two sentences"}
 AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over heads", "rollout": "rollout (layers 0…l)"}
-
-
-with st.columns([2, 1])[0]:
-    model_id = model_picker(["decoder", "encoder", "encoder-decoder"], default="pretrained:minilm")
-loaded = get_model(model_id)
-if loaded is None:
-    st.stop()
 
 
 def shown(trace, matrix: np.ndarray, hide: bool):
@@ -50,6 +43,11 @@ def pick(seq, idx):
     return [seq[i] for i in idx] if idx is not None else list(seq)
 
 
+with st.columns([2, 1])[0]:
+    model_id = model_picker(["decoder", "encoder", "encoder-decoder"], default="pretrained:minilm")
+loaded = get_model(model_id)
+if loaded is None:
+    st.stop()
 c_mode, c_stream = st.columns([2, 1])
 with c_mode:
     mode = state.radio("View", list(MODES), key="mode", default="head", format_func=MODES.get)
@@ -80,6 +78,7 @@ with cols[3]:
         if mode in ("head", "model") else "heads"
 hide = state.toggle("Hide special tokens ([CLS], [SEP], <s>, </s>, <bos>, [PAD]) and renormalise rows",
                     key="hide", default=False)
+sentence_presets(PRESETS[0], PRESETS)  # right above the sentence box, which is in the fragment below
 
 
 @st.fragment
@@ -88,7 +87,7 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
     this part only, not the app's navigation, sidebar, lesson bar and the controls above, which are its
     arguments."""
     head = heads[0]
-    text = sentence_input(PRESETS[0], PRESETS)
+    text = sentence_input(PRESETS[0])
     pair = ""
     if loaded.family == "encoder":
         pair = state.text_input("Second sentence (optional: joined to the first by [SEP], segment B)", "pair")
@@ -122,8 +121,6 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
         compare_view(loaded, trace, stream, layer, head, token, labels)
 
     if mode != "steps":
-        st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d}}+M\Big)V"
-                 r"\qquad\text{rollout: }\tilde A_l=\mathrm{rownorm}(\tfrac12 A_l+\tfrac12 I),\ R_l=\tilde A_l R_{l-1}")
         if 0 <= token < T:
             row_w = trace.attentions[layer, head, token].astype(np.float64)
             j = int(np.argmax(row_w))
@@ -267,6 +264,9 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
 
 
 view(loaded, mode, stream, pad, layer, [head, *[h for h in extra if h != head]], how, hide)
+if mode != "steps":  # static: outside the fragment
+    st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d}}+M\Big)V"
+             r"\qquad\text{rollout: }\tilde A_l=\mathrm{rownorm}(\tfrac12 A_l+\tfrac12 I),\ R_l=\tilde A_l R_{l-1}")
 what_to_notice([
     "Rows sum to 1: each query token distributes one unit of attention over the keys.",
     "In a decoder (causal) the upper triangle is exactly 0: the −∞ mask hides future tokens.",

@@ -24,6 +24,26 @@ def _set_text(value: str) -> None:
     forget_sentence_input()  # the live input adopts the new value
 
 
+def _seed_text(default: str) -> None:
+    if "text" not in st.session_state:
+        raw = state.url_value("text")
+        st.session_state["text"] = raw[:MAX_CHARS] if raw is not None else st.session_state.get("_text", default)
+
+
+def sentence_presets(default: str, presets: Sequence[str]) -> None:
+    """The teaching-sentence menu of the sentence input: a choice replaces the sentence and reruns the app.
+    sentence_input draws it; a page that keeps the sentence in an st.fragment draws it just above the fragment
+    (it reruns the whole app anyway), and the fragment calls sentence_input without presets."""
+    _seed_text(default)
+    choice = st.selectbox(
+        "Presets", ["— choose a teaching sentence —", *presets], key=f"_preset_{st.session_state.get('_text_rev', 0)}",
+        label_visibility="collapsed",
+    )
+    if choice in presets and choice != st.session_state.get("text"):
+        _set_text(choice)
+        st.rerun()
+
+
 def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sentence",
                    help: str | None = None) -> str:
     """The main sentence input: widget key `text`, seeded from ?text=, written back to the URL.
@@ -31,17 +51,9 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     Live (debounced) updates with streamlit-keyup when "Update while typing" is on, else st.text_input.
     Presets are one click each. Returns the current text (may be empty: the view must say what to do).
     """
-    if "text" not in st.session_state:
-        raw = state.url_value("text")
-        st.session_state["text"] = raw[:MAX_CHARS] if raw is not None else st.session_state.get("_text", default)
+    _seed_text(default)
     if presets:
-        choice = st.selectbox(
-            "Presets", ["— choose a teaching sentence —", *presets], key=f"_preset_{st.session_state.get('_text_rev', 0)}",
-            label_visibility="collapsed",
-        )
-        if choice in presets and choice != st.session_state.get("text"):
-            _set_text(choice)
-            st.rerun()
+        sentence_presets(default, presets)
     value = None
     if settings.live_default() and st.session_state.get("live", True):
         try:
