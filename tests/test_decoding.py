@@ -266,3 +266,15 @@ def test_checkpoint_files_exist_or_skip():
     loaded = load_model("builtin:tiny-gpt")
     run = D.decode_all(loaded, "time goes by so", (D.Strategy("greedy"), D.Strategy("beam")), 0, 20)
     assert run.generations[0].outputs[0].ids
+
+
+def test_generated_tokens_can_wrap_in_a_narrow_column():
+    """Each generated token is its own span with a break opportunity after it (sub-word tokens carry no spaces),
+    and long tokens may break anywhere: the side-by-side columns never overflow into each other."""
+    import numpy as np
+
+    from explorer.viz.decoding import tokens_html
+
+    markup = tokens_html("once upon", ["a", "Ġtime", "longlonglonglonglongtoken"], np.array([-0.1, -1.0, -3.0]))
+    assert markup.count("<wbr>") == 3  # after the prompt and between the three tokens
+    assert "overflow-wrap:anywhere" in markup

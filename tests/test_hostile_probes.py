@@ -302,5 +302,6 @@ def test_html_builders_escape_every_token(tokens: list[str], values: float) -> N
     sentence = VR.colored_tokens_html(tokens, v)
     assert sentence.count("<") == 2 + 2 * len(tokens)  # <div>, </div>, and <span>, </span> per token
     decoded = VD.tokens_html(" ".join(tokens), tokens, np.full(len(tokens), -1.0))
-    assert decoded.count("<") == 2 + 2 + 2 * len(tokens)
+    # <div>, </div>, the prompt's <span>, </span>, a <wbr> after the prompt and each token but the last
+    assert decoded.count("<") == 2 + 2 + 2 * len(tokens) + len(tokens)
     assert all(html.escape(t) in decoded for t in tokens)

@@ -117,4 +117,6 @@ def tokens_html(prompt: str, tokens: Sequence[str], logprobs: np.ndarray, lo: fl
             f"<span title='log p = {lp:.3f}, p = {np.exp(lp):.3f}' style='background: rgba(0,114,178,{0.12 + 0.5 * a:.2f});"
             f" border-radius:3px; padding:0 2px; margin:0 1px'>{html.escape(str(tok))}</span>"
         )
-    return "<div style='line-height:2'>" + "".join(parts) + "</div>"
+    # <wbr> between tokens: sub-word tokens have no spaces, and without a break opportunity a long output ran
+    # across the next strategy's column (projector mode)
+    return "<div style='line-height:2; overflow-wrap:anywhere'>" + "<wbr>".join(parts) + "</div>"
