@@ -78,6 +78,8 @@ with cols[3]:
         if mode in ("head", "model") else "heads"
 hide = state.toggle("Hide special tokens ([CLS], [SEP], <s>, </s>, <bos>, [PAD]) and renormalise rows",
                     key="hide", default=False)
+st.caption(f"{shape.model_id} · {shape.adapter} · {shape.stream_label} · {L} layers × {H} heads"
+           + (" · causal (decoder)" if shape.causal else ""))
 sentence_presets(PRESETS[0], PRESETS)  # right above the sentence box, which is in the fragment below
 
 
@@ -103,14 +105,12 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
     if not trace.tokens:
         return
 
-    L, H, T = trace.n_layers, trace.n_heads, len(trace.tokens)
+    T = len(trace.tokens)
     labels = viz.display_tokens(trace.tokens)
     token = state.selectbox("Query token", [-1, *range(T)], key="token",
                             default=default_query(trace.tokens, trace.special),
                             format_func=lambda i: "— all tokens —" if i < 0 else f"{i}: {labels[i]}",
                             help="Isolates this token's attention (its row).")
-    st.caption(f"{trace.model_id} · {trace.adapter} · {trace.stream_label} · {L} layers × {H} heads · "
-               f"{T} query tokens" + (" · causal (decoder)" if trace.causal else ""))
     if mode in ("head", "model"):
         maps_view(trace, mode, layer, heads, how, token, hide, labels)
     elif mode == "steps":
