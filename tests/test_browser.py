@@ -93,3 +93,21 @@ def test_lesson_next_opens_each_step_in_its_state(browser, server) -> None:
                 page.locator(".st-key-_lesson_next button").click()
     finally:
         context.close()
+
+
+def test_projector_mode_enlarges_the_live_sentence_box(browser, server) -> None:
+    """The live input draws in its own shadow DOM with fixed pixel sizes, out of reach of the projector CSS's font
+    rules: projector mode scales it like the other inputs (its text box at least 1.3× as tall)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1200})
+    page = context.new_page()
+    heights = {}
+    try:
+        for mode, query in (("normal", ""), ("projector", "?projector=1")):
+            page.goto(f"{server}/lstm-gates{query}")
+            wait_for_app(page)
+            box = page.locator("input.stkeyup__input").first
+            box.wait_for(timeout=60_000)
+            heights[mode] = box.bounding_box()["height"]
+        assert heights["projector"] >= 1.3 * heights["normal"], heights
+    finally:
+        context.close()

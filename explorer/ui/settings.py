@@ -21,6 +21,8 @@ PROJECTOR_CSS = """
 [data-testid="stWidgetLabel"] p, [data-testid="stCaptionContainer"] { font-size: 1.25rem !important; }
 [data-testid="stSidebar"] [data-testid="stMarkdownContainer"] p { font-size: 1.15rem; }
 input, textarea, [data-baseweb="select"] div { font-size: 1.25rem !important; }
+/* the live sentence input (streamlit-keyup) draws in its own shadow DOM with fixed pixel sizes: scale it */
+.st-key-_st_keyup_text [data-testid="stBidiComponentIsolated"] { zoom: 1.35; }
 </style>
 """
 
