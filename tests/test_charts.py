@@ -9,7 +9,7 @@ import plotly.io as pio
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.ui.charts import _Serialized, figure_spec, serialize
+from explorer.viz.spec import Serialized, figure_spec, serialize
 from explorer.viz import attention as A
 from explorer.viz import embeddings as E
 from explorer.viz import theme as T
@@ -73,7 +73,7 @@ def test_serialized_spec_gives_the_same_json(name):
     spec = figure_spec(fig)
     expected = pio.to_json(spec, validate=False)
     fast = serialize(figure_spec(fig))
-    assert isinstance(fast, _Serialized)
+    assert isinstance(fast, Serialized)
     assert pio.to_json(fast, validate=False) == expected
     assert fast.get("layout") == {k: v for k, v in spec["layout"].items() if k in ("width", "height")}
 
@@ -138,9 +138,9 @@ def test_escapes_are_plotlys():
     """The escapes made once per figure are the ones Plotly applies to its orjson output on every send."""
     from plotly.io import _json
 
-    from explorer.ui import charts
+    from explorer.viz import spec
 
-    assert charts._SWAPS == _json._swap_orjson
+    assert spec._SWAPS == _json._swap_orjson
 
 
 @pytest.mark.parametrize("array", [
@@ -151,7 +151,7 @@ def test_escapes_are_plotlys():
 def test_typed_array_is_plotlys(array):
     from _plotly_utils.utils import to_typed_array_spec
 
-    from explorer.ui.charts import _typed_array
+    from explorer.viz.spec import _typed_array
 
     mine, plotly = _typed_array(array), to_typed_array_spec(array)
     if isinstance(plotly, np.ndarray):
