@@ -20,6 +20,7 @@ Masks are bool (B, S), True on real source tokens; attention is a masked softmax
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -211,6 +212,14 @@ class Seq2Seq(nn.Module):
         Luong input feeding's (s, h~) pair."""
         return state[0] if self.input_feeding else state
 
+    def map_state(self, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
+                  hidden: Callable[[torch.Tensor], torch.Tensor], feed: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        """A decoder state with `hidden` applied to its hidden state (num_layers, B, H) and `feed` (default:
+        `hidden`) to input feeding's h~ (B, H), e.g. to pick beams or zero it."""
+        if not self.input_feeding:
+            return hidden(state)
+        return hidden(state[0]), (feed or hidden)(state[1])
+
     def decode_step(self, y_prev: torch.Tensor, state: torch.Tensor, encoder_outputs: torch.Tensor,
                     src_mask: torch.Tensor | None = None, _U_h: torch.Tensor | None = None) -> StepOutput:
         """One decoder step. y_prev (B,) ids, state (num_layers, B, H), encoder_outputs (B, S, H)."""
@@ -370,8 +379,7 @@ class Seq2Seq(nn.Module):
             if len(finished) >= beam_size or not next_live:
                 break
             parents = torch.tensor([h[0] for h in next_live], dtype=torch.long, device=src.device)
-            state = (step.state[0][:, parents], step.state[1][parents]) if isinstance(step.state, tuple) \
-                else step.state[:, parents]
+            state = self.map_state(step.state, lambda s: s[:, parents], lambda h: h[parents])
             y = torch.tensor([h[1] for h in next_live], dtype=torch.long, device=src.device)
             live_scores = torch.tensor([h[2] for h in next_live])
             live_tokens = [h[3] for h in next_live]

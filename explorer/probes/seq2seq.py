@@ -314,7 +314,7 @@ def _rnn_steps(model: Any, src: torch.Tensor, forced: list[int] | None, cap: int
     final = _f32(model.hidden(state)[-1, 0])
     if zero_source:  # "none": the decoder without its source summary (initial state and context both zero)
         enc = torch.zeros_like(enc)
-        state = tuple(torch.zeros_like(x) for x in state) if isinstance(state, tuple) else torch.zeros_like(state)
+        state = model.map_state(state, torch.zeros_like)
     y = torch.full((1,), model.bos_id, dtype=torch.long, device=src.device)
     n = len(forced) if forced is not None else cap
     forced_t = torch.tensor(forced, dtype=torch.long, device=src.device) if forced is not None else None
