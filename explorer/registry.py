@@ -13,7 +13,6 @@ is looked up in that listing, never joined into a path.
 from __future__ import annotations
 
 import functools
-
 import hashlib
 import itertools
 import os

@@ -27,26 +27,12 @@ def _release_owner(owner: UploadOwner) -> None:
     owner.release()
 
 
-def _new_owner() -> UploadOwner:
-    return UploadOwner()
-
-
-try:  # a session-scoped cache: Streamlit clears it, calling the release hook, when the session disconnects
-    _session_owner = st.cache_resource(scope="session", max_entries=1, on_release=_release_owner,
-                                       show_spinner=False)(_new_owner)
-except TypeError:  # a Streamlit without scope=: the owner lives in session_state, released when that is collected
-    _session_owner = None
-
-
+@st.cache_resource(scope="session", max_entries=1, on_release=_release_owner, show_spinner=False)
 def upload_owner() -> UploadOwner:
-    """This browser session's uploads: `upload_owner().claim(uid)` after registering one. When the session ends
-    they leave the catalogue and the model cache (unless another live session uploaded the same files)."""
-    if _session_owner is not None:
-        return _session_owner()
-    owner = st.session_state.get("_upload_owner")
-    if not isinstance(owner, UploadOwner) or owner.released:
-        owner = st.session_state["_upload_owner"] = UploadOwner()
-    return owner
+    """This browser session's uploads: `upload_owner().claim(uid)` after registering one. A session-scoped cache:
+    when the session disconnects Streamlit releases it, and the uploads leave the catalogue and the model cache
+    (unless another live session uploaded the same files)."""
+    return UploadOwner()
 
 
 def _use_cpu() -> None:

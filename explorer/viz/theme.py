@@ -69,7 +69,7 @@ class _DictFigure(go.Figure):
 
     def __getattr__(self, name: str) -> Any:  # only for attributes not set yet
         state = self.__dict__
-        if not state.get("_pending") or name.startswith("_explorer"):  # the app's own notes on a figure
+        if not state.get("_pending"):
             raise AttributeError(name)
         state["_pending"] = False
         data, layout = state.pop("_data"), state.pop("_layout")
