@@ -16,6 +16,7 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/fragments.py: fragment reruns as the browser asks for them
 os.environ["EXPLORER_LIVE_INPUT"] = "0"  # AppTest drives the plain text input
 os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

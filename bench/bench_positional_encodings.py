@@ -17,17 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from typing import Callable
 
-from _common import ROOT, open_page  # noqa: E402  (sets the environment first)
-
-sys.path.insert(0, str(ROOT / "tests"))
+from _common import open_page  # noqa: E402  (sets the environment first, tests/ on the path)
 from fragments import fragment_ids, page_states, run_fragment  # noqa: E402
 
 PAGE = "pages/positional_encodings.py"
-
 
 
 def timed(fn: Callable[[], object]) -> float:

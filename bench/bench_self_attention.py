@@ -24,9 +24,7 @@ import sys
 import textwrap
 import time
 
-from _common import ROOT, SCRIPT_MS, open_page  # noqa: E402  (sets the environment first)
-
-sys.path.insert(0, str(ROOT / "tests"))
+from _common import ROOT, SCRIPT_MS, open_page  # noqa: E402  (sets the environment first, tests/ on the path)
 from fragments import fragment_ids, page_states, run_fragment  # noqa: E402
 
 PAGE = "pages/self_attention.py"

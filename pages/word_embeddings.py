@@ -130,15 +130,15 @@ for note in table.notes:
 
 text = sentence_input(DEFAULT_TEXT, PRESETS, label="Words to highlight (and the sentence for the contextual view)")
 tokenizer = getattr(loaded, "tokenizer", None) if loaded is not None else None
-words = P.typed_words(text, P.MAX_TYPED_WORDS + 1)
-located = [P.locate(table, w, tokenizer) for w in words[:P.MAX_TYPED_WORDS]]
+typed = P.typed_words(text, P.MAX_TYPED_WORDS + 1)
+located = [P.locate(table, w, tokenizer) for w in typed[:P.MAX_TYPED_WORDS]]
 found = [loc for loc in located if loc.found]
 missing = [loc for loc in located if not loc.found]
-if not words:
+if not typed:
     st.info("Type some words to highlight them in the projection.")
 elif missing:
     st.warning(P.not_found_message(missing, table))
-if len(words) > P.MAX_TYPED_WORDS:
+if len(typed) > P.MAX_TYPED_WORDS:
     st.info(f"Only the first {P.MAX_TYPED_WORDS} distinct words are highlighted.")
 
 # -------------------------------------------------------------------------------------- projection
