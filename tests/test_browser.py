@@ -111,3 +111,29 @@ def test_projector_mode_enlarges_the_live_sentence_box(browser, server) -> None:
         assert heights["projector"] >= 1.3 * heights["normal"], heights
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("mode", ["normal", "projector"])
+def test_learned_positions_slider_redraws_its_line(browser, server, mode: str) -> None:
+    """The learned-positions panel in a real browser: moving the position slider (an st.fragment) redraws the
+    similarity line for the new position, with no exception; screenshots in artifacts/."""
+    context = browser.new_context(viewport={"width": 1600, "height": 2400})
+    page = context.new_page()
+    try:
+        page.goto(server)  # the app's root first, as users do (see README: the first session of a process)
+        wait_for_app(page)
+        query = "panel=learned&model=pretrained:minilm&pos=10" + ("&projector=1" if mode == "projector" else "")
+        page.goto(f"{server}/positional-encodings?{query}")
+        wait_for_app(page)
+        page.locator("text=of position 10 with every position").first.wait_for(timeout=90_000)
+        slider = page.locator('.st-key-pos input[type="range"]')  # react-aria's slider input
+        slider.focus()
+        slider.press("ArrowRight")
+        page.locator("text=of position 11 with every position").first.wait_for(timeout=30_000)
+        wait_for_app(page)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert len(page.locator('[data-testid="stPlotlyChart"]').all()) == 4  # the heatmaps stayed
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"positional-encodings-learned-{mode}.png"), full_page=True)
+    finally:
+        context.close()
