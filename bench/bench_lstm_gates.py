@@ -20,7 +20,8 @@ import torch  # noqa: E402
 
 from explorer.data.vocab import tokenize_words  # noqa: E402
 from explorer.probes.rnn_gates import rnn_gates  # noqa: E402
-from explorer.registry import builtin_names, load_model  # noqa: E402
+from explorer.catalogue import builtin_names  # noqa: E402
+from explorer.loaders import load_model  # noqa: E402
 
 NOUNS = ["computer", "dog", "car", "table", "key", "cabinet", "train", "boat", "bus", "truck", "van", "plane",
          "ship", "sofa", "shelf", "tractor", "bicycle", "taxi", "motorbike", "cupboard"]

@@ -39,7 +39,8 @@ def main() -> None:
     runs = max(5, args.runs)
 
     from explorer.probes import positions as P
-    from explorer.registry import load_model, minilm_dir
+    from explorer.catalogue import minilm_dir
+    from explorer.loaders import load_model
 
     home = open_page()
     home.run()

@@ -21,7 +21,8 @@ from _common import median_ms, open_page, runs_and_threads  # noqa: E402  (sets 
 import torch  # noqa: E402
 
 from explorer import decoding as D  # noqa: E402
-from explorer.registry import builtin_names, load_model  # noqa: E402
+from explorer.catalogue import builtin_names  # noqa: E402
+from explorer.loaders import load_model  # noqa: E402
 
 NOUNS = ["computer", "dog", "car", "table", "key", "cabinet", "train", "boat", "bus", "truck", "van", "plane"]
 KINDS = ("greedy", "top-k", "top-p", "beam")

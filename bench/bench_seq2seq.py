@@ -21,7 +21,8 @@ import torch  # noqa: E402
 
 from explorer.data import translation  # noqa: E402
 from explorer.probes.seq2seq import alignment_trace  # noqa: E402
-from explorer.registry import builtin_names, load_model  # noqa: E402
+from explorer.catalogue import builtin_names  # noqa: E402
+from explorer.loaders import load_model  # noqa: E402
 
 NOUNS = ["dog", "cat", "horse", "bird", "boy", "girl", "man", "woman", "teacher", "doctor", "farmer", "student",
          "friend", "king", "queen", "singer", "neighbour", "nurse", "cow", "child"]

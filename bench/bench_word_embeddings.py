@@ -25,7 +25,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from explorer import projection as PR  # noqa: E402
 from explorer.probes import embeddings as P  # noqa: E402
-from explorer.registry import load_model  # noqa: E402
+from explorer.loaders import load_model  # noqa: E402
 
 PAGE = "pages/word_embeddings.py"
 

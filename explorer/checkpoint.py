@@ -14,12 +14,10 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .models import ARCHITECTURES, build_model
+from .models import ARCHITECTURES, from_checkpoint
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "assets" / "builtin"
 REQUIRED_KEYS = ("name", "architecture", "config")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -104,45 +102,13 @@ def read_meta(meta_path: Path) -> dict:
 
 def load_checkpoint(weights_path: Path, meta_path: Path, device: str | torch.device = "cpu",
                     dtype: torch.dtype = torch.float32) -> tuple[nn.Module, dict]:
-    """Build the model from the JSON meta, load the safetensors weights (strict, shapes checked),
-    move it to device/dtype and return (model in eval mode, meta)."""
+    """Build the model from the JSON meta and load the safetensors weights (explorer.models.from_checkpoint:
+    shapes checked, tied weights restored), on device/dtype in eval mode: (model, meta)."""
+    from explorer.safe_load import ModelLoadError, read_state_dict_file
+
     meta = read_meta(meta_path)
-    model = build_model(meta["architecture"], meta["config"])
-    expected = model.state_dict()
-    tensors: dict[str, torch.Tensor] = {}
-    with safe_open(str(weights_path), framework="pt", device="cpu") as f:
-        for key in f.keys():
-            tensors[key] = f.get_tensor(key)
-    unexpected = sorted(set(tensors) - set(expected))
-    if unexpected:
-        raise ValueError(f"weights file has unexpected tensors: {unexpected[:5]}")
-    for key, t in tensors.items():
-        if tuple(t.shape) != tuple(expected[key].shape):
-            raise ValueError(f"shape mismatch for {key!r}: file {tuple(t.shape)} vs config {tuple(expected[key].shape)}")
-    missing, _ = model.load_state_dict(tensors, strict=False)
-    # tied parameters are saved once; anything else missing is an error
-    tied = {k for k in missing if _is_tied(model, k)}
-    really_missing = sorted(set(missing) - tied)
-    if really_missing:
-        raise ValueError(f"weights file lacks tensors: {really_missing[:5]}")
-    model.to(device=device, dtype=dtype)
-    model.eval()
-    return model, meta
-
-
-def _is_tied(model: nn.Module, key: str) -> bool:
-    sd = model.state_dict()
-    t = sd[key]
-    return any(k != key and v.data_ptr() == t.data_ptr() and v.shape == t.shape for k, v in sd.items())
-
-
-def list_builtin() -> list[str]:
-    """Names with both <name>.safetensors and <name>.json in BUILTIN_DIR, sorted."""
-    if not BUILTIN_DIR.is_dir():
-        return []
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.safetensors") if (BUILTIN_DIR / f"{p.stem}.json").is_file())
-
-
-def builtin_paths(name: str) -> tuple[Path, Path]:
-    _check_name(name)
-    return BUILTIN_DIR / f"{name}.safetensors", BUILTIN_DIR / f"{name}.json"
+    try:
+        model = from_checkpoint(meta, read_state_dict_file(Path(weights_path)), Path(weights_path).name)
+    except ModelLoadError as exc:
+        raise ValueError(str(exc)) from None
+    return model.to(device=device, dtype=dtype), meta

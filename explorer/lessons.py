@@ -27,7 +27,8 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
-from explorer.registry import ROOT, ModelId, ModelLoadError, builtin_names, catalogue, minilm_dir
+from explorer.catalogue import ROOT, ModelId, builtin_names, catalogue, minilm_dir
+from explorer.safe_load import ModelLoadError
 from explorer.views import MODEL_FAMILIES, PARAMS, VIEWS
 
 LESSON_DIR = ROOT / "assets" / "lessons"

@@ -145,16 +145,13 @@ def agreement_accuracy(model: torch.nn.Module, items: Sequence[tuple[Sequence[in
 @torch.no_grad()
 def seq2seq_predictions(model, sources: Sequence[Sequence[int]], max_len: int = 60, batch_size: int = 256,
                         device: str | torch.device = "cpu") -> list[list[int]]:
-    """Greedy outputs (ids without <bos>/<eos>) for each source id list."""
+    """Greedy outputs (ids without <bos>/<eos>) for each source id list, through the one generation loop."""
+    from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
+    from explorer.generation import greedy_batch
+
     model.eval()
-    preds: list[list[int]] = [[] for _ in sources]
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        res = model.greedy_decode(pad_batch([sources[i] for i in idx]).to(device), max_len=max_len)
-        for j, i in enumerate(idx):
-            preds[i] = res.tokens[j]
-    return preds
+    with torch.inference_mode():
+        return greedy_batch(Seq2SeqAdapter.of(model), [list(s) for s in sources], max_len, batch_size)
 
 
 def exact_match(predictions: Sequence[Sequence[int]], references: Sequence[Sequence[int]]) -> float:

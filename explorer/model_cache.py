@@ -13,7 +13,8 @@ from typing import Callable
 import torch
 
 from explorer.lru import LoadOnceLRU
-from explorer.registry import LoadedModel, load_model, on_upload_released
+from explorer.loaders import LoadedModel, load_model
+from explorer.uploads import on_upload_released
 
 
 class ModelCache:

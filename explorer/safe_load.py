@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,9 @@ def read_json_file(path: Path) -> Any:
 def _short(exc: BaseException, limit: int = 160) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:limit]
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message for a page (no terminal colour codes, at most 300 characters)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]

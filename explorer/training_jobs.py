@@ -99,7 +99,7 @@ def register_trained(result: TrainResult) -> str:
 
     weights = save(_unique_state_dict(result.model))
     meta = json.dumps(result.meta).encode()
-    from explorer.registry import register_upload
+    from explorer.uploads import register_upload
 
     name = result.meta.get("name", "custom")
     return register_upload([(f"{name}.safetensors", weights), (f"{name}.json", meta)], max_bytes=2**40)

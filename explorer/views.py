@@ -1,4 +1,9 @@
-"""The views of the app, in navigation order (plain data: app.py and the home page read it).
+"""The views of the app, declared once: navigation, URL parameters (kind, default, range, label) and model families.
+
+Everything that needs to know a view reads this: app.py and the home page (navigation), the page controls and the
+URL state (explorer.ui.state.Controls: each widget takes its label, default and range from here, and a URL value
+outside the range gets a message), lessons (explorer.lessons validates a step's parameters against it) and the
+model pickers (the families a view reads). Adding a view is one `VIEWS.append(View(...))` line below.
 
 A view is listed here only once its page exists and works. url_path never equals a page file's stem
 ("home", "models", ...): Streamlit serves such a path from the pages/ folder directly (its legacy
@@ -6,7 +11,71 @@ multipage mode) before app.py has run, bypassing the router and sidebar.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+# Kinds: "text", "model", "model or none", "int", "float", "bool", "ints" (comma-separated integers), "choice"
+# (one of `choices`; `int` among them accepts any integer) and "choices" (a comma-separated list of them).
+
+
+@dataclass(frozen=True)
+class Param:
+    """One piece of view state kept in the URL (?key=): kind, default, bounds or choices, label and help."""
+
+    kind: str
+    default: Any = None
+    lo: float | None = None
+    hi: float | None = None  # a bound that depends on the model (layers, units, tokens) is given by the page
+    step: float | None = None
+    choices: tuple = ()
+    label: str = ""
+    help: str | None = None
+    even: bool = False  # an int that must be even (d_model: dimensions come in sin/cos pairs)
+
+    @property
+    def lesson_kind(self) -> object:
+        """The kind as explorer.lessons checks it: a tuple of choices, a list for several, else the kind name."""
+        return tuple(self.choices) if self.kind == "choice" else list(self.choices) if self.kind == "choices" \
+            else self.kind
+
+    def validate(self, raw: Any, lo: float | None = None, hi: float | None = None,
+                 name: str | None = None) -> tuple[Any, str | None]:
+        """`raw` parsed to this int or float parameter and kept in [lo, hi] (default: its declared bounds), with a
+        message naming it (`name`, default its label) and saying what was changed (None when nothing was)."""
+        lo = self.lo if lo is None else lo
+        hi = self.hi if hi is None else hi
+        name, default = name or self.label or "value", self.default
+        try:
+            value = float(str(raw).strip())
+            if not math.isfinite(value) or (self.kind == "int" and value != int(value)):
+                raise ValueError
+        except (ValueError, TypeError, OverflowError):
+            what = "a whole number" if self.kind == "int" else "a number"
+            return default, f"{name} must be {what}; got '{str(raw)[:40]}', using {self._fmt(default)}."
+        value = int(value) if self.kind == "int" else value
+        if lo is not None and value < lo:
+            return type(default)(lo), f"{name} must be at least {self._fmt(lo)}; got {self._fmt(value)}, using " \
+                                      f"{self._fmt(lo)}."
+        if hi is not None and value > hi:
+            return type(default)(hi), f"{name} is limited to {self._fmt(hi)} here; got {self._fmt(value)}, using " \
+                                      f"{self._fmt(hi)}."
+        if self.even and value % 2:
+            fixed = value + 1 if hi is None or value + 1 <= hi else value - 1
+            return fixed, f"{name} must be even (dimensions come in sin/cos pairs); got {value:,}, using {fixed:,}."
+        return type(default)(value), None
+
+    def _fmt(self, x: float) -> str:
+        return f"{int(x):,}" if self.kind == "int" else f"{x:g}"
+
+
+def P(kind: str, default: Any = None, lo: float | None = None, hi: float | None = None, label: str = "",
+      step: float | None = None, choices: tuple = (), help: str | None = None, even: bool = False) -> Param:
+    return Param(kind, default, lo, hi, step, tuple(choices), label, help, even)
+
+
+def choice(*choices: Any, label: str = "", default: Any = None, help: str | None = None) -> Param:
+    return Param("choice", choices[0] if default is None else default, choices=tuple(choices), label=label, help=help)
 
 
 @dataclass(frozen=True)
@@ -17,74 +86,136 @@ class View:
     url_path: str
     summary: str  # one line for the home page
     section: str = "Views"
+    params: dict[str, Param] = field(default_factory=dict)
+    families: tuple[str, ...] | None = None  # model families (explorer.catalogue.FAMILIES) its picker offers
 
 
-HOME = View("pages/home.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.", "Explorer")
+TEXT = P("text")
+GATES = ("i", "f", "g", "o", "c", "h", "r", "z", "n")
+KINDS = ("greedy", "sample", "top-k", "top-p", "typical", "min-p", "beam")
+MAX_NEW, MAX_SAMPLES, MAX_BEAMS = 200, 20, 8
+
+HOME = View("pages/home.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.",
+            "Explorer")
 MODELS = View(
     "pages/models.py", "Models", ":material/model_training:", "catalogue",
     "Pick, load or upload a model; see what is loaded, on which device, in which dtype; train a built-in model.",
-    "Explorer",
+    "Explorer", {"model": P("model", "pretrained:minilm")},
 )
 
 VIEWS: list[View] = [HOME, MODELS]
-VIEWS.append(View("pages/positional_encodings.py", "Positional encodings", ":material/timeline:", "positional-encodings", "Sinusoidal, learned and rotary positions, and why attention needs them."))
-VIEWS.append(View("pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates", "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit."))
-VIEWS.append(View("pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention", "Per-head attention maps, rollout, masks and the Q·K/√d softmax arithmetic, live."))
-VIEWS.append(View("pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq", "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search."))
-VIEWS.append(View("pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings", "PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies and contextual embeddings."))
-VIEWS.append(View("pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies", "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics."))
-VIEWS.append(View("pages/lessons.py", "Lessons", ":material/school:", "lesson-plans", "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a question.", "Explorer"))
+VIEWS.append(View(
+    "pages/positional_encodings.py", "Positional encodings", ":material/timeline:", "positional-encodings",
+    "Sinusoidal, learned and rotary positions, and why attention needs them.", params={
+        "panel": choice("sinusoidal", "similarity", "rope", "learned", "sentence", label="Panel"),
+        "model": P("model", "pretrained:minilm"), "text": TEXT,
+        "d_model": P("int", 128, 2, 1024, "d_model", 2, help="Even, 2..1024: dimensions come in sin/cos pairs.",
+                     even=True),
+        "n_pos": P("int", 100, 1, 2048, "positions", help="1..2048"),
+        "base": P("float", 10000.0, 2.0, 1e7, "base n", 1000.0,
+                  help="ω_i = n^(−2i/d). Vaswani et al. use n = 10000; smaller n gives shorter wavelengths."),
+        "pos": P("int", 10, 0, 2047, "position pos"), "dim": P("int", 4, 0, 511, "pair i (dimensions 2i, 2i+1)"),
+        "k": P("int", 5, 0, 2047, "offset k"), "sim": choice("dot", "cosine", label="Similarity"),
+        "rope_qk": choice("ones", "random", label="q and k",
+                          help="ones: q = k = (1,…,1), the long-term decay of Su et al.; random: a seeded pair."),
+        "seed": P("int", 0, 0, 10_000, "seed"), "pca": choice(2, 3, label="PCA"), "tok": P("int", 0, 0, None, "token"),
+    }, families=("encoder", "decoder")))
+VIEWS.append(View(
+    "pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",
+    "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit.", params={
+        "model": P("model", "builtin:lstm-lm"), "text": TEXT, "layer": P("int", 0, 0, None, "Layer"),
+        "dir": choice("forward", "backward", label="Direction"), "gate": choice(*GATES, label="State", default="c"),
+        "sort": choice("variance", "mean", "saturation", "index", label="Sort units by"),
+        "top": P("int", 64, 1, None, "Show the top-N units"),
+        "section": choice("One unit + equations", "Gate saturation", "Next tokens", "Compare two sentences",
+                          label="Look at"),
+        "unit": P("int", 0, 0, None, "Unit", help="Default: the first unit of the sorted heatmap."),
+        "t": P("int", 0, 0, None, "Token"), "pair": P("text", label="Pair"), "a": P("text", label="Sentence A"),
+        "b": P("text", label="Sentence B"),
+    }, families=("rnn-lm", "state-dict")))
+VIEWS.append(View(
+    "pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention",
+    "Per-head attention maps, rollout, masks and the Q·K/√d softmax arithmetic, live.", params={
+        "model": P("model", "pretrained:minilm"), "text": TEXT, "pair": TEXT,
+        "mode": choice("head", "model", "steps", "masks", "compare", label="View"),
+        "pad": P("int", 3, 0, 16, "Padding tokens appended (attention_mask = 0)"),
+        "stream": choice("encoder", "decoder", "cross", label="Attention"),
+        "layer": P("int", 0, 0, None, "Layer"), "head": P("int", 0, 0, None, "Head"),
+        "heads": P("ints", (), label="Overlay heads", help="Several heads of this layer at once: one colour each in "
+                   "the line view, their mean in the heatmap."),
+        "token": P("int", -1, -1, None, "Query token", help="Isolates this token's attention (its row)."),
+        "hide": P("bool", False, label="Hide special tokens ([CLS], [SEP], <s>, </s>, <bos>, [PAD]) and renormalise "
+                  "rows"),
+        "agg": choice("heads", "mean", "max", "rollout", label="Aggregation"),
+        "compare": P("text", "The animal didn't cross the street because it was too wide.",
+                     label="Second sentence to compare"),
+    }, families=("decoder", "encoder", "encoder-decoder")))
+VIEWS.append(View(
+    "pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
+    "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search.", params={
+        "model": P("model", "builtin:seq2seq-bahdanau"), "model2": P("model or none", "none", label="Compare with"),
+        "text": TEXT, "target": P("text", "", label="Target to force (teacher forcing); leave empty and the model "
+                                  "decodes", help="Type a translation: the decoder reads it token by token and the "
+                                  "page shows how the model aligns it and its loss."),
+        "decoding": choice("greedy", "beam", label="Decoding"), "beam": P("int", 4, 1, MAX_BEAMS, "Beam size"),
+        "layer": P("int", 0, 0, None, "Decoder layer"), "head": choice("mean", int, label="Head"),
+        "step": P("int", 0, 0, None, "Decoding step t"),
+        "allcurves": P("bool", True, label="Also show every built-in model on this corpus"),
+        "panel": choice("step", "length", "beam", label="Below the heatmap"),
+    }, families=("seq2seq-rnn", "encoder-decoder")))
+VIEWS.append(View(
+    "pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings",
+    "PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies and contextual embeddings.", params={
+        "src": choice("model", "file", label="Vectors from"), "model": P("model", "builtin:word2vec"),
+        "table": P("text", "input", label="Table"), "text": TEXT,
+        "method": choice("pca", "tsne", "umap", label="Method"), "dims": choice(2, 3, label="Dimensions"),
+        "n": P("int", 5000, 1, None, "N entries"), "nb": P("int", 15, 2, 100, "n_neighbors"),
+        "md": P("float", 0.1, 0.0, 0.99, "min_dist", 0.01), "perp": P("float", 30.0, 2.0, 100.0, "perplexity", 1.0),
+        "metric": choice("cosine", "euclidean", label="Metric"), "nn": P("text", label="Word"),
+        "k": P("int", 10, 1, 50, "How many"), "a": P("text", "king", label="a"), "b": P("text", "man", label="− b"),
+        "c": P("text", "woman", label="+ c"), "ka": P("int", 5, 1, 20, "Answers"),
+        "x1": P("text", "man", label="x axis from"), "x2": P("text", "woman", label="x axis to"),
+        "y1": P("text", "small", label="y axis from"), "y2": P("text", "big", label="y axis to"),
+        "layer": P("int", None, 0, None, "Layer"), "cfit": choice("all", "layer", label="PCA fitted on"),
+        "s1": P("text", "the bank of the river", label="Sentence A"), "s2": P("text", "my bank account",
+                                                                               label="Sentence B"),
+        "dw": P("text", "bank", label="Word"),
+    }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict")))
+VIEWS.append(View(
+    "pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
+    "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
+        "model": P("model", "builtin:tiny-gpt"), "text": TEXT,
+        "strategies": P("choices", ("greedy", "top-k", "top-p", "beam"), label="Strategies (2 to 6)", choices=KINDS),
+        "seed": P("int", 0, 0, 2**31 - 1, "Seed", 1,
+                  help="torch.manual_seed(seed) before generating: the same seed gives the same draws."),
+        "max_new": P("int", 30, 1, MAX_NEW, "New tokens"),
+        "temperature": P("float", 1.0, 0.05, 3.0, "Temperature T", 0.05,
+                         help="Sampling strategies divide the logits by T before their filter (0 would be greedy "
+                              "decoding: pick Greedy for that)."),
+        "n": P("int", 5, 1, MAX_SAMPLES, "Samples per strategy (n)",
+               help="For self-BLEU and distinct-n over samples; greedy and beam give one output."),
+        "k": P("int", 40, 1, 1000, "Top-k: k"), "p": P("float", 0.9, 0.05, 1.0, "Top-p: p", 0.01),
+        "typical": P("float", 0.9, 0.05, 1.0, "Typical-p: mass", 0.01), "minp": P("float", 0.1, 0.0, 1.0, "Min-p", 0.01),
+        "beam": P("int", 4, 1, MAX_BEAMS, "Beams"),
+        "lp": P("float", 1.0, -1.0, 3.0, "Length penalty", 0.1,
+                help="Finished beams are ranked by sum log p / generated_length^penalty (Hugging Face's definition)."),
+        "rep": P("float", 1.0, 1.0, 2.0, "Repetition penalty", 0.05,
+                 help="CTRL (Keskar et al. 2019): logits of tokens already in the text are divided by it (multiplied "
+                      "when negative). Applies to every strategy."),
+        "ngram": P("int", 0, 0, 5, "No repeat n-gram size (0 = off)"),
+        "eos": P("bool", True, label="Stop at end of sequence"), "col": P("int", 0, 0, None, "Column"),
+        "step": P("int", 1, 1, MAX_NEW, "Step", help="The position of the generated token (1 = the first new token)."),
+        "view_t": P("float", 1.0, 0.05, 3.0, "Temperature for this view", 0.05,
+                    help="Reshapes the distribution live; the strategy's filter is re-applied at this T."),
+        "x": choice("self-BLEU", "distinct-2", "distinct-1", "distinct-3", label="x (diversity)"),
+        "y": choice("mean log-prob", "perplexity", label="y (quality)"),
+    }, families=("decoder", "rnn-lm", "encoder-decoder")))
+VIEWS.append(View("pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
+                  "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
+                  "question.", "Explorer"))
 
-# ------------------------------------------------------------------------------------------------ view state
-# The query parameters each view reads (its explorer.ui.state keys) and what a value must look like: "text",
-# "model", "model or none", "int", "float", "bool", "ints" (comma-separated integers), a tuple (one of these; `int`
-# inside accepts any integer) or a list (comma-separated, each one of these). Lessons (explorer/lessons.py) check
-# their steps against it; tests/test_lessons.py checks it against the keys the page scripts use.
-PARAMS: dict[str, dict[str, object]] = {
-    "overview": {},
-    "catalogue": {"model": "model"},
-    "positional-encodings": {
-        "panel": ("sinusoidal", "similarity", "rope", "learned", "sentence"), "model": "model", "text": "text",
-        "d_model": "int", "n_pos": "int", "base": "float", "pos": "int", "dim": "int", "k": "int",
-        "sim": ("dot", "cosine"), "rope_qk": ("ones", "random"), "seed": "int", "pca": (2, 3), "tok": "int",
-    },
-    "lstm-gates": {
-        "model": "model", "text": "text", "layer": "int", "dir": ("forward", "backward"),
-        "gate": ("i", "f", "g", "o", "c", "h", "r", "z", "n"), "sort": ("variance", "mean", "saturation", "index"),
-        "top": "int", "section": ("One unit + equations", "Gate saturation", "Next tokens", "Compare two sentences"),
-        "unit": "int", "t": "int", "pair": "text", "a": "text", "b": "text",
-    },
-    "self-attention": {
-        "model": "model", "text": "text", "pair": "text", "mode": ("head", "model", "steps", "masks", "compare"),
-        "pad": "int", "stream": ("encoder", "decoder", "cross"), "layer": "int", "head": "int", "heads": "ints",
-        "token": "int", "hide": "bool", "agg": ("heads", "mean", "max", "rollout"), "compare": "text",
-    },
-    "seq2seq": {
-        "model": "model", "model2": "model or none", "text": "text", "target": "text", "decoding": ("greedy", "beam"),
-        "beam": "int", "layer": "int", "head": ("mean", int), "step": "int", "allcurves": "bool",
-        "panel": ("step", "length", "beam"),
-    },
-    "word-embeddings": {
-        "src": ("model", "file"), "model": "model", "table": "text", "text": "text", "method": ("pca", "tsne", "umap"),
-        "dims": (2, 3), "n": "int", "nb": "int", "md": "float", "perp": "float", "metric": ("cosine", "euclidean"),
-        "nn": "text", "k": "int", "a": "text", "b": "text", "c": "text", "ka": "int", "x1": "text", "x2": "text",
-        "y1": "text", "y2": "text", "layer": "int", "cfit": ("all", "layer"), "s1": "text", "s2": "text", "dw": "text",
-    },
-    "decoding-strategies": {
-        "model": "model", "text": "text", "strategies": ["greedy", "sample", "top-k", "top-p", "typical", "min-p", "beam"],
-        "seed": "int", "max_new": "int", "temperature": "float", "n": "int", "k": "int", "p": "float",
-        "typical": "float", "minp": "float", "beam": "int", "lp": "float", "rep": "float", "ngram": "int",
-        "eos": "bool", "col": "int", "step": "int", "view_t": "float",
-        "x": ("self-BLEU", "distinct-2", "distinct-1", "distinct-3"), "y": ("mean log-prob", "perplexity"),
-    },
-}
-# The model families (keys of explorer.registry.FAMILIES) each view's model picker offers; None: any.
-MODEL_FAMILIES: dict[str, tuple[str, ...] | None] = {
-    "catalogue": None,
-    "positional-encodings": ("encoder", "decoder"),
-    "lstm-gates": ("rnn-lm", "state-dict"),
-    "self-attention": ("decoder", "encoder", "encoder-decoder"),
-    "seq2seq": ("seq2seq-rnn", "encoder-decoder"),
-    "word-embeddings": ("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict"),
-    "decoding-strategies": ("decoder", "rnn-lm", "encoder-decoder"),
-}
+BY_PATH: dict[str, View] = {v.url_path: v for v in VIEWS}
+# What explorer.lessons checks: the parameters of each view that has any, and the families of its model picker.
+PARAMS: dict[str, dict[str, object]] = {v.url_path: {k: p.lesson_kind for k, p in v.params.items()}
+                                        for v in VIEWS if v.params or v is HOME}
+MODEL_FAMILIES: dict[str, tuple[str, ...] | None] = {v.url_path: v.families for v in VIEWS if v.params}

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import device as devices
-from explorer.registry import FAMILIES, catalogue, hub_allowed
+from explorer.catalogue import FAMILIES, catalogue, hub_allowed
 from explorer.ui import settings
 from explorer.ui.widgets import page_header
 from explorer.views import HOME, VIEWS

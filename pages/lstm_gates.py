@@ -2,8 +2,9 @@
 import streamlit as st
 
 from explorer.probes import rnn_gates as P
-from explorer.ui import settings, state
+from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
+from explorer.ui.state import Controls
 from explorer.ui.charts import show
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import rnn_gates as V
@@ -28,11 +29,12 @@ PAIRS = {
 }
 OWN_PAIR = "your own pair"
 
+c = Controls("lstm-gates")
 page_header("Inside the recurrent cell",
             "Every gate, cell state and hidden state of an LSTM, GRU or Elman RNN for your sentence, unit by unit, "
             "recomputed from the model's own weights with PyTorch's equations.")
 
-model_id = model_picker(["rnn-lm", "state-dict"], default="builtin:lstm-lm")
+model_id = model_picker(c.view.families, default=c.params["model"].default)
 loaded = get_model(model_id)
 if loaded is None:
     st.stop()
@@ -44,7 +46,7 @@ except P.RNNGatesError as exc:
     st.stop()
 
 with st.expander(f"What the view read from {model_id}", expanded=loaded.family == "state-dict"):
-    st.markdown("\n".join(f"- {what}: `{' '.join(value.replace('`', '').split())}`" for what, value in trace.inferred))
+    st.dataframe(V.inferred_rows(trace), hide_index=True, width="stretch")
     if len(trace):
         st.caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
                    f"weights to {trace.max_abs_error:.1e} (max |difference|).")
@@ -61,36 +63,34 @@ c1, c2, c3 = st.columns([1, 1, 2])
 with c1:
     layer = 0
     if trace.num_layers > 1:
-        layer = state.selectbox("Layer", list(range(trace.num_layers)), key="layer")
+        layer = c.selectbox("layer", list(range(trace.num_layers)))
     else:
         st.caption("1 layer")
 with c2:
     direction = 0
     if trace.num_directions == 2:
-        direction = ["forward", "backward"].index(state.radio("Direction", ["forward", "backward"], key="dir"))
+        direction = ["forward", "backward"].index(c.radio("dir"))
 with c3:
-    name = state.radio("State", list(trace.names), key="gate", default="c" if "c" in trace.names else "h",
-                       format_func=lambda n: P.LABELS[n])
+    name = c.radio("gate", list(trace.names), default="c" if "c" in trace.names else "h", format_func=P.LABELS.get)
 c4, c5 = st.columns([2, 2])
 with c4:
-    sort = state.radio("Sort units by", list(P.SORTS), key="sort")
+    sort = c.radio("sort")
 with c5:
     top = 1
     if trace.hidden_size > 1:
-        top = state.slider("Show the top-N units", 1, trace.hidden_size, key="top", default=min(64, trace.hidden_size))
+        top = c.number("top", slider=True, hi=trace.hidden_size, default=min(64, trace.hidden_size))
 values = trace.gates[name][layer, direction]
 units = P.unit_order(values, sort, top)
 show(V.gate_heatmap(trace, name, layer, direction, units, theme), key="heatmap", filename=f"{name}-layer{layer}")
 
 # ------------------------------------------------------------------------------------ sections
-SECTIONS = ["One unit + equations", "Gate saturation", "Next tokens", "Compare two sentences"]
-section = state.radio("Look at", SECTIONS, key="section", label_visibility="collapsed")
+SECTIONS = c.params["section"].choices
+section = c.radio("section", label_visibility="collapsed")
 
 if section == SECTIONS[0]:
     u1, u2 = st.columns([1, 4])
     with u1:
-        unit = state.selectbox("Unit", list(range(trace.hidden_size)), key="unit", default=int(units[0]),
-                               help="Default: the first unit of the sorted heatmap.")
+        unit = c.selectbox("unit", list(range(trace.hidden_size)), default=int(units[0]))
     with u2:
         unit_values = trace.gates[name][layer, direction, :, unit]
         lo, hi = V.value_range(name, unit_values)
@@ -100,8 +100,8 @@ if section == SECTIONS[0]:
     show(V.unit_lines(trace, layer, direction, unit, theme), key="unit_lines", filename=f"unit{unit}")
 
     st.markdown("**The cell's equations, with the numbers**")
-    t = state.selectbox("Token", list(range(len(trace))), key="t", format_func=lambda i: f"{i} · {trace.tokens[i]}")
-    terms = P.cell_terms(loaded, trace, layer, direction, t, unit)
+    t = c.selectbox("t", list(range(len(trace))), format_func=lambda i: f"{i} · {trace.tokens[i]}")
+    terms = P.cell_terms(trace, layer, direction, t, unit)
     st.caption(f"Unit {unit}, layer {layer}, token {t}. Under each brace: the unit's row of the weights times the "
                "input (or the previous hidden state), plus its bias.")
     st.latex(V.equations_latex(terms))
@@ -119,20 +119,18 @@ elif section == SECTIONS[1]:
 elif section == SECTIONS[2]:
     if trace.next_ids.shape[1]:
         st.dataframe(V.next_token_rows(trace), hide_index=True, width="stretch")
-        st.caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b).")
+        st.caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b), the "
+                   "model's own output on this run" + (", which starts at <bos> as the model was trained."
+                                                       if trace.tokens and trace.tokens[0] == "<bos>" else "."))
     else:
         st.info("This model has no output layer over its vocabulary (or reads in both directions): "
                 "it does not predict next tokens.")
 
 else:
-    pair = state.selectbox("Pair", [*PAIRS, OWN_PAIR], key="pair")
+    pair = c.selectbox("pair", [*PAIRS, OWN_PAIR])
     if pair == OWN_PAIR:
-        state.seed("a", PAIRS[next(iter(PAIRS))][0])
-        state.seed("b", PAIRS[next(iter(PAIRS))][1])
-        text_a = st.text_input("Sentence A", key="a", max_chars=2000)
-        text_b = st.text_input("Sentence B", key="b", max_chars=2000)
-        state.write("a", text_a)
-        state.write("b", text_b)
+        text_a = c.text_input("a", PAIRS[next(iter(PAIRS))][0], max_chars=2000)
+        text_b = c.text_input("b", PAIRS[next(iter(PAIRS))][1], max_chars=2000)
     else:
         text_a, text_b = PAIRS[pair]
     trace_a, trace_b = probe(P.rnn_gates, loaded, text_a), probe(P.rnn_gates, loaded, text_b)

@@ -1,13 +1,16 @@
 """Models: pick, load or upload a model; the table of loaded models; train a built-in model."""
 import streamlit as st
 
-from explorer.registry import FAMILIES, ModelId, ModelLoadError, register_upload
-from explorer.safe_load import max_upload_bytes
+from explorer.catalogue import FAMILIES, ModelId
+from explorer.safe_load import ModelLoadError, max_upload_bytes
+from explorer.uploads import register_upload
 from explorer.ui import state
 from explorer.ui.cache import get_model, model_cache, upload_owner
+from explorer.ui.state import Controls
 from explorer.ui.training import train_section
 from explorer.ui.widgets import model_picker, page_header
 
+c = Controls("catalogue")
 page_header("Models", "Every view reads the model chosen here or in its own picker. Ids are stable and work in links.")
 
 st.subheader("Open a model")
@@ -26,7 +29,7 @@ with right:
 with left:
     if "_added_upload" in st.session_state:  # set by "Add to the catalogue" below, before the picker exists
         st.session_state["model"] = st.session_state.pop("_added_upload")
-    chosen = model_picker(None, default="pretrained:minilm", extra=[st.session_state.get("model", "")] if
+    chosen = model_picker(c.view.families, default=c.params["model"].default, extra=[st.session_state.get("model", "")] if
                           str(st.session_state.get("model", "")).startswith(("hf:", "upload:")) else ())
 
 loaded = get_model(chosen) if chosen else None
@@ -37,7 +40,7 @@ if loaded is not None:
     cols[1].metric("Layers × heads" if loaded.n_heads else "Layers", shape)
     cols[2].metric("Parameters", f"{loaded.n_params:,}")
     cols[3].metric("Device · dtype", f"{loaded.device} · {loaded.dtype}")
-    cols[4].metric("Memory", f"{loaded.memory_bytes / 2**20:.1f} MB")
+    cols[4].metric("Memory", f"{loaded.summary()['memory (MB)']:.1f} MB")
     description = loaded.meta.get("description")
     if description:
         st.caption(description)
@@ -50,7 +53,7 @@ st.subheader("Upload your own weights")
 st.markdown(
     "A state dict as **.safetensors** (preferred) or **.pt/.pth** (read with `torch.load(weights_only=True)`: "
     "files that would run code are refused), with an optional `vocab.json` and a config JSON. "
-    f"Limit: {max_upload_bytes() / 2**20:.0f} MB per file."
+    f"Limit: {max_upload_bytes() >> 20} MB per file."
 )
 files = st.file_uploader("Weights and JSON files", type=["safetensors", "pt", "pth", "json"],
                          accept_multiple_files=True, key="upload_files")

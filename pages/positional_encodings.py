@@ -1,12 +1,13 @@
 """Positional encodings: sinusoidal, learned and rotary positions, and why attention needs them."""
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from explorer.probes import positions as P
-from explorer.ui import settings, state
+from explorer.adapters.base import Unsupported
+from explorer.ui import settings
 from explorer.ui.cache import compute, figure_once, get_model, probe
+from explorer.ui.state import Controls
 from explorer.ui.charts import show
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import positions as V
@@ -18,7 +19,6 @@ PANELS = {
     "learned": "Learned (model)",
     "sentence": "Sentence & permutation",
 }
-DEFAULTS = {"d_model": 128, "n_pos": 100, "base": 10000.0, "pos": 10, "dim": 4, "k": 5}
 PRESETS = {
     "Vaswani et al. base model: d_model 512, 100 positions, base 10000": (512, 100, 10000.0, 20, 8, 5),
     "Small table to read cell by cell: d_model 16, 50 positions": (16, 50, 10000.0, 10, 2, 3),
@@ -32,59 +32,13 @@ SENTENCES = [
     "She gave him the book before he gave her the pen.",
     "Order matters: not all that glitters is gold.",
 ]
-MODEL_FAMILIES = ["encoder", "decoder"]
-
+c = Controls("positional-encodings")
 page_header("Positional encodings",
             "Attention alone sees a bag of vectors: positions are how a transformer knows word order.")
 theme = settings.theme()
 
 
 # ------------------------------------------------------------------------------------------- glue
-def int_control(label: str, key: str, lo: int, hi: int, default: int, even: bool = False, slider: bool = False,
-                help: str | None = None) -> int:
-    """An integer widget kept in ?key=; a bad URL value or typed value gets a warning and a bounded fix."""
-    if key not in st.session_state:
-        raw = state.url_value(key)
-        value = default
-        if raw is not None:
-            value, msg = P.validate_int(raw, lo, hi, default, label, even)
-            if msg:
-                st.warning(msg)
-        st.session_state[key] = value
-    current = st.session_state[key]
-    if not isinstance(current, (int, float)) or not lo <= current <= hi:
-        st.session_state[key] = min(max(default, lo), hi)
-    if hi <= lo:
-        value = lo
-        st.session_state[key] = lo
-        st.caption(f"{label}: {lo} (the only choice)")
-    elif slider:
-        value = st.slider(label, lo, hi, key=key, help=help)
-    else:
-        value = st.number_input(label, min_value=lo, max_value=hi, step=2 if even else 1, key=key, help=help)
-    value, msg = P.validate_int(value, lo, hi, default, label, even)
-    if msg:
-        st.warning(msg)
-    state.write(key, value)
-    return value
-
-
-def base_control() -> float:
-    key = "base"
-    if key not in st.session_state:
-        raw = state.url_value(key)
-        value = DEFAULTS["base"]
-        if raw is not None:
-            value, msg = P.validate_float(raw, P.BASE_MIN, P.BASE_MAX, DEFAULTS["base"], "base n")
-            if msg:
-                st.warning(msg)
-        st.session_state[key] = float(value)
-    value = st.number_input("base n", min_value=P.BASE_MIN, max_value=P.BASE_MAX, step=1000.0, format="%g", key=key,
-                            help="ω_i = n^(−2i/d). Vaswani et al. use n = 10000; smaller n gives shorter wavelengths.")
-    state.write(key, f"{value:g}")
-    return float(value)
-
-
 def apply_preset() -> None:
     choice = st.session_state.get("_pe_preset")
     if choice in PRESETS:
@@ -97,12 +51,11 @@ def table_controls() -> tuple[int, int, float]:
                  label_visibility="collapsed")
     c1, c2, c3 = st.columns(3)
     with c1:
-        d = int_control("d_model", "d_model", P.D_MIN, P.D_MAX, DEFAULTS["d_model"], even=True,
-                        help=f"Even, {P.D_MIN}..{P.D_MAX}: dimensions come in sin/cos pairs.")
+        d = c.number("d_model")
     with c2:
-        n = int_control("positions", "n_pos", P.P_MIN, P.P_MAX, DEFAULTS["n_pos"], help=f"{P.P_MIN}..{P.P_MAX}")
+        n = c.number("n_pos")
     with c3:
-        b = base_control()
+        b = c.number("base")
     return d, n, b
 
 
@@ -112,7 +65,7 @@ def show_notes(notes: tuple[str, ...]) -> None:
 
 
 def load_selected():
-    model_id = model_picker(MODEL_FAMILIES, default="pretrained:minilm")
+    model_id = model_picker(c.view.families, default=c.params["model"].default)
     return get_model(model_id) if model_id else None
 
 
@@ -121,9 +74,9 @@ def sinusoidal_panel() -> None:
     d, n, b = table_controls()
     c1, c2 = st.columns(2)
     with c1:
-        pos = int_control("position pos", "pos", 0, n - 1, DEFAULTS["pos"], slider=True)
+        pos = c.number("pos", hi=n - 1, slider=True)
     with c2:
-        i = int_control("pair i (dimensions 2i, 2i+1)", "dim", 0, d // 2 - 1, DEFAULTS["dim"], slider=True)
+        i = c.number("dim", hi=d // 2 - 1, slider=True)
     tr = compute(P.sinusoidal, n, d, b)
     show(figure_once(("pe", n, d, b), lambda: V.pe_heatmap(
         tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")),
@@ -151,11 +104,11 @@ def similarity_panel() -> None:
     d, n, b = table_controls()
     c1, c2, c3 = st.columns(3)
     with c1:
-        pos = int_control("position pos", "pos", 0, n - 1, DEFAULTS["pos"], slider=True)
+        pos = c.number("pos", hi=n - 1, slider=True)
     with c2:
-        k = int_control("offset k", "k", 0, max(n - 1, 0), DEFAULTS["k"], slider=True)
+        k = c.number("k", hi=max(n - 1, 0), slider=True)
     with c3:
-        kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
+        kind = c.radio("sim")
     sim = compute(P.sinusoidal_similarity, n, d, b, kind)
     show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)),
@@ -163,13 +116,13 @@ def similarity_panel() -> None:
     show(V.similarity_line(sim, pos, theme, kind), key="pe_similarity_line", filename="sinusoidal_similarity_line")
     st.subheader("Relative positions are rotations")
     rot = compute(P.rotation_check, n, d, b, k)
-    i = min(int(st.session_state.get("dim", DEFAULTS["dim"])), d // 2 - 1)
-    ang = float(rot.angles[i])
+    i = min(int(st.session_state.get("dim", c.params["dim"].default)), d // 2 - 1)
+    blk = rot.block(i)
     st.latex(
         rf"PE(p+k) = R_k\,PE(p),\quad R_k = \mathrm{{diag}}\!\left(\begin{{bmatrix}}\cos k\omega_i & \sin k\omega_i\\ "
         rf"-\sin k\omega_i & \cos k\omega_i\end{{bmatrix}}\right)_i,\quad"
-        rf"\text{{pair }} {i}:\ k\omega_{{{i}}} = {k}\cdot{float(P.frequencies(d, b)[i]):.6g} = {ang:.6g}"
-        rf"\Rightarrow \begin{{bmatrix}}{np.cos(ang):.4f} & {np.sin(ang):.4f}\\ {-np.sin(ang):.4f} & {np.cos(ang):.4f}"
+        rf"\text{{pair }} {i}:\ k\omega_{{{i}}} = {k}\cdot{blk.omega:.6g} = {blk.angle:.6g}"
+        rf"\Rightarrow \begin{{bmatrix}}{blk.cos:.4f} & {blk.sin:.4f}\\ {-blk.sin:.4f} & {blk.cos:.4f}"
         rf"\end{{bmatrix}}"
     )
     if rot.errors.size:
@@ -192,14 +145,13 @@ def rope_panel() -> None:
     d, n, b = table_controls()
     c1, c2, c3 = st.columns(3)
     with c1:
-        pos = int_control("position m", "pos", 0, n - 1, DEFAULTS["pos"], slider=True)
+        pos = c.number("pos", hi=n - 1, slider=True, label="position m")
     with c2:
-        vectors = state.radio("q and k", ["ones", "random"], key="rope_qk", default="ones",
-                              help="ones: q = k = (1,…,1), the long-term decay of Su et al.; random: a seeded pair.")
+        vectors = c.radio("rope_qk")
     with c3:
-        seed = int_control("seed", "seed", 0, 10_000, 0) if vectors == "random" else 0
+        seed = c.number("seed") if vectors == "random" else 0
     rt = compute(P.rope, d, n, b, pos, vectors, seed)
-    i = min(int(st.session_state.get("dim", DEFAULTS["dim"])), d // 2 - 1)
+    i = min(int(st.session_state.get("dim", c.params["dim"].default)), d // 2 - 1)
     a = float(rt.angles[i])
     st.latex(
         rf"\begin{{bmatrix}}q'_{{{2 * i}}}\\ q'_{{{2 * i + 1}}}\end{{bmatrix}} = "
@@ -232,7 +184,7 @@ def learned_panel() -> None:
     try:
         lt = probe(P.learned_positions, loaded)
         la = probe(P.learned_analysis, loaded)
-    except P.UnsupportedModel as exc:
+    except Unsupported as exc:
         st.info(str(exc))
         return
     n_rows, width = lt.weight.shape
@@ -243,9 +195,9 @@ def learned_panel() -> None:
         st.caption(f"Rows 0..{lt.offset - 1} are not used for tokens: position 0 is row {lt.offset}.")
     c1, c2 = st.columns(2)
     with c1:
-        kind = state.radio("Similarity", ["dot", "cosine"], key="sim", default="dot")
+        kind = c.radio("sim")
     with c2:
-        dims = state.radio("PCA", [2, 3], key="pca", default=2, format_func=lambda x: f"{x}-D")
+        dims = c.radio("pca", format_func=lambda x: f"{x}-D")
     model_key = (loaded.id, loaded.device, loaded.dtype)
     show(figure_once(("learned", *model_key), lambda: V.pe_heatmap(
         lt.weight, theme, f"{lt.source}: position × dimension")), key="learned_heatmap", filename="learned_positions")
@@ -267,10 +219,10 @@ def learned_panel() -> None:
 
 
 @st.fragment
-def learned_line(sim: np.ndarray, kind: str) -> None:
+def learned_line(sim, kind: str) -> None:
     """One position against all others. A fragment: moving the slider redraws this line only, not the two
     512-row heatmaps above (1.4 MB of chart data for MiniLM)."""
-    pos = int_control("position pos", "pos", 0, sim.shape[0] - 1, DEFAULTS["pos"], slider=True)
+    pos = c.number("pos", hi=sim.shape[0] - 1, slider=True)
     show(V.similarity_line(sim, pos, theme, kind), key="learned_similarity_line", filename="learned_line")
 
 
@@ -281,7 +233,7 @@ def sentence_panel() -> None:
         return
     try:
         sv = probe(P.sentence_vectors, loaded, text)
-    except P.UnsupportedModel as exc:
+    except Unsupported as exc:
         st.info(str(exc))
         return
     show_notes(sv.notes)
@@ -291,7 +243,7 @@ def sentence_panel() -> None:
          filename="sentence_vectors")
     if sv.note:
         st.caption(sv.note)
-    t = int_control("token", "tok", 0, len(sv.tokens) - 1, 0, slider=True)
+    t = c.number("tok", hi=len(sv.tokens) - 1, slider=True)
     norms = sv.norms[t]
     st.latex(rf"x_{{{t}}} = E[\mathrm{{token}}_{{{t}}}] + P_{{{t}}},\quad \lVert E\rVert = {norms[0]:.4f},\ "
              rf"\lVert P_{{{t}}}\rVert = {norms[1]:.4f},\ \lVert x_{{{t}}}\rVert = {norms[2]:.4f}")
@@ -302,7 +254,7 @@ def sentence_panel() -> None:
 
 def permutation_section(loaded, text: str, shown_notes: tuple[str, ...]) -> None:
     st.subheader("Shuffle the words")
-    seed = int_control("shuffle seed", "seed", 0, 10_000, 0)
+    seed = c.number("seed", label="shuffle seed")
     pt = probe(P.permutation_experiment, loaded, text, seed)
     show_notes(tuple(x for x in pt.notes if x not in shown_notes))
     st.markdown("**Original:** " + " ".join(pt.tokens) + "  \n**Shuffled:** " + " ".join(pt.shuffled))
@@ -328,8 +280,7 @@ def permutation_section(loaded, text: str, shown_notes: tuple[str, ...]) -> None
     ])
 
 
-panel = state.radio("Panel", list(PANELS), key="panel", default="sinusoidal", format_func=PANELS.get,
-                    label_visibility="collapsed")
+panel = c.radio("panel", format_func=PANELS.get, label_visibility="collapsed")
 PANEL_FUNCTIONS = {"sinusoidal": sinusoidal_panel, "similarity": similarity_panel, "rope": rope_panel,
                    "learned": learned_panel, "sentence": sentence_panel}
 PANEL_FUNCTIONS[panel]()

@@ -1,11 +1,12 @@
 """Decoding strategies side by side: greedy, temperature, top-k, top-p, typical, min-p and beam search."""
 import streamlit as st
 
-from explorer import decoding as D
-from explorer.adapters.causal_lm import CannotGenerate
-from explorer.registry import builtin_names
-from explorer.ui import settings, state
+from explorer.catalogue import builtin_names
+from explorer.generation import LABELS, DecodingError, Strategy
+from explorer.probes import decoding as D
+from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
+from explorer.ui.state import Controls
 from explorer.ui.charts import show
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import decoding as V
@@ -15,55 +16,42 @@ PRESETS = [
     "a person riding a motorcycle on",
     "the computer which I had just put into the machine room",
 ]
-DEFAULT_STRATEGIES = ["greedy", "top-k", "top-p", "beam"]
-
+c = Controls("decoding-strategies")
 page_header("Decoding strategies side by side",
             "The same prompt and seed through greedy, temperature sampling, top-k, top-p, typical-p, min-p and "
             "beam search, with Hugging Face's own logits processors, the distribution at every step and metrics.")
 
-for msg in D.check_url_values({k: state.url_value(k) for k in D.RANGES}):
-    st.warning(msg)
-
-default_model = "builtin:tiny-gpt" if "tiny-gpt" in builtin_names() else "builtin:lstm-lm"
-model_id = model_picker(["decoder", "rnn-lm", "encoder-decoder"], default=default_model)
+default_model = c.params["model"].default if "tiny-gpt" in builtin_names() else "builtin:lstm-lm"
+model_id = model_picker(c.view.families, default=default_model)
 loaded = get_model(model_id)
 if loaded is None:
     st.stop()
 text = sentence_input(PRESETS[0], PRESETS, label="Prompt")
 
 # ------------------------------------------------------------------------------------------- settings
-chosen = state.multiselect("Strategies (2 to 6)", list(D.KINDS), key="strategies", default=DEFAULT_STRATEGIES,
-                           format_func=lambda k: D.LABELS[k], max_selections=6)
+chosen = c.multiselect("strategies", format_func=LABELS.get, max_selections=6)
 c1, c2, c3, c4 = st.columns(4)
 with c1:
-    state.seed("seed", 0, int, lambda v: 0 <= v < 2**31)
-    seed = int(st.number_input("Seed", 0, 2**31 - 1, key="seed", step=1,
-                               help="torch.manual_seed(seed) before generating: the same seed gives the same draws."))
-    state.write("seed", seed)
-    max_new = state.slider("New tokens", 1, D.MAX_NEW, key="max_new", default=30)
+    seed = int(c.number("seed"))
+    max_new = c.number("max_new", slider=True)
 with c2:
-    temperature = state.slider("Temperature T", 0.05, 3.0, key="temperature", default=1.0, step=0.05,
-                               help="Sampling strategies divide the logits by T before their filter.")
-    n = state.slider("Samples per strategy (n)", 1, D.MAX_SAMPLES, key="n", default=5,
-                     help="For self-BLEU and distinct-n over samples; greedy and beam give one output.")
+    temperature = c.number("temperature", slider=True)
+    n = c.number("n", slider=True)
 with c3:
-    k = state.slider("Top-k: k", 1, 1000, key="k", default=40)
-    p = state.slider("Top-p: p", 0.05, 1.0, key="p", default=0.9, step=0.01)
-    typical = state.slider("Typical-p: mass", 0.05, 1.0, key="typical", default=0.9, step=0.01)
+    k = c.number("k", slider=True)
+    p = c.number("p", slider=True)
+    typical = c.number("typical", slider=True)
 with c4:
-    min_p = state.slider("Min-p", 0.0, 1.0, key="minp", default=0.1, step=0.01)
-    beams = state.slider("Beams", 1, D.MAX_BEAMS, key="beam", default=4)
-    length_penalty = state.slider("Length penalty", -1.0, 3.0, key="lp", default=1.0, step=0.1,
-                                  help="Finished beams are ranked by sum log p / length^penalty.")
+    min_p = c.number("minp", slider=True)
+    beams = c.number("beam", slider=True)
+    length_penalty = c.number("lp", slider=True)
 c5, c6, c7 = st.columns(3)
 with c5:
-    rep = state.slider("Repetition penalty", 1.0, 2.0, key="rep", default=1.0, step=0.05,
-                       help="CTRL (Keskar et al. 2019): logits of tokens already in the text are divided by it "
-                            "(multiplied when negative). Applies to every strategy.")
+    rep = c.number("rep", slider=True)
 with c6:
-    ngram = state.slider("No repeat n-gram size (0 = off)", 0, 5, key="ngram", default=0)
+    ngram = c.number("ngram", slider=True)
 with c7:
-    stop_eos = state.toggle("Stop at end of sequence", key="eos", default=True)
+    stop_eos = c.toggle("eos")
 
 if not chosen:
     st.info("Choose at least one strategy (two to six to compare).")
@@ -71,13 +59,13 @@ if not chosen:
 if len(chosen) < 2:
     st.info("Choose a second strategy to compare side by side.")
 strategies = tuple(
-    D.Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=min_p, num_beams=beams,
+    Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=min_p, num_beams=beams,
                length_penalty=length_penalty, repetition_penalty=rep, no_repeat_ngram_size=ngram)
     for kind in chosen
 )
 try:
     run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos)
-except (D.DecodingError, CannotGenerate) as exc:
+except DecodingError as exc:
     st.error(str(exc))
     st.stop()
 for note in run.notes:
@@ -110,7 +98,7 @@ show(V.logprob_lines([g.strategy.label for g in run.generations], [g.outputs[0].
 # ------------------------------------------------------------------------------------------- per step
 st.subheader("One step: the next-token distribution")
 labels = [g.strategy.label for g in run.generations]
-which = state.selectbox("Column", list(range(len(labels))), key="col", format_func=lambda i: labels[i])
+which = c.selectbox("col", list(range(len(labels))), format_func=lambda i: labels[i])
 gen = run.generations[which]
 out = gen.outputs[0]
 if not out.ids:
@@ -118,13 +106,10 @@ if not out.ids:
 else:
     s1, s2 = st.columns(2)
     with s1:
-        step = state.slider("Step", 1, max(len(out.ids), 2), key="step", default=1,
-                            help="The position of the generated token (1 = the first new token).")
+        step = c.number("step", slider=True, hi=max(len(out.ids), 2))
         step = min(step, len(out.ids))
     with s2:
-        view_t = state.slider("Temperature for this view", 0.05, 3.0, key="view_t",
-                              default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0, step=0.05,
-                              help="Reshapes the distribution live; the strategy's filter is re-applied at this T.")
+        view_t = c.number("view_t", slider=True, default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
     sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
     st.caption("Context: … " + " ".join(sv.context))
     show(V.step_bars(sv, theme), key="step_bars", filename=f"step{step}")
@@ -157,8 +142,9 @@ if beam_gens:
     show(V.beam_tree(beam_gens[0].beam, theme), key="beam_tree", filename="beam-tree")
     st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K best "
                f"not ending continue (coloured), those ending with the end token or at the length limit join the "
-               f"finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / length^"
-               f"{beam_gens[0].strategy.length_penalty:g}): {beam_gens[0].beam.final_score:.4f}.")
+               f"finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / generated_length^"
+               f"{beam_gens[0].strategy.length_penalty:g}, Hugging Face's definition): "
+               f"{beam_gens[0].beam.final_score:.4f}.")
 
 # ------------------------------------------------------------------------------------------- trade-off
 st.subheader("Diversity and quality over samples")
@@ -167,9 +153,9 @@ st.dataframe([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.ite
              hide_index=True, width="stretch")
 x1, x2 = st.columns(2)
 with x1:
-    x_axis = state.radio("x (diversity)", ["self-BLEU", "distinct-2", "distinct-1", "distinct-3"], key="x")
+    x_axis = c.radio("x")
 with x2:
-    y_axis = state.radio("y (quality)", ["mean log-prob", "perplexity"], key="y")
+    y_axis = c.radio("y")
 if n < 2 and x_axis == "self-BLEU":
     st.info("Self-BLEU needs at least two samples per strategy: raise n.")
 show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), key="tradeoff", filename="tradeoff")

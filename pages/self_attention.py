@@ -1,24 +1,27 @@
 """Self-attention: per-head maps, the layers × heads grid, rollout, masks and the Q·K/√d softmax arithmetic."""
-import numpy as np
 import streamlit as st
 
-from explorer.adapters.transformer import STREAM_LABELS
 from explorer.probes.self_attention import (
     PRESETS,
+    STREAM_LABELS,
     attention_shape,
     attention_trace,
     default_query,
     find_token,
     head_matrix,
+    head_row,
     hide_special,
+    row_summary,
     step_by_step,
 )
-from explorer.ui import settings, state
+from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
+from explorer.ui.state import Controls
 from explorer.ui.charts import show
 from explorer.ui.widgets import model_picker, page_header, sentence_input, sentence_presets, what_to_notice
 from explorer.viz import attention as viz
 
+c = Controls("self-attention")
 page_header("Self-attention", "Every layer and head of a transformer reading your sentence: who attends to whom, "
             "with which weight, and the arithmetic softmax(QKᵀ/√d + M)·V that produced it.")
 theme = settings.theme()
@@ -28,7 +31,7 @@ MODES = {"head": "Head view", "model": "Model view (all heads)", "steps": "Step 
 AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over heads", "rollout": "rollout (layers 0…l)"}
 
 
-def shown(trace, matrix: np.ndarray, hide: bool):
+def shown(trace, matrix, hide: bool):
     """The matrix as displayed (special tokens hidden or not), with the note about renormalisation."""
     if not hide:
         return matrix, None, None
@@ -44,21 +47,20 @@ def pick(seq, idx):
 
 
 with st.columns([2, 1])[0]:
-    model_id = model_picker(["decoder", "encoder", "encoder-decoder"], default="pretrained:minilm")
+    model_id = model_picker(c.view.families, default=c.params["model"].default)
 loaded = get_model(model_id)
 if loaded is None:
     st.stop()
 c_mode, c_stream = st.columns([2, 1])
 with c_mode:
-    mode = state.radio("View", list(MODES), key="mode", default="head", format_func=MODES.get)
+    mode = c.radio("mode", format_func=MODES.get)
 stream = ""
 if loaded.family == "encoder-decoder":
     with c_stream:
-        stream = state.selectbox("Attention", ["encoder", "decoder", "cross"], key="stream",
-                                 format_func=STREAM_LABELS.get)
+        stream = c.selectbox("stream", format_func=STREAM_LABELS.get)
 pad = 0
 if mode == "masks" and loaded.tokenizer is not None and loaded.family != "encoder-decoder":
-    pad = state.slider("Padding tokens appended (attention_mask = 0)", 0, 16, key="pad", default=3)
+    pad = c.number("pad", slider=True)
 shape = probe(attention_shape, loaded, stream)
 if shape.error:
     st.warning(shape.error)
@@ -66,18 +68,14 @@ if shape.error:
 L, H = shape.n_layers, shape.n_heads
 cols = st.columns([1, 1, 2, 2])
 with cols[0]:
-    layer = state.selectbox("Layer", list(range(L)), key="layer", default=0)
+    layer = c.selectbox("layer", list(range(L)))
 with cols[1]:
-    head = state.selectbox("Head", list(range(H)), key="head", default=0)
+    head = c.selectbox("head", list(range(H)))
 with cols[2]:
-    extra = state.multiselect("Overlay heads", list(range(H)), key="heads", default=[],
-                              help="Several heads of this layer at once: one colour each in the line view, "
-                                   "their mean in the heatmap.")
+    extra = c.multiselect("heads", list(range(H)))
 with cols[3]:
-    how = state.radio("Aggregation", list(AGGS), key="agg", default="heads", format_func=AGGS.get) \
-        if mode in ("head", "model") else "heads"
-hide = state.toggle("Hide special tokens ([CLS], [SEP], <s>, </s>, <bos>, [PAD]) and renormalise rows",
-                    key="hide", default=False)
+    how = c.radio("agg", format_func=AGGS.get) if mode in ("head", "model") else "heads"
+hide = c.toggle("hide")
 st.caption(f"{shape.model_id} · {shape.adapter} · {shape.stream_label} · {L} layers × {H} heads"
            + (" · causal (decoder)" if shape.causal else ""))
 sentence_presets(PRESETS[0], PRESETS)  # right above the sentence box, which is in the fragment below
@@ -92,9 +90,9 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
     text = sentence_input(PRESETS[0])
     pair = ""
     if loaded.family == "encoder":
-        pair = state.text_input("Second sentence (optional: joined to the first by [SEP], segment B)", "pair")
+        pair = c.text_input("pair", label="Second sentence (optional: joined to the first by [SEP], segment B)")
     elif loaded.family == "encoder-decoder":
-        pair = state.text_input("Decoder text (the target the decoder reads; empty = the same text)", "pair")
+        pair = c.text_input("pair", label="Decoder text (the target the decoder reads; empty = the same text)")
 
     trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
     if trace.error:
@@ -107,10 +105,8 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
 
     T = len(trace.tokens)
     labels = viz.display_tokens(trace.tokens)
-    token = state.selectbox("Query token", [-1, *range(T)], key="token",
-                            default=default_query(trace.tokens, trace.special),
-                            format_func=lambda i: "— all tokens —" if i < 0 else f"{i}: {labels[i]}",
-                            help="Isolates this token's attention (its row).")
+    token = c.selectbox("token", [-1, *range(T)], default=default_query(trace.tokens, trace.special),
+                        format_func=lambda i: "— all tokens —" if i < 0 else f"{i}: {labels[i]}")
     if mode in ("head", "model"):
         maps_view(trace, mode, layer, heads, how, token, hide, labels)
     elif mode == "steps":
@@ -122,11 +118,10 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
 
     if mode != "steps":
         if 0 <= token < T:
-            row_w = trace.attentions[layer, head, token].astype(np.float64)
-            j = int(np.argmax(row_w))
+            r = row_summary(trace, layer, head, token)
             st.caption(f"Live: layer {layer}, head {head}: “{labels[token]}” gives its largest weight "
-                       f"a = {row_w[j]:.4f} to “{viz.display_tokens(trace.key_tokens)[j]}”; its row sums to "
-                       f"{row_w.sum():.6f}.")
+                       f"a = {r.weight:.4f} to “{viz.display_tokens(trace.key_tokens)[r.key]}”; its row sums to "
+                       f"{r.total:.6f}.")
         if not trace.has_arithmetic and trace.arithmetic_note:
             st.caption(trace.arithmetic_note)
 
@@ -176,44 +171,30 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
     steps = step_by_step(trace, layer, head, q_idx)
     if steps is None:
         st.warning(trace.arithmetic_note or "The Q/K/V arithmetic is not available for this model.")
-        row_p = trace.attentions[layer, head, q_idx].astype(np.float64)
+        row_p = head_row(trace, layer, head, q_idx)
         st.dataframe({"key": viz.display_tokens(trace.key_tokens), "attention (model)": row_p}, hide_index=True)
         show(viz.steps_figure(trace.key_tokens, None, row_p, trace.tokens[q_idx], theme), key="steps_bars",
              filename=f"attention-row-L{layer}-H{head}")
-    else:
-        j = int(np.argmax(steps.probs))
-        kt = viz.display_tokens(steps.key_tokens)
-        qt = viz.display_tokens([steps.query_token])[0]
-        finite = np.isfinite(steps.scaled + steps.mask)
-        denom = float(np.exp(steps.scaled[finite] - steps.scaled[finite].max()).sum())
-        st.latex(r"a_{ij}=\mathrm{softmax}_j\Big(\frac{q_i\cdot k_j}{\sqrt{d}}+M_{ij}\Big),\qquad z_i=\sum_j a_{ij}\,v_j")
-        st.latex(
-            rf"\text{{“{qt}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ "
-            rf"\tfrac{{q\cdot k}}{{\sqrt{{{steps.d}}}}}={steps.scaled[j]:.4f},\ "
-            rf"a=\tfrac{{e^{{{steps.scaled[j] - steps.scaled[finite].max():.3f}}}}}{{{denom:.4f}}}={steps.probs[j]:.5f}"
-        )
-        scale_txt = f"1/√{steps.d} = {1 / np.sqrt(steps.d):.5f}" if abs(steps.scale * np.sqrt(steps.d) - 1) < 1e-6 \
-            else f"{steps.scale:.5f} (this model's scaling)"
-        st.markdown(f"Layer {layer}, head {head}, query **{qt}** (token {q_idx}); head size d = {steps.d}; scale "
-                    f"{scale_txt}. Q, K, V were recomputed from the layer's own projection weights; the recomputed "
-                    f"softmax equals the model's attention to **{steps.max_error:.1e}**.")
-        nd = min(4, steps.d)
-        table = {"key": kt, "q·k": steps.dots, "÷√d": steps.scaled,
-                 "mask": ["−∞" if not np.isfinite(m) else "0" for m in steps.mask],
-                 "softmax": steps.probs, "model's weight": steps.model_probs}
-        for c in range(nd):
-            table[f"k[{c}]"] = steps.keys[:, c]
-        for c in range(nd):
-            table[f"v[{c}]"] = steps.values[:, c]
-        for c in range(nd):
-            table[f"a·v[{c}]"] = steps.weighted[:, c]
-        st.markdown(f"q (first dims of {steps.d}): " + ", ".join(f"{x:.4f}" for x in steps.q[:8]) +
-                    (" …" if steps.d > 8 else ""))
-        st.dataframe(table, hide_index=True)
-        st.markdown("z = Σ a·v (first dims): " + ", ".join(f"{x:.4f}" for x in steps.z[:8]) +
-                    (" …" if steps.d > 8 else ""))
-        show(viz.steps_figure(steps.key_tokens, steps.scaled + steps.mask, steps.probs, steps.query_token, theme),
-             key="steps_bars", filename=f"attention-steps-L{layer}-H{head}")
+        return
+    j = steps.top
+    kt = viz.display_tokens(steps.key_tokens)
+    qt = viz.display_tokens([steps.query_token])[0]
+    scaled = rf"\tfrac{{q\cdot k}}{{\sqrt{{{steps.d}}}}}" if steps.standard_scale else rf"{steps.scale:.5f}\,q\cdot k"
+    st.latex(r"a_{ij}=\mathrm{softmax}_j\Big(" + (r"\frac{q_i\cdot k_j}{\sqrt{d}}" if steps.standard_scale else
+             rf"{steps.scale:.5f}\;q_i\cdot k_j") + r"+M_{ij}\Big),\qquad z_i=\sum_j a_{ij}\,v_j")
+    st.latex(
+        rf"\text{{“{qt}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f},\ "
+        rf"a=\tfrac{{e^{{{steps.scaled[j] - steps.max_logit:.3f}}}}}{{{steps.denominator:.4f}}}={steps.probs[j]:.5f}"
+    )
+    scale_txt = f"1/√{steps.d} = {steps.scale:.5f}" if steps.standard_scale else f"{steps.scale:.5f} (this model's scaling)"
+    st.markdown(f"Layer {layer}, head {head}, query **{qt}** (token {q_idx}); head size d = {steps.d}; scale "
+                f"{scale_txt}. Q, K, V are the layer's own (read from the model's run); the recomputed softmax "
+                f"equals the model's attention to **{steps.max_error:.1e}**.")
+    st.markdown(f"q (first dims of {steps.d}): " + viz.vector_text(steps.q))
+    st.dataframe(viz.steps_table(steps), hide_index=True)
+    st.markdown("z = Σ a·v (first dims): " + viz.vector_text(steps.z))
+    show(viz.steps_figure(steps.key_tokens, steps.scaled + steps.mask, steps.probs, steps.query_token, theme),
+         key="steps_bars", filename=f"attention-steps-L{layer}-H{head}")
 
 
 def masks_view(trace, layer: int, head: int) -> None:
@@ -230,14 +211,14 @@ def masks_view(trace, layer: int, head: int) -> None:
         st.markdown("This encoder attends in both directions: M is all zeros (add padding above to see −∞ columns).")
     show(viz.mask_figure(trace.mask, trace.tokens, trace.key_tokens, "The mask M", theme), key="mask",
          filename="attention-mask")
-    show(viz.head_heatmap(trace.attentions[layer, head].astype(np.float32), trace.tokens, trace.key_tokens,
+    show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
                           f"After the softmax: layer {layer}, head {head}", theme), key="masked_heatmap",
          filename=f"attention-masked-L{layer}-H{head}")
 
 
 def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, labels: list[str]) -> None:
     """Where the same word looks in two sentences ("…too tired" / "…too wide")."""
-    other = state.text_input("Second sentence to compare", "compare", PRESETS[2])
+    other = c.text_input("compare")
     trace_b = probe(attention_trace, loaded, other, "", stream, 0)
     if trace_b.error or not trace_b.tokens:
         st.warning(trace_b.error or (trace_b.notes[0] if trace_b.notes else "Type a second sentence."))
@@ -249,16 +230,16 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
             j = default_query(trace_b.tokens, trace_b.special)
             st.info(f"“{labels[q_idx]}” is not in the second sentence; showing “{trace_b.tokens[j]}” there.")
         lb = min(layer, trace_b.n_layers - 1)
-        show(viz.compare_bars(trace.tokens, trace.attentions[layer, head, q_idx].astype(np.float32), trace_b.tokens,
-                              trace_b.attentions[lb, head, j].astype(np.float32),
+        show(viz.compare_bars(trace.tokens, head_row(trace, layer, head, q_idx), trace_b.tokens,
+                              head_row(trace_b, lb, head, j),
                               f"Where “{labels[q_idx]}” looks, layer {layer}, head {head}: A (left) vs B (right)", theme),
              key="compare_bars", filename="attention-compare")
         c1, c2 = st.columns(2)
         with c1:
-            show(viz.head_heatmap(trace.attentions[layer, head].astype(np.float32), trace.tokens, trace.key_tokens,
+            show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
                                   "A", theme, highlight=q_idx), key="compare_a", filename="attention-compare-a")
         with c2:
-            show(viz.head_heatmap(trace_b.attentions[lb, head].astype(np.float32), trace_b.tokens,
+            show(viz.head_heatmap(head_matrix(trace_b, lb, [head]), trace_b.tokens,
                                   trace_b.key_tokens, "B", theme, highlight=j), key="compare_b",
                  filename="attention-compare-b")
 

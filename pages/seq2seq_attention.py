@@ -1,15 +1,24 @@
 """Seq2seq alignment: Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search."""
-import numpy as np
 import streamlit as st
 
-from explorer.probes.seq2seq import MAX_BEAM, alignment_trace, builtin_length_curves, length_accuracy, presets_for
-from explorer.ui import settings, state
+from explorer.catalogue import builtin_metas
+from explorer.probes.seq2seq import (
+    alignment_trace,
+    builtin_length_curves,
+    context_summary,
+    length_accuracy,
+    presets_for,
+    row_summary,
+)
+from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import show
+from explorer.ui.state import Controls
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import seq2seq as viz
+from explorer.viz.decoding import beam_tree
 
-FAMILIES = ["seq2seq-rnn", "encoder-decoder"]
+c = Controls("seq2seq")
 EQUATIONS = {
     "bahdanau": r"e_{tj}=v_a^\top\tanh(W_a s_{t-1}+U_a h_j),\quad a_{tj}=\frac{\exp e_{tj}}{\sum_k\exp e_{tk}},\quad "
                 r"c_t=\sum_j a_{tj}h_j,\quad s_t=\mathrm{GRU}([y_{t-1};c_t],s_{t-1})",
@@ -50,9 +59,9 @@ theme = settings.theme()
 
 top = st.columns(2)
 with top[0]:
-    model_id = model_picker(FAMILIES, default="builtin:seq2seq-bahdanau")
+    model_id = model_picker(c.view.families, default=c.params["model"].default)
 with top[1]:
-    model2_id = model_picker(FAMILIES, default="none", label="Compare with", key="model2",
+    model2_id = model_picker(c.view.families, default="none", label=c.params["model2"].label, key="model2",
                              none_label="— no second model —")
 loaded = get_model(model_id)
 if loaded is None:
@@ -60,17 +69,14 @@ if loaded is None:
 
 presets = presets_for(loaded)
 text = sentence_input(presets[0], presets, label="Source sentence")
-target = state.text_input("Target to force (teacher forcing); leave empty and the model decodes", "target",
-                    help="Type a translation: the decoder reads it token by token and the page shows how the model "
-                         "aligns it and its loss.")
+target = c.text_input("target")
 opts = st.columns([1, 1, 2])
 with opts[0]:
-    decoding = state.radio("Decoding", ["greedy", "beam"], key="decoding", default="greedy",
-                           disabled=bool(target.strip()))
-beam = 4
+    decoding = c.radio("decoding", disabled=bool(target.strip()))
+beam = c.params["beam"].default
 if decoding == "beam" and not target.strip():
     with opts[1]:
-        beam = state.slider("Beam size", 1, MAX_BEAM, key="beam", default=4)
+        beam = c.number("beam", slider=True)
 
 trace = probe(alignment_trace, loaded, text, target, decoding, beam)
 if trace.error:
@@ -88,10 +94,10 @@ if trace.kind == "hf":
     with opts[2]:
         c1, c2 = st.columns(2)
         with c1:
-            layer = state.selectbox("Decoder layer", list(range(trace.n_layers)), key="layer", default=trace.n_layers - 1)
+            layer = c.selectbox("layer", list(range(trace.n_layers)), default=trace.n_layers - 1)
         with c2:
-            head = state.selectbox("Head", ["mean", *map(str, range(trace.n_heads))], key="head", default="mean",
-                                   format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
+            head = c.selectbox("head", ["mean", *map(str, range(trace.n_heads))],
+                               format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
 
 T = len(trace.out_ids)
 mode_text = {"greedy": "greedy decoding", "beam": f"beam search (beam size {trace.beam_size})",
@@ -100,7 +106,7 @@ st.markdown(f"**Output** ({mode_text}): {trace.output_text or '∅ (only the end
 st.caption(f"{len(trace.src_tokens)} source tokens → {T} output steps · sum log p = {trace.step_logprobs.sum():.4f}"
            + (f" · teacher-forced loss (mean cross-entropy) = {trace.loss:.5f}" if trace.mode == "forced" else ""))
 
-step = state.slider("Decoding step t", 0, T - 1, key="step", default=0) if T > 1 else 0
+step = c.number("step", slider=True, hi=T - 1) if T > 1 else 0
 step = min(step, T - 1)
 
 if model2_id != "none":
@@ -125,15 +131,6 @@ if model2_id != "none":
 else:
     show_alignment(trace, "a", layer, head, step)
 
-def topk_table(tr, t: int) -> str:
-    rows = ["| next token | p |", "|---|---:|"]
-    for tok, p in zip(tr.topk_tokens[t], tr.topk_probs[t]):
-        if tok != "":
-            mark = " ◀" if tok == tr.out_tokens[t] else ""
-            rows.append(f"| `{viz.labels([tok])[0]}`{mark} | {p:.4f} |")
-    return "**Top next-token candidates**\n\n" + "\n".join(rows)
-
-
 def step_panel() -> None:
     st.subheader(f"Step t = {step}: producing “{viz.labels([trace.out_tokens[step]])[0]}”")
     st.latex(EQUATIONS.get(trace.attention, EQUATIONS["cross"]))
@@ -149,33 +146,29 @@ def step_panel() -> None:
             st.latex(rf"\log p(\text{{“{viz.labels([trace.out_tokens[step]])[0]}”}})={lp:.4f}\ \text{{with }}c,\qquad"
                      rf"{lp0:.4f}\ \text{{with }}c=s_0=0")
     with right:
-        st.markdown(topk_table(trace, step))
+        st.markdown("**Top next-token candidates** (the model's own distribution, T = 1)")
+        st.dataframe(viz.topk_rows(trace, step), hide_index=True, width="stretch")
 
     m = trace.math[step] if step < len(trace.math) else None
     if m is not None:
         src_j = viz.labels([trace.src_tokens[m.j]])[0]
-        sym = {"bahdanau": r"v_a^\top\tanh(W_a s_{t-1}+U_a h_j)", "luong-dot": r"s_t^\top h_j",
-               "luong-general": r"s_t^\top W_a h_j", "luong-concat": r"v_a^\top\tanh(W_a[s_t;h_j])"}[trace.attention]
+        sym = viz.SCORE_FORMULAS[trace.attention]
         st.latex(rf"j^*=\text{{“{src_j}”}}\ (j={m.j}):\quad e_{{{step},{m.j}}}={sym}={m.score_recomputed:.5f},\quad "
                  rf"a_{{{step},{m.j}}}=\frac{{e^{{{m.score_model:.4f}-{m.max_score:.4f}}}}}{{{m.denominator:.4f}}}"
                  rf"={m.weight:.5f}")
-        st.caption(f"The score was recomputed from the model's own weights (float64): {m.score_recomputed:.6f}; the model "
-                   f"returned {m.score_model:.6f} (difference {abs(m.score_recomputed - m.score_model):.1e}). "
-                   f"Vectors have {m.dim} dimensions; the first {len(m.parts[0][1])} are shown.")
-        header = "| dim | " + " | ".join(f"${name}$" for name, _ in m.parts) + " |"
-        lines = [header, "|---:|" + "---:|" * len(m.parts)]
-        lines += [f"| {d} | " + " | ".join(f"{vals[d]:.4f}" for _, vals in m.parts) + " |"
-                  for d in range(len(m.parts[0][1]))]
-        st.markdown("\n".join(lines))
+        st.caption(f"The score was recomputed in float64 from the two sides of the score the model computed: "
+                   f"{m.score_recomputed:.6f}; the model returned {m.score_model:.6f} (difference "
+                   f"{abs(m.score_recomputed - m.score_model):.1e}). Vectors have {m.dim} dimensions; the first "
+                   f"{len(m.parts[0][1])} are shown.")
+        st.dataframe(viz.math_rows(m), hide_index=True)
     if trace.contexts is not None:
-        c = trace.contexts[step]
-        st.caption(f"Context vector c_{step} (‖c‖ = {float(np.linalg.norm(c)):.4f}, {c.size} dims): "
-                   + ", ".join(f"{v:.3f}" for v in c[:8]) + (" …" if c.size > 8 else ""))
+        ctx = context_summary(trace, step)
+        st.caption(f"Context vector c_{step} (‖c‖ = {ctx.norm:.4f}, {ctx.dim} dims): {ctx.head}")
     if trace.kind == "hf" and row is not None:
-        j = int(np.argmax(row[step]))
+        r = row_summary(row, step)
         st.caption(f"Layer {layer}, {'mean over heads' if head == 'mean' else 'head ' + head}: output position {step} "
-                   f"gives its largest weight {row[step, j]:.5f} to “{viz.labels([trace.src_tokens[j]])[0]}”; the row "
-                   f"sums to {row[step].sum():.6f}. The weights are the model's own (eager attention).")
+                   f"gives its largest weight {r.weight:.5f} to “{viz.labels([trace.src_tokens[r.key]])[0]}”; the row "
+                   f"sums to {r.total:.6f}. The weights are the model's own (eager attention).")
 
 
 def length_panel() -> None:
@@ -187,13 +180,13 @@ def length_panel() -> None:
             curve = probe(length_accuracy, lm)
             if not curve.error:
                 curves.append(curve)
-    if state.toggle("Also show every built-in model on this corpus", key="allcurves", default=True):
-        seen = {c.model_id for c in curves}
-        curves += [c for c in builtin_length_curves(gen) if c.model_id not in seen]
+    if c.toggle("allcurves"):
+        seen = {curve.model_id for curve in curves}
+        curves += [curve for curve in builtin_length_curves(builtin_metas(), gen) if curve.model_id not in seen]
     if curves:
-        show(viz.length_accuracy_figure([(c.label, c.buckets, c.accuracy, c.n) for c in curves], theme),
+        show(viz.length_accuracy_figure([(cv.label, cv.buckets, cv.accuracy, cv.n) for cv in curves], theme),
              key="length_curve", filename="seq2seq-length")
-        st.caption("Source: " + "; ".join(f"{c.model_id}: {c.source}" for c in curves) + ". Without attention the "
+        st.caption("Source: " + "; ".join(f"{cv.model_id}: {cv.source}" for cv in curves) + ". Without attention the "
                    "whole source must fit in one vector, so accuracy falls as sentences get longer (the bottleneck).")
     else:
         st.caption("The accuracy-by-length curve is available for the built-in seq2seq models.")
@@ -201,17 +194,18 @@ def length_panel() -> None:
 
 PANELS = {"step": "Step by step", "length": "Accuracy against source length", "beam": "Beam search tree"}
 panels = ["step", "length"] + (["beam"] if trace.mode == "beam" and trace.beam else [])
-panel = state.radio("Below the heatmap", panels, key="panel", default="beam" if "beam" in panels else "step",
-                    format_func=PANELS.get)
+panel = c.radio("panel", panels, default="beam" if "beam" in panels else "step", format_func=PANELS.get)
 
 if panel == "step":
     step_panel()
 elif panel == "beam":
     st.subheader("Beam search tree")
-    show(viz.beam_tree(trace.beam, theme, best=trace.out_tokens), key="beam_tree", filename="seq2seq-beam")
-    st.caption("Each step extends every kept hypothesis by every token; the best beam-size candidates (by summed "
-               "log-probability) are kept, the next ones are pruned (×), and kept candidates ending in the end token "
-               "are finished. Finished hypotheses are ranked by log p / ((5 + |y|) / 6) (GNMT length penalty).")
+    show(beam_tree(trace.beam, theme), key="beam_tree", filename="seq2seq-beam")
+    st.caption(f"Each step keeps the 2·K best continuations of the K = {trace.beam_size} running beams by total "
+               "log-probability: the K best not ending continue (coloured), those ending with the end token or at "
+               "the length limit join the finished list (diamonds), the rest are pruned (grey). Finished hypotheses "
+               f"are ranked by sum log p / generated_length^{trace.beam.length_penalty:g} (Hugging Face's definition, "
+               f"the same beam search as the decoding view); the returned one scored {trace.beam.final_score:.4f}.")
 else:
     length_panel()
 

@@ -1,21 +1,18 @@
 """Word embeddings: PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies, two-axis views and
 contextual embeddings layer by layer."""
-import hashlib
-
-import numpy as np
 import streamlit as st
 
 from explorer import projection as PR
+from explorer.catalogue import builtin_names
 from explorer.probes import embeddings as P
-from explorer.lru import LoadOnceLRU
-from explorer.registry import builtin_names
-from explorer.ui import settings, state
+from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import show
+from explorer.ui.embeddings import file_table, model_table, projection
+from explorer.ui.state import Controls
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import embeddings as V
 
-FAMILIES = ["word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict"]
 DEFAULT_TEXT = "the small dog and the big cat saw a king and a queen"
 PRESETS = [
     DEFAULT_TEXT,
@@ -25,48 +22,12 @@ PRESETS = [
     "the doctor and the teacher ate an apple and a banana",
     "one two three four five first second third",
 ]
-MAX_FITS = 8  # fitted projections kept per server process (LRU; a UMAP of 30k rows holds ~100 MB)
 TSNE_SLOW = 10_000
 
+c = Controls("word-embeddings")
 page_header("Word embeddings",
             "A whole vocabulary projected with PCA, t-SNE or UMAP; nearest neighbours, analogies and two-axis views "
             "by cosine similarity; and how a sentence's token vectors move through the layers of a model.")
-
-
-# ------------------------------------------------------------------------------------ cached glue
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _model_table(model_id: str, device: str, dtype: str, source: str, _loaded) -> P.EmbeddingTable:
-    return P.embedding_table(_loaded, source)
-
-
-@st.cache_resource(max_entries=4, show_spinner=False)
-def _file_table(digest: str, name: str, _data: bytes) -> P.EmbeddingTable:
-    return P.parse_text_embeddings(_data, name)
-
-
-@st.cache_resource(max_entries=1, show_spinner=False)
-def _fits() -> LoadOnceLRU[PR.Projection]:
-    """Process-wide store of fitted projections keyed by (table key, n, method, dims, params)."""
-    return LoadOnceLRU(MAX_FITS)
-
-
-def _fit_with_progress(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict) -> PR.Projection:
-    label = f"{PR.METHODS[method]} of {len(rows):,} vectors × {table.dim} dimensions"
-    with st.status(f"Fitting {label}…", expanded=True) as status:
-        bar = st.progress(0.0, text="starting")
-        proj = PR.fit(table.vectors[rows], method, dims, params,
-                      progress=lambda frac, msg: bar.progress(min(1.0, max(0.0, frac)), text=msg))
-        if proj.can_transform:  # compile the transform now (numba), not when the user types
-            PR.transform(proj, table.vectors[rows[:1]])
-        status.update(label=f"{label}: fitted in {proj.seconds:.1f} s (kept for this server)", state="complete",
-                      expanded=False)
-    return proj
-
-
-def _projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict) -> PR.Projection:
-    """One fit per key even when several sessions ask at once; later calls reuse it."""
-    key = (table.key, len(rows), method, dims, tuple(sorted(params.items())))
-    return _fits().get(key, lambda: _fit_with_progress(table, rows, method, dims, params))
 
 
 def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
@@ -79,33 +40,23 @@ def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
     return locs
 
 
-def _tex(word: str | None) -> str:
-    """A word inside \\text{} in st.latex."""
-    out = str(word or "")[:40]
-    for ch, rep in (("\\", r"\textbackslash "), ("{", r"\{"), ("}", r"\}"), ("#", r"\#"), ("$", r"\$"), ("%", r"\%"),
-                    ("&", r"\&"), ("_", r"\_"), ("^", r"\^{}"), ("~", r"\~{}")):
-        out = out.replace(ch, rep)
-    return out
-
-
 # ------------------------------------------------------------------------------------------- table
 theme = settings.theme()
-origin = state.radio("Vectors from", ["model", "file"], key="src",
-                     format_func=lambda s: {"model": "a model's input embeddings", "file": "an uploaded text file"}[s])
+origin = c.radio("src", format_func=lambda s: {"model": "a model's input embeddings", "file": "an uploaded text file"}[s])
 loaded = None
 table = None
 if origin == "model":
-    default_model = "builtin:word2vec" if "word2vec" in builtin_names() else "pretrained:minilm"
-    model_id = model_picker(FAMILIES, default=default_model)
+    default_model = c.params["model"].default if "word2vec" in builtin_names() else "pretrained:minilm"
+    model_id = model_picker(c.view.families, default=default_model)
     loaded = get_model(model_id)
     if loaded is None:
         st.stop()
     sources = P.table_sources(loaded)
     source = next(iter(sources))
     if len(sources) > 1:
-        source = state.radio("Table", list(sources), key="table", format_func=sources.get)
+        source = c.radio("table", list(sources), format_func=sources.get)
     try:
-        table = _model_table(loaded.id, loaded.device, loaded.dtype, source, loaded)
+        table = model_table(loaded, source)
     except P.EmbeddingError as exc:
         st.error(str(exc))
         st.stop()
@@ -115,9 +66,8 @@ else:
     if upload is None:
         st.info("Upload a file to project it. Uploaded files stay in this browser session: links cannot reopen them.")
         st.stop()
-    data = upload.getvalue()
     try:
-        table = _file_table(hashlib.sha256(data).hexdigest(), upload.name, data)
+        table = file_table(upload.name, upload.getvalue())
     except P.EmbeddingFileError as exc:
         where = f"Line {exc.line}" if exc.line else "The file"
         st.error(f"{upload.name} cannot be read. {where}: {exc.reason}" if exc.line else f"{upload.name}: {exc.reason}")
@@ -145,27 +95,22 @@ if len(typed) > P.MAX_TYPED_WORDS:
 st.subheader("The vocabulary, projected")
 c1, c2, c3 = st.columns([2, 1, 2])
 with c1:
-    method = state.radio("Method", list(PR.METHODS), key="method", format_func=PR.METHODS.get)
+    method = c.radio("method", format_func=PR.METHODS.get)
 with c2:
-    dims = state.radio("Dimensions", [2, 3], key="dims", format_func=lambda d: f"{d}-D")
+    dims = c.radio("dims", format_func=lambda d: f"{d}-D")
 with c3:
-    default_n = min(V_rows, 5000)
-    state.seed("n", default_n, int, lambda v: v >= 1)
-    if st.session_state["n"] > V_rows:
-        st.info(f"N = {st.session_state['n']:,} is larger than the table ({V_rows:,} entries): using all {V_rows:,}.")
-        st.session_state["n"] = V_rows
-    n = st.number_input("N most frequent entries", min_value=1, max_value=V_rows, step=500, key="n",
-                        help=f"Up to the full table ({V_rows:,}). Order: {table.order_note}.")
-    state.write("n", int(n))
+    n = int(c.number("n", hi=V_rows, default=min(V_rows, c.params["n"].default), step=500,
+                           label="N most frequent entries", help=f"Up to the full table ({V_rows:,}). "
+                           f"Order: {table.order_note}."))
 params: dict = {}
 if method != "pca":
     with st.expander(f"{PR.METHODS[method]} parameters", expanded=False):
         if method == "umap":
-            params["n_neighbors"] = state.slider("n_neighbors", 2, 100, key="nb", default=15)
-            params["min_dist"] = state.slider("min_dist", 0.0, 0.99, key="md", default=0.1, step=0.01)
+            params["n_neighbors"] = c.number("nb", slider=True)
+            params["min_dist"] = c.number("md", slider=True)
         else:
-            params["perplexity"] = state.slider("perplexity", 2.0, 100.0, key="perp", default=30.0, step=1.0)
-        params["metric"] = state.radio("Metric", ["cosine", "euclidean"], key="metric")
+            params["perplexity"] = c.number("perp", slider=True)
+        params["metric"] = c.radio("metric")
     if method == "tsne" and n > TSNE_SLOW:
         st.warning(f"t-SNE of {int(n):,} points takes minutes on a CPU; PCA is instant and UMAP faster.")
 
@@ -176,32 +121,20 @@ if reason:
     st.warning(f"No {dims}-D {PR.METHODS[method]} of this table: {reason}")
 else:
     try:
-        proj = _projection(table, rows, method, dims, PR.params_for(method, params))
+        proj = projection(table, rows, method, dims, PR.params_for(method, params))
     except PR.ProjectionError as exc:
         st.warning(str(exc))
 
 if proj is not None:
-    if "rows" not in proj.memo:  # per fit, not per keystroke: labels of the N rows and where each row sits
-        labels = [table.classes[r] for r in rows]
-        proj.memo["rows"] = ({int(r): i for i, r in enumerate(rows)}, [table.words[r] for r in rows], labels,
-                             any(labels))
-    in_bg, words, classes, has_classes = proj.memo["rows"]
-    points: list[V.Point] = []
-    outside = [loc for loc in found if loc.row not in in_bg]
-    for loc in found:
-        if loc.row in in_bg:
-            points.append(V.Point(loc.word, tuple(float(v) for v in proj.coords[in_bg[loc.row]]), V.PLACED_FIT))
-    if outside:
-        placed = PR.transform(proj, table.vectors[[loc.row for loc in outside]])
-        if placed is None:
-            st.info(f"t-SNE cannot place new points: {', '.join(loc.word for loc in outside)} "
-                    f"{'is' if len(outside) == 1 else 'are'} in the table but not among the {len(rows):,} fitted "
-                    "entries. Raise N to include them, or use PCA or UMAP, which place new points with transform.")
-        else:
-            points += [V.Point(loc.word, tuple(float(v) for v in xyz), V.PLACED_TRANSFORM)
-                       for loc, xyz in zip(outside, placed)]
-            st.caption(f"{', '.join(loc.word for loc in outside)}: outside the {len(rows):,} fitted entries, placed "
-                       f"with the fitted {PR.METHODS[method]}'s transform (diamonds).")
+    in_bg, words, classes, has_classes = P.fitted_rows(table, proj, rows)
+    placed = P.place(table, proj, rows, found)
+    if placed.unplaced:
+        st.info(f"t-SNE cannot place new points: {', '.join(placed.unplaced)} "
+                f"{'is' if len(placed.unplaced) == 1 else 'are'} in the table but not among the {len(rows):,} fitted "
+                "entries. Raise N to include them, or use PCA or UMAP, which place new points with transform.")
+    if placed.transformed:
+        st.caption(f"{', '.join(w for w, _ in placed.transformed)}: outside the {len(rows):,} fitted entries, placed "
+                   f"with the fitted {PR.METHODS[method]}'s transform (diamonds).")
     axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if method == "pca" else \
         [f"{PR.METHODS[method]} {i + 1}" for i in range(dims)]
     if theme.name not in proj.memo:  # the 30k-point background depends only on the fit: kept with it
@@ -209,7 +142,7 @@ if proj is not None:
             words, classes, proj.coords, theme, title=f"{PR.METHODS[method]} of the {len(rows):,} most frequent entries",
             axis_names=axis, colour_by_class=has_classes)
     show(proj.memo[theme.name], key="projection", filename=f"embeddings-{method}",
-         overlay=V.typed_overlay(points, dims, theme))
+         overlay=V.typed_overlay(V.points(placed), dims, theme))
     what = {"pca": "PCA (an exact linear map: the axes are the directions of largest variance)",
             "tsne": f"t-SNE (perplexity {proj.params.get('perplexity', 30):g}): it fits the positions of these points "
                     "only, so new points cannot be placed",
@@ -217,7 +150,8 @@ if proj is not None:
                     f"{proj.params.get('metric')}): new points are placed by transform"}[method]
     st.caption(f"Fitted once on the {len(rows):,} most frequent entries with {what}; typing only places the typed "
                "words. " + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
-    st.download_button("Download the coordinates (CSV)", lambda: V.coords_csv(words, classes, proj.coords, points),
+    st.download_button("Download the coordinates (CSV)",
+                       lambda: V.coords_csv(words, classes, proj.coords, V.points(placed)),
                        file_name=f"embeddings-{method}-{dims}d.csv", mime="text/csv", key="csv")
 
 # -------------------------------------------------------------------------------------- neighbours
@@ -225,9 +159,9 @@ st.subheader("Nearest neighbours")
 first = found[0].word if found else (table.words[int(table.order[0])] if V_rows else "")
 n1, n2 = st.columns([2, 1])
 with n1:
-    nn_word = state.text_input("Word", "nn", first, max_chars=200, strip=True)
+    nn_word = c.text_input("nn", first, max_chars=200, strip=True)
 with n2:
-    k = state.slider("How many", 1, 50, key="k", default=10)
+    k = c.number("k", slider=True)
 if nn_word:
     found_nn = _locate_all((nn_word,))
     if found_nn:
@@ -235,10 +169,10 @@ if nn_word:
         ranked = P.neighbours(table, loc.row, k)
         st.dataframe(V.ranked_rows(ranked.words, ranked.cos), hide_index=True, width="stretch")
         if ranked.rows:
-            u, v = table.vectors[loc.row], table.vectors[ranked.rows[0]]
+            ct = P.cosine_terms(table, loc.row, ranked.rows[0])
             st.latex(r"\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\, \lVert v \rVert} = "
-                     rf"\frac{{{float(u @ v):.4f}}}{{{float(np.linalg.norm(u)):.4f} \times {float(np.linalg.norm(v)):.4f}}}"
-                     rf" = {ranked.cos[0]:.4f}\quad(u = \text{{{_tex(loc.entry)}}},\ v = \text{{{_tex(ranked.words[0])}}})")
+                     rf"\frac{{{ct.dot:.4f}}}{{{ct.norm_u:.4f} \times {ct.norm_v:.4f}}}"
+                     rf" = {ranked.cos[0]:.4f}\quad(u = \text{{{V.tex(loc.entry)}}},\ v = \text{{{V.tex(ranked.words[0])}}})")
 else:
     st.info("Type a word to see its nearest neighbours.")
 
@@ -246,13 +180,13 @@ else:
 st.subheader("Analogies: a − b + c")
 a1, a2, a3, a4 = st.columns(4)
 with a1:
-    wa = state.text_input("a", "a", "king", max_chars=200, strip=True)
+    wa = c.text_input("a", max_chars=200, strip=True)
 with a2:
-    wb = state.text_input("− b", "b", "man", max_chars=200, strip=True)
+    wb = c.text_input("b", max_chars=200, strip=True)
 with a3:
-    wc = state.text_input("+ c", "c", "woman", max_chars=200, strip=True)
+    wc = c.text_input("c", max_chars=200, strip=True)
 with a4:
-    ka = state.slider("Answers", 1, 20, key="ka", default=5)
+    ka = c.number("ka", slider=True)
 if wa and wb and wc:
     locs = _locate_all((wa, wb, wc))
     if locs is not None and len(table) < 4:
@@ -265,7 +199,7 @@ if wa and wb and wc:
             ca, cb, cc = (P.cosine(table, x, loc.row) for loc in locs)
             st.latex(r"x^\ast = \arg\max_{x \notin \{a, b, c\}} \cos(x,\ \hat a - \hat b + \hat c)"
                      rf"\qquad \cos(x^\ast, a) - \cos(x^\ast, b) + \cos(x^\ast, c) = {ca:.3f} - {cb:.3f} + {cc:.3f}"
-                     rf"\quad(x^\ast = \text{{{_tex(ranked.words[0])}}})")
+                     rf"\quad(x^\ast = \text{{{V.tex(ranked.words[0])}}})")
             st.caption("3CosAdd (Mikolov et al. 2013; Levy & Goldberg 2014) on unit-length vectors; the query words "
                        "are excluded from the answers. The table shows cos(x, â − b̂ + ĉ).")
 else:
@@ -275,13 +209,13 @@ else:
 st.subheader("Two axes given by word pairs")
 x1c, x2c, y1c, y2c = st.columns(4)
 with x1c:
-    x1 = state.text_input("x axis from", "x1", "man", max_chars=200, strip=True)
+    x1 = c.text_input("x1", max_chars=200, strip=True)
 with x2c:
-    x2 = state.text_input("x axis to", "x2", "woman", max_chars=200, strip=True)
+    x2 = c.text_input("x2", max_chars=200, strip=True)
 with y1c:
-    y1 = state.text_input("y axis from", "y1", "small", max_chars=200, strip=True)
+    y1 = c.text_input("y1", max_chars=200, strip=True)
 with y2c:
-    y2 = state.text_input("y axis to", "y2", "big", max_chars=200, strip=True)
+    y2 = c.text_input("y2", max_chars=200, strip=True)
 if x1 and x2 and y1 and y2:
     pair_locs = _locate_all((x1, x2, y1, y2))
     if pair_locs is not None:
@@ -294,9 +228,9 @@ if x1 and x2 and y1 and y2:
                 table.cache[axes_key] = V.axes_background(
                     [table.words[r] for r in rows], P.axis_coords(table, rows, xp, yp), f"{x1} → {x2}", f"{y1} → {y2}",
                     theme)
-            typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp) if found else np.zeros((0, 2))
+            typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp)
             show(table.cache[axes_key], key="axes", filename="two-axes", overlay=V.axes_overlay(
-                [(loc.word, float(p[0]), float(p[1])) for loc, p in zip(found, typed_xy)], theme))
+                V.axis_points([loc.word for loc in found], typed_xy), theme))
             st.latex(r"\text{position of } w \text{ on the axis } a \to b = "
                      r"\frac{(w - a)\cdot(b - a)}{\lVert b - a \rVert^2}\qquad(a \mapsto 0,\ b \mapsto 1)")
         except P.EmbeddingError as exc:
@@ -322,11 +256,10 @@ else:
             st.warning(note)
         l1, l2 = st.columns([2, 2])
         with l1:
-            layer = state.selectbox("Layer", list(range(len(trace.layer_names))), key="layer",
-                                    default=len(trace.layer_names) - 1, format_func=lambda i: trace.layer_names[i])
+            layer = c.selectbox("layer", list(range(len(trace.layer_names))), default=len(trace.layer_names) - 1,
+                                format_func=lambda i: trace.layer_names[i])
         with l2:
-            fit_on = state.radio("PCA fitted on", ["all", "layer"], key="cfit",
-                                 format_func=lambda f: {"all": "all layers", "layer": "the selected layer"}[f])
+            fit_on = c.radio("cfit", format_func=lambda f: {"all": "all layers", "layer": "the selected layer"}[f])
         try:
             cproj = P.context_projection(trace, None if fit_on == "all" else layer)
             show(V.context_figure(trace.tokens, trace.layer_names, cproj.coords, layer, [
@@ -339,11 +272,11 @@ else:
     st.markdown("**The same word in two sentences**")
     d1, d2, d3 = st.columns([3, 3, 1])
     with d1:
-        sa = state.text_input("Sentence A", "s1", "the bank of the river", max_chars=200, strip=True)
+        sa = c.text_input("s1", max_chars=200, strip=True)
     with d2:
-        sb = state.text_input("Sentence B", "s2", "my bank account", max_chars=200, strip=True)
+        sb = c.text_input("s2", max_chars=200, strip=True)
     with d3:
-        dw = state.text_input("Word", "dw", "bank", max_chars=200, strip=True)
+        dw = c.text_input("dw", max_chars=200, strip=True)
     if sa and sb and dw:
         try:
             ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)

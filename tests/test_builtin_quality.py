@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from explorer import checkpoint as ck
+from explorer.catalogue import BUILTIN_DIR, builtin_names
 from explorer import metrics as M
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU
@@ -23,7 +24,7 @@ ALL = LMS + SEQ2SEQ_ATTN + ("seq2seq-none", "seq2seq-dates", "word2vec")
 
 @functools.lru_cache(maxsize=None)
 def load(name: str):
-    w, m = ck.builtin_paths(name)
+    w, m = BUILTIN_DIR / f"{name}.safetensors", BUILTIN_DIR / f"{name}.json"
     if not (w.is_file() and m.is_file()):
         pytest.fail(f"built-in checkpoint {name!r} is missing: run `python -m explorer.train {name}`")
     return ck.load_checkpoint(w, m)
@@ -47,9 +48,9 @@ def english_train(n: int):
 
 
 def test_all_builtins_present_and_small():
-    names = ck.list_builtin()
+    names = builtin_names()
     assert set(ALL) <= set(names)
-    total = sum(p.stat().st_size for p in ck.BUILTIN_DIR.iterdir() if p.is_file())
+    total = sum(p.stat().st_size for p in BUILTIN_DIR.iterdir() if p.is_file())
     assert total <= 30 * 2**20, f"assets/builtin is {total / 2**20:.1f} MB (limit 30 MB)"
 
 

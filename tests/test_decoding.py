@@ -7,10 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import decoding as D
+from explorer import generation as G
 from explorer import metrics_text as MT
-from explorer.adapters.causal_lm import CannotGenerate, adapter_for
-from explorer.registry import BUILTIN_DIR, LoadedModel, builtin_names, load_model
+from explorer.catalogue import builtin_names
+from explorer.generation import DecodingError, Strategy
+from explorer.loaders import LoadedModel, load_model
+from explorer.probes import decoding as D
+from explorer.views import BY_PATH
+from hf_reference import generation_config, reference_generate
 
 SEED = 3
 MAX_NEW = 20
@@ -31,64 +35,156 @@ def gpt2() -> LoadedModel:
     return tiny_gpt2()
 
 
-def prompt_for(lm, ids, max_new=MAX_NEW):
+def prompt_for(ids, max_new=MAX_NEW):
     return D.Prompt(tuple(ids), tuple(ids), (), (), max_new)
 
 
 STRATEGIES = [
-    D.Strategy("greedy"),
-    D.Strategy("sample", temperature=0.7),
-    D.Strategy("top-k", top_k=5),
-    D.Strategy("top-p", top_p=0.8, temperature=1.3),
-    D.Strategy("typical", typical_p=0.8),
-    D.Strategy("min-p", min_p=0.1),
-    D.Strategy("beam", num_beams=3),
-    D.Strategy("beam", num_beams=4, length_penalty=0.5),
-    D.Strategy("top-k", top_k=5, repetition_penalty=1.5, no_repeat_ngram_size=2),
-    D.Strategy("beam", num_beams=3, repetition_penalty=1.3, no_repeat_ngram_size=2),
+    Strategy("greedy"),
+    Strategy("sample", temperature=0.7),
+    Strategy("top-k", top_k=5),
+    Strategy("top-p", top_p=0.8, temperature=1.3),
+    Strategy("typical", typical_p=0.8),
+    Strategy("min-p", min_p=0.1),
+    Strategy("beam", num_beams=3),
+    Strategy("beam", num_beams=4, length_penalty=0.5),
+    Strategy("top-k", top_k=5, repetition_penalty=1.5, no_repeat_ngram_size=2),
+    Strategy("beam", num_beams=3, repetition_penalty=1.3, no_repeat_ngram_size=2),
 ]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.label)
 def test_same_tokens_as_model_generate(gpt2, strategy):
-    lm = adapter_for(gpt2)
     ns = (1,) if not strategy.do_sample else (1, 3)
     for n in ns:
         for ids in ((5, 6, 7),) if n > 1 else ((5, 6, 7), (9,)):
-            gen = D.generate(lm, prompt_for(lm, ids), strategy, SEED, n=n)
-            ref = D.hf_generate(gpt2, ids, strategy, SEED, MAX_NEW, n)
+            gen = D.generate(gpt2.adapter, prompt_for(ids), strategy, SEED, n=n)
+            ref = reference_generate(gpt2.adapter, ids, strategy, SEED, MAX_NEW, n)
             assert [list(o.ids) for o in gen.outputs] == ref, (strategy.label, n, ids)
 
 
 def test_global_rng_untouched(gpt2):
-    lm = adapter_for(gpt2)
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    D.generate(lm, prompt_for(lm, (5,)), D.Strategy("sample"), SEED, n=2)
+    D.generate(gpt2.adapter, prompt_for((5,)), Strategy("sample"), SEED, n=2)
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_seq2seq_same_as_generate():
-    from transformers import T5Config, T5ForConditionalGeneration
+def _hf_seq2seq(kind: str) -> LoadedModel:
+    """A tiny random Hugging Face encoder-decoder whose generation_config has what its family's checkpoints have:
+    T5 (start = pad), Marian (bad_words_ids = [[pad]], forced EOS at max length), BART (forced BOS, forced EOS)."""
+    import transformers as tf
 
     torch.manual_seed(0)
-    cfg = T5Config(vocab_size=40, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0,
-                   pad_token_id=0, eos_token_id=1, initializer_factor=3.0)
-    model = T5ForConditionalGeneration(cfg).eval()
-    loaded = LoadedModel("local:tiny-t5", "encoder-decoder", model, "cpu", "float32")
-    lm = adapter_for(loaded)
-    assert lm.is_encoder_decoder
-    src = (5, 6, 7, 8, 1)
-    prompt = D.Prompt(src, (0,), (), (), 12)
-    for s in (D.Strategy("greedy"), D.Strategy("top-p", top_p=0.9), D.Strategy("beam", num_beams=3)):
-        gen = D.generate(lm, prompt, s, SEED)
-        assert list(gen.outputs[0].ids) == D.hf_generate(loaded, src, s, SEED, 12)[0], s.label
+    small = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                 encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, init_std=0.2)
+    if kind == "t5":
+        model = tf.T5ForConditionalGeneration(tf.T5Config(
+            vocab_size=40, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0,
+            pad_token_id=0, eos_token_id=1, initializer_factor=3.0))
+    elif kind == "marian":
+        model = tf.MarianMTModel(tf.MarianConfig(vocab_size=40, pad_token_id=39, eos_token_id=0,
+                                                 decoder_start_token_id=39, **small))
+        model.generation_config.bad_words_ids = [[39]]
+        model.generation_config.forced_eos_token_id = 0
+    else:
+        model = tf.BartForConditionalGeneration(tf.BartConfig(vocab_size=40, pad_token_id=1, bos_token_id=0,
+                                                              eos_token_id=2, decoder_start_token_id=2, **small))
+        model.generation_config.forced_bos_token_id = 0  # as in facebook/bart-*'s generation_config.json
+        model.generation_config.forced_eos_token_id = 2
+    model.config._attn_implementation = "eager"
+    return LoadedModel(f"local:tiny-{kind}", "encoder-decoder", model.eval(), "cpu", "float32")
+
+
+@pytest.mark.parametrize("kind", ["t5", "marian", "bart"])
+def test_seq2seq_same_as_generate(kind):
+    """Greedy, sampling and beam search on Hugging Face encoder-decoders equal model.generate with the same seed,
+    with the model's own generation settings (Marian's bad words and forced EOS, BART's forced BOS) honoured."""
+    loaded = _hf_seq2seq(kind)
+    adapter = loaded.adapter
+    assert adapter.is_encoder_decoder and adapter.decoder_start == (loaded.model.config.decoder_start_token_id,)
+    src = (5, 6, 7, 8, adapter.eos_ids[0])
+    prompt = D.Prompt(src, adapter.decoder_start, (), (), 12)
+    settings = adapter.generation_settings()
+    if kind == "marian":
+        assert settings["bad_words_ids"] == [[39]] and settings["forced_eos_token_id"] == 0
+    if kind == "bart":
+        assert settings["forced_bos_token_id"] == 0
+    for s in (Strategy("greedy"), Strategy("top-p", top_p=0.9), Strategy("sample", temperature=1.5),
+              Strategy("beam", num_beams=3), Strategy("beam", num_beams=4, length_penalty=2.0)):
+        gen = D.generate(adapter, prompt, s, SEED)
+        ids = list(gen.outputs[0].ids)
+        assert ids == reference_generate(adapter, src, s, SEED, 12)[0], (kind, s.label)
+        if kind == "bart":
+            assert ids[0] == 0  # forced BOS
+        if kind == "marian":
+            assert 39 not in ids  # the pad token is a bad word
+
+
+@pytest.mark.parametrize("kind", ["t5", "bart"])
+def test_seq2seq_beam_score_equals_generate_sequences_score(kind):
+    """The returned hypothesis's score (sum log p / generated_length ** length_penalty) is generate's own
+    sequences_scores, and its per-token log-probabilities are the model's own (temperature 1) on that output."""
+    loaded = _hf_seq2seq(kind)
+    adapter = loaded.adapter
+    src = (5, 6, 7, 8, adapter.eos_ids[0])
+    for lp in (1.0, 0.0, 2.0):
+        s = Strategy("beam", num_beams=4, length_penalty=lp)
+        gen = D.generate(adapter, D.Prompt(src, adapter.decoder_start, (), (), 10), s, SEED)
+        cfg = generation_config(adapter, s, 10)
+        with torch.inference_mode():
+            out = loaded.model.generate(input_ids=torch.tensor([src]), generation_config=cfg, output_scores=True,
+                                        return_dict_in_generate=True)
+        assert gen.beam.final_score == pytest.approx(float(out.sequences_scores[0]), abs=1e-5)
+        ids = list(gen.outputs[0].ids)
+        with torch.inference_mode():
+            logits = loaded.model(input_ids=torch.tensor([src]),
+                                  decoder_input_ids=torch.tensor([[*adapter.decoder_start, *ids[:-1]]])).logits[0]
+        own = torch.log_softmax(logits, -1)[torch.arange(len(ids)), torch.tensor(ids)]
+        np.testing.assert_allclose(gen.outputs[0].logprobs, own.numpy(), atol=1e-5)
+
+
+def test_builtin_seq2seq_beam_equals_exhaustive_search():
+    """On outputs of at most 2 tokens with K = 10 >= V beams nothing can be pruned, so beam search must return the
+    best of ALL sequences by sum log p / length ** length_penalty (HF's definition), found here by enumeration."""
+    from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
+    from explorer.models.seq2seq import Seq2Seq
+
+    for seed, attention in ((0, "bahdanau"), (1, "luong-general"), (2, "luong-concat")):
+        torch.manual_seed(seed)
+        model = Seq2Seq(8, 5, emb_dim=6, hidden_size=8, attention=attention).eval()
+        with torch.no_grad():
+            model.out.weight.mul_(4.0)  # peaked distributions: the orders differ from greedy
+        adapter = Seq2SeqAdapter.of(model)
+        src = torch.tensor([[4, 5, 6, 7]])
+
+        def logp(prefix: list[int]) -> torch.Tensor:
+            with torch.inference_mode():
+                logits, state, _ = adapter.start(src)
+                for t in prefix:
+                    logits, state, _ = adapter.step(state, torch.tensor([t]))
+            return torch.log_softmax(logits[0].double(), -1)
+
+        for lp in (1.0, 0.0, -0.5):
+            candidates = []
+            first = logp([])
+            for a in range(5):
+                if a == model.eos_id:
+                    candidates.append((float(first[a]) / 1 ** lp, [a]))
+                    continue
+                second = logp([a])
+                for b in range(5):
+                    candidates.append(((float(first[a]) + float(second[b])) / 2 ** lp, [a, b]))
+            best = max(candidates)
+            ids, _, trace = G.beam_search(adapter, src, torch.tensor([[model.bos_id]]),
+                                          Strategy("beam", num_beams=10, length_penalty=lp), 2)
+            assert ids == best[1], (seed, attention, lp)
+            assert trace.final_score == pytest.approx(best[0], abs=1e-5)
 
 
 def test_greedy_is_argmax_at_every_step(gpt2):
-    lm = adapter_for(gpt2)
-    gen = D.generate(lm, prompt_for(lm, (5, 6)), D.Strategy("greedy"), SEED)
+    gen = D.generate(gpt2.adapter, prompt_for((5, 6)), Strategy("greedy"), SEED)
     ids = [5, 6]
     for t in gen.outputs[0].ids:
         logits = gpt2.model(torch.tensor([ids])).logits[0, -1]
@@ -97,23 +193,23 @@ def test_greedy_is_argmax_at_every_step(gpt2):
 
 
 def test_beam_one_equals_greedy(gpt2):
-    lm = adapter_for(gpt2)
     for ids in ((5, 6), (12,), (3, 4, 30)):
-        g = D.generate(lm, prompt_for(lm, ids), D.Strategy("greedy"), SEED).outputs[0].ids
-        b = D.generate(lm, prompt_for(lm, ids), D.Strategy("beam", num_beams=1), SEED).outputs[0].ids
-        assert g == b
+        g = D.generate(gpt2.adapter, prompt_for(ids), Strategy("greedy"), SEED).outputs[0]
+        b = D.generate(gpt2.adapter, prompt_for(ids), Strategy("beam", num_beams=1), SEED).outputs[0]
+        assert g.ids == b.ids
+        np.testing.assert_allclose(g.logprobs, b.logprobs, atol=1e-6)  # the model's own log p, whatever the loop
 
 
 def test_top_k_keeps_exactly_k():
     torch.manual_seed(1)
     logits = torch.randn(1, 100)
     for k in (1, 5, 40, 99):
-        s = D.Strategy("top-k", top_k=k).processors(filters_only=True)(None, logits.clone())
+        s = Strategy("top-k", top_k=k).warpers()(None, logits.clone())
         assert int(torch.isfinite(s).sum()) == k
         assert set(torch.topk(logits, k).indices[0].tolist()) == set(torch.isfinite(s[0]).nonzero().flatten().tolist())
     # ties: every token equal to the k-th largest logit is kept (HF's TopKLogitsWarper: scores < kth value removed)
     tied = torch.tensor([[3.0, 2.0, 2.0, 2.0, 1.0]])
-    s = D.Strategy("top-k", top_k=2).processors(filters_only=True)(None, tied.clone())
+    s = Strategy("top-k", top_k=2).warpers()(None, tied.clone())
     assert torch.isfinite(s).sum() == 4
 
 
@@ -122,7 +218,7 @@ def test_top_p_smallest_prefix():
     for _ in range(50):
         logits = torch.tensor(rng.normal(size=(1, 30)) * 2, dtype=torch.float32)
         p = float(rng.uniform(0.05, 0.99))
-        s = D.Strategy("top-p", top_p=p).processors(filters_only=True)(None, logits.clone())
+        s = Strategy("top-p", top_p=p).warpers()(None, logits.clone())
         probs = torch.softmax(logits[0].double(), -1).numpy()
         order = np.argsort(-probs)
         cum = np.cumsum(probs[order])
@@ -133,7 +229,7 @@ def test_top_p_smallest_prefix():
     # hand example: probabilities 0.5, 0.3, 0.15, 0.05
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     for p, kept in ((0.45, 1), (0.75, 2), (0.85, 3), (0.97, 4), (1.0, 4)):
-        s = D.Strategy("top-p", top_p=p).processors(filters_only=True)(None, logits.clone())
+        s = Strategy("top-p", top_p=p).warpers()(None, logits.clone())
         assert int(torch.isfinite(s).sum()) == kept, p
 
 
@@ -171,31 +267,35 @@ def test_bleu_and_self_bleu_by_hand():
 
 def test_checked_messages():
     V = 50
-    for s, word in ((D.Strategy("sample", temperature=0), "temperature"),
-                    (D.Strategy("top-k", temperature=-1), "temperature"),
-                    (D.Strategy("top-p", top_p=1.5), "outside"),
-                    (D.Strategy("top-p", top_p=0.0), "outside"),
-                    (D.Strategy("top-k", top_k=100_000), "vocabulary"),
-                    (D.Strategy("beam", num_beams=50), "beams")):
+    for s, word in ((Strategy("sample", temperature=0), "temperature"),
+                    (Strategy("top-k", temperature=-1), "temperature"),
+                    (Strategy("top-p", top_p=1.5), "outside"),
+                    (Strategy("top-p", top_p=0.0), "outside"),
+                    (Strategy("top-k", top_k=100_000), "vocabulary"),
+                    (Strategy("beam", num_beams=50), "beams")):
         fixed, notes = s.checked(V)
         assert notes and word in notes[0], (s, notes)
-        fixed.processors()  # valid now: HF's constructors accept it
-    assert len(D.check_url_values({"temperature": "0", "p": "1.5", "k": "100000", "beam": "abc", "n": "5"})) == 4
-    assert len(D.check_url_values({"temperature": "-1", "p": "0", "k": "100000", "beam": "99"})) == 4
+        fixed.warpers()  # valid now: HF's constructors accept it
+    params = BY_PATH["decoding-strategies"].params  # URL values are checked against the view's declaration
+    bad = {"temperature": "0", "p": "1.5", "k": "100000", "beam": "abc", "n": "5", "max_new": "201", "lp": "nan"}
+    checked = {k: params[k].validate(v) for k, v in bad.items()}
+    assert [k for k, (_, msg) in checked.items() if msg] == ["temperature", "p", "k", "beam", "max_new", "lp"]
+    assert checked["temperature"] == (0.05, "Temperature T must be at least 0.05; got 0, using 0.05.")
+    assert checked["beam"][0] == 4 and "whole number" in checked["beam"][1] and checked["n"] == (5, None)
 
 
 def test_bad_prompts(gpt2):
-    lm = adapter_for(gpt2)
+    lm = gpt2.adapter
     # empty prompt: start from BOS (no tokenizer needed)
-    p = D.prepare_prompt(lm, gpt2, "", 10)
+    p = D.prepare_prompt(lm, "", 10)
     assert p.model_input == (0,) and any("Empty" in n for n in p.notes)
     # no tokenizer: a clear error for real text
-    with pytest.raises(D.DecodingError, match="tokenizer"):
-        D.prepare_prompt(lm, gpt2, "hello", 10)
+    with pytest.raises(DecodingError, match="tokenizer"):
+        D.prepare_prompt(lm, "hello", 10)
     # beam budget bounded
-    p = D.prepare_prompt(lm, gpt2, "", 200)
+    p = D.prepare_prompt(lm, "", 200)
     assert p.max_new == 63 and any("do not fit" in n for n in p.notes)
-    run = D.decode_all(load_model("builtin:lstm-lm"), "the dog", (D.Strategy("beam", num_beams=8),), SEED, 200,
+    run = D.decode_all(load_model("builtin:lstm-lm"), "the dog", (Strategy("beam", num_beams=8),), SEED, 200,
                        stop_at_eos=False)
     gen = run.generations[0]
     assert gen.max_new == D.BEAM_BUDGET // 8 and "bound" in gen.notes[0]
@@ -204,10 +304,10 @@ def test_bad_prompts(gpt2):
 
 def test_long_prompt_truncated(tmp_path):
     loaded = load_model("builtin:lstm-lm")
-    run = D.decode_all(loaded, "the dog " * 400, (D.Strategy("greedy"),), 0, 10)
+    run = D.decode_all(loaded, "the dog " * 400, (Strategy("greedy"),), 0, 10)
     assert any("only the first" in n for n in run.notes)
     gpt = _explorer_gpt()
-    run = D.decode_all(gpt, "the dog sleeps " * 30, (D.Strategy("greedy"), D.Strategy("top-k")), 0, 30,
+    run = D.decode_all(gpt, "the dog sleeps " * 30, (Strategy("greedy"), Strategy("top-k")), 0, 30,
                        stop_at_eos=False)
     assert any("sliding window" in n for n in run.notes)
     assert len(run.generations[0].outputs[0].ids) == 30
@@ -229,43 +329,45 @@ def _explorer_gpt() -> LoadedModel:
 @pytest.mark.parametrize("which", ["gpt", "lstm"])
 def test_builtin_models_all_strategies(which):
     loaded = _explorer_gpt() if which == "gpt" else load_model("builtin:lstm-lm")
-    strategies = tuple(D.Strategy(k) for k in D.KINDS)
+    strategies = tuple(Strategy(k) for k in G.KINDS)
     run = D.decode_all(loaded, "a person riding a motorcycle on", strategies, 0, 15, n=3)
     assert run.prompt_tokens[0] == "<bos>"
+    lm_adapter = loaded.adapter
     for g in run.generations:
         o = g.outputs[0]
         assert 1 <= len(o.ids) <= 15 and len(o.logprobs) == len(o.ids)
-        assert np.all(o.logprobs <= 0)
+        with torch.inference_mode():  # the log-probabilities shown are the model's own (T = 1) on this output
+            logits, state, _ = lm_adapter.start(torch.tensor([run.prompt_ids]))
+            own = []
+            for t in o.ids:
+                own.append(float(torch.log_softmax(logits[0], -1)[t]))
+                logits, state, _ = lm_adapter.step(state, torch.tensor([t]))
+        np.testing.assert_allclose(o.logprobs, own, atol=1e-5)
         row = g.summary()
-        assert row["self-BLEU"] is not None
-        if not g.strategy.do_sample:
-            assert row["self-BLEU"] == pytest.approx(1.0)
+        if g.strategy.do_sample:  # n = 3 samples: self-BLEU is defined
+            assert row["samples"] == 3 and 0.0 <= row["self-BLEU"] <= 1.0
+        else:  # one output, not n copies of it: no self-BLEU
+            assert row["samples"] == 1 and row["self-BLEU"] is None
     # greedy == argmax; beam 1 == greedy on a built-in model too
-    lm = adapter_for(loaded)
-    pr = D.prepare_prompt(lm, loaded, "the computer which i had just put into the machine room", 15)
-    g = D.generate(lm, pr, D.Strategy("greedy"), 0).outputs[0].ids
-    b = D.generate(lm, pr, D.Strategy("beam", num_beams=1), 0).outputs[0].ids
+    lm = loaded.adapter
+    pr = D.prepare_prompt(lm, "the computer which i had just put into the machine room", 15)
+    g = D.generate(lm, pr, Strategy("greedy"), 0).outputs[0].ids
+    b = D.generate(lm, pr, Strategy("beam", num_beams=1), 0).outputs[0].ids
     assert g == b
     # the per-step view: greedy keeps only the argmax, which is the chosen token
-    sv = D.step_view(loaded, pr.model_input, pr.start, g, D.Strategy("greedy"), 0, 1.0)
+    sv = D.step_view(loaded, pr.model_input, pr.start, g, Strategy("greedy"), 0, 1.0)
     assert sv.n_kept == 1 and int(sv.ids[0]) == g[0] and sv.chosen_rank == 0
-    sv = D.step_view(loaded, pr.model_input, pr.start, g, D.Strategy("top-k", top_k=7), 0, 0.5)
+    sv = D.step_view(loaded, pr.model_input, pr.start, g, Strategy("top-k", top_k=7), 0, 0.5)
     assert sv.n_kept == 7 and sv.kept[:7].all() and not sv.kept[7:].any()
     assert float(sv.final.sum()) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_no_lm_head_is_refused():
     loaded = LoadedModel("x:y", "state-dict", None, "cpu", "float32")
-    with pytest.raises(CannotGenerate):
-        adapter_for(loaded)
-
-
-def test_checkpoint_files_exist_or_skip():
-    if "tiny-gpt" not in builtin_names():
-        pytest.skip(f"builtin:tiny-gpt is not in {BUILTIN_DIR} yet")
-    loaded = load_model("builtin:tiny-gpt")
-    run = D.decode_all(loaded, "time goes by so", (D.Strategy("greedy"), D.Strategy("beam")), 0, 20)
-    assert run.generations[0].outputs[0].ids
+    with pytest.raises(DecodingError, match="weight_ih_l0|next token"):
+        D.decode_all(loaded, "the dog", (Strategy("greedy"),))
+    with pytest.raises(DecodingError, match="no language-model head"):
+        D.decode_all(load_model("builtin:word2vec"), "the dog", (Strategy("greedy"),))
 
 
 def test_generated_tokens_can_wrap_in_a_narrow_column():

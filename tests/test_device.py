@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from explorer import device as devices
-from explorer import registry
-from explorer.registry import OutOfMemoryLoadError, load_model
+from explorer import loaders
+from explorer.loaders import OutOfMemoryLoadError, load_model
 
 
 def test_cpu_is_always_available_and_float32_only() -> None:
@@ -23,7 +23,7 @@ def test_forced_device_env(monkeypatch) -> None:
 
 
 def _load_as_if_on(dev: str):
-    import explorer.registry as r
+    import explorer.loaders as r
 
     original = r.resolve
     r.resolve = lambda d, t: (dev, "float32")
@@ -37,7 +37,7 @@ def test_out_of_memory_becomes_a_clear_message(monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
-    monkeypatch.setattr(registry, "_load_hf_source", boom)
+    monkeypatch.setattr(loaders, "_load_hf_source", boom)
     with pytest.raises(OutOfMemoryLoadError, match="does not fit in cpu memory"):
         load_model("pretrained:minilm")
     with pytest.raises(OutOfMemoryLoadError, match="Load it on the CPU"):
@@ -52,7 +52,7 @@ def test_models_page_offers_cpu_after_out_of_memory(monkeypatch) -> None:
     import streamlit as st
 
     st.cache_resource.clear()  # a model loaded by an earlier test would be served from the shared cache
-    monkeypatch.setattr(registry, "_load_hf_source", lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("out of memory")))
+    monkeypatch.setattr(loaders, "_load_hf_source", lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("out of memory")))
     at = run_page("pages/models.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)
     assert any("does not fit" in e.value for e in at.error)
@@ -63,15 +63,15 @@ def _pretend_cuda(monkeypatch, fail_on_cuda: bool = True) -> None:
     monkeypatch.setattr(devices, "available_devices", lambda: ["cuda", "cpu"])
     monkeypatch.setattr(devices, "dtypes_for", lambda d: ["float32", "float16"] if d == "cuda" else ["float32"])
     monkeypatch.setattr(devices, "describe", lambda d: "cuda (simulated, 80.0 GiB)" if d == "cuda" else d)
-    monkeypatch.setattr(registry, "resolve", lambda d, t: (d or "cpu", t or "float32"))
-    real = registry._load_hf_source
+    monkeypatch.setattr(loaders, "resolve", lambda d, t: (d or "cpu", t or "float32"))
+    real = loaders._load_hf_source
 
     def load(label, source, local_only, device, dtype, task):
         if device == "cuda" and fail_on_cuda:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (GPU 0; 79.19 GiB total)")
         return real(label, source, local_only, "cpu", "float32", task)
 
-    monkeypatch.setattr(registry, "_load_hf_source", load)
+    monkeypatch.setattr(loaders, "_load_hf_source", load)
 
 
 def _fallback_to_cpu_on_models_page() -> None:
@@ -185,7 +185,7 @@ def test_real_cuda_out_of_memory_is_caught() -> None:
 
 
 def _exhaust_cuda(real_place):
-    """A `registry._place` that first asks CUDA for four times its free memory: a real OutOfMemoryError."""
+    """A `loaders._place` that first asks CUDA for four times its free memory: a real OutOfMemoryError."""
     def place(module, device, dtype):
         if device == "cuda":
             free, _ = torch.cuda.mem_get_info()
@@ -197,7 +197,7 @@ def _exhaust_cuda(real_place):
 @pytest.mark.gpu
 def test_real_cuda_out_of_memory_while_loading_is_a_message_and_the_cpu_works(monkeypatch) -> None:
     monkeypatch.delenv("EXPLORER_DEVICE", raising=False)
-    monkeypatch.setattr(registry, "_place", _exhaust_cuda(registry._place))
+    monkeypatch.setattr(loaders, "_place", _exhaust_cuda(loaders._place))
     before = torch.cuda.memory_allocated()
     with pytest.raises(OutOfMemoryLoadError, match=r"builtin:lstm-lm does not fit in cuda memory .*Load it on the CPU"):
         load_model("builtin:lstm-lm", "cuda", "float32")
@@ -209,7 +209,7 @@ def test_real_cuda_out_of_memory_while_loading_is_a_message_and_the_cpu_works(mo
 @pytest.mark.gpu
 def test_real_cuda_out_of_memory_on_the_models_page_falls_back_to_cpu(monkeypatch) -> None:
     monkeypatch.delenv("EXPLORER_DEVICE", raising=False)
-    real = registry._load_hf_source
+    real = loaders._load_hf_source
 
     def load(label, source, local_only, device, dtype, task):
         if device == "cuda":
@@ -217,5 +217,5 @@ def test_real_cuda_out_of_memory_on_the_models_page_falls_back_to_cpu(monkeypatc
             torch.empty(int(free * 4), dtype=torch.uint8, device="cuda")  # a real CUDA OutOfMemoryError
         return real(label, source, local_only, device, dtype, task)
 
-    monkeypatch.setattr(registry, "_load_hf_source", load)
+    monkeypatch.setattr(loaders, "_load_hf_source", load)
     _fallback_to_cpu_on_models_page()

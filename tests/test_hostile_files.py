@@ -21,8 +21,11 @@ import torch
 from safetensors.torch import save, save_file
 
 from conftest import assert_no_exception, run_page
-from explorer import registry
-from explorer.registry import ModelId, ModelLoadError, load_model, register_upload
+from explorer import catalogue
+from explorer.catalogue import ModelId
+from explorer.loaders import load_model
+from explorer.safe_load import ModelLoadError
+from explorer.uploads import register_upload
 from explorer.safe_load import CorruptFileError, UnsafeFileError, read_state_dict
 from hostile import conv_state_dict, lstm_state_dict, pickle_payload_pt, vocab_json
 
@@ -470,6 +473,6 @@ def test_local_names_are_looked_up_never_joined(tmp_path: Path, monkeypatch) -> 
     save_file({"w": torch.zeros(2)}, str(tmp_path / "secret" / "model.safetensors"))
     (tmp_path / "models").mkdir()
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path / "models"))
-    assert "local:secret" not in {e.id for e in registry.catalogue()}
+    assert "local:secret" not in {e.id for e in catalogue.catalogue()}
     with pytest.raises(ModelLoadError, match="There is no model folder 'secret' in EXPLORER_MODEL_PATH"):
         load_model("local:secret")

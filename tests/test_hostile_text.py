@@ -24,13 +24,12 @@ NOTHING = "The text has no characters the model can read (only control, format o
 SETUP: dict[str, dict] = {
     "pages/lstm_gates.py": dict(
         params={"model": "builtin:lstm-lm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
-        long="The text has 3,000 tokens; only the first 512 are used", unknown="are shown as <unk>", subword=False),
+        long="The text has 3,000 tokens; only the first 511 are used", unknown="are shown as <unk>", subword=False),
     "pages/self_attention.py": dict(
         params={"model": "pretrained:minilm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]", subword=True),
     "pages/seq2seq_attention.py": dict(
-        params={"model": "builtin:seq2seq-bahdanau"}, empty="Type a source sentence to decode it.",
-        marks="Type a source sentence to decode it.", long="The source has 3,000 tokens; only the first 400 are used",
+        params={"model": "builtin:seq2seq-bahdanau"}, empty="Type a source sentence to decode it.", marks=NOTHING, long="The source has 3,000 tokens; only the first 400 are used",
         unknown="are not in the model's vocabulary and are read as <unk>", subword=False),
     "pages/word_embeddings.py": dict(
         params={"model": "builtin:word2vec"}, empty="Type some words to highlight them in the projection.",

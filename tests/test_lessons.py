@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -204,45 +205,39 @@ def test_load_dir_reports_bad_files_and_keeps_good_ones(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------- the views' parameter map
-_STATE_KEY_ARG = {"selectbox": None, "radio": None, "slider": None, "toggle": None, "multiselect": None,
-                  "text_input": 1, "seed": 0, "write": 0, "url_value": 0}
+_CONTROLS = {"selectbox", "radio", "slider", "toggle", "multiselect", "text_input", "number_input", "number"}
 
 
 def _url_keys(source: str) -> set[str]:
-    """The constant keys a page script passes to explorer.ui.state, model_picker, sentence_input, int_control."""
+    """The constant keys a page script reads from the URL: through its Controls (c.slider("key"), ...), explorer.ui.state,
+    model_picker and sentence_input."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
             continue
         func, kw, key = node.func, {k.arg: k.value for k in node.keywords}, None
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "state" \
-                and func.attr in _STATE_KEY_ARG:
-            index = _STATE_KEY_ARG[func.attr]
-            key = kw.get("key") or (node.args[index] if index is not None and len(node.args) > index else None)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in _CONTROLS | {
+                "seed", "write", "url_value"} and func.value.id in ("c", "state"):
+            key = kw.get("key") or (node.args[0] if node.args else None)
         elif isinstance(func, ast.Name) and func.id == "model_picker":
             key = kw.get("key", ast.Constant("model"))
         elif isinstance(func, ast.Name) and func.id == "sentence_input":
             key = ast.Constant("text")
-        elif isinstance(func, ast.Name) and func.id == "int_control":
-            key = node.args[1] if len(node.args) > 1 else kw.get("key")
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and not key.value.startswith("_"):
             found.add(key.value)
     return found
 
 
-@pytest.mark.parametrize("view", [v for v in VIEWS if v.url_path in PARAMS], ids=lambda v: v.url_path)
+@pytest.mark.parametrize("view", [v for v in VIEWS if v.url_path in PARAMS and v.params], ids=lambda v: v.url_path)
 def test_params_map_matches_the_page(view) -> None:
-    """explorer/views.py PARAMS lists exactly the URL keys the page uses, and its choices exist in the code."""
+    """The page reads exactly the URL keys its declaration (explorer/views.py) lists: no undeclared key, no declared
+    key left unused; its widgets take their labels, defaults and ranges from that declaration (explorer.ui.state
+    Controls), and the page builds them from `Controls("<url path>")`."""
     source = (ROOT / view.script).read_text()
-    declared = PARAMS[view.url_path]
-    assert _url_keys(source) <= set(declared), "a page reads a URL key that explorer/views.py PARAMS does not list"
-    library = source + "".join(p.read_text() for p in (ROOT / "explorer").rglob("*.py")
-                               if p.name not in ("views.py", "lessons.py"))
-    for key, kind in declared.items():
-        assert key in ("model", "text") or f'"{key}"' in source, f"{key} is not used by {view.script}"
-        for choice in (kind if isinstance(kind, (tuple, list)) else ()):
-            if choice is not int:
-                assert f'"{choice}"' in library or f"{choice}," in library, f"{key}: {choice}"
+    assert f'Controls("{view.url_path}")' in source
+    assert not re.search(r"\bstate\.(slider|selectbox|radio|toggle|multiselect|text_input)\(", source), \
+        "a page widget bypasses the declaration"
+    assert _url_keys(source) == set(view.params), (set(view.params) ^ _url_keys(source))
 
 
 # -------------------------------------------------------------------------------- every shipped step, AppTest

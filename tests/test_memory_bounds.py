@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer import registry
+from explorer import catalogue, uploads
 from explorer.model_cache import ModelCache
-from explorer.registry import BUILTIN_DIR, LoadedModel, ModelLoadError, UploadOwner, load_model, register_upload
+from explorer.catalogue import BUILTIN_DIR
+from explorer.loaders import LoadedModel, load_model
+from explorer.safe_load import ModelLoadError
+from explorer.uploads import UploadOwner, register_upload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,11 +108,11 @@ def test_upload_is_released_when_the_last_session_owning_it_ends() -> None:
     alice.claim(uid)
     bob.claim(uid)  # the same files uploaded in another session: the same id
     assert alice.release() == [] and alice.released
-    assert uid in registry.upload_ids() and model() is not None  # bob's session still holds it
+    assert uid in uploads.upload_ids() and model() is not None  # bob's session still holds it
     assert bob.release() == [uid]
     assert bob.release() == []  # idempotent
-    assert uid not in registry.upload_ids()
-    assert uid not in {e.id for e in registry.catalogue()}
+    assert uid not in uploads.upload_ids()
+    assert uid not in {e.id for e in catalogue.catalogue()}
     assert [m.id for m in cache.loaded()] == []  # the model cache dropped the model loaded from it
     assert _collected(model)
     with pytest.raises(ModelLoadError, match="no longer on the server"):
@@ -126,8 +129,8 @@ def test_an_owner_garbage_collected_without_release_still_releases() -> None:
     owner.claim(uid)
     del owner
     gc.collect()
-    assert registry.wait_for_releases(timeout=10)
-    assert uid not in registry.upload_ids() and cache.loaded() == []
+    assert uploads.wait_for_releases(timeout=10)
+    assert uid not in uploads.upload_ids() and cache.loaded() == []
     assert _collected(model)
 
 
@@ -153,9 +156,9 @@ def test_streamlit_session_end_releases_the_sessions_uploads() -> None:
     at.run()
     assert not at.exception
     at.run()  # a rerun keeps the same owner
-    assert not at.exception and uid in registry.upload_ids()
+    assert not at.exception and uid in uploads.upload_ids()
     caching.clear_session_resource_cache(at.session_state["sid"])
-    assert uid not in registry.upload_ids()
+    assert uid not in uploads.upload_ids()
     with pytest.raises(ModelLoadError, match="no longer on the server"):
         load_model(uid)
 

@@ -6,6 +6,9 @@ import math
 import pytest
 import torch
 
+from explorer import generation as G
+from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
+from explorer.generation import Strategy
 from explorer.models import ARCHITECTURES, build_model, sinusoidal_positions
 from explorer.models.seq2seq import ATTENTIONS, BahdanauAttention, LuongAttention, masked_softmax
 from explorer.models.word2vec import keep_probability, noise_distribution, skipgram_pairs
@@ -60,9 +63,11 @@ def test_gpt_shapes_and_attention(norm, positions):
     m = build_model("tiny_gpt", dict(vocab_size=40, block_size=16, n_layer=2, n_head=4, n_embd=32, norm=norm,
                                      positions=positions)).eval()
     idx = torch.randint(0, 40, (2, 10))
-    logits, atts = m(idx, return_attentions=True)
+    rec: dict = {}
+    logits = m(idx, record=rec)
+    atts = [rec[f"blocks.{layer}.attn.pattern"] for layer in range(2)]
     assert logits.shape == (2, 10, 40)
-    assert len(atts) == 2
+    assert torch.allclose(m.lm_head(rec["ln_final"]), logits) and rec["embed"].shape == (2, 10, 32)
     for a in atts:
         assert a.shape == (2, 4, 10, 10)
         assert torch.allclose(a.sum(-1), torch.ones(2, 4, 10), atol=1e-5)
@@ -149,30 +154,40 @@ def test_encoder_state_ignores_padding():
     assert torch.allclose(s1, s2, atol=1e-6)
 
 
+def _greedy_and_beam1(m, row: torch.Tensor, max_len: int = 12) -> tuple[list[int], list[int]]:
+    """Greedy and 1-beam outputs of the one generation loop (explorer.generation) for one source row."""
+    adapter = Seq2SeqAdapter.of(m)
+    src, start = row[row != 0][None], torch.tensor([[m.bos_id]])
+    g = G.sample(adapter, src, start, Strategy("greedy"), max_len)[0][0]
+    b = G.beam_search(adapter, src, start, Strategy("beam", num_beams=1), max_len)[0]
+    return g, b
+
+
 @pytest.mark.parametrize("attention", ATTENTIONS)
 def test_beam_size_one_equals_greedy(attention):
     m = _seq2seq(attention, seed=3)
-    for row in _src():
-        g = m.greedy_decode(row[row != 0], max_len=12)
-        b = m.beam_search(row[row != 0], beam_size=1, max_len=12)
-        assert b.tokens == g.tokens[0]
-        if attention != "none":
-            assert torch.allclose(b.attention, g.attentions[0], atol=1e-6)
-            assert torch.allclose(b.attention.sum(-1), torch.ones(len(b.attention)), atol=1e-5)
+    rows = _src()
+    for row in rows:
+        g, b = _greedy_and_beam1(m, row)
+        assert b == g
+    # a padded batch of sources decodes each row as it decodes alone (the training evaluation's greedy)
+    batch = G.greedy_batch(Seq2SeqAdapter.of(m), [r[r != 0].tolist() for r in rows], 12)
+    assert batch == [[t for t in _greedy_and_beam1(m, r)[0] if t != m.eos_id] for r in rows]
 
 
 def test_beam_search_records_steps():
     m = _seq2seq("bahdanau", seed=4)
-    res = m.beam_search(torch.tensor([5, 6, 7, 8]), beam_size=3, max_len=8)
-    assert res.steps and all(len(s) <= 6 for s in res.steps)
-    statuses = {h.status for s in res.steps for h in s}
-    assert statuses <= {"kept", "pruned", "finished"} and "kept" in statuses
-    first = res.steps[0]
-    assert [h.score for h in first] == sorted([h.score for h in first], reverse=True)
-    assert sum(h.status != "pruned" for h in first) == 3
-    assert res.attention is None or res.attention.shape[1] == 4
-    with pytest.raises(ValueError):
-        m.beam_search(torch.zeros(2, 3, dtype=torch.long) + 5, beam_size=2)
+    adapter = Seq2SeqAdapter.of(m)
+    ids, logps, tree = G.beam_search(adapter, torch.tensor([[5, 6, 7, 8]]), torch.tensor([[m.bos_id]]),
+                                     Strategy("beam", num_beams=3), 8)
+    S = tree.token.shape[0]
+    assert 1 <= S <= 8 and tree.token.shape == tree.parent.shape == tree.score.shape == (S, 6)
+    assert tree.running.shape == (S, 3) and len(tree.token_str) == S
+    for s in range(S):  # candidates ranked by accumulated log-probability; running beams are among them
+        assert list(tree.score[s]) == sorted(tree.score[s], reverse=True)
+        assert set(tree.running[s].tolist()) <= set(range(6))
+    assert (tree.parent[0] == 0).all()  # the first step extends the single start hypothesis
+    assert len(logps) == len(ids) and all(lp <= 0 for lp in logps)
 
 
 def test_attention_modules_param_names():
@@ -246,8 +261,8 @@ def test_bidirectional_encoder(attention):
         step = m.decode_step(tgt_in[:, t], state, enc, mask)
         state = step.state
         assert torch.allclose(step.logits, logits[:, t], atol=1e-5)
-    g = m.greedy_decode(src[2, :3], max_len=8)
-    assert m.beam_search(src[2, :3], beam_size=1, max_len=8).tokens == g.tokens[0]
+    g, b = _greedy_and_beam1(m, src[2, :3], 8)
+    assert b == g
     with pytest.raises(ValueError, match="even"):
         build_model("seq2seq", dict(src_vocab_size=20, tgt_vocab_size=25, emb_dim=8, hidden_size=15,
                                     attention=attention, bidirectional=True))
@@ -271,9 +286,8 @@ def test_luong_input_feeding(kind):
         assert torch.allclose(step.logits, logits[:, t], atol=1e-5)
         assert torch.allclose(step.attention, atts[:, t], atol=1e-6)
     for row in src:
-        row = row[row != 0]
-        assert m.beam_search(row, beam_size=1, max_len=8).tokens == m.greedy_decode(row, max_len=8).tokens[0]
-    assert len(m.beam_search(src[0], beam_size=3, max_len=8).steps) >= 1
+        g, b = _greedy_and_beam1(m, row, 8)
+        assert b == g
     with pytest.raises(ValueError, match="Luong"):
         build_model("seq2seq", dict(src_vocab_size=20, tgt_vocab_size=25, emb_dim=8, hidden_size=16,
                                     attention="bahdanau", input_feeding=True))

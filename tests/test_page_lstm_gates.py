@@ -14,7 +14,8 @@ from safetensors.torch import save_file
 
 from conftest import assert_no_exception, run_page
 from explorer.data.vocab import SPECIALS
-from explorer.registry import builtin_names, load_model
+from explorer.catalogue import builtin_names
+from explorer.loaders import load_model
 from explorer.probes.rnn_gates import compare, rnn_gates, unit_order
 
 PAGE = "pages/lstm_gates.py"
@@ -92,8 +93,30 @@ def test_builtin_lstm_heatmap_equals_probe() -> None:
     heat = _heatmap(at)
     np.testing.assert_allclose(_array(heat["z"]), expected[:, units], atol=1e-6)
     assert heat["x"] == [f"unit {u}" for u in units]
-    assert len(heat["y"]) == len(trace.tokens) == 11
+    assert len(heat["y"]) == len(trace.tokens) == 12 and heat["y"][0] == "0 · &lt;bos&gt;"  # as the model was trained
     assert trace.max_abs_error < 1e-5
+
+
+@pytest.mark.parametrize("name", ["rnn-lm", "lstm-lm", "gru-lm"])
+def test_next_tokens_are_the_models_own_softmax_on_bos_and_sentence(name: str) -> None:
+    """The "Next tokens" table equals softmax(model(<bos> + sentence)) computed here with the model itself."""
+    if name not in builtin_names():
+        pytest.skip(f"builtin:{name} is not trained yet")
+    text = "the keys to the old cabinet are on the table ."
+    at = run_page(PAGE, {"model": f"builtin:{name}", "text": text, "section": "Next tokens"})
+    assert_no_exception(at)
+    table = at.dataframe[-1].value
+    loaded = load_model(f"builtin:{name}")
+    vocab = loaded.vocabs["vocab"]
+    ids = [vocab.bos_id] + vocab.encode(text.split())
+    with torch.no_grad():
+        logits, _ = loaded.model(torch.tensor([ids]))
+    probs = torch.softmax(logits[0].double(), -1)
+    assert list(table["after"]) == ["<bos>"] + text.split()
+    after_cabinet = text.split().index("cabinet") + 1
+    top = probs[after_cabinet].topk(5)
+    expected = [f"{vocab.itos[i]}  ({p:.1%})" for i, p in zip(top.indices.tolist(), top.values.tolist())]
+    assert [table[f"#{k + 1}"][after_cabinet] for k in range(5)] == expected
 
 
 @pytest.mark.skipif(not HAS_LSTM, reason="builtin:lstm-lm is not trained yet")
@@ -104,8 +127,8 @@ def test_builtin_lstm_sections() -> None:
     assert {d["name"] for d in _charts(at)[1]["data"]} == {"input gate i", "forget gate f", "output gate o"}
     at.radio(key="section").set_value("Next tokens").run()
     assert_no_exception(at)
-    table = at.dataframe[0].value
-    assert list(table.columns[:3]) == ["position", "after", "#1"] and len(table) == 11
+    table = at.dataframe[-1].value
+    assert list(table.columns[:3]) == ["position", "after", "#1"] and len(table) == 12
     at.radio(key="section").set_value("Compare two sentences").run()
     assert_no_exception(at)
     loaded = load_model("builtin:lstm-lm")
@@ -116,7 +139,7 @@ def test_builtin_lstm_sections() -> None:
     at.selectbox(key="pair").set_value("your own pair").run()
     at.text_input(key="b").set_value("the keys to the old cabinet is").run()
     assert_no_exception(at)
-    assert "positions 0..6 are compared" in _messages(at.info)
+    assert "positions 0..7 are compared" in _messages(at.info)  # <bos> + 7 words
 
 
 def test_local_state_dict(user_model: str) -> None:
@@ -124,8 +147,9 @@ def test_local_state_dict(user_model: str) -> None:
     at = run_page(PAGE, {"model": user_model, "text": text, "layer": "1", "gate": "c", "top": "5"})
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
-    inferred = _messages(at.markdown)
-    assert "`encoder.lstm.weight_ih_l0" in inferred and "`emb.weight (16, 6)`" in inferred
+    inferred = at.dataframe[0].value
+    assert "encoder.lstm.weight_ih_l0 … (2 layer(s))" in list(inferred["value"])
+    assert "emb.weight (16, 6)" in list(inferred["value"])
     loaded = load_model(user_model)
     trace = rnn_gates(loaded, text)
     expected = trace.gates["c"][1, 0]
@@ -136,7 +160,7 @@ def test_local_state_dict(user_model: str) -> None:
 @pytest.mark.parametrize("text, kind, expected", [
     ("", "info", "Type a sentence"),
     ("zebra quokka wombat", "warning", "<unk>"),
-    ("the key is on the table . " * 350, "warning", "first 512"),
+    ("the key is on the table . " * 350, "warning", "first 511"),
     ("the key 🔑🦘 is 👍🏽 on", "warning", "<unk>"),
     ("the\x00 key\x07 is\u200b on\x1b the table", None, None),
     ("ключ 钥匙 مفتاح the key", "warning", "<unk>"),
@@ -152,7 +176,7 @@ def test_bad_text(user_model: str, text: str, kind: str | None, expected: str | 
     assert "<script" not in html and "<unk>" not in html and "<b>" not in html
     if text.strip() and "<unk>" == expected:
         assert "&lt;unk&gt;" in html
-    if expected == "first 512":  # the display is capped too
+    if expected == "first 511":  # the display is capped too: <bos> + 511 words
         assert len(_heatmap(at)["y"]) == 512
 
 

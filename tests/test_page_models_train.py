@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from conftest import assert_no_exception, run_page
-from explorer.registry import load_model
+from explorer.loaders import load_model
 
 
 def _train(at, recipe: str, **numbers) -> object:

@@ -42,7 +42,10 @@ def test_bad_inputs():
     at = run_page(PAGE, params)
     assert_no_exception(at)
     msg = texts(at)
-    assert "?temperature=0" in msg and "?p=1.5" in msg and "?k=100000" in msg and "?beam=50" in msg
+    for said in ("Temperature T must be at least 0.05; got 0, using 0.05.", "Top-p: p is limited to 1 here; got 1.5",
+                 "Top-k: k is limited to 1,000 here; got 100,000", "Beams is limited to 8 here; got 50, using 8.",
+                 "New tokens is limited to 200 here; got 100,000, using 200."):
+        assert said in msg, said  # each out-of-range URL value is named with what was used, from the declaration
     assert "Empty prompt" in msg
     # emoji, control characters, one strategy only
     at = run_page(PAGE, {"model": "builtin:lstm-lm", "text": "🙂 the\x00 dog\u200b runs", "strategies": "greedy"})

@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 from conftest import assert_no_exception, run_page
 from explorer.data.vocab import SPECIALS
 from explorer.models.seq2seq import Seq2Seq
-from explorer.registry import builtin_names
+from explorer.catalogue import builtin_names
 from test_probe_seq2seq import SRC_WORDS, TGT_WORDS, tiny_hf
 
 PAGE = "pages/seq2seq_attention.py"
@@ -88,7 +88,7 @@ def test_local_rnn_greedy_beam_forced_compare(models: dict[str, str]) -> None:
     assert "beam search (beam size 3)" in md
     assert "No attention, so no alignment" in _text(at.info)
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
-    assert any("Beam search" in t for t in titles) and any("relies on the final encoder state" in t for t in titles)
+    assert any("Beam tree: 3 beams" in t for t in titles) and any("relies on the final encoder state" in t for t in titles)
     at.radio(key="panel").set_value("length").run()
     assert_no_exception(at)
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]

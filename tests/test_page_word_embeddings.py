@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
-from explorer.registry import builtin_names, minilm_dir
+from explorer.catalogue import builtin_names, minilm_dir
 from explorer.probes.embeddings import table_to_text
 
 PAGE = "pages/word_embeddings.py"
@@ -74,7 +74,7 @@ def test_tsne_cannot_place_words_outside_the_fit() -> None:
 
 @pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
 @pytest.mark.parametrize("params, expect", [
-    ({"n": "99999999"}, "larger than the table"),
+    ({"n": "99999999"}, "N most frequent entries is limited to 776 here; got 99,999,999, using 776."),
     ({"text": ""}, "Type some words"),
     ({"text": "🙂🙂 \x00\x07 ĳ"}, "of the table"),
     ({"text": "dog " * 3000}, ""),

@@ -12,7 +12,7 @@ from explorer.models.rnn_lm import RNNLanguageModel
 from explorer.models.tiny_gpt import GPT, GPTConfig
 from explorer.models.word2vec import SkipGram
 from explorer.probes import embeddings as P
-from explorer.registry import LoadedModel
+from explorer.loaders import LoadedModel
 
 WORDS = ["king", "queen", "man", "woman", "dog", "dogs", "cat", "cats", "red", "blue", "big", "small", "the", "a"]
 
@@ -149,7 +149,7 @@ def test_tables_from_builtin_architectures() -> None:
 def test_table_from_hf_model(tmp_path) -> None:
     from transformers import BertConfig, BertModel
 
-    from explorer.registry import _load_hf_source
+    from explorer.loaders import _load_hf_source
 
     torch.manual_seed(0)
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "the", "bank", "river", "my", "account",
@@ -193,10 +193,16 @@ def test_contextual_rnn_and_gpt_match_model_outputs() -> None:
     V = len(SPECIALS) + len(WORDS)
     lm = RNNLanguageModel(V, 6, 10, num_layers=2, cell="gru")
     trace = P.contextual(_loaded(lm), "the big dog")
-    ids = torch.tensor([[4 + WORDS.index(w) for w in ("the", "big", "dog")]])
+    ids = torch.tensor([[2] + [4 + WORDS.index(w) for w in ("the", "big", "dog")]])  # <bos> first, as trained
+    assert trace.tokens == ("<bos>", "the", "big", "dog") and trace.special == (True, False, False, False)
     with torch.inference_mode():
         out, _ = lm.rnn(lm.embedding(ids))
-    assert [s.shape for s in trace.states] == [(3, 6), (3, 10), (3, 10)]
+        layer1 = torch.nn.GRU(6, 10, batch_first=True)
+        layer1.load_state_dict({k: v for k, v in lm.rnn.state_dict().items() if k.endswith("_l0")})
+        first, _ = layer1(lm.embedding(ids))
+    assert [s.shape for s in trace.states] == [(4, 6), (4, 10), (4, 10)]
+    np.testing.assert_allclose(trace.states[0], lm.embedding(ids)[0].detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(trace.states[1], first[0].numpy(), atol=1e-5)  # layer 1 alone, torch's own GRU
     np.testing.assert_allclose(trace.states[-1], out[0].numpy(), atol=1e-5)
     cp = P.context_projection(trace)  # the embedding layer has another width: left out, NaN
     assert np.isnan(cp.coords[0]).all() and not np.isnan(cp.coords[1:]).any() and "another width" in cp.fitted

@@ -7,8 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from explorer.adapters.base import Unsupported
+from explorer.adapters.text import Encoded
 from explorer.probes import positions as P
-from explorer.registry import LoadedModel, load_model, minilm_dir
+from explorer.views import BY_PATH
+from explorer.catalogue import minilm_dir
+from explorer.loaders import LoadedModel, load_model
 
 
 # ------------------------------------------------------------------------------------------ sinusoidal
@@ -114,20 +118,24 @@ def test_rope_ones_decays() -> None:
 
 
 # ---------------------------------------------------------------------------------------- validation
+PE = BY_PATH["positional-encodings"].params  # the view's declared parameters (explorer/views.py)
+
+
 @pytest.mark.parametrize("raw,expected,warns", [("128", 128, False), ("7", 8, True), ("1023", 1024, True),
-                                                ("1025", 1024, True), ("0", 2, True), ("abc", 64, True),
-                                                ("1e9", 1024, True), ("nan", 64, True), ("12.5", 64, True)])
+                                                ("1025", 1024, True), ("0", 2, True), ("abc", 128, True),
+                                                ("1e9", 1024, True), ("nan", 128, True), ("12.5", 128, True)])
 def test_validate_d_model(raw: str, expected: int, warns: bool) -> None:
-    value, msg = P.validate_int(raw, P.D_MIN, P.D_MAX, 64, "d_model", even=True)
+    value, msg = PE["d_model"].validate(raw)
     assert value == expected and value % 2 == 0 and (msg is not None) == warns
 
 
 def test_validate_positions_and_base() -> None:
-    assert P.validate_int("0", P.P_MIN, P.P_MAX, 100, "positions") == (1, "positions must be at least 1; got 0, using 1.")
-    assert P.validate_int("99999", P.P_MIN, P.P_MAX, 100, "positions")[0] == P.P_MAX
-    assert P.validate_float("inf", P.BASE_MIN, P.BASE_MAX, 1e4, "base")[1] is not None
-    assert P.validate_float("-3", P.BASE_MIN, P.BASE_MAX, 1e4, "base")[0] == P.BASE_MIN
-    assert P.validate_float("500", P.BASE_MIN, P.BASE_MAX, 1e4, "base") == (500.0, None)
+    assert (PE["d_model"].lo, PE["d_model"].hi, PE["n_pos"].hi) == (P.D_MIN, P.D_MAX, P.P_MAX)  # declared = enforced
+    assert PE["n_pos"].validate("0") == (1, "positions must be at least 1; got 0, using 1.")
+    assert PE["n_pos"].validate("99999")[0] == P.P_MAX
+    assert PE["base"].validate("inf")[1] is not None
+    assert PE["base"].validate("-3")[0] == P.BASE_MIN
+    assert PE["base"].validate("500") == (500.0, None)
     with pytest.raises(ValueError):
         P.sinusoidal(10, 7, 10000.0)
     with pytest.raises(ValueError):
@@ -168,7 +176,8 @@ def test_minilm_sentence_too_long_is_truncated(minilm: LoadedModel) -> None:
 
 
 def test_minilm_layer_is_the_models_own(minilm: LoadedModel) -> None:
-    """run_layer(with positions) equals what layer 0's attention computes inside the full model's forward."""
+    """The adapter's layer-0 attention (with positions) equals what layer 0's attention computes inside the full
+    model's forward, and the record's embed + pos_embed are the model's own embedding rows."""
     captured = {}
     att = minilm.model.encoder.layer[0].attention
 
@@ -177,15 +186,18 @@ def test_minilm_layer_is_the_models_own(minilm: LoadedModel) -> None:
 
     handle = att.register_forward_hook(hook)
     try:
-        ids = torch.tensor([minilm.tokenizer("The man bit the dog.")["input_ids"]])
+        enc = minilm.adapter.encode("The man bit the dog.")
+        ids = torch.tensor([enc.ids])
         with torch.inference_mode():
             minilm.model(input_ids=ids)
-            mine = P.run_layer(P._parts(minilm), ids[0], with_pos=True)
-            x = P._layer_inputs(P._parts(minilm), ids[0], True)
-            np.testing.assert_allclose(x.numpy(), minilm.model.embeddings(ids).numpy(), atol=1e-6)
+            mine, _ = minilm.adapter.first_attention(enc, positions=True, causal=False)
+            rec = minilm.adapter.run(enc, names=("embed", "pos_embed"))
+            emb = minilm.model.embeddings
+            x = emb.LayerNorm(torch.from_numpy(rec["embed"] + rec["pos_embed"]) + emb.token_type_embeddings.weight[0])
+            np.testing.assert_allclose(x.numpy(), emb(ids)[0].numpy(), atol=1e-5)
     finally:
         handle.remove()
-    np.testing.assert_allclose(mine.numpy(), captured["y"][0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(mine, captured["y"][0].numpy(), atol=1e-5)
     assert not att._forward_hooks
 
 
@@ -238,13 +250,15 @@ def test_tiny_gpt2_positions_and_layer(tiny_gpt2, monkeypatch: pytest.MonkeyPatc
 
     handle = attn.register_forward_hook(hook)
     ids = torch.tensor([[101, 1996, 3899, 2978, 1996, 2158, 102]])
+    enc = Encoded(tuple(ids[0].tolist()), tuple(map(str, ids[0].tolist())), (), False, 0, (False,) * 7)
     try:
         with torch.inference_mode():
             loaded.model(input_ids=ids)
-            mine = P.run_layer(P._parts(loaded), ids[0], with_pos=True, causal=True)
+            mine, what = loaded.adapter.first_attention(enc, positions=True, causal=True)
     finally:
         handle.remove()
-    np.testing.assert_allclose(mine.numpy(), captured["y"][0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(mine, captured["y"][0].numpy(), atol=1e-5)
+    assert "causal mask removed" not in what
 
     # permutation experiment with a word-piece tokenizer borrowed from MiniLM (same vocabulary size)
     with_tok = LoadedModel("test:gpt2", "decoder", loaded.model, "cpu", "float32", tokenizer=minilm.tokenizer)
@@ -269,14 +283,15 @@ def test_builtin_tiny_gpt_positions_and_attention(positions: str) -> None:
     lt = P.learned_positions(loaded)
     assert lt.kind == positions
     np.testing.assert_array_equal(lt.weight, model.position_embeddings(16).detach().numpy())
-    parts = P._parts(loaded)
-    x = torch.randn(1, 9, 16)
-    with torch.inference_mode():
-        ref, _ = model.h[0].attn(model.h[0].ln_1(x))
-        mine = P.gpt_attention(parts, x, causal=True)
-    np.testing.assert_allclose(mine.numpy(), ref.numpy(), atol=1e-6)
+    enc = loaded.adapter.encode("the dog bit the man .")
+    ids = torch.tensor([enc.ids])
+    with torch.inference_mode():  # block 0's attention on token + position embeddings, as GPT.forward computes it
+        ref = model.h[0].attn(model.h[0].ln_1(model.wte(ids) + model.position_embeddings(len(enc.ids))))
+        no_pos = model.h[0].attn(model.h[0].ln_1(model.wte(ids)), causal=False)
+    np.testing.assert_allclose(loaded.adapter.first_attention(enc, True, True)[0], ref[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(loaded.adapter.first_attention(enc, False, False)[0], no_pos[0].numpy(), atol=1e-6)
     pt = P.permutation_experiment(loaded, "the dog bit the man .", seed=0)
-    assert pt.max_nopos < 1e-5 and len(pt.tokens) == 6
+    assert pt.max_nopos < 1e-5 and len(pt.tokens) == 7 and pt.tokens[0] == pt.shuffled[0] == "<bos>"
     sv = P.sentence_vectors(loaded, "the man bit the dog " * 10)  # longer than block_size 16
     assert len(sv.tokens) == 16 and any("only the first" in n for n in sv.notes)
 
@@ -291,7 +306,7 @@ def test_unsupported_models_get_a_message() -> None:
         rnn = RNNLanguageModel(**kwargs)
     except Exception:
         pytest.skip("RNNLanguageModel signature changed")
-    with pytest.raises(P.UnsupportedModel, match="no learned position table"):
+    with pytest.raises(Unsupported, match="no learned position table"):
         P.learned_positions(LoadedModel("builtin:lstm-lm", "rnn-lm", rnn, "cpu", "float32"))
-    with pytest.raises(P.UnsupportedModel, match="bare state dict"):
+    with pytest.raises(Unsupported, match="bare state dict"):
         P.learned_positions(LoadedModel("upload:x", "state-dict", None, "cpu", "float32", state_dict={}))

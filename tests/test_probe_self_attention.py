@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.adapters.transformer import BertAdapter, GPT2Adapter, HFGenericAdapter, TinyGPTAdapter, adapter_for
+from explorer.adapters.gpt import GPTAdapter
+from explorer.adapters.hf import HFAdapter, HFSeq2SeqAdapter
 from explorer.data.vocab import Vocab, tokenize_words
 from explorer.probes.self_attention import (
     FLOAT16_ABOVE,
@@ -19,7 +20,8 @@ from explorer.probes.self_attention import (
     rollout,
     step_by_step,
 )
-from explorer.registry import BUILTIN_DIR, LoadedModel, load_model, minilm_dir
+from explorer.catalogue import BUILTIN_DIR, minilm_dir
+from explorer.loaders import LoadedModel, load_model
 from explorer.viz import attention as viz
 
 SENT = PRESETS[0]
@@ -91,8 +93,10 @@ def _model_attentions(loaded: LoadedModel, text: str, pair: str = "", pad: int =
     if loaded.tokenizer is None:
         vocab = loaded.vocabs["vocab"]
         ids = [vocab.bos_id, *vocab.encode(tokenize_words(text))]
+        rec: dict = {}
         with torch.inference_mode():
-            _, atts = loaded.model(torch.tensor([ids]), return_attentions=True)
+            loaded.model(torch.tensor([ids]), record=rec)
+        atts = [rec[f"blocks.{layer}.attn.pattern"] for layer in range(loaded.model.config.n_layer)]
         return torch.stack([a[0] for a in atts]).numpy(), vocab.decode(ids)
     tok = loaded.tokenizer
     enc = tok(text, pair) if pair else tok(text)
@@ -109,10 +113,11 @@ def _model_attentions(loaded: LoadedModel, text: str, pair: str = "", pad: int =
 
 # ---------------------------------------------------------------------------------------- adapters
 def test_adapters_are_chosen_by_family(gpt, bert, gpt2, minilm):
-    assert isinstance(adapter_for(gpt), TinyGPTAdapter)
-    assert isinstance(adapter_for(bert), BertAdapter)
-    assert isinstance(adapter_for(minilm), BertAdapter)
-    assert isinstance(adapter_for(gpt2), GPT2Adapter)
+    """The adapter is attached once, at load: the built-in GPT's own, and HF's with the family's Q/K/V arithmetic."""
+    assert isinstance(gpt.adapter, GPTAdapter)
+    for loaded, arithmetic in ((bert, "_BertArithmetic"), (minilm, "_BertArithmetic"), (gpt2, "_GPT2Arithmetic")):
+        assert isinstance(loaded.adapter, HFAdapter) and type(loaded.adapter.arith).__name__ == arithmetic
+    assert minilm.adapter is minilm.adapter  # the same object every time: not rebuilt per call
 
 
 def test_probe_leaves_no_hooks(minilm):
@@ -292,9 +297,17 @@ def test_long_input_is_truncated_with_a_note(bert):
     np.testing.assert_allclose(tr.attentions.sum(-1), 1.0, atol=TOL)
 
 
-def test_large_traces_are_float16():
-    atts = 6 * 12 * 512 * 512
-    assert atts > FLOAT16_ABOVE  # MiniLM at 512 tokens is stored as float16 (38 MB instead of 75 MB)
+def test_large_traces_are_float16(minilm, monkeypatch):
+    """Above FLOAT16_ABOVE entries the maps are kept as float16 (MiniLM at 512 tokens: 38 MB instead of 75 MB),
+    within float16 rounding of the model's own float32 weights, and the page is told so."""
+    assert 6 * 12 * 512 * 512 > FLOAT16_ABOVE
+    full = attention_trace(minilm, SENT)
+    monkeypatch.setattr("explorer.probes.self_attention.FLOAT16_ABOVE", full.attentions.size - 1)
+    small = attention_trace(minilm, SENT)
+    assert full.attentions.dtype == np.float32 and small.attentions.dtype == np.float16
+    np.testing.assert_allclose(small.attentions.astype(np.float32), full.attentions, atol=5e-4, rtol=0)
+    assert any("float16" in n for n in small.notes) and not any("float16" in n for n in full.notes)
+    np.testing.assert_allclose(small.rollout, full.rollout, atol=1e-6)  # rollout from the float32 weights
 
 
 def test_unsupported_models_say_why():
@@ -316,7 +329,7 @@ def test_encoder_decoder_streams_and_no_arithmetic():
                    decoder_start_token_id=0, attn_implementation="eager")
     loaded = LoadedModel("test:t5", "encoder-decoder", T5ForConditionalGeneration(cfg).eval(), "cpu", "float32",
                          tokenizer=tok)
-    assert isinstance(adapter_for(loaded), HFGenericAdapter)
+    assert isinstance(loaded.adapter, HFSeq2SeqAdapter)
     enc = attention_trace(loaded, SENT, "Das Tier.", "encoder")
     dec = attention_trace(loaded, SENT, "Das Tier.", "decoder")
     cross = attention_trace(loaded, SENT, "Das Tier.", "cross")
@@ -332,7 +345,7 @@ def test_encoder_decoder_streams_and_no_arithmetic():
 
 def test_without_arithmetic_the_attentions_are_the_same_and_qkv_is_skipped():
     """The page asks for Q/K/V only in step-by-step mode; the attention maps must not depend on it."""
-    from explorer.registry import load_model
+    from explorer.loaders import load_model
 
     loaded = load_model("builtin:tiny-gpt", "cpu", "float32")
     full = attention_trace(loaded, "the dog saw the cat")

@@ -13,8 +13,9 @@ import torch.nn.functional as F
 from explorer.data import translation
 from explorer.data.vocab import Vocab
 from explorer.models.seq2seq import ATTENTIONS, Seq2Seq
-from explorer.probes.seq2seq import alignment_trace, length_accuracy, presets_for, target_tokens
-from explorer.registry import LoadedModel, builtin_names, load_model
+from explorer.catalogue import builtin_names
+from explorer.loaders import LoadedModel, load_model
+from explorer.probes.seq2seq import alignment_trace, length_accuracy, presets_for
 
 SRC_WORDS = ["the", "red", "car", "is", "fast", ".", "european", "economic", "area", "agreement", "on", "was",
              "signed", "in", "august", "1992", "old", "wooden", "table", "kitchen"]
@@ -24,11 +25,11 @@ SENT = "the red car is fast ."
 HF_WORDS = ["the", "red", "car", "is", "fast", ".", "la", "voiture", "rouge", "est", "rapide", "old", "table"]
 
 
-def rnn_loaded(attention: str, seed: int = 0, hidden: int = 16) -> LoadedModel:
+def rnn_loaded(attention: str, seed: int = 0, hidden: int = 16, corpus: dict | None = None) -> LoadedModel:
     torch.manual_seed(seed)
     src_vocab, tgt_vocab = Vocab(SRC_WORDS), Vocab(TGT_WORDS)
     model = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_dim=8, hidden_size=hidden, attention=attention).eval()
-    meta = {"architecture": "seq2seq", "corpus": {"generator": "translation"}}
+    meta = {"architecture": "seq2seq", "corpus": corpus or {"generator": "translation"}}
     return LoadedModel(f"test:s2s-{attention}-{seed}", "seq2seq-rnn", model, "cpu", "float32", meta,
                        vocabs={"src_vocab": src_vocab, "tgt_vocab": tgt_vocab})
 
@@ -76,42 +77,59 @@ def hf_loaded(kind: str, seed: int = 0) -> LoadedModel:
 
 
 # ------------------------------------------------------------------------------------------ built-in RNN
+def _greedy_by_hand(model: Seq2Seq, src: torch.Tensor, max_len: int) -> tuple[list[int], list[torch.Tensor]]:
+    """Greedy decoding with the model's own encode / decode_step, written out here (independent of the probe)."""
+    with torch.no_grad():
+        enc, state = model.encode(src)
+        y, ids, rows = torch.tensor([model.bos_id]), [], []
+        for _ in range(max_len):
+            out = model.decode_step(y, state, enc)
+            state, y = out.state, out.logits.argmax(-1)
+            ids.append(int(y))
+            if out.attention is not None:
+                rows.append(out.attention[0])
+            if int(y) == model.eos_id:
+                break
+    return ids, rows
+
+
 @pytest.mark.parametrize("attention", ATTENTIONS)
 def test_rnn_greedy_matches_model(attention: str) -> None:
     loaded = rnn_loaded(attention)
     tr = alignment_trace(loaded, SENT, max_len=12)
     assert not tr.error and tr.mode == "greedy"
     src = torch.tensor([loaded.vocabs["src_vocab"].encode(SENT.split())])
-    ref = loaded.model.greedy_decode(src, max_len=12)
-    ids = list(tr.out_ids[:-1] if tr.finished else tr.out_ids)
-    assert ids == ref.tokens[0]
+    ids, rows = _greedy_by_hand(loaded.model, src, 12)
+    assert list(tr.out_ids) == ids
     if attention == "none":
-        assert tr.weights is None and ref.attentions[0] is None
+        assert tr.weights is None and not rows
         assert tr.no_source_logprobs is not None and tr.no_source_logprobs.shape == tr.step_logprobs.shape
         assert tr.final_state is not None and np.allclose(tr.contexts, tr.final_state[None], atol=1e-6)
     else:
-        np.testing.assert_allclose(tr.weights, ref.attentions[0].numpy(), atol=1e-6)
+        assert tr.weights.shape == (1, 1, len(ids), src.shape[1])
+        np.testing.assert_allclose(tr.weights[0, 0], torch.stack(rows).numpy(), atol=1e-6)
         np.testing.assert_allclose(tr.weights.sum(-1), 1.0, atol=1e-5)
 
 
 @pytest.mark.parametrize("attention", [a for a in ATTENTIONS if a != "none"])
 def test_rnn_score_recomputed_from_weights(attention: str) -> None:
-    tr = alignment_trace(rnn_loaded(attention, seed=1), "the european economic area agreement was signed .",
-                         max_len=10)
+    text = "the european economic area agreement was signed ."
+    loaded = rnn_loaded(attention, seed=1)
+    tr = alignment_trace(loaded, text, max_len=10)
+    w = tr.matrix()
     assert len(tr.math) == len(tr.out_ids) and all(m is not None for m in tr.math)
     for t, m in enumerate(tr.math):
-        assert m.j == int(np.argmax(tr.weights[t]))
+        assert m.j == int(np.argmax(w[t]))
         assert abs(m.score_recomputed - m.score_model) < 1e-5
         assert abs(m.score_model - tr.scores[t, m.j]) < 1e-6
         assert abs(np.exp(m.score_model - m.max_score) / m.denominator - m.weight) < 1e-5
         # softmax of the returned scores is the attention row
-        np.testing.assert_allclose(np.exp(tr.scores[t] - tr.scores[t].max()) / np.exp(tr.scores[t] - tr.scores[t].max()).sum(),
-                                   tr.weights[t], atol=1e-5)
-        # c_t = sum_j a_tj h_j
-    enc, _ = rnn_loaded(attention, seed=1).model.encode(
-        torch.tensor([rnn_loaded(attention).vocabs["src_vocab"].encode(
-            "the european economic area agreement was signed .".split())]))
-    np.testing.assert_allclose(tr.contexts, tr.weights @ enc[0].detach().numpy(), atol=1e-5)
+        e = np.exp(tr.scores[t] - tr.scores[t].max())
+        np.testing.assert_allclose(e / e.sum(), w[t], atol=1e-5)
+    # c_t = sum_j a_tj h_j
+    with torch.no_grad():
+        enc, _ = loaded.model.encode(torch.tensor([loaded.vocabs["src_vocab"].encode(text.split())]))
+    np.testing.assert_allclose(tr.contexts, w @ enc[0].numpy(), atol=1e-5)
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)
@@ -128,25 +146,37 @@ def test_rnn_forced_reproduces_teacher_forced_loss(attention: str) -> None:
     assert list(tr.out_ids) == [*tgt, 3]
     assert abs(tr.loss - float(loss)) < 1e-5
     if attention != "none":
-        np.testing.assert_allclose(tr.weights, atts[0].numpy(), atol=1e-5)
+        np.testing.assert_allclose(tr.weights[0, 0], atts[0].numpy(), atol=1e-5)
 
 
 @pytest.mark.parametrize("attention", ["bahdanau", "luong-general", "none"])
-def test_rnn_beam1_equals_greedy_and_tree(attention: str) -> None:
+def test_rnn_beam_greedy_and_forced_agree(attention: str) -> None:
+    """Beam 1 is greedy; the beam's tree is the one beam search's (2K candidates per step); and greedy, beam and
+    forced decoding of the same output give the same log-probabilities (the model's own, T = 1)."""
     loaded = rnn_loaded(attention, seed=3)
     g = alignment_trace(loaded, SENT, decoding="greedy", max_len=15)
     b = alignment_trace(loaded, SENT, decoding="beam", beam=1, max_len=15)
     assert b.mode == "beam" and b.out_ids == g.out_ids
+    np.testing.assert_allclose(b.step_logprobs, g.step_logprobs, atol=1e-6)
     if g.weights is not None:
         np.testing.assert_allclose(b.weights, g.weights, atol=1e-6)
     b4 = alignment_trace(loaded, SENT, decoding="beam", beam=4, max_len=15)
-    assert b4.beam and all(len(step) <= 8 for step in b4.beam)
-    assert all(n.status in ("kept", "pruned", "finished") for step in b4.beam for n in step)
-    assert sum(n.status != "pruned" for n in b4.beam[0]) <= 4
-    # the replayed best hypothesis has the beam's score
-    best = [n for step in b4.beam for n in step if n.status == "finished" and n.tokens == b4.out_tokens]
-    if best:
-        assert abs(best[0].score - b4.step_logprobs.sum()) < 1e-4
+    assert b4.beam.token.shape[1] == 8 and b4.beam.running.shape[1] == 4
+    # the returned score is sum log p / generated_length ** 1 of the output, in the model's own log-probabilities
+    assert b4.beam.final_score == pytest.approx(b4.step_logprobs.sum() / len(b4.out_ids), abs=1e-5)
+    for tr in (g, b4):
+        _assert_own_logprobs(loaded, SENT, tr)
+
+
+def _assert_own_logprobs(loaded: LoadedModel, text: str, tr) -> None:
+    """The trace's log p of each output token equals the model's own teacher-forced log-softmax on that output."""
+    from explorer.adapters.text import Encoded
+
+    adapter = loaded.adapter
+    out = Encoded(tr.out_ids, tr.out_tokens, (), False, 0, (False,) * len(tr.out_ids))
+    logits = torch.from_numpy(adapter.run(adapter.encode(text), names=("logits",), target=out)["logits"])
+    own = torch.log_softmax(logits.double(), -1)[torch.arange(len(tr.out_ids)), torch.tensor(tr.out_ids)]
+    np.testing.assert_allclose(tr.step_logprobs, own.numpy(), atol=1e-5)
 
 
 def test_rnn_bad_inputs() -> None:
@@ -165,17 +195,17 @@ def test_rnn_bad_inputs() -> None:
 
 
 def test_long_source_warns_with_training_lengths() -> None:
-    loaded = rnn_loaded("luong-dot")
-    loaded.meta["corpus"] = {"generator": "translation", "n_train": 200, "seed": 1}
+    loaded = rnn_loaded("luong-dot", corpus={"generator": "translation", "n_train": 200, "seed": 1})
     tr = alignment_trace(loaded, " ".join(["the old wooden table"] * 12))
     assert any("longest source seen in training" in w for w in tr.warnings)
     assert 0 < len(tr.out_ids) <= tr.max_len <= 200
 
 
 def test_dates_target_tokenization_and_presets() -> None:
-    loaded = rnn_loaded("bahdanau")
-    loaded.meta["corpus"] = {"generator": "dates"}
-    assert target_tokens(loaded, "1997-03-03") == list("1997-03-03")
+    loaded = rnn_loaded("bahdanau", corpus={"generator": "dates"})
+    assert loaded.adapter.encode("1997 - 03-03", side="target").tokens[-1] == "<eos>"
+    assert len(loaded.adapter.encode("1997 - 03-03", side="target").tokens) == len("1997-03-03") + 1  # characters
+    assert loaded.adapter.encode("March 3", side="input").tokens == ("<unk>",) * 7  # characters, spaces kept
     assert "03.03.1997" in presets_for(loaded)
     assert any("european economic area" in p for p in presets_for(rnn_loaded("none")))
 
@@ -229,8 +259,18 @@ def test_hf_forced_loss_and_beam(kind: str) -> None:
     b1 = alignment_trace(loaded, "the red car", decoding="beam", beam=1, max_len=6)
     assert b1.out_ids == g.out_ids
     np.testing.assert_allclose(b1.weights, g.weights, atol=1e-5)
+    np.testing.assert_allclose(b1.step_logprobs, g.step_logprobs, atol=1e-6)
     b3 = alignment_trace(loaded, "the red car", decoding="beam", beam=3, max_len=6)
-    assert b3.beam and not b3.error
+    enc = tok("the red car", return_tensors="pt")
+    with torch.no_grad():
+        ref = model.generate(**enc, max_new_tokens=6, num_beams=3, do_sample=False, length_penalty=1.0,
+                             early_stopping=False, min_length=0, output_scores=True, return_dict_in_generate=True)
+    ref_ids = [t for t in ref.sequences[0, 1:].tolist()]
+    ref_ids = ref_ids[:ref_ids.index(1) + 1] if 1 in ref_ids else ref_ids
+    assert list(b3.out_ids) == ref_ids  # the one beam search equals generate(num_beams=3)
+    assert b3.beam.final_score == pytest.approx(float(ref.sequences_scores[0]), abs=1e-5)
+    for tr in (g, b3):
+        _assert_own_logprobs(loaded, "the red car", tr)
 
 
 def test_hf_bad_inputs_and_non_seq2seq() -> None:
@@ -258,4 +298,7 @@ def test_builtin_bahdanau_preset() -> None:
     np.testing.assert_allclose(tr.weights.sum(-1), 1.0, atol=1e-5)
     assert all(abs(m.score_recomputed - m.score_model) < 1e-4 for m in tr.math)
     ref = translation.translate(translation.tokenize(translation.PRESETS[1]))
-    print("bahdanau:", tr.output_text, "| reference:", " ".join(ref))
+    assert tr.output_text == " ".join(ref)  # the preset is translated exactly (98 % held-out exact match)
+    beam = alignment_trace(loaded, translation.PRESETS[1], decoding="beam", beam=4)
+    assert beam.output_text == " ".join(ref)
+    np.testing.assert_allclose(beam.step_logprobs, tr.step_logprobs, atol=1e-5)  # same output, same log p

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer import registry
+from explorer import catalogue, loaders
 from explorer.model_cache import ModelCache
-from explorer.registry import ModelId, ModelLoadError, load_model, register_upload
+from explorer.catalogue import ModelId
+from explorer.loaders import load_model
+from explorer.safe_load import ModelLoadError
+from explorer.uploads import register_upload
 from explorer.safe_load import CorruptFileError, UnsafeFileError
 from hostile import WritesAFile, pickle_payload_pt
 
@@ -92,7 +95,7 @@ def hf_folder(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 def test_tiny_hf_models_load_as_local_with_attentions(hf_folder, monkeypatch) -> None:
     root, families = hf_folder
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(root))
-    listed = {e.id for e in registry.catalogue()}
+    listed = {e.id for e in catalogue.catalogue()}
     ids = torch.tensor([[5, 6, 7, 8, 9]])
     for name, family in families.items():
         assert f"local:{name}" in listed
@@ -186,7 +189,7 @@ def test_plain_state_dict_upload_round_trips(tmp_path) -> None:
     data = save({f"rnn.{k}": v.contiguous() for k, v in lstm.state_dict().items()})
     vocab = b'["<pad>", "<unk>", "<bos>", "<eos>", "cat", "dog"]'
     uid = register_upload([("lstm.safetensors", data), ("vocab.json", vocab)])
-    assert uid.startswith("upload:") and uid in {e.id for e in registry.catalogue()}
+    assert uid.startswith("upload:") and uid in {e.id for e in catalogue.catalogue()}
     loaded = load_model(uid)
     assert loaded.family == "state-dict" and loaded.model is None
     assert torch.equal(loaded.state_dict["rnn.weight_hh_l1"], lstm.weight_hh_l1)
@@ -221,7 +224,7 @@ def test_model_cache_is_lru_and_loads_once() -> None:
 
     def fake_loader(mid: str, device: str, dtype: str):
         calls.append(mid)
-        return registry.LoadedModel(mid, "state-dict", None, device, dtype, state_dict={"w": torch.zeros(10)})
+        return loaders.LoadedModel(mid, "state-dict", None, device, dtype, state_dict={"w": torch.zeros(10)})
 
     cache = ModelCache(max_models=2, loader=fake_loader)
     threads = [threading.Thread(target=cache.get, args=("a",)) for _ in range(8)]
@@ -239,7 +242,7 @@ def test_model_cache_is_lru_and_loads_once() -> None:
 
 def test_model_cache_byte_limit() -> None:
     def loader(mid, device, dtype):
-        return registry.LoadedModel(mid, "state-dict", None, device, dtype, state_dict={"w": torch.zeros(1000)})
+        return loaders.LoadedModel(mid, "state-dict", None, device, dtype, state_dict={"w": torch.zeros(1000)})
 
     cache = ModelCache(max_models=10, max_bytes=9000, loader=loader)  # each holds 4000 bytes
     for mid in "abc":

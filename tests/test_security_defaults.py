@@ -168,7 +168,7 @@ def test_hugging_face_loading_never_trusts_remote_code(tmp_path: Path, monkeypat
     import transformers
     from transformers import BertConfig, BertModel
 
-    from explorer.registry import load_model
+    from explorer.loaders import load_model
 
     BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                          intermediate_size=32)).save_pretrained(tmp_path / "tiny-bert-sec")

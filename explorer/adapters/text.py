@@ -1,7 +1,8 @@
-"""Text -> token ids for any LoadedModel, with the notes a view should show (truncation, unknown words).
+"""Text -> token ids, with the notes a view should show (truncation, unknown words, nothing to read).
 
-Built-in word-level models use explorer.data.vocab (tokenize_words + Vocab); Hugging Face models use their
-own tokenizer with special tokens. Every view encodes through `encode` so bad input is handled once.
+The pieces the adapters' `encode` is made of (explorer.adapters: each model family decides its input convention
+once): word-level vocabularies (explorer.data.vocab: tokenize_words + Vocab, `VocabText`), Hugging Face tokenizers
+with their special tokens (`encode_hf`), and the empty-text rule every view shares (`no_text`).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class Encoded:
     truncated: bool = False
     n_unknown: int = 0
     special: tuple[bool, ...] = field(default_factory=tuple)  # True where the token is a special token
+    segments: tuple[int, ...] = ()  # sentence A/B of a pair (token type ids), when the tokenizer gives them
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -63,20 +65,31 @@ def encode_words(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
     return Encoded(tuple(ids), tuple(tokens), tuple(notes), truncated, len(unknown), tuple(special))
 
 
-def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None) -> Encoded:
-    """Hugging Face encoding with special tokens; counts [UNK] pieces and truncates to `max_tokens`."""
+def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None, target: bool = False) -> Encoded:
+    """Hugging Face encoding with special tokens; counts [UNK] pieces and truncates to `max_tokens`.
+
+    text_pair: a second segment (token type 1); target: encode as a decoder target (`text_target=`)."""
     text = clean_text(text)
-    kwargs = {"add_special_tokens": True}
-    full = tokenizer(text, text_pair, **kwargs) if text_pair is not None else tokenizer(text, **kwargs)
+    kwargs: dict[str, Any] = {"add_special_tokens": True}
+
+    def call(**extra: Any) -> Any:
+        if target:
+            try:
+                return tokenizer(text_target=text, **kwargs, **extra)
+            except (TypeError, ValueError):
+                pass
+        return tokenizer(text, text_pair, **kwargs, **extra) if text_pair else tokenizer(text, **kwargs, **extra)
+
+    full = call()
     ids = list(full["input_ids"])
     notes: list[str] = []
     truncated = False
     if len(ids) > max_tokens:
         notes.append(f"The text has {len(ids):,} tokens; only the first {max_tokens:,} are used (the model's limit).")
-        enc = tokenizer(text, text_pair, truncation=True, max_length=max_tokens, **kwargs) if text_pair is not None \
-            else tokenizer(text, truncation=True, max_length=max_tokens, **kwargs)
-        ids = list(enc["input_ids"])
+        full = call(truncation=True, max_length=max_tokens)
+        ids = list(full["input_ids"])
         truncated = True
+    segments = tuple(int(x) for x in full.get("token_type_ids") or ()) if text_pair else ()
     tokens = tokenizer.convert_ids_to_tokens(ids)
     unk = getattr(tokenizer, "unk_token_id", None)
     n_unknown = sum(1 for i in ids if unk is not None and i == unk)
@@ -84,24 +97,34 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
         notes.append(f"{n_unknown} piece(s) are unknown to the tokenizer and shown as {tokenizer.unk_token}.")
     special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
     special = tuple(i in special_ids and i != unk for i in ids)
-    return Encoded(tuple(ids), tuple(str(t) for t in tokens), tuple(notes), truncated, n_unknown, special)
+    return Encoded(tuple(ids), tuple(str(t) for t in tokens), tuple(notes), truncated, n_unknown, special, segments)
 
 
-def encode(loaded: Any, text: str, max_tokens: int | None = None, bos: bool = False, vocab_key: str = "vocab") -> Encoded:
-    """Encode `text` for `loaded` (a registry.LoadedModel); empty or unusable text gives an empty Encoded with a note."""
-    limit = min(max_tokens or model_max_tokens(loaded), model_max_tokens(loaded))
+def no_text(text: str) -> Encoded | None:
+    """An empty Encoded with the reason when `text` gives nothing to read (empty, only control or combining
+    characters), else None."""
     if not clean_text(text or "").strip():
         return Encoded((), (), ("Type a sentence to see the model's internals.",))
     if not tokenize_words(text):  # only combining marks, variation selectors, ...: nothing a word can start with
         return Encoded((), (), (NOTHING_TO_READ,))
-    if getattr(loaded, "tokenizer", None) is not None:
-        enc = encode_hf(loaded.tokenizer, text, limit)
-    else:
-        vocab = getattr(loaded, "vocabs", {}).get(vocab_key)
-        if vocab is None:
-            return Encoded((), (), (f"{getattr(loaded, 'id', 'This model')} has no vocabulary or tokenizer to read text with.",))
-        enc = encode_words(vocab, text, limit, bos=bos)
-    if not enc.ids:
-        mid = getattr(loaded, "id", "this model")
-        return Encoded((), (), enc.notes + (f"The tokenizer of {mid} gives no tokens for this text.",))
-    return enc
+    return None
+
+
+class VocabText:
+    """Text convention of the built-in word-level models (a mixin for adapters with `self.vocab`, `self.loaded`):
+    lowercased words and punctuation, `<bos>` first when the vocabulary has it and `bos` is set."""
+
+    vocab: Vocab
+    loaded: Any
+    feeds_bos = True
+
+    def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
+        empty = no_text(text)
+        if empty is not None:
+            return empty
+        limit = min(max_tokens or model_max_tokens(self.loaded), model_max_tokens(self.loaded))
+        return encode_words(self.vocab, text, limit, bos=self.feeds_bos and "<bos>" in self.vocab)
+
+    def token_strings(self, ids: Any) -> list[str]:
+        itos = self.vocab.itos
+        return [itos[i] if 0 <= i < len(itos) else f"#{i}" for i in ids]

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import torch
 import torch.nn as nn
+
+from explorer.safe_load import CorruptFileError
 
 from .rnn_lm import CELLS, RNNLanguageModel
 from .seq2seq import ATTENTIONS, BahdanauAttention, LuongAttention, Seq2Seq
@@ -156,7 +159,66 @@ def build_model(architecture: str, config: dict) -> nn.Module:
     return _BUILDERS[architecture](config)
 
 
+#: the catalogue family (explorer.catalogue.FAMILIES) of each architecture
+FAMILY_OF_ARCHITECTURE = {"rnn_lm": "rnn-lm", "seq2seq": "seq2seq-rnn", "tiny_gpt": "decoder", "word2vec": "word2vec"}
+
+
+def from_checkpoint(meta: dict, state: dict[str, torch.Tensor], label: str) -> torch.nn.Module:
+    """Build an explorer architecture from its JSON meta ({"architecture", "config"}) and load `state` into it
+    (strict, except that a tied weight saved once, e.g. tie_weights=True, is not missing). Raises CorruptFileError
+    naming what does not fit. The model is in eval mode."""
+    try:
+        architecture, config = str(meta["architecture"]), dict(meta.get("config", {}))
+        with torch.device("meta"):  # shapes only: a config claiming a huge model allocates nothing
+            skeleton = build_model(architecture, config)
+    except KeyError as exc:
+        raise CorruptFileError(f"{label}: the config JSON lacks the key {exc}.") from None
+    except (TypeError, ValueError) as exc:
+        raise CorruptFileError(f"{label}: the config JSON does not describe a valid model ({exc}).") from None
+    _check_shapes(skeleton, state, label)
+    model = build_model(architecture, config)  # now no larger than the weights in hand
+    try:
+        model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[0:3]
+        raise CorruptFileError(f"{label}: the weights do not match the config ({' '.join(first)[:300]}).") from None
+    return model.eval()
+
+
+def _check_shapes(skeleton: torch.nn.Module, state: dict[str, torch.Tensor], label: str) -> None:
+    """CorruptFileError naming the missing, unexpected and mis-shaped tensors when `state` does not fit the
+    model the config describes (checked before the model is allocated)."""
+    tensors = skeleton.state_dict(keep_vars=True)
+    expected = {k: tuple(v.shape) for k, v in tensors.items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    problems = []
+    saved = {id(tensors[k]) for k in expected if k in got}
+    missing = [k for k in expected if k not in got and id(tensors[k]) not in saved]  # tied weights are saved once
+    unexpected = sorted(k for k in got if k not in expected)
+    wrong = [f"'{k}' has shape {got[k]}, the config needs {expected[k]}" for k in expected if k in got and got[k] != expected[k]]
+    for what, items in (("missing", missing), ("unexpected", unexpected)):
+        if items:
+            problems.append(f"{len(items)} {what} tensor(s): {', '.join(items[:4])}{' …' if len(items) > 4 else ''}")
+    problems += wrong[:3] + ([f"{len(wrong) - 3} more shape mismatch(es)"] if len(wrong) > 3 else [])
+    if problems:
+        raise CorruptFileError(f"{label}: the weights do not match the config ({'; '.join(problems)}).")
+
+
+def vocabs_from_meta(meta: dict) -> dict[str, Any]:
+    """The vocabularies stored in a checkpoint's JSON: "vocab", "src_vocab", "tgt_vocab" -> Vocab."""
+    from explorer.data.vocab import Vocab
+
+    out: dict[str, Any] = {}
+    for key in ("vocab", "src_vocab", "tgt_vocab"):
+        if key in meta:
+            try:
+                out[key] = Vocab.from_json(meta[key])
+            except ValueError as exc:
+                raise CorruptFileError(f"The {key} in the model's JSON is invalid: {exc}") from None
+    return out
+
+
 __all__ = [
-    "ARCHITECTURES", "build_model", "RNNLanguageModel", "Seq2Seq", "BahdanauAttention", "LuongAttention",
+    "ARCHITECTURES", "build_model", "from_checkpoint", "vocabs_from_meta", "FAMILY_OF_ARCHITECTURE", "RNNLanguageModel", "Seq2Seq", "BahdanauAttention", "LuongAttention",
     "GPT", "GPTConfig", "sinusoidal_positions", "SkipGram",
 ]

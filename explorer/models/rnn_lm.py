@@ -79,9 +79,14 @@ class RNNLanguageModel(nn.Module):
         h = torch.zeros(self.num_layers, batch_size, self.hidden_size, device=device, dtype=dtype)
         return (h, h.clone()) if self.cell == "lstm" else h
 
-    def forward(self, ids: torch.Tensor, hidden: Hidden | None = None) -> tuple[torch.Tensor, Hidden]:
-        """ids (B, T) -> logits (B, T, V), hidden (num_layers, B, H) [LSTM: (h, c)]."""
+    def forward(self, ids: torch.Tensor, hidden: Hidden | None = None,
+                record: dict | None = None) -> tuple[torch.Tensor, Hidden]:
+        """ids (B, T) -> logits (B, T, V), hidden (num_layers, B, H) [LSTM: (h, c)].
+
+        record: a dict that receives "embed" (B, T, E) and "out" (B, T, H), the top layer's outputs."""
         x = self.drop(self.embedding(ids))          # (B, T, E)
         out, hidden = self.rnn(x, hidden)           # (B, T, H)
         logits = self.decoder(self.drop(out))       # (B, T, V)
+        if record is not None:
+            record["embed"], record["out"] = x, out
         return logits, hidden

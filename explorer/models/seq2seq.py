@@ -19,7 +19,7 @@ Masks are bool (B, S), True on real source tokens; attention is a masked softmax
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -60,6 +60,17 @@ class BahdanauAttention(nn.Module):
         context = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)                                # (B, H)
         return alpha, context, scores
 
+    # The two sides of the score, e_j = v · tanh(q + k_j): q = W_a s (B, A), k = U_a h + b (B, S, A), v = v_a (A,)
+    def query(self, s: torch.Tensor) -> torch.Tensor:
+        return self.W_a(s)
+
+    def keys(self, h: torch.Tensor) -> torch.Tensor:
+        return self.U_a(h)
+
+    @property
+    def v(self) -> torch.Tensor:
+        return self.v_a.weight[0]
+
 
 class LuongAttention(nn.Module):
     """Multiplicative / concat attention: dot s^T h_j, general s^T W_a h_j, concat v_a^T tanh(W_a [s; h_j])."""
@@ -90,6 +101,23 @@ class LuongAttention(nn.Module):
         context = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)
         return alpha, context, scores
 
+    # The two sides of the score. dot: q = s, k = h; general: q = s, k = W_a h (e_j = q · k_j). concat:
+    # W_a [s; h_j] = W_a' s + W_a'' h_j, so q = W_a' s, k = W_a'' h and e_j = v · tanh(q + k_j), v = v_a.
+    def query(self, s: torch.Tensor) -> torch.Tensor:
+        """s (B, H) -> q (B, A)."""
+        return s @ self.W_a.weight[:, : s.shape[-1]].T if self.kind == "concat" else s
+
+    def keys(self, h: torch.Tensor) -> torch.Tensor:
+        """h (B, S, H) -> k (B, S, A)."""
+        if self.kind == "dot":
+            return h
+        return self.W_a(h) if self.kind == "general" else h @ self.W_a.weight[:, h.shape[-1]:].T
+
+    @property
+    def v(self) -> torch.Tensor | None:
+        """v_a (A,) for the additive (concat) score, None for the multiplicative ones."""
+        return self.v_a.weight[0] if self.kind == "concat" else None
+
 
 @dataclass
 class StepOutput:
@@ -98,30 +126,7 @@ class StepOutput:
     attention: torch.Tensor | None       # (B, S), rows sum to 1
     context: torch.Tensor | None         # (B, H)
     scores: torch.Tensor | None          # (B, S) raw, pre-softmax
-
-
-@dataclass
-class DecodeResult:
-    tokens: list[list[int]]              # per example, without <bos>/<eos>
-    attentions: list[torch.Tensor | None]  # per example (T_i, S) over the emitted tokens (+<eos> if emitted)
-
-
-@dataclass
-class Hypothesis:
-    step: int                            # decoding step that produced the last token (0-based)
-    tokens: list[int]                    # generated ids so far (no <bos>)
-    score: float                         # summed log-probability
-    norm_score: float                    # score / lp(len) used for ranking finished hypotheses
-    parent: int | None                   # index of the parent among the previous step's "kept" hypotheses
-    status: str                          # "kept" | "pruned" | "finished"
-
-
-@dataclass
-class BeamResult:
-    tokens: list[int]                    # best hypothesis, without <bos>/<eos>
-    score: float
-    attention: torch.Tensor | None       # (T, S) for the best hypothesis
-    steps: list[list[Hypothesis]] = field(default_factory=list)  # all candidates per step
+    query: torch.Tensor                  # (B, H) the decoder state the scores read: s_{t-1} (Bahdanau), s_t (Luong)
 
 
 class Seq2Seq(nn.Module):
@@ -232,13 +237,14 @@ class Seq2Seq(nn.Module):
             o, state = self.decoder(torch.cat([emb, c], -1).unsqueeze(1), state)
             s = o.squeeze(1)
             logits = self.out(self.drop(torch.cat([s, c], -1)))
-            return StepOutput(logits, state, None, c, None)
+            return StepOutput(logits, state, None, c, None, s)
         if kind == "bahdanau":
-            alpha, c, scores = self.attn(state[-1], encoder_outputs, src_mask, _U_h)   # scored from s_{t-1}
+            s_prev = state[-1]
+            alpha, c, scores = self.attn(s_prev, encoder_outputs, src_mask, _U_h)   # scored from s_{t-1}
             o, state = self.decoder(torch.cat([emb, c], -1).unsqueeze(1), state)
             s = o.squeeze(1)
             logits = self.out(self.drop(torch.cat([s, c], -1)))
-            return StepOutput(logits, state, alpha, c, scores)
+            return StepOutput(logits, state, alpha, c, scores, s_prev)
         if self.input_feeding:                                            # Luong: scored from s_t
             s_prev, h_tilde_prev = state
             o, s_new = self.decoder(torch.cat([emb, h_tilde_prev], -1).unsqueeze(1), s_prev)
@@ -248,7 +254,7 @@ class Seq2Seq(nn.Module):
         alpha, c, scores = self.attn(s, encoder_outputs, src_mask)
         h_tilde = torch.tanh(self.W_c(torch.cat([c, s], -1)))
         logits = self.out(self.drop(h_tilde))
-        return StepOutput(logits, (s_new, h_tilde) if self.input_feeding else s_new, alpha, c, scores)
+        return StepOutput(logits, (s_new, h_tilde) if self.input_feeding else s_new, alpha, c, scores, s)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor):
         """Teacher forcing. src (B, S), tgt_in (B, T) (starts with <bos>) -> logits (B, T, V), attentions (B, T, S).
@@ -288,106 +294,3 @@ class Seq2Seq(nn.Module):
         h_tilde = torch.tanh(self.W_c(torch.cat([c, s_flat], -1)))
         logits = self.out(self.drop(h_tilde)).view(B, T, -1)
         return logits, alpha.view(B, T, S)
-
-    # ------------------------------------------------------------------ inference
-    @torch.no_grad()
-    def greedy_decode(self, src: torch.Tensor, max_len: int = 50) -> DecodeResult:
-        """src (B, S) or (S,) -> argmax tokens per example (stopping at <eos>) and their attention rows."""
-        if src.dim() == 1:
-            src = src.unsqueeze(0)
-        B = src.size(0)
-        src_mask = self.make_src_mask(src)
-        enc, state = self.encode(src, src_mask)
-        y = torch.full((B,), self.bos_id, dtype=torch.long, device=src.device)
-        tokens: list[list[int]] = [[] for _ in range(B)]
-        rows: list[list[torch.Tensor]] = [[] for _ in range(B)]
-        done = torch.zeros(B, dtype=torch.bool)
-        for _ in range(max_len):
-            step = self.decode_step(y, state, enc, src_mask)
-            state = step.state
-            y = step.logits.argmax(-1)
-            for b in range(B):
-                if done[b]:
-                    continue
-                if step.attention is not None:
-                    rows[b].append(step.attention[b].cpu())
-                if y[b].item() == self.eos_id:
-                    done[b] = True
-                else:
-                    tokens[b].append(int(y[b].item()))
-            if bool(done.all()):
-                break
-        atts = [torch.stack(r) if r else None for r in rows]
-        return DecodeResult(tokens, atts)
-
-    @staticmethod
-    def _length_penalty(length: int, alpha: float) -> float:
-        """Wu et al. (2016) GNMT: ((5 + |Y|) / 6)^alpha; alpha=0 ranks by raw log-probability."""
-        return ((5.0 + length) / 6.0) ** alpha
-
-    @torch.no_grad()
-    def beam_search(self, src: torch.Tensor, beam_size: int = 4, max_len: int = 50,
-                    length_penalty: float = 1.0) -> BeamResult:
-        """Beam search for ONE source sentence src (S,) or (1, S).
-
-        At each step every live hypothesis is extended by every token; the beam_size best candidates (by
-        summed log-probability) survive ("kept"), the next best up to 2*beam_size are recorded as "pruned",
-        and kept candidates ending in <eos> move to the finished list ("finished"). Stops when beam_size
-        hypotheses have finished or at max_len. Finished hypotheses are ranked by score / lp(len)
-        (GNMT length penalty with alpha=length_penalty). beam_size=1 reproduces greedy decoding."""
-        if src.dim() == 1:
-            src = src.unsqueeze(0)
-        if src.size(0) != 1:
-            raise ValueError("beam_search decodes one sentence at a time: src must be (S,) or (1, S)")
-        if beam_size < 1:
-            raise ValueError("beam_size must be >= 1")
-        src_mask = self.make_src_mask(src)
-        enc, state = self.encode(src, src_mask)
-        V = self.out.out_features
-        live_tokens: list[list[int]] = [[]]
-        live_scores = torch.zeros(1)
-        live_atts: list[list[torch.Tensor]] = [[]]
-        y = torch.full((1,), self.bos_id, dtype=torch.long, device=src.device)
-        finished: list[tuple[float, float, list[int], list[torch.Tensor]]] = []
-        steps: list[list[Hypothesis]] = []
-        for t in range(max_len):
-            n = len(live_tokens)
-            step = self.decode_step(y, state, enc.expand(n, -1, -1), src_mask.expand(n, -1))
-            logp = F.log_softmax(step.logits.float(), -1).cpu()                  # (n, V)
-            total = (live_scores.unsqueeze(1) + logp).view(-1)                  # (n*V,)
-            k = min(total.numel(), 2 * beam_size)
-            top_scores, top_idx = total.topk(k)
-            record: list[Hypothesis] = []
-            next_live: list[tuple[int, int, float, list[int], list[torch.Tensor]]] = []
-            n_kept = 0
-            for sc, idx in zip(top_scores.tolist(), top_idx.tolist()):
-                parent, tok = divmod(idx, V)
-                toks = live_tokens[parent] + [tok]
-                norm = sc / self._length_penalty(len(toks), length_penalty)
-                if n_kept >= beam_size:
-                    record.append(Hypothesis(t, toks, sc, norm, parent, "pruned"))
-                    continue
-                n_kept += 1
-                att = live_atts[parent] + ([step.attention[parent].cpu()] if step.attention is not None else [])
-                if tok == self.eos_id:
-                    finished.append((norm, sc, toks[:-1], att))
-                    record.append(Hypothesis(t, toks, sc, norm, parent, "finished"))
-                else:
-                    next_live.append((parent, tok, sc, toks, att))
-                    record.append(Hypothesis(t, toks, sc, norm, parent, "kept"))
-            steps.append(record)
-            if len(finished) >= beam_size or not next_live:
-                break
-            parents = torch.tensor([h[0] for h in next_live], dtype=torch.long, device=src.device)
-            state = self.map_state(step.state, lambda s: s[:, parents], lambda h: h[parents])
-            y = torch.tensor([h[1] for h in next_live], dtype=torch.long, device=src.device)
-            live_scores = torch.tensor([h[2] for h in next_live])
-            live_tokens = [h[3] for h in next_live]
-            live_atts = [h[4] for h in next_live]
-        if not finished:  # nothing reached <eos> within max_len: rank the live hypotheses
-            for toks, sc, att in zip(live_tokens, live_scores.tolist(), live_atts):
-                lp = self._length_penalty(len(toks), length_penalty)
-                finished.append((sc / lp, sc, toks, att))
-        best = max(finished, key=lambda f: f[0])
-        att = torch.stack(best[3]) if best[3] else None
-        return BeamResult(tokens=best[2], score=best[1], attention=att, steps=steps)

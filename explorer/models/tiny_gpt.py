@@ -1,9 +1,10 @@
 """Tiny decoder-only transformer in the style of nanoGPT (karpathy/nanoGPT, model.py).
 
 Vaswani et al. (2017) "Attention is all you need"; Radford et al. (2019) GPT-2 (pre-norm).
-Attention is computed explicitly (no fused SDPA kernel) so the softmax weights can be returned:
-`forward(idx, return_attentions=True)` gives one (B, n_head, T, T) tensor per layer, rows summing to 1
-and the upper triangle (future positions) exactly 0.
+Attention is computed explicitly (no fused SDPA kernel) so the softmax weights can be recorded:
+`forward(idx, record={})` fills the dict with every activation under TransformerLens names (the explorer's
+activation record), e.g. `blocks.{l}.attn.pattern` (B, n_head, T, T), rows summing to 1 and the upper triangle
+(future positions) exactly 0.
 """
 from __future__ import annotations
 
@@ -56,20 +57,24 @@ class CausalSelfAttention(nn.Module):
         mask = torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool))
         self.register_buffer("bias", mask.view(1, 1, config.block_size, config.block_size), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (B, T, C) -> y (B, T, C), att (B, n_head, T, T) after softmax."""
+    def forward(self, x: torch.Tensor, record: dict | None = None, causal: bool = True) -> torch.Tensor:
+        """x (B, T, C) -> y (B, T, C). record: receives q, k, v (B, nh, T, hs), scores (B, nh, T, T) before the
+        mask, pattern (B, nh, T, T) after the softmax (future weights exactly 0), out (B, T, C).
+        causal=False removes the mask (an experiment: the trained model always masks)."""
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         hs = C // self.n_head
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)   # (B, nh, T, hs)
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))           # (B, nh, T, T)
-        att = att.masked_fill(~self.bias[:, :, :T, :T], float("-inf"))
-        att = F.softmax(att, dim=-1)                                       # future weights exactly 0
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))        # (B, nh, T, T)
+        att = scores.masked_fill(~self.bias[:, :, :T, :T], float("-inf")) if causal else scores
+        att = F.softmax(att, dim=-1)
         y = self.attn_dropout(att) @ v                                     # (B, nh, T, hs)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y)), att
+        y = self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
+        if record is not None:
+            record.update(q=q, k=k, v=v, scores=scores, pattern=att, out=y)
+        return y
 
 
 class MLP(nn.Module):
@@ -95,16 +100,24 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, record: dict | None = None, prefix: str = "", causal: bool = True) -> torch.Tensor:
+        """x (B, T, C) -> (B, T, C). record: receives `{prefix}ln1` (what attention reads), `{prefix}attn.*`
+        (see CausalSelfAttention) and `{prefix}resid_mid`."""
+        att: dict | None = {} if record is not None else None
         if self.norm == "pre":
-            a, att = self.attn(self.ln_1(x))
-            x = x + a
+            h = self.ln_1(x)
+            x = x + self.attn(h, att, causal)
+            mid = x
             x = x + self.mlp(self.ln_2(x))
         else:
-            a, att = self.attn(x)
-            x = self.ln_1(x + a)
+            h = x
+            x = self.ln_1(x + self.attn(x, att, causal))
+            mid = x
             x = self.ln_2(x + self.mlp(x))
-        return x, att
+        if record is not None:
+            record[prefix + "ln1"], record[prefix + "resid_mid"] = h, mid
+            record.update({f"{prefix}attn.{k}": v for k, v in att.items()})
+        return x
 
 
 class GPT(nn.Module):
@@ -146,18 +159,33 @@ class GPT(nn.Module):
             return self.wpe.weight[:T]
         return self.wpe[:T]
 
-    def forward(self, idx: torch.Tensor, return_attentions: bool = False):
-        """idx (B, T) -> logits (B, T, V) [, attentions: list over layers of (B, n_head, T, T)]."""
+    def forward(self, idx: torch.Tensor, record: dict | None = None, positions: bool = True, causal: bool = True,
+                n_blocks: int | None = None) -> torch.Tensor:
+        """idx (B, T) -> logits (B, T, V).
+
+        record: a dict that receives the activations under TransformerLens names: embed, pos_embed (T, C),
+        blocks.{l}.resid_pre / ln1 / attn.q|k|v|scores|pattern|out / resid_mid / resid_post, ln_final
+        (all (B, ...)). positions=False, causal=False and n_blocks (stop after that many blocks, no logits:
+        returns None) are experiments on the trained model (the positional-encodings view's shuffle test)."""
         B, T = idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence of length {T} is longer than block_size {self.config.block_size}")
-        x = self.drop(self.wte(idx) + self.position_embeddings(T))   # (B, T, C)
-        attentions = []
-        for block in self.h:
-            x, att = block(x)
-            attentions.append(att)
-        logits = self.lm_head(self.ln_f(x))                            # (B, T, V)
-        return (logits, attentions) if return_attentions else logits
+        tok, pos = self.wte(idx), self.position_embeddings(T)
+        x = self.drop(tok + pos if positions else tok)              # (B, T, C)
+        if record is not None:
+            record["embed"], record["pos_embed"] = tok, pos
+        for layer, block in enumerate(self.h[:n_blocks] if n_blocks is not None else self.h):
+            if record is not None:
+                record[f"blocks.{layer}.resid_pre"] = x
+            x = block(x, record, f"blocks.{layer}.", causal)
+            if record is not None:
+                record[f"blocks.{layer}.resid_post"] = x
+        if n_blocks is not None:
+            return None
+        x = self.ln_f(x)
+        if record is not None:
+            record["ln_final"] = x
+        return self.lm_head(x)                                        # (B, T, V)
 
 
 TinyGPT = GPT

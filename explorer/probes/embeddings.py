@@ -26,12 +26,11 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from explorer.adapters.text import encode
+from explorer.adapters.base import Unsupported
 from explorer.data.english import word_class
 
 MAX_FILE_ROWS = 1_000_000
 MAX_TYPED_WORDS = 64
-_UNUSED = re.compile(r"^\[unused\d+\]$|^<extra_id_\d+>$")
 
 
 class EmbeddingError(ValueError):
@@ -104,98 +103,33 @@ def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray,
                           special, subword, tuple(notes), index)
 
 
-def _vocab_words(vocab: Any, n_rows: int) -> tuple[list[str], list[bool], dict | None]:
-    """Words of a built-in Vocab for n_rows rows (extra rows named <id N>), specials flagged, counts."""
-    from explorer.data.vocab import SPECIALS
-
-    itos = list(vocab.itos) if vocab is not None else []
-    words = [itos[i] if i < len(itos) else f"<id {i}>" for i in range(n_rows)]
-    special = [w in SPECIALS or i >= len(itos) for i, w in enumerate(words)]
-    freq = dict(getattr(vocab, "freq", {}) or {}) if vocab is not None else None
-    return words, special, freq or None
-
-
-def _hf_words(tokenizer: Any, n_rows: int) -> tuple[list[str], list[bool]]:
-    if tokenizer is None:
-        return [f"<id {i}>" for i in range(n_rows)], [False] * n_rows
-    n_tok = len(tokenizer)
-    words = [str(t) if t is not None else f"<id {i}>"
-             for i, t in enumerate(tokenizer.convert_ids_to_tokens(list(range(min(n_rows, n_tok)))))]
-    words += [f"<id {i}>" for i in range(len(words), n_rows)]
-    specials = set(getattr(tokenizer, "all_special_ids", []) or [])
-    special = [i in specials or i >= n_tok or bool(_UNUSED.match(w)) for i, w in enumerate(words)]
-    return words, special
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float32).numpy().copy()
-
-
 def table_sources(loaded: Any) -> dict[str, str]:
     """The embedding tables a model offers: source key -> label (the first is the default)."""
-    model = getattr(loaded, "model", None)
-    if model is not None and hasattr(model, "src_embedding") and hasattr(model, "tgt_embedding"):
-        return {"input": "source-language embeddings (src_embedding)", "target": "target-language embeddings (tgt_embedding)"}
-    return {"input": "input embeddings"}
-
-
-_STATE_HINTS = ("in_embed", "wte", "word_embeddings", "embedding", "embed", "emb", "encoder.weight")
-
-
-def _state_dict_table(loaded: Any) -> tuple[str, torch.Tensor]:
-    state = getattr(loaded, "state_dict", None) or {}
-    candidates = [(k, v) for k, v in state.items() if isinstance(v, torch.Tensor) and v.ndim == 2 and v.is_floating_point()]
-    for hint in _STATE_HINTS:
-        named = [(k, v) for k, v in candidates if hint in k.lower() and "pos" not in k.lower()]
-        if named:
-            return max(named, key=lambda kv: kv[1].shape[0])
-    raise EmbeddingError(
-        f"{getattr(loaded, 'id', 'This model')} has no tensor named like an embedding table "
-        f"(one of {', '.join(_STATE_HINTS)})."
-    )
+    try:
+        return {key: t.label for key, t in loaded.adapter.tables().items()}
+    except Unsupported:
+        return {"input": "input embeddings"}
 
 
 def embedding_table(loaded: Any, source: str = "input") -> EmbeddingTable:
-    """The input-embedding table of any registry.LoadedModel (see the module docstring). Raises EmbeddingError."""
+    """The embedding table `source` of any LoadedModel (its adapter's `tables()`). Raises EmbeddingError."""
     mid = str(getattr(loaded, "id", "model"))
-    key = f"{mid}#{source}#{getattr(loaded, 'dtype', 'float32')}"
-    model = getattr(loaded, "model", None)
-    vocabs = getattr(loaded, "vocabs", {}) or {}
-    tokenizer = getattr(loaded, "tokenizer", None)
+    try:
+        tables = loaded.adapter.tables()
+    except Unsupported as exc:
+        raise EmbeddingError(str(exc)) from None
+    t = tables.get(source) or next(iter(tables.values()))
     with torch.inference_mode():
-        if model is None:
-            name, weight = _state_dict_table(loaded)
-            words, special, freq = _vocab_words(vocabs.get("vocab"), weight.shape[0])
-            notes = [] if vocabs.get("vocab") is not None else [
-                f"No vocab.json came with {mid}: rows are named by their id."]
-            return make_table(key, f"{mid} · {name}", words, _np(weight), freq, special,
-                              "" if freq else "row order (ids)", notes=notes)
-        if tokenizer is not None or hasattr(model, "get_input_embeddings") and not _is_builtin(model):
-            weight = model.get_input_embeddings().weight
-            words, special = _hf_words(tokenizer, weight.shape[0])
-            return make_table(key, f"{mid} · get_input_embeddings()", words, _np(weight), None, special,
-                              "id order (a Hugging Face tokenizer stores no counts; special and [unused] entries "
-                              "last)", subword=tokenizer is not None)
-        for attr, vocab_key, label in _BUILTIN_ATTRS[source]:
-            module = getattr(model, attr, None)
-            if isinstance(module, torch.nn.Embedding):
-                vocab = vocabs.get(vocab_key) or vocabs.get("vocab")
-                words, special, freq = _vocab_words(vocab, module.weight.shape[0])
-                note = "" if freq else "id order (built-in vocabularies are built most frequent first)"
-                return make_table(key, f"{mid} · {attr} ({label})", words, _np(module.weight), freq, special, note)
-    raise EmbeddingError(f"{mid} has no input embedding table this view can read.")
-
-
-_BUILTIN_ATTRS: dict[str, list[tuple[str, str, str]]] = {
-    "input": [("in_embed", "vocab", "v: the word vectors"), ("embedding", "vocab", "input embeddings"),
-              ("wte", "vocab", "token embeddings"), ("src_embedding", "src_vocab", "source embeddings"),
-              ("embed", "vocab", "input embeddings")],
-    "target": [("tgt_embedding", "tgt_vocab", "target embeddings")],
-}
-
-
-def _is_builtin(model: Any) -> bool:
-    return type(model).__module__.startswith("explorer.")
+        vectors = t.weight.detach().to("cpu", torch.float32).numpy().copy()
+    if t.subword:
+        note = "id order (a Hugging Face tokenizer stores no counts; special and [unused] entries last)"
+    elif t.freq:
+        note = ""
+    else:
+        note = "id order (built-in vocabularies are built most frequent first)" if t.words and \
+            not t.words[0].startswith("<id ") else "row order (ids)"
+    key = f"{mid}#{source}#{getattr(loaded, 'dtype', 'float32')}"
+    return make_table(key, f"{mid} · {t.label}", t.words, vectors, t.freq, t.special, note, t.subword, t.notes)
 
 
 # ------------------------------------------------------------------------------------------ text files
@@ -419,10 +353,65 @@ def analogy(table: EmbeddingTable, a: int, b: int, c: int, k: int = 5) -> Ranked
     return _top(table, target, k, [a, b, c])
 
 
+@dataclass(frozen=True)
+class CosineTerms:
+    """cos(u, v) = u·v / (|u| |v|) with its pieces."""
+
+    dot: float
+    norm_u: float
+    norm_v: float
+    cos: float
+
+
+def cosine_terms(table: EmbeddingTable, r1: int, r2: int) -> CosineTerms:
+    u, v = table.vectors[r1].astype(np.float64), table.vectors[r2].astype(np.float64)
+    nu, nv = float(np.linalg.norm(u)), float(np.linalg.norm(v))
+    dot = float(u @ v)
+    return CosineTerms(dot, nu, nv, dot / (nu * nv) if nu and nv else 0.0)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Typed words placed in a fitted projection: fit (word, coords) of rows among the fitted ones; transformed
+    (word, coords) of rows placed by the fit's transform; unplaced: words a t-SNE fit cannot place."""
+
+    fit: tuple[tuple[str, tuple[float, ...]], ...]
+    transformed: tuple[tuple[str, tuple[float, ...]], ...]
+    unplaced: tuple[str, ...]
+
+
+def fitted_rows(table: EmbeddingTable, proj: Any, rows: np.ndarray) -> tuple[dict[int, int], list[str], list, bool]:
+    """(row -> position in the fit, the fitted rows' words, their classes, whether any has a class), kept with the
+    fit (per fit, not per keystroke)."""
+    if "rows" not in proj.memo:
+        classes = [table.classes[r] for r in rows]
+        proj.memo["rows"] = ({int(r): i for i, r in enumerate(rows)}, [table.words[r] for r in rows], classes,
+                             any(classes))
+    return proj.memo["rows"]
+
+
+def place(table: EmbeddingTable, proj: Any, rows: np.ndarray, located: Sequence[Located]) -> Placed:
+    """Where the typed words sit in the fitted projection `proj` of table rows `rows`."""
+    from explorer.projection import transform
+
+    in_bg = fitted_rows(table, proj, rows)[0]
+    found = [loc for loc in located if loc.found]
+    fit = tuple((loc.word, tuple(float(v) for v in proj.coords[in_bg[loc.row]])) for loc in found if loc.row in in_bg)
+    outside = [loc for loc in found if loc.row not in in_bg]
+    if not outside:
+        return Placed(fit, (), ())
+    coords = transform(proj, table.vectors[[loc.row for loc in outside]])
+    if coords is None:
+        return Placed(fit, (), tuple(loc.word for loc in outside))
+    return Placed(fit, tuple((loc.word, tuple(float(v) for v in xyz)) for loc, xyz in zip(outside, coords)), ())
+
+
 def axis_coords(table: EmbeddingTable, rows: Sequence[int], x_pair: tuple[int, int],
                 y_pair: tuple[int, int] | None = None) -> np.ndarray:
     """(N, 1 or 2) positions on axes a→b: (w − a)·(b − a) / |b − a|² (a at 0, b at 1). Raises EmbeddingError."""
     V = table.vectors
+    if not len(rows):
+        return np.zeros((0, 1 if y_pair is None else 2), dtype=np.float32)
     W = V[np.asarray(rows, dtype=np.int64)]  # float32 rows; the pair arithmetic in float64
     cols = []
     for pair in [x_pair] + ([y_pair] if y_pair is not None else []):
@@ -463,76 +452,42 @@ class ContextTrace:
         return len(self.tokens)
 
 
+LAYER_NAMES = ("embed", "blocks.*.resid_pre", "blocks.*.resid_post", "ln_final", "rnn.*.out", "encoder.embed",
+               "encoder.rnn.*.out", "encoder.blocks.*.resid_pre", "encoder.blocks.*.resid_post", "encoder.ln_final")
+
+
 def contextual(loaded: Any, text: str) -> ContextTrace:
-    """Hidden states of every layer for `text`: see the module docstring. Raises ContextError."""
-    model = getattr(loaded, "model", None)
+    """Hidden states of every layer for `text`, read from the model's record: see the module docstring.
+    Raises ContextError."""
+    adapter = loaded.adapter
     mid = str(getattr(loaded, "id", "model"))
-    if model is None or type(model).__name__ == "SkipGram":
-        raise ContextError(f"{mid} has one vector per word and no layers: there are no contextual embeddings. "
-                           "Pick a language model or a transformer.")
-    vocab_key = "src_vocab" if hasattr(model, "src_embedding") else "vocab"
-    enc = encode(loaded, text, vocab_key=vocab_key)
+    enc = adapter.encode(text)
     if not len(enc):
         raise ContextError(" ".join(enc.notes) or "Type a sentence.")
-    device = next(model.parameters()).device
-    ids = torch.tensor([list(enc.ids)], dtype=torch.long, device=device)
-    with torch.inference_mode():
-        if getattr(loaded, "tokenizer", None) is not None or not _is_builtin(model):
-            states, names, what = _hf_states(model, ids)
-        elif hasattr(model, "rnn") and hasattr(model, "embedding"):
-            states = _rnn_layers(model.rnn, model.embedding(ids))
-            names = ["embedding"] + [f"{model.rnn.__class__.__name__} layer {i + 1}" for i in range(len(states) - 1)]
-            what = "layer 0: the input embedding; layer l: the output h_t of recurrent layer l"
-        elif hasattr(model, "encoder") and hasattr(model, "src_embedding"):
-            states = _rnn_layers(model.encoder, model.src_embedding(ids))
-            names = ["embedding"] + [f"encoder GRU layer {i + 1}" for i in range(len(states) - 1)]
-            what = "the encoder: layer 0 its input embedding, layer l the output of GRU layer l"
-        elif hasattr(model, "wte") and hasattr(model, "h"):
-            T = ids.shape[1]
-            x = model.wte(ids) + model.position_embeddings(T)
-            states = [x]
-            for block in model.h:
-                x, _ = block(x)
-                states.append(x)
-            names = ["wte + wpe"] + [f"block {i + 1}" for i in range(len(model.h))]
-            what = "layer 0: token + position embedding; layer l: the output of block l (before ln_f)"
-        else:
-            raise ContextError(f"{mid}: this view cannot read its layers.")
-    arrays = tuple(_np(s[0]) for s in states)  # L+1 × (T, C_l)
-    return ContextTrace(mid, enc.tokens, enc.special or (False,) * len(enc), tuple(names), arrays, what, enc.notes)
-
-
-def _hf_states(model: Any, ids: torch.Tensor) -> tuple[list[torch.Tensor], list[str], str]:
-    mask = torch.ones_like(ids)
-    if getattr(getattr(model, "config", None), "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
-        out = model.get_encoder()(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True)
-        what = "the encoder's hidden_states: layer 0 the embedding output, layer l the output of encoder layer l"
+    try:
+        rec = adapter.run(enc, names=LAYER_NAMES)
+    except Unsupported as exc:
+        raise ContextError(str(exc)) from None
+    p = "encoder." if adapter.is_encoder_decoder else ""
+    if rec.layers(p + "blocks.{l}.resid_pre"):
+        L = len(rec.layers(p + "blocks.{l}.resid_pre"))
+        last = f"{p}blocks.{L - 1}.resid_post" if f"{p}blocks.{L - 1}.resid_post" in rec else p + "ln_final"
+        keys = [f"{p}blocks.{layer}.resid_pre" for layer in range(L)] + [last]
+        names = ["embeddings"] + [f"layer {layer}" for layer in range(1, L)] + \
+            [f"layer {L}" + (" (after the final norm)" if last.endswith("ln_final") else "")]
+        what = ("the encoder's hidden states: " if p else "hidden states: ") + \
+            "layer 0 the embedding output (the residual stream entering block 1), layer l the output of block l"
+    elif rec.layers(p + "rnn.{l}.out"):
+        keys = [p + "embed"] + [f"{p}rnn.{layer}.out" for layer in rec.layers(p + "rnn.{l}.out")]
+        cell = "GRU" if p else adapter.name.split(" ")[0]
+        names = ["embedding"] + [f"{'encoder ' if p else ''}{cell} layer {i}" for i in range(1, len(keys))]
+        what = ("the encoder: " if p else "") + "layer 0 the input embedding, layer l the output h_t of recurrent " \
+            "layer l"
     else:
-        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True)
-        what = "hidden_states (output_hidden_states=True): layer 0 the embedding output, layer l the output of layer l"
-    hidden = list(out.hidden_states)
-    names = ["embeddings"] + [f"layer {i}" for i in range(1, len(hidden))]
-    return hidden, names, what
-
-
-def _rnn_layers(rnn: torch.nn.RNNBase, x: torch.Tensor) -> list[torch.Tensor]:
-    """[input, output of layer 1, ..., output of layer L] of a (batch_first) nn.RNN/GRU/LSTM, from zero states."""
-    states = [x]
-    dirs = 2 if rnn.bidirectional else 1
-    for layer in range(rnn.num_layers):
-        single = type(rnn)(x.shape[-1], rnn.hidden_size, 1, batch_first=True, bidirectional=rnn.bidirectional,
-                           bias=rnn.bias, **({"nonlinearity": rnn.nonlinearity} if isinstance(rnn, torch.nn.RNN) else {}))
-        single = single.to(device=x.device, dtype=x.dtype)
-        params = {}
-        for suffix in ([""] + (["_reverse"] if dirs == 2 else [])):
-            for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                src = getattr(rnn, f"{kind}_l{layer}{suffix}", None)
-                if src is not None:
-                    params[f"{kind}_l0{suffix}"] = src
-        single.load_state_dict(params, strict=True)
-        x, _ = single(x)
-        states.append(x)
-    return states
+        raise ContextError(f"{mid} has one vector per word and no layers: there are no contextual embeddings. "
+                           "Pick a language model or a transformer.")
+    states = tuple(np.ascontiguousarray(rec[k], dtype=np.float32) for k in keys)
+    return ContextTrace(mid, enc.tokens, enc.special or (False,) * len(enc), tuple(names), states, what, enc.notes)
 
 
 def find_span(tokens: Sequence[str], word: str) -> tuple[int, int] | None:

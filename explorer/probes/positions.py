@@ -10,52 +10,18 @@ RoFormer paper).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from explorer.adapters.base import Unsupported
+
 # Bounds for the controls (clear messages for anything outside them).
 D_MIN, D_MAX = 2, 1024
 P_MIN, P_MAX = 1, 2048
 BASE_MIN, BASE_MAX = 2.0, 1e7
-
-
-# ------------------------------------------------------------------------------------------ validation
-def validate_int(raw: Any, lo: int, hi: int, default: int, name: str, even: bool = False) -> tuple[int, str | None]:
-    """Parse `raw` into an int in [lo, hi] (even if asked). Returns (value to use, message or None)."""
-    try:
-        value = float(str(raw).strip())
-        if not math.isfinite(value) or value != int(value):
-            raise ValueError
-        value = int(value)
-    except (ValueError, TypeError, OverflowError):
-        return default, f"{name} must be a whole number; got '{str(raw)[:40]}', using {default}."
-    if value < lo:
-        return lo, f"{name} must be at least {lo:,}; got {value:,}, using {lo:,}."
-    if value > hi:
-        return hi, f"{name} is limited to {hi:,} here; got {value:,}, using {hi:,}."
-    if even and value % 2:
-        fixed = value + 1 if value + 1 <= hi else value - 1
-        return fixed, f"{name} must be even (dimensions come in sin/cos pairs); got {value:,}, using {fixed:,}."
-    return value, None
-
-
-def validate_float(raw: Any, lo: float, hi: float, default: float, name: str) -> tuple[float, str | None]:
-    """Parse `raw` into a finite float in [lo, hi]. Returns (value to use, message or None)."""
-    try:
-        value = float(str(raw).strip())
-        if not math.isfinite(value):
-            raise ValueError
-    except (ValueError, TypeError):
-        return default, f"{name} must be a number; got '{str(raw)[:40]}', using {default:g}."
-    if value < lo:
-        return lo, f"{name} must be at least {lo:g}; got {value:g}, using {lo:g}."
-    if value > hi:
-        return hi, f"{name} is limited to {hi:g} here; got {value:g}, using {hi:g}."
-    return value, None
 
 
 def _check(n_pos: int, d_model: int, base: float) -> None:
@@ -166,6 +132,20 @@ class RotationTrace:
     angles: np.ndarray
     errors: np.ndarray
     max_error: float
+    omega: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def block(self, i: int) -> "RotationBlock":
+        """The 2x2 block of pair i: angle k·ω_i and its cosine and sine."""
+        a = float(self.angles[i])
+        return RotationBlock(float(self.omega[i]), a, float(np.cos(a)), float(np.sin(a)))
+
+
+@dataclass(frozen=True)
+class RotationBlock:
+    omega: float
+    angle: float
+    cos: float
+    sin: float
 
 
 def rotation_check(n_pos: int, d_model: int, base: float, k: int) -> RotationTrace:
@@ -175,7 +155,7 @@ def rotation_check(n_pos: int, d_model: int, base: float, k: int) -> RotationTra
         err = np.abs(tr.pe[k:] - tr.pe[: n_pos - k] @ R.T).max(axis=1)
     else:
         err = np.zeros(0)
-    return RotationTrace(k, R, k * tr.omega, err, float(err.max()) if err.size else 0.0)
+    return RotationTrace(k, R, k * tr.omega, err, float(err.max()) if err.size else 0.0, tr.omega)
 
 
 # ------------------------------------------------------------------------------------------------ RoPE
@@ -259,58 +239,11 @@ def pca(x: np.ndarray, n: int = 3) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------- models
-class UnsupportedModel(ValueError):
-    """The model has no part this view can read (message for the user)."""
-
-
-def _parts(loaded: Any) -> dict[str, Any]:
-    """Find the embedding tables and the first attention layer of a BERT-family, GPT-2-family or tiny-gpt model."""
-    model = getattr(loaded, "model", None)
-    if model is None:
-        raise UnsupportedModel(f"{getattr(loaded, 'id', 'This model')} is a bare state dict: load it as a model to see its positions.")
-    base = getattr(model, "base_model", model)
-    emb = getattr(base, "embeddings", None)
-    if emb is not None and hasattr(emb, "position_embeddings") and hasattr(emb, "word_embeddings"):
-        layer = None
-        enc = getattr(base, "encoder", None)
-        if enc is not None and hasattr(enc, "layer") and hasattr(enc.layer[0], "attention"):
-            layer = enc.layer[0].attention
-        cfg = getattr(model, "config", None)
-        offset = 0
-        if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
-            offset = int(getattr(cfg, "pad_token_id", 1) or 1) + 1  # RoBERTa numbers positions from padding_idx + 1
-        return {
-            "kind": "bert", "wte": emb.word_embeddings.weight, "wpe": emb.position_embeddings.weight,
-            "wpe_name": "embeddings.position_embeddings", "tte": getattr(emb, "token_type_embeddings", None),
-            "ln": getattr(emb, "LayerNorm", None), "attention": layer, "offset": offset, "positions": "learned",
-        }
-    if hasattr(base, "wte") and hasattr(base, "wpe") and hasattr(base, "h"):
-        cfg = getattr(model, "config", None)
-        positions = getattr(cfg, "positions", "learned")
-        wpe = base.wpe.weight if isinstance(base.wpe, torch.nn.Module) else base.wpe
-        block = base.h[0]
-        n_head = getattr(cfg, "n_head", None) or getattr(cfg, "num_attention_heads", None)
-        return {
-            "kind": "gpt", "wte": base.wte.weight, "wpe": wpe, "wpe_name": "wpe", "tte": None, "ln": None,
-            "ln_1": block.ln_1 if getattr(block, "norm", "pre") == "pre" else None,
-            "c_attn": block.attn.c_attn, "c_proj": block.attn.c_proj, "n_head": int(n_head), "offset": 0,
-            "positions": positions,
-        }
-    cfg = getattr(model, "config", None)
-    if getattr(cfg, "rope_theta", None) is not None or getattr(cfg, "rope_parameters", None) is not None:
-        raise UnsupportedModel(
-            f"{loaded.id} has no position table: it uses rotary embeddings (RoPE) inside attention. "
-            "See the Rotary panel for how they work."
-        )
-    raise UnsupportedModel(
-        f"{getattr(loaded, 'id', 'This model')} has no learned position table this view can read "
-        "(BERT-family embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt). "
-        "Recurrent models know order from the recurrence, not from position vectors."
-    )
-
-
-def _np(t: Any) -> np.ndarray:
-    return t.detach().float().cpu().numpy()
+def _table(loaded: Any) -> Any:
+    if getattr(loaded, "model", None) is None:
+        raise Unsupported(f"{getattr(loaded, 'id', 'This model')} is a bare state dict: load it as a model to see its "
+                          "positions.")
+    return loaded.adapter.position_table()
 
 
 @dataclass(frozen=True)
@@ -329,10 +262,10 @@ class LearnedTrace:
 
 
 def learned_positions(loaded: Any) -> LearnedTrace:
-    parts = _parts(loaded)
+    table = _table(loaded)
     with torch.inference_mode():
-        w = _np(parts["wpe"])
-    return LearnedTrace(str(loaded.id), parts["wpe_name"], str(parts["positions"]), w, parts["offset"])
+        w = table.weight.detach().float().cpu().numpy()
+    return LearnedTrace(str(loaded.id), table.source, table.kind, w, table.offset)
 
 
 @dataclass(frozen=True)
@@ -378,23 +311,20 @@ class SentenceTrace:
 
 
 def sentence_vectors(loaded: Any, text: str) -> SentenceTrace:
-    from explorer.adapters.text import encode
-
-    parts = _parts(loaded)
-    max_pos = int(parts["wpe"].shape[0]) - parts["offset"]
-    enc = encode(loaded, text, max_tokens=max_pos)
-    d = int(parts["wte"].shape[1])
+    """The token and position vectors the model adds for `text` (its record's embed and pos_embed)."""
+    table = _table(loaded)
+    max_pos = int(table.weight.shape[0]) - table.offset
+    adapter = loaded.adapter
+    enc = adapter.encode(text, max_tokens=max_pos)
+    d = int(table.weight.shape[1])
     if not enc.ids:
         empty = np.zeros((0, d), dtype=np.float32)
         return SentenceTrace((), enc.notes, empty, empty, empty, max_pos)
-    with torch.inference_mode():
-        ids = torch.tensor(enc.ids, device=parts["wte"].device)
-        tok = parts["wte"][ids].float()
-        pos = parts["wpe"][parts["offset"]: parts["offset"] + len(enc.ids)].float()
-        total = tok + pos
+    rec = adapter.run(enc, names=("embed", "pos_embed"))
+    tok, pos = rec["embed"].astype(np.float32), rec["pos_embed"].astype(np.float32)
     note = ("BERT also adds the segment (token type 0) vector and applies LayerNorm to the sum before layer 0."
-            if parts["kind"] == "bert" else "")
-    return SentenceTrace(enc.tokens, enc.notes, _np(tok), _np(pos), _np(total), max_pos, note)
+            if table.source.startswith("embeddings.") else "")
+    return SentenceTrace(enc.tokens, enc.notes, tok, pos, tok + pos, max_pos, note)
 
 
 # ------------------------------------------------------------------------------------- permutation test
@@ -444,82 +374,32 @@ def shuffle_order(special: tuple[bool, ...], seed: int) -> np.ndarray:
     return perm
 
 
-def gpt_attention(parts: dict[str, Any], x: Any, causal: bool) -> Any:
-    """Layer-0 attention of a GPT-2-family / tiny-gpt model on x (B, T, C) with its own c_attn/c_proj weights.
-
-    causal=True reproduces the model's attention exactly; causal=False is the same layer with the mask removed.
-    """
-    h = parts["ln_1"](x) if parts.get("ln_1") is not None else x
-    B, T, C = h.shape
-    nh = parts["n_head"]
-    q, k, v = parts["c_attn"](h).split(C, dim=2)
-    q, k, v = (t.view(B, T, nh, C // nh).transpose(1, 2) for t in (q, k, v))
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(C // nh)
-    if causal:
-        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        att = att.masked_fill(~mask, float("-inf"))
-    y = torch.softmax(att, dim=-1) @ v
-    return parts["c_proj"](y.transpose(1, 2).reshape(B, T, C))
-
-
-def _layer_inputs(parts: dict[str, Any], ids: Any, with_pos: bool) -> Any:
-    x = parts["wte"][ids]
-    if parts["kind"] == "bert":
-        if parts["tte"] is not None:
-            x = x + parts["tte"].weight[0]
-    if with_pos:
-        T = ids.shape[-1]
-        x = x + parts["wpe"][parts["offset"]: parts["offset"] + T]
-    if parts["kind"] == "bert" and parts["ln"] is not None:
-        x = parts["ln"](x)
-    return x.unsqueeze(0)
-
-
-def run_layer(parts: dict[str, Any], ids: Any, with_pos: bool, causal: bool = False) -> Any:
-    """(T, C) output of the first attention layer on the ids' embeddings (with or without position vectors)."""
-    x = _layer_inputs(parts, ids, with_pos)
-    if parts["kind"] == "bert":
-        if parts["attention"] is None:
-            raise UnsupportedModel("This encoder has no BERT-style encoder.layer[0].attention to run.")
-        out = parts["attention"](x)
-        out = out[0] if isinstance(out, tuple) else out
-    else:
-        out = gpt_attention(parts, x, causal)
-    return out[0]
-
-
 def permutation_experiment(loaded: Any, text: str, seed: int = 0) -> PermutationTrace:
     """Shuffle the tokens; run layer-0 self-attention with/without positions; compare after un-shuffling."""
-    from explorer.adapters.text import encode
+    from explorer.adapters.text import Encoded
 
-    parts = _parts(loaded)
-    max_pos = int(parts["wpe"].shape[0]) - parts["offset"]
-    enc = encode(loaded, text, max_tokens=max_pos)
-    if parts["kind"] == "bert":
-        layer = "layer 0 self-attention (BertAttention: attention, output projection, residual, LayerNorm)"
-    else:
-        layer = "layer 0 self-attention with the model's own weights (ln_1, c_attn, c_proj), causal mask removed"
-    empty = np.zeros(0)
+    table = _table(loaded)
+    adapter = loaded.adapter
+    enc = adapter.encode(text, max_tokens=int(table.weight.shape[0]) - table.offset)
     special = enc.special or tuple(False for _ in enc.ids)
     perm = shuffle_order(special, seed)
+    empty = np.zeros(0)
     if len(enc.ids) < 2:
+        layer = adapter.first_attention(enc, True, False)[1] if enc.ids else ""
         return PermutationTrace(enc.tokens, enc.tokens, perm, empty, empty, None, layer,
                                 (*enc.notes, "Type at least two tokens to shuffle."))
     notes = list(enc.notes)
     if np.array_equal(perm, np.arange(len(perm))):
         notes.append("There are fewer than two words to shuffle (special tokens stay in place).")
-    with torch.inference_mode():
-        dev = parts["wte"].device
-        ids = torch.tensor(enc.ids, device=dev)
-        p = torch.tensor(perm, device=dev)
-        inv = torch.argsort(p)
+    shuffled = Encoded(tuple(enc.ids[i] for i in perm), tuple(enc.tokens[i] for i in perm), (), False, 0,
+                       tuple(special[i] for i in perm))
+    inv = np.argsort(perm)
 
-        def diff(with_pos: bool, causal: bool) -> np.ndarray:
-            y = run_layer(parts, ids, with_pos, causal)
-            y_shuf = run_layer(parts, ids[p], with_pos, causal)
-            return _np((y - y_shuf[inv]).abs().amax(dim=-1))
+    def diff(with_pos: bool, causal: bool) -> tuple[np.ndarray, str]:
+        y, what = adapter.first_attention(enc, with_pos, causal)
+        y_shuf, _ = adapter.first_attention(shuffled, with_pos, causal)
+        return np.abs(y - y_shuf[inv]).max(axis=-1), what
 
-        d_nopos, d_pos = diff(False, False), diff(True, False)
-        d_causal = diff(False, True) if parts["kind"] == "gpt" else None
-    shuffled = tuple(enc.tokens[i] for i in perm)
-    return PermutationTrace(enc.tokens, shuffled, perm, d_nopos, d_pos, d_causal, layer, tuple(notes))
+    (d_nopos, layer), (d_pos, _) = diff(False, False), diff(True, False)
+    d_causal = diff(False, True)[0] if adapter.causal else None
+    return PermutationTrace(enc.tokens, shuffled.tokens, perm, d_nopos, d_pos, d_causal, layer, tuple(notes))

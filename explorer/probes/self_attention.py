@@ -1,11 +1,11 @@
 """Per-head self-attention: model + text -> AttentionTrace (numpy), plus the pure arithmetic the view shows.
 
-`attention_trace` runs the model once with attention weights and keeps:
+`attention_trace` reads the model's activation record (one forward pass, explorer.adapters) and keeps:
   attentions (L, H, Tq, Tk)  the model's own softmax weights (float32; float16 when L·H·Tq·Tk > 2**22, to keep
                              the cached trace small: ~38 MB instead of 75 MB for MiniLM at 512 tokens)
   thumbnails (L, H, t, t)    each head max-pooled to at most `thumb` × `thumb` (the model view)
   rollout    (L, T, T)       Abnar & Zuidema (2020): Ã_l = rownorm(0.5·mean_h A_l + 0.5·I), R_l = Ã_l · R_{l-1}
-  q, k, v    (L, H, T, d)    recomputed from the layer's projection weights (built-in GPT, BERT and GPT-2 families)
+  q, k, v    (L, H, T, d)    the record's blocks.{l}.attn.q|k|v (built-in GPT; BERT and GPT-2 families)
   mask       (Tq, Tk)        the additive mask the model applied: 0 or −inf (causal and padding)
 
 Everything else (hiding special tokens, aggregations, the step-by-step table) is a pure function of a trace.
@@ -19,8 +19,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from explorer.adapters.text import Encoded, encode, encode_hf, model_max_tokens
-from explorer.adapters.transformer import STREAM_LABELS, UnsupportedModel, adapter_for
+from explorer.adapters.base import Unsupported
+from explorer.adapters.text import Encoded
+
+STREAM_LABELS = {
+    "encoder": "Encoder self-attention",
+    "decoder": "Decoder self-attention",
+    "cross": "Cross-attention (decoder queries → encoder keys)",
+}
 
 FLOAT16_ABOVE = 2**22  # attention entries above which the trace stores float16
 CHECK_TOL = 1e-4  # recomputed softmax(QKᵀ·s + M) must equal the model's weights to this, else no arithmetic
@@ -90,168 +96,93 @@ def _empty(model_id: str, error: str, notes: tuple[str, ...] = ()) -> AttentionT
                           notes=notes, error=error)
 
 
-# ------------------------------------------------------------------------------------------- encoding
-def _segments(ids: tuple[int, ...], sep_id: int | None, paired: bool) -> list[int]:
-    if not paired or sep_id is None or sep_id not in ids:
-        return [0] * len(ids)
-    first = ids.index(sep_id)
-    return [0 if i <= first else 1 for i in range(len(ids))]
-
-
-def _encode_inputs(loaded: Any, adapter: Any, text: str, pair: str) -> tuple[Encoded, Encoded | None, list[str]]:
-    """(source encoding, decoder encoding for encoder-decoders, notes)."""
+# --------------------------------------------------------------------------------------------- probe
+def _inputs(adapter: Any, text: str, pair: str) -> tuple[Encoded, Encoded | None, list[str]]:
+    """(input encoding, the decoder's target for encoder-decoders, notes): the adapter's own input convention."""
     notes: list[str] = []
-    tok = getattr(loaded, "tokenizer", None)
-    family = loaded.family
-    if tok is None:  # built-in word-level GPT: <bos> s, as it was trained
-        if pair.strip():
-            notes.append("Sentence pairs are for encoders (two inputs joined by [SEP]); the second text is ignored.")
-        return encode(loaded, text, bos=True), None, notes
-    limit = model_max_tokens(loaded)
-    if family == "encoder-decoder":
-        src = encode(loaded, text)
-        tgt_text = pair if pair.strip() else text
+    if adapter.is_encoder_decoder:
         if not pair.strip():
             notes.append("The decoder reads the same text as the encoder; type a target in the second box to change it.")
-        tgt = encode(loaded, tgt_text)
-        return src, tgt, notes
-    base = encode(loaded, text)
-    if not base.ids or not pair.strip():
-        return base, None, notes
-    if family != "encoder":
+        return adapter.encode(text), adapter.encode(pair if pair.strip() else text, side="target"), notes
+    if pair.strip() and adapter.family != "encoder":
         notes.append("Sentence pairs are for encoders (two inputs joined by [SEP]); the second text is ignored.")
-        return base, None, notes
-    return encode_hf(tok, text, limit, text_pair=pair), None, notes
+        pair = ""
+    return adapter.encode(text, pair=pair), None, notes
 
 
-def _special_flags(loaded: Any, enc: Encoded) -> list[bool]:
-    if enc.special:
-        return list(enc.special)
-    return [t in ("<bos>", "<eos>", "<pad>") for t in enc.tokens]
-
-
-# --------------------------------------------------------------------------------------------- probe
 def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pad: int = 0,
                     thumb: int = 48, arithmetic: bool = True) -> AttentionTrace:
-    """Run `loaded` on `text` (and `pair`: second sentence for encoders, target text for encoder-decoders).
+    """The record of `loaded` on `text` (and `pair`: second sentence for encoders, target text for encoder-decoders).
 
     stream: "encoder" | "decoder" | "cross" ("" = the model's first). pad: extra padding tokens appended with
-    attention_mask 0 (shows the padding mask; HF models only). thumb: thumbnail size of the model view.
-    arithmetic: also recompute Q, K, V from the projection weights (and check them against the model's own
-    attention) for the step-by-step view; without it q, k, v are None and the forward pass is all the work.
+    attention_mask 0 (shows the padding mask; HF encoders and decoders). thumb: thumbnail size of the model view.
+    arithmetic: also read Q, K, V (and check them against the model's own attention) for the step-by-step view.
     Never raises for bad input or unsupported models: the trace's `error` / `notes` say what happened.
     """
     mid = str(getattr(loaded, "id", "model"))
-    try:
-        adapter = adapter_for(loaded)
-    except UnsupportedModel as exc:
-        return _empty(mid, str(exc))
-    src, tgt, notes = _encode_inputs(loaded, adapter, text or "", pair or "")
+    adapter = loaded.adapter
+    if not adapter.streams:
+        what = "a bare state dict" if loaded.model is None else f"not a transformer (family: {loaded.family})"
+        return _empty(mid, f"{mid} is {what}: the self-attention view needs a transformer it can run (a built-in GPT, "
+                      "MiniLM, or a Hugging Face encoder, decoder or encoder–decoder).")
+    src, tgt, notes = _inputs(adapter, text or "", pair or "")
     notes = list(src.notes) + notes
     if not src.ids or (tgt is not None and not tgt.ids):
-        return _empty(mid, "", tuple(dict.fromkeys(notes)))
-    stream = stream if stream in adapter.streams else adapter.streams[0]
-    tok = getattr(loaded, "tokenizer", None)
-
-    ids = list(src.ids)
-    tokens = list(src.tokens)
-    special = _special_flags(loaded, src)
-    limit = model_max_tokens(loaded)
+        return _empty(mid, "", tuple(dict.fromkeys(notes + list(tgt.notes if tgt is not None else ()))))
+    stream = stream if stream in adapter.streams else next(iter(adapter.streams))
+    prefix = adapter.streams[stream]
     pad = max(0, int(pad))
-    pad_id = None
-    if pad and tok is not None and adapter.streams != ("encoder", "decoder", "cross"):
-        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        if pad_id is None:
-            notes.append("This tokenizer has no padding token; no padding was added.")
-            pad = 0
-        pad = min(pad, max(0, limit - len(ids)))
-    elif pad:
+    if pad and not adapter.supports_padding:
         notes.append("Padding is shown for Hugging Face encoders and decoders (the built-in GPT takes no padding "
                      "mask: right padding cannot change earlier tokens of a causal model anyway).")
         pad = 0
-    padding = [False] * len(ids) + [True] * pad
-    if pad:
-        pad_tok = str(tok.convert_ids_to_tokens(pad_id))
-        ids += [pad_id] * pad
-        tokens += [pad_tok] * pad
-        special += [True] * pad
-    segments = _segments(tuple(ids), getattr(tok, "sep_token_id", None), bool((pair or "").strip()) and
-                         loaded.family == "encoder")
-
-    dev = adapter.device
-    input_ids = torch.tensor([ids], dtype=torch.long, device=dev)
-    attn_mask = torch.tensor([[0 if p else 1 for p in padding]], dtype=torch.long, device=dev) if tok is not None else None
-    tti = torch.tensor([segments], dtype=torch.long, device=dev) if any(segments) else None
-    dec_ids = None
-    dec_tokens: list[str] = []
-    dec_special: list[bool] = []
-    if tgt is not None:
-        start = getattr(loaded.config, "decoder_start_token_id", None)
-        if start is None:
-            start = tok.pad_token_id if tok.pad_token_id is not None else 0
-        dec = [int(start), *tgt.ids][:limit]
-        dec_ids = torch.tensor([dec], dtype=torch.long, device=dev)
-        dec_tokens = [str(tok.convert_ids_to_tokens(int(start))), *tgt.tokens][: len(dec)]
-        dec_special = [True, *_special_flags(loaded, tgt)][: len(dec)]
+    pad = min(pad, max(0, adapter.max_tokens - len(src.ids)))
+    want = [prefix.format(l="*") + n for n in (".pattern", ".mask")]
+    if arithmetic:
+        want += [prefix.format(l="*") + n for n in (".q", ".k", ".v", ".scale")]
     try:
-        with torch.inference_mode():
-            cap = adapter.run(input_ids, attn_mask, tti, dec_ids)
-            atts = torch.stack([a[0] for a in cap.attentions[stream]]).float()  # (L, H, Tq, Tk)
-            qkv = _recompute_qkv(adapter, cap, stream) if arithmetic else None
-    except UnsupportedModel as exc:
+        rec = adapter.run(src, names=want, target=tgt, pad=pad)
+    except Unsupported as exc:
         return _empty(mid, str(exc), tuple(notes))
     except (RuntimeError, ValueError, IndexError) as exc:
         return _empty(mid, f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}", tuple(notes))
-
-    if stream == "encoder" or tgt is None:
-        q_tokens, q_special = tokens, special
-    else:
-        q_tokens, q_special = dec_tokens, dec_special
-    if stream == "decoder" and tgt is not None:
-        k_tokens, k_special, k_padding = dec_tokens, dec_special, [False] * len(dec_tokens)
-    else:
-        k_tokens, k_special, k_padding = tokens, special, padding
-    causal = stream == "decoder"
-    Tq, Tk = atts.shape[-2], atts.shape[-1]
-    mask = torch.zeros(Tq, Tk, device=atts.device)
-    if causal:
-        mask = mask.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool, device=atts.device).triu(1), float("-inf"))
-    if any(k_padding):
-        mask[:, torch.tensor(k_padding, device=atts.device)] = float("-inf")
-
+    atts = torch.from_numpy(rec.stack(prefix + ".pattern"))               # (L, H, Tq, Tk)
+    queries = rec.input if stream == "encoder" or rec.target is None else rec.target
+    keys = rec.target if stream == "decoder" and rec.target is not None else rec.input
+    padding = [False] * (len(keys.ids) - pad) + [True] * pad
+    mask = torch.from_numpy(rec[prefix.format(l=0) + ".mask"]).float()
     q = k = v = None
     scales: tuple[float, ...] = ()
     check = None
-    note = "" if adapter.arithmetic and not arithmetic else getattr(adapter, "arithmetic_note", "")
-    if qkv is not None:
-        qt, kt, vt, scales = qkv
+    note = "" if not arithmetic else adapter.arithmetic_note
+    if arithmetic and rec.layers(prefix + ".q"):
+        qt, kt, vt = (torch.from_numpy(rec.stack(prefix + n)).float() for n in (".q", ".k", ".v"))
+        scales = tuple(float(x) for x in rec.stack(prefix + ".scale"))
         check = _check(qt, kt, scales, mask, atts)
         if check <= CHECK_TOL:
-            q, k, v = (t.cpu().numpy().astype(np.float32) for t in (qt, kt, vt))
+            q, k, v = (t.numpy() for t in (qt, kt, vt))
         else:
             note = (f"Recomputing softmax(QKᵀ/√d) from this model's weights differs from its own attention by "
                     f"{check:.2g} (> {CHECK_TOL:g}), so the arithmetic is not shown: the model must compute its "
                     "scores differently from the standard BERT/GPT-2 layer.")
-    elif adapter.arithmetic and stream == "cross":
+    elif arithmetic and stream == "cross" and not adapter.arithmetic_note:
         note = "The step-by-step arithmetic is shown for self-attention streams."
-
-    n_entries = atts.numel()
-    store = np.float16 if n_entries > FLOAT16_ABOVE else np.float32
-    attentions = atts.cpu().numpy().astype(store)
+    Tq, Tk = atts.shape[-2], atts.shape[-1]
+    store = np.float16 if atts.numel() > FLOAT16_ABOVE else np.float32
+    attentions = atts.numpy().astype(store)
     # Short inputs: the thumbnails are the maps themselves (one array, cached and pickled once)
     thumbs = attentions if store is np.float32 and max(Tq, Tk) <= thumb else _thumbnails(atts, thumb)
-    roll = rollout(atts.mean(dim=1)).cpu().numpy() if Tq == Tk else None
+    roll = rollout(atts.mean(dim=1)).numpy() if Tq == Tk else None
     if store is np.float16:
         notes.append(f"{Tq:,} tokens: the attention maps are kept as float16 (about 3 significant digits) to keep "
                      "the view light; rollout and thumbnails were computed in float32.")
+    segments = queries.segments or (0,) * len(queries.ids)
     return AttentionTrace(
-        model_id=mid, stream=stream, streams=tuple(adapter.streams), causal=causal,
-        tokens=tuple(q_tokens), key_tokens=tuple(k_tokens), special=tuple(bool(s) for s in q_special),
-        key_special=tuple(bool(s) for s in k_special), padding=tuple(k_padding),
-        segments=tuple(segments if stream == "encoder" or tgt is None else [0] * Tq),
-        attentions=attentions, thumbnails=thumbs, rollout=roll,
-        mask=mask.cpu().numpy().astype(np.float32), q=q, k=k, v=v, scales=tuple(float(s) for s in scales),
-        arithmetic_note="" if q is not None else note, check_error=check,
+        model_id=mid, stream=stream, streams=tuple(adapter.streams), causal=stream == "decoder",
+        tokens=tuple(queries.tokens), key_tokens=tuple(keys.tokens), special=tuple(bool(x) for x in queries.special),
+        key_special=tuple(bool(x) for x in keys.special), padding=tuple(padding), segments=tuple(segments),
+        attentions=attentions, thumbnails=thumbs, rollout=roll, mask=mask.numpy().astype(np.float32), q=q, k=k, v=v,
+        scales=scales, arithmetic_note="" if q is not None else note, check_error=check,
         notes=tuple(dict.fromkeys(notes)), adapter=adapter.name,
     )
 
@@ -260,19 +191,6 @@ def attention_shape(loaded: Any, stream: str = "") -> AttentionTrace:
     """The trace of a one-word text, for what does not depend on the text: n_layers and n_heads of `stream`, and
     `error` when the model cannot be shown at all."""
     return attention_trace(loaded, "a", "", stream, 0, thumb=1, arithmetic=False)
-
-
-def _recompute_qkv(adapter: Any, cap: Any, stream: str):
-    if not adapter.arithmetic or stream not in cap.layer_inputs:
-        return None
-    qs, ks, vs, scales = [], [], [], []
-    for layer, x in enumerate(cap.layer_inputs[stream]):
-        q, k, v = adapter.qkv(layer, x)
-        qs.append(q[0].float())
-        ks.append(k[0].float())
-        vs.append(v[0].float())
-        scales.append(adapter.scaling(layer))
-    return torch.stack(qs), torch.stack(ks), torch.stack(vs), tuple(scales)
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, scales: tuple[float, ...], mask: torch.Tensor,
@@ -365,6 +283,7 @@ class Steps:
 
     q (d,); keys (Tk, d); values (Tk, d); dots (Tk,) q·kⱼ; scaled (Tk,) q·kⱼ·s; mask (Tk,) 0/−inf;
     probs (Tk,) recomputed softmax; model_probs (Tk,) the model's own; weighted (Tk, d) aⱼ·vⱼ; z (d,).
+    top: the key with the largest weight; max_logit / denominator: aⱼ = exp(scaledⱼ − max_logit) / denominator.
     """
 
     layer: int
@@ -384,6 +303,14 @@ class Steps:
     model_probs: np.ndarray
     weighted: np.ndarray
     z: np.ndarray
+    top: int = 0
+    max_logit: float = 0.0
+    denominator: float = 1.0
+
+    @property
+    def standard_scale(self) -> bool:
+        """The model scales q·k by 1/√d (and not by another factor)."""
+        return abs(self.scale * np.sqrt(self.d) - 1) < 1e-6
 
     @property
     def max_error(self) -> float:
@@ -402,12 +329,34 @@ def step_by_step(trace: AttentionTrace, layer: int, head: int, query: int) -> St
     scaled = dots * scale
     mask = trace.mask[query].astype(np.float64)
     logits = scaled + mask
-    e = np.exp(logits - np.max(logits))
+    top = float(np.max(logits))
+    e = np.exp(logits - top)
     probs = e / e.sum()
     weighted = probs[:, None] * values
     return Steps(layer, head, query, trace.tokens[query], trace.key_tokens, int(q.shape[0]), float(scale),
                  q.astype(np.float32), keys.astype(np.float32), values.astype(np.float32), dots, scaled, mask,
-                 probs, trace.attentions[layer, head, query].astype(np.float64), weighted, weighted.sum(axis=0))
+                 probs, trace.attentions[layer, head, query].astype(np.float64), weighted, weighted.sum(axis=0),
+                 int(np.argmax(probs)), top, float(e.sum()))
+
+
+def head_row(trace: AttentionTrace, layer: int, head: int, query: int) -> np.ndarray:
+    """(Tk,) float32: the weights query token `query` gives every key in (layer, head)."""
+    return trace.attentions[layer, head, query].astype(np.float32)
+
+
+@dataclass(frozen=True)
+class RowSummary:
+    """Where one query looks most in one head: key index, its weight, and the row's sum."""
+
+    key: int
+    weight: float
+    total: float
+
+
+def row_summary(trace: AttentionTrace, layer: int, head: int, query: int) -> RowSummary:
+    row = trace.attentions[layer, head, query].astype(np.float64)
+    j = int(np.argmax(row))
+    return RowSummary(j, float(row[j]), float(row.sum()))
 
 
 def find_token(tokens: tuple[str, ...], word: str) -> int:

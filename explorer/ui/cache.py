@@ -11,7 +11,9 @@ import streamlit as st
 
 from explorer.lru import LoadOnceLRU
 from explorer.model_cache import ModelCache
-from explorer.registry import LoadedModel, ModelLoadError, OutOfMemoryLoadError, UploadOwner
+from explorer.loaders import LoadedModel, OutOfMemoryLoadError
+from explorer.safe_load import ModelLoadError
+from explorer.uploads import UploadOwner
 from explorer.ui import settings
 
 R = TypeVar("R")

@@ -1,7 +1,9 @@
 """View state that lives in the URL: every widget that defines a view reads ?key= and writes it back.
 
-Pattern: `seed(key, default, parse)` puts the URL's value (if valid) in st.session_state before the widget
-is created with that key; after the widget, `write(key, value)` mirrors it into st.query_params.
+A page builds its widgets with `Controls("<url path>")`: each takes its label, default, range and help from the
+view's declaration (explorer.views), seeds st.session_state from the URL (a valid value) before the widget exists,
+and mirrors the widget's value into st.query_params after it. The page gives only what depends on the model
+(options, upper bounds such as the number of layers).
 """
 from __future__ import annotations
 
@@ -53,43 +55,17 @@ def write(key: str, value: Any) -> None:
         pass
 
 
-def _in(options: Sequence[Any]) -> Callable[[Any], bool]:
-    return lambda v: v in options
-
-
-def selectbox(label: str, options: Sequence[T], key: str, default: T | None = None, **kwargs: Any) -> T:
-    """st.selectbox whose value is kept in ?key= (parsed to the type of the options)."""
+def choice(widget: Callable[..., Any], label: str, options: Sequence[T], key: str, default: T | None = None,
+           **kwargs: Any) -> T:
+    """A single-choice widget (st.selectbox, st.radio) kept in ?key= (parsed to the type of the options)."""
     options = list(options)
     default = options[0] if default is None and options else default
-    cast = type(options[0]) if options else str
-    seed(key, default, cast, _in(options))
+    seed(key, default, type(options[0]) if options else str, lambda v: v in options)
     if st.session_state.get(key) not in options:
         st.session_state[key] = default
-    value = st.selectbox(label, options, key=key, **kwargs)
-    write(key, value)
-    return value
-
-
-def radio(label: str, options: Sequence[T], key: str, default: T | None = None, **kwargs: Any) -> T:
-    """st.radio (horizontal by default) kept in ?key=."""
-    options = list(options)
-    default = options[0] if default is None and options else default
-    seed(key, default, type(options[0]) if options else str, _in(options))
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = default
-    kwargs.setdefault("horizontal", True)
-    value = st.radio(label, options, key=key, **kwargs)
-    write(key, value)
-    return value
-
-
-def slider(label: str, lo: int | float, hi: int | float, key: str, default: int | float, **kwargs: Any) -> Any:
-    """A numeric st.slider kept in ?key= (clamped to [lo, hi])."""
-    cast = type(default)
-    seed(key, default, cast, lambda v: lo <= v <= hi)
-    if not lo <= st.session_state[key] <= hi:
-        st.session_state[key] = min(max(default, lo), hi)
-    value = st.slider(label, lo, hi, key=key, **kwargs)
+    if widget is st.radio:
+        kwargs.setdefault("horizontal", True)
+    value = widget(label, options, key=key, **kwargs)
     write(key, value)
     return value
 
@@ -102,25 +78,91 @@ def toggle(label: str, key: str, default: bool = False, **kwargs: Any) -> bool:
     return bool(value)
 
 
-def text_input(label: str, key: str, default: str = "", max_chars: int = MAX_CHARS, strip: bool = False,
-               **kwargs: Any) -> str:
-    """st.text_input kept in ?key= (secondary text boxes; the main sentence uses widgets.sentence_input)."""
-    seed(key, default)
-    value = str(st.text_input(label, key=key, max_chars=max_chars, **kwargs) or "")
-    write(key, value)
-    return value.strip() if strip else value
+class Controls:
+    """The widgets of one view, each taking its label, default, range and help from the view's declaration
+    (explorer.views): a page names the key, and gives only what depends on the model (options, upper bounds)."""
 
+    def __init__(self, url_path: str) -> None:
+        from explorer.views import BY_PATH
 
-def multiselect(label: str, options: Sequence[T], key: str, default: Sequence[T] = (), **kwargs: Any) -> list[T]:
-    """st.multiselect kept in ?key= as a comma-separated list."""
-    options = list(options)
-    cast = type(options[0]) if options else str
+        self.view = BY_PATH[url_path]
+        self.params = self.view.params
 
-    def parse(raw: str) -> list:
-        return [cast(x) for x in raw.split(",") if x != ""]
+    def _kw(self, key: str, kwargs: dict) -> tuple[Any, str, dict]:
+        p = self.params[key]
+        label = kwargs.pop("label", p.label or key)
+        if p.help and "help" not in kwargs:
+            kwargs["help"] = p.help
+        return p, label, kwargs
 
-    seed(key, list(default), parse, lambda vs: all(v in options for v in vs))
-    st.session_state[key] = [v for v in st.session_state[key] if v in options]
-    value = st.multiselect(label, options, key=key, **kwargs)
-    write(key, value)
-    return list(value)
+    def _choice(self, widget: Callable, key: str, options: Sequence[T] | None, default: T | None, kwargs: dict) -> T:
+        p, label, kwargs = self._kw(key, kwargs)
+        options = list(p.choices if options is None else options)
+        default = default if default is not None else (p.default if p.default in options else None)
+        return choice(widget, label, options, key, default, **kwargs)
+
+    def selectbox(self, key: str, options: Sequence[T] | None = None, default: T | None = None, **kwargs: Any) -> T:
+        return self._choice(st.selectbox, key, options, default, kwargs)
+
+    def radio(self, key: str, options: Sequence[T] | None = None, default: T | None = None, **kwargs: Any) -> T:
+        return self._choice(st.radio, key, options, default, kwargs)
+
+    def toggle(self, key: str, **kwargs: Any) -> bool:
+        p, label, kwargs = self._kw(key, kwargs)
+        return toggle(label, key, bool(p.default), **kwargs)
+
+    def multiselect(self, key: str, options: Sequence[T] | None = None, **kwargs: Any) -> list[T]:
+        """st.multiselect kept in ?key= as a comma-separated list."""
+        p, label, kwargs = self._kw(key, kwargs)
+        options = list(p.choices if options is None else options)
+        cast = type(options[0]) if options else str
+        seed(key, list(p.default or ()), lambda raw: [cast(x) for x in raw.split(",") if x != ""],
+             lambda vs: all(v in options for v in vs))
+        st.session_state[key] = [v for v in st.session_state[key] if v in options]
+        value = st.multiselect(label, options, key=key, **kwargs)
+        write(key, value)
+        return list(value)
+
+    def text_input(self, key: str, default: str | None = None, max_chars: int = MAX_CHARS, strip: bool = False,
+                   **kwargs: Any) -> str:
+        """st.text_input kept in ?key= (secondary text boxes; the main sentence uses widgets.sentence_input)."""
+        p, label, kwargs = self._kw(key, kwargs)
+        seed(key, (p.default or "") if default is None else default)
+        value = str(st.text_input(label, key=key, max_chars=max_chars, **kwargs) or "")
+        write(key, value)
+        return value.strip() if strip else value
+
+    def number(self, key: str, hi: Any = None, default: Any = None, slider: bool = False, **kwargs: Any) -> Any:
+        """An int or float widget (a slider, or a number box) kept in ?key=; a URL value or typed value out of range
+        (or odd where it must be even) gets a warning saying what was used instead (Param.validate).
+        hi, default: the upper bound and the default where they depend on the model."""
+        p, label, kwargs = self._kw(key, kwargs)
+        cast = float if p.kind == "float" else int
+        lo, hi = cast(p.lo), cast(p.hi if hi is None else hi)
+        default = cast(p.default if default is None else default)
+        if key not in st.session_state:
+            raw = url_value(key)
+            value = default
+            if raw is not None:
+                value, msg = p.validate(raw, lo, hi, label)
+                if msg:
+                    st.warning(msg)
+            st.session_state[key] = value
+        current = st.session_state[key]
+        if not isinstance(current, (int, float)) or not lo <= current <= hi:
+            st.session_state[key] = min(max(default, lo), hi)
+        step = cast(kwargs.pop("step", p.step if p.step is not None else (2 if p.even else 1)))
+        if hi <= lo:
+            st.session_state[key] = lo
+            st.caption(f"{label}: {lo} (the only choice)")
+            value = lo
+        elif slider:
+            value = st.slider(label, lo, hi, key=key, step=step, **kwargs)
+        else:
+            fmt = {"format": "%g"} if p.kind == "float" else {}
+            value = st.number_input(label, min_value=lo, max_value=hi, step=step, key=key, **fmt, **kwargs)
+        value, msg = p.validate(value, lo, hi, label)
+        if msg:
+            st.warning(msg)
+        write(key, value)
+        return value

@@ -5,7 +5,8 @@ from typing import Iterable, Sequence
 
 import streamlit as st
 
-from explorer.registry import FAMILIES, ModelId, ModelLoadError, catalogue
+from explorer.catalogue import ModelId, catalogue
+from explorer.safe_load import ModelLoadError
 from explorer.ui import settings, state
 
 MAX_CHARS = state.MAX_CHARS
@@ -73,7 +74,7 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
 
 def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
                  extra: Sequence[str] = (), none_label: str | None = None) -> str:
-    """Choose a catalogue id (kept in ?model=). `families`: keys of registry.FAMILIES this view can read.
+    """Choose a catalogue id (kept in ?model=). `families`: keys of explorer.catalogue.FAMILIES this view can read.
 
     An id from the URL that is not in the offline catalogue (e.g. hf:<repo>) is offered too, so links work.
     With `none_label`, the first option is "none" (shown as none_label): an optional second model.
@@ -96,7 +97,7 @@ def model_picker(families: Iterable[str] | None, default: str, label: str = "Mod
         options = [default]
     if default not in options:
         default = options[0]
-    return state.selectbox(label, options, key=key, default=default, format_func=lambda i: labels.get(i, i))
+    return state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i))
 
 
 def page_header(title: str, summary: str) -> None:
@@ -108,7 +109,3 @@ def what_to_notice(points: Sequence[str]) -> None:
     with st.expander("What to notice", expanded=settings.projector()):
         for p in points:
             st.markdown(f"- {p}")
-
-
-def family_names(families: Iterable[str]) -> str:
-    return ", ".join(FAMILIES.get(f, f) for f in families)

@@ -5,34 +5,16 @@ Token axes are numeric (tickvals/ticktext) so repeated tokens ("the" twice) keep
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.viz.tokens import labels as display_tokens
+from explorer.viz.tokens import ticks
 from explorer.viz.theme import NORMAL, Theme, figure
-
-MAX_TICKS = 64  # label every token up to this many, then every n-th
 MAX_LINES = 2500  # line view: at most this many query→key lines (largest weights first)
 MIN_LINE_WEIGHT = 0.01
-
-
-def display_tokens(tokens: Sequence[str]) -> list[str]:
-    """Readable labels: GPT-2's Ġ and SentencePiece's ▁ shown as a leading space marker, numbered when long."""
-    out = []
-    for t in tokens:
-        t = t.replace("Ġ", "·").replace("▁", "·").replace("Ċ", "\\n")
-        out.append(t if t.strip() else repr(t))
-    return out
-
-
-def _ticks(tokens: Sequence[str]) -> dict:
-    n = len(tokens)
-    step = max(1, int(np.ceil(n / MAX_TICKS)))
-    idx = list(range(0, n, step))
-    labels = display_tokens(tokens)
-    return {"tickmode": "array", "tickvals": idx, "ticktext": [f"{labels[i]}" if step == 1 else f"{i}:{labels[i]}"
-                                                             for i in idx]}
 
 
 def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,
@@ -59,8 +41,8 @@ def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
     side = int(min(900, max(320, 18 * max(n_q, 8) + 120)))
     layout = {
         "title": {"text": title}, "height": side,
-        "xaxis": {"title": {"text": "key (attended to)"}, "side": "top", "tickangle": -60, **_ticks(k_tokens)},
-        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **_ticks(q_tokens)},
+        "xaxis": {"title": {"text": "key (attended to)"}, "side": "top", "tickangle": -60, **ticks(k_tokens)},
+        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **ticks(q_tokens)},
     }
     if highlight is not None and 0 <= highlight < n_q:
         layout["shapes"] = [{"type": "rect", "x0": -0.5, "x1": n_k - 0.5, "y0": highlight - 0.5,
@@ -190,8 +172,8 @@ def mask_figure(mask: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[st
     if text is not None:
         trace.update(text=text, texttemplate="%{text}")
     return figure([trace], {
-        "xaxis": {"title": {"text": "key"}, "side": "top", "tickangle": -60, **_ticks(k_tokens)},
-        "yaxis": {"title": {"text": "query"}, "autorange": "reversed", **_ticks(q_tokens)},
+        "xaxis": {"title": {"text": "key"}, "side": "top", "tickangle": -60, **ticks(k_tokens)},
+        "yaxis": {"title": {"text": "query"}, "autorange": "reversed", **ticks(q_tokens)},
         "title": {"text": title}, "height": int(min(800, max(300, 18 * z.shape[0] + 120))),
     })
 
@@ -232,3 +214,23 @@ def compare_bars(tokens_a: Sequence[str], weights_a: np.ndarray, tokens_b: Seque
         "xaxis": {"domain": [0, 0.48], "tickangle": -60}, "xaxis2": {"domain": [0.52, 1], "tickangle": -60},
         "yaxis": {"range": [0, 1], "title": {"text": "weight"}}, "yaxis2": {"range": [0, 1], "anchor": "x2"},
     })
+
+
+def vector_text(v: np.ndarray, n: int = 8) -> str:
+    """The first n entries of a vector, 4 decimals, with … when there are more."""
+    return ", ".join(f"{x:.4f}" for x in v[:n]) + (" …" if len(v) > n else "")
+
+
+def steps_table(steps: Any, n_dims: int = 4) -> dict[str, list]:
+    """The step-by-step table of one query: per key, q·k, ÷√d, the mask, the softmax (recomputed and the model's),
+    and the first dimensions of k, v and a·v."""
+    nd = min(n_dims, steps.d)
+    table: dict[str, list] = {
+        "key": display_tokens(steps.key_tokens), "q·k": list(steps.dots),
+        "÷√d" if steps.standard_scale else "× scale": list(steps.scaled),
+        "mask": ["−∞" if not np.isfinite(m) else "0" for m in steps.mask],
+        "softmax": list(steps.probs), "model's weight": list(steps.model_probs)}
+    for name, arr in (("k", steps.keys), ("v", steps.values), ("a·v", steps.weighted)):
+        for c in range(nd):
+            table[f"{name}[{c}]"] = list(arr[:, c])
+    return table

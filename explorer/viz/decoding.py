@@ -88,6 +88,10 @@ def tradeoff_scatter(rows: Sequence[dict], x: str, y: str, theme: Theme) -> go.F
             hovertemplate=f"{html.escape(r['strategy'])}<br>{x} %{{x:.4f}}<br>{y} %{{y:.4f}}"
                           f"<br>samples {r['samples']}<extra></extra>",
         ))
+    for r in rows:  # one output (greedy, beam): no diversity over samples, only its quality, as a line
+        if r.get(x) is None and r.get(y) is not None:
+            fig.add_hline(y=r[y], line_dash="dot", line_color=GREY, annotation_text=html.escape(
+                f"{r['kind']}: one output, {y} {r[y]:.3f}"), annotation_position="top left")
     fig.update_xaxes(title=x + (" (lower = more diverse)" if x == "self-BLEU" else " (higher = more diverse)"))
     fig.update_yaxes(title=y + (" (lower = the model finds it likelier)" if y == "perplexity" else
                                 " (higher = the model finds it likelier)"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import plotly.colors as pc
@@ -183,3 +183,23 @@ def coords_csv(words: Sequence[str], classes: Sequence[str | None], coords: np.n
 
 def ranked_rows(words: Sequence[str], cos: Sequence[float]) -> list[dict]:
     return [{"rank": i + 1, "word": w, "cosine": round(float(c), 4)} for i, (w, c) in enumerate(zip(words, cos))]
+
+
+def points(placed: Any) -> list[Point]:
+    """The typed words of a probes.embeddings.Placed as markers: fitted rows, and rows placed by transform."""
+    return [Point(w, xyz, PLACED_FIT) for w, xyz in placed.fit] + \
+        [Point(w, xyz, PLACED_TRANSFORM) for w, xyz in placed.transformed]
+
+
+def axis_points(words: Sequence[str], coords: np.ndarray) -> list[tuple[str, float, float]]:
+    """(word, x, y) of typed words on the two-axis view."""
+    return [(w, float(p[0]), float(p[1])) for w, p in zip(words, coords)]
+
+
+def tex(word: str | None) -> str:
+    """A word inside \\text{} in st.latex (LaTeX's special characters escaped, at most 40 characters)."""
+    out = str(word or "")[:40]
+    for ch, rep in (("\\", r"\textbackslash "), ("{", r"\{"), ("}", r"\}"), ("#", r"\#"), ("$", r"\$"), ("%", r"\%"),
+                    ("&", r"\&"), ("_", r"\_"), ("^", r"\^{}"), ("~", r"\~{}")):
+        out = out.replace(ch, rep)
+    return out

@@ -119,6 +119,11 @@ def saturation_scatter(sat: dict[str, tuple[np.ndarray, np.ndarray]], theme: The
     })
 
 
+def inferred_rows(trace: GateTrace) -> list[dict[str, str]]:
+    """What the view read from the model: one row per (what, value)."""
+    return [{"what": what, "value": " ".join(value.split())} for what, value in trace.inferred]
+
+
 def next_token_rows(trace: GateTrace) -> list[dict[str, str]]:
     """One row per position: the token read and the top-k next tokens with their probabilities."""
     rows = []

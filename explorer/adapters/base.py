@@ -1,0 +1,268 @@
+"""The activation record and the one interface every model family implements.
+
+An adapter is attached to a model once, when it is loaded (`LoadedModel.adapter`). It decides how text is fed
+to the model (`encode`: which special tokens, which tokenizer; the same in every view), runs the model ONCE for
+an input and returns a `Record`, and steps it for generation (`start` / `step` / `reorder`). Probes read the
+record; they never walk a model themselves. Nothing is attached to, or removed from, a shared model per call.
+
+Record names (TransformerLens hook names where they exist). Shapes are for one input: T tokens, C width,
+H heads, d head size, V vocabulary, S source tokens, L layers:
+
+  embed                     (T, C)      token embeddings (word2vec: the word vectors)
+  pos_embed                 (T, C)      position vectors added to them (models with a position table)
+  blocks.{l}.resid_pre      (T, C)      the residual stream entering block l
+  blocks.{l}.ln1            (T, C)      what block l's attention reads (after the pre-norm; post-LN: resid_pre)
+  blocks.{l}.attn.q|k|v     (H, T, d)   per head, as the model multiplies them
+  blocks.{l}.attn.scale     ()          the factor on q·k (1/√d unless the model says otherwise)
+  blocks.{l}.attn.mask      (T, T)      the additive mask: 0, or −inf where masked (causal, padding)
+  blocks.{l}.attn.pattern   (H, T, T)   the softmax weights, as the model returns them
+  blocks.{l}.resid_post     (T, C)      the residual stream leaving block l
+  ln_final                  (T, C)      after the final norm (models that have one)
+  logits                    (T, V)      row t: the next-token logits after token t (decoders, LMs)
+  rnn.{l}.{dir}.{gate}      (T, H)      dir "fwd" | "bwd"; LSTM i f g o c h, GRU r z n h, Elman h
+  rnn.{l}.{dir}.x_part      (T, G·H)    W_ih x_t + b_ih, every gate (G = 4, 3, 1)
+  rnn.{l}.{dir}.h_part      (T, G·H)    W_hh h_{t−1} + b_hh (h_{−1} = 0)
+  rnn.{l}.out               (T, D·H)    what layer l passes up: [h_fwd; h_bwd]
+  encoder.<name> / decoder.<name>       the entries of an encoder-decoder's two halves
+  cross.{l}.pattern         (H, T, S)   decoder queries over encoder keys (built-in RNN seq2seq: H = 1)
+  cross.{l}.scores          (H, T, S)   before the softmax (built-in RNN seq2seq)
+  cross.{l}.q, cross.{l}.k  (T, A), (S, A)  the two sides of the score (built-in RNN seq2seq, see seq2seq_rnn)
+  cross.{l}.context         (T, C)      c_t = Σ_j a_tj h_j (built-in RNN seq2seq)
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from explorer.adapters.text import Encoded, model_max_tokens
+
+
+class Unsupported(ValueError):
+    """The model cannot do what a view asks (no attention, cannot generate, ...); str() is for the user."""
+
+
+Names = Sequence[str] | None  # glob patterns of record names to compute; None: everything the adapter records
+
+
+def wants(names: Names, *candidates: str) -> bool:
+    """Whether one of the record names (or glob patterns) `candidates` overlaps one of the glob patterns `names`
+    (None: every name is wanted)."""
+    if names is None:
+        return True
+    return any(fnmatch.fnmatchcase(c, p) or fnmatch.fnmatchcase(p, c) for c in candidates for p in names)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor as a numpy array on the host: half precision becomes float32, float64 stays float64."""
+    t = t.detach()
+    if t.is_floating_point() and t.dtype != torch.float64:
+        t = t.float()
+    return t.cpu().numpy()
+
+
+@dataclass(frozen=True)
+class Record:
+    """What one forward pass computed: the input as fed and the activations under stable names (module docstring).
+
+    input: the tokens as fed, special tokens included and flagged (`input.special`); target: what the decoder of
+    an encoder-decoder read (its start token first), else None. acts: name -> float32 array.
+    """
+
+    input: Encoded
+    acts: dict[str, np.ndarray]
+    target: Encoded | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.input.tokens
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.acts
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.acts[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.acts.get(name, default)
+
+    def layers(self, pattern: str) -> list[int]:
+        """The l for which `pattern` (with "{l}") names an entry, ascending."""
+        rx = re.compile("^" + re.escape(pattern).replace(r"\{l\}", r"(\d+)") + "$")
+        return sorted(int(m.group(1)) for name in self.acts if (m := rx.match(name)))
+
+    def stack(self, pattern: str) -> np.ndarray:
+        """The entries `pattern.format(l=l)` for every layer l, stacked: (L, ...)."""
+        return np.stack([self.acts[pattern.format(l=layer)] for layer in self.layers(pattern)])
+
+
+@dataclass
+class State:
+    """An adapter's generation state (opaque to the loops): `data`, and the tokens read so far per row."""
+
+    data: Any
+    length: int
+
+
+@dataclass(frozen=True)
+class Table:
+    """An embedding table of a model: (V, D) weights with the token of each row.
+
+    words (V,); special (V,) True for special/unused entries; freq: corpus counts (or None); subword: word pieces."""
+
+    label: str
+    weight: torch.Tensor
+    words: tuple[str, ...]
+    special: tuple[bool, ...]
+    freq: dict[str, int] | None = None
+    subword: bool = False
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PositionTable:
+    """A model's own position table: weight (P, C), row offset + p is added at position p; kind "learned" or
+    "sinusoidal" (a fixed table); source: where it lives in the model."""
+
+    source: str
+    kind: str
+    weight: torch.Tensor
+    offset: int = 0
+
+
+class Adapter:
+    """The interface. Subclasses set the capabilities below and implement what they support.
+
+    Capabilities: `streams` (attention streams: stream -> record prefix, e.g. {"decoder": "blocks.{l}.attn"}),
+    `recurrent` (rnn.* entries), `can_generate` (start/step), `layer_prefix` (where the per-layer states live).
+    """
+
+    name = "model"
+    family = ""
+    streams: dict[str, str] = {}
+    causal = False
+    recurrent = False
+    can_generate = False
+    is_encoder_decoder = False
+    attention_kind = ""  # encoder-decoders: the built-in's attention (none, bahdanau, luong-*) or "cross" (HF)
+    arithmetic_note = ""  # why q/k/v are not recorded, when they are not
+    reason = ""  # why this model can only be read in part (shown by the views it does not support)
+    supports_padding = False  # run(..., pad=n) appends n padding tokens with attention_mask 0
+    # generation (set by adapters that can generate)
+    vocab_size = 0
+    bos_id: int | None = None
+    eos_ids: tuple[int, ...] = ()
+    pad_id: int | None = None
+    decoder_start: tuple[int, ...] = ()
+    context_len: int | None = None
+    sliding = False  # beyond context_len the oldest tokens are dropped (built-in GPT, as nanoGPT's generate)
+
+    def __init__(self, loaded: Any) -> None:
+        self.loaded = loaded
+        self.model = loaded.model
+        self.id = str(loaded.id)
+        self.device = torch.device(loaded.device)
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, **vocabs: Any) -> "Adapter":
+        """The adapter of a model that is not in the catalogue (e.g. during training)."""
+        from types import SimpleNamespace
+
+        device = str(next(model.parameters()).device)
+        return cls(SimpleNamespace(id="model", model=model, device=device, vocabs=vocabs, meta={}, tokenizer=None,
+                                   family="", state_dict=None, config=getattr(model, "config", None)))
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest input the model reads (its positions), or DEFAULT_MAX_TOKENS when unbounded."""
+        return model_max_tokens(self.loaded)
+
+    # ------------------------------------------------------------------ input convention
+    def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
+        """Text -> the tokens this model is fed, special tokens included (side "target": an encoder-decoder's
+        decoder side). The one place that decides the input convention."""
+        raise Unsupported(f"{self.id} has no vocabulary or tokenizer to read text with.")
+
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
+        """One display string per id (unknown ids as #id)."""
+        return [f"#{i}" for i in ids]
+
+    def piece_strings(self, ids: Iterable[int]) -> list[str]:
+        """The tokenizer's own name of each id (word pieces keep their ##, Ġ, ▁ markers)."""
+        return self.token_strings(ids)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """The text of generated ids."""
+        return " ".join(self.token_strings(ids))
+
+    # ------------------------------------------------------------------ one forward pass
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+        """Run the model once on `enc` (and the decoder on `target`) and record the `names` asked for."""
+        raise Unsupported(f"{self.id} cannot be run by this explorer.")
+
+    # ------------------------------------------------------------------ generation
+    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, State, dict[str, torch.Tensor]]:
+        """ids (B, T) -> logits (B, V) of the next token, state, and (record=True) what this pass computed.
+
+        Encoder-decoders: ids is the source; the decoder reads its start tokens."""
+        raise Unsupported(f"{self.id} has no language-model head that predicts the next token.")
+
+    def step(self, state: State, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, State, dict[str, torch.Tensor]]:
+        """tokens (B,) appended -> logits (B, V) of the next token, new state, (record=True) step activations."""
+        raise Unsupported(f"{self.id} cannot generate.")
+
+    def reorder(self, state: State, idx: torch.Tensor) -> State:
+        """The state of rows `idx` (beam search)."""
+        raise Unsupported(f"{self.id} cannot generate.")
+
+    def generation_settings(self) -> dict[str, Any]:
+        """The model's own generation settings that every strategy honours (forced BOS/EOS, bad words, ...):
+        GenerationConfig field -> value. Built-in models have none."""
+        return {}
+
+    # ------------------------------------------------------------------ tables
+    def tables(self) -> dict[str, Table]:
+        """The embedding tables this model has: key -> Table (the first is the default)."""
+        raise Unsupported(f"{self.id} has no input embedding table this view can read.")
+
+    def position_table(self) -> PositionTable:
+        """The model's own table of position vectors."""
+        raise Unsupported(f"{self.id} has no learned position table this view can read (BERT-family "
+                          "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt). Recurrent models know "
+                          "order from the recurrence, not from position vectors.")
+
+    def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[np.ndarray, str]:
+        """(T, C) output of layer 0's attention on the input embeddings, with or without the position vectors and
+        the causal mask (an experiment), and a description of what was run."""
+        raise Unsupported(f"The shuffle test runs layer 0 of the BERT and GPT-2 families and the built-in GPT; "
+                          f"{self.id} is not one of them.")
+
+    def describe(self) -> tuple[tuple[str, str], ...]:
+        """(what, value) rows: what the adapter read from the model (shown on the pages)."""
+        return ()
+
+
+@dataclass
+class Acts:
+    """A builder for a record's activations: keeps only the names asked for, converts to numpy once."""
+
+    names: Names
+    out: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def want(self, *candidates: str) -> bool:
+        return wants(self.names, *candidates)
+
+    def put(self, name: str, value: torch.Tensor | np.ndarray) -> None:
+        if wants(self.names, name):
+            self.out[name] = to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+def causal_mask(T: int) -> torch.Tensor:
+    """(T, T) additive mask: 0 on and below the diagonal, −inf above (future tokens)."""
+    return torch.full((T, T), float("-inf")).triu(1)

@@ -1,0 +1,91 @@
+"""The built-in GPT (explorer.models.tiny_gpt): the model records its own activations (`forward(record=...)`).
+
+Text: `<bos>` + words, as it was trained. Generation has no KV cache in the model file, so each step re-reads the
+context; beyond block_size the context slides (the last block_size tokens, as nanoGPT's `generate` does).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from explorer.adapters.base import Acts, Adapter, Names, PositionTable, Record, State, Table, causal_mask
+from explorer.adapters.text import Encoded, VocabText
+
+
+class GPTAdapter(VocabText, Adapter):
+    name = "built-in GPT"
+    causal = True
+    streams = {"decoder": "blocks.{l}.attn"}
+    can_generate = True
+    sliding = True
+
+    def __init__(self, loaded: Any) -> None:
+        super().__init__(loaded)
+        cfg = self.model.config
+        self.vocab = loaded.vocabs.get("vocab")
+        self.vocab_size, self.context_len = int(cfg.vocab_size), int(cfg.block_size)
+        self.n_layers, self.n_heads = int(cfg.n_layer), int(cfg.n_head)
+        if self.vocab is not None:
+            self.bos_id = self.vocab.stoi.get("<bos>")
+            self.eos_ids = tuple(i for i in (self.vocab.stoi.get("<eos>"),) if i is not None)
+            self.pad_id = self.vocab.stoi.get("<pad>")
+
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, positions: bool = True,
+            causal: bool = True, n_blocks: int | None = None, **options: Any) -> Record:
+        """The model's own record (GPT.forward), batch dimension removed; plus blocks.{l}.attn.scale and .mask.
+        positions / causal / n_blocks: experiments (see GPT.forward)."""
+        acts = Acts(names)
+        T = len(enc.ids)
+        with torch.inference_mode():
+            rec: dict[str, torch.Tensor] = {}
+            logits = self.model(torch.tensor([list(enc.ids)], device=self.device), record=rec, positions=positions,
+                                causal=causal, n_blocks=n_blocks)
+            for name, value in rec.items():
+                acts.put(name, value if name == "pos_embed" else value[0])
+            mask = causal_mask(T) if causal else torch.zeros(T, T)
+            scale = torch.tensor(1.0 / math.sqrt(self.model.config.n_embd // self.n_heads), dtype=torch.float64)
+            for layer in range(n_blocks or self.n_layers):
+                acts.put(f"blocks.{layer}.attn.mask", mask)
+                acts.put(f"blocks.{layer}.attn.scale", scale)
+            if logits is not None:
+                acts.put("logits", logits[0])
+        return Record(enc, acts.out)
+
+    def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[np.ndarray, str]:
+        """(T, C) output of block 0's attention (before the residual) on the input embeddings, with or without the
+        position vectors and the causal mask (the positional-encodings view's shuffle test)."""
+        rec = self.run(enc, names=("blocks.0.attn.out",), positions=positions, causal=causal, n_blocks=1)
+        what = "layer 0 self-attention with the model's own weights (ln_1, c_attn, c_proj)" + \
+            ("" if causal else ", causal mask removed")
+        return rec["blocks.0.attn.out"], what
+
+    # ------------------------------------------------------------------ generation
+    def _logits(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids[:, -self.context_len:])[:, -1, :].float()
+
+    def start(self, ids, record=False):
+        return self._logits(ids), State(ids, ids.shape[1]), {}
+
+    def step(self, state, tokens, record=False):
+        ids = torch.cat([state.data, tokens[:, None]], dim=1)
+        return self._logits(ids), State(ids, ids.shape[1]), {}
+
+    def reorder(self, state, idx):
+        return State(state.data[idx], state.length)
+
+    # ------------------------------------------------------------------ tables
+    def tables(self) -> dict[str, Table]:
+        from explorer.data.vocab import SPECIALS
+
+        weight = self.model.wte.weight
+        words = tuple(self.token_strings(range(weight.shape[0])))
+        freq = dict(self.vocab.freq) if self.vocab is not None and self.vocab.freq else None
+        return {"input": Table("wte (token embeddings)", weight, words, tuple(w in SPECIALS for w in words), freq)}
+
+    def position_table(self) -> PositionTable:
+        kind = self.model.config.positions
+        weight = self.model.wpe.weight if kind == "learned" else self.model.wpe
+        return PositionTable("wpe", kind, weight)

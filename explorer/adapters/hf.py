@@ -1,0 +1,472 @@
+"""Hugging Face models: encoders, decoders (causal LMs) and encoder-decoders, behind the one adapter interface.
+
+Text follows the model's own tokenizer with its special tokens ([CLS] … [SEP], <s> … </s>, …); a sentence pair is
+two segments for an encoder. The record comes from the model's own outputs, loaded with eager attention
+(`output_attentions=True`, `output_hidden_states=True`): nothing is hooked on the shared model.
+
+  blocks.{l}.attn.pattern   attentions[l][0] (H, T, T); encoder-decoders: encoder.blocks…, decoder.blocks…,
+                            cross.{l}.pattern (H, T_dec, S)
+  blocks.{l}.resid_pre      hidden_states[l] (T, C)
+  blocks.{L−1}.resid_post   hidden_states[L], for models without a final norm (BERT family); models that apply
+  or ln_final               one to their last hidden state (GPT-2, Llama, T5's encoder, …) record it as ln_final
+  blocks.{l}.attn.mask      (T, T) the additive mask the model applied (causal, padding)
+  embed, pos_embed          (T, C) the input embedding rows and the position-table rows (models with a table)
+  logits                    (T, V) models with a language-model head
+
+Q, K, V (`blocks.{l}.attn.q|k|v`, (H, T, d), and `.scale`) are recomputed by applying the layer's own projection
+modules to what the layer read, for the families whose layer is the standard one: BERT (post-LN,
+attention.self.query/key/value) and GPT-2 (pre-LN, ln_1 then attn.c_attn). The probe checks the recomputed
+softmax against the model's own weights and shows the arithmetic only when they agree.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from explorer.adapters.base import Acts, Adapter, Names, PositionTable, Record, State, Table, Unsupported, causal_mask
+from explorer.adapters.text import Encoded, encode_hf, model_max_tokens, no_text
+
+BERT_TYPES = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "data2vec-text", "ernie", "xmod"}
+GPT2_TYPES = {"gpt2"}
+FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm", "ln_final")
+# settings of a model's GenerationConfig that every decoding strategy honours, as model.generate does
+HONOURED = ("forced_bos_token_id", "forced_eos_token_id", "bad_words_ids", "suppress_tokens", "begin_suppress_tokens",
+            "min_length", "min_new_tokens")
+
+
+def _base(model: torch.nn.Module) -> torch.nn.Module:
+    return getattr(model, "base_model", model)
+
+
+def _first_int(*values: Any) -> int | None:
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            v = v[0] if v else None
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    if isinstance(value, (list, tuple)):
+        return tuple(v for v in value if isinstance(v, int) and not isinstance(v, bool))
+    return ()
+
+
+class HFAdapter(Adapter):
+    """Any Hugging Face encoder or decoder loaded with eager attention."""
+
+    supports_padding = True
+
+    def __init__(self, loaded: Any) -> None:
+        super().__init__(loaded)
+        self.tokenizer = loaded.tokenizer
+        cfg = self.model.config
+        self.config = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        self.model_type = str(getattr(cfg, "model_type", "") or "")
+        self.family = loaded.family
+        self.causal = self.family == "decoder"
+        self.streams = {"decoder" if self.causal else "encoder": "blocks.{l}.attn"}
+        self.name = f"Hugging Face {self.model_type or 'model'}"
+        self.arith = self._arithmetic()
+        self.arithmetic_note = "" if self.arith else (
+            f"The step-by-step Q·K/√d arithmetic is implemented for the built-in GPT, the BERT family and the GPT-2 "
+            f"family. '{self.model_type or 'this architecture'}' computes its scores differently (e.g. rotary or "
+            "relative position terms, grouped key/value heads, other projection layouts), so recomputing them here "
+            "could show numbers the model does not use: only the model's own attention probabilities are shown.")
+        gen = getattr(self.model, "generation_config", None)
+        tok = self.tokenizer
+        self.eos_ids = _ints(getattr(gen, "eos_token_id", None)) or _ints(getattr(cfg, "eos_token_id", None)) or \
+            _ints(getattr(tok, "eos_token_id", None))
+        self.bos_id = _first_int(getattr(gen, "bos_token_id", None), getattr(cfg, "bos_token_id", None),
+                                 getattr(tok, "bos_token_id", None))
+        self.pad_id = _first_int(getattr(gen, "pad_token_id", None), getattr(cfg, "pad_token_id", None),
+                                 getattr(tok, "pad_token_id", None))
+        self.vocab_size = int(getattr(self.config, "vocab_size", 0) or 0)
+        self.has_head = self.model.get_output_embeddings() is not None  # a language-model head gives logits
+        self.can_generate = self.causal and self.has_head
+        for name in ("n_positions", "max_position_embeddings"):
+            value = getattr(self.config, name, None)
+            if isinstance(value, int) and value > 0:
+                self.context_len = value
+                break
+
+    # ------------------------------------------------------------------ text
+    def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
+        """The tokenizer with its special tokens; `pair` is a second segment (encoders only)."""
+        empty = no_text(text)
+        if empty is not None:
+            return empty
+        if self.tokenizer is None:
+            return Encoded((), (), (f"{self.id} has no tokenizer saved with it, so it cannot read text. Save one next "
+                                    "to the weights (tokenizer.save_pretrained(<folder>)) and reload.",))
+        limit = min(max_tokens or model_max_tokens(self.loaded), model_max_tokens(self.loaded))
+        enc = encode_hf(self.tokenizer, text, limit, text_pair=pair or None, target=side == "target")
+        if not enc.ids:
+            return Encoded((), (), enc.notes + (f"The tokenizer of {self.id} gives no tokens for this text.",))
+        return enc
+
+    def token_strings(self, ids: Any) -> list[str]:
+        tok = self.tokenizer
+        ids = [int(i) for i in ids]
+        if tok is None:
+            return [f"#{i}" for i in ids]
+        out = []
+        for i, t in zip(ids, tok.convert_ids_to_tokens(ids)):
+            if not isinstance(t, str):  # an id the tokenizer does not know (model vocab padded beyond it)
+                out.append(f"#{i}")
+                continue
+            try:
+                out.append(tok.convert_tokens_to_string([t]))
+            except Exception:
+                out.append(t)
+        return out
+
+    def piece_strings(self, ids: Any) -> list[str]:
+        """The tokenizer's own piece names (##, Ġ, ▁ markers kept)."""
+        if self.tokenizer is None:
+            return [f"#{int(i)}" for i in ids]
+        return [str(t) if t is not None else f"#{i}" for i, t in zip(ids, self.tokenizer.convert_ids_to_tokens(
+            [int(i) for i in ids]))]
+
+    def detokenize(self, ids: Any) -> str:
+        if self.tokenizer is None:
+            return " ".join(f"#{i}" for i in ids)
+        try:
+            return self.tokenizer.decode(list(ids), skip_special_tokens=self.is_encoder_decoder)
+        except Exception:
+            return "".join(self.token_strings(ids))
+
+    # ------------------------------------------------------------------ one forward pass
+    def _inputs(self, enc: Encoded, pad: int) -> dict[str, torch.Tensor]:
+        ids = list(enc.ids) + [self._pad_id()] * pad
+        kw = {"input_ids": torch.tensor([ids], dtype=torch.long, device=self.device),
+              "attention_mask": torch.tensor([[1] * len(enc.ids) + [0] * pad], dtype=torch.long, device=self.device)}
+        if enc.segments and any(enc.segments):
+            kw["token_type_ids"] = torch.tensor([list(enc.segments) + [0] * pad], dtype=torch.long, device=self.device)
+        return kw
+
+    def _pad_id(self) -> int:
+        tok = self.tokenizer
+        pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+        pad = pad if pad is not None else getattr(tok, "eos_token_id", None)
+        if pad is None:
+            raise Unsupported("This tokenizer has no padding token.")
+        return int(pad)
+
+    def padded(self, enc: Encoded, pad: int) -> Encoded:
+        """enc with `pad` padding tokens appended (flagged special), as `run(..., pad=pad)` feeds them."""
+        if not pad:
+            return enc
+        pid = self._pad_id()
+        return Encoded(enc.ids + (pid,) * pad, enc.tokens + tuple(self.piece_strings([pid])) * pad, enc.notes,
+                       enc.truncated, enc.n_unknown, enc.special + (True,) * pad,
+                       enc.segments + (0,) * pad if enc.segments else ())
+
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, pad: int = 0,
+            **options: Any) -> Record:
+        """The record of the module docstring. pad: padding tokens appended with attention_mask 0."""
+        acts = Acts(names)
+        kw = self._inputs(enc, pad)
+        want_logits = acts.want("logits") and self.has_head
+        with torch.inference_mode():
+            out = self._forward(self.model if want_logits else _base(self.model), kw, acts, "blocks.*")
+            T = kw["input_ids"].shape[1]
+            mask = causal_mask(T) if self.causal else torch.zeros(T, T)
+            mask[:, T - pad:] = float("-inf") if pad else 0.0
+            hidden = list(getattr(out, "hidden_states", None) or ())
+            self._put_stream(acts, "", getattr(out, "attentions", None), mask, hidden)
+            if self.arith and acts.want("blocks.*.attn.q", "blocks.*.attn.k", "blocks.*.attn.v", "blocks.*.ln1"):
+                for layer, h in enumerate(hidden[:-1]):
+                    x = self.arith.attn_input(layer, h)
+                    acts.put(f"blocks.{layer}.ln1", x[0])
+                    for name, value in zip("qkv", self.arith.qkv(layer, x)):
+                        acts.put(f"blocks.{layer}.attn.{name}", value[0])
+                    acts.put(f"blocks.{layer}.attn.scale", torch.tensor(self.arith.scaling(layer), dtype=torch.float64))
+            if acts.want("embed", "pos_embed"):
+                self._put_embeddings(acts, kw["input_ids"][0])
+            if want_logits:
+                acts.put("logits", out.logits[0])
+        return Record(self.padded(enc, pad), acts.out)
+
+    def _forward(self, module: torch.nn.Module, kw: dict, acts: Acts, blocks: str) -> Any:
+        """One forward pass with the model's own attentions and hidden states, when the record asks for them."""
+        flags = {"output_attentions": acts.want(f"{blocks}.attn.*", "cross.*"), "return_dict": True,
+                 "output_hidden_states": acts.want(f"{blocks}.resid_*", "*ln_final", f"{blocks}.ln1", f"{blocks}.attn.q",
+                                                   f"{blocks}.attn.k", f"{blocks}.attn.v")}
+        try:
+            return module(**kw, **flags)
+        except TypeError:  # models without token_type_ids
+            kw.pop("token_type_ids", None)
+            return module(**kw, **flags)
+
+    def _put_stream(self, acts: Acts, prefix: str, atts: Any, mask: torch.Tensor, hidden: list[torch.Tensor]) -> None:
+        """Record one stack of layers: its attention patterns and masks, and its hidden states."""
+        if acts.want(f"{prefix}blocks.*.attn.*") and (not atts or any(a is None for a in atts)):
+            raise Unsupported(f"{self.id} returned no attention weights (it needs attn_implementation='eager').")
+        for layer, a in enumerate(atts or ()):
+            acts.put(f"{prefix}blocks.{layer}.attn.pattern", a[0])
+            acts.put(f"{prefix}blocks.{layer}.attn.mask", mask)
+        if not hidden:
+            return
+        L = len(hidden) - 1
+        for layer in range(L):
+            acts.put(f"{prefix}blocks.{layer}.resid_pre", hidden[layer][0])
+        last = "ln_final" if self._final_norm(prefix) else f"blocks.{L - 1}.resid_post"
+        acts.put(prefix + last, hidden[L][0])
+
+    def _final_norm(self, prefix: str) -> bool:
+        base = _base(self.model)
+        part = {"encoder.": getattr(base, "encoder", None), "decoder.": getattr(base, "decoder", None)}.get(prefix, base)
+        return any(isinstance(getattr(part, n, None), torch.nn.Module) for n in FINAL_NORMS)
+
+    def _put_embeddings(self, acts: Acts, ids: torch.Tensor) -> None:
+        acts.put("embed", self.model.get_input_embeddings()(ids))
+        try:
+            table = self.position_table()
+        except Unsupported:
+            return
+        acts.put("pos_embed", table.weight[table.offset: table.offset + ids.shape[0]])
+
+    def _arithmetic(self) -> "_Arithmetic | None":
+        base = _base(self.model)
+        if getattr(self.model.config, "_attn_implementation", "eager") not in ("eager", None):
+            return None
+        if self.model_type in BERT_TYPES and hasattr(getattr(base, "encoder", None), "layer"):
+            s = base.encoder.layer[0].attention.self
+            if all(hasattr(s, n) for n in ("query", "key", "value")) and \
+                    getattr(self.model.config, "position_embedding_type", "absolute") == "absolute":
+                return _BertArithmetic(base, self.n_heads)
+        if self.model_type in GPT2_TYPES and hasattr(base, "h"):
+            return _GPT2Arithmetic(base, self.n_heads)
+        return None
+
+    @property
+    def n_heads(self) -> int:
+        cfg = self.config
+        for name in ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads"):
+            value = getattr(cfg, name, None)
+            if isinstance(value, int):
+                return value
+        return 0
+
+    # ------------------------------------------------------------------ generation
+    def generation_settings(self) -> dict[str, Any]:
+        gen = getattr(self.model, "generation_config", None)
+        return {k: getattr(gen, k) for k in HONOURED if gen is not None and getattr(gen, k, None) is not None}
+
+    def start(self, ids, record=False):
+        if not self.can_generate:
+            raise Unsupported(f"{self.id} ({self.family}) has no language-model head that predicts the next token: "
+                              "pick a causal LM (built-in tiny-gpt / RNN LMs, GPT-2 family) or an encoder-decoder.")
+        mask = torch.ones_like(ids)
+        out = self.model(input_ids=ids, attention_mask=mask, use_cache=True, return_dict=True)
+        return out.logits[:, -1, :].float(), State((out.past_key_values, mask), ids.shape[1]), {}
+
+    def step(self, state, tokens, record=False):
+        cache, mask = state.data
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+        out = self.model(input_ids=tokens[:, None], attention_mask=mask, past_key_values=cache, use_cache=True,
+                         return_dict=True)
+        return out.logits[:, -1, :].float(), State((out.past_key_values, mask), state.length + 1), {}
+
+    def reorder(self, state, idx):
+        cache, mask = state.data
+        cache.reorder_cache(idx)
+        return State((cache, mask[idx]), state.length)
+
+    # ------------------------------------------------------------------ tables
+    def tables(self) -> dict[str, Table]:
+        weight = self.model.get_input_embeddings().weight
+        n_rows = weight.shape[0]
+        tok = self.tokenizer
+        if tok is None:
+            words, special = tuple(f"<id {i}>" for i in range(n_rows)), (False,) * n_rows
+        else:
+            n_tok = len(tok)
+            names = self.piece_strings(range(min(n_rows, n_tok)))
+            words = tuple(names) + tuple(f"<id {i}>" for i in range(len(names), n_rows))
+            specials = set(getattr(tok, "all_special_ids", []) or [])
+            special = tuple(i in specials or i >= n_tok or _unused(w) for i, w in enumerate(words))
+        return {"input": Table("get_input_embeddings()", weight, words, special, None, subword=tok is not None)}
+
+    def position_table(self) -> PositionTable:
+        base = _base(self.model)
+        emb = getattr(base, "embeddings", None)
+        if emb is not None and isinstance(getattr(emb, "position_embeddings", None), torch.nn.Embedding):
+            offset = 0
+            if self.model_type in ("roberta", "xlm-roberta", "camembert"):
+                offset = int(getattr(self.model.config, "pad_token_id", 1) or 1) + 1  # positions from padding_idx + 1
+            return PositionTable("embeddings.position_embeddings", "learned", emb.position_embeddings.weight, offset)
+        if isinstance(getattr(base, "wpe", None), torch.nn.Embedding):
+            return PositionTable("wpe", "learned", base.wpe.weight)
+        cfg = self.model.config
+        if getattr(cfg, "rope_theta", None) is not None or getattr(cfg, "rope_parameters", None) is not None:
+            raise Unsupported(f"{self.id} has no position table: it uses rotary embeddings (RoPE) inside attention. "
+                              "See the Rotary panel for how they work.")
+        raise Unsupported(f"{self.id} has no learned position table this view can read (BERT-family "
+                          "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt).")
+
+    def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[np.ndarray, str]:
+        """(T, C) output of layer 0's attention on the input embeddings, with or without position vectors
+        (causal=False removes a decoder's mask): the positional-encodings view's shuffle test. BERT and GPT-2
+        families; returns the output and a description of what was run."""
+        ids = torch.tensor(list(enc.ids), dtype=torch.long, device=self.device)
+        base = _base(self.model)
+        with torch.inference_mode():
+            x = self.model.get_input_embeddings()(ids)
+            table = self.position_table()
+            if positions:
+                x = x + table.weight[table.offset: table.offset + len(ids)]
+            if isinstance(self.arith, _BertArithmetic):
+                emb = base.embeddings
+                if getattr(emb, "token_type_embeddings", None) is not None:
+                    x = x + emb.token_type_embeddings.weight[0]
+                x = emb.LayerNorm(x)[None]
+                out = base.encoder.layer[0].attention(x)
+                out = out[0] if isinstance(out, tuple) else out
+                what = "layer 0 self-attention (BertAttention: attention, output projection, residual, LayerNorm)"
+            elif isinstance(self.arith, _GPT2Arithmetic):
+                block = base.h[0]
+                q, k, v = self.arith.qkv(0, block.ln_1(x[None]))
+                att = (q @ k.transpose(-2, -1)) * self.arith.scaling(0)
+                if causal:
+                    T = len(ids)
+                    att = att.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(), float("-inf"))
+                y = torch.softmax(att, dim=-1) @ v
+                out = block.attn.c_proj(y.transpose(1, 2).reshape(1, len(ids), -1))
+                what = "layer 0 self-attention with the model's own weights (ln_1, c_attn, c_proj)" + \
+                    ("" if causal else ", causal mask removed")
+            else:
+                raise Unsupported(f"The shuffle test runs layer 0 of the BERT and GPT-2 families and the built-in GPT; "
+                                  f"{self.id} is '{self.model_type}'.")
+        return out[0].float().cpu().numpy(), what
+
+
+def _unused(word: str) -> bool:
+    return (word.startswith("[unused") and word.endswith("]")) or (word.startswith("<extra_id_") and word.endswith(">"))
+
+
+# ------------------------------------------------------------------------------------- Q/K/V arithmetic
+class _Arithmetic:
+    """Q, K, V of one layer from the layer's own projection modules. x: what the layer's attention reads."""
+
+    def __init__(self, base: torch.nn.Module, n_heads: int) -> None:
+        self.base, self.n_heads = base, n_heads
+
+    def split(self, t: torch.Tensor) -> torch.Tensor:
+        B, T, C = t.shape
+        return t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2)
+
+    def attn_input(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden
+
+
+class _BertArithmetic(_Arithmetic):
+    """BERT family (post-LN): layer i's attention reads hidden_states[i] through attention.self.query/key/value."""
+
+    def _self(self, layer: int) -> Any:
+        return self.base.encoder.layer[layer].attention.self
+
+    def qkv(self, layer, x):
+        s = self._self(layer)
+        return self.split(s.query(x)), self.split(s.key(x)), self.split(s.value(x))
+
+    def scaling(self, layer: int) -> float:
+        s = self._self(layer)
+        return float(getattr(s, "scaling", 1.0 / math.sqrt(s.attention_head_size)))
+
+
+class _GPT2Arithmetic(_Arithmetic):
+    """GPT-2 family (pre-LN): layer i's attention reads ln_1(hidden_states[i]) through attn.c_attn (Conv1D)."""
+
+    def attn_input(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+        return self.base.h[layer].ln_1(hidden)
+
+    def qkv(self, layer, x):
+        attn = self.base.h[layer].attn
+        q, k, v = attn.c_attn(x).split(attn.split_size, dim=2)
+        return self.split(q), self.split(k), self.split(v)
+
+    def scaling(self, layer: int) -> float:
+        attn = self.base.h[layer].attn
+        if hasattr(attn, "scaling"):
+            return float(attn.scaling)
+        s = 1.0 / math.sqrt(attn.head_dim) if attn.scale_attn_weights else 1.0
+        return s / float(layer + 1) if attn.scale_attn_by_inverse_layer_idx else s
+
+
+# -------------------------------------------------------------------------------------- encoder-decoder
+class HFSeq2SeqAdapter(HFAdapter):
+    """HF encoder-decoder: encoder self-, decoder self- and cross-attention; the decoder generates."""
+
+    is_encoder_decoder = True
+    supports_padding = False
+    attention_kind = "cross"
+
+    def __init__(self, loaded: Any) -> None:
+        super().__init__(loaded)
+        self.causal = False
+        self.streams = {"encoder": "encoder.blocks.{l}.attn", "decoder": "decoder.blocks.{l}.attn",
+                        "cross": "cross.{l}"}
+        self.can_generate = hasattr(self.model, "generate") and hasattr(self.model, "get_encoder")
+        gen = getattr(self.model, "generation_config", None)
+        start = _first_int(getattr(gen, "decoder_start_token_id", None),
+                           getattr(self.model.config, "decoder_start_token_id", None), self.pad_id, self.bos_id)
+        self.decoder_start = (start,) if start is not None else ()
+        self.context_len = None  # the decoder prefix grows from the start token; the source is the prompt
+
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, pad: int = 0,
+            **options: Any) -> Record:
+        """The encoder's record (prefix `encoder.`), and with a target the decoder's (`decoder.`), the
+        cross-attention (`cross.{l}.pattern`) and logits. The decoder reads [start] + target[:-1]."""
+        acts = Acts(names)
+        kw = self._inputs(enc, 0)
+        S, read = kw["input_ids"].shape[1], None
+        with torch.inference_mode():
+            if target is None:
+                out = self._forward(self.model.get_encoder(), kw, acts, "encoder.blocks.*")
+                self._put_stream(acts, "encoder.", out.attentions, torch.zeros(S, S), list(out.hidden_states or ()))
+                return Record(enc, acts.out)
+            if not self.decoder_start:
+                raise Unsupported(f"{self.id} defines no decoder_start_token_id, so its decoder cannot be started.")
+            dec = [*self.decoder_start, *target.ids[:-1]]
+            read = Encoded(tuple(dec), (*self.piece_strings(self.decoder_start), *target.tokens[:-1]), (), False, 0,
+                           (True, *target.special[:-1]))
+            kw.update(decoder_input_ids=torch.tensor([dec], dtype=torch.long, device=self.device), use_cache=False)
+            out = self._forward(self.model, kw, acts, "*coder.blocks.*")
+            self._put_stream(acts, "encoder.", out.encoder_attentions, torch.zeros(S, S),
+                             list(out.encoder_hidden_states or ()))
+            self._put_stream(acts, "decoder.", out.decoder_attentions, causal_mask(len(dec)),
+                             list(out.decoder_hidden_states or ()))
+            for layer, a in enumerate(out.cross_attentions or ()):
+                acts.put(f"cross.{layer}.pattern", a[0])
+                acts.put(f"cross.{layer}.mask", torch.zeros(a.shape[-2], a.shape[-1]))
+            acts.put("logits", out.logits[0])
+        return Record(enc, acts.out, read)
+
+    def start(self, ids, record=False):
+        if not self.decoder_start:
+            raise Unsupported(f"{self.id} has no decoder_start_token_id: its decoder has nowhere to start.")
+        mask = torch.ones_like(ids)
+        enc = self.model.get_encoder()(input_ids=ids, attention_mask=mask, return_dict=True)
+        dec = torch.tensor([list(self.decoder_start)] * ids.shape[0], dtype=torch.long, device=ids.device)
+        out = self.model(encoder_outputs=enc, attention_mask=mask, decoder_input_ids=dec, use_cache=True,
+                         return_dict=True)
+        return out.logits[:, -1, :].float(), State((out.past_key_values, mask, enc), dec.shape[1]), {}
+
+    def step(self, state, tokens, record=False):
+        cache, mask, enc = state.data
+        out = self.model(encoder_outputs=enc, attention_mask=mask, decoder_input_ids=tokens[:, None],
+                         past_key_values=cache, use_cache=True, return_dict=True)
+        return out.logits[:, -1, :].float(), State((out.past_key_values, mask, enc), state.length + 1), {}
+
+    def reorder(self, state, idx):
+        cache, mask, enc = state.data
+        cache.reorder_cache(idx)
+        return State((cache, mask[idx], enc), state.length)

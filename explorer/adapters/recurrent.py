@@ -1,0 +1,476 @@
+"""Recurrent language models: embedding -> stacked nn.RNN/GRU/LSTM -> optional output layer.
+
+Two sources, one adapter (`RecurrentAdapter`):
+  * an explorer RNNLanguageModel (family "rnn-lm": `.embedding`, `.rnn`, `.decoder`);
+  * a bare user state dict (family "state-dict") whose architecture is read from key names and tensor shapes:
+    PyTorch names recurrent weights `<prefix>weight_ih_l{k}[_reverse]`, `weight_hh_l{k}`, `bias_ih_l{k}`,
+    `bias_hh_l{k}`, stacking the gates in the rows (LSTM i, f, g, o; GRU r, z, n; Elman one block), so
+    `weight_hh_l0.shape == (G * H, H)` tells the cell (G = 4, 3 or 1) and the hidden size H. The adapter builds a
+    `RecurrentNet` from those tensors once, at load time: the state dict then runs (and generates) like a model.
+
+`run` feeds `<bos>` + sentence when the vocabulary has `<bos>` (the built-in LMs were trained on
+`<bos> sentence <eos>`), runs the network's own forward once (logits, last-layer output), and recomputes every
+gate of every layer from the weights with PyTorch's equations and gate order
+(https://pytorch.org/docs/stable/generated/torch.nn.LSTM.html, ...GRU.html, ...RNN.html), from zero states:
+
+LSTM (Hochreiter & Schmidhuber 1997): i = σ(W_ii x + b_ii + W_hi h₋ + b_hi), f, g = tanh(...), o;
+    c = f ⊙ c₋ + i ⊙ g, h = o ⊙ tanh(c)
+GRU (Cho et al. 2014): r = σ(...), z = σ(...), n = tanh(W_in x + b_in + r ⊙ (W_hn h₋ + b_hn)), h = (1 − z) ⊙ n + z ⊙ h₋
+Elman (1990): h = tanh(W_ih x + b_ih + W_hh h₋ + b_hh) (or relu)
+
+`rnn.max_abs_error` is max |h_recomputed − h_module| over the last layer (the module's own output).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from explorer.adapters.base import Acts, Adapter, Names, Record, State, Table, Unsupported
+from explorer.adapters.text import Encoded, VocabText
+
+GATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n"), "rnn": ("h",)}
+STATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o", "c", "h"), "gru": ("r", "z", "n", "h"), "rnn": ("h",)}
+CELL_NAMES = {"lstm": "LSTM", "gru": "GRU", "rnn": "Elman RNN"}
+DIRS = ("fwd", "bwd")
+_N_GATES = {4: "lstm", 3: "gru", 1: "rnn"}
+_RNN_KEY = re.compile(r"^(?P<prefix>.*?)(?P<kind>weight_ih|weight_hh|bias_ih|bias_hh|weight_hr)_l(?P<layer>\d+)(?P<rev>_reverse)?$")
+_EMB_HINTS = ("emb", "embed", "wte", "word", "lookup", "encoder.weight", "tok")
+_OUT_HINTS = ("decoder", "fc", "out", "head", "proj", "linear", "classifier", "lm", "logit", "softmax", "dense")
+
+
+class RecurrentInferenceError(Unsupported):
+    """The weights cannot be read as an embedding + nn.RNN/GRU/LSTM (+ output layer); str() says why."""
+
+
+@dataclass(frozen=True)
+class CellWeights:
+    """One layer and direction: W_ih (G*H, In), W_hh (G*H, H), b_ih (G*H,), b_hh (G*H,) (zeros if bias=False)."""
+
+    w_ih: torch.Tensor
+    w_hh: torch.Tensor
+    b_ih: torch.Tensor
+    b_hh: torch.Tensor
+
+
+@dataclass
+class RecurrentWeights:
+    """cell: "lstm" | "gru" | "rnn"; layers[l][d]: CellWeights (d = 0 forward, 1 backward), float32.
+
+    embedding: (V, E); output_weight: (V_out, D*H) and output_bias: (V_out,) or None.
+    inferred: (what, value) rows describing what was read, for the page; notes: messages for the user.
+    """
+
+    cell: str
+    nonlinearity: str
+    layers: list[list[CellWeights]]
+    embedding: torch.Tensor
+    output_weight: torch.Tensor | None = None
+    output_bias: torch.Tensor | None = None
+    inferred: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def num_directions(self) -> int:
+        return len(self.layers[0])
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.layers[0][0].w_hh.shape[1])
+
+    @property
+    def input_size(self) -> int:
+        return int(self.layers[0][0].w_ih.shape[1])
+
+
+# ------------------------------------------------------------------------------------------- the cells
+def lstm_step(gx: torch.Tensor, gh: torch.Tensor, c: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One LSTM step from gx = W_ih x + b_ih and gh = W_hh h₋ + b_hh (each 4H). Returns i, f, g, o, c, h (H,)."""
+    a_i, a_f, a_g, a_o = (gx + gh).chunk(4, dim=-1)
+    i, f, g, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.tanh(a_g), torch.sigmoid(a_o)
+    c = f * c + i * g
+    return {"i": i, "f": f, "g": g, "o": o, "c": c, "h": o * torch.tanh(c)}
+
+
+def gru_step(gx: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One GRU step from gx, gh (each 3H) and h₋. Returns r, z, n, h."""
+    x_r, x_z, x_n = gx.chunk(3, dim=-1)
+    h_r, h_z, h_n = gh.chunk(3, dim=-1)
+    r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+    n = torch.tanh(x_n + r * h_n)
+    return {"r": r, "z": z, "n": n, "h": (1 - z) * n + z * h}
+
+
+def elman_step(gx: torch.Tensor, gh: torch.Tensor, nonlinearity: str = "tanh") -> dict[str, torch.Tensor]:
+    """One Elman step from gx, gh (each H). Returns h."""
+    return {"h": torch.relu(gx + gh) if nonlinearity == "relu" else torch.tanh(gx + gh)}
+
+
+def recompute_direction(cell: str, w: CellWeights, x: torch.Tensor, reverse: bool = False,
+                        nonlinearity: str = "tanh") -> dict[str, torch.Tensor]:
+    """One layer, one direction over x (T, In) from zero state: name -> (T, H) in input order, plus
+    x_part / h_part (T, G*H), the input and recurrent halves of every gate's pre-activation."""
+    T, H = x.shape[0], w.w_hh.shape[1]
+    x_part = x @ w.w_ih.T + w.b_ih  # the input half of every gate, for all steps at once
+    h = x.new_zeros(H)
+    c = x.new_zeros(H)
+    steps: list[dict[str, torch.Tensor]] = [{}] * T
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        gh = h @ w.w_hh.T + w.b_hh
+        if cell == "lstm":
+            out = lstm_step(x_part[t], gh, c)
+            c = out["c"]
+        elif cell == "gru":
+            out = gru_step(x_part[t], gh, h)
+        else:
+            out = elman_step(x_part[t], gh, nonlinearity)
+        h = out["h"]
+        out["h_part"] = gh
+        steps[t] = out
+    names = STATES[cell] + ("h_part",)
+    got = {n: torch.stack([s[n] for s in steps]) if T else x.new_zeros(0, w.w_hh.shape[0] if n == "h_part" else H)
+           for n in names}
+    got["x_part"] = x_part
+    return got
+
+
+def recompute(weights: RecurrentWeights, x: torch.Tensor) -> list[list[dict[str, torch.Tensor]]]:
+    """Stacked (bidirectional) recurrence over x (T, E): [layer][direction] -> name -> (T, ...).
+
+    Layer l+1 reads [h_forward, h_backward] of layer l, as nn.LSTM/GRU/RNN do (no dropout: eval mode)."""
+    out = []
+    inp = x
+    for row in weights.layers:
+        dirs = [recompute_direction(weights.cell, w, inp, bool(d), weights.nonlinearity) for d, w in enumerate(row)]
+        out.append(dirs)
+        inp = torch.cat([dd["h"] for dd in dirs], dim=-1)
+    return out
+
+
+# ------------------------------------------------------------------------------------- torch modules
+def cell_kind(rnn: nn.RNNBase) -> tuple[str, str]:
+    """(cell, nonlinearity) of an nn.RNN / nn.GRU / nn.LSTM."""
+    mode = getattr(rnn, "mode", "")
+    if mode == "LSTM":
+        return "lstm", "tanh"
+    if mode == "GRU":
+        return "gru", "tanh"
+    if mode in ("RNN_TANH", "RNN_RELU"):
+        return "rnn", "relu" if mode == "RNN_RELU" else "tanh"
+    raise RecurrentInferenceError(f"Unsupported recurrent module {type(rnn).__name__} (mode {mode!r}).")
+
+
+def _layers_from_tensors(params: dict[str, torch.Tensor], prefix: str, num_layers: int, num_dirs: int,
+                         dtype: torch.dtype = torch.float32) -> list[list[CellWeights]]:
+    layers = []
+    for layer in range(num_layers):
+        row = []
+        for d in range(num_dirs):
+            sfx = f"_l{layer}{'_reverse' if d else ''}"
+            w_ih = params[f"{prefix}weight_ih{sfx}"].detach().to(dtype)
+            w_hh = params[f"{prefix}weight_hh{sfx}"].detach().to(dtype)
+            zeros = torch.zeros(w_hh.shape[0], dtype=dtype, device=w_hh.device)
+            b_ih = params.get(f"{prefix}bias_ih{sfx}")
+            b_hh = params.get(f"{prefix}bias_hh{sfx}")
+            row.append(CellWeights(w_ih, w_hh, zeros if b_ih is None else b_ih.detach().to(dtype),
+                                   zeros if b_hh is None else b_hh.detach().to(dtype)))
+        layers.append(row)
+    return layers
+
+
+def weights_of(rnn: nn.RNNBase, embedding: nn.Embedding | None = None, decoder: nn.Module | None = None) -> RecurrentWeights:
+    """The float32 weights of an nn.RNN/GRU/LSTM (with the embedding and output layer around it, if given)."""
+    if getattr(rnn, "proj_size", 0):
+        raise RecurrentInferenceError("LSTMs with projections (proj_size > 0) are not supported by this view.")
+    cell, nonlinearity = cell_kind(rnn)
+    layers = _layers_from_tensors(dict(rnn.named_parameters()), "", rnn.num_layers, 2 if rnn.bidirectional else 1)
+    out_w = decoder.weight.detach().float() if isinstance(decoder, nn.Linear) else None
+    out_b = decoder.bias.detach().float() if isinstance(decoder, nn.Linear) and decoder.bias is not None else None
+    emb = embedding.weight.detach().float() if embedding is not None else None
+    return RecurrentWeights(cell, nonlinearity, layers, emb, out_w, out_b)
+
+
+class RecurrentNet(nn.Module):
+    """A recurrent LM assembled from a user's tensors: embedding -> rnn -> optional decoder (no dropout).
+
+    Same interface as explorer.models.rnn_lm.RNNLanguageModel: forward(ids, hidden, record) -> (logits, hidden)."""
+
+    def __init__(self, weights: RecurrentWeights) -> None:
+        super().__init__()
+        w = weights
+        self.embedding = nn.Embedding.from_pretrained(w.embedding, freeze=True)
+        kwargs = dict(input_size=w.input_size, hidden_size=w.hidden_size, num_layers=w.num_layers,
+                      bidirectional=w.num_directions == 2, batch_first=True)
+        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}.get(w.cell, nn.RNN)(
+            **kwargs, **({"nonlinearity": w.nonlinearity} if w.cell == "rnn" else {}))
+        state = {}
+        for layer, row in enumerate(w.layers):
+            for d, cw in enumerate(row):
+                sfx = f"_l{layer}{'_reverse' if d else ''}"
+                state.update({f"weight_ih{sfx}": cw.w_ih, f"weight_hh{sfx}": cw.w_hh, f"bias_ih{sfx}": cw.b_ih,
+                              f"bias_hh{sfx}": cw.b_hh})
+        self.rnn.load_state_dict(state)
+        self.decoder = None
+        if w.output_weight is not None:
+            self.decoder = nn.Linear(w.output_weight.shape[1], w.output_weight.shape[0], bias=w.output_bias is not None)
+            with torch.no_grad():
+                self.decoder.weight.copy_(w.output_weight)
+                if w.output_bias is not None:
+                    self.decoder.bias.copy_(w.output_bias)
+        self.to(w.embedding.device).eval()
+
+    def forward(self, ids: torch.Tensor, hidden: Any = None, record: dict | None = None):
+        """ids (B, T) -> logits (B, T, V) or None, hidden."""
+        x = self.embedding(ids)
+        out, hidden = self.rnn(x, hidden)
+        if record is not None:
+            record["embed"], record["out"] = x, out
+        return (self.decoder(out) if self.decoder is not None else None), hidden
+
+
+# ------------------------------------------------------------------------------------ state dicts
+def _group_rnn_keys(state: dict[str, Any]) -> dict[str, dict[tuple[str, int, int], str]]:
+    """prefix -> {(kind, layer, direction): key} for every key that looks like an nn.RNN parameter."""
+    groups: dict[str, dict[tuple[str, int, int], str]] = {}
+    for key in state:
+        m = _RNN_KEY.match(key)
+        if m:
+            groups.setdefault(m["prefix"], {})[(m["kind"], int(m["layer"]), 1 if m["rev"] else 0)] = key
+    return groups
+
+
+def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") -> RecurrentWeights:
+    """Infer embedding + recurrent stack + output layer from a user state dict (see the module docstring)."""
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    groups = _group_rnn_keys(tensors)
+    if not groups:
+        sample = ", ".join(sorted(tensors)[:6]) or "no tensors"
+        raise RecurrentInferenceError(
+            "No recurrent weights found: expected keys ending in weight_ih_l0 and weight_hh_l0 "
+            "(as saved by torch.nn.LSTM / nn.GRU / nn.RNN, e.g. 'lstm.weight_ih_l0'), "
+            f"found: {sample}{' …' if len(tensors) > 6 else ''}."
+        )
+    prefix = _pick_group(groups)
+    keys = groups[prefix]
+    notes = []
+    if len(groups) > 1:
+        others = ", ".join(repr(p or "(no prefix)") for p in groups if p != prefix)
+        notes.append(f"Several recurrent modules found; showing '{prefix or '(no prefix)'}' (others: {others}).")
+    if any(k[0] == "weight_hr" for k in keys):
+        raise RecurrentInferenceError(
+            f"'{prefix}weight_hr_l0' is an LSTM projection (proj_size > 0), which this view does not support.")
+    cell, hidden, num_layers, num_dirs = _infer_shape(tensors, prefix, keys)
+    layers = _layers_from_tensors(tensors, prefix, num_layers, num_dirs)
+    _check_layer_inputs(layers, prefix, hidden, num_dirs)
+    if cell == "rnn":
+        notes.append(f"An Elman RNN's nonlinearity is not stored in its weights: assuming {nonlinearity}.")
+    emb_key = _find_embedding(tensors, layers[0][0].w_ih.shape[1])
+    if emb_key is None:
+        raise RecurrentInferenceError(
+            f"No embedding matrix found: expected a 2-D tensor of shape (vocabulary size, {layers[0][0].w_ih.shape[1]}) "
+            f"(the input size of '{prefix}weight_ih_l0'), e.g. 'embedding.weight'.")
+    embedding = tensors[emb_key].detach().float()
+    out_key = _find_output(tensors, embedding.shape[0], hidden * num_dirs, exclude={emb_key})
+    out_w = out_b = None
+    if out_key is not None:
+        out_w = tensors[out_key].detach().float()
+        bias = tensors.get(out_key[: -len("weight")] + "bias")
+        out_b = bias.detach().float() if isinstance(bias, torch.Tensor) and tuple(bias.shape) == (out_w.shape[0],) else None
+    elif num_dirs == 1:
+        notes.append(f"No output layer of shape ({embedding.shape[0]}, {hidden}) found: next-token predictions are not shown.")
+    w = RecurrentWeights(cell, nonlinearity, layers, embedding, out_w, out_b, notes=notes)
+    w.inferred = _describe(w, prefix, emb_key, out_key)
+    return w
+
+
+def _pick_group(groups: dict[str, dict]) -> str:
+    """The recurrent module to show: the one with a layer 0 (fewest-dots prefix, then alphabetical)."""
+    usable = [p for p, ks in groups.items() if ("weight_ih", 0, 0) in ks and ("weight_hh", 0, 0) in ks]
+    if not usable:
+        p = next(iter(groups))
+        raise RecurrentInferenceError(
+            f"Found '{next(iter(groups[p].values()))}' but not both '{p}weight_ih_l0' and '{p}weight_hh_l0'.")
+    return sorted(usable, key=lambda p: (p.count("."), p))[0]
+
+
+def _infer_shape(tensors: dict[str, torch.Tensor], prefix: str, keys: dict) -> tuple[str, int, int, int]:
+    """(cell, H, num_layers, num_directions) from weight_hh_l0's shape (G*H, H) and the keys present."""
+    w_hh = tensors[keys[("weight_hh", 0, 0)]]
+    if w_hh.dim() != 2 or w_hh.shape[1] == 0 or w_hh.shape[0] % w_hh.shape[1]:
+        raise RecurrentInferenceError(
+            f"'{prefix}weight_hh_l0' has shape {tuple(w_hh.shape)}; expected (G*H, H) with G = 4 (LSTM), "
+            "3 (GRU) or 1 (Elman RNN).")
+    hidden = int(w_hh.shape[1])
+    gates = int(w_hh.shape[0]) // hidden
+    if gates not in _N_GATES:
+        raise RecurrentInferenceError(
+            f"'{prefix}weight_hh_l0' has shape {tuple(w_hh.shape)}: {gates} × H rows, but an LSTM has 4 × H, "
+            "a GRU 3 × H and an Elman RNN 1 × H.")
+    num_layers = 1 + max(layer for (_, layer, _) in keys)
+    num_dirs = 2 if any(d == 1 for (_, _, d) in keys) else 1
+    for layer in range(num_layers):
+        for d in range(num_dirs):
+            for kind in ("weight_ih", "weight_hh"):
+                if (kind, layer, d) not in keys:
+                    raise RecurrentInferenceError(
+                        f"Missing '{prefix}{kind}_l{layer}{'_reverse' if d else ''}' "
+                        f"(layers 0..{num_layers - 1}, {'bi' if num_dirs == 2 else 'uni'}directional).")
+            for kind, cols in (("weight_hh", hidden), ("weight_ih", None)):
+                t = tensors[keys[(kind, layer, d)]]
+                if t.dim() != 2 or t.shape[0] != gates * hidden or (cols is not None and t.shape[1] != cols):
+                    raise RecurrentInferenceError(
+                        f"'{keys[(kind, layer, d)]}' has shape {tuple(t.shape)}; expected "
+                        f"({gates * hidden}, {cols if cols is not None else 'input size'}).")
+            for kind in ("bias_ih", "bias_hh"):
+                key = keys.get((kind, layer, d))
+                if key is not None and tuple(tensors[key].shape) != (gates * hidden,):
+                    raise RecurrentInferenceError(
+                        f"'{key}' has shape {tuple(tensors[key].shape)}; expected ({gates * hidden},).")
+    return _N_GATES[gates], hidden, num_layers, num_dirs
+
+
+def _check_layer_inputs(layers: list[list[CellWeights]], prefix: str, hidden: int, num_dirs: int) -> None:
+    for layer in range(1, len(layers)):
+        got = layers[layer][0].w_ih.shape[1]
+        if got != hidden * num_dirs:
+            raise RecurrentInferenceError(
+                f"'{prefix}weight_ih_l{layer}' takes inputs of size {got}; expected {hidden * num_dirs} "
+                f"(the hidden size {hidden} × {num_dirs} direction(s) of layer {layer - 1}).")
+
+
+def _hint_rank(key: str, hints: tuple[str, ...]) -> int:
+    return 0 if any(h in key.lower() for h in hints) else 1
+
+
+def _find_embedding(tensors: dict[str, torch.Tensor], emb_dim: int) -> str | None:
+    cands = [k for k, t in tensors.items()
+             if t.dim() == 2 and t.shape[1] == emb_dim and t.is_floating_point() and not _RNN_KEY.match(k)
+             and k.endswith("weight")]
+    if not cands:
+        return None
+    return sorted(cands, key=lambda k: (_hint_rank(k, _EMB_HINTS), -_hint_rank(k, _OUT_HINTS), k.count("."), k))[0]
+
+
+def _find_output(tensors: dict[str, torch.Tensor], vocab_size: int, in_dim: int, exclude: set[str]) -> str | None:
+    cands = [k for k, t in tensors.items()
+             if k not in exclude and t.dim() == 2 and tuple(t.shape) == (vocab_size, in_dim)
+             and t.is_floating_point() and not _RNN_KEY.match(k) and k.endswith("weight")]
+    if not cands:
+        return None
+    return sorted(cands, key=lambda k: (_hint_rank(k, _OUT_HINTS), k))[0]
+
+
+def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: str | None) -> list[tuple[str, str]]:
+    rows = [
+        ("cell", CELL_NAMES[w.cell] + (f" ({w.nonlinearity})" if w.cell == "rnn" else "")),
+        ("recurrent weights", f"{prefix}weight_ih_l0 … ({w.num_layers} layer(s))"),
+        ("layers", str(w.num_layers)),
+        ("directions", "bidirectional" if w.num_directions == 2 else "forward only"),
+        ("hidden size H", str(w.hidden_size)),
+        ("input size E", str(w.input_size)),
+        ("gate order (rows of W)", ", ".join(GATES[w.cell])),
+        ("embedding", f"{emb_key} {tuple(w.embedding.shape)}"),
+        ("output layer", f"{out_key} {tuple(w.output_weight.shape)}" if w.output_weight is not None else "none"),
+    ]
+    return rows
+
+
+# --------------------------------------------------------------------------------------------- adapter
+class RecurrentAdapter(VocabText, Adapter):
+    """Built-in RNN LMs and user state dicts with nn.RNN/GRU/LSTM weights (see the module docstring).
+
+    Text: `<bos>` + words when the vocabulary has `<bos>` (as the built-in LMs were trained); unknown -> <unk>."""
+
+    recurrent = True
+
+    def __init__(self, loaded: Any) -> None:
+        super().__init__(loaded)
+        if self.model is not None:
+            self.net = self.model
+            self.weights = weights_of(self.model.rnn, self.model.embedding, self.model.decoder)
+            self.weights.inferred = _describe(self.weights, "rnn.", "embedding.weight",
+                                              "decoder.weight" if self.weights.output_weight is not None else None)
+        else:
+            nonlinearity = "relu" if str((loaded.meta or {}).get("nonlinearity", "tanh")) == "relu" else "tanh"
+            self.weights = infer_recurrent(loaded.state_dict or {}, nonlinearity)
+            self.net = RecurrentNet(self.weights)
+        w = self.weights
+        self.name = f"{CELL_NAMES[w.cell]} ({'built-in' if self.model is not None else 'inferred from the state dict'})"
+        self.vocab = (loaded.vocabs or {}).get("vocab")
+        if self.vocab is None:
+            raise RecurrentInferenceError(
+                f"No vocabulary: add a vocab.json (a list of tokens, or a {{token: id}} map) with "
+                f"{w.embedding.shape[0]} entries, one per row of the embedding.")
+        if len(self.vocab) != w.embedding.shape[0]:
+            raise RecurrentInferenceError(
+                f"The vocabulary has {len(self.vocab)} tokens but the embedding matrix has {w.embedding.shape[0]} "
+                "rows: they must match (one row per token id). Is this the vocab.json saved with these weights?")
+        self.can_generate = w.output_weight is not None and w.num_directions == 1
+        self.vocab_size = int(w.output_weight.shape[0]) if self.can_generate else 0
+        self.bos_id = self.vocab.stoi.get("<bos>")
+        self.eos_ids = tuple(i for i in (self.vocab.stoi.get("<eos>"),) if i is not None)
+        self.pad_id = self.vocab.stoi.get("<pad>")
+
+    @property
+    def cell(self) -> str:
+        return self.weights.cell
+
+    # ------------------------------------------------------------------ run
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+        """embed (T, E), rnn.{l}.{dir}.* (see the module docstring), rnn.{l}.out (T, D·H), logits (T, V),
+        rnn.max_abs_error ()."""
+        acts = Acts(names)
+        w = self.weights
+        with torch.inference_mode():
+            ids = torch.tensor([list(enc.ids)], dtype=torch.long, device=w.embedding.device)
+            rec: dict[str, torch.Tensor] = {}
+            logits, _ = self.net(ids, record=rec)
+            x = w.embedding[ids[0]]
+            acts.put("embed", x)
+            if acts.want("rnn.*"):
+                layers = recompute(w, x)
+                for layer, dirs in enumerate(layers):
+                    for d, states in enumerate(dirs):
+                        for name, value in states.items():
+                            acts.put(f"rnn.{layer}.{DIRS[d]}.{name}", value)
+                    acts.put(f"rnn.{layer}.out", torch.cat([dd["h"] for dd in dirs], dim=-1))
+                h_last = torch.cat([dd["h"] for dd in layers[-1]], dim=-1)
+                acts.put("rnn.max_abs_error", (h_last - rec["out"][0].float()).abs().max())
+            if logits is not None and w.num_directions == 1:
+                acts.put("logits", logits[0])
+        return Record(enc, acts.out)
+
+    # ------------------------------------------------------------------ generation
+    def start(self, ids, record=False):
+        if not self.can_generate:
+            raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions): "
+                              "it does not predict next tokens.")
+        logits, hidden = self.net(ids)
+        return logits[:, -1, :].float(), State(hidden, ids.shape[1]), {}
+
+    def step(self, state, tokens, record=False):
+        logits, hidden = self.net(tokens[:, None], state.data)
+        return logits[:, -1, :].float(), State(hidden, state.length + 1), {}
+
+    def reorder(self, state, idx):
+        h = state.data
+        return State(tuple(x[:, idx] for x in h) if isinstance(h, tuple) else h[:, idx], state.length)
+
+    # ------------------------------------------------------------------ tables
+    def tables(self) -> dict[str, Table]:
+        from explorer.data.vocab import SPECIALS
+
+        words = tuple(self.token_strings(range(self.weights.embedding.shape[0])))
+        return {"input": Table("embedding.weight (input embeddings)", self.weights.embedding, words,
+                               tuple(w in SPECIALS for w in words), dict(self.vocab.freq) or None)}
+
+    def describe(self) -> tuple[tuple[str, str], ...]:
+        return tuple(self.weights.inferred)
+

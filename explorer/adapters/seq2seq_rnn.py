@@ -1,0 +1,189 @@
+"""The built-in RNN encoder-decoders (explorer.models.seq2seq.Seq2Seq: none / Bahdanau / Luong attention).
+
+Text: the source is tokenized as the checkpoint's corpus was (words for the translation task, characters for
+dates), with no special tokens; the decoder starts from `<bos>` and a target ends with `<eos>`.
+
+`start`/`step` are the model's own `encode` and `decode_step`; with record=True each step also returns what the
+attention computed (the `cross.0.*` entries of a record, one row per row of the batch). `run(source, target)`
+steps the decoder through [<bos>] + target[:-1] (teacher forcing) and stacks those steps:
+
+  encoder.embed (S, E)    encoder.out (S, H) the annotations h_j    encoder.final (H,) the initial decoder state
+  encoder.rnn.{l}.*       every gate of the encoder GRU, recomputed from its weights (explorer.adapters.recurrent)
+  cross.0.pattern (1, T, S) a_tj    cross.0.scores (1, T, S) e_tj    cross.0.context (T, H) c_t
+  cross.0.q (T, A), cross.0.k (S, A), cross.0.v (A,): the two sides of the score (the attention's query/keys/v):
+      e_tj = v · tanh(q_t + k_j) (Bahdanau, Luong concat) or q_t · k_j (Luong dot, general)
+  decoder.s (T, H)        the decoder state the scores read (s_{t−1} for Bahdanau, s_t for Luong)
+  logits (T, V)           row t: the distribution of target[t]
+
+`run(..., ablate_source=True)`: the same with the encoder's outputs and the initial decoder state set to zero (how
+much an output token relies on the source, for the model without attention).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from explorer.adapters.base import Acts, Adapter, Names, Record, State, Table
+from explorer.adapters.recurrent import DIRS, recompute, weights_of
+from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, no_text
+
+MAX_SOURCE = 400  # longer sources are truncated (with a note)
+
+
+class Seq2SeqAdapter(Adapter):
+    is_encoder_decoder = True
+    can_generate = True
+
+    def __init__(self, loaded: Any) -> None:
+        super().__init__(loaded)
+        m = self.model
+        self.attention_kind = m.attention_kind
+        self.name = f"built-in RNN encoder–decoder ({self.attention_kind} attention)"
+        self.src_vocab, self.tgt_vocab = loaded.vocabs.get("src_vocab"), loaded.vocabs.get("tgt_vocab")
+        self.vocab_size = int(m.out.out_features)
+        self.bos_id, self.eos_ids, self.pad_id = m.bos_id, (m.eos_id,), m.pad_id
+        self.decoder_start = (m.bos_id,)
+        corpus = (loaded.meta or {}).get("corpus") or {}
+        self.char_level = corpus.get("generator") == "dates"
+
+    # ------------------------------------------------------------------ text
+    def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
+        """Source (side "input"): the corpus tokenizer, unknown tokens read as <unk>. Target: its tokens + <eos>."""
+        from explorer.data.vocab import clean_text, tokenize_chars, tokenize_words
+
+        empty = no_text(text)
+        if empty is not None:
+            return empty
+        vocab = self.src_vocab if side == "input" else self.tgt_vocab
+        if vocab is None:
+            return Encoded((), (), (f"{self.id} has no source/target vocabulary (src_vocab / tgt_vocab in its JSON), "
+                                    "so it cannot read text.",))
+        if self.char_level:
+            words = tokenize_chars(text, lower=True) if side == "input" else \
+                [c for c in clean_text(text).lower() if not c.isspace()]
+        else:
+            words = tokenize_words(text)
+        limit = min(max_tokens or MAX_SOURCE, MAX_SOURCE if side == "input" else DEFAULT_MAX_TOKENS)
+        notes = []
+        what = "source" if side == "input" else "target"
+        if len(words) > limit:
+            notes.append(f"The {what} has {len(words):,} tokens; only the first {limit} are used.")
+            words = words[:limit]
+        ids = vocab.encode(words)
+        unknown = [w for w, i in zip(words, ids) if i == vocab.unk_id]
+        if unknown:
+            sample = ", ".join(repr(w) for w in dict.fromkeys(unknown[:8]))
+            notes.append(f"{len(unknown)} {what} token(s) are not in the model's vocabulary and are read as <unk>: "
+                         f"{sample}.")
+        tokens = [w if i != vocab.unk_id else "<unk>" for w, i in zip(words, ids)]
+        special = [False] * len(ids)
+        if side != "input":
+            ids, tokens, special = ids + [vocab.eos_id], tokens + ["<eos>"], special + [True]
+        return Encoded(tuple(ids), tuple(tokens), tuple(notes), False, len(unknown), tuple(special))
+
+    def token_strings(self, ids: Any) -> list[str]:
+        return self.tgt_vocab.decode(ids) if self.tgt_vocab is not None else [f"#{i}" for i in ids]
+
+    def detokenize(self, ids: Any) -> str:
+        words = [w for w, i in zip(self.token_strings(ids), ids) if i not in self.eos_ids]
+        return ("" if self.char_level else " ").join(words)
+
+    # ------------------------------------------------------------------ generation
+    def start(self, ids, record=False, ablate_source=False):
+        """ids (B, S) sources (padded with <pad>) -> logits (B, V) of the first output token, after <bos>."""
+        m = self.model
+        mask = m.make_src_mask(ids)
+        enc, state = m.encode(ids, mask)
+        acts: dict[str, torch.Tensor] = {}
+        if record:
+            acts["encoder.final"] = m.hidden(state)[-1]
+            acts["encoder.out"] = enc
+        if ablate_source:
+            enc = torch.zeros_like(enc)
+            state = m.map_state(state, torch.zeros_like)
+        U_h = m.attn.U_a(enc) if self.attention_kind == "bahdanau" else None
+        if record and m.attn is not None:
+            acts["cross.0.k"] = m.attn.keys(enc)
+        bos = torch.full((ids.shape[0],), m.bos_id, dtype=torch.long, device=ids.device)
+        logits, st, step = self.step(State((state, enc, mask, U_h), 0), bos, record)
+        acts.update(step)
+        return logits, st, acts
+
+    def step(self, state, tokens, record=False):
+        m = self.model
+        dec, enc, mask, U_h = state.data
+        out = m.decode_step(tokens, dec, enc, mask, _U_h=U_h)
+        acts: dict[str, torch.Tensor] = {}
+        if record:
+            acts["decoder.s"] = out.query
+            if out.context is not None:
+                acts["cross.0.context"] = out.context
+            if out.attention is not None:
+                acts["cross.0.pattern"], acts["cross.0.scores"] = out.attention[:, None], out.scores[:, None]
+                acts["cross.0.q"] = m.attn.query(out.query)
+                if m.attn.v is not None:
+                    acts["cross.0.v"] = m.attn.v.expand(tokens.shape[0], -1)
+        return out.logits.float(), State((out.state, enc, mask, U_h), state.length + 1), acts
+
+    def reorder(self, state, idx):
+        dec, enc, mask, U_h = state.data
+        dec = self.model.map_state(dec, lambda s: s[:, idx], lambda h: h[idx])
+        return State((dec, enc[idx], mask[idx], U_h[idx] if U_h is not None else None), state.length)
+
+    # ------------------------------------------------------------------ one forward pass
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, ablate_source: bool = False,
+            **options: Any) -> Record:
+        """The record of the module docstring. Without a target only the encoder entries are recorded."""
+        acts = Acts(names)
+        m = self.model
+        with torch.inference_mode():
+            src = torch.tensor([list(enc.ids)], dtype=torch.long, device=self.device)
+            x = m.src_embedding(src)[0]
+            acts.put("encoder.embed", x)
+            if acts.want("encoder.rnn.*"):
+                for layer, dirs in enumerate(recompute(weights_of(m.encoder), x.float())):
+                    for d, states in enumerate(dirs):
+                        for name, value in states.items():
+                            acts.put(f"encoder.rnn.{layer}.{DIRS[d]}.{name}", value)
+                    acts.put(f"encoder.rnn.{layer}.out", torch.cat([dd["h"] for dd in dirs], dim=-1))
+            read = None
+            if target is None:
+                enc_out, state = m.encode(src)
+                acts.put("encoder.out", enc_out[0])
+                acts.put("encoder.final", m.hidden(state)[-1, 0])
+            else:
+                ids = list(target.ids)
+                read = Encoded((m.bos_id, *ids[:-1]), ("<bos>", *target.tokens[:-1]), (), False, 0,
+                               (True, *target.special[:-1]))
+                logits, state, first = self.start(src, True, ablate_source)
+                steps, rows = [first], [logits]
+                for t in ids[:-1]:
+                    logits, state, step = self.step(state, torch.tensor([t], device=self.device), True)
+                    steps.append(step)
+                    rows.append(logits)
+                for name in ("encoder.out", "encoder.final", "cross.0.k"):
+                    if name in first:
+                        acts.put(name, first[name][0])
+                for name in ("decoder.s", "cross.0.context", "cross.0.pattern", "cross.0.scores", "cross.0.q"):
+                    if name in first:
+                        stacked = torch.stack([s[name][0] for s in steps])                  # (T, ...)
+                        acts.put(name, stacked.transpose(0, 1) if stacked.dim() == 3 else stacked)
+                if "cross.0.v" in first:
+                    acts.put("cross.0.v", first["cross.0.v"][0])
+                acts.put("logits", torch.cat(rows))
+        return Record(enc, acts.out, read)
+
+    # ------------------------------------------------------------------ tables
+    def tables(self) -> dict[str, Table]:
+        from explorer.data.vocab import SPECIALS
+
+        out = {}
+        for key, attr, vocab, label in (("input", "src_embedding", self.src_vocab, "source-language embeddings"),
+                                        ("target", "tgt_embedding", self.tgt_vocab, "target-language embeddings")):
+            weight = getattr(self.model, attr).weight
+            words = tuple(vocab.decode(range(weight.shape[0]))) if vocab is not None else \
+                tuple(f"<id {i}>" for i in range(weight.shape[0]))
+            freq = dict(vocab.freq) if vocab is not None and vocab.freq else None
+            out[key] = Table(f"{attr} ({label})", weight, words, tuple(w in SPECIALS for w in words), freq)
+        return out

@@ -1,0 +1,71 @@
+"""Models that are (for this explorer) one table of vectors: word2vec, and user state dicts without recurrent weights.
+
+word2vec (explorer.models.word2vec.SkipGram): the word vectors are `in_embed` (v); `run` records `embed` (T, D),
+the vector of each word of the text (no special tokens: word2vec has no context).
+A state dict: the 2-D tensor named like an embedding table (in_embed, wte, word_embeddings, embedding, ...), with
+the vocab.json uploaded beside it when there is one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported
+from explorer.adapters.text import Encoded, VocabText
+
+_STATE_HINTS = ("in_embed", "wte", "word_embeddings", "embedding", "embed", "emb", "encoder.weight")
+
+
+def _vocab_table(label: str, weight: torch.Tensor, vocab: Any) -> Table:
+    from explorer.data.vocab import SPECIALS
+
+    itos = list(vocab.itos) if vocab is not None else []
+    n = weight.shape[0]
+    words = tuple(itos[i] if i < len(itos) else f"<id {i}>" for i in range(n))
+    special = tuple(w in SPECIALS or i >= len(itos) for i, w in enumerate(words))
+    freq = dict(getattr(vocab, "freq", {}) or {}) if vocab is not None else {}
+    notes = () if vocab is not None else ("No vocab.json came with this model: rows are named by their id.",)
+    return Table(label, weight, words, special, freq or None, notes=notes)
+
+
+class Word2VecAdapter(VocabText, Adapter):
+    name = "built-in word2vec (skip-gram)"
+    feeds_bos = False
+
+    def __init__(self, loaded: Any) -> None:
+        super().__init__(loaded)
+        self.vocab = loaded.vocabs.get("vocab")
+
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+        acts = Acts(names)
+        with torch.inference_mode():
+            acts.put("embed", self.model.in_embed(torch.tensor(list(enc.ids), device=self.device)))
+        return Record(enc, acts.out)
+
+    def tables(self) -> dict[str, Table]:
+        return {"input": _vocab_table("in_embed (v: the word vectors)", self.model.in_embed.weight, self.vocab)}
+
+
+class StateDictAdapter(Adapter):
+    """A bare state dict whose architecture is not recognised: its embedding table only."""
+
+    name = "state dict (embedding table)"
+
+    def __init__(self, loaded: Any, reason: str = "") -> None:
+        super().__init__(loaded)
+        self.reason = reason
+
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+        raise Unsupported(self.reason or f"{self.id} is a bare state dict whose architecture is not recognised.")
+
+    def tables(self) -> dict[str, Table]:
+        state = self.loaded.state_dict or {}
+        candidates = [(k, v) for k, v in state.items()
+                      if isinstance(v, torch.Tensor) and v.ndim == 2 and v.is_floating_point()]
+        for hint in _STATE_HINTS:
+            named = [(k, v) for k, v in candidates if hint in k.lower() and "pos" not in k.lower()]
+            if named:
+                key, weight = max(named, key=lambda kv: kv[1].shape[0])
+                return {"input": _vocab_table(key, weight, self.loaded.vocabs.get("vocab"))}
+        raise Unsupported(f"{self.id} has no tensor named like an embedding table (one of {', '.join(_STATE_HINTS)}).")

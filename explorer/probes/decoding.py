@@ -1,0 +1,278 @@
+"""Decoding strategies side by side: one prompt, one seed, several strategies through the one generation loop
+(explorer.generation), with the model's own log-probability of every generated token (temperature 1, no
+processor: the model's distribution, whatever the strategy sampled from), metrics, and one step's distribution.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from explorer import generation as G
+from explorer import metrics_text as MT
+from explorer.adapters.base import Unsupported
+from explorer.generation import BeamTrace, DecodingError, Strategy
+
+MAX_NEW = 200
+MAX_SAMPLES = 20
+BEAM_BUDGET = 800  # num_beams × new tokens: beyond this, the beam column generates fewer tokens
+SAMPLE_BUDGET = 4000  # n samples × new tokens per strategy
+TOP = 20
+
+
+@dataclass(frozen=True)
+class Output:
+    """One generated continuation: ids (generated only, the end token included), their strings, and the model's
+    log-probability (temperature 1, no penalty: the model's own distribution) of each of them."""
+
+    ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    text: str
+    logprobs: np.ndarray  # (len(ids),)
+
+    @property
+    def metrics(self) -> dict[str, float | None]:
+        return {
+            "length": len(self.ids),
+            "mean log-prob": MT.mean_logprob(self.logprobs),
+            "perplexity": MT.perplexity(self.logprobs),
+            "distinct-1": MT.distinct_n(self.ids, 1),
+            "distinct-2": MT.distinct_n(self.ids, 2),
+            "distinct-3": MT.distinct_n(self.ids, 3),
+            "repetition rate": MT.repetition_rate(self.ids),
+        }
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The n outputs of one strategy (outputs[0] is the one shown), its beam trace, notes and timing."""
+
+    strategy: Strategy
+    outputs: tuple[Output, ...]
+    beam: BeamTrace | None
+    notes: tuple[str, ...]
+    seconds: float
+    max_new: int
+
+    def summary(self) -> dict[str, Any]:
+        """Metrics over the n outputs: means of per-output metrics, self-BLEU, corpus distinct-n."""
+        all_lp = np.concatenate([o.logprobs for o in self.outputs]) if self.outputs else np.zeros(0)
+        seqs = [o.ids for o in self.outputs]
+        return {
+            "strategy": self.strategy.label,
+            "kind": self.strategy.kind,
+            "samples": len(self.outputs),
+            "mean length": float(np.mean([len(o.ids) for o in self.outputs])) if self.outputs else 0.0,
+            "mean log-prob": MT.mean_logprob(all_lp),
+            "perplexity": MT.perplexity(all_lp),
+            "distinct-1": MT.corpus_distinct_n(seqs, 1),
+            "distinct-2": MT.corpus_distinct_n(seqs, 2),
+            "distinct-3": MT.corpus_distinct_n(seqs, 3),
+            "repetition rate": float(np.mean([MT.repetition_rate(s) for s in seqs])) if seqs else 0.0,
+            "self-BLEU": MT.self_bleu(seqs),
+            "deterministic": not self.strategy.do_sample,
+        }
+
+
+@dataclass(frozen=True)
+class Prompt:
+    model_input: tuple[int, ...]  # what adapter.start reads (decoder prompt, or encoder source)
+    start: tuple[int, ...]  # the decoder sequence the processors see
+    tokens: tuple[str, ...]
+    notes: tuple[str, ...]
+    max_new: int
+
+
+@dataclass(frozen=True)
+class DecodingRun:
+    """Everything the page shows: the prompt as read, one Generation per strategy, notes."""
+
+    model_id: str
+    prompt_ids: tuple[int, ...]
+    prompt_tokens: tuple[str, ...]
+    prompt_text: str
+    generations: tuple[Generation, ...]
+    notes: tuple[str, ...]
+    seed: int
+    context_len: int | None
+    is_encoder_decoder: bool
+    start_ids: tuple[int, ...]  # what the decoder reads before the first new token (seq2seq: start token)
+
+
+def generator(loaded: Any) -> Any:
+    """The model's adapter if it can generate; DecodingError with the reason otherwise."""
+    adapter = loaded.adapter
+    if not adapter.can_generate:
+        raise DecodingError(adapter.reason or f"{loaded.id} ({getattr(loaded, 'family', '?')}) has no language-model "
+                            "head that predicts the next token: pick a causal LM (built-in tiny-gpt / RNN LMs, GPT-2 "
+                            "family) or an encoder-decoder.")
+    return adapter
+
+
+def prepare_prompt(adapter: Any, text: str, max_new: int) -> Prompt:
+    """Encode the prompt as the model reads it; empty -> the start token; longer than the context -> its end."""
+    from explorer.data.vocab import clean_text
+
+    notes: list[str] = []
+    enc = adapter.encode(text)
+    if not enc.ids and clean_text(text or "").strip() and not any("Type a sentence" in n for n in enc.notes) \
+            and not any("characters the model can read" in n for n in enc.notes):
+        raise DecodingError(" ".join(enc.notes) or f"The tokenizer of {adapter.id} gives no tokens for this text.")
+    ids = list(enc.ids)
+    notes.extend(n for n in enc.notes if not n.startswith("Type a sentence"))
+    if not ids:
+        if adapter.is_encoder_decoder:
+            ids = list(adapter.eos_ids[:1])
+            notes.append("Empty prompt: the encoder reads only the end-of-sequence token.")
+        else:
+            if adapter.bos_id is None:
+                raise DecodingError(f"The prompt is empty and {adapter.id} has no beginning-of-sequence token to start "
+                                    "from: type a few words.")
+            ids = [adapter.bos_id]
+            notes.append("Empty prompt: generation starts from the beginning-of-sequence token alone.")
+    room_for = adapter.context_len
+    if room_for is not None and not adapter.sliding:
+        if max_new >= room_for:
+            notes.append(f"{max_new} new tokens do not fit in the model's {room_for} positions: generating "
+                         f"{room_for - 1}.")
+            max_new = room_for - 1
+        room = room_for - max_new
+        if len(ids) > room:
+            notes.append(f"The prompt has {len(ids):,} tokens; with {max_new} new ones only its last {room:,} fit in "
+                         f"the model's {room_for} positions, so the start was cut.")
+            ids = ids[-room:]
+    elif adapter.sliding and room_for is not None and len(ids) + max_new > room_for:
+        notes.append(f"Prompt + new tokens exceed the model's {room_for} positions: each step reads only the "
+                     f"last {room_for} tokens (a sliding window, as nanoGPT's generate).")
+    start = tuple(adapter.decoder_start) if adapter.is_encoder_decoder else tuple(ids)
+    return Prompt(tuple(ids), start, tuple(adapter.token_strings(ids)), tuple(notes), max_new)
+
+
+def generate(adapter: Any, prompt: Prompt, strategy: Strategy, seed: int, n: int = 1,
+             stop_at_eos: bool = True) -> Generation:
+    """One strategy: n sampled rows, or the one output of a deterministic strategy."""
+    t0 = time.perf_counter()
+    strategy, notes = strategy.checked(adapter.vocab_size)
+    notes = list(notes)
+    max_new = prompt.max_new
+    x = torch.tensor([prompt.model_input], dtype=torch.long, device=adapter.device)
+    start = torch.tensor([prompt.start], dtype=torch.long, device=adapter.device)
+    beam = None
+    if strategy.kind == "beam":
+        if strategy.num_beams * max_new > BEAM_BUDGET:
+            new = max(1, BEAM_BUDGET // strategy.num_beams)
+            notes.append(f"Beam search: {strategy.num_beams} beams × {max_new} tokens is above the bound of "
+                         f"{BEAM_BUDGET} beam-steps; this column generates {new} tokens.")
+            max_new = new
+        ids, lps, beam = G.beam_search(adapter, x, start, strategy, max_new, stop_at_eos)
+        rows, row_lps = [ids], [lps]
+    else:
+        n_run = 1 if not strategy.do_sample else max(1, min(int(n), MAX_SAMPLES))
+        if n_run * max_new > SAMPLE_BUDGET:
+            n_run = max(1, SAMPLE_BUDGET // max_new)
+            notes.append(f"{n} samples × {max_new} tokens is above the bound of {SAMPLE_BUDGET}: drawing {n_run} samples.")
+        rows, row_lps = G.sample(adapter, x.repeat(n_run, 1), start.repeat(n_run, 1), strategy, max_new, seed,
+                                 stop_at_eos)
+    outputs = tuple(Output(tuple(r), tuple(adapter.token_strings(r)), adapter.detokenize(r),
+                           np.asarray(lp, dtype=np.float32)) for r, lp in zip(rows, row_lps))
+    return Generation(strategy, outputs, beam, tuple(notes), time.perf_counter() - t0, max_new)
+
+
+def decode_all(loaded: Any, text: str, strategies: tuple[Strategy, ...], seed: int = 0, max_new: int = 30,
+               n: int = 1, stop_at_eos: bool = True) -> DecodingRun:
+    """The page's computation: every strategy on the same prompt and seed. Raises DecodingError."""
+    adapter = generator(loaded)
+    max_new = int(max_new)
+    notes: list[str] = []
+    if not 1 <= max_new <= MAX_NEW:
+        notes.append(f"{max_new} new tokens is outside 1…{MAX_NEW}; using {min(max(max_new, 1), MAX_NEW)}.")
+        max_new = min(max(max_new, 1), MAX_NEW)
+    prompt = prepare_prompt(adapter, text, max_new)
+    notes.extend(prompt.notes)
+    try:
+        gens = tuple(generate(adapter, prompt, s, seed, n, stop_at_eos) for s in strategies)
+    except Unsupported as exc:
+        raise DecodingError(str(exc)) from None
+    return DecodingRun(str(loaded.id), prompt.model_input, prompt.tokens, adapter.detokenize(list(prompt.model_input)),
+                       gens, tuple(notes), int(seed), adapter.context_len, adapter.is_encoder_decoder, prompt.start)
+
+
+# ---------------------------------------------------------------------------------------- per step
+@dataclass(frozen=True)
+class StepView:
+    """The next-token distribution at one generated position of one output.
+
+    ids/tokens (TOP,): the most probable tokens after the penalties, best first; raw_probs: the model's own
+    softmax (T = 1, no penalty); probs: softmax(penalised logits / T) over the whole vocabulary; kept: True
+    where the strategy's filters (at this T) keep the token; final: the distribution actually sampled from
+    (kept tokens renormalised); chosen: the token generated at this step (rank in the whole vocabulary).
+    """
+
+    step: int
+    ids: np.ndarray
+    tokens: tuple[str, ...]
+    logits: np.ndarray
+    raw_probs: np.ndarray
+    probs: np.ndarray
+    kept: np.ndarray
+    final: np.ndarray
+    chosen: int
+    chosen_token: str
+    chosen_rank: int
+    chosen_logit: float
+    chosen_prob: float
+    chosen_final: float
+    log_z: float  # log Σ_j exp(z_j / T) over the vocabulary
+    n_kept: int
+    kept_mass: float  # probability mass (at T, before renormalising) of the kept tokens
+    vocab_size: int
+    temperature: float
+    context: tuple[str, ...]
+
+
+@torch.inference_mode()
+def step_view(loaded: Any, model_input: tuple[int, ...], start: tuple[int, ...], generated: tuple[int, ...],
+              strategy: Strategy, step: int, temperature: float, top: int = TOP) -> StepView:
+    """The distribution before generated[step], with the strategy's processors and filters at `temperature`."""
+    adapter = generator(loaded)
+    strategy, _ = strategy.checked(adapter.vocab_size)
+    dev = adapter.device
+    step = min(max(int(step), 0), max(len(generated) - 1, 0))
+    prefix = list(generated[:step])
+    logits, state, _ = adapter.start(torch.tensor([model_input], dtype=torch.long, device=dev))
+    for t in prefix:
+        logits, state, _ = adapter.step(state, torch.tensor([t], device=dev))
+    seq = torch.tensor([list(start) + prefix], dtype=torch.long, device=dev)
+    raw = torch.log_softmax(logits[0], dim=-1)
+    base = G.processors(adapter, replace(strategy, temperature=1.0), len(start), 10**9, warpers=False)
+    pen = base(seq, logits.clone())[0]
+    T = float(temperature) if temperature and temperature > 0 else 1.0
+    scaled = pen / T
+    log_probs = torch.log_softmax(scaled, dim=-1)
+    if strategy.do_sample:
+        final_scores = replace(strategy, temperature=T).warpers()(seq, pen[None].clone())[0]
+    elif strategy.kind == "greedy":
+        final_scores = torch.full_like(pen, float("-inf"))
+        final_scores[int(torch.argmax(pen))] = 0.0
+    else:  # beam: no token is filtered by a warper; the beams choose
+        final_scores = pen / T
+    final = torch.softmax(final_scores, dim=-1)
+    kept_all = torch.isfinite(final_scores) & (final_scores > -1e8)
+    order = torch.argsort(pen, descending=True, stable=True)
+    top_ids = order[:top]
+    chosen = int(generated[step]) if generated else int(torch.argmax(pen))
+    rank = int((order == chosen).nonzero()[0, 0]) if generated else 0
+    context = tuple(adapter.token_strings(list(model_input) + prefix))[-12:]
+    return StepView(
+        step=step, ids=top_ids.cpu().numpy(), tokens=tuple(adapter.token_strings(top_ids.tolist())),
+        logits=pen[top_ids].float().cpu().numpy(), raw_probs=raw.exp()[top_ids].float().cpu().numpy(),
+        probs=log_probs.exp()[top_ids].float().cpu().numpy(), kept=kept_all[top_ids].cpu().numpy(),
+        final=final[top_ids].float().cpu().numpy(), chosen=chosen, chosen_token=adapter.token_strings([chosen])[0],
+        chosen_rank=rank, chosen_logit=float(pen[chosen]), chosen_prob=float(log_probs[chosen].exp()),
+        chosen_final=float(final[chosen]), log_z=float(torch.logsumexp(scaled, dim=-1)),
+        n_kept=int(kept_all.sum()), kept_mass=float(log_probs.exp()[kept_all].sum()), vocab_size=adapter.vocab_size,
+        temperature=T, context=context,
+    )

@@ -1,0 +1,163 @@
+"""The house rules, read from the code itself (docs/ARCHITECTURE.md):
+
+- only explorer/ui, pages and app.py import streamlit;
+- probes import neither explorer.ui, explorer.viz nor the catalogue/loaders/uploads, and adapters nor the
+  generation loop import probes, viz or ui; viz never imports torch or the models;
+- pages are glue: no numpy/torch/math arithmetic, no st.cache_* definitions, no hand-built Markdown tables;
+- one record: the model family is decided in one place (explorer/adapters/__init__.py), and nothing in explorer
+  registers a hook on a model;
+- one generation loop: one sampling loop and one beam search (explorer/generation.py).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+EXPLORER = sorted((ROOT / "explorer").rglob("*.py"))
+PAGES = sorted((ROOT / "pages").glob("*.py"))
+MODEL_CLASSES = {"GPT", "RNNLanguageModel", "Seq2Seq", "SkipGram"}
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports (absolute names; relative imports resolved inside explorer)."""
+    out: set[str] = set()
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _in(path: Path, folder: str) -> bool:
+    return _rel(path).startswith(folder)
+
+
+def test_only_the_ui_layer_imports_streamlit() -> None:
+    offenders = [_rel(p) for p in EXPLORER if not _in(p, "explorer/ui/")
+                 and any(m == "streamlit" or m.startswith("streamlit.") for m in _imports(p))]
+    assert offenders == []
+    assert any("streamlit" in m for m in _imports(ROOT / "explorer" / "ui" / "state.py"))  # the rule can fail
+
+
+@pytest.mark.parametrize("folder, forbidden", [
+    ("explorer/probes/", ("explorer.ui", "explorer.viz", "explorer.catalogue", "explorer.loaders", "explorer.uploads")),
+    ("explorer/adapters/", ("explorer.ui", "explorer.viz", "explorer.probes", "explorer.generation")),
+    ("explorer/generation.py", ("explorer.ui", "explorer.viz", "explorer.probes")),
+    ("explorer/viz/", ("torch", "explorer.models", "explorer.adapters", "explorer.ui", "explorer.loaders")),
+    ("explorer/models/", ("explorer.adapters", "explorer.probes", "explorer.viz", "explorer.ui")),
+])
+def test_the_flow_runs_one_way(folder: str, forbidden: tuple[str, ...]) -> None:
+    files = [p for p in EXPLORER if _in(p, folder)]
+    assert files, folder
+    offenders = {_rel(p): sorted(m for m in _imports(p) if any(m == f or m.startswith(f + ".") for f in forbidden))
+                 for p in files}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+ARITHMETIC_MODULES = ("numpy", "torch", "math", "scipy", "sklearn", "hashlib", "statistics")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_pages_are_glue(page: Path) -> None:
+    """No arithmetic libraries, no cache definitions, no Markdown tables, no matrix products in a page."""
+    tree = _tree(page)
+    assert not [m for m in _imports(page) if m.split(".")[0] in ARITHMETIC_MODULES]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("cache_data", "cache_resource"):
+            pytest.fail(f"{page.name}:{node.lineno} defines a cache (explorer/ui holds them)")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.MatMult, ast.Pow)):
+            pytest.fail(f"{page.name}:{node.lineno} computes ({type(node.op).__name__})")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "|---" in node.value:
+            pytest.fail(f"{page.name}:{node.lineno} builds a Markdown table (use st.dataframe of a viz builder)")
+
+
+def _isinstance_targets(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                and len(node.args) == 2:
+            target = node.args[1]
+            for elt in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if isinstance(elt, ast.Name):
+                    names.add(elt.id)
+    return names
+
+
+def test_the_model_family_is_decided_once() -> None:
+    """isinstance(model, GPT | RNNLanguageModel | Seq2Seq | SkipGram) only in explorer/adapters/__init__.py."""
+    where = {_rel(p): sorted(_isinstance_targets(_tree(p)) & MODEL_CLASSES) for p in EXPLORER + PAGES}
+    assert {k: v for k, v in where.items() if v} == {
+        "explorer/adapters/__init__.py": sorted(MODEL_CLASSES)}
+
+
+def test_nothing_hooks_a_shared_model() -> None:
+    calls = [(_rel(p), node.lineno) for p in EXPLORER + PAGES for node in ast.walk(_tree(p))
+             if isinstance(node, ast.Attribute) and node.attr.startswith("register_") and "hook" in node.attr]
+    assert calls == []
+
+
+def test_one_sampling_loop_and_one_beam_search() -> None:
+    """The loops that pick tokens live in explorer/generation.py only: no other function samples with
+    torch.multinomial (but word2vec's noise words in training) or defines a beam search or a greedy decoder
+    (the viz draws them)."""
+    found = []
+    for p in EXPLORER:
+        if _in(p, "explorer/viz/") or _rel(p) == "explorer/train.py":
+            continue
+        for node in ast.walk(_tree(p)):
+            if isinstance(node, ast.FunctionDef) and any(w in node.name.lower() for w in ("beam", "greedy")):
+                found.append((_rel(p), node.name))
+            if isinstance(node, ast.Attribute) and node.attr == "multinomial":
+                found.append((_rel(p), "multinomial"))
+    assert sorted(found) == [("explorer/generation.py", "beam_search"), ("explorer/generation.py", "greedy_batch"),
+                             ("explorer/generation.py", "multinomial")]
+
+
+def test_no_file_points_outside_the_repository() -> None:
+    """The repository stands alone: no file refers to a folder above it (the workspace's shared or library)."""
+    texts = [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".yaml", ".toml", ".txt", ".ini")
+             and ".git" not in p.parts and "node_modules" not in p.parts and ".venv" not in p.parts]
+    outside = ("../" + "shared", "../" + ".library")
+    offenders = [_rel(p) for p in texts if any(o in p.read_text(errors="replace") for o in outside)]
+    assert offenders == []
+
+
+def test_the_worked_example_in_the_architecture_guide_runs() -> None:
+    """docs/ARCHITECTURE.md's example probe and test, executed as written, against builtin:tiny-gpt."""
+    import re
+
+    import numpy as np
+    import torch
+
+    from explorer.loaders import load_model
+
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    probe_code = next(b for b in blocks if "def residual_norms" in b)
+    test_code = next(b for b in blocks if "def test_norms_are_the_models_own" in b)
+    space: dict = {}
+    exec(compile(probe_code, "ARCHITECTURE.md (probe)", "exec"), space)
+    space.update(load_model=load_model, torch=torch, np=np)
+    exec(compile(test_code, "ARCHITECTURE.md (test)", "exec"), space)
+    space["test_norms_are_the_models_own"]()
+    trace = space["residual_norms"](load_model("builtin:tiny-gpt"), "the keys to the cabinet")
+    assert trace.norms.shape == (2, len(trace.tokens)) and trace.tokens[0] == "<bos>"

@@ -1,0 +1,317 @@
+"""Every number and claim in the shipped lessons' captions, recomputed with the probes the views show.
+
+Each test names the lesson step, checks that the caption still says what is tested (so an edited caption is
+re-checked here), and recomputes the claim from the model's own run, as the view shows it.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pytest
+
+from explorer.data.english import VERB_NUMBER
+from explorer.generation import Strategy
+from explorer.lessons import load_dir, step_dict
+from explorer.loaders import load_model
+from explorer.probes import decoding as D
+from explorer.probes import embeddings as E
+from explorer.probes import positions as PO
+from explorer.probes import rnn_gates as RG
+from explorer.probes import self_attention as SA
+from explorer.probes import seq2seq as S2
+
+LESSONS = {lesson.id: lesson for lesson in load_dir()[0]}
+
+
+def step(lesson: str, number: int):
+    """Step `number` (1-based) of a shipped lesson, with its parameters as a dict."""
+    s = LESSONS[lesson].steps[number - 1]
+    return s, step_dict(s).get("params", {})  # as typed in the lesson file (numbers, lists)
+
+
+def says(caption: str, *fragments: str) -> None:
+    text = " ".join(caption.split())
+    for f in fragments:
+        assert f in text, f"the caption no longer says {f!r}: {text}"
+
+
+@functools.lru_cache(maxsize=None)
+def model(name: str):
+    return load_model(name)
+
+
+def verb_mass(trace: RG.GateTrace, after: str) -> tuple[float, float]:
+    """Probability of all singular and all plural verb forms after the token `after` (the model's own softmax)."""
+    loaded = model(trace.model_id)
+    vocab = loaded.vocabs["vocab"]
+    p = np.exp(loaded.adapter.run(loaded.adapter.encode(" ".join(trace.tokens[1:])), names=("logits",))["logits"]
+               .astype(np.float64))
+    p /= p.sum(axis=1, keepdims=True)
+    row = p[trace.tokens.index(after)]
+    mass = {n: sum(row[vocab.stoi[w]] for w, k in VERB_NUMBER.items() if k == n and w in vocab.stoi)
+            for n in ("sg", "pl")}
+    return mass["sg"], mass["pl"]
+
+
+def top(trace: RG.GateTrace, after: str, k: int = 2) -> list[tuple[str, float]]:
+    t = trace.tokens.index(after)
+    return [(w, round(float(p) * 100, 1)) for w, p in zip(trace.next_tokens[t][:k], trace.next_probs[t][:k])]
+
+
+# --------------------------------------------------------------------------------------- 01 recurrent gates
+def test_01_intro_agreement_accuracies() -> None:
+    says(LESSONS["01-recurrent-gates"].intro, "66 % of the time, the LSTM 98 % and the GRU 99 %")
+    got = {m: model(f"builtin:{m}").meta["metrics"]["agreement"]["accuracy"] for m in ("rnn-lm", "lstm-lm", "gru-lm")}
+    assert [round(100 * got[m]) for m in ("rnn-lm", "lstm-lm", "gru-lm")] == [66, 98, 99]
+
+
+def test_01_steps_1_to_3_the_elman_rnn_follows_the_attractor_the_lstm_does_not() -> None:
+    s1, p1 = step("01-recurrent-gates", 1)
+    trace = RG.rnn_gates(model(p1["model"]), p1["text"])
+    assert trace.tokens[0] == "<bos>" and trace.special[0]
+    says(s1.caption, "The first row, <bos>, is the start symbol")
+    s2, p2 = step("01-recurrent-gates", 2)
+    rnn = RG.rnn_gates(model(p2["model"]), p2["text"])
+    says(s2.caption, '"are" (17.5 %) and "were" (12.9 %)', "45 % to plural and 10 % to singular")
+    assert top(rnn, "tables") == [("are", 17.5), ("were", 12.9)]
+    sg, pl = verb_mass(rnn, "tables")
+    assert (round(100 * pl), round(100 * sg)) == (45, 10)
+    s3, p3 = step("01-recurrent-gates", 3)
+    lstm = RG.rnn_gates(model(p3["model"]), p3["text"])
+    says(s3.caption, '"is" (12.1 %) and "was" (9.3 %)', "36 % to singular and 11 % to plural")
+    assert top(lstm, "tables") == [("is", 12.1), ("was", 9.3)]
+    sg, pl = verb_mass(lstm, "tables")
+    assert (round(100 * sg), round(100 * pl)) == (36, 11)
+
+
+def test_01_step_4_forget_gate_saturation() -> None:
+    s, p = step("01-recurrent-gates", 4)
+    says(s.caption, "179 of the 256 forget gates are saturated", "16 stay above 0.9 on at least 80 %")
+    f = RG.rnn_gates(model(p["model"]), p["text"]).gates["f"][0, 0]
+    high, low = (f > 0.9).mean(0), (f < 0.1).mean(0)
+    assert f.shape[1] == 256 and int(((high + low) >= 0.5).sum()) == 179 and int((high >= 0.8).sum()) == 16
+
+
+def test_01_steps_5_to_7_number_unit_133() -> None:
+    loaded = model("builtin:lstm-lm")
+    s5, _ = step("01-recurrent-gates", 5)
+    says(s5.caption, "Unit 133 heads the list", "positive after \"key\", negative after \"keys\"")
+    a = RG.rnn_gates(loaded, "the key to the old cabinets is on the table .")
+    b = RG.rnn_gates(loaded, "the keys to the old cabinets are on the table .")
+    assert RG.compare(a, b, "c", 0).order[0] == 133
+    verb = a.tokens.index("is")
+    assert (a.gates["c"][0, 0, 2:verb + 1, 133] > 0).all() and (b.gates["c"][0, 0, 2:verb + 1, 133] < 0).all()
+    s6, p6 = step("01-recurrent-gates", 6)
+    says(s6.caption, "about 1.00 on \"old\", \"cabinet\" and \"are\"", "token 6", "from −1.91 to −1.85")
+    tr = RG.rnn_gates(loaded, p6["text"])
+    assert tr.tokens[p6["t"]] == "cabinet"
+    f, c = tr.gates["f"][0, 0, :, 133], tr.gates["c"][0, 0, :, 133]
+    assert all(round(float(f[tr.tokens.index(w)]), 2) == 1.0 for w in ("old", "cabinet", "are"))
+    assert (c[tr.tokens.index("keys"):tr.tokens.index("are") + 1] < 0).all()
+    assert (round(float(c[5]), 2), round(float(c[6]), 2)) == (-1.91, -1.85)
+    s7, p7 = step("01-recurrent-gates", 7)
+    says(s7.caption, "(unit 212 comes first)")
+    a = RG.rnn_gates(loaded, "the dog that the farmers feed sleeps in the garden .")
+    b = RG.rnn_gates(loaded, "the dogs that the farmers feed sleep in the garden .")
+    assert list(RG.compare(a, b, "c", 0).order[:2]) == [212, 133]
+
+
+def test_01_step_8_gru_update_gate() -> None:
+    s, p = step("01-recurrent-gates", 8)
+    says(s.caption, "jumps from −0.10 to 0.88 at \"to\"", "update gate is 0.06", "0.87–0.88 through \"are\"",
+         "0.98–1.00 on \"the old cabinet are\"", "stays near 0.1")
+    tr = RG.rnn_gates(model(p["model"]), p["text"])
+    h, z = tr.gates["h"][0, 0, :, 219], tr.gates["z"][0, 0, :, 219]
+    i = tr.tokens.index
+    assert (round(float(h[i("keys")]), 2), round(float(h[i("to")]), 2), round(float(z[i("to")]), 2)) == (-0.1, 0.88, 0.06)
+    assert all(0.87 <= round(float(x), 2) <= 0.88 for x in h[i("to"):i("are") + 1])
+    assert all(0.98 <= round(float(x), 2) <= 1.0 for x in z[i("to") + 1:i("are") + 1])
+    key = RG.rnn_gates(model(p["model"]), p["text"].replace("keys", "key").replace("are", "is"))
+    assert np.abs(key.gates["h"][0, 0, 3:8, 219] - 0.1).max() < 0.1
+
+
+# -------------------------------------------------------------------------------------- 02 seq2seq attention
+def test_02_translations_and_accuracy_by_length() -> None:
+    s1, p1 = step("02-seq2seq-attention", 1)
+    says(s1.caption, "as \"la voiture rapide est rouge .\"")
+    assert S2.alignment_trace(model(p1["model"]), p1["text"]).output_text == "la voiture rapide est rouge ."
+    s2, p2 = step("02-seq2seq-attention", 2)
+    says(s2.caption, "les professeurs avec les professeurs jeunes longs ouvrent les gâteaux",
+         "88 % for 4–6 words, 7 % for 10–12, 0 % from 13 words on")
+    assert S2.alignment_trace(model(p2["model"]), p2["text"]).output_text.startswith(
+        "les professeurs avec les professeurs jeunes longs ouvrent les gâteaux")
+    none = S2.length_accuracy(model(p2["model"]))
+    curve = dict(zip(none.buckets, none.accuracy))
+    assert (round(100 * curve["4-6"]), round(100 * curve["10-12"])) == (88, 7)
+    assert all(v == 0 for k, v in curve.items() if int(k.split("-")[0]) >= 13)
+    for name in ("seq2seq-bahdanau", "seq2seq-luong-dot", "seq2seq-luong-general", "seq2seq-luong-concat"):
+        attn = S2.length_accuracy(model(f"builtin:{name}"))
+        assert min(a for b, a in zip(attn.buckets, attn.accuracy) if int(b.split("-")[0]) <= 16) >= 0.95
+    s3, p3 = step("02-seq2seq-attention", 3)
+    assert S2.alignment_trace(model(p3["model"]), p3["text"]).output_text == \
+        "les professeurs avec les livres rouges longs regardent les étudiants jeunes dans le jardin ."
+
+
+def test_02_crossing_alignment_and_comparison() -> None:
+    s4, p4 = step("02-seq2seq-attention", 4)
+    says(s4.caption, '"zone" reads "area", "économique" reads "economic" and "européenne" reads "european"',
+         'step t = 6 ("européenne")')
+    tr = S2.alignment_trace(model(p4["model"]), p4["text"])
+    looks = {o: tr.src_tokens[int(np.argmax(tr.matrix()[t]))] for t, o in enumerate(tr.out_tokens)}
+    assert (looks["zone"], looks["économique"], looks["européenne"]) == ("area", "economic", "european")
+    assert tr.out_tokens[p4["step"]] == "européenne"
+    s5, p5 = step("02-seq2seq-attention", 5)
+    says(s5.caption, '"la fille petite voit le chien blanc grand ."', '"le chien blanc voit le accord blanc grand ."')
+    assert S2.alignment_trace(model(p5["model"]), p5["text"]).output_text == "la fille petite voit le chien blanc grand ."
+    assert S2.alignment_trace(model(p5["model2"]), p5["text"]).output_text == "le chien blanc voit le accord blanc grand ."
+
+
+def test_02_teacher_forcing_beam_and_dates() -> None:
+    s6, p6 = step("02-seq2seq-attention", 6)
+    says(s6.caption, "from about 0.004 for the right translation to about 3.8", 'would have said "rouge"')
+    wrong = S2.alignment_trace(model(p6["model"]), p6["text"], target=p6["target"])
+    right = S2.alignment_trace(model(p6["model"]), p6["text"], target="la voiture rouge est rapide .")
+    assert round(wrong.loss, 1) == 3.8 and round(right.loss, 3) == 0.004
+    assert wrong.topk_tokens[p6["step"]][0] == "rouge"
+    s7, p7 = step("02-seq2seq-attention", 7)
+    says(s7.caption, "Here beam and greedy agree")
+    beam = S2.alignment_trace(model(p7["model"]), p7["text"], decoding="beam", beam=p7["beam"])
+    assert beam.out_ids == S2.alignment_trace(model(p7["model"]), p7["text"]).out_ids
+    s8, p8 = step("02-seq2seq-attention", 8)
+    says(s8.caption, '"1969-07-20"', 'Step 6 writes the "7" of the month: it attends to a letter of "july"')
+    d = S2.alignment_trace(model(p8["model"]), p8["text"])
+    looks = [d.src_tokens[int(np.argmax(d.matrix()[t]))] for t in range(len(d.out_tokens))]
+    assert d.output_text == "1969-07-20" and d.out_tokens[6] == "7" and looks[6] in "july"
+    assert looks[:4] == ["1", "9", "6", "9"] and looks[8:10] == ["2", "0"]
+
+
+# ------------------------------------------------------------------------------------------ 03 self-attention
+@functools.lru_cache(maxsize=None)
+def minilm_trace(text: str) -> SA.AttentionTrace:
+    return SA.attention_trace(model("pretrained:minilm"), text)
+
+
+def test_03_it_attends_to_animal_then_street() -> None:
+    s1, p1 = step("03-self-attention", 1)
+    says(s1.caption, "about two thirds of the attention of \"it\" to \"animal\" and only a few percent to \"street\"")
+    tr = minilm_trace(p1["text"])
+    row = tr.attentions[3, 1, p1["token"]]
+    assert tr.tokens[p1["token"]] == "it" and 0.6 < row[tr.tokens.index("animal")] < 0.7
+    assert row[tr.tokens.index("street")] < 0.06
+    s2, p2 = step("03-self-attention", 2)
+    says(s2.caption, "falls from about 0.68 to 0.28", "(about 0.05 → 0.12)")
+    wide = minilm_trace(p2["compare"]).attentions[3, 1, p2["token"]]
+    assert round(float(row[tr.tokens.index("animal")]), 2) == 0.68 and round(float(wide[tr.tokens.index("animal")]), 2) == 0.28
+    assert round(float(row[tr.tokens.index("street")]), 2) == 0.05 and round(float(wide[tr.tokens.index("street")]), 2) == 0.12
+    s3, p3 = step("03-self-attention", 3)
+    says(s3.caption, "d = 32", "matches the model's attention to rounding error")
+    steps = SA.step_by_step(tr, p3["layer"], p3["head"], p3["token"])
+    assert steps.d == 32 and steps.max_error < 1e-5
+
+
+def test_03_heads_that_look_at_neighbours_and_special_tokens() -> None:
+    s4, p4 = step("03-self-attention", 4)
+    tr = minilm_trace(p4["text"])
+    T = len(tr.tokens)
+    special = [i for i, s in enumerate(tr.special) if s]
+
+    def prev(L: int, H: int) -> float:
+        return float(np.mean([tr.attentions[L, H, i, i - 1] for i in range(1, T)]))
+
+    def nxt(L: int, H: int) -> float:
+        return float(np.mean([tr.attentions[L, H, i, i + 1] for i in range(T - 1)]))
+
+    def on_special(L: int, H: int) -> float:
+        return float(tr.attentions[L, H][:, special].sum(-1).mean())
+
+    says(s4.caption, "Layer 0, head 2 (enlarged below) puts almost all its weight on the previous token",
+         "Layer 1, head 8 mostly looks at the next token", "Many heads in the middle layers send most of their weight")
+    assert prev(0, 2) > 0.99 and nxt(1, 8) > 0.5
+    middle = [on_special(L, H) for L in (2, 3, 4) for H in range(12)]
+    assert sum(v > 0.5 for v in middle) >= len(middle) // 2
+    s5, _ = step("03-self-attention", 5)
+    says(s5.caption, "heads 9 and 10 send most of their weight to [CLS] and [SEP] (head 9 also some to the previous")
+    assert on_special(1, 9) > 0.5 and on_special(1, 10) > 0.5 and prev(1, 9) > 0.2
+    s6, _ = step("03-self-attention", 6)
+    says(s6.caption, "Layer 4, head 5 puts about 90 % of each row on [CLS] and [SEP]")
+    assert round(on_special(4, 5), 1) == 0.9
+
+
+def test_03_masks_and_positions() -> None:
+    s7, p7 = step("03-self-attention", 7)
+    says(s7.caption, "after the softmax those weights are exactly 0")
+    gpt = SA.attention_trace(model(p7["model"]), p7["text"])
+    assert (np.triu(gpt.attentions[0, 0], 1) == 0).all() and gpt.attentions[0, 0, 0, 0] == 1.0
+    s9, p9 = step("03-self-attention", 9)
+    says(s9.caption, "from 2π ≈ 6.3 positions", "≈ 54,400 positions for the last pair of d = 128")
+    tr = PO.sinusoidal(p9["n_pos"], p9["d_model"], 10000.0)
+    assert round(tr.wavelength[0], 1) == 6.3 and round(tr.wavelength[-1], -2) == 54_400
+    s10, p10 = step("03-self-attention", 10)
+    says(s10.caption, "the difference is at rounding level")
+    pt = PO.permutation_experiment(model(p10["model"]), p10["text"], 0)
+    assert pt.max_nopos < 1e-5 and pt.max_pos > 0.1
+    s11, p11 = step("03-self-attention", 11)
+    says(s11.caption, "the curves for different query positions lie on top of each other")
+    assert PO.rope(p11["d_model"], p11["n_pos"], 10000.0, p11["pos"], p11["rope_qk"]).spread < 1e-9
+
+
+# ------------------------------------------------------------------------------------ 04 embeddings, decoding
+def test_04_word2vec_neighbours_and_analogies() -> None:
+    table = E.embedding_table(model("builtin:word2vec"))
+    s2, _ = step("04-embeddings-decoding", 2)
+    says(s2.caption, "mouse, parrot, bird, chicken, duck, cow, … (cos ≈ 0.96)")
+    nn = E.neighbours(table, table.index["dog"], 10)
+    assert list(nn.words[:6]) == ["mouse", "parrot", "bird", "chicken", "duck", "cow"]
+    assert all(abs(c - 0.96) < 0.015 for c in nn.cos[:6])
+    s3, _ = step("04-embeddings-decoding", 3)
+    says(s3.caption, '"was − is + are" gives "were" with cosine 0.97, far ahead of the next answer (about 0.67)')
+    r = E.analogy(table, table.index["was"], table.index["is"], table.index["are"], 2)
+    assert r.words[0] == "were" and round(r.cos[0], 2) == 0.97 and round(r.cos[1], 2) == 0.67
+    s4, _ = step("04-embeddings-decoding", 4)
+    says(s4.caption, 'the answers are "girl", "dancer", "baby", "boy"')
+    r = E.analogy(table, table.index["king"], table.index["man"], table.index["woman"], 4)
+    assert list(r.words) == ["girl", "dancer", "baby", "boy"]
+    s5, p5 = step("04-embeddings-decoding", 5)
+    says(s5.caption, "1.00 at the embedding layer", "about 0.88 after layer 1 and 0.78 after layer 6")
+    minilm = model("pretrained:minilm")
+    cos = E.drift(E.contextual(minilm, p5["s1"]), E.contextual(minilm, p5["s2"]), p5["dw"]).cos
+    assert round(float(cos[0]), 2) == 1.0 and round(float(cos[1]), 2) == 0.88 and round(float(cos[6]), 2) == 0.78
+
+
+@functools.lru_cache(maxsize=None)
+def decode(text: str, kinds: tuple[str, ...], n: int = 1, k: int = 40, p: float = 0.9) -> D.DecodingRun:
+    strategies = tuple(Strategy(kind, top_k=k, top_p=p) for kind in kinds)
+    return D.decode_all(model("builtin:tiny-gpt"), text, strategies, 0, 30, n)
+
+
+def test_04_decoding_strategies() -> None:
+    s6, p6 = step("04-embeddings-decoding", 6)
+    says(s6.caption, 'with "is very big ."', "self-BLEU) does not apply")
+    run = decode(p6["text"], tuple(p6["strategies"]))
+    for gen in run.generations:
+        assert gen.outputs[0].text == "is very big . <eos>" and len(gen.outputs) == 1
+        assert gen.summary()["self-BLEU"] is None
+    s7, p7 = step("04-embeddings-decoding", 7)
+    says(s7.caption, "low self-BLEU", "far below greedy's")
+    greedy, sample = decode(p7["text"], tuple(p7["strategies"]), p7["n"]).generations
+    assert sample.summary()["self-BLEU"] < 0.2 and sample.summary()["mean log-prob"] < greedy.summary()["mean log-prob"] - 1
+    s8, p8 = step("04-embeddings-decoding", 8)
+    says(s8.caption, '("is on a boat .", "was on my shelf .")', "about −2.3 against −3.5 for pure sampling")
+    sample, topk, _ = decode(p8["text"], tuple(p8["strategies"]), p8["n"], p8["k"], p8["p"]).generations
+    assert [o.text for o in topk.outputs[:2]] == ["is on a boat . <eos>", "was on my shelf . <eos>"]
+    assert round(topk.summary()["mean log-prob"], 1) == -2.3 and round(sample.summary()["mean log-prob"], 1) == -3.5
+    s10, p10 = step("04-embeddings-decoding", 10)
+    says(s10.caption, "dotted line at −1.33", "(self-BLEU 0.11) and the least likely (−2.72)",
+         "min-p is the closest to greedy (−1.90) and the least diverse (0.33)")
+    rows = {g.strategy.kind: g.summary() for g in decode(p10["text"], tuple(p10["strategies"]), p10["n"]).generations}
+    assert rows["greedy"]["self-BLEU"] is None and round(rows["greedy"]["mean log-prob"], 2) == -1.33
+    samplers = {k: v for k, v in rows.items() if k != "greedy"}
+    assert min(samplers, key=lambda k: samplers[k]["self-BLEU"]) == "sample"
+    assert round(rows["sample"]["self-BLEU"], 2) == 0.11 and round(rows["sample"]["mean log-prob"], 2) == -2.72
+    assert max(samplers, key=lambda k: samplers[k]["mean log-prob"]) == "min-p"
+    assert round(rows["min-p"]["mean log-prob"], 2) == -1.9 and round(rows["min-p"]["self-BLEU"], 2) == 0.33
+    assert max(v["self-BLEU"] for v in samplers.values()) == rows["min-p"]["self-BLEU"]
+    assert all(rows["greedy"]["mean log-prob"] > v["mean log-prob"] for v in samplers.values())
+    assert not math.isnan(rows["greedy"]["perplexity"])
