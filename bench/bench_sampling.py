@@ -20,7 +20,8 @@ from _common import median_ms, open_page, runs_and_threads  # noqa: E402  (sets 
 
 import torch  # noqa: E402
 
-from explorer import decoding as D  # noqa: E402
+from explorer.generation import Strategy  # noqa: E402
+from explorer.probes import decoding as D  # noqa: E402
 from explorer.catalogue import builtin_names  # noqa: E402
 from explorer.loaders import load_model  # noqa: E402
 
@@ -53,13 +54,11 @@ def model_id() -> tuple[str, str]:
                                f"{len(vocab)} words); builtin:tiny-gpt is absent")
 
 
-
-
 def main() -> None:
     runs = runs_and_threads(__doc__, 5)
     mid, described = model_id()
     loaded = load_model(mid, "cpu", "float32")
-    strategies = tuple(D.Strategy(k) for k in KINDS)
+    strategies = tuple(Strategy(k) for k in KINDS)
 
     def bare(i: int):
         return D.decode_all(loaded, prompt(i), strategies, 0, NEW, 1, False)
@@ -68,8 +67,8 @@ def main() -> None:
     assert all(len(g.outputs[0].ids) == NEW for g in run.generations), [len(g.outputs[0].ids) for g in run.generations]
     per = {}
     for s in strategies:
-        lm = D.adapter_for(loaded)
-        pr = D.prepare_prompt(lm, loaded, prompt(1), NEW)
+        lm = loaded.adapter
+        pr = D.prepare_prompt(lm, prompt(1), NEW)
         per[s.kind] = median_ms(lambda i, s=s: D.generate(lm, pr, s, i, 1, False), runs)
     gen_ms = median_ms(lambda i: bare(i + 1), runs)
 

@@ -2,8 +2,8 @@
 
     python bench/bench_seq2seq.py [--runs 7] [--threads 1]
 
-Rows: bare greedy decode (Seq2Seq.greedy_decode of a 15-token source), the view's probe (alignment_trace: stepped
-decode + per-step arithmetic, no cache), bare page rerun (AppTest of pages/home.py), page rerun after changing the
+Rows: bare greedy decode (the one generation loop, explorer.generation.sample, on a 15-token source), the view's
+probe (alignment_trace: greedy decode + one teacher-forced record of the output, no cache), bare page rerun (AppTest of pages/home.py), page rerun after changing the
 sentence (probe cache miss), page rerun with nothing changed, and the ratio page-after-change / (bare decode + bare
 page). Target: ratio <= 1.5. Uses builtin:seq2seq-bahdanau; when that checkpoint is absent, a RANDOM Seq2Seq of the
 same config (emb 64, hidden 128, Bahdanau, vocabularies of the translation corpus) saved as local:<folder>.
@@ -19,7 +19,9 @@ from _common import median_ms, median_script_ms, open_page, print_rerun_table, r
 
 import torch  # noqa: E402
 
+from explorer import generation as G  # noqa: E402
 from explorer.data import translation  # noqa: E402
+from explorer.generation import Strategy  # noqa: E402
 from explorer.probes.seq2seq import alignment_trace  # noqa: E402
 from explorer.catalogue import builtin_names  # noqa: E402
 from explorer.loaders import load_model  # noqa: E402
@@ -60,7 +62,6 @@ def model_id() -> tuple[str, str]:
                                    "emb 64, hidden 128, Bahdanau); builtin:seq2seq-bahdanau is absent")
 
 
-
 def main() -> None:
     runs = runs_and_threads(__doc__, 7, threads=1, threads_help=(
         "torch intra-op threads (default 1: on a busy 2-core machine more threads make each small GRU step wait for "
@@ -71,8 +72,7 @@ def main() -> None:
 
     def bare(i: int) -> None:
         src = torch.tensor([src_vocab.encode(translation.tokenize(sentence(i)))])
-        with torch.inference_mode():
-            loaded.model.greedy_decode(src, max_len=40)
+        G.sample(loaded.adapter, src, torch.tensor([[loaded.model.bos_id]]), Strategy("greedy"), 40)
 
     bare(0)
     alignment_trace(loaded, sentence(0))  # warm up (and the cached training lengths)
@@ -102,7 +102,7 @@ def main() -> None:
     print(f"Seq2seq alignment view, CPU ({torch.get_num_threads()} torch threads), 15-token source, greedy, "
           f"model: {described}")
     print(f"median of {runs} runs each\n")
-    print_rerun_table([("bare greedy decode (Seq2Seq.greedy_decode)", decode_ms),
+    print_rerun_table([("bare greedy decode (generation.sample)", decode_ms),
                        ("view probe (alignment_trace, no cache)", probe_ms)],
                       [("bare page rerun (pages/home.py)", bare_ms, bare_script),
                        ("page rerun after changing the sentence", change_ms, change_script),

@@ -8,11 +8,12 @@ typical). So for a Hugging Face model the tokens equal `model.generate(...)` wit
 (tests/hf_reference.py checks it), and the built-in models follow the identical definitions.
 
   sample(...)       greedy or sampling for n rows; rows stop at an end token; returns the ids and the model's own
-                    log-probability (temperature 1, no processor) of each generated token
+                    log-probability (temperature 1, no processor) of each generated token, and (record=True) what
+                    each step computed, so that a view needs no second pass to show it
   beam_search(...)  the 2·K candidates per step, the K running beams, the finished list ranked by
                     sum log p / generated_length ** length_penalty (early_stopping=False), and its tree (BeamTrace)
 
-The global RNG is seeded inside `torch.random.fork_rng`, so the server's RNG state is left as it was.
+Sampling draws from a torch.Generator seeded per call: the server's global RNG is never touched.
 """
 from __future__ import annotations
 
@@ -188,38 +189,44 @@ def processors(adapter: Adapter, strategy: Strategy, prompt_len: int, max_new: i
 # --------------------------------------------------------------------------------------------- sampling
 @torch.inference_mode()
 def sample(adapter: Adapter, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
-           seed: int = 0, stop_at_eos: bool = True) -> tuple[list[list[int]], list[list[float]]]:
+           seed: int = 0, stop_at_eos: bool = True,
+           record: bool = False) -> tuple[list[list[int]], list[list[float]], list[tuple[torch.Tensor, dict]]]:
     """Greedy or sampling, one row per row of model_input (as `_sample`; n samples: n copies of the prompt).
 
     model_input (B, T): what `adapter.start` reads (a decoder's prompt, or an encoder-decoder's sources);
     seq (B, T0): the sequence the processors see (the prompt itself, or the decoder's start tokens).
     Returns per row the generated ids (up to and including the end token) and the model's own log-probability
-    (temperature 1, no processor) of each."""
+    (temperature 1, no processor) of each; with record=True also, for row 0, each step's (logits (1, V),
+    activations) as adapter.start / step returned them (one per generated token), else []."""
     procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos)
     eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
     pad = adapter.pad_id if adapter.pad_id is not None else (int(eos[0]) if len(eos) else 0)
     B = model_input.shape[0]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        logits, state, _ = adapter.start(model_input)
-        unfinished = torch.ones(B, dtype=torch.long, device=seq.device)
-        out_ids: list[torch.Tensor] = []
-        out_lp: list[torch.Tensor] = []
-        for t in range(max_new):
-            scores = procs(seq, logits)
-            if strategy.do_sample:
-                nxt = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
-            else:
-                nxt = torch.argmax(scores, dim=-1)
-            if len(eos):
-                nxt = nxt * unfinished + pad * (1 - unfinished)
-            out_lp.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1))
-            out_ids.append(nxt)
-            seq = torch.cat([seq, nxt[:, None]], dim=-1)
-            unfinished = unfinished & ~torch.isin(nxt, eos).long()
-            if t == max_new - 1 or not bool(unfinished.any()):
-                break
-            logits, state, _ = adapter.step(state, nxt)
+    # draws from a generator seeded with `seed`: the same stream as the global RNG after torch.manual_seed(seed)
+    # (what model.generate reads), and the server's global RNG is left alone
+    gen = torch.Generator(device=seq.device).manual_seed(seed) if strategy.do_sample else None
+    logits, state, acts = adapter.start(model_input, record)
+    steps = [(logits[:1], {k: v[:1] for k, v in acts.items()})] if record else []
+    unfinished = torch.ones(B, dtype=torch.long, device=seq.device)
+    out_ids: list[torch.Tensor] = []
+    out_lp: list[torch.Tensor] = []
+    for t in range(max_new):
+        scores = procs(seq, logits)
+        if gen is not None:
+            nxt = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=gen).squeeze(1)
+        else:
+            nxt = torch.argmax(scores, dim=-1)
+        if len(eos):
+            nxt = nxt * unfinished + pad * (1 - unfinished)
+        out_lp.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1))
+        out_ids.append(nxt)
+        seq = torch.cat([seq, nxt[:, None]], dim=-1)
+        unfinished = unfinished & ~torch.isin(nxt, eos).long()
+        if t == max_new - 1 or not bool(unfinished.any()):
+            break
+        logits, state, acts = adapter.step(state, nxt, record)
+        if record:
+            steps.append((logits[:1], {k: v[:1] for k, v in acts.items()}))
     ids = torch.stack(out_ids, 1).tolist() if out_ids else [[] for _ in range(B)]
     lps = torch.stack(out_lp, 1).tolist() if out_lp else [[] for _ in range(B)]
     ends = set(eos.tolist())
@@ -228,7 +235,7 @@ def sample(adapter: Adapter, model_input: torch.Tensor, seq: torch.Tensor, strat
         cut = next((i + 1 for i, x in enumerate(r) if x in ends), len(r))
         rows.append(r[:cut])
         row_lp.append(lp[:cut])
-    return rows, row_lp
+    return rows, row_lp, steps[:len(rows[0])]
 
 
 def greedy_batch(adapter: Adapter, sources: list[list[int]], max_new: int, batch_size: int = 256) -> list[list[int]]:
@@ -242,7 +249,7 @@ def greedy_batch(adapter: Adapter, sources: list[list[int]], max_new: int, batch
         width = max(1, max(len(sources[j]) for j in idx))
         src = torch.tensor([sources[j] + [pad] * (width - len(sources[j])) for j in idx], device=adapter.device)
         start = torch.tensor([list(adapter.decoder_start)] * len(idx), device=adapter.device)
-        rows, _ = sample(adapter, src, start, Strategy("greedy"), max_new)
+        rows = sample(adapter, src, start, Strategy("greedy"), max_new)[0]
         for j, r in zip(idx, rows):
             result[j] = [x for x in r if x not in adapter.eos_ids]
     out = [result[i] for i in range(len(sources))]

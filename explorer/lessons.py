@@ -41,7 +41,6 @@ STEP_PARAM = "lesson_step"  # 1-based
 GLOBAL_PARAMS: dict[str, object] = {"projector": "bool"}  # read by the sidebar on every page
 LESSON_FIELDS = ("title", "summary", "intro", "projector", "steps")
 STEP_FIELDS = ("title", "page", "params", "caption", "question")
-_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -320,10 +319,6 @@ def slug(name: str) -> str:
             stem = stem[: -len(suffix)]
     text = re.sub(r"[^a-z0-9_-]+", "-", stem.lower()).strip("-_")[:64]
     return text or "lesson"
-
-
-def valid_id(lesson_id: str) -> bool:
-    return bool(_ID.match(lesson_id or ""))
 
 
 def parse_bytes(data: bytes, name: str, lesson_id: str | None = None, origin: str = "uploaded") -> Lesson:

@@ -46,7 +46,7 @@ except P.RNNGatesError as exc:
     st.stop()
 
 with st.expander(f"What the view read from {model_id}", expanded=loaded.family == "state-dict"):
-    st.dataframe(V.inferred_rows(trace), hide_index=True, width="stretch")
+    st.markdown(V.inferred_markdown(trace))
     if len(trace):
         st.caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
                    f"weights to {trace.max_abs_error:.1e} (max |difference|).")

@@ -146,8 +146,7 @@ def step_panel() -> None:
             st.latex(rf"\log p(\text{{“{viz.labels([trace.out_tokens[step]])[0]}”}})={lp:.4f}\ \text{{with }}c,\qquad"
                      rf"{lp0:.4f}\ \text{{with }}c=s_0=0")
     with right:
-        st.markdown("**Top next-token candidates** (the model's own distribution, T = 1)")
-        st.dataframe(viz.topk_rows(trace, step), hide_index=True, width="stretch")
+        st.markdown("**Top next-token candidates** (the model's own distribution, T = 1)\n\n" + viz.topk_table(trace, step))
 
     m = trace.math[step] if step < len(trace.math) else None
     if m is not None:
@@ -160,7 +159,7 @@ def step_panel() -> None:
                    f"{m.score_recomputed:.6f}; the model returned {m.score_model:.6f} (difference "
                    f"{abs(m.score_recomputed - m.score_model):.1e}). Vectors have {m.dim} dimensions; the first "
                    f"{len(m.parts[0][1])} are shown.")
-        st.dataframe(viz.math_rows(m), hide_index=True)
+        st.markdown(viz.math_table(m))
     if trace.contexts is not None:
         ctx = context_summary(trace, step)
         st.caption(f"Context vector c_{step} (‖c‖ = {ctx.norm:.4f}, {ctx.dim} dims): {ctx.head}")

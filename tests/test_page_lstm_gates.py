@@ -147,9 +147,8 @@ def test_local_state_dict(user_model: str) -> None:
     at = run_page(PAGE, {"model": user_model, "text": text, "layer": "1", "gate": "c", "top": "5"})
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
-    inferred = at.dataframe[0].value
-    assert "encoder.lstm.weight_ih_l0 … (2 layer(s))" in list(inferred["value"])
-    assert "emb.weight (16, 6)" in list(inferred["value"])
+    inferred = _messages(at.markdown)
+    assert "`encoder.lstm.weight_ih_l0 … (2 layer(s))`" in inferred and "`emb.weight (16, 6)`" in inferred
     loaded = load_model(user_model)
     trace = rnn_gates(loaded, text)
     expected = trace.gates["c"][1, 0]

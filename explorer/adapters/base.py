@@ -76,7 +76,6 @@ class Record:
     input: Encoded
     acts: dict[str, np.ndarray]
     target: Encoded | None = None
-    notes: tuple[str, ...] = ()
 
     @property
     def tokens(self) -> tuple[str, ...]:
@@ -99,14 +98,6 @@ class Record:
     def stack(self, pattern: str) -> np.ndarray:
         """The entries `pattern.format(l=l)` for every layer l, stacked: (L, ...)."""
         return np.stack([self.acts[pattern.format(l=layer)] for layer in self.layers(pattern)])
-
-
-@dataclass
-class State:
-    """An adapter's generation state (opaque to the loops): `data`, and the tokens read so far per row."""
-
-    data: Any
-    length: int
 
 
 @dataclass(frozen=True)
@@ -206,18 +197,18 @@ class Adapter:
         raise Unsupported(f"{self.id} cannot be run by this explorer.")
 
     # ------------------------------------------------------------------ generation
-    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, State, dict[str, torch.Tensor]]:
-        """ids (B, T) -> logits (B, V) of the next token, state, and (record=True) what this pass computed.
-
-        Encoder-decoders: ids is the source; the decoder reads its start tokens."""
+    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+        """ids (B, T) -> logits (B, V) of the next token, the generation state (opaque to the loops), and
+        (record=True) what this pass computed. Encoder-decoders: ids is the source; the decoder reads its start
+        tokens."""
         raise Unsupported(f"{self.id} has no language-model head that predicts the next token.")
 
-    def step(self, state: State, tokens: torch.Tensor,
-             record: bool = False) -> tuple[torch.Tensor, State, dict[str, torch.Tensor]]:
+    def step(self, state: Any, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         """tokens (B,) appended -> logits (B, V) of the next token, new state, (record=True) step activations."""
         raise Unsupported(f"{self.id} cannot generate.")
 
-    def reorder(self, state: State, idx: torch.Tensor) -> State:
+    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
         """The state of rows `idx` (beam search)."""
         raise Unsupported(f"{self.id} cannot generate.")
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from explorer.adapters.base import Acts, Adapter, Names, PositionTable, Record, State, Table, causal_mask
+from explorer.adapters.base import Acts, Adapter, Names, PositionTable, Record, Table, causal_mask
 from explorer.adapters.text import Encoded, VocabText
 
 
@@ -67,14 +67,14 @@ class GPTAdapter(VocabText, Adapter):
         return self.model(ids[:, -self.context_len:])[:, -1, :].float()
 
     def start(self, ids, record=False):
-        return self._logits(ids), State(ids, ids.shape[1]), {}
+        return self._logits(ids), ids, {}
 
     def step(self, state, tokens, record=False):
-        ids = torch.cat([state.data, tokens[:, None]], dim=1)
-        return self._logits(ids), State(ids, ids.shape[1]), {}
+        ids = torch.cat([state, tokens[:, None]], dim=1)
+        return self._logits(ids), ids, {}
 
     def reorder(self, state, idx):
-        return State(state.data[idx], state.length)
+        return state[idx]
 
     # ------------------------------------------------------------------ tables
     def tables(self) -> dict[str, Table]:

@@ -1,17 +1,10 @@
 """Hugging Face models: encoders, decoders (causal LMs) and encoder-decoders, behind the one adapter interface.
 
 Text follows the model's own tokenizer with its special tokens ([CLS] … [SEP], <s> … </s>, …); a sentence pair is
-two segments for an encoder. The record comes from the model's own outputs, loaded with eager attention
-(`output_attentions=True`, `output_hidden_states=True`): nothing is hooked on the shared model.
-
-  blocks.{l}.attn.pattern   attentions[l][0] (H, T, T); encoder-decoders: encoder.blocks…, decoder.blocks…,
-                            cross.{l}.pattern (H, T_dec, S)
-  blocks.{l}.resid_pre      hidden_states[l] (T, C)
-  blocks.{L−1}.resid_post   hidden_states[L], for models without a final norm (BERT family); models that apply
-  or ln_final               one to their last hidden state (GPT-2, Llama, T5's encoder, …) record it as ln_final
-  blocks.{l}.attn.mask      (T, T) the additive mask the model applied (causal, padding)
-  embed, pos_embed          (T, C) the input embedding rows and the position-table rows (models with a table)
-  logits                    (T, V) models with a language-model head
+two segments for an encoder. The record (names in explorer.adapters.base) comes from the model's own outputs, loaded
+with eager attention (`output_attentions`, `output_hidden_states`): nothing is hooked on the shared model.
+`blocks.{l}.resid_pre` is hidden_states[l]; the last hidden state is `blocks.{L−1}.resid_post`, or `ln_final` for
+models that apply a final norm to it (GPT-2, Llama, T5's encoder, …).
 
 Q, K, V (`blocks.{l}.attn.q|k|v`, (H, T, d), and `.scale`) are recomputed by applying the layer's own projection
 modules to what the layer read, for the families whose layer is the standard one: BERT (post-LN,
@@ -26,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from explorer.adapters.base import Acts, Adapter, Names, PositionTable, Record, State, Table, Unsupported, causal_mask
+from explorer.adapters.base import Acts, Adapter, Names, PositionTable, Record, Table, Unsupported, causal_mask
 from explorer.adapters.text import Encoded, encode_hf, model_max_tokens, no_text
 
 BERT_TYPES = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "data2vec-text", "ernie", "xmod"}
@@ -266,19 +259,19 @@ class HFAdapter(Adapter):
                               "pick a causal LM (built-in tiny-gpt / RNN LMs, GPT-2 family) or an encoder-decoder.")
         mask = torch.ones_like(ids)
         out = self.model(input_ids=ids, attention_mask=mask, use_cache=True, return_dict=True)
-        return out.logits[:, -1, :].float(), State((out.past_key_values, mask), ids.shape[1]), {}
+        return out.logits[:, -1, :].float(), (out.past_key_values, mask), {}
 
     def step(self, state, tokens, record=False):
-        cache, mask = state.data
+        cache, mask = state
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
         out = self.model(input_ids=tokens[:, None], attention_mask=mask, past_key_values=cache, use_cache=True,
                          return_dict=True)
-        return out.logits[:, -1, :].float(), State((out.past_key_values, mask), state.length + 1), {}
+        return out.logits[:, -1, :].float(), (out.past_key_values, mask), {}
 
     def reorder(self, state, idx):
-        cache, mask = state.data
+        cache, mask = state
         cache.reorder_cache(idx)
-        return State((cache, mask[idx]), state.length)
+        return (cache, mask[idx])
 
     # ------------------------------------------------------------------ tables
     def tables(self) -> dict[str, Table]:
@@ -458,15 +451,15 @@ class HFSeq2SeqAdapter(HFAdapter):
         dec = torch.tensor([list(self.decoder_start)] * ids.shape[0], dtype=torch.long, device=ids.device)
         out = self.model(encoder_outputs=enc, attention_mask=mask, decoder_input_ids=dec, use_cache=True,
                          return_dict=True)
-        return out.logits[:, -1, :].float(), State((out.past_key_values, mask, enc), dec.shape[1]), {}
+        return out.logits[:, -1, :].float(), (out.past_key_values, mask, enc), {}
 
     def step(self, state, tokens, record=False):
-        cache, mask, enc = state.data
+        cache, mask, enc = state
         out = self.model(encoder_outputs=enc, attention_mask=mask, decoder_input_ids=tokens[:, None],
                          past_key_values=cache, use_cache=True, return_dict=True)
-        return out.logits[:, -1, :].float(), State((out.past_key_values, mask, enc), state.length + 1), {}
+        return out.logits[:, -1, :].float(), (out.past_key_values, mask, enc), {}
 
     def reorder(self, state, idx):
-        cache, mask, enc = state.data
+        cache, mask, enc = state
         cache.reorder_cache(idx)
-        return State((cache, mask[idx], enc), state.length)
+        return (cache, mask[idx], enc)

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from explorer.adapters.base import Acts, Adapter, Names, Record, State, Table, Unsupported
+from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported
 from explorer.adapters.text import Encoded, VocabText
 
 GATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n"), "rnn": ("h",)}
@@ -453,15 +453,14 @@ class RecurrentAdapter(VocabText, Adapter):
             raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions): "
                               "it does not predict next tokens.")
         logits, hidden = self.net(ids)
-        return logits[:, -1, :].float(), State(hidden, ids.shape[1]), {}
+        return logits[:, -1, :].float(), hidden, {}
 
     def step(self, state, tokens, record=False):
-        logits, hidden = self.net(tokens[:, None], state.data)
-        return logits[:, -1, :].float(), State(hidden, state.length + 1), {}
+        logits, hidden = self.net(tokens[:, None], state)
+        return logits[:, -1, :].float(), hidden, {}
 
     def reorder(self, state, idx):
-        h = state.data
-        return State(tuple(x[:, idx] for x in h) if isinstance(h, tuple) else h[:, idx], state.length)
+        return tuple(x[:, idx] for x in state) if isinstance(state, tuple) else state[:, idx]
 
     # ------------------------------------------------------------------ tables
     def tables(self) -> dict[str, Table]:

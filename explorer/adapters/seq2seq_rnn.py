@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from explorer.adapters.base import Acts, Adapter, Names, Record, State, Table
+from explorer.adapters.base import Acts, Adapter, Names, Record, Table
 from explorer.adapters.recurrent import DIRS, recompute, weights_of
 from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, no_text
 
@@ -106,13 +106,13 @@ class Seq2SeqAdapter(Adapter):
         if record and m.attn is not None:
             acts["cross.0.k"] = m.attn.keys(enc)
         bos = torch.full((ids.shape[0],), m.bos_id, dtype=torch.long, device=ids.device)
-        logits, st, step = self.step(State((state, enc, mask, U_h), 0), bos, record)
+        logits, st, step = self.step((state, enc, mask, U_h), bos, record)
         acts.update(step)
         return logits, st, acts
 
     def step(self, state, tokens, record=False):
         m = self.model
-        dec, enc, mask, U_h = state.data
+        dec, enc, mask, U_h = state
         out = m.decode_step(tokens, dec, enc, mask, _U_h=U_h)
         acts: dict[str, torch.Tensor] = {}
         if record:
@@ -124,17 +124,19 @@ class Seq2SeqAdapter(Adapter):
                 acts["cross.0.q"] = m.attn.query(out.query)
                 if m.attn.v is not None:
                     acts["cross.0.v"] = m.attn.v.expand(tokens.shape[0], -1)
-        return out.logits.float(), State((out.state, enc, mask, U_h), state.length + 1), acts
+        return out.logits.float(), (out.state, enc, mask, U_h), acts
 
     def reorder(self, state, idx):
-        dec, enc, mask, U_h = state.data
+        dec, enc, mask, U_h = state
         dec = self.model.map_state(dec, lambda s: s[:, idx], lambda h: h[idx])
-        return State((dec, enc[idx], mask[idx], U_h[idx] if U_h is not None else None), state.length)
+        return (dec, enc[idx], mask[idx], U_h[idx] if U_h is not None else None)
 
     # ------------------------------------------------------------------ one forward pass
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, ablate_source: bool = False,
-            **options: Any) -> Record:
-        """The record of the module docstring. Without a target only the encoder entries are recorded."""
+            steps: list | None = None, **options: Any) -> Record:
+        """The record of the module docstring. Without a target only the encoder entries are recorded. steps: the
+        (logits, activations) a generation loop recorded while it produced `target` (explorer.generation.sample
+        with record=True): the record is assembled from them instead of stepping the decoder again."""
         acts = Acts(names)
         m = self.model
         with torch.inference_mode():
@@ -156,22 +158,23 @@ class Seq2SeqAdapter(Adapter):
                 ids = list(target.ids)
                 read = Encoded((m.bos_id, *ids[:-1]), ("<bos>", *target.tokens[:-1]), (), False, 0,
                                (True, *target.special[:-1]))
-                logits, state, first = self.start(src, True, ablate_source)
-                steps, rows = [first], [logits]
-                for t in ids[:-1]:
-                    logits, state, step = self.step(state, torch.tensor([t], device=self.device), True)
-                    steps.append(step)
-                    rows.append(logits)
+                if not steps or not steps[0][1]:
+                    logits, state, first = self.start(src, True, ablate_source)
+                    steps = [(logits, first)]
+                    for t in ids[:-1]:
+                        logits, state, step = self.step(state, torch.tensor([t], device=self.device), True)
+                        steps.append((logits, step))
+                first = steps[0][1]
                 for name in ("encoder.out", "encoder.final", "cross.0.k"):
                     if name in first:
                         acts.put(name, first[name][0])
                 for name in ("decoder.s", "cross.0.context", "cross.0.pattern", "cross.0.scores", "cross.0.q"):
                     if name in first:
-                        stacked = torch.stack([s[name][0] for s in steps])                  # (T, ...)
+                        stacked = torch.stack([s[name][0] for _, s in steps])               # (T, ...)
                         acts.put(name, stacked.transpose(0, 1) if stacked.dim() == 3 else stacked)
                 if "cross.0.v" in first:
                     acts.put("cross.0.v", first["cross.0.v"][0])
-                acts.put("logits", torch.cat(rows))
+                acts.put("logits", torch.cat([logits for logits, _ in steps]))
         return Record(enc, acts.out, read)
 
     # ------------------------------------------------------------------ tables

@@ -74,11 +74,6 @@ class RNNLanguageModel(nn.Module):
                     with torch.no_grad():
                         p[H:2 * H].fill_(1.0)
 
-    def init_hidden(self, batch_size: int, device=None, dtype=None) -> Hidden:
-        """Zero state: (num_layers, B, H), or a (h, c) pair of those for the LSTM."""
-        h = torch.zeros(self.num_layers, batch_size, self.hidden_size, device=device, dtype=dtype)
-        return (h, h.clone()) if self.cell == "lstm" else h
-
     def forward(self, ids: torch.Tensor, hidden: Hidden | None = None,
                 record: dict | None = None) -> tuple[torch.Tensor, Hidden]:
         """ids (B, T) -> logits (B, T, V), hidden (num_layers, B, H) [LSTM: (h, c)].

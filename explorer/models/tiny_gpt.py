@@ -187,5 +187,3 @@ class GPT(nn.Module):
             record["ln_final"] = x
         return self.lm_head(x)                                        # (B, T, V)
 
-
-TinyGPT = GPT

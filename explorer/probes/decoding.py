@@ -174,8 +174,8 @@ def generate(adapter: Any, prompt: Prompt, strategy: Strategy, seed: int, n: int
         if n_run * max_new > SAMPLE_BUDGET:
             n_run = max(1, SAMPLE_BUDGET // max_new)
             notes.append(f"{n} samples × {max_new} tokens is above the bound of {SAMPLE_BUDGET}: drawing {n_run} samples.")
-        rows, row_lps = G.sample(adapter, x.repeat(n_run, 1), start.repeat(n_run, 1), strategy, max_new, seed,
-                                 stop_at_eos)
+        rows, row_lps, _ = G.sample(adapter, x.repeat(n_run, 1), start.repeat(n_run, 1), strategy, max_new, seed,
+                                    stop_at_eos)
     outputs = tuple(Output(tuple(r), tuple(adapter.token_strings(r)), adapter.detokenize(r),
                            np.asarray(lp, dtype=np.float32)) for r, lp in zip(rows, row_lps))
     return Generation(strategy, outputs, beam, tuple(notes), time.perf_counter() - t0, max_new)

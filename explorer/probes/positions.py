@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from explorer.adapters.base import Unsupported
+from explorer.projection import pca
 
 # Bounds for the controls (clear messages for anything outside them).
 D_MIN, D_MAX = 2, 1024
@@ -228,16 +229,6 @@ def rope(d_model: int, n_pos: int, base: float, pos: int, vectors: str = "ones",
 
 
 # ------------------------------------------------------------------------------------------------- PCA
-def pca(x: np.ndarray, n: int = 3) -> tuple[np.ndarray, np.ndarray]:
-    """Centre the rows of x (P, d) and project on the top-n principal axes: (coords (P, n), explained ratio (n,))."""
-    x = np.asarray(x, dtype=np.float64)
-    xc = x - x.mean(axis=0, keepdims=True)
-    n = max(1, min(n, *xc.shape))
-    _, s, vt = np.linalg.svd(xc, full_matrices=False)
-    total = float((s**2).sum()) or 1.0
-    return xc @ vt[:n].T, (s[:n] ** 2) / total
-
-
 # ---------------------------------------------------------------------------------------------- models
 def _table(loaded: Any) -> Any:
     if getattr(loaded, "model", None) is None:
@@ -279,8 +270,8 @@ class LearnedAnalysis:
 
 
 def analyse_table(weight: np.ndarray) -> LearnedAnalysis:
-    coords, explained = pca(weight, 3)
-    return LearnedAnalysis(similarity(weight, "dot"), similarity(weight, "cosine"), coords, explained)
+    coords, explained = pca(weight, min(3, *weight.shape))
+    return LearnedAnalysis(similarity(weight, "dot"), similarity(weight, "cosine"), coords, np.asarray(explained))
 
 
 def learned_analysis(loaded: Any) -> LearnedAnalysis:

@@ -165,7 +165,7 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
         warnings.append(limit_warning)
     x = torch.tensor([src.ids], dtype=torch.long, device=adapter.device)
     start = torch.tensor([adapter.decoder_start], dtype=torch.long, device=adapter.device)
-    tree = None
+    tree, steps = None, None
     try:
         if mode == "forced":
             out = adapter.encode(target, side="target")
@@ -179,11 +179,13 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
             if mode == "beam":
                 ids, _, tree = G.beam_search(adapter, x, start, G.Strategy("beam", num_beams=beam), cap)
             else:
-                ids = G.sample(adapter, x, start, G.Strategy("greedy"), cap)[0][0]
+                rows, _, steps = G.sample(adapter, x, start, G.Strategy("greedy"), cap, record=True)
+                ids = rows[0]
             out = Encoded(tuple(ids), tuple(adapter.token_strings(ids)), (), False, 0,
                           tuple(i in adapter.eos_ids for i in ids))
-        rec = adapter.run(src, target=out)
-        no_source = adapter.run(src, target=out, ablate_source=True) if attention == "none" else None
+        names = ("logits", "cross.*", "decoder.s", "encoder.final")
+        rec = adapter.run(src, names, target=out, steps=steps)  # the greedy loop's own steps: no second pass
+        no_source = adapter.run(src, ("logits",), target=out, ablate_source=True) if attention == "none" else None
     except Unsupported as exc:
         return _empty(loaded, mode, attention, kind, str(exc))
     ids = list(out.ids)
@@ -192,7 +194,9 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
         warnings.append(f"No end-of-sentence token within {cap} steps: the output was cut at the length cap.")
     logp = _log_softmax(rec["logits"])                                     # (T, V)
     rows = np.arange(len(ids))
-    top = np.argsort(-logp, axis=1, kind="stable")[:, :TOPK]
+    k = min(TOPK, logp.shape[1])
+    top = np.argpartition(-logp, k - 1, axis=1)[:, :k]
+    top = np.take_along_axis(top, np.argsort(-np.take_along_axis(logp, top, axis=1), axis=1, kind="stable"), axis=1)
     weights = rec.stack("cross.{l}.pattern").astype(np.float32) if rec.layers("cross.{l}.pattern") else None
     return AlignmentTrace(
         model_id=str(loaded.id), kind=kind, attention=attention, mode=mode, src_tokens=tuple(src.tokens),
@@ -346,15 +350,11 @@ def length_accuracy(loaded: Any, n_pairs: int = 300) -> LengthCurve:
     if attention in ("", "cross"):
         return LengthCurve(loaded.id, label, error="The accuracy-by-length curve needs a built-in seq2seq model "
                            "(trained on the explorer's generated corpora).")
-    by = (meta.get("metrics") or {}).get("exact_match_by_source_length")
-    if isinstance(by, dict) and by:
-        try:
-            items = sorted(by.items(), key=lambda kv: int(str(kv[0]).split("-")[0]))
-            return LengthCurve(loaded.id, label, tuple(k for k, _ in items),
-                               tuple(float(v["exact_match"]) for _, v in items), tuple(int(v["n"]) for _, v in items),
-                               f"held-out metrics stored in the checkpoint ({sum(int(v['n']) for _, v in items):,} pairs)")
-        except (KeyError, TypeError, ValueError):
-            pass
+    stored = stored_curve(loaded.id, meta)
+    if stored is not None:
+        n = sum(stored.n)
+        return LengthCurve(loaded.id, label, stored.buckets, stored.accuracy, stored.n,
+                           f"held-out metrics stored in the checkpoint ({n:,} pairs)")
     src_vocab, tgt_vocab = loaded.vocabs.get("src_vocab"), loaded.vocabs.get("tgt_vocab")
     if src_vocab is None or tgt_vocab is None:
         return LengthCurve(loaded.id, label, error=f"{loaded.id} has no vocabularies to evaluate with.")
@@ -383,8 +383,8 @@ def presets_for(loaded: Any) -> list[str]:
 
 
 def stored_curve(name: str, meta: dict) -> LengthCurve | None:
-    """The per-length curve stored in a built-in seq2seq checkpoint's JSON, or None."""
-    if not isinstance(meta, dict) or meta.get("architecture") != "seq2seq":
+    """The per-length curve stored in a seq2seq checkpoint's JSON meta, or None."""
+    if not isinstance(meta, dict):
         return None
     by = (meta.get("metrics") or {}).get("exact_match_by_source_length")
     if not isinstance(by, dict) or not by:
@@ -393,7 +393,8 @@ def stored_curve(name: str, meta: dict) -> LengthCurve | None:
         items = sorted(by.items(), key=lambda kv: int(str(kv[0]).split("-")[0]))
         attention = (meta.get("config") or {}).get("attention", "")
         gen = (meta.get("corpus") or {}).get("generator", "")
-        return LengthCurve(f"builtin:{name}", f"{name} ({attention}, {gen})", tuple(k for k, _ in items),
+        return LengthCurve(name if ":" in name else f"builtin:{name}", f"{name} ({attention}, {gen})",
+                           tuple(k for k, _ in items),
                            tuple(float(v["exact_match"]) for _, v in items), tuple(int(v["n"]) for _, v in items),
                            "held-out metrics stored in the checkpoint")
     except (KeyError, TypeError, ValueError):

@@ -119,9 +119,9 @@ def saturation_scatter(sat: dict[str, tuple[np.ndarray, np.ndarray]], theme: The
     })
 
 
-def inferred_rows(trace: GateTrace) -> list[dict[str, str]]:
-    """What the view read from the model: one row per (what, value)."""
-    return [{"what": what, "value": " ".join(value.split())} for what, value in trace.inferred]
+def inferred_markdown(trace: GateTrace) -> str:
+    """What the view read from the model, as a Markdown list (values as code, backticks removed)."""
+    return "\n".join(f"- {what}: `{' '.join(value.replace('`', '').split())}`" for what, value in trace.inferred)
 
 
 def next_token_rows(trace: GateTrace) -> list[dict[str, str]]:

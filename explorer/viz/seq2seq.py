@@ -92,12 +92,16 @@ SCORE_FORMULAS = {"bahdanau": r"v_a^\top\tanh(W_a s_{t-1}+U_a h_j)", "luong-dot"
                   "luong-general": r"s_t^\top W_a h_j", "luong-concat": r"v_a^\top\tanh(W_a[s_t;h_j])"}
 
 
-def topk_rows(trace: Any, t: int) -> list[dict]:
-    """The top next-token candidates at step t: token (◀ the one produced or forced) and probability."""
-    return [{"next token": labels([tok])[0] + (" ◀" if tok == trace.out_tokens[t] else ""), "p": round(float(p), 4)}
-            for tok, p in zip(trace.topk_tokens[t], trace.topk_probs[t]) if tok != ""]
+def topk_table(trace: Any, t: int) -> str:
+    """The top next-token candidates at step t as a Markdown table (◀ marks the token produced or forced)."""
+    rows = ["| next token | p |", "|---|---:|"]
+    rows += [f"| `{labels([tok])[0].replace('`', '')}`{' ◀' if tok == trace.out_tokens[t] else ''} | {p:.4f} |"
+             for tok, p in zip(trace.topk_tokens[t], trace.topk_probs[t]) if tok != ""]
+    return "\n".join(rows)
 
 
-def math_rows(m: Any) -> list[dict]:
-    """The leading dimensions of the vectors in one step's score formula, one row per dimension."""
-    return [{"dim": d, **{name: round(vals[d], 4) for name, vals in m.parts}} for d in range(len(m.parts[0][1]))]
+def math_table(m: Any) -> str:
+    """The leading dimensions of the vectors in one step's score formula, as a Markdown table."""
+    rows = ["| dim | " + " | ".join(f"${name}$" for name, _ in m.parts) + " |", "|---:|" + "---:|" * len(m.parts)]
+    rows += [f"| {d} | " + " | ".join(f"{vals[d]:.4f}" for _, vals in m.parts) + " |" for d in range(len(m.parts[0][1]))]
+    return "\n".join(rows)
