@@ -17,8 +17,7 @@ Sampling draws from a torch.Generator seeded per call: the server's global RNG i
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -42,7 +41,6 @@ from transformers.generation.logits_process import (
 
 from explorer.adapters.base import Adapter
 
-KINDS = ("greedy", "sample", "top-k", "top-p", "typical", "min-p", "beam")
 LABELS = {
     "greedy": "Greedy",
     "sample": "Pure sampling",
@@ -53,7 +51,6 @@ LABELS = {
     "beam": "Beam search",
 }
 SAMPLING = ("sample", "top-k", "top-p", "typical", "min-p")
-MAX_BEAMS = 8
 
 
 class DecodingError(ValueError):
@@ -91,47 +88,6 @@ class Strategy:
             "beam": f"{self.num_beams} beams, length penalty {self.length_penalty:g}",
         }.get(self.kind, "")
         return LABELS.get(self.kind, self.kind) + (f" ({extra})" if extra else "")
-
-    def checked(self, vocab_size: int) -> tuple["Strategy", tuple[str, ...]]:
-        """A copy with every setting in its valid range, and a message for each change."""
-        notes: list[str] = []
-        s = self
-        if s.kind not in KINDS:
-            raise DecodingError(f"Unknown strategy '{s.kind}': use one of {', '.join(KINDS)}.")
-        if s.do_sample and not (isinstance(s.temperature, (int, float)) and math.isfinite(s.temperature)
-                                and s.temperature > 0):
-            notes.append(f"{LABELS[s.kind]}: temperature {s.temperature} is not > 0 (T → 0 is greedy decoding; "
-                         "choose Greedy for that). Using T = 1.")
-            s = replace(s, temperature=1.0)
-        if s.kind == "top-k":
-            if s.top_k < 1:
-                notes.append(f"Top-k: k = {s.top_k} keeps nothing; using k = 1 (greedy).")
-                s = replace(s, top_k=1)
-            elif s.top_k >= vocab_size:
-                notes.append(f"Top-k: k = {s.top_k:,} is not smaller than the vocabulary ({vocab_size:,} tokens): "
-                             "every token is kept, so this column is pure sampling.")
-                s = replace(s, top_k=vocab_size)
-        if s.kind == "top-p" and not 0 < s.top_p <= 1:
-            notes.append(f"Top-p: p = {s.top_p} is outside (0, 1]; using p = 0.9.")
-            s = replace(s, top_p=0.9)
-        if s.kind == "typical" and not 0 < s.typical_p <= 1:
-            notes.append(f"Typical-p: p = {s.typical_p} is outside (0, 1]; using 0.9.")
-            s = replace(s, typical_p=0.9)
-        if s.kind == "min-p" and not 0 <= s.min_p <= 1:
-            notes.append(f"Min-p: {s.min_p} is outside [0, 1]; using 0.1.")
-            s = replace(s, min_p=0.1)
-        if s.kind == "beam" and not 1 <= s.num_beams <= MAX_BEAMS:
-            nb = min(max(int(s.num_beams), 1), MAX_BEAMS)
-            notes.append(f"Beam search: {s.num_beams} beams is outside 1…{MAX_BEAMS}; using {nb}.")
-            s = replace(s, num_beams=nb)
-        if not s.repetition_penalty > 0:
-            notes.append(f"Repetition penalty {s.repetition_penalty} must be > 0; using 1 (off).")
-            s = replace(s, repetition_penalty=1.0)
-        if s.no_repeat_ngram_size < 0:
-            s = replace(s, no_repeat_ngram_size=0)
-        if s.min_new_tokens < 0:
-            s = replace(s, min_new_tokens=0)
-        return s, tuple(notes)
 
     def warpers(self) -> LogitsProcessorList:
         """The sampling filters (temperature, then top-k / top-p / min-p / typical), in model.generate's order."""

@@ -11,7 +11,6 @@ from explorer.probes.self_attention import (
     head_matrix,
     head_row,
     hide_special,
-    row_summary,
     step_by_step,
 )
 from explorer.ui import settings
@@ -20,6 +19,7 @@ from explorer.ui.state import Controls
 from explorer.ui.charts import show
 from explorer.ui.widgets import model_picker, page_header, sentence_input, sentence_presets, what_to_notice
 from explorer.viz import attention as viz
+from explorer.viz.tokens import strongest, vector_text
 
 c = Controls("self-attention")
 page_header("Self-attention", "Every layer and head of a transformer reading your sentence: who attends to whom, "
@@ -118,10 +118,9 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
 
     if mode != "steps":
         if 0 <= token < T:
-            r = row_summary(trace, layer, head, token)
+            weight, key, total = strongest(trace.attentions[layer, head, token], trace.key_tokens)
             st.caption(f"Live: layer {layer}, head {head}: “{labels[token]}” gives its largest weight "
-                       f"a = {r.weight:.4f} to “{viz.display_tokens(trace.key_tokens)[r.key]}”; its row sums to "
-                       f"{r.total:.6f}.")
+                       f"a = {weight:.4f} to “{key}”; its row sums to {total:.6f}.")
         if not trace.has_arithmetic and trace.arithmetic_note:
             st.caption(trace.arithmetic_note)
 
@@ -190,9 +189,9 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
     st.markdown(f"Layer {layer}, head {head}, query **{qt}** (token {q_idx}); head size d = {steps.d}; scale "
                 f"{scale_txt}. Q, K, V are the layer's own (read from the model's run); the recomputed softmax "
                 f"equals the model's attention to **{steps.max_error:.1e}**.")
-    st.markdown(f"q (first dims of {steps.d}): " + viz.vector_text(steps.q))
+    st.markdown(f"q (first dims of {steps.d}): " + vector_text(steps.q))
     st.dataframe(viz.steps_table(steps), hide_index=True)
-    st.markdown("z = Σ a·v (first dims): " + viz.vector_text(steps.z))
+    st.markdown("z = Σ a·v (first dims): " + vector_text(steps.z))
     show(viz.steps_figure(steps.key_tokens, steps.scaled + steps.mask, steps.probs, steps.query_token, theme),
          key="steps_bars", filename=f"attention-steps-L{layer}-H{head}")
 

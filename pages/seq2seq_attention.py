@@ -5,10 +5,8 @@ from explorer.catalogue import builtin_metas
 from explorer.probes.seq2seq import (
     alignment_trace,
     builtin_length_curves,
-    context_summary,
     length_accuracy,
     presets_for,
-    row_summary,
 )
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
@@ -17,6 +15,7 @@ from explorer.ui.state import Controls
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import seq2seq as viz
 from explorer.viz.decoding import beam_tree
+from explorer.viz.tokens import strongest, vector_summary
 
 c = Controls("seq2seq")
 EQUATIONS = {
@@ -161,13 +160,12 @@ def step_panel() -> None:
                    f"{len(m.parts[0][1])} are shown.")
         st.markdown(viz.math_table(m))
     if trace.contexts is not None:
-        ctx = context_summary(trace, step)
-        st.caption(f"Context vector c_{step} (‖c‖ = {ctx.norm:.4f}, {ctx.dim} dims): {ctx.head}")
+        st.caption(f"Context vector c_{step}: {vector_summary(trace.contexts[step])}")
     if trace.kind == "hf" and row is not None:
-        r = row_summary(row, step)
+        weight, key, total = strongest(row[step], trace.src_tokens)
         st.caption(f"Layer {layer}, {'mean over heads' if head == 'mean' else 'head ' + head}: output position {step} "
-                   f"gives its largest weight {r.weight:.5f} to “{viz.labels([trace.src_tokens[r.key]])[0]}”; the row "
-                   f"sums to {r.total:.6f}. The weights are the model's own (eager attention).")
+                   f"gives its largest weight {weight:.5f} to “{key}”; the row sums to {total:.6f}. The weights are "
+                   f"the model's own (eager attention).")
 
 
 def length_panel() -> None:

@@ -25,9 +25,9 @@ def _figures():
     return {
         "head heatmap": A.head_heatmap(m, TOKENS, TOKENS, "layer 0, head 1", highlight=2),
         "line view": A.line_view([m, m.T], ["h0", "h1"], TOKENS, TOKENS),
-        "projection 3-D": E.projection_figure(words, ["noun"] * 25 + [None] * 25, coords,
-                                              [E.Point("w1", tuple(coords[1]), E.PLACED_FIT)], T.NORMAL),
-        "projection 2-D": E.projection_figure(words, [None] * 50, coords[:, :2], [], T.PROJECTOR),
+        "projection 3-D": E.projection_background(words, ["noun"] * 25 + [None] * 25, coords, T.NORMAL),
+        "typed words 3-D": E.typed_overlay([E.Point("w1", tuple(coords[1]), E.PLACED_FIT)], 3, T.NORMAL),
+        "projection 2-D": E.projection_background(words, [None] * 50, coords[:, :2], T.PROJECTOR),
     }
 
 

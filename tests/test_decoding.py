@@ -269,13 +269,14 @@ def test_checked_messages():
     V = 50
     for s, word in ((Strategy("sample", temperature=0), "temperature"),
                     (Strategy("top-k", temperature=-1), "temperature"),
-                    (Strategy("top-p", top_p=1.5), "outside"),
-                    (Strategy("top-p", top_p=0.0), "outside"),
+                    (Strategy("top-p", top_p=1.5), "limited to 1"),
+                    (Strategy("top-p", top_p=0.0), "at least 0.05"),
                     (Strategy("top-k", top_k=100_000), "vocabulary"),
                     (Strategy("beam", num_beams=50), "beams")):
-        fixed, notes = s.checked(V)
-        assert notes and word in notes[0], (s, notes)
+        fixed, notes = D.checked(s, V)
+        assert notes and word in notes[0].lower(), (s, notes)
         fixed.warpers()  # valid now: HF's constructors accept it
+    assert D.checked(Strategy("top-k", top_k=100_000, temperature=0), V)[0] == Strategy("top-k", top_k=V, temperature=0.05)
     params = BY_PATH["decoding-strategies"].params  # URL values are checked against the view's declaration
     bad = {"temperature": "0", "p": "1.5", "k": "100000", "beam": "abc", "n": "5", "max_new": "201", "lp": "nan"}
     checked = {k: params[k].validate(v) for k, v in bad.items()}
@@ -329,7 +330,7 @@ def _explorer_gpt() -> LoadedModel:
 @pytest.mark.parametrize("which", ["gpt", "lstm"])
 def test_builtin_models_all_strategies(which):
     loaded = _explorer_gpt() if which == "gpt" else load_model("builtin:lstm-lm")
-    strategies = tuple(Strategy(k) for k in G.KINDS)
+    strategies = tuple(Strategy(k) for k in D.KINDS)
     run = D.decode_all(loaded, "a person riding a motorcycle on", strategies, 0, 15, n=3)
     assert run.prompt_tokens[0] == "<bos>"
     lm_adapter = loaded.adapter

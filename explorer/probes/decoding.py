@@ -14,10 +14,9 @@ import torch
 from explorer import generation as G
 from explorer import metrics_text as MT
 from explorer.adapters.base import Unsupported
-from explorer.generation import BeamTrace, DecodingError, Strategy
+from explorer.generation import LABELS, SAMPLING, BeamTrace, DecodingError, Strategy
+from explorer.views import BY_PATH, KINDS, MAX_NEW, MAX_SAMPLES
 
-MAX_NEW = 200
-MAX_SAMPLES = 20
 BEAM_BUDGET = 800  # num_beams × new tokens: beyond this, the beam column generates fewer tokens
 SAMPLE_BUDGET = 4000  # n samples × new tokens per strategy
 TOP = 20
@@ -155,7 +154,7 @@ def generate(adapter: Any, prompt: Prompt, strategy: Strategy, seed: int, n: int
              stop_at_eos: bool = True) -> Generation:
     """One strategy: n sampled rows, or the one output of a deterministic strategy."""
     t0 = time.perf_counter()
-    strategy, notes = strategy.checked(adapter.vocab_size)
+    strategy, notes = checked(strategy, adapter.vocab_size)
     notes = list(notes)
     max_new = prompt.max_new
     x = torch.tensor([prompt.model_input], dtype=torch.long, device=adapter.device)
@@ -200,6 +199,30 @@ def decode_all(loaded: Any, text: str, strategies: tuple[Strategy, ...], seed: i
                        gens, tuple(notes), int(seed), adapter.context_len, adapter.is_encoder_decoder, prompt.start)
 
 
+# The strategy fields that the decoding view declares (explorer.views), and the kinds that use each.
+FIELDS = {"temperature": ("temperature", SAMPLING), "top_k": ("k", ("top-k",)), "top_p": ("p", ("top-p",)),
+          "typical_p": ("typical", ("typical",)), "min_p": ("minp", ("min-p",)), "num_beams": ("beam", ("beam",)),
+          "length_penalty": ("lp", ("beam",)), "repetition_penalty": ("rep", KINDS),
+          "no_repeat_ngram_size": ("ngram", KINDS)}
+
+
+def checked(strategy: Strategy, vocab_size: int) -> tuple[Strategy, tuple[str, ...]]:
+    """`strategy` with each setting it uses in the range the decoding view declares, and a message per change
+    (a top-k not smaller than the vocabulary keeps every token: said, and k = vocabulary)."""
+    if strategy.kind not in KINDS:
+        raise DecodingError(f"Unknown strategy '{strategy.kind}': use one of {', '.join(KINDS)}.")
+    params, label, notes, fixed = BY_PATH["decoding-strategies"].params, LABELS[strategy.kind], [], {}
+    if strategy.kind == "top-k" and strategy.top_k >= vocab_size:
+        notes.append(f"Top-k: k = {strategy.top_k:,} is not smaller than the vocabulary ({vocab_size:,} tokens): "
+                     "every token is kept, so this column is pure sampling.")
+        fixed["top_k"] = vocab_size
+    for name, (key, kinds) in FIELDS.items():
+        if strategy.kind in kinds and name not in fixed:
+            fixed[name], note = params[key].validate(getattr(strategy, name), name=f"{label}: {params[key].label}")
+            notes += [note] if note else []
+    return replace(strategy, **fixed), tuple(notes)
+
+
 # ---------------------------------------------------------------------------------------- per step
 @dataclass(frozen=True)
 class StepView:
@@ -238,7 +261,7 @@ def step_view(loaded: Any, model_input: tuple[int, ...], start: tuple[int, ...],
               strategy: Strategy, step: int, temperature: float, top: int = TOP) -> StepView:
     """The distribution before generated[step], with the strategy's processors and filters at `temperature`."""
     adapter = generator(loaded)
-    strategy, _ = strategy.checked(adapter.vocab_size)
+    strategy, _ = checked(strategy, adapter.vocab_size)
     dev = adapter.device
     step = min(max(int(step), 0), max(len(generated) - 1, 0))
     prefix = list(generated[:step])

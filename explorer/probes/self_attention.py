@@ -344,21 +344,6 @@ def head_row(trace: AttentionTrace, layer: int, head: int, query: int) -> np.nda
     return trace.attentions[layer, head, query].astype(np.float32)
 
 
-@dataclass(frozen=True)
-class RowSummary:
-    """Where one query looks most in one head: key index, its weight, and the row's sum."""
-
-    key: int
-    weight: float
-    total: float
-
-
-def row_summary(trace: AttentionTrace, layer: int, head: int, query: int) -> RowSummary:
-    row = trace.attentions[layer, head, query].astype(np.float64)
-    j = int(np.argmax(row))
-    return RowSummary(j, float(row[j]), float(row.sum()))
-
-
 def find_token(tokens: tuple[str, ...], word: str) -> int:
     """Index of the first token equal to `word` (ignoring case and GPT-2's Ġ / SentencePiece's ▁), or -1."""
     want = word.strip().lower()

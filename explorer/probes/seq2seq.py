@@ -214,36 +214,6 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
     )
 
 
-@dataclass(frozen=True)
-class RowSummary:
-    """Where one output position looks most: source index, its weight, and the row's sum."""
-
-    key: int
-    weight: float
-    total: float
-
-
-def row_summary(matrix: np.ndarray, step: int) -> RowSummary:
-    """The largest weight of row `step` of a (T, S) alignment matrix."""
-    row = matrix[step].astype(np.float64)
-    j = int(np.argmax(row))
-    return RowSummary(j, float(row[j]), float(row.sum()))
-
-
-@dataclass(frozen=True)
-class ContextSummary:
-    norm: float
-    dim: int
-    head: str  # the first entries, formatted
-
-
-def context_summary(trace: AlignmentTrace, step: int, n: int = 8) -> ContextSummary:
-    """The context vector c_t of a built-in model: its norm, size and first entries."""
-    c = trace.contexts[step].astype(np.float64)
-    return ContextSummary(float(np.linalg.norm(c)), int(c.size),
-                          ", ".join(f"{v:.3f}" for v in c[:n]) + (" …" if c.size > n else ""))
-
-
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
     z = logits.astype(np.float64)
     z = z - z.max(axis=1, keepdims=True)

@@ -216,11 +216,6 @@ def compare_bars(tokens_a: Sequence[str], weights_a: np.ndarray, tokens_b: Seque
     })
 
 
-def vector_text(v: np.ndarray, n: int = 8) -> str:
-    """The first n entries of a vector, 4 decimals, with … when there are more."""
-    return ", ".join(f"{x:.4f}" for x in v[:n]) + (" …" if len(v) > n else "")
-
-
 def steps_table(steps: Any, n_dims: int = 4) -> dict[str, list]:
     """The step-by-step table of one query: per key, q·k, ÷√d, the mask, the softmax (recomputed and the model's),
     and the first dimensions of k, v and a·v."""

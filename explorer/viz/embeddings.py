@@ -94,14 +94,6 @@ def typed_overlay(typed: Sequence[Point], dims: int, theme: Theme) -> go.Figure:
     return figure(traces, {})
 
 
-def projection_figure(words: Sequence[str], classes: Sequence[str | None], coords: np.ndarray, typed: Sequence[Point],
-                      theme: Theme, title: str = "", axis_names: Sequence[str] = ("1", "2", "3"),
-                      colour_by_class: bool = True) -> go.Figure:
-    """The background and the typed words in one figure (the page draws them as background + overlay)."""
-    fig = projection_background(words, classes, coords, theme, title, axis_names, colour_by_class)
-    return figure(list(fig._data) + list(typed_overlay(typed, coords.shape[1], theme)._data), fig._layout)
-
-
 def axes_background(words: Sequence[str], coords: np.ndarray, x_label: str, y_label: str, theme: Theme) -> go.Figure:
     """Two-axis view: the vocabulary as faint points, with dotted lines at 0 and 1 on both axes. coords (N, 2)."""
     lines = [{"type": "line", "xref": "x" if d == "x" else "paper", "yref": "y" if d == "y" else "paper",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
+
 MAX_TICKS = 64
 
 
@@ -24,3 +26,20 @@ def ticks(tokens: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:
     lab = labels(tokens)
     idx = list(range(0, n, step))
     return {"tickmode": "array", "tickvals": idx, "ticktext": [lab[i] if step == 1 else f"{i}:{lab[i]}" for i in idx]}
+
+
+def strongest(row: np.ndarray, key_tokens: Sequence[str]) -> tuple[float, str, float]:
+    """For one (S,) attention row: its largest weight, the label of that key, and the row's float64 sum."""
+    row = np.asarray(row, dtype=np.float64)
+    j = int(np.argmax(row))
+    return float(row[j]), labels([key_tokens[j]])[0], float(row.sum())
+
+
+def vector_text(v: np.ndarray, n: int = 8) -> str:
+    """The first n entries of a vector, 4 decimals, with … when there are more."""
+    return ", ".join(f"{x:.4f}" for x in v[:n]) + (" …" if len(v) > n else "")
+
+
+def vector_summary(v: np.ndarray, n: int = 8) -> str:
+    """'‖v‖ = …, D dims: first n entries' for a (D,) vector."""
+    return f"‖·‖ = {float(np.linalg.norm(np.asarray(v, dtype=np.float64))):.4f}, {len(v)} dims: {vector_text(v, n)}"
