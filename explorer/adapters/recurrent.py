@@ -37,6 +37,7 @@ STATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o", "c", "h"), "g
 CELL_NAMES = {"lstm": "LSTM", "gru": "GRU", "rnn": "Elman RNN"}
 DIRS = ("fwd", "bwd")
 _N_GATES = {4: "lstm", 3: "gru", 1: "rnn"}
+_MODES = {"LSTM": ("lstm", "tanh"), "GRU": ("gru", "tanh"), "RNN_TANH": ("rnn", "tanh"), "RNN_RELU": ("rnn", "relu")}
 _RNN_KEY = re.compile(r"^(?P<prefix>.*?)(?P<kind>weight_ih|weight_hh|bias_ih|bias_hh|weight_hr)_l(?P<layer>\d+)(?P<rev>_reverse)?$")
 _EMB_HINTS = ("emb", "embed", "wte", "word", "lookup", "encoder.weight", "tok")
 _OUT_HINTS = ("decoder", "fc", "out", "head", "proj", "linear", "classifier", "lm", "logit", "softmax", "dense")
@@ -91,49 +92,32 @@ class RecurrentWeights:
 
 
 # ------------------------------------------------------------------------------------------- the cells
-def lstm_step(gx: torch.Tensor, gh: torch.Tensor, c: torch.Tensor) -> dict[str, torch.Tensor]:
-    """One LSTM step from gx = W_ih x + b_ih and gh = W_hh h₋ + b_hh (each 4H). Returns i, f, g, o, c, h (H,)."""
-    a_i, a_f, a_g, a_o = (gx + gh).chunk(4, dim=-1)
-    i, f, g, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.tanh(a_g), torch.sigmoid(a_o)
-    c = f * c + i * g
-    return {"i": i, "f": f, "g": g, "o": o, "c": c, "h": o * torch.tanh(c)}
-
-
-def gru_step(gx: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> dict[str, torch.Tensor]:
-    """One GRU step from gx, gh (each 3H) and h₋. Returns r, z, n, h."""
-    x_r, x_z, x_n = gx.chunk(3, dim=-1)
-    h_r, h_z, h_n = gh.chunk(3, dim=-1)
-    r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
-    n = torch.tanh(x_n + r * h_n)
-    return {"r": r, "z": z, "n": n, "h": (1 - z) * n + z * h}
-
-
-def elman_step(gx: torch.Tensor, gh: torch.Tensor, nonlinearity: str = "tanh") -> dict[str, torch.Tensor]:
-    """One Elman step from gx, gh (each H). Returns h."""
-    return {"h": torch.relu(gx + gh) if nonlinearity == "relu" else torch.tanh(gx + gh)}
-
-
 def recompute_direction(cell: str, w: CellWeights, x: torch.Tensor, reverse: bool = False,
                         nonlinearity: str = "tanh") -> dict[str, torch.Tensor]:
     """One layer, one direction over x (T, In) from zero state: name -> (T, H) in input order, plus
-    x_part / h_part (T, G*H), the input and recurrent halves of every gate's pre-activation."""
+    x_part / h_part (T, G*H), the input and recurrent halves of every gate's pre-activation.
+
+    Each step reads gx = W_ih x_t + b_ih and gh = W_hh h₋ + b_hh (the equations of the module docstring)."""
     T, H = x.shape[0], w.w_hh.shape[1]
     x_part = x @ w.w_ih.T + w.b_ih  # the input half of every gate, for all steps at once
-    h = x.new_zeros(H)
-    c = x.new_zeros(H)
+    h = c = x.new_zeros(H)
     steps: list[dict[str, torch.Tensor]] = [{}] * T
     for t in (range(T - 1, -1, -1) if reverse else range(T)):
-        gh = h @ w.w_hh.T + w.b_hh
+        gx, gh = x_part[t], h @ w.w_hh.T + w.b_hh
         if cell == "lstm":
-            out = lstm_step(x_part[t], gh, c)
-            c = out["c"]
-        elif cell == "gru":
-            out = gru_step(x_part[t], gh, h)
+            a_i, a_f, a_g, a_o = (gx + gh).chunk(4, dim=-1)
+            i, f, g, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.tanh(a_g), torch.sigmoid(a_o)
+            c = f * c + i * g
+            out = {"i": i, "f": f, "g": g, "o": o, "c": c, "h": o * torch.tanh(c)}
+        elif cell == "gru":  # r and z from the sums; n adds r ⊙ (the recurrent half) only
+            (x_r, x_z, x_n), (h_r, h_z, h_n) = gx.chunk(3, dim=-1), gh.chunk(3, dim=-1)
+            r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+            n = torch.tanh(x_n + r * h_n)
+            out = {"r": r, "z": z, "n": n, "h": (1 - z) * n + z * h}
         else:
-            out = elman_step(x_part[t], gh, nonlinearity)
+            out = {"h": torch.relu(gx + gh) if nonlinearity == "relu" else torch.tanh(gx + gh)}
         h = out["h"]
-        out["h_part"] = gh
-        steps[t] = out
+        steps[t] = {**out, "h_part": gh}
     names = STATES[cell] + ("h_part",)
     got = {n: torch.stack([s[n] for s in steps]) if T else x.new_zeros(0, w.w_hh.shape[0] if n == "h_part" else H)
            for n in names}
@@ -158,13 +142,9 @@ def recompute(weights: RecurrentWeights, x: torch.Tensor) -> list[list[dict[str,
 def cell_kind(rnn: nn.RNNBase) -> tuple[str, str]:
     """(cell, nonlinearity) of an nn.RNN / nn.GRU / nn.LSTM."""
     mode = getattr(rnn, "mode", "")
-    if mode == "LSTM":
-        return "lstm", "tanh"
-    if mode == "GRU":
-        return "gru", "tanh"
-    if mode in ("RNN_TANH", "RNN_RELU"):
-        return "rnn", "relu" if mode == "RNN_RELU" else "tanh"
-    raise RecurrentInferenceError(f"Unsupported recurrent module {type(rnn).__name__} (mode {mode!r}).")
+    if mode not in _MODES:
+        raise RecurrentInferenceError(f"Unsupported recurrent module {type(rnn).__name__} (mode {mode!r}).")
+    return _MODES[mode]
 
 
 def _layers_from_tensors(params: dict[str, torch.Tensor], prefix: str, num_layers: int, num_dirs: int,
@@ -268,7 +248,6 @@ def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") 
             f"'{prefix}weight_hr_l0' is an LSTM projection (proj_size > 0), which this view does not support.")
     cell, hidden, num_layers, num_dirs = _infer_shape(tensors, prefix, keys)
     layers = _layers_from_tensors(tensors, prefix, num_layers, num_dirs)
-    _check_layer_inputs(layers, prefix, hidden, num_dirs)
     if cell == "rnn":
         notes.append(f"An Elman RNN's nonlinearity is not stored in its weights: assuming {nonlinearity}.")
     emb_key = _find_embedding(tensors, layers[0][0].w_ih.shape[1])
@@ -328,21 +307,16 @@ def _infer_shape(tensors: dict[str, torch.Tensor], prefix: str, keys: dict) -> t
                     raise RecurrentInferenceError(
                         f"'{keys[(kind, layer, d)]}' has shape {tuple(t.shape)}; expected "
                         f"({gates * hidden}, {cols if cols is not None else 'input size'}).")
+            if layer and d == 0 and t.shape[1] != hidden * num_dirs:  # t: weight_ih, read from layer - 1
+                raise RecurrentInferenceError(
+                    f"'{prefix}weight_ih_l{layer}' takes inputs of size {t.shape[1]}; expected {hidden * num_dirs} "
+                    f"(the hidden size {hidden} × {num_dirs} direction(s) of layer {layer - 1}).")
             for kind in ("bias_ih", "bias_hh"):
                 key = keys.get((kind, layer, d))
                 if key is not None and tuple(tensors[key].shape) != (gates * hidden,):
                     raise RecurrentInferenceError(
                         f"'{key}' has shape {tuple(tensors[key].shape)}; expected ({gates * hidden},).")
     return _N_GATES[gates], hidden, num_layers, num_dirs
-
-
-def _check_layer_inputs(layers: list[list[CellWeights]], prefix: str, hidden: int, num_dirs: int) -> None:
-    for layer in range(1, len(layers)):
-        got = layers[layer][0].w_ih.shape[1]
-        if got != hidden * num_dirs:
-            raise RecurrentInferenceError(
-                f"'{prefix}weight_ih_l{layer}' takes inputs of size {got}; expected {hidden * num_dirs} "
-                f"(the hidden size {hidden} × {num_dirs} direction(s) of layer {layer - 1}).")
 
 
 def _hint_rank(key: str, hints: tuple[str, ...]) -> int:
@@ -368,7 +342,7 @@ def _find_output(tensors: dict[str, torch.Tensor], vocab_size: int, in_dim: int,
 
 
 def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: str | None) -> list[tuple[str, str]]:
-    rows = [
+    return [
         ("cell", CELL_NAMES[w.cell] + (f" ({w.nonlinearity})" if w.cell == "rnn" else "")),
         ("recurrent weights", f"{prefix}weight_ih_l0 … ({w.num_layers} layer(s))"),
         ("layers", str(w.num_layers)),
@@ -379,7 +353,6 @@ def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: st
         ("embedding", f"{emb_key} {tuple(w.embedding.shape)}"),
         ("output layer", f"{out_key} {tuple(w.output_weight.shape)}" if w.output_weight is not None else "none"),
     ]
-    return rows
 
 
 # --------------------------------------------------------------------------------------------- adapter
