@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 from safetensors.torch import save_file
 
-from .models import ARCHITECTURES, from_checkpoint
+from .models import ARCHITECTURES
 
 REQUIRED_KEYS = ("name", "architecture", "config")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -98,17 +98,3 @@ def read_meta(meta_path: Path) -> dict:
         raise ValueError(f"{Path(meta_path).name} is not valid JSON: {e}") from e
     validate_meta(meta)
     return meta
-
-
-def load_checkpoint(weights_path: Path, meta_path: Path, device: str | torch.device = "cpu",
-                    dtype: torch.dtype = torch.float32) -> tuple[nn.Module, dict]:
-    """Build the model from the JSON meta and load the safetensors weights (explorer.models.from_checkpoint:
-    shapes checked, tied weights restored), on device/dtype in eval mode: (model, meta)."""
-    from explorer.safe_load import ModelLoadError, read_state_dict_file
-
-    meta = read_meta(meta_path)
-    try:
-        model = from_checkpoint(meta, read_state_dict_file(Path(weights_path)), Path(weights_path).name)
-    except ModelLoadError as exc:
-        raise ValueError(str(exc)) from None
-    return model.to(device=device, dtype=dtype), meta

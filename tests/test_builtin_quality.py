@@ -1,6 +1,6 @@
 """Quality bars of the shipped built-in checkpoints, re-checked on REGENERATED held-out data.
 
-Each test loads assets/builtin/<name>.{safetensors,json} with explorer.checkpoint.load_checkpoint and
+Each test loads assets/builtin/<name>.{safetensors,json} as the app does (explorer.models.from_checkpoint) and
 evaluates on a few hundred held-out examples generated with the data module's HELDOUT_SEED (kept small so
 the whole file runs in well under a minute on 2 CPU cores).
 """
@@ -14,6 +14,8 @@ import torch
 from explorer import checkpoint as ck
 from explorer.catalogue import BUILTIN_DIR, builtin_names
 from explorer import metrics as M
+from explorer.models import from_checkpoint
+from explorer.safe_load import read_state_dict_file
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU
 
@@ -27,7 +29,8 @@ def load(name: str):
     w, m = BUILTIN_DIR / f"{name}.safetensors", BUILTIN_DIR / f"{name}.json"
     if not (w.is_file() and m.is_file()):
         pytest.fail(f"built-in checkpoint {name!r} is missing: run `python -m explorer.train {name}`")
-    return ck.load_checkpoint(w, m)
+    meta = ck.read_meta(m)
+    return from_checkpoint(meta, read_state_dict_file(w), w.name), meta
 
 
 def vocab_of(tokens):

@@ -1,4 +1,5 @@
-"""save_checkpoint / load_checkpoint round trips and validation (safetensors only)."""
+"""save_checkpoint, then the app's loading path (read_meta + from_checkpoint), round trips and validation
+(safetensors only)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,8 @@ import pytest
 import torch
 
 from explorer import checkpoint as ck
-from explorer.models import build_model
+from explorer.models import build_model, from_checkpoint
+from explorer.safe_load import ModelLoadError, read_state_dict_file
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU
 
@@ -32,6 +34,12 @@ def _meta(arch):
     return meta
 
 
+def _load(w, m):
+    """(model, meta) as the app loads a checkpoint: the JSON meta checked, the weights read without unpickling."""
+    meta = ck.read_meta(m)
+    return from_checkpoint(meta, read_state_dict_file(w), w.name), meta
+
+
 def _outputs(model, arch):
     ids = torch.tensor([[2, 5, 6, 7]])
     if arch == "seq2seq":
@@ -48,7 +56,7 @@ def test_round_trip_equal_outputs(tmp_path, arch):
     model = build_model(arch, CASES[arch]).eval()
     w, m = ck.save_checkpoint(model, _meta(arch), tmp_path, "tiny")
     assert w.name == "tiny.safetensors" and m.name == "tiny.json"
-    loaded, meta = ck.load_checkpoint(w, m)
+    loaded, meta = _load(w, m)
     assert not loaded.training and meta["name"] == "tiny"
     assert torch.equal(_outputs(model, arch), _outputs(loaded, arch))
     if arch == "rnn_lm":
@@ -62,10 +70,10 @@ def test_load_rejects_bad_meta(tmp_path):
     del bad["config"]
     m.write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="missing"):
-        ck.load_checkpoint(w, m)
+        _load(w, m)
     m.write_text("{not json")
     with pytest.raises(ValueError, match="JSON"):
-        ck.load_checkpoint(w, m)
+        _load(w, m)
     meta = _meta("rnn_lm")
     meta["vocab"] = VOCAB[:-1]
     with pytest.raises(ValueError, match="vocab"):
@@ -81,8 +89,8 @@ def test_load_rejects_shape_mismatch(tmp_path):
     meta["config"]["hidden_size"] = 16
     meta["config"]["emb_dim"] = 16
     m.write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match="has shape"):
-        ck.load_checkpoint(w, m)
+    with pytest.raises(ModelLoadError, match="has shape"):
+        _load(w, m)
 
 
 def test_load_rejects_missing_tensors(tmp_path):
@@ -90,8 +98,8 @@ def test_load_rejects_missing_tensors(tmp_path):
     model = build_model("word2vec", CASES["word2vec"])
     w, m = ck.save_checkpoint(model, _meta("word2vec"), tmp_path, "a")
     save_file({"in_embed.weight": torch.zeros(30, 8)}, str(w))
-    with pytest.raises(ValueError, match="missing tensor"):
-        ck.load_checkpoint(w, m)
+    with pytest.raises(ModelLoadError, match="missing tensor"):
+        _load(w, m)
 
 
 def test_list_builtin_matches_files():
