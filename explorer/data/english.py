@@ -139,8 +139,7 @@ _ADJ_ORDER = ["adj_quality", "adj_body", "adj_character", "adj_food", "adj_size"
               "adj_origin", "adj_material"]
 _ADJ_RANK = {w: _ADJ_ORDER.index(cls) for cls, ws in ADJECTIVES.items() for w in ws}
 _ADJ_FOR_CLASS: dict[str, list[str]] = {
-    ncls: [w for acls, (text, targets) in _ADJ_TEXT.items() if ncls in targets for w in text.split()]
-    for ncls in NOUNS
+    ncls: [w for text, targets in _ADJ_TEXT.values() if ncls in targets for w in text.split()] for ncls in NOUNS
 }
 # Predicative adjectives ("the keys are heavy"): same tables minus material/origin.
 _PRED_ADJ_FOR_CLASS: dict[str, list[str]] = {
@@ -258,8 +257,7 @@ for _v in VERBS:
 
 # --------------------------------------------------------------------------- function words
 DETERMINERS_SG = ["the"] * 8 + ["a"] * 3 + ["this", "that", "every", "my", "his", "her", "our", "their", "your"]
-DETERMINERS_PL = ["the"] * 8 + ["some"] * 2 + ["these", "those", "many", "my", "his", "her", "our", "their",
-                                                "your"]
+DETERMINERS_PL = ["the"] * 8 + ["some"] * 2 + ["these", "those", "many", "my", "his", "her", "our", "their", "your"]
 NUMBERS = ["two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
 ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
             "eleventh", "twelfth"]
@@ -305,8 +303,7 @@ WORD_CLASSES["ordinals"] = list(ORDINALS)
 WORD_CLASSES["determiners"] = sorted(set(DETERMINERS_SG + DETERMINERS_PL + ["an"]) - set(NUMBERS))
 WORD_CLASSES["pronouns"] = list(PRONOUNS_SUBJ) + [p for p in OBJECT_PRONOUNS if p not in PRONOUNS_SUBJ]
 WORD_CLASSES["relativizers"] = ["that", "who", "which"]
-WORD_CLASSES["prepositions"] = sorted({p for p, _ in NOUN_PREPOSITIONS} | set(LOCATION_PREPOSITIONS)
-                                      | {"at", "ago"})
+WORD_CLASSES["prepositions"] = sorted({p for p, _ in NOUN_PREPOSITIONS} | set(LOCATION_PREPOSITIONS) | {"at", "ago"})
 WORD_CLASSES["adverbs"] = ADVERBS_PRE + ADVERBS_POST + ["just", "yesterday", "today", "there", "very"]
 WORD_CLASSES["time"] = ["day", "morning", "evening", "night", "week", "year", "hour", "days", "last",
                         "sundays", "monday", "friday"]
@@ -342,7 +339,6 @@ class _Phrase:
 
 _VERBS_BY_SUBJ = {c: [v for v in _ACTION_VERBS if c in v.subj] for c in NOUNS}
 assert all(_VERBS_BY_SUBJ.values()) and all(_PRED_ADJ_FOR_CLASS.values()), "every noun class needs verbs/adjectives"
-_TRANS_BY_SUBJ = {c: [v for v in vs if v.transitive] for c, vs in _VERBS_BY_SUBJ.items()}
 _TRANS_BY_OBJ = {c: [v for v in _ACTION_VERBS if c in v.obj] for c in NOUNS}
 _PERSON_TRANS_BY_OBJ = {c: [v for v in vs if "people" in v.subj] for c, vs in _TRANS_BY_OBJ.items()}
 
@@ -382,9 +378,7 @@ class _Grammar:
     def be(self, number: str, tense: str, person: str = "") -> str:
         if person == "i":
             return "was" if tense == "past" else "am"
-        if tense == "past":
-            return BE["sg_past"] if number == "sg" else BE["pl_past"]
-        return BE[number]
+        return BE[f"{number}_past"] if tense == "past" else BE[number]
 
     # -- noun phrases
     def simple_np(self, classes: tuple[str, ...], number: str | None = None, adj_prob: float = 0.35,
@@ -440,26 +434,20 @@ class _Grammar:
             return
         rel = ("who" if cls in PERSON else "which") if self.p(0.5) else "that"
         if kind == "subj_rel":
-            verbs = _VERBS_BY_SUBJ[cls]
             if self.p(0.2):
                 tns = self.choice(["present", "past"])
-                adjs = _PRED_ADJ_FOR_CLASS[cls]
-                words = [rel, self.be(phrase.number, tns), self.choice(adjs)]
-                phrase.tokens += words
+                phrase.tokens += [rel, self.be(phrase.number, tns), self.choice(_PRED_ADJ_FOR_CLASS[cls])]
                 return
-            verb = self.choice(verbs)
+            verb = self.choice(_VERBS_BY_SUBJ[cls])
             tns = self.choice(["present", "present", "past"])
-            words = [rel, self.verb_form(verb, phrase.number, tns)]
-            phrase.tokens += words
+            phrase.tokens += [rel, self.verb_form(verb, phrase.number, tns)]
             if verb.transitive:
                 obj = self.np(verb.obj, depth=depth - 1, mod_prob=0.25, tense=tns)
                 self._attach(phrase, obj, [])
             if verb.needs_location or (not verb.transitive and self.p(0.3)):
                 self._attach(phrase, self.location_np(0.2), [self.choice(LOCATION_PREPOSITIONS)])
             return
-        verbs = _TRANS_BY_OBJ.get(cls) or []
-        if kind == "perfect_rel":
-            verbs = _PERSON_TRANS_BY_OBJ.get(cls) or []
+        verbs = (_PERSON_TRANS_BY_OBJ if kind == "perfect_rel" else _TRANS_BY_OBJ).get(cls) or []
         if not verbs:
             self.modify(phrase, depth, tense, "pp")
             return
@@ -467,13 +455,12 @@ class _Grammar:
         if kind == "perfect_rel":
             # "the computer which i had just put into the machine room on the fifth floor"
             pron = self.choice(list(PRONOUNS_SUBJ))
-            words = [rel, pron, "had"] + (["just"] if self.p(0.5) else []) + [verb.participle_form]
-            phrase.tokens += words
+            phrase.tokens += [rel, pron, "had"] + (["just"] if self.p(0.5) else []) + [verb.participle_form]
             if verb.needs_location or self.p(0.3):
                 loc = self.simple_np(("places",) if verb.needs_location else LOCATIONS, adj_prob=0.2,
                                      allow_numeral=False)
                 self._attach(phrase, loc, [self.choice(LOCATION_PREPOSITIONS if verb.needs_location else ["in"])])
-                if loc.cls in ("places",) and self.p(0.4):
+                if loc.cls == "places" and self.p(0.4):
                     self._attach(phrase, _Phrase(["the", self.choice(ORDINALS), "floor"], 2, "sg", "places",
                                                  [(2, "sg")]), ["on"])
             return
@@ -503,14 +490,11 @@ class _Grammar:
         cls = subj.cls if subj.cls in NOUNS else self.choice(PERSON)
         r = self.rng.random()
         if r < 0.2:
-            words = [self.be(subj.number, tense, person)]
-            if self.p(0.2):
-                words.append("very")
-            words.append(self.choice(_PRED_ADJ_FOR_CLASS[cls]))
-            return words
+            very = ["very"] if self.p(0.2) else []
+            return [self.be(subj.number, tense, person)] + very + [self.choice(_PRED_ADJ_FOR_CLASS[cls])]
         if r < 0.28:
-            words = [self.be(subj.number, tense, person), self.choice(LOCATION_PREPOSITIONS[:2] + ["near", "behind"])]
-            return words + self.location_np(0.3).tokens
+            where = self.choice(LOCATION_PREPOSITIONS[:2] + ["near", "behind"])
+            return [self.be(subj.number, tense, person), where] + self.location_np(0.3).tokens
         if r < 0.33 and cls in ANIMATE:
             # possession: "the farmers have three cows"
             have = HAVE["past"] if tense == "past" else HAVE["sg" if subj.number == "sg" and not person else "pl"]
@@ -538,8 +522,7 @@ class _Grammar:
         subj = self.subject(depth, tense)
         if subj.cls in NOUNS and self.p(0.07):
             # parenthetical modifier: "the farmer ( who lives near the river ) feeds the cows"
-            extra = _Phrase([], -1, subj.number, subj.cls)
-            extra.tokens, extra.head = [subj.tokens[subj.head]], 0
+            extra = _Phrase([subj.tokens[subj.head]], 0, subj.number, subj.cls)
             self.modify(extra, 1, tense, self.choice(["pp", "subj_rel", "obj_rel"]))
             subj.tokens += ["("] + extra.tokens[1:] + [")"]
         return subj.tokens + self.predicate(subj, tense)
@@ -550,8 +533,7 @@ class _Grammar:
         person = "i" if subj.tokens == ["i"] else ""
         cls = subj.cls if subj.cls in NOUNS else self.choice(PERSON)
         if self.p(0.4):
-            be = self.be(subj.number, tense, person)
-            return [be] + subj.tokens + [self.choice(_PRED_ADJ_FOR_CLASS[cls]), "?"]
+            return [self.be(subj.number, tense, person)] + subj.tokens + [self.choice(_PRED_ADJ_FOR_CLASS[cls]), "?"]
         aux = "did" if tense == "past" else ("does" if subj.number == "sg" and not person else "do")
         verb = self.choice(_VERBS_BY_SUBJ[cls])
         words = [aux] + subj.tokens + [verb.base]
@@ -634,10 +616,6 @@ class AgreementPair:
     wrong: str
     distance: int
     attractors: int = 0  # nouns of the other number between head and verb
-
-    @property
-    def head_index(self) -> int:
-        return len(self.prefix) - 1 - self.distance
 
 
 def agreement_pairs(n: int, seed: int = HELDOUT_SEED, min_distance: int = 4, max_distance: int = 20,

@@ -150,12 +150,8 @@ def _rows(table: str) -> list[list[str]]:
     return [row.split() for row in table.replace("\n", "|").split("|") if row.strip()]
 
 
-NOUNS: list[_Noun] = []
-for _r in _rows(_NOUN_TABLE):
-    NOUNS.append(_Noun(_r[0], _r[1], _r[2], _r[3], *(_r[4:] + ["-", "-"])[:2]))
-ADJECTIVES: list[_Adj] = []
-for _r in _rows(_ADJ_TABLE):
-    ADJECTIVES.append(_Adj(_r[0], _r[-1], *_r[1:-1]))
+NOUNS: list[_Noun] = [_Noun(_r[0], _r[1], _r[2], _r[3], *(_r[4:] + ["-", "-"])[:2]) for _r in _rows(_NOUN_TABLE)]
+ADJECTIVES: list[_Adj] = [_Adj(_r[0], _r[-1], *_r[1:-1]) for _r in _rows(_ADJ_TABLE)]
 VERBS: list[_Verb] = [_Verb(*_r) for _r in _rows(_VERB_TABLE)]
 
 _NOUN_FORMS: dict[str, tuple[_Noun, str]] = {}
@@ -257,9 +253,7 @@ def translate_with_alignment(src: list[str]) -> tuple[list[str], list[tuple[int,
                 verb = _VERB_PARTICIPLE[nxt]
                 emit("a" if subj_number == "sg" else "ont", i)
                 emit("été", i)
-                pp = verb.frpp
-                if subj_gender == "f":
-                    pp = _feminine(pp)
+                pp = _feminine(verb.frpp) if subj_gender == "f" else verb.frpp
                 emit(_french_plural(pp) if subj_number == "pl" else pp, i + 1)
                 i += 2
             else:
@@ -289,12 +283,8 @@ def translate_with_alignment(src: list[str]) -> tuple[list[str], list[tuple[int,
             if i < len(src) and src[i] in YEARS:
                 emit(src[i], i)
                 i += 1
-        elif tok in PREPOSITIONS:
-            for word in PREPOSITIONS[tok]:
-                emit(word, i)
-            i += 1
-        elif tok in ADVERBS:
-            for word in ADVERBS[tok]:
+        elif tok in PREPOSITIONS or tok in ADVERBS:
+            for word in PREPOSITIONS.get(tok) or ADVERBS[tok]:
                 emit(word, i)
             i += 1
         elif tok in (".", "?", ","):

@@ -32,10 +32,7 @@ def _binary_fraction(text: str) -> float:
     sample = text[:100_000]
     if not sample:
         return 0.0
-    bad = sum(
-        1 for ch in sample
-        if ch == "\ufffd" or (unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\x0c")
-    )
+    bad = sum(1 for ch in sample if ch == "\ufffd" or (unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\x0c"))
     return bad / len(sample)
 
 
@@ -77,10 +74,6 @@ def read_uploaded_text(data: bytes, max_bytes: int = MAX_BYTES) -> str:
     return text
 
 
-def _split_sentences(line: str) -> list[str]:
-    return [part for part in _SENTENCE_END.split(line) if part.strip()]
-
-
 def corpus_from_text(
     text: str,
     level: Literal["word", "char"] = "word",
@@ -119,18 +112,11 @@ def corpus_from_text(
             "are needed (a few paragraphs)."
         )
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    corpus: list[list[str]] = []
     if level == "word":
-        for line in lines:
-            for sentence in _split_sentences(line):
-                tokens = tokenize_words(sentence)
-                if tokens:
-                    corpus.append(tokens)
+        corpus = [tokenize_words(part) for line in lines for part in _SENTENCE_END.split(line) if part.strip()]
     else:
-        for line in lines:
-            tokens = tokenize_chars(line)
-            if tokens:
-                corpus.append(tokens)
+        corpus = [tokenize_chars(line) for line in lines]
+    corpus = [tokens for tokens in corpus if tokens]
     n_tokens = sum(len(s) for s in corpus)
     usable = sum(1 for s in corpus for t in s if any(ch.isalnum() for ch in t))
     if usable == 0:

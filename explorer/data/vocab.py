@@ -23,9 +23,7 @@ __all__ = ["SPECIALS", "PAD", "UNK", "BOS", "EOS", "Vocab", "tokenize_words", "t
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIALS: list[str] = [PAD, UNK, BOS, EOS]
 
-# Punctuation that always becomes a token of its own.
-SPLIT_PUNCTUATION = frozenset(".,;:!?\"'()-")
-# Typographic variants folded onto the ASCII punctuation above.
+# Typographic variants folded onto ASCII punctuation.
 _PUNCT_FOLD = {
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
     "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"',
@@ -53,11 +51,6 @@ def clean_text(text: str) -> str:
         else:
             out.append(_PUNCT_FOLD.get(ch, ch))
     return "".join(out)
-
-
-def _is_word_char(ch: str) -> bool:
-    cat = unicodedata.category(ch)
-    return cat[0] in "LMN" or ch == "_"
 
 
 def _is_modifier(ch: str) -> bool:
@@ -98,7 +91,7 @@ def tokenize_words(text: str) -> list[str]:
                 word.append(ch)
             elif tokens and not prev_space:
                 tokens[-1] += ch
-        elif _is_word_char(ch):
+        elif unicodedata.category(ch)[0] in "LMN" or ch == "_":  # letters, marks, digits of any script
             word.append(ch)
         else:
             flush()
