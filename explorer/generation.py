@@ -22,34 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from transformers.generation.logits_process import (
-    ForcedBOSTokenLogitsProcessor,
-    ForcedEOSTokenLogitsProcessor,
-    LogitsProcessorList,
-    MinLengthLogitsProcessor,
-    MinNewTokensLengthLogitsProcessor,
-    MinPLogitsWarper,
-    NoBadWordsLogitsProcessor,
-    NoRepeatNGramLogitsProcessor,
-    RepetitionPenaltyLogitsProcessor,
-    SuppressTokensAtBeginLogitsProcessor,
-    SuppressTokensLogitsProcessor,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-    TypicalLogitsWarper,
-)
+    ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList, MinLengthLogitsProcessor,
+    MinNewTokensLengthLogitsProcessor, MinPLogitsWarper, NoBadWordsLogitsProcessor, NoRepeatNGramLogitsProcessor,
+    RepetitionPenaltyLogitsProcessor, SuppressTokensAtBeginLogitsProcessor, SuppressTokensLogitsProcessor,
+    TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, TypicalLogitsWarper)
 
 from explorer.adapters.base import Adapter
 
-LABELS = {
-    "greedy": "Greedy",
-    "sample": "Pure sampling",
-    "top-k": "Top-k",
-    "top-p": "Top-p (nucleus)",
-    "typical": "Typical-p",
-    "min-p": "Min-p",
-    "beam": "Beam search",
-}
+LABELS = {"greedy": "Greedy", "sample": "Pure sampling", "top-k": "Top-k", "top-p": "Top-p (nucleus)",
+          "typical": "Typical-p", "min-p": "Min-p", "beam": "Beam search"}
 SAMPLING = ("sample", "top-k", "top-p", "typical", "min-p")
 
 
@@ -196,7 +177,6 @@ def sample(adapter: Adapter, model_input: torch.Tensor, seq: torch.Tensor, strat
 
 def greedy_batch(adapter: Adapter, sources: list[list[int]], max_new: int, batch_size: int = 256) -> list[list[int]]:
     """Greedy outputs of an encoder-decoder for many sources (padded with its pad id), without the end token."""
-    out: list[list[int]] = []
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     result: dict[int, list[int]] = {}
     pad = adapter.pad_id if adapter.pad_id is not None else 0
@@ -208,8 +188,7 @@ def greedy_batch(adapter: Adapter, sources: list[list[int]], max_new: int, batch
         rows = sample(adapter, src, start, Strategy("greedy"), max_new)[0]
         for j, r in zip(idx, rows):
             result[j] = [x for x in r if x not in adapter.eos_ids]
-    out = [result[i] for i in range(len(sources))]
-    return out
+    return [result[i] for i in range(len(sources))]
 
 
 # ------------------------------------------------------------------------------------------- beam search

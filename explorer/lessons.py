@@ -256,13 +256,10 @@ def parse_step(data: Any, number: int, source: str = "") -> Step:
     if not isinstance(params, dict):
         raise LessonError(f"must be a mapping of query parameters (name: value), not {type(params).__name__}",
                           source, number, "params")
-    return Step(
-        title=_text_field(data, "title", source, number, True),
-        page=page,
-        caption=_text_field(data, "caption", source, number, True),
-        question=_text_field(data, "question", source, number, False),
-        params=check_params(page, params, source, number),
-    )
+    return Step(title=_text_field(data, "title", source, number, True), page=page,
+                caption=_text_field(data, "caption", source, number, True),
+                question=_text_field(data, "question", source, number, False),
+                params=check_params(page, params, source, number))
 
 
 def _split_front_matter(text: str, source: str) -> tuple[str, str]:

@@ -12,27 +12,11 @@ from typing import Any
 
 import torch
 
-from explorer.catalogue import (
-    BUILTIN_DIR,
-    FAMILIES,
-    ModelId,
-    builtin_names,
-    hub_allowed,
-    local_folders,
-    minilm_dir,
-)
+from explorer.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders, minilm_dir
 from explorer.device import DTYPES, is_out_of_memory, resolve
 from explorer.models import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
-from explorer.safe_load import (
-    WEIGHT_SUFFIXES,
-    CorruptFileError,
-    ModelLoadError,
-    UnsafeFileError,
-    check_size,
-    first_line,
-    read_json_file,
-    read_state_dict_file,
-)
+from explorer.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
+                                first_line, read_json_file, read_state_dict_file)
 from explorer.uploads import UploadBundle, bundle, bundle_from_parts
 
 _CAUSAL_TYPES = {
@@ -43,7 +27,6 @@ _CAUSAL_TYPES = {
 
 class OutOfMemoryLoadError(ModelLoadError):
     """The model does not fit on the chosen GPU; the UI offers the CPU instead."""
-
 
 
 # ------------------------------------------------------------------------------------- loaded model
@@ -97,36 +80,25 @@ class LoadedModel:
     def config(self) -> Any:
         return getattr(self.model, "config", None)
 
+    def _config_int(self, *names: str) -> int | None:
+        """The first of `names` that the model's config sets to an integer (None without a config)."""
+        return next((v for v in (getattr(self.config, n, None) for n in names) if isinstance(v, int)), None)
+
     @property
     def n_layers(self) -> int | None:
-        cfg = self.config
-        for name in ("num_hidden_layers", "n_layer", "num_layers"):
-            value = getattr(cfg, name, None) if cfg is not None else None
-            if isinstance(value, int):
-                return value
-        return self.meta.get("config", {}).get("n_layer") or self.meta.get("config", {}).get("num_layers")
+        value, meta = self._config_int("num_hidden_layers", "n_layer", "num_layers"), self.meta.get("config", {})
+        return value if value is not None else meta.get("n_layer") or meta.get("num_layers")
 
     @property
     def n_heads(self) -> int | None:
-        cfg = self.config
-        for name in ("num_attention_heads", "n_head", "num_heads"):
-            value = getattr(cfg, name, None) if cfg is not None else None
-            if isinstance(value, int):
-                return value
-        return self.meta.get("config", {}).get("n_head")
+        value = self._config_int("num_attention_heads", "n_head", "num_heads")
+        return value if value is not None else self.meta.get("config", {}).get("n_head")
 
     def summary(self) -> dict[str, Any]:
         """One row of the loaded-models table."""
-        return {
-            "id": self.id,
-            "family": FAMILIES.get(self.family, self.family),
-            "layers": self.n_layers,
-            "heads": self.n_heads,
-            "parameters": self.n_params,
-            "device": self.device,
-            "dtype": self.dtype,
-            "memory (MB)": round(self.memory_bytes / 2**20, 2),
-        }
+        return {"id": self.id, "family": FAMILIES.get(self.family, self.family), "layers": self.n_layers,
+                "heads": self.n_heads, "parameters": self.n_params, "device": self.device, "dtype": self.dtype,
+                "memory (MB)": round(self.memory_bytes / 2**20, 2)}
 
 
 # ------------------------------------------------------------------------------------------ loading
@@ -172,7 +144,6 @@ def _place(module: torch.nn.Module, device: str, dtype: str) -> torch.nn.Module:
     return module.eval()
 
 
-
 def _load_builtin(mid: ModelId, device: str, dtype: str) -> LoadedModel:
     if mid.name not in builtin_names():
         available = ", ".join(builtin_names()) or "none are installed"
@@ -184,7 +155,6 @@ def _load_builtin(mid: ModelId, device: str, dtype: str) -> LoadedModel:
     model = from_checkpoint(meta, state, str(mid))
     family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "state-dict")
     return LoadedModel(str(mid), family, _place(model, device, dtype), device, dtype, meta, vocabs=vocabs_from_meta(meta))
-
 
 
 def _load_hf_hub(mid: ModelId, device: str, dtype: str, task: str | None) -> LoadedModel:
@@ -328,7 +298,6 @@ def _has_vocabulary(tok: Any, minimum: int = 4) -> bool:
         return True
     ordinary = [t for t in vocab if t not in special and not str(t).startswith("<extra_id_") and str(t).strip("▁ ")]
     return len(ordinary) >= minimum
-
 
 
 def _load_local(mid: ModelId, device: str, dtype: str, task: str | None) -> LoadedModel:

@@ -50,9 +50,8 @@ def lm_nll(model: torch.nn.Module, sentences: Sequence[Sequence[int]], batch_siz
         batch = pad_batch([seqs[i] for i in order[start:start + batch_size]]).to(device)
         x, y = batch[:, :-1], batch[:, 1:]
         logits = lm_logits(model, x).float()
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), ignore_index=PAD,
-                               reduction="sum")
-        total += float(loss)
+        total += float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), ignore_index=PAD,
+                                       reduction="sum"))
         count += int((y != PAD).sum())
     return total, count
 
@@ -77,31 +76,23 @@ class BigramLM:
                 self.pair[a][b] += 1
                 self.ctx[a] += 1
 
-    def logprob(self, prev: int, word: int, k: float | None = None) -> float:
-        k = self.k if k is None else k
-        return math.log((self.pair[prev][word] + k) / (self.ctx[prev] + k * self.V))
-
     def perplexity(self, sentences: Sequence[Sequence[int]], k: float | None = None) -> float:
+        k = self.k if k is None else k
         total, count = 0.0, 0
         for s in sentences:
             seq = [BOS, *s, EOS]
             for a, b in zip(seq, seq[1:]):
-                total -= self.logprob(a, b, k)
+                total -= math.log((self.pair[a][b] + k) / (self.ctx[a] + k * self.V))  # log P(b | a), add-k
                 count += 1
         return math.exp(total / max(count, 1))
-
-    def fit_k(self, heldout: Sequence[Sequence[int]], grid: Sequence[float] = K_GRID) -> float:
-        """Set self.k to the grid value with the lowest held-out perplexity and return it."""
-        self.k = min(grid, key=lambda k: self.perplexity(heldout, k))
-        return self.k
 
 
 def bigram_perplexity(train: Sequence[Sequence[int]], heldout: Sequence[Sequence[int]], vocab_size: int,
                       k: float | None = None) -> tuple[float, float]:
     """(held-out perplexity, k) of the add-k bigram; k=None fits k on the held-out set (see module doc)."""
     lm = BigramLM(train, vocab_size, k if k is not None else 0.1)
-    if k is None:
-        lm.fit_k(heldout)
+    if k is None:  # the grid value with the lowest held-out perplexity
+        lm.k = min(K_GRID, key=lambda grid_k: lm.perplexity(heldout, grid_k))
     return lm.perplexity(heldout), lm.k
 
 
@@ -133,12 +124,9 @@ def agreement_accuracy(model: torch.nn.Module, items: Sequence[tuple[Sequence[in
     by: dict[str, list[bool]] = defaultdict(list)
     for (_, _, _, d), r in zip(items, right):
         by[distance_bucket(d)].append(r)
-    key = lambda b: int(b.split("-")[0].rstrip("+"))  # noqa: E731
-    return {
-        "accuracy": sum(right) / max(len(right), 1),
-        "n": len(right),
-        "by_distance": {b: {"accuracy": sum(v) / len(v), "n": len(v)} for b, v in sorted(by.items(), key=lambda kv: key(kv[0]))},
-    }
+    buckets = sorted(by.items(), key=lambda kv: int(kv[0].split("-")[0].rstrip("+")))  # "0-1", ..., "8-9", "10+"
+    return {"accuracy": sum(right) / max(len(right), 1), "n": len(right),
+            "by_distance": {b: {"accuracy": sum(v) / len(v), "n": len(v)} for b, v in buckets}}
 
 
 # ---------------------------------------------------------------------------------------------- seq2seq
@@ -158,18 +146,13 @@ def exact_match(predictions: Sequence[Sequence[int]], references: Sequence[Seque
     return sum(list(p) == list(r) for p, r in zip(predictions, references)) / max(len(references), 1)
 
 
-def length_bucket(n: int, width: int = 3) -> str:
-    lo = ((n - 1) // width) * width + 1
-    return f"{lo}-{lo + width - 1}"
-
-
 def accuracy_by_length(predictions: Sequence[Sequence[int]], references: Sequence[Sequence[int]],
                        sources: Sequence[Sequence[int]], width: int = 3) -> dict[str, dict]:
     """Exact match per source-length bucket ("1-3", "4-6", ...): {bucket: {"exact_match", "n"}}."""
     by: dict[int, list[bool]] = defaultdict(list)
     for p, r, s in zip(predictions, references, sources):
         by[(len(s) - 1) // width].append(list(p) == list(r))
-    return {length_bucket(b * width + 1, width): {"exact_match": sum(v) / len(v), "n": len(v)}
+    return {f"{b * width + 1}-{(b + 1) * width}": {"exact_match": sum(v) / len(v), "n": len(v)}
             for b, v in sorted(by.items())}
 
 

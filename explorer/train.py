@@ -27,12 +27,8 @@ import torch.nn.functional as F
 from . import metrics as M
 from .models import build_model
 
-ARCH_CORPORA = {
-    "rnn_lm": ("english", "user"),
-    "tiny_gpt": ("english", "user"),
-    "word2vec": ("english", "user"),
-    "seq2seq": ("translation", "dates"),
-}
+ARCH_CORPORA = {"rnn_lm": ("english", "user"), "tiny_gpt": ("english", "user"), "word2vec": ("english", "user"),
+                "seq2seq": ("translation", "dates")}
 LIMITS = dict(epochs=100, hidden_size=1024, emb_dim=1024, num_layers=4, n_head=16, batch_size=1024,
               n_train=200_000, n_heldout=20_000, max_seconds=6 * 3600, max_len=512, vocab=200_000)
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -125,17 +121,12 @@ def validate_spec(spec: TrainSpec) -> None:
     else:
         _check_int("n_train", spec.n_train, 10, LIMITS["n_train"])
         _check_int("n_heldout", spec.n_heldout, 1, LIMITS["n_heldout"])
-    _check_int("epochs", spec.epochs, 1, LIMITS["epochs"])
-    _check_int("hidden_size", spec.hidden_size, 2, LIMITS["hidden_size"])
-    _check_int("emb_dim", spec.emb_dim, 2, LIMITS["emb_dim"])
-    _check_int("num_layers", spec.num_layers, 1, LIMITS["num_layers"])
-    _check_int("batch_size", spec.batch_size, 1, LIMITS["batch_size"])
-    _check_int("block_size", spec.block_size, 4, LIMITS["max_len"])
-    _check_int("seed", spec.seed, 0, 2**31 - 1)
-    _check_int("min_freq", spec.min_freq, 1, 1000)
-    _check_int("window", spec.window, 1, 10)
-    _check_int("negatives", spec.negatives, 1, 50)
-    _check_int("warmup_steps", spec.warmup_steps, 0, 100_000)
+    for name, lo, hi in (("epochs", 1, LIMITS["epochs"]), ("hidden_size", 2, LIMITS["hidden_size"]),
+                         ("emb_dim", 2, LIMITS["emb_dim"]), ("num_layers", 1, LIMITS["num_layers"]),
+                         ("batch_size", 1, LIMITS["batch_size"]), ("block_size", 4, LIMITS["max_len"]),
+                         ("seed", 0, 2**31 - 1), ("min_freq", 1, 1000), ("window", 1, 10), ("negatives", 1, 50),
+                         ("warmup_steps", 0, 100_000)):
+        _check_int(name, getattr(spec, name), lo, hi)
     if spec.max_vocab is not None:
         _check_int("max_vocab", spec.max_vocab, 5, LIMITS["vocab"])
     if not isinstance(spec.lr, (int, float)) or not 0 < spec.lr <= 1:
@@ -237,7 +228,8 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     random.seed(spec.seed)
     torch.manual_seed(spec.seed)
     corpus = load_corpus(spec)
-    task = _make_task(spec, corpus, device)
+    task_class = {"rnn_lm": _LMTask, "tiny_gpt": _LMTask, "seq2seq": _Seq2SeqTask}.get(spec.architecture, _Word2VecTask)
+    task = task_class(spec, corpus, device)
     model = task.model.to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and spec.weight_decay > 0]
     other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and spec.weight_decay > 0)]
@@ -375,9 +367,7 @@ def agreement_eval(model, vocab, n: int = 1000, device="cpu") -> dict:
     """Agreement accuracy on all distances (min_distance=1) and on long-range pairs (min_distance=4)."""
     res = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=1), device=device)
     long = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=4), device=device)
-    res["long_range_accuracy"] = long["accuracy"]
-    res["long_range_by_distance"] = long["by_distance"]
-    res["long_range_n"] = long["n"]
+    res.update(long_range_accuracy=long["accuracy"], long_range_by_distance=long["by_distance"], long_range_n=long["n"])
     return res
 
 
@@ -495,14 +485,6 @@ class _Word2VecTask:
         return {"vocab": list(self.vocab.itos)}
 
 
-def _make_task(spec: TrainSpec, corpus: Corpus, device: str):
-    if spec.architecture in ("rnn_lm", "tiny_gpt"):
-        return _LMTask(spec, corpus, device)
-    if spec.architecture == "seq2seq":
-        return _Seq2SeqTask(spec, corpus, device)
-    return _Word2VecTask(spec, corpus, device)
-
-
 # ============================================================================================== built-ins
 _LM = dict(architecture="rnn_lm", corpus="english", n_train=20_000, n_heldout=1_000, full_metrics=True)
 _S2S = dict(architecture="seq2seq", corpus="translation", n_train=20_000, n_heldout=1_000, full_metrics=True,
@@ -560,17 +542,13 @@ def train_builtin(name: str, folder=None, progress=None, save: bool = True, thre
     return result
 
 
-def _fmt(v) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
 def _print_metrics(metrics: dict, indent: str = "  ") -> None:
     for k, v in metrics.items():
         if isinstance(v, dict):
             print(f"{indent}{k}:")
             _print_metrics(v, indent + "  ")
         else:
-            print(f"{indent}{k}: {_fmt(v)}")
+            print(f"{indent}{k}: {v:.4g}" if isinstance(v, float) else f"{indent}{k}: {v}")
 
 
 def main(argv: list[str] | None = None) -> int:

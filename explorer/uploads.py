@@ -19,15 +19,8 @@ from typing import Any, Callable
 import torch
 
 from explorer.models import FAMILY_OF_ARCHITECTURE, from_checkpoint
-from explorer.safe_load import (
-    WEIGHT_SUFFIXES,
-    CorruptFileError,
-    ModelLoadError,
-    check_size,
-    first_line,
-    read_json_bytes,
-    read_state_dict,
-)
+from explorer.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
+                                read_json_bytes, read_state_dict)
 
 
 @dataclass
@@ -132,7 +125,6 @@ def upload_ids() -> list[str]:
     """Ids of the uploads held in memory, least recently registered first."""
     with _UPLOADS_LOCK:
         return list(_UPLOADS)
-
 
 
 def uploaded_entries() -> list[tuple[str, str, str]]:

@@ -72,14 +72,10 @@ class HFAdapter(Adapter):
             f"family. '{self.model_type or 'this architecture'}' computes its scores differently (e.g. rotary or "
             "relative position terms, grouped key/value heads, other projection layouts), so recomputing them here "
             "could show numbers the model does not use: only the model's own attention probabilities are shown.")
-        gen = getattr(self.model, "generation_config", None)
-        tok = self.tokenizer
-        self.eos_ids = _ints(getattr(gen, "eos_token_id", None)) or _ints(getattr(cfg, "eos_token_id", None)) or \
-            _ints(getattr(tok, "eos_token_id", None))
-        self.bos_id = _first_int(getattr(gen, "bos_token_id", None), getattr(cfg, "bos_token_id", None),
-                                 getattr(tok, "bos_token_id", None))
-        self.pad_id = _first_int(getattr(gen, "pad_token_id", None), getattr(cfg, "pad_token_id", None),
-                                 getattr(tok, "pad_token_id", None))
+        sources = (getattr(self.model, "generation_config", None), cfg, self.tokenizer)  # the first that says wins
+        self.eos_ids = next((ids for ids in (_ints(getattr(s, "eos_token_id", None)) for s in sources) if ids), ())
+        self.bos_id = _first_int(*(getattr(s, "bos_token_id", None) for s in sources))
+        self.pad_id = _first_int(*(getattr(s, "pad_token_id", None) for s in sources))
         self.vocab_size = int(getattr(self.config, "vocab_size", 0) or 0)
         self.has_head = self.model.get_output_embeddings() is not None  # a language-model head gives logits
         self.can_generate = self.causal and self.has_head
@@ -241,12 +237,8 @@ class HFAdapter(Adapter):
 
     @property
     def n_heads(self) -> int:
-        cfg = self.config
-        for name in ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads"):
-            value = getattr(cfg, name, None)
-            if isinstance(value, int):
-                return value
-        return 0
+        names = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
+        return next((v for v in (getattr(self.config, n, None) for n in names) if isinstance(v, int)), 0)
 
     # ------------------------------------------------------------------ generation
     def generation_settings(self) -> dict[str, Any]:

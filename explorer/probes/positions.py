@@ -228,7 +228,6 @@ def rope(d_model: int, n_pos: int, base: float, pos: int, vectors: str = "ones",
                      np.array([np.linalg.norm(q), np.linalg.norm(q_rot)]))
 
 
-# ------------------------------------------------------------------------------------------------- PCA
 # ---------------------------------------------------------------------------------------------- models
 def _table(loaded: Any) -> Any:
     if getattr(loaded, "model", None) is None:

@@ -172,7 +172,7 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
             notes += out.notes
             if len(out.ids) > cap:
                 notes.append(f"The target has {len(out.ids)} tokens; only the first {cap} are forced.")
-                out = _cut(out, cap)
+                out = Encoded(out.ids[:cap], out.tokens[:cap], out.notes, True, out.n_unknown, out.special[:cap])
             if not out.ids:
                 return _empty(loaded, mode, attention, kind, "The target text gives no tokens.")
         else:
@@ -220,10 +220,6 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
-def _cut(enc: Encoded, n: int) -> Encoded:
-    return Encoded(enc.ids[:n], enc.tokens[:n], enc.notes, True, enc.n_unknown, enc.special[:n])
-
-
 def _cap(loaded: Any, n_src: int, max_len: int | None, hf: bool) -> tuple[int, str]:
     """The output length cap, and a warning when the source is longer than any seen in training (built-ins)."""
     cap = MAX_OUTPUT if max_len is None else max(1, min(int(max_len), MAX_OUTPUT))
@@ -261,12 +257,10 @@ def _steps_math(rec: Any, attention: str) -> tuple[StepMath, ...]:
         vectors = (q, kj)
     m = scores.max(axis=1)
     denom = np.exp(scores - m[:, None]).sum(axis=1)
-    rows = np.arange(len(j))
-    names = SCORE_PARTS[attention]
     return tuple(StepMath(int(j[t]), float(scores[t, j[t]]), float(e[t]), float(alpha[t, j[t]]), float(m[t]),
                           float(denom[t]), tuple((name, tuple(float(x) for x in vec[t, :PART_DIMS]))
-                                                 for name, vec in zip(names, vectors)), int(q.shape[1]))
-                 for t in rows)
+                                                 for name, vec in zip(SCORE_PARTS[attention], vectors)),
+                          int(q.shape[1])) for t in range(len(j)))
 
 
 # =========================================================================================== built-in data

@@ -15,7 +15,7 @@ import streamlit as st
 from explorer import lessons as L
 from explorer.ui import state
 from explorer.ui.widgets import forget_sentence_input, page_header
-from explorer.views import HOME, PARAMS, VIEWS
+from explorer.views import HOME, PARAMS
 
 LESSONS_PATH = "lesson-plans"  # url_path of the Lessons page (explorer/views.py)
 GOTO = "_lesson_goto"  # (script, query params) to switch to at the start of the next run
@@ -44,9 +44,7 @@ def shipped() -> tuple[list[L.Lesson], list[L.LessonError]]:
 
 
 def draft() -> L.Draft:
-    if DRAFT not in st.session_state:
-        st.session_state[DRAFT] = L.Draft()
-    return st.session_state[DRAFT]
+    return st.session_state.setdefault(DRAFT, L.Draft())
 
 
 def all_lessons() -> dict[str, L.Lesson]:
@@ -83,11 +81,7 @@ def _go(lesson: L.Lesson, index: int, start: bool = False) -> None:
 
 
 def _leave(lesson_id: str) -> None:
-    st.session_state[GOTO] = (_lessons_script(), {L.LESSON_PARAM: lesson_id})
-
-
-def _lessons_script() -> str:
-    return next(v.script for v in VIEWS if v.url_path == LESSONS_PATH)
+    st.session_state[GOTO] = (L.view_script(LESSONS_PATH), {L.LESSON_PARAM: lesson_id})
 
 
 def follow() -> None:
@@ -187,11 +181,9 @@ def export_tool(page: str) -> None:
     """Sidebar: save the current view (its page and URL state) as a lesson step: download it or add it to the draft."""
     with st.sidebar.expander("Save this view as a lesson step", icon=":material/bookmark_add:"):
         st.caption("The step reopens this view exactly as it is now (model, text and every setting in the URL).")
-        title = st.text_input("Step title", key="_export_title", max_chars=200,
-                              placeholder=L.view_title(page))
+        title = st.text_input("Step title", key="_export_title", max_chars=200, placeholder=L.view_title(page))
         caption = st.text_area("What to notice", key="_export_caption", max_chars=4000, height=90)
-        question = st.text_area("Question for the class (optional)", key="_export_question", max_chars=4000,
-                                height=68)
+        question = st.text_area("Question for the class (optional)", key="_export_question", max_chars=4000, height=68)
         if not caption.strip():
             st.caption("Write what to notice, then download the step or add it to your draft lesson.")
             return
@@ -214,8 +206,7 @@ def export_tool(page: str) -> None:
 
 # -------------------------------------------------------------------------------------------- the page
 def _views_of(lesson: L.Lesson) -> str:
-    seen = dict.fromkeys(L.view_title(s.page) for s in lesson.steps)
-    return ", ".join(seen)
+    return ", ".join(dict.fromkeys(L.view_title(s.page) for s in lesson.steps))
 
 
 def _remove_upload(lesson_id: str) -> None:

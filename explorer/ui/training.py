@@ -21,7 +21,6 @@ RECIPES = {
     "Seq2seq dates → ISO": dict(architecture="seq2seq", corpus="dates"),
 }
 ATTENTIONS = ["bahdanau", "luong-dot", "luong-general", "luong-concat", "none"]
-MIN_USER_CHARS = 200
 
 
 def loss_figure(points: list[dict]) -> go.Figure:
