@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from explorer.viz.spec import Serialized, figure_spec, serialize
 from explorer.viz import attention as A
 from explorer.viz import embeddings as E
+from explorer.viz import decoding as D
 from explorer.viz import theme as T
 
 TOKENS = ["[CLS]", "the", "robot", "must", "obey", "[SEP]"]
@@ -28,6 +29,10 @@ def _figures():
         "projection 3-D": E.projection_background(words, ["noun"] * 25 + [None] * 25, coords, T.NORMAL),
         "typed words 3-D": E.typed_overlay([E.Point("w1", tuple(coords[1]), E.PLACED_FIT)], 3, T.NORMAL),
         "projection 2-D": E.projection_background(words, [None] * 50, coords[:, :2], T.PROJECTOR),
+        "trade-off with a one-output line": D.tradeoff_scatter(
+            [{"kind": "top-k", "strategy": "Top-k", "samples": 5, "self-BLEU": 0.2, "mean log-prob": -2.0},
+             {"kind": "greedy", "strategy": "Greedy", "samples": 1, "self-BLEU": None, "mean log-prob": -1.3}],
+            "self-BLEU", "mean log-prob", T.NORMAL),
     }
 
 

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.viz.theme import Theme
+from explorer.viz.theme import Theme, figure
 
 GREY = "rgba(150,150,150,0.45)"
 
@@ -20,19 +20,19 @@ def step_bars(view: Any, theme: Theme, title: str = "") -> go.Figure:
     colours = [theme.categorical[4] if k else GREY for k in view.kept]
     line_w = [3 if int(i) == view.chosen else 0 for i in view.ids]
     custom = np.stack([view.logits, view.raw_probs, view.final, view.kept.astype(float)], axis=1)
-    fig = go.Figure(go.Bar(
-        x=list(range(len(tokens))), y=view.probs, marker={"color": colours, "line": {"width": line_w,
-                                                                                        "color": theme.categorical[5]}},
-        customdata=custom, text=labels, textposition="outside", textangle=-60, cliponaxis=False,
-        hovertemplate=("token %{text}<br>logit (after penalties) %{customdata[0]:.4f}<br>p at T: %{y:.4f}"
-                       "<br>model p (T=1) %{customdata[1]:.4f}<br>sampled p %{customdata[2]:.4f}"
-                       "<br>kept %{customdata[3]:.0f}<extra></extra>"),
-    ))
-    fig.update_xaxes(tickvals=list(range(len(tokens))), ticktext=tokens, tickangle=-60, title="token (by rank)")
-    fig.update_yaxes(title=f"probability at T = {view.temperature:g}", rangemode="tozero")
-    fig.update_layout(title=title or f"Step {view.step + 1}: {view.n_kept:,} of {view.vocab_size:,} tokens kept "
-                      f"({view.kept_mass:.1%} of the mass)", height=420, showlegend=False)
-    return fig
+    x = list(range(len(tokens)))
+    bar = {"type": "bar", "x": x, "y": np.asarray(view.probs), "customdata": custom, "text": labels,
+           "marker": {"color": colours, "line": {"width": line_w, "color": theme.categorical[5]}},
+           "textposition": "outside", "textangle": -60, "cliponaxis": False,
+           "hovertemplate": ("token %{text}<br>logit (after penalties) %{customdata[0]:.4f}<br>p at T: %{y:.4f}"
+                             "<br>model p (T=1) %{customdata[1]:.4f}<br>sampled p %{customdata[2]:.4f}"
+                             "<br>kept %{customdata[3]:.0f}<extra></extra>")}
+    return figure([bar], {
+        "title": {"text": title or f"Step {view.step + 1}: {view.n_kept:,} of {view.vocab_size:,} tokens kept "
+                                   f"({view.kept_mass:.1%} of the mass)"},
+        "xaxis": {"tickvals": x, "ticktext": tokens, "tickangle": -60, "title": {"text": "token (by rank)"}},
+        "yaxis": {"title": {"text": f"probability at T = {view.temperature:g}"}, "rangemode": "tozero"},
+        "height": 420, "showlegend": False})
 
 
 def beam_tree(beam: Any, theme: Theme, max_steps: int = 30) -> go.Figure:
@@ -55,61 +55,55 @@ def beam_tree(beam: Any, theme: Theme, max_steps: int = 30) -> go.Figure:
             state = "kept (running)" if kept else ("finished hypothesis" if fin else "pruned")
             hover.append(f"step {s + 1} · {html.escape(beam.token_str[s][j])}<br>sum log-prob {beam.score[s, j]:.4f}"
                          f"<br>this token {beam.step_logprob[s, j]:.4f}<br>{state}")
-            if s > 0:
-                prev = int(beam.running[s - 1][int(beam.parent[s, j])])
-                ex += [s, s + 1, None]
-                ey += [-prev, -j, None]
-            else:
-                ex += [0, 1, None]
-                ey += [0, -j, None]
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line={"color": GREY, "width": 1}, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["prompt"], textposition="middle left",
-                             marker={"size": theme.marker_size + 4, "color": theme.categorical[7]}, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", text=text, textposition="top center",
-                             marker={"size": theme.marker_size + 4, "color": colours, "symbol": symbols},
-                             hovertext=hover, hoverinfo="text"))
-    fig.update_xaxes(title="step", dtick=1)
-    fig.update_yaxes(title="candidate rank (best at top)", showticklabels=False)
-    fig.update_layout(title=f"Beam tree: {beam.num_beams} beams, {C} candidates per step"
-                      + (f" (first {S} steps)" if beam.token.shape[0] > S else ""),
-                      height=max(360, 40 * C), showlegend=False)
-    return fig
+            prev = int(beam.running[s - 1][int(beam.parent[s, j])]) if s > 0 else 0
+            ex += [s, s + 1, None]
+            ey += [-prev, -j, None]
+    size = theme.marker_size + 4
+    return figure([
+        {"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": GREY, "width": 1}, "hoverinfo": "skip"},
+        {"type": "scatter", "x": [0], "y": [0], "mode": "markers+text", "text": ["prompt"],
+         "textposition": "middle left", "marker": {"size": size, "color": theme.categorical[7]}, "hoverinfo": "skip"},
+        {"type": "scatter", "x": xs, "y": ys, "mode": "markers+text", "text": text, "textposition": "top center",
+         "marker": {"size": size, "color": colours, "symbol": symbols}, "hovertext": hover, "hoverinfo": "text"},
+    ], {"title": {"text": f"Beam tree: {beam.num_beams} beams, {C} candidates per step"
+                          + (f" (first {S} steps)" if beam.token.shape[0] > S else "")},
+        "xaxis": {"title": {"text": "step"}, "dtick": 1},
+        "yaxis": {"title": {"text": "candidate rank (best at top)"}, "showticklabels": False},
+        "height": max(360, 40 * C), "showlegend": False})
 
 
 def tradeoff_scatter(rows: Sequence[dict], x: str, y: str, theme: Theme) -> go.Figure:
-    """One point per strategy: x = diversity (self-BLEU or distinct-n), y = quality (mean log-prob/perplexity)."""
+    """One point per strategy: x = diversity (self-BLEU or distinct-n), y = quality (mean log-prob/perplexity).
+    A strategy with one output (greedy, beam) has no diversity over samples: its quality is a dotted line."""
     pts = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
-    fig = go.Figure()
-    for i, r in enumerate(pts):
-        fig.add_trace(go.Scatter(
-            x=[r[x]], y=[r[y]], mode="markers+text", text=[r["kind"]], textposition="top center", name=r["strategy"],
-            marker={"size": theme.marker_size + 8, "color": theme.categorical[i % len(theme.categorical)]},
-            hovertemplate=f"{html.escape(r['strategy'])}<br>{x} %{{x:.4f}}<br>{y} %{{y:.4f}}"
-                          f"<br>samples {r['samples']}<extra></extra>",
-        ))
-    for r in rows:  # one output (greedy, beam): no diversity over samples, only its quality, as a line
-        if r.get(x) is None and r.get(y) is not None:
-            fig.add_hline(y=r[y], line_dash="dot", line_color=GREY, annotation_text=html.escape(
-                f"{r['kind']}: one output, {y} {r[y]:.3f}"), annotation_position="top left")
-    fig.update_xaxes(title=x + (" (lower = more diverse)" if x == "self-BLEU" else " (higher = more diverse)"))
-    fig.update_yaxes(title=y + (" (lower = the model finds it likelier)" if y == "perplexity" else
-                                " (higher = the model finds it likelier)"))
-    fig.update_layout(title="Diversity–quality trade-off (one point per strategy)", height=420, showlegend=True)
-    return fig
+    data = [{"type": "scatter", "x": [r[x]], "y": [r[y]], "mode": "markers+text", "text": [r["kind"]],
+             "textposition": "top center", "name": r["strategy"],
+             "marker": {"size": theme.marker_size + 8, "color": theme.categorical[i % len(theme.categorical)]},
+             "hovertemplate": f"{html.escape(r['strategy'])}<br>{x} %{{x:.4f}}<br>{y} %{{y:.4f}}"
+                              f"<br>samples {r['samples']}<extra></extra>"} for i, r in enumerate(pts)]
+    lines = [r for r in rows if r.get(x) is None and r.get(y) is not None]
+    return figure(data, {
+        "title": {"text": "Diversity–quality trade-off (one point per strategy)"}, "height": 420, "showlegend": True,
+        "shapes": [{"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": r[y], "y1": r[y],
+                    "line": {"dash": "dot", "color": GREY}} for r in lines],
+        "annotations": [{"xref": "x domain", "x": 0, "xanchor": "left", "yref": "y", "y": r[y], "yanchor": "bottom",
+                         "showarrow": False, "text": html.escape(f"{r['kind']}: one output, {y} {r[y]:.3f}")}
+                        for r in lines],
+        "xaxis": {"title": {"text": x + (" (lower = more diverse)" if x == "self-BLEU" else
+                                         " (higher = more diverse)")}},
+        "yaxis": {"title": {"text": y + (" (lower = the model finds it likelier)" if y == "perplexity" else
+                                         " (higher = the model finds it likelier)")}}})
 
 
 def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: Theme) -> go.Figure:
     """Log-probability of each generated token under the model, one line per strategy."""
-    fig = go.Figure()
-    for i, (lab, lp) in enumerate(zip(labels, logprobs)):
-        fig.add_trace(go.Scatter(x=list(range(1, len(lp) + 1)), y=lp, mode="lines+markers", name=lab,
-                                 line={"color": theme.categorical[i % len(theme.categorical)]},
-                                 hovertemplate=f"{html.escape(lab)}<br>step %{{x}}<br>log p %{{y:.4f}}<extra></extra>"))
-    fig.update_xaxes(title="generated token")
-    fig.update_yaxes(title="log-probability under the model (T = 1)")
-    fig.update_layout(title="How likely each generated token is", height=360)
-    return fig
+    return figure([{"type": "scatter", "x": list(range(1, len(lp) + 1)), "y": np.asarray(lp), "mode": "lines+markers",
+                    "name": lab, "line": {"color": theme.categorical[i % len(theme.categorical)]},
+                    "hovertemplate": f"{html.escape(lab)}<br>step %{{x}}<br>log p %{{y:.4f}}<extra></extra>"}
+                   for i, (lab, lp) in enumerate(zip(labels, logprobs))],
+                  {"title": {"text": "How likely each generated token is"}, "height": 360,
+                   "xaxis": {"title": {"text": "generated token"}},
+                   "yaxis": {"title": {"text": "log-probability under the model (T = 1)"}}})
 
 
 def tokens_html(prompt: str, tokens: Sequence[str], logprobs: np.ndarray, lo: float = -8.0) -> str:
