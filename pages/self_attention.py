@@ -198,8 +198,10 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
 
 def masks_view(trace, layer: int, head: int) -> None:
     """The mask M drawn explicitly (causal −∞ triangle, padding columns) and the weights after the softmax."""
-    st.latex(r"\mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d}} + M\Big),\quad M_{ij}=\begin{cases}0 & \text{allowed}\\"
+    scaled, words = viz.scale_tex(trace.scaling, trace.head_size)
+    st.latex(rf"\mathrm{{softmax}}\Big({scaled} + M\Big),\quad " + r"M_{ij}=\begin{cases}0 & \text{allowed}\\"
              r"-\infty & \text{masked (future token or padding)}\end{cases}")
+    st.caption(words)
     if trace.causal:
         st.markdown("**Causal mask**: a decoder token may not look at later tokens, so M is −∞ above the diagonal "
                     "and those weights are exactly 0 after the softmax.")
@@ -245,8 +247,10 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
 
 view(loaded, mode, stream, pad, layer, [head, *[h for h in extra if h != head]], how, hide)
 if mode != "steps":  # static: outside the fragment
-    st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d}}+M\Big)V"
+    scaled, words = viz.scale_tex(shape.scaling, shape.head_size)
+    st.latex(rf"\mathrm{{Attention}}(Q,K,V)=\mathrm{{softmax}}\Big({scaled}+M\Big)V"
              r"\qquad\text{rollout: }\tilde A_l=\mathrm{rownorm}(\tfrac12 A_l+\tfrac12 I),\ R_l=\tilde A_l R_{l-1}")
+    st.caption(words)
 what_to_notice([
     "Rows sum to 1: each query token distributes one unit of attention over the keys.",
     "In a decoder (causal) the upper triangle is exactly 0: the −∞ mask hides future tokens.",

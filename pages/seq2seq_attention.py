@@ -18,22 +18,6 @@ from explorer.viz.decoding import beam_tree
 from explorer.viz.tokens import strongest, vector_summary
 
 c = Controls("seq2seq")
-EQUATIONS = {
-    "bahdanau": r"e_{tj}=v_a^\top\tanh(W_a s_{t-1}+U_a h_j),\quad a_{tj}=\frac{\exp e_{tj}}{\sum_k\exp e_{tk}},\quad "
-                r"c_t=\sum_j a_{tj}h_j,\quad s_t=\mathrm{GRU}([y_{t-1};c_t],s_{t-1})",
-    "luong-dot": r"s_t=\mathrm{GRU}(y_{t-1},s_{t-1}),\quad e_{tj}=s_t^\top h_j,\quad a_{tj}=\mathrm{softmax}_j(e_{tj}),"
-                 r"\quad c_t=\sum_j a_{tj}h_j,\quad \tilde h_t=\tanh(W_c[c_t;s_t])",
-    "luong-general": r"s_t=\mathrm{GRU}(y_{t-1},s_{t-1}),\quad e_{tj}=s_t^\top W_a h_j,\quad a_{tj}=\mathrm{softmax}_j(e_{tj}),"
-                     r"\quad c_t=\sum_j a_{tj}h_j,\quad \tilde h_t=\tanh(W_c[c_t;s_t])",
-    "luong-concat": r"s_t=\mathrm{GRU}(y_{t-1},s_{t-1}),\quad e_{tj}=v_a^\top\tanh(W_a[s_t;h_j]),\quad "
-                    r"a_{tj}=\mathrm{softmax}_j(e_{tj}),\quad c_t=\sum_j a_{tj}h_j",
-    "none": r"c=h_S\ \text{(last encoder state, the same at every step)},\quad s_0=h_S,\quad "
-            r"s_t=\mathrm{GRU}([y_{t-1};c],s_{t-1}),\quad p(y_t)=\mathrm{softmax}(W_o[s_t;c])",
-    "cross": r"A^{(l,h)}=\mathrm{softmax}\Big(\frac{Q^{(l,h)}_{\text{dec}}\,K^{(l,h)\top}_{\text{enc}}}{\sqrt{d}}\Big)"
-             r",\qquad \text{row }t:\ \text{output position }t\text{ reading the source}",
-}
-
-
 def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_prefix: str = "") -> None:
     """The heatmap of a trace, or (no attention) the reliance on the single context vector."""
     if tr.weights is None:
@@ -132,7 +116,10 @@ else:
 
 def step_panel() -> None:
     st.subheader(f"Step t = {step}: producing “{viz.labels([trace.out_tokens[step]])[0]}”")
-    st.latex(EQUATIONS.get(trace.attention, EQUATIONS["cross"]))
+    if trace.form is not None:
+        formula, where = viz.equation(trace.form)
+        st.latex(formula)
+        st.caption(where)
     row = trace.matrix(layer, head)
     left, right = st.columns([3, 2])
     with left:

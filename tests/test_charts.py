@@ -14,6 +14,7 @@ from explorer.viz import attention as A
 from explorer.viz import embeddings as E
 from explorer.viz import decoding as D
 from explorer.viz import theme as T
+from explorer.viz.theme import apply
 
 TOKENS = ["[CLS]", "the", "robot", "must", "obey", "[SEP]"]
 
@@ -179,3 +180,24 @@ def test_projector_title_does_not_overprint_a_top_axis_title(validate, monkeypat
     assert (lines["title"]["yref"], lines["title"]["yanchor"]) == ("container", "top")
     normal = T.apply(_figures()["head heatmap"], T.NORMAL).to_dict()["layout"]
     assert "yref" not in normal["title"]  # the Streamlit theme places titles itself
+
+
+@pytest.mark.parametrize("theme", [T.NORMAL, T.PROJECTOR])
+def test_line_view_width_and_opacity_follow_the_weight(theme):
+    """Every drawn line's width is WIDTH_PER_WEIGHT · line_width · w and its opacity w, for its own weight w
+    (rounded to LINE_STEP), after the theme is applied: the title's "width ∝ weight" is what is drawn."""
+    rng = np.random.default_rng(3)
+    m = rng.dirichlet(np.ones(9) * 0.4, size=9).astype(np.float32)  # rows sum to 1, weights spread over (0, 1)
+    fig = apply(A.line_view([m], ["h0"], TOKENS[:3] * 3, TOKENS[:3] * 3, theme), theme)
+    lines = [t for t in fig.data if t.mode == "lines"]
+    drawn = 0
+    for t in lines:
+        q, k = np.asarray(t.y[0::3], dtype=int), np.asarray(t.y[1::3], dtype=int)
+        w = m[q, k]
+        level = t.line.width / (A.WIDTH_PER_WEIGHT * theme.line_width)
+        assert np.all(np.abs(w - level) <= A.LINE_STEP / 2 + 1e-6), (w, level)
+        assert t.opacity == pytest.approx(min(1.0, level))
+        drawn += len(q)
+    assert drawn == int((m >= A.MIN_LINE_WEIGHT).sum())
+    widths = sorted(t.line.width for t in lines)
+    assert len(set(widths)) > 5 and widths[-1] / widths[0] > 5  # widths really vary with the weight

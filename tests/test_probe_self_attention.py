@@ -354,3 +354,22 @@ def test_without_arithmetic_the_attentions_are_the_same_and_qkv_is_skipped():
     assert lean.q is None and lean.k is None and lean.v is None and lean.arithmetic_note == ""
     np.testing.assert_array_equal(lean.attentions, full.attentions)
     np.testing.assert_array_equal(lean.thumbnails, full.thumbnails)
+
+
+def test_the_scaling_shown_is_the_models_own():
+    """GPT-2 with scale_attn_by_inverse_layer_idx scales layer l by 1/(√d·(l+1)): the trace reads that from the
+    model, the formula says the factor depends on the layer, and the step table's column is headed by the factor
+    it applies (not "÷√d"); its recomputed softmax still equals the model's attention."""
+    if minilm_dir() is None:
+        pytest.skip("needs the MiniLM tokenizer")
+    loaded = _hf("gpt2", scale_attn_by_inverse_layer_idx=True)
+    tr = attention_trace(loaded, SENT)
+    d = 32 // 4
+    assert tr.head_size == d and tr.scaling == pytest.approx([d ** -0.5, d ** -0.5 / 2])
+    tex, words = viz.scale_tex(tr.scaling, tr.head_size)
+    assert tex.startswith("s_l") and f"{d ** -0.5 / 2:.4g}" in words
+    steps = step_by_step(tr, 1, 0, 3)
+    assert steps.max_error < 1e-5 and not steps.standard_scale
+    assert f"× {d ** -0.5 / 2:.6g}" in viz.steps_table(steps) and "÷√d" not in viz.steps_table(steps)
+    bert = attention_trace(_hf("bert"), SENT)
+    assert viz.scale_tex(bert.scaling, bert.head_size)[0] == r"\frac{QK^\top}{\sqrt{d}}"

@@ -16,6 +16,7 @@ from explorer.models.seq2seq import ATTENTIONS, Seq2Seq
 from explorer.catalogue import builtin_names
 from explorer.loaders import LoadedModel, load_model
 from explorer.probes.seq2seq import alignment_trace, length_accuracy, presets_for
+from explorer.viz import seq2seq as viz_seq2seq
 
 SRC_WORDS = ["the", "red", "car", "is", "fast", ".", "european", "economic", "area", "agreement", "on", "was",
              "signed", "in", "august", "1992", "old", "wooden", "table", "kitchen"]
@@ -302,3 +303,68 @@ def test_builtin_bahdanau_preset() -> None:
     beam = alignment_trace(loaded, translation.PRESETS[1], decoding="beam", beam=4)
     assert beam.output_text == " ".join(ref)
     np.testing.assert_allclose(beam.step_logprobs, tr.step_logprobs, atol=1e-5)  # same output, same log p
+
+
+# ------------------------------------------------------------------------------------ the formula shown
+def _step_by_formula(model: Seq2Seq, form, y_prev: int, fed: torch.Tensor, s_prev: torch.Tensor) -> torch.Tensor:
+    """s_t = GRU(x, s_{t−1}) with x assembled from the form's inputs: [y_{t−1}] or [y_{t−1}; fed]."""
+    emb = model.tgt_embedding(torch.tensor([y_prev]))[0]
+    x = emb if len(form.inputs) == 1 else torch.cat([emb, fed])
+    _, s = model.decoder(x[None, None], s_prev[None, None])
+    return s[0, 0]
+
+
+@pytest.mark.parametrize("attention,feeding", [("bahdanau", False), ("luong-general", True),
+                                               ("luong-general", False), ("luong-dot", True), ("none", False)])
+def test_formula_is_what_the_checkpoint_computes(attention, feeding):
+    """The page's formula is read from the model, and the decoder state it describes is the model's own: s_t
+    recomputed from the formula's inputs (the context c_t for Bahdanau, h̃_{t−1} with Luong input feeding, y_{t−1}
+    alone without it) equals the state in the model's record."""
+    torch.manual_seed(1)
+    src_vocab, tgt_vocab = Vocab(SRC_WORDS), Vocab(TGT_WORDS)
+    model = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_dim=8, hidden_size=12, attention=attention,
+                    input_feeding=feeding).eval()
+    loaded = LoadedModel("test:form", "seq2seq-rnn", model, "cpu", "float32", {"corpus": {"generator": "translation"}},
+                         vocabs={"src_vocab": src_vocab, "tgt_vocab": tgt_vocab})
+    form = loaded.adapter.cross_form()
+    assert sum(n for _, n in form.inputs) == model.decoder.weight_ih_l0.shape[1]
+    assert [s for s, _ in form.inputs] == ["y_{t-1}"] + {"bahdanau": ["c_t"], "none": ["c"]}.get(
+        attention, [r"\tilde h_{t-1}"] if feeding else [])
+    formula, where = viz_seq2seq.equation(form)
+    x = "[" + ";".join(s for s, _ in form.inputs) + "]" if len(form.inputs) > 1 else "y_{t-1}"
+    assert rf"\mathrm{{GRU}}({x},s_{{t-1}})" in formula and str(tuple(model.decoder.weight_ih_l0.shape)) in where
+    src = loaded.adapter.encode("the red car is fast .")
+    tgt = loaded.adapter.encode("la voiture rouge est rapide .", side="target")
+    rec = loaded.adapter.run(src, target=tgt)
+    s, ctx, y = (torch.from_numpy(rec["decoder.s"]), torch.from_numpy(rec.get("cross.0.context", np.zeros(0))),
+                 tgt.ids)
+    with torch.no_grad():
+        for t in range(1, 4):
+            if attention == "bahdanau":  # decoder.s[t] = s_{t−1}, the state the score reads
+                got, want = _step_by_formula(model, form, y[t - 1], ctx[t], s[t]), s[t + 1]
+            elif attention == "none":
+                enc, _ = model.encode(torch.tensor([src.ids]))
+                got = _step_by_formula(model, form, y[t - 1], enc[0, -1], s[t - 1])
+                want = s[t]
+            else:  # decoder.s[t] = s_t; h̃_{t−1} = tanh(W_c [c_{t−1}; s_{t−1}])
+                h_prev = torch.tanh(model.W_c(torch.cat([ctx[t - 1], s[t - 1]])))
+                got, want = _step_by_formula(model, form, y[t - 1], h_prev, s[t - 1]), s[t]
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", [n for n in builtin_names() if n.startswith("seq2seq-luong")])
+def test_shipped_luong_models_show_input_feeding(name):
+    from explorer.loaders import load_model
+
+    form = load_model(f"builtin:{name}").adapter.cross_form()
+    assert form.inputs[1][0] == r"\tilde h_{t-1}" and r"[y_{t-1};\tilde h_{t-1}]" in viz_seq2seq.equation(form)[0]
+
+
+def test_cross_attention_formula_shows_the_models_own_scaling():
+    """T5 does not scale q·k (its attention modules multiply by 1); Marian scales by 1/√d: the formula says so."""
+    t5, marian = hf_loaded("t5"), hf_loaded("marian")
+    f5, fm = t5.adapter.cross_form(), marian.adapter.cross_form()
+    assert f5.scaling == (1.0, 1.0) and all(s == pytest.approx(8 ** -0.5) for s in fm.scaling) and fm.head_dim == 8
+    tex5, words5 = viz_seq2seq.equation(f5)
+    texm, _ = viz_seq2seq.equation(fm)
+    assert r"\sqrt" not in tex5 and "does not scale" in words5 and r"\frac{Q" in texm and r"\sqrt{d}" in texm

@@ -126,6 +126,25 @@ class PositionTable:
     offset: int = 0
 
 
+@dataclass(frozen=True)
+class CrossForm:
+    """What an encoder-decoder's attention computes, read from the checkpoint (the page prints it as a formula).
+
+    kind: none | bahdanau | luong-dot | luong-general | luong-concat | cross (a transformer's cross-attention);
+    query: the decoder state the score reads ("s_{t-1}" or "s_t"); inputs: (symbol, size) parts of the decoder
+    RNN's input, in order, summing to its W_ih width; output: what the output layer reads; scaling: per layer,
+    the factor on the dot products (transformers; None where it could not be read); source: where it was read.
+    """
+
+    kind: str
+    query: str = ""
+    inputs: tuple[tuple[str, int], ...] = ()
+    output: tuple[str, ...] = ()
+    scaling: tuple[float | None, ...] = ()
+    head_dim: int = 0
+    source: str = ""
+
+
 class Adapter:
     """The interface. Subclasses set the capabilities below and implement what they support.
 
@@ -233,6 +252,18 @@ class Adapter:
         the causal mask (an experiment), and a description of what was run."""
         raise Unsupported(f"The shuffle test runs layer 0 of the BERT and GPT-2 families and the built-in GPT; "
                           f"{self.id} is not one of them.")
+
+    def scalings(self, stream: str) -> tuple[float | None, ...]:
+        """Per layer of attention stream `stream`, the factor the model multiplies q·k by (None: not read)."""
+        return ()
+
+    def head_size(self, stream: str) -> int:
+        """The size d of one head's q and k in attention stream `stream` (0: not read)."""
+        return 0
+
+    def cross_form(self) -> CrossForm:
+        """What this encoder-decoder's attention computes, read from its modules and weight shapes."""
+        raise Unsupported(f"{self.id} is not an encoder-decoder.")
 
     def describe(self) -> tuple[tuple[str, str], ...]:
         """(what, value) rows: what the adapter read from the model (shown on the pages)."""

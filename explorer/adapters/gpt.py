@@ -54,6 +54,13 @@ class GPTAdapter(VocabText, Adapter):
                 acts.put("logits", logits[0])
         return Record(enc, acts.out)
 
+    def scalings(self, stream: str) -> tuple[float | None, ...]:
+        """1/√(head size) in every layer (explorer.models.tiny_gpt.CausalSelfAttention)."""
+        return (1.0 / math.sqrt(self.head_size(stream)),) * self.n_layers
+
+    def head_size(self, stream: str) -> int:
+        return self.model.config.n_embd // self.n_heads
+
     def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[np.ndarray, str]:
         """(T, C) output of block 0's attention (before the residual) on the input embeddings, with or without the
         position vectors and the causal mask (the positional-encodings view's shuffle test)."""

@@ -14,12 +14,14 @@ softmax against the model's own weights and shows the arithmetic only when they 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 import torch
 
-from explorer.adapters.base import Acts, Adapter, Names, PositionTable, Record, Table, Unsupported, causal_mask
+from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionTable, Record, Table, Unsupported,
+                                   causal_mask)
 from explorer.adapters.text import Encoded, encode_hf, model_max_tokens, no_text
 
 BERT_TYPES = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "data2vec-text", "ernie", "xmod"}
@@ -28,6 +30,25 @@ FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm", "ln_final"
 # settings of a model's GenerationConfig that every decoding strategy honours, as model.generate does
 HONOURED = ("forced_bos_token_id", "forced_eos_token_id", "bad_words_ids", "suppress_tokens", "begin_suppress_tokens",
             "min_length", "min_new_tokens")
+
+
+_CROSS = re.compile(r"encoder_attn|crossattention|cross_attn|encdecattention", re.IGNORECASE)
+
+
+def _scalings(root: torch.nn.Module | None, cross: bool) -> dict[int, tuple[float, int | None]]:
+    """layer -> (scaling, head size) of the attention modules under `root` (the cross-attention ones when `cross`,
+    the self-attention ones otherwise): the `scaling` attribute each module multiplies q·kᵀ by in its forward.
+    The layer is the first index in the module's name ("decoder.layers.3.encoder_attn" -> 3)."""
+    found: dict[int, tuple[float, int | None]] = {}
+    for name, module in (root.named_modules() if root is not None else ()):
+        value = getattr(module, "scaling", None)
+        index = re.search(r"(?:^|\.)(\d+)(?:\.|$)", name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and index and \
+                bool(_CROSS.search(name)) == cross:
+            size = next((v for v in (getattr(module, n, None) for n in ("head_dim", "attention_head_size",
+                                                                          "key_value_proj_dim")) if isinstance(v, int)), None)
+            found.setdefault(int(index.group(1)), (float(value), size))
+    return found
 
 
 def _base(model: torch.nn.Module) -> torch.nn.Module:
@@ -235,6 +256,23 @@ class HFAdapter(Adapter):
             return _GPT2Arithmetic(base, self.n_heads)
         return None
 
+    def _stream_root(self, stream: str) -> torch.nn.Module | None:
+        if stream in ("decoder", "cross") and self.is_encoder_decoder:
+            return self.model.get_decoder() if hasattr(self.model, "get_decoder") else None
+        if stream == "encoder" and self.is_encoder_decoder:
+            return self.model.get_encoder() if hasattr(self.model, "get_encoder") else None
+        return _base(self.model)
+
+    def scalings(self, stream: str) -> tuple[float | None, ...]:
+        """Read from each layer's attention module (its `scaling`: 1/√d for most families, 1 for T5, 1/(√d·(l+1))
+        for GPT-2 with scale_attn_by_inverse_layer_idx)."""
+        found = _scalings(self._stream_root(stream), stream == "cross")
+        return tuple(found.get(i, (None,))[0] for i in range(max(found) + 1)) if found else ()
+
+    def head_size(self, stream: str) -> int:
+        sizes = {size for _, size in _scalings(self._stream_root(stream), stream == "cross").values() if size}
+        return sizes.pop() if len(sizes) == 1 else 0
+
     @property
     def n_heads(self) -> int:
         names = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
@@ -405,6 +443,13 @@ class HFSeq2SeqAdapter(HFAdapter):
                            getattr(self.model.config, "decoder_start_token_id", None), self.pad_id, self.bos_id)
         self.decoder_start = (start,) if start is not None else ()
         self.context_len = None  # the decoder prefix grows from the start token; the source is the prompt
+
+    def cross_form(self) -> CrossForm:
+        """softmax(s_l · Q Kᵀ) with s_l read from each decoder layer's cross-attention module."""
+        scaling = self.scalings("cross")
+        return CrossForm("cross", scaling=scaling, head_dim=self.head_size("cross"),
+                         source="the `scaling` attribute of each decoder layer's cross-attention module" if scaling else
+                         "no cross-attention module with a `scaling` attribute was found: the factor is not shown")
 
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, pad: int = 0,
             **options: Any) -> Record:

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from explorer.adapters.base import Acts, Adapter, Names, Record, Table
+from explorer.adapters.base import Acts, Adapter, CrossForm, Names, Record, Table, Unsupported
 from explorer.adapters.recurrent import DIRS, recompute, weights_of
 from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, no_text
 
@@ -176,6 +176,24 @@ class Seq2SeqAdapter(Adapter):
                     acts.put("cross.0.v", first["cross.0.v"][0])
                 acts.put("logits", torch.cat([logits for logits, _ in steps]))
         return Record(enc, acts.out, read)
+
+    def cross_form(self) -> CrossForm:
+        """Read from the model: its attention module (Bahdanau scores s_{t−1}, Luong s_t), whether the decoder
+        is fed the context (Bahdanau, none) or Luong's h̃_{t−1} (input feeding), checked against the width of the
+        decoder GRU's W_ih (3H × input), and the output layer's input (W_o [s_t; c_t] or W_s h̃_t)."""
+        m = self.model
+        E, H, width = m.tgt_embedding.embedding_dim, m.hidden_size, int(m.decoder.weight_ih_l0.shape[1])
+        kind = m.attention_kind
+        fed = {"none": ("c", H), "bahdanau": ("c_t", H)}.get(kind) or \
+            ((r"\tilde h_{t-1}", H) if getattr(m, "input_feeding", False) else None)
+        inputs = (("y_{t-1}", E),) + ((fed,) if fed else ())
+        if sum(n for _, n in inputs) != width:
+            raise Unsupported(f"{self.id}: the decoder GRU reads {width} inputs, which is not "
+                              f"{' + '.join(f'{n} ({s})' for s, n in inputs)}: its formula cannot be read.")
+        output = ("s_t", "c" if kind == "none" else "c_t") if m.out.in_features == 2 * H else (r"\tilde h_t",)
+        source = (f"decoder.weight_ih_l0: {tuple(m.decoder.weight_ih_l0.shape)} = 3H × ("
+                  + " + ".join(f"{n}" for _, n in inputs) + f"); out.weight: {tuple(m.out.weight.shape)}")
+        return CrossForm(kind, "s_{t-1}" if kind == "bahdanau" else "s_t", inputs, output, source=source)
 
     # ------------------------------------------------------------------ tables
     def tables(self) -> dict[str, Table]:

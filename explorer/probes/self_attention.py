@@ -69,6 +69,8 @@ class AttentionTrace:
     scales: tuple[float, ...] = ()
     arithmetic_note: str = ""  # why q/k/v are None
     check_error: float | None = None  # max |softmax(QKᵀ·s + M) − model| over the checked layers
+    scaling: tuple[float | None, ...] = ()  # per layer, the factor on q·k read from the model (None: not read)
+    head_size: int = 0  # d, the size of one head's q and k (0: not read)
     notes: tuple[str, ...] = ()
     error: str = ""  # non-empty: nothing to show, say this instead
     adapter: str = ""
@@ -183,6 +185,7 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
         key_special=tuple(bool(x) for x in keys.special), padding=tuple(padding), segments=tuple(segments),
         attentions=attentions, thumbnails=thumbs, rollout=roll, mask=mask.numpy().astype(np.float32), q=q, k=k, v=v,
         scales=scales, arithmetic_note="" if q is not None else note, check_error=check,
+        scaling=adapter.scalings(stream), head_size=adapter.head_size(stream),
         notes=tuple(dict.fromkeys(notes)), adapter=adapter.name,
     )
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from explorer import generation as G
-from explorer.adapters.base import Unsupported
+from explorer.adapters.base import CrossForm, Unsupported
 from explorer.adapters.text import Encoded, no_text
 from explorer.generation import BeamTrace
 
@@ -102,6 +102,7 @@ class AlignmentTrace:
     notes: tuple[str, ...] = ()                # informational (unknown words, truncation)
     warnings: tuple[str, ...] = ()             # the user should know (longer than training, cap reached)
     error: str = ""                            # non-empty: nothing to show, say this instead
+    form: CrossForm | None = None              # what the checkpoint's attention computes, read from it
 
     @property
     def n_layers(self) -> int:
@@ -198,6 +199,7 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
     top = np.argpartition(-logp, k - 1, axis=1)[:, :k]
     top = np.take_along_axis(top, np.argsort(-np.take_along_axis(logp, top, axis=1), axis=1, kind="stable"), axis=1)
     weights = rec.stack("cross.{l}.pattern").astype(np.float32) if rec.layers("cross.{l}.pattern") else None
+    form = _form(adapter, notes)
     return AlignmentTrace(
         model_id=str(loaded.id), kind=kind, attention=attention, mode=mode, src_tokens=tuple(src.tokens),
         out_tokens=tuple(adapter.piece_strings(ids)),
@@ -210,8 +212,16 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
         beam_size=beam if mode == "beam" else 1,
         no_source_logprobs=_log_softmax(no_source["logits"])[rows, ids] if no_source is not None else None,
         final_state=rec.get("encoder.final"), finished=finished, max_len=cap, notes=tuple(notes),
-        warnings=tuple(warnings),
+        warnings=tuple(warnings), form=form,
     )
+
+
+def _form(adapter: Any, notes: list[str]) -> CrossForm | None:
+    try:
+        return adapter.cross_form()
+    except Unsupported as exc:
+        notes.append(str(exc))
+        return None
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

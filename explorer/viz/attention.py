@@ -5,6 +5,7 @@ Token axes are numeric (tickvals/ticktext) so repeated tokens ("the" twice) keep
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -14,7 +15,9 @@ from explorer.viz.tokens import labels as display_tokens
 from explorer.viz.tokens import ticks
 from explorer.viz.theme import NORMAL, Theme, figure
 MAX_LINES = 2500  # line view: at most this many query→key lines (largest weights first)
-MIN_LINE_WEIGHT = 0.01
+LINE_STEP = 0.025  # line view: weights are drawn rounded to this step (one trace per step)
+MIN_LINE_WEIGHT = LINE_STEP / 2  # lighter lines would round to width 0
+WIDTH_PER_WEIGHT = 5.0  # line view: a line of weight w is WIDTH_PER_WEIGHT · theme.line_width · w pixels wide
 
 
 def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,
@@ -103,11 +106,12 @@ def model_view(thumbnails: np.ndarray, n_tokens: int, title: str, theme: Theme =
 def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: Sequence[str],
               k_tokens: Sequence[str], theme: Theme = NORMAL, query: int | None = None,
               rows: Sequence[int] | None = None, cols: Sequence[int] | None = None) -> go.Figure:
-    """Tokens on two sides (queries left, keys right); a line per (query, key), width ∝ weight.
+    """Tokens on two sides (queries left, keys right); a line per (query, key), width and opacity ∝ weight.
 
     matrices: one (Tq, Tk) matrix per overlaid head (labels name them, one colour each). query: a row index
     of the matrices to isolate (None = all rows). Lines below MIN_LINE_WEIGHT are dropped, and at most
-    MAX_LINES of the largest are drawn.
+    MAX_LINES of the largest are drawn. A line of weight w (rounded to LINE_STEP) is
+    WIDTH_PER_WEIGHT · theme.line_width · w pixels wide, with opacity w: one trace per rounded weight.
     """
     nq, nk = matrices[0].shape
     qlab = display_tokens(q_tokens)
@@ -116,7 +120,6 @@ def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: S
     cols = list(cols) if cols is not None else list(range(nk))
     traces: list[dict] = []
     budget = max(1, MAX_LINES // max(1, len(matrices)))
-    buckets = 6
     for n, (m, label) in enumerate(zip(matrices, labels)):
         m = np.asarray(m, dtype=np.float32)
         sel = np.zeros_like(m, dtype=bool)
@@ -131,20 +134,19 @@ def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: S
             keep = np.argsort(w)[-budget:]
             qi, kj, w = qi[keep], kj[keep], w[keep]
         colour = theme.categorical[n % len(theme.categorical)]
-        level = np.minimum(buckets - 1, (w * buckets).astype(int))
-        for b in range(buckets):
+        level = np.maximum(1, np.rint(w / LINE_STEP)).astype(int)  # weight ≈ level · LINE_STEP, ± LINE_STEP / 2
+        for b in np.unique(level):
             pick = level == b
-            if not pick.any():
-                continue
             xs = np.full(pick.sum() * 3, np.nan)  # (0, query) → (1, key), then a NaN gap before the next line
             ys = np.full(pick.sum() * 3, np.nan)
             xs[0::3], xs[1::3] = 0.0, 1.0
             ys[0::3], ys[1::3] = qi[pick], kj[pick]
+            weight = float(b * LINE_STEP)
             traces.append(dict(
                 type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip",
                 showlegend=bool(b == level.max()) and len(matrices) > 1, legendgroup=label, name=label,
-                line={"color": colour, "width": max(0.5, theme.line_width * 3 * (b + 1) / buckets)},
-                opacity=0.25 + 0.75 * (b + 1) / buckets,
+                line={"color": colour, "width": WIDTH_PER_WEIGHT * theme.line_width * weight},
+                opacity=min(1.0, weight),
             ))
     traces.append(dict(type="scatter", x=[0.0] * nq, y=list(range(nq)), mode="text", text=qlab,
                        textposition="middle left", hovertext=[f"query {rows[i]}: {qlab[i]}" for i in range(nq)],
@@ -155,7 +157,7 @@ def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: S
     return figure(traces, {
         "xaxis": {"visible": False, "range": [-0.6, 1.6]}, "yaxis": {"visible": False, "autorange": "reversed"},
         "height": int(min(2400, max(300, 22 * max(nq, nk) + 80))),
-        "title": {"text": "Line view: queries (left) → keys (right), width ∝ weight"},
+        "title": {"text": f"Line view: queries (left) → keys (right), width ∝ weight (to {LINE_STEP:g})"},
         "legend": {"orientation": "h", "y": -0.02},
     })
 
@@ -216,13 +218,31 @@ def compare_bars(tokens_a: Sequence[str], weights_a: np.ndarray, tokens_b: Seque
     })
 
 
+def scale_tex(scalings: Sequence[float | None], head_dim: int = 0, qk: str = r"QK^\top") -> tuple[str, str]:
+    """The factor on q·k as the model applies it: (LaTeX of the scaled product, a sentence saying what it is).
+
+    scalings: per layer, as read from the model (None: not read). 1/√d is written as such when it is exactly that."""
+    known = [s for s in scalings if s is not None]
+    if not known or len(known) < len(scalings):
+        return rf"s\,{qk}", "The factor s was not read from this model's attention modules."
+    first = known[0]
+    if all(abs(s - first) <= 1e-9 * max(1.0, abs(first)) for s in known):
+        if head_dim and abs(first * math.sqrt(head_dim) - 1) < 1e-6:
+            return rf"\frac{{{qk}}}{{\sqrt{{d}}}}", f"d = {head_dim}: every layer scales by 1/√d = {first:.6g}."
+        if first == 1.0:
+            return qk, "This model does not scale the dot products (its attention modules multiply by 1)."
+        return rf"{first:.6g}\,{qk}", f"Every layer scales the dot products by {first:.6g}."
+    listed = ", ".join(f"{s:.4g}" for s in known[:12]) + (" …" if len(known) > 12 else "")
+    return rf"s_l\,{qk}", f"The factor depends on the layer l: s = {listed}."
+
+
 def steps_table(steps: Any, n_dims: int = 4) -> dict[str, list]:
     """The step-by-step table of one query: per key, q·k, ÷√d, the mask, the softmax (recomputed and the model's),
     and the first dimensions of k, v and a·v."""
     nd = min(n_dims, steps.d)
     table: dict[str, list] = {
         "key": display_tokens(steps.key_tokens), "q·k": list(steps.dots),
-        "÷√d" if steps.standard_scale else "× scale": list(steps.scaled),
+        "÷√d" if steps.standard_scale else f"× {steps.scale:.6g}": list(steps.scaled),
         "mask": ["−∞" if not np.isfinite(m) else "0" for m in steps.mask],
         "softmax": list(steps.probs), "model's weight": list(steps.model_probs)}
     for name, arr in (("k", steps.keys), ("v", steps.values), ("a·v", steps.weighted)):

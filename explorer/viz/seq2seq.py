@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.viz.attention import scale_tex
 from explorer.viz.tokens import labels, ticks
 from explorer.viz.theme import NORMAL, Theme, figure
 
@@ -88,6 +89,27 @@ def length_accuracy_figure(curves: Sequence[tuple[str, Sequence[str], Sequence[f
 
 
 #: the score of each built-in attention, as the model computes it
+def equation(form: Any) -> tuple[str, str]:
+    """The formula the checkpoint computes, from its CrossForm (explorer.adapters.base): (LaTeX, a sentence on
+    where it was read)."""
+    if form.kind == "cross":
+        scaled, words = scale_tex(form.scaling, form.head_dim, r"Q^{(l,h)}_{\text{dec}}K^{(l,h)\top}_{\text{enc}}")
+        return (rf"A^{{(l,h)}}=\mathrm{{softmax}}\Big({scaled}\Big),\qquad \text{{row }}t:\ \text{{output position }}"
+                r"t\text{ reading the source}", f"{words} Read from {form.source}.")
+    x = form.inputs[0][0] if len(form.inputs) == 1 else "[" + ";".join(sym for sym, _ in form.inputs) + "]"
+    gru = rf"s_t=\mathrm{{GRU}}({x},s_{{t-1}})"
+    out = rf"p(y_t)=\mathrm{{softmax}}(W_o[{';'.join(form.output)}])" if len(form.output) > 1 else \
+        rf"p(y_t)=\mathrm{{softmax}}(W_s{form.output[0]})"
+    if form.kind == "none":
+        parts = [r"c=h_S\ \text{(last encoder state, the same at every step)}", r"s_0=h_S", gru, out]
+    else:
+        parts = [rf"e_{{tj}}={SCORE_FORMULAS[form.kind]}", r"a_{tj}=\frac{\exp e_{tj}}{\sum_k\exp e_{tk}}",
+                 r"c_t=\sum_j a_{tj}h_j"]
+        parts = parts + [gru, out] if form.kind == "bahdanau" else \
+            [gru] + parts + [r"\tilde h_t=\tanh(W_c[c_t;s_t])", out]
+    return r",\quad ".join(parts), f"Read from the checkpoint: {form.source}."
+
+
 SCORE_FORMULAS = {"bahdanau": r"v_a^\top\tanh(W_a s_{t-1}+U_a h_j)", "luong-dot": r"s_t^\top h_j",
                   "luong-general": r"s_t^\top W_a h_j", "luong-concat": r"v_a^\top\tanh(W_a[s_t;h_j])"}
 

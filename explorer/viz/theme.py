@@ -102,7 +102,7 @@ def get_theme(projector: bool) -> Theme:
 
 
 def apply(fig: go.Figure, theme: Theme) -> go.Figure:
-    """Apply fonts, line widths and (projector) high-contrast layout to `fig` in place; returns it.
+    """Apply fonts, line widths (of lines that set none) and (projector) high-contrast layout to `fig` in place.
 
     The patch is merged into the figure's own layout/trace dicts (fig._layout, fig._data): under 1 ms, where
     Plotly's validated `update_*` calls and named templates cost 15-170 ms on every rerun of every chart.
@@ -152,8 +152,8 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
     for trace in fig._data:
         kind = trace.get("type")
         if kind in ("scatter", "scattergl"):
-            if "lines" in trace.get("mode", "lines"):
-                trace.setdefault("line", {})["width"] = theme.line_width
+            if "lines" in trace.get("mode", "lines"):  # a width the figure chose (it may encode data) is kept
+                trace.setdefault("line", {}).setdefault("width", theme.line_width)
             if not theme.streamlit_theme:
                 trace.setdefault("marker", {}).setdefault("size", theme.marker_size)
         if kind == "heatmap" and "colorscale" not in trace:
