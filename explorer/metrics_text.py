@@ -14,7 +14,10 @@ Definitions (stated so that tests can check them by hand):
   method 1 — a precision whose clipped count is 0 is replaced by EPSILON / (number of candidate n-grams), with
   EPSILON = 0.1 (NLTK's default for method1). A candidate shorter than 4 tokens uses the orders
   1..len(candidate) with equal weights (NLTK's auto_reweigh), so identical short outputs score 1.
-  An empty candidate scores 0.
+  A candidate with no unigram in any reference scores 0 (NLTK's sentence_bleu: smoothing applies only once
+  something matches); an empty candidate scores 0. tests/test_decoding.py checks equality with NLTK's
+  `sentence_bleu(references, candidate, smoothing_function=SmoothingFunction(epsilon=0.1).method1,
+  auto_reweigh=True)`.
 - self-BLEU (Zhu et al. 2018, Texygen): the mean over outputs i of BLEU(output i, references = the others).
 - perplexity: exp(-mean log-probability) of the generated tokens (natural log).
 """
@@ -90,6 +93,8 @@ def bleu(candidate: Seq, references: Sequence[Seq], max_n: int = MAX_N, epsilon:
         return 0.0
     log_sum = 0.0
     order = min(max_n, len(candidate))
+    if modified_precision(candidate, references, 1)[0] == 0:
+        return 0.0  # nothing matches: no smoothing (NLTK)
     for n in range(1, order + 1):
         matches, total = modified_precision(candidate, references, n)
         p = (matches if matches > 0 else epsilon) / total

@@ -149,8 +149,7 @@ if beam_gens:
 # ------------------------------------------------------------------------------------------- trade-off
 st.subheader("Diversity and quality over samples")
 rows = [g.summary() for g in run.generations]
-st.dataframe([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k != "kind"} for r in rows],
-             hide_index=True, width="stretch")
+st.dataframe(V.summary_rows(rows), hide_index=True, width="stretch")
 x1, x2 = st.columns(2)
 with x1:
     x_axis = c.radio("x")
@@ -159,14 +158,15 @@ with x2:
 if n < 2 and x_axis == "self-BLEU":
     st.info("Self-BLEU needs at least two samples per strategy: raise n.")
 show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), key="tradeoff", filename="tradeoff")
-st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (modified n-gram precision up to 4, brevity "
-           "penalty, Chen & Cherry smoothing 1 with ε = 0.1), 1 = all samples identical. Distinct-n: distinct n-grams "
-           "/ n-grams over all samples. Greedy and beam are deterministic: their n samples are one output. "
-           "Log-probabilities are the model's own (T = 1, no penalty), whatever the strategy used.")
+st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram precision "
+           "up to 4, brevity penalty, Chen & Cherry smoothing 1 with ε = 0.1, 0 when no word matches), 1 = all "
+           "samples identical. Distinct-n: distinct n-grams / n-grams over all samples. Greedy and beam are "
+           "deterministic: they generate one output, and their metrics are that output's. Log-probabilities are the "
+           "model's own (T = 1, no penalty), whatever the strategy used.")
 
 what_to_notice([
-    "Greedy and beam search pick the likeliest tokens: high mean log-probability, but repetition loops and "
-    "self-BLEU = 1 (every run gives the same text).",
+    "Greedy and beam search pick the likeliest tokens: high mean log-probability, but repetition loops; they give "
+    "one output whatever n, so self-BLEU does not apply to them (the chart draws their quality as a line).",
     "Pure sampling at T = 1 is diverse but wanders into unlikely tokens; top-k, top-p, typical and min-p cut the "
     "unreliable tail (the grey bars) and trade a little diversity for likelier text.",
     "Top-k keeps a fixed number of tokens whatever the shape of the distribution; top-p adapts: few tokens when "

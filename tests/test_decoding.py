@@ -245,6 +245,25 @@ def test_distinct_and_repetition_by_hand():
     assert MT.perplexity([math.log(0.5), math.log(0.125)]) == pytest.approx(4.0)
 
 
+def test_bleu_equals_nltk_sentence_bleu():
+    """BLEU is NLTK's sentence_bleu with the stated smoothing (method 1, ε = 0.1, auto_reweigh), on 2,000 random
+    candidates and references, including candidates with no matching unigram (0, not a smoothed 0.03)."""
+    import random
+
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    smooth = SmoothingFunction(epsilon=MT.EPSILON).method1
+    rng = random.Random(0)
+    for _ in range(2000):
+        V = rng.randint(2, 8)
+        cand = [rng.randrange(V) for _ in range(rng.randint(1, 9))]
+        refs = [[rng.randrange(V) for _ in range(rng.randint(1, 9))] for _ in range(rng.randint(1, 3))]
+        want = sentence_bleu(refs, cand, smoothing_function=smooth, auto_reweigh=True)
+        assert MT.bleu(cand, refs) == pytest.approx(want, abs=1e-12), (cand, refs)
+    assert MT.bleu("a b c d e".split(), ["f g h i j".split()]) == 0.0
+    assert MT.self_bleu(["a b c d e".split(), "f g h i j".split()]) == 0.0
+
+
 def test_bleu_and_self_bleu_by_hand():
     cand, ref = "a b c d".split(), "a b c e".split()
     # p1 = 3/4, p2 = 2/3, p3 = 1/2, p4 = 0 -> 0.1 / 1 (smoothing), BP = 1 (same length)
@@ -381,3 +400,23 @@ def test_generated_tokens_can_wrap_in_a_narrow_column():
     markup = tokens_html("once upon", ["a", "Ġtime", "longlonglonglonglongtoken"], np.array([-0.1, -1.0, -3.0]))
     assert markup.count("<wbr>") == 3  # after the prompt and between the three tokens
     assert "overflow-wrap:anywhere" in markup
+
+
+def test_deterministic_metrics_do_not_depend_on_n():
+    """Greedy and beam give one output whatever n: their distinct-n and quality are that output's (not n pooled
+    copies), their self-BLEU does not apply, and the table says so."""
+    from explorer.viz.decoding import summary_rows
+
+    lm = load_model("builtin:tiny-gpt")
+    strategies = (Strategy("greedy"), Strategy("beam", num_beams=2), Strategy("top-k", top_k=5))
+    runs = {n: D.decode_all(lm, "the old man", strategies, SEED, 12, n) for n in (1, 5, 10)}
+    for i in (0, 1):
+        sums = [runs[n].generations[i].summary() for n in (1, 5, 10)]
+        out = runs[1].generations[i].outputs[0]
+        assert all(s["samples"] == 1 and s["self-BLEU"] is None for s in sums)
+        for k in (1, 2, 3):
+            assert {s[f"distinct-{k}"] for s in sums} == {MT.distinct_n(out.ids, k)}
+    assert runs[5].generations[2].summary()["samples"] == 5
+    table = summary_rows([g.summary() for g in runs[5].generations])
+    assert table[0]["self-BLEU"] == table[1]["self-BLEU"] == "n/a (one output)"
+    assert isinstance(table[2]["self-BLEU"], float)

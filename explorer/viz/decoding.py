@@ -106,6 +106,21 @@ def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: 
                    "yaxis": {"title": {"text": "log-probability under the model (T = 1)"}}})
 
 
+def summary_rows(rows: Sequence[dict]) -> list[dict]:
+    """The diversity–quality table: one row per strategy, 4 decimals; a metric over samples that does not apply
+    (self-BLEU of a strategy with one output) reads "n/a (one output)"."""
+    out = []
+    for r in rows:
+        row = {}
+        for k, v in r.items():
+            if k in ("kind", "deterministic"):
+                continue
+            row[k] = round(v, 4) if isinstance(v, float) else ("n/a (one output)" if v is None and
+                                                                 r.get("deterministic") else v)
+        out.append(row)
+    return out
+
+
 def tokens_html(prompt: str, tokens: Sequence[str], logprobs: np.ndarray, lo: float = -8.0) -> str:
     """The prompt (grey) then each generated token shaded by its probability (dark = likely); hover = log p."""
     parts = [f"<span style='opacity:0.55'>{html.escape(prompt)}</span> "]
