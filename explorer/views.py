@@ -169,7 +169,11 @@ VIEWS.append(View(
         "src": choice("model", "file", label="Vectors from"), "model": P("model", "builtin:word2vec"),
         "table": P("text", "input", label="Table"), "text": TEXT,
         "method": choice("pca", "tsne", "umap", label="Method"), "dims": choice(2, 3, label="Dimensions"),
-        "n": P("int", 5000, 1, None, "N entries"), "nb": P("int", 15, 2, 100, "n_neighbors"),
+        "n": P("int", 5000, 1, None, "N entries"), "whole": P("bool", False, label="Whole words only",
+                                                              help="Word-piece vocabularies: keep entries of letters "
+                                                                   "only, 2 characters or more, that are not a "
+                                                                   "continuation piece (## in WordPiece)."),
+        "nb": P("int", 15, 2, 100, "n_neighbors"),
         "md": P("float", 0.1, 0.0, 0.99, "min_dist", 0.01), "perp": P("float", 30.0, 2.0, 100.0, "perplexity", 1.0),
         "metric": choice("cosine", "euclidean", label="Metric"), "nn": P("text", label="Word"),
         "k": P("int", 10, 1, 50, "How many"), "a": P("text", "king", label="a"), "b": P("text", "man", label="− b"),

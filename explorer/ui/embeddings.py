@@ -56,5 +56,6 @@ def _fit_with_progress(table: P.EmbeddingTable, rows: np.ndarray, method: str, d
 
 def projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict) -> PR.Projection:
     """One fit per key even when several sessions ask at once; later calls reuse it."""
-    key = (table.key, len(rows), method, dims, tuple(sorted(params.items())))
+    key = (table.key, hashlib.sha1(np.ascontiguousarray(rows).tobytes()).hexdigest(), method, dims,
+           tuple(sorted(params.items())))
     return _fits().get(key, lambda: _fit_with_progress(table, rows, method, dims, params))

@@ -42,8 +42,10 @@ def _scatter(dims: int, coords: np.ndarray, **kwargs) -> dict:
 
 def projection_background(words: Sequence[str], classes: Sequence[str | None], coords: np.ndarray, theme: Theme,
                           title: str = "", axis_names: Sequence[str] = ("1", "2", "3"),
-                          colour_by_class: bool = True) -> go.Figure:
-    """WebGL scatter of a projected vocabulary, one trace per word class; hover shows the word and its rank.
+                          colour_by_class: bool = True, ranks: np.ndarray | None = None,
+                          rank_label: str = "rank") -> go.Figure:
+    """WebGL scatter of a projected vocabulary, one trace per word class; hover shows the word and its rank
+    (ranks (N,), what `rank_label` says: frequency rank, token-id order...; default 1..N).
     coords (N, 2 or 3). Built once per fit: the typed words go on top as `typed_overlay`."""
     dims = coords.shape[1]
     cls = np.array([c or NO_CLASS for c in classes], dtype=object)
@@ -51,7 +53,7 @@ def projection_background(words: Sequence[str], classes: Sequence[str | None], c
     groups = sorted(set(cls), key=lambda c: (c == NO_CLASS, c)) if colour_by_class else [None]
     colours = class_colours(list(cls), theme)
     small = max(2, theme.marker_size // 2 - (1 if len(words) > 5000 else 0))
-    rank = np.arange(1, len(words) + 1)
+    rank = np.asarray(ranks) if ranks is not None else np.arange(1, len(words) + 1)
     traces = []
     for group in groups:
         mask = cls == group if group is not None else np.ones(len(cls), dtype=bool)
@@ -60,7 +62,7 @@ def projection_background(words: Sequence[str], classes: Sequence[str | None], c
         name = group if group is not None else "vocabulary"
         colour = colours.get(group, "#7f7f7f") if group is not None else theme.categorical[4]
         hover = "<b>%{text}</b><br>" + (f"class: {name}<br>" if group is not None else "") + \
-            "frequency rank: %{customdata:,}<extra></extra>"
+            f"{rank_label}: %{{customdata:,}}<extra></extra>"
         traces.append(_scatter(dims, coords[mask], mode="markers", name=name, text=words_arr[mask].tolist(),
                                customdata=rank[mask], hovertemplate=hover,
                                marker={"size": small if dims == 2 else max(2, small - 1), "color": colour,
@@ -158,15 +160,17 @@ def drift_figure(layer_names: Sequence[str], cos: np.ndarray, word: str, theme: 
 
 
 def coords_csv(words: Sequence[str], classes: Sequence[str | None], coords: np.ndarray,
-               typed: Sequence[Point] = ()) -> str:
-    """CSV of the projection: word, class, rank, x, y[, z], typed, placed."""
+               typed: Sequence[Point] = (), ranks: np.ndarray | None = None, rank_label: str = "rank") -> str:
+    """CSV of the projection: word, class, rank (what rank_label says), x, y[, z], typed, placed."""
     dims = coords.shape[1]
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["word", "class", "frequency_rank", *"xyz"[:dims], "typed", "placed"])
+    w.writerow(["word", "class", rank_label.replace(" ", "_").replace("-", "_"), *"xyz"[:dims], "typed", "placed"])
+    ranks = np.asarray(ranks) if ranks is not None else np.arange(1, len(words) + 1)
     typed_labels = {p.label for p in typed if p.placed == PLACED_FIT}
     for i, (word, cls) in enumerate(zip(words, classes)):
-        w.writerow([word, cls or "", i + 1, *(f"{v:.6g}" for v in coords[i]), int(word in typed_labels), "fitted"])
+        w.writerow([word, cls or "", int(ranks[i]), *(f"{v:.6g}" for v in coords[i]), int(word in typed_labels),
+                    "fitted"])
     for p in typed:
         if p.placed == PLACED_TRANSFORM:
             w.writerow([p.label, "", "", *(f"{v:.6g}" for v in p.coords), 1, "transform"])
