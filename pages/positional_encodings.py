@@ -90,12 +90,15 @@ def sinusoidal_panel() -> None:
     st.latex(rf"PE_{{(pos,2i+1)}} = \cos\!\left(\frac{{pos}}{{n^{{2i/d}}}}\right) = \cos({f.angle:.6g}) = {f.cos:.6f}")
     st.latex(rf"\lambda_i = 2\pi\, n^{{2i/d}} = 2\pi \cdot {f.denominator:.6g} = {f.wavelength:.6g}\ \text{{positions}}")
     show(V.wavelengths(tr.wavelength, theme, n, i), key="pe_wavelengths", filename="sinusoidal_wavelengths")
+    lo, hi = tr.norm_range
     what_to_notice([
         "Each column pair (2i, 2i+1) is one sine and one cosine of the same frequency: left columns change every "
         "position, right columns barely move across the whole table.",
-        "The wavelengths grow geometrically from 2π to 2π·n: like the hands of a clock, fast pairs tell nearby "
-        "positions apart and slow pairs tell far ones apart.",
-        "Every vector has the same length √(d/2): positions differ by direction, not size.",
+        f"The wavelengths grow geometrically, from 2π = {tr.wavelength[0]:.4g} positions (pair 0) to "
+        f"2π·n^((d−2)/d) = {tr.wavelength[-1]:,.6g} positions (pair {d // 2 - 1}, for d = {d}, n = {b:g}): like "
+        "the hands of a clock, fast pairs tell nearby positions apart and slow pairs tell far ones apart.",
+        f"Every vector has the same length √(d/2) = {tr.norm:.6g} (computed here: {lo:.6g} to {hi:.6g}): "
+        "positions differ by direction, not size.",
         "Lower the base n and the slow pairs speed up: positions start to repeat within the table.",
     ])
 
@@ -137,7 +140,9 @@ def similarity_panel() -> None:
         "and it is largest at distance 0 and falls off (with ripples) as positions move apart.",
         "R_k does not depend on p: one fixed matrix moves every position k steps forward, so a linear layer can "
         "learn to attend 'k tokens back' anywhere in the sentence.",
-        "The error stays at rounding level (about 1e-15 in float64) for every p.",
+        f"The error is float64 rounding: at most {rot.max_error:.1e} here (at p = {rot.worst}); it grows with the "
+        "angles p·ω_i, whose sines and cosines lose digits as they get large." if rot.errors.size else
+        f"No position p has a p + {k} inside the table: lower k to see the error.",
     ])
 
 

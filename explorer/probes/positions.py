@@ -57,6 +57,17 @@ class SinusoidalTrace:
     omega: np.ndarray
     wavelength: np.ndarray
 
+    @property
+    def norm(self) -> float:
+        """√(d/2): the length of every PE(p)."""
+        return float(np.sqrt(self.d_model / 2))
+
+    @property
+    def norm_range(self) -> tuple[float, float]:
+        """(smallest, largest) ‖PE(p)‖ over the positions (each pair contributes sin² + cos² = 1: √(d/2))."""
+        norms = np.linalg.norm(self.pe, axis=1)
+        return float(norms.min()), float(norms.max())
+
 
 def sinusoidal(n_pos: int, d_model: int, base: float = 10000.0) -> SinusoidalTrace:
     """The Vaswani et al. (2017) table for positions 0..n_pos-1 (validated sizes)."""
@@ -125,7 +136,8 @@ class RotationTrace:
     """The relative-position property for offset k.
 
     R: (d, d) the block-diagonal rotation; angles: (d/2,) k * omega_i (radians);
-    errors: (n_pos - k,) max_j |PE(p+k) - R_k PE(p)|_j for p = 0..n_pos-k-1; max_error: their max (0 if none).
+    errors: (n_pos - k,) max_j |PE(p+k) - R_k PE(p)|_j for p = 0..n_pos-k-1; max_error: their max (0 if none),
+    reached at p = worst.
     """
 
     k: int
@@ -134,6 +146,10 @@ class RotationTrace:
     errors: np.ndarray
     max_error: float
     omega: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def worst(self) -> int:
+        return int(np.argmax(self.errors)) if self.errors.size else 0
 
     def block(self, i: int) -> "RotationBlock":
         """The 2x2 block of pair i: angle k·ω_i and its cosine and sine."""
