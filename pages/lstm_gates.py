@@ -5,7 +5,7 @@ from explorer.probes import rnn_gates as P
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
-from explorer.ui.charts import show
+from explorer.ui.charts import Origin, badge, show, table
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import rnn_gates as V
 
@@ -46,6 +46,7 @@ except P.RNNGatesError as exc:
     st.stop()
 
 with st.expander(f"What the view read from {model_id}", expanded=loaded.family == "state-dict"):
+    badge(Origin("model", "read from the checkpoint's weights and their shapes."))
     st.markdown(V.inferred_markdown(trace))
     if len(trace):
         st.caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
@@ -59,6 +60,9 @@ for note in trace.notes:
 
 # ------------------------------------------------------------------------------------- heatmap
 theme = settings.theme()
+GATES = Origin("recomputed", f"every gate and state from the weights with PyTorch's {trace.cell.upper()} equations, "
+                             f"from <bos> on: the hidden states equal torch.nn.{trace.cell.upper()}'s on this run to "
+                             f"{trace.max_abs_error:.1e}.")
 c1, c2, c3 = st.columns([1, 1, 2])
 with c1:
     layer = 0
@@ -81,7 +85,7 @@ with c5:
         top = c.number("top", slider=True, hi=trace.hidden_size, default=min(64, trace.hidden_size))
 values = trace.gates[name][layer, direction]
 units = P.unit_order(values, sort, top)
-show(V.gate_heatmap(trace, name, layer, direction, units, theme), key="heatmap", filename=f"{name}-layer{layer}")
+show(V.gate_heatmap(trace, name, layer, direction, units, theme), GATES, key="heatmap", filename=f"{name}-layer{layer}")
 
 # ------------------------------------------------------------------------------------ sections
 SECTIONS = c.params["section"].choices
@@ -97,7 +101,7 @@ if section == SECTIONS[0]:
         st.html(V.colored_tokens_html(trace.tokens, unit_values, lo, hi))
         st.caption(f"The sentence coloured by the {P.LABELS[name]} of unit {unit} (red high, blue low; scale "
                    f"{lo:.2f} … {hi:.2f}); hover a word for its value. Pick the state above the heatmap.")
-    show(V.unit_lines(trace, layer, direction, unit, theme), key="unit_lines", filename=f"unit{unit}")
+    show(V.unit_lines(trace, layer, direction, unit, theme), GATES, key="unit_lines", filename=f"unit{unit}")
 
     st.markdown("**The cell's equations, with the numbers**")
     t = c.selectbox("t", list(range(len(trace))), format_func=lambda i: f"{i} · {trace.tokens[i]}")
@@ -109,7 +113,7 @@ if section == SECTIONS[0]:
 elif section == SECTIONS[1]:
     sat = P.saturation(trace, layer, direction)
     if sat:
-        show(V.saturation_scatter(sat, theme), key="saturation", filename="saturation")
+        show(V.saturation_scatter(sat, theme), GATES, key="saturation", filename="saturation")
         st.caption("Each dot is a unit. Top-left: a gate almost always open; bottom-right: almost always closed; "
                    "near the diagonal: a gate that switches sharply (Karpathy et al. 2015, Fig. 3). "
                    "Type a longer text for meaningful fractions.")
@@ -118,7 +122,7 @@ elif section == SECTIONS[1]:
 
 elif section == SECTIONS[2]:
     if trace.next_ids.shape[1]:
-        st.dataframe(V.next_token_rows(trace), hide_index=True, width="stretch")
+        table(V.next_token_rows(trace), Origin("model", "softmax of the model's own logits on this run."))
         st.caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b), the "
                    "model's own output on this run" + (", which starts at <bos> as the model was trained."
                                                        if trace.tokens and trace.tokens[0] == "<bos>" else "."))
@@ -138,7 +142,9 @@ else:
         cmp = P.compare(trace_a, trace_b, name, layer, direction)
         for note in cmp.notes:
             st.info(note)
-        show(V.diff_heatmap(cmp, cmp.order[:top], theme), key="compare", filename="difference")
+        show(V.diff_heatmap(cmp, cmp.order[:top], theme), Origin(
+            "recomputed", f"the difference of two recomputed runs; their hidden states equal torch.nn's to "
+                          f"{trace_a.max_abs_error:.1e} and {trace_b.max_abs_error:.1e}."), key="compare", filename="difference")
         st.caption(f"Units whose {P.LABELS[name]} differs most from the first different token on: "
                    + ", ".join(f"{u} ({cmp.score[u]:.3f})" for u in cmp.order[:5]))
     else:

@@ -8,7 +8,7 @@ from explorer.adapters.base import Unsupported
 from explorer.ui import settings
 from explorer.ui.cache import compute, figure_once, get_model, probe
 from explorer.ui.state import Controls
-from explorer.ui.charts import show
+from explorer.ui.charts import Origin, show
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import positions as V
 
@@ -78,8 +78,10 @@ def sinusoidal_panel() -> None:
     with c2:
         i = c.number("dim", hi=d // 2 - 1, slider=True)
     tr = compute(P.sinusoidal, n, d, b)
+    formula = Origin("illustration", f"the sinusoidal formula of Vaswani et al. for d = {d}, n = {b:g}, {n} positions; "
+                                     "no model is read.")
     show(figure_once(("pe", n, d, b), lambda: V.pe_heatmap(
-        tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")),
+        tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")), formula,
          key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme))
     f = P.formula_values(tr, pos, i)
     st.latex(
@@ -89,7 +91,7 @@ def sinusoidal_panel() -> None:
     )
     st.latex(rf"PE_{{(pos,2i+1)}} = \cos\!\left(\frac{{pos}}{{n^{{2i/d}}}}\right) = \cos({f.angle:.6g}) = {f.cos:.6f}")
     st.latex(rf"\lambda_i = 2\pi\, n^{{2i/d}} = 2\pi \cdot {f.denominator:.6g} = {f.wavelength:.6g}\ \text{{positions}}")
-    show(V.wavelengths(tr.wavelength, theme, n, i), key="pe_wavelengths", filename="sinusoidal_wavelengths")
+    show(V.wavelengths(tr.wavelength, theme, n, i), formula, key="pe_wavelengths", filename="sinusoidal_wavelengths")
     lo, hi = tr.norm_range
     what_to_notice([
         "Each column pair (2i, 2i+1) is one sine and one cosine of the same frequency: left columns change every "
@@ -113,10 +115,11 @@ def similarity_panel() -> None:
     with c3:
         kind = c.radio("sim")
     sim = compute(P.sinusoidal_similarity, n, d, b, kind)
+    formula = Origin("illustration", f"the sinusoidal table for d = {d}, n = {b:g}, {n} positions; no model is read.")
     show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
-        sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)),
+        sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)), formula,
          key="pe_similarity", filename="sinusoidal_similarity")
-    show(V.similarity_line(sim, pos, theme, kind), key="pe_similarity_line", filename="sinusoidal_similarity_line")
+    show(V.similarity_line(sim, pos, theme, kind), formula, key="pe_similarity_line", filename="sinusoidal_similarity_line")
     st.subheader("Relative positions are rotations")
     rot = compute(P.rotation_check, n, d, b, k)
     i = min(int(st.session_state.get("dim", c.params["dim"].default)), d // 2 - 1)
@@ -133,8 +136,8 @@ def similarity_panel() -> None:
                   f"{rot.max_error:.2e}")
     else:
         st.info(f"The offset k = {k} leaves no pair (p, p+k) inside {n} positions: lower k or show more positions.")
-    show(V.rotation_block(rot.R, theme), key="pe_rotation", filename="sinusoidal_rotation")
-    show(V.rotation_errors(rot.errors, rot.angles, k, theme), key="pe_rotation_errors", filename="rotation_errors")
+    show(V.rotation_block(rot.R, theme), formula, key="pe_rotation", filename="sinusoidal_rotation")
+    show(V.rotation_errors(rot.errors, rot.angles, k, theme), formula, key="pe_rotation_errors", filename="rotation_errors")
     what_to_notice([
         "The dot product of two positions depends only on their distance: every diagonal of the heatmap is constant, "
         "and it is largest at distance 0 and falls off (with ripples) as positions move apart.",
@@ -166,8 +169,10 @@ def rope_panel() -> None:
         rf"\end{{bmatrix}}"
     )
     st.latex(r"(R_m q)\cdot(R_n k) = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k")
-    show(V.rope_pairs(rt.q, rt.q_rot, rt.angles, pos, theme), key="rope_pairs", filename="rope_pairs")
-    show(V.rope_scores(rt.offsets, rt.starts, rt.scores, theme), key="rope_scores", filename="rope_scores")
+    toy = Origin("illustration", f"{'q = k = (1, …, 1)' if vectors == 'ones' else f'a random q and k (seed {seed})'}"
+                                 f", d = {d}, rotated by the RoPE formula (Su et al.); no model is read.")
+    show(V.rope_pairs(rt.q, rt.q_rot, rt.angles, pos, theme), toy, key="rope_pairs", filename="rope_pairs")
+    show(V.rope_scores(rt.offsets, rt.starts, rt.scores, theme), toy, key="rope_scores", filename="rope_scores")
     c1, c2 = st.columns(2)
     c1.metric("|q| before → after rotation", f"{rt.norms[0]:.6f} → {rt.norms[1]:.6f}")
     c2.metric("max difference between the lines (query positions " + ", ".join(map(str, rt.starts)) + ")",
@@ -204,16 +209,17 @@ def learned_panel() -> None:
     with c2:
         dims = c.radio("pca", format_func=lambda x: f"{x}-D")
     model_key = (loaded.id, loaded.device, loaded.dtype)
+    table = Origin("model", f"`{lt.source}` of {lt.model_id}, as stored in the checkpoint.")
     show(figure_once(("learned", *model_key), lambda: V.pe_heatmap(
-        lt.weight, theme, f"{lt.source}: position × dimension")), key="learned_heatmap", filename="learned_positions")
+        lt.weight, theme, f"{lt.source}: position × dimension")), table, key="learned_heatmap", filename="learned_positions")
     sim = la.cosine if kind == "cosine" else la.dot
     show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between learned positions", "position", "position", kind,
-        max_cells=V.SIMILARITY_CELLS)),
+        max_cells=V.SIMILARITY_CELLS)), table,
          key="learned_similarity", filename="learned_similarity")
     learned_line(sim, kind)
     show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(la.coords, la.explained, theme, dims)),
-         key="learned_pca", filename="learned_pca")
+         Origin("model", f"`{lt.source}` of {lt.model_id}, projected with PCA."), key="learned_pca", filename="learned_pca")
     what_to_notice([
         "Nobody told the model positions are ordered, yet neighbouring positions end up with similar vectors: "
         "the similarity is highest near the diagonal.",
@@ -228,7 +234,8 @@ def learned_line(sim, kind: str) -> None:
     """One position against all others. A fragment: moving the slider redraws this line only, not the two
     512-row heatmaps above (1.4 MB of chart data for MiniLM)."""
     pos = c.number("pos", hi=sim.shape[0] - 1, slider=True)
-    show(V.similarity_line(sim, pos, theme, kind), key="learned_similarity_line", filename="learned_line")
+    show(V.similarity_line(sim, pos, theme, kind), Origin("model", "rows of the model's own position table."),
+         key="learned_similarity_line", filename="learned_line")
 
 
 def sentence_panel() -> None:
@@ -244,7 +251,8 @@ def sentence_panel() -> None:
     show_notes(sv.notes)
     if not sv.tokens:
         return
-    show(V.sentence_vectors(sv.tokens, sv.token, sv.position, sv.total, theme), key="sentence_vectors",
+    vectors = Origin("model", "the model's own token embeddings and position vectors for this sentence.")
+    show(V.sentence_vectors(sv.tokens, sv.token, sv.position, sv.total, theme), vectors, key="sentence_vectors",
          filename="sentence_vectors")
     if sv.note:
         st.caption(sv.note)
@@ -252,7 +260,7 @@ def sentence_panel() -> None:
     norms = sv.norms[t]
     st.latex(rf"x_{{{t}}} = E[\mathrm{{token}}_{{{t}}}] + P_{{{t}}},\quad \lVert E\rVert = {norms[0]:.4f},\ "
              rf"\lVert P_{{{t}}}\rVert = {norms[1]:.4f},\ \lVert x_{{{t}}}\rVert = {norms[2]:.4f}")
-    show(V.vector_lines(sv.token[t], sv.position[t], sv.total[t], f"token {t}: {sv.tokens[t]}", theme),
+    show(V.vector_lines(sv.token[t], sv.position[t], sv.total[t], f"token {t}: {sv.tokens[t]}", theme), vectors,
          key="sentence_lines", filename="sentence_token_vectors")
     permutation_section(loaded, text, sv.notes)
 
@@ -273,7 +281,8 @@ def permutation_section(loaded, text: str, shown_notes: tuple[str, ...]) -> None
         c3.metric("without positions, causal mask on", f"{float(pt.diff_causal.max()):.3g}")
     if pt.diff_nopos.size:
         show(V.permutation_bars(pt.tokens, pt.diff_nopos, pt.diff_pos, pt.diff_causal, theme),
-             key="permutation", filename="permutation")
+             Origin("model", f"{pt.layer}, run on the sentence and on its shuffle (an experiment with the model's "
+                             "own weights)."), key="permutation", filename="permutation")
     what_to_notice([
         "Without position vectors, shuffling the words only shuffles the outputs: after putting them back "
         "in order the difference is at rounding level. Self-attention is permutation-equivariant: "

@@ -7,7 +7,7 @@ from explorer.probes import decoding as D
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
-from explorer.ui.charts import show
+from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import decoding as V
 
@@ -71,6 +71,8 @@ except DecodingError as exc:
 for note in run.notes:
     st.info(note)
 
+OWN = Origin("model", f"{model_id}'s own next-token distributions on this prompt (seed {seed}); log-probabilities at "
+                      "T = 1, whatever the strategy sampled from.")
 # -------------------------------------------------------------------------------------------- columns
 st.subheader("Outputs")
 st.caption(f"Prompt as the model reads it ({len(run.prompt_ids)} tokens): " + " · ".join(run.prompt_tokens[:60])
@@ -85,15 +87,15 @@ for col, gen in zip(cols, run.generations):
         out = gen.outputs[0]
         st.html(V.tokens_html("" if run.is_encoder_decoder else run.prompt_text, out.tokens, out.logprobs))
         m = out.metrics
-        st.dataframe({"metric": list(m), "value": [("—" if v is None else round(float(v), 4)) for v in m.values()]},
-                     hide_index=True, width="stretch")
+        table({"metric": list(m), "value": [("—" if v is None else round(float(v), 4)) for v in m.values()]},
+              Origin("model", "metrics of this output under the model's own distribution."))
         if gen.strategy.do_sample and len(gen.outputs) > 1:
             with st.expander(f"All {len(gen.outputs)} samples"):
                 for i, o in enumerate(gen.outputs):
                     st.markdown(f"{i + 1}. {o.text}")
 theme = settings.theme()
 show(V.logprob_lines([g.strategy.label for g in run.generations], [g.outputs[0].logprobs for g in run.generations],
-                     theme), key="logprobs", filename="logprobs")
+                     theme), OWN, key="logprobs", filename="logprobs")
 
 # ------------------------------------------------------------------------------------------- per step
 st.subheader("One step: the next-token distribution")
@@ -112,7 +114,8 @@ else:
         view_t = c.number("view_t", slider=True, default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
     sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
     st.caption("Context: … " + " ".join(sv.context))
-    show(V.step_bars(sv, theme), key="step_bars", filename=f"step{step}")
+    show(V.step_bars(sv, theme), Origin("model", f"the model's logits at step {step}, after the strategy's penalties, "
+                                        f"at T = {sv.temperature:g}; grey: what its filter removes."), key="step_bars", filename=f"step{step}")
     st.latex(
         rf"p(w) = \frac{{\exp(z_w / T)}}{{\sum_{{j=1}}^{{{sv.vocab_size}}} \exp(z_j / T)}}:\quad "
         rf"z_{{\text{{chosen}}}} = {sv.chosen_logit:.3f},\ T = {sv.temperature:g},\ "
@@ -139,7 +142,7 @@ else:
 beam_gens = [g for g in run.generations if g.beam is not None]
 if beam_gens:
     st.subheader("Beam tree")
-    show(V.beam_tree(beam_gens[0].beam, theme), key="beam_tree", filename="beam-tree")
+    show(V.beam_tree(beam_gens[0].beam, theme), OWN, key="beam_tree", filename="beam-tree")
     st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K best "
                f"not ending continue (coloured), those ending with the end token or at the length limit join the "
                f"finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / generated_length^"
@@ -149,7 +152,7 @@ if beam_gens:
 # ------------------------------------------------------------------------------------------- trade-off
 st.subheader("Diversity and quality over samples")
 rows = [g.summary() for g in run.generations]
-st.dataframe(V.summary_rows(rows), hide_index=True, width="stretch")
+table(V.summary_rows(rows), OWN)
 x1, x2 = st.columns(2)
 with x1:
     x_axis = c.radio("x")
@@ -157,7 +160,7 @@ with x2:
     y_axis = c.radio("y")
 if n < 2 and x_axis == "self-BLEU":
     st.info("Self-BLEU needs at least two samples per strategy: raise n.")
-show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), key="tradeoff", filename="tradeoff")
+show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), OWN, key="tradeoff", filename="tradeoff")
 st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram precision "
            "up to 4, brevity penalty, Chen & Cherry smoothing 1 with ε = 0.1, 0 when no word matches), 1 = all "
            "samples identical. Distinct-n: distinct n-grams / n-grams over all samples. Greedy and beam are "

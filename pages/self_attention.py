@@ -16,7 +16,7 @@ from explorer.probes.self_attention import (
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
-from explorer.ui.charts import show
+from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, page_header, sentence_input, sentence_presets, what_to_notice
 from explorer.viz import attention as viz
 from explorer.viz.tokens import strongest, vector_text
@@ -40,6 +40,9 @@ def shown(trace, matrix, hide: bool):
         st.caption(f"Special tokens hidden: each remaining row was renormalised to sum to 1 (the hidden tokens held "
                    f"{hidden.removed_mass:.1%} of a row's weight on average).")
     return hidden.matrix, hidden.rows, hidden.cols
+
+
+OWN = Origin("model", "the model's own attention weights on this run (eager attention).")
 
 
 def pick(seq, idx):
@@ -134,7 +137,10 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
         st.info("Rollout is defined for self-attention (queries and keys from the same sequence).")
         how = "heads"
     if mode == "model":
+        pooled = trace.thumbnails.shape[-1] < T
         show(viz.model_view(trace.thumbnails, T, trace.stream_label, theme, selected=(layer, head)),
+             Origin("model", "the model's own attention weights" + (f", each {T}×{T} map max-pooled to "
+                             f"{trace.thumbnails.shape[-1]}×{trace.thumbnails.shape[-1]}." if pooled else ".")),
              key="model_view", filename="attention-model-view")
         st.caption("Pick a layer and head above to enlarge it below at full resolution.")
     matrix = head_matrix(trace, layer, heads, how)
@@ -143,6 +149,11 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
             "mean": f"layer {layer}, mean over {H} heads", "max": f"layer {layer}, max over {H} heads (rows need "
             "not sum to 1)", "rollout": f"attention rollout through layers 0…{layer}"}[how]
     z, rows, kcols = shown(trace, matrix, hide)
+    origin = Origin("model", {"heads": "the model's own attention weights", "mean": "the mean over heads of the "
+                              "model's own weights", "max": "the max over heads of the model's own weights",
+                              "rollout": "attention rollout (Abnar & Zuidema 2020) computed from the model's own "
+                              "weights"}[how] + (", special tokens hidden and rows renormalised." if rows is not None
+                                                 else "."))
     q_tok, k_tok = pick(trace.tokens, rows), pick(trace.key_tokens, kcols)
     row = None
     if token >= 0:
@@ -150,7 +161,7 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
         if row is None:
             st.caption(f"The selected token “{labels[token]}” is hidden (special token).")
     show(viz.head_heatmap(z, q_tok, k_tok, what, theme, zmax=None if how == "max" else 1.0, rows=rows, cols=kcols,
-                          highlight=row), key="head_heatmap", filename=f"attention-L{layer}-H{head}")
+                          highlight=row), origin, key="head_heatmap", filename=f"attention-L{layer}-H{head}")
     if mode == "head":
         if T > 60 and row is None:
             st.caption(f"{T} tokens: the line view draws the {viz.MAX_LINES:,} strongest lines; pick a query token "
@@ -160,7 +171,7 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
             names = [f"head {h}" for h in heads]
         else:
             mats, names = [z], [what]
-        show(viz.line_view(mats, names, q_tok, k_tok, theme, query=row, rows=rows, cols=kcols),
+        show(viz.line_view(mats, names, q_tok, k_tok, theme, query=row, rows=rows, cols=kcols), origin,
              key="line_view", filename=f"attention-lines-L{layer}")
 
 
@@ -171,8 +182,8 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
     if steps is None:
         st.warning(trace.arithmetic_note or "The Q/K/V arithmetic is not available for this model.")
         row_p = head_row(trace, layer, head, q_idx)
-        st.dataframe({"key": viz.display_tokens(trace.key_tokens), "attention (model)": row_p}, hide_index=True)
-        show(viz.steps_figure(trace.key_tokens, None, row_p, trace.tokens[q_idx], theme), key="steps_bars",
+        table({"key": viz.display_tokens(trace.key_tokens), "attention (model)": row_p}, OWN, width="content")
+        show(viz.steps_figure(trace.key_tokens, None, row_p, trace.tokens[q_idx], theme), OWN, key="steps_bars",
              filename=f"attention-row-L{layer}-H{head}")
         return
     j = steps.top
@@ -190,10 +201,12 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
                 f"{scale_txt}. Q, K, V are the layer's own (read from the model's run); the recomputed softmax "
                 f"equals the model's attention to **{steps.max_error:.1e}**.")
     st.markdown(f"q (first dims of {steps.d}): " + vector_text(steps.q))
-    st.dataframe(viz.steps_table(steps), hide_index=True)
+    arithmetic = Origin("recomputed", f"from the layer's own Q, K, V in float64: the softmax equals the model's "
+                                      f"attention to {steps.max_error:.1e}.")
+    table(viz.steps_table(steps), arithmetic, width="content")
     st.markdown("z = Σ a·v (first dims): " + vector_text(steps.z))
     show(viz.steps_figure(steps.key_tokens, steps.scaled + steps.mask, steps.probs, steps.query_token, theme),
-         key="steps_bars", filename=f"attention-steps-L{layer}-H{head}")
+         arithmetic, key="steps_bars", filename=f"attention-steps-L{layer}-H{head}")
 
 
 def masks_view(trace, layer: int, head: int) -> None:
@@ -210,10 +223,11 @@ def masks_view(trace, layer: int, head: int) -> None:
                     "real token attends to them; the padding rows themselves are computed but ignored.")
     if not trace.causal and not any(trace.padding):
         st.markdown("This encoder attends in both directions: M is all zeros (add padding above to see −∞ columns).")
-    show(viz.mask_figure(trace.mask, trace.tokens, trace.key_tokens, "The mask M", theme), key="mask",
+    show(viz.mask_figure(trace.mask, trace.tokens, trace.key_tokens, "The mask M", theme),
+         Origin("model", "the additive mask this run used."), key="mask",
          filename="attention-mask")
     show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
-                          f"After the softmax: layer {layer}, head {head}", theme), key="masked_heatmap",
+                          f"After the softmax: layer {layer}, head {head}", theme), OWN, key="masked_heatmap",
          filename=f"attention-masked-L{layer}-H{head}")
 
 
@@ -234,14 +248,14 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
         show(viz.compare_bars(trace.tokens, head_row(trace, layer, head, q_idx), trace_b.tokens,
                               head_row(trace_b, lb, head, j),
                               f"Where “{labels[q_idx]}” looks, layer {layer}, head {head}: A (left) vs B (right)", theme),
-             key="compare_bars", filename="attention-compare")
+             OWN, key="compare_bars", filename="attention-compare")
         c1, c2 = st.columns(2)
         with c1:
             show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
-                                  "A", theme, highlight=q_idx), key="compare_a", filename="attention-compare-a")
+                                  "A", theme, highlight=q_idx), OWN, key="compare_a", filename="attention-compare-a")
         with c2:
             show(viz.head_heatmap(head_matrix(trace_b, lb, [head]), trace_b.tokens,
-                                  trace_b.key_tokens, "B", theme, highlight=j), key="compare_b",
+                                  trace_b.key_tokens, "B", theme, highlight=j), OWN, key="compare_b",
                  filename="attention-compare-b")
 
 

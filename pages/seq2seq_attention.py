@@ -10,7 +10,7 @@ from explorer.probes.seq2seq import (
 )
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
-from explorer.ui.charts import show
+from explorer.ui.charts import Origin, badge, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import seq2seq as viz
@@ -26,13 +26,13 @@ def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_
                 "how much each output token depends on it (its log-probability with c, and with c and s₀ set to 0).")
         if tr.no_source_logprobs is not None:
             show(viz.reliance_figure(tr.out_tokens, tr.step_logprobs, tr.no_source_logprobs, theme),
-                 key=f"reliance_{key}", filename="seq2seq-no-attention")
+                 Origin("model", "the model's own log-probabilities, and a second run with c and s₀ set to 0."), key=f"reliance_{key}", filename="seq2seq-no-attention")
         return
     what = ("attention a_tj" if tr.kind == "rnn" else
             f"cross-attention, layer {layer}, " + ("mean over heads" if head == "mean" else f"head {head}"))
     show(viz.alignment_heatmap(tr.matrix(layer, head), tr.out_tokens, tr.src_tokens,
                                f"{title_prefix}{tr.model_id}: {what}", theme, highlight=step),
-         key=f"heatmap_{key}", filename=f"seq2seq-alignment-{key}")
+         Origin("model", f"{tr.model_id}'s own attention weights while it produced this output."), key=f"heatmap_{key}", filename=f"seq2seq-alignment-{key}")
 
 
 page_header("Seq2seq alignment", "Type a source sentence: the encoder–decoder translates it, and the attention "
@@ -126,13 +126,14 @@ def step_panel() -> None:
         if row is not None:
             scores = trace.scores[step] if trace.scores is not None else None
             show(viz.step_weights(row[step], trace.src_tokens, trace.out_tokens[step], step, theme, scores),
-                 key="step_weights", filename=f"seq2seq-step-{step}")
+                 Origin("model", "the model's own weights (and scores) at this step."), key="step_weights", filename=f"seq2seq-step-{step}")
         elif trace.no_source_logprobs is not None:
             lp, lp0 = trace.step_logprobs[step], trace.no_source_logprobs[step]
             st.latex(rf"\log p(\text{{“{viz.labels([trace.out_tokens[step]])[0]}”}})={lp:.4f}\ \text{{with }}c,\qquad"
                      rf"{lp0:.4f}\ \text{{with }}c=s_0=0")
     with right:
-        st.markdown("**Top next-token candidates** (the model's own distribution, T = 1)\n\n" + viz.topk_table(trace, step))
+        badge(Origin("model", "the model's own next-token distribution at this step, T = 1."))
+        st.markdown("**Top next-token candidates**\n\n" + viz.topk_table(trace, step))
 
     m = trace.math[step] if step < len(trace.math) else None
     if m is not None:
@@ -145,6 +146,8 @@ def step_panel() -> None:
                    f"{m.score_recomputed:.6f}; the model returned {m.score_model:.6f} (difference "
                    f"{abs(m.score_recomputed - m.score_model):.1e}). Vectors have {m.dim} dimensions; the first "
                    f"{len(m.parts[0][1])} are shown.")
+        badge(Origin("recomputed", f"the score from the record's two sides in float64, equal to the model's to "
+                                   f"{abs(m.score_recomputed - m.score_model):.1e}."))
         st.markdown(viz.math_table(m))
     if trace.contexts is not None:
         st.caption(f"Context vector c_{step}: {vector_summary(trace.contexts[step])}")
@@ -169,7 +172,7 @@ def length_panel() -> None:
         curves += [curve for curve in builtin_length_curves(builtin_metas(), gen) if curve.model_id not in seen]
     if curves:
         show(viz.length_accuracy_figure([(cv.label, cv.buckets, cv.accuracy, cv.n) for cv in curves], theme),
-             key="length_curve", filename="seq2seq-length")
+             Origin("model", "exact match of the models' own greedy outputs on held-out pairs."), key="length_curve", filename="seq2seq-length")
         st.caption("Source: " + "; ".join(f"{cv.model_id}: {cv.source}" for cv in curves) + ". Without attention the "
                    "whole source must fit in one vector, so accuracy falls as sentences get longer (the bottleneck).")
     else:
@@ -184,7 +187,8 @@ if panel == "step":
     step_panel()
 elif panel == "beam":
     st.subheader("Beam search tree")
-    show(beam_tree(trace.beam, theme), key="beam_tree", filename="seq2seq-beam")
+    show(beam_tree(trace.beam, theme), Origin("model", "the model's own log-probabilities, ranked by beam search."),
+         key="beam_tree", filename="seq2seq-beam")
     st.caption(f"Each step keeps the 2·K best continuations of the K = {trace.beam_size} running beams by total "
                "log-probability: the K best not ending continue (coloured), those ending with the end token or at "
                "the length limit join the finished list (diamonds), the rest are pruned (grey). Finished hypotheses "

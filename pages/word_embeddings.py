@@ -7,7 +7,8 @@ from explorer.catalogue import builtin_names
 from explorer.probes import embeddings as P
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
-from explorer.ui.charts import show
+from explorer.ui import charts
+from explorer.ui.charts import Origin, show
 from explorer.ui.embeddings import file_table, model_table, projection
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
@@ -74,6 +75,8 @@ else:
         st.stop()
 
 V_rows = len(table)
+SOURCE = Origin("model", f"{table.source}: the model's own embedding table.") if origin == "model" else \
+    Origin("file", f"{table.source}: the vectors of the uploaded file.")
 st.caption(f"**{table.source}**: {V_rows:,} entries × {table.dim} dimensions; order: {table.order_note}.")
 for note in table.notes:
     st.info(note)
@@ -143,7 +146,8 @@ if proj is not None:
         proj.memo[theme.name] = V.projection_background(
             words, classes, proj.coords, theme, title=f"{PR.METHODS[method]} of the {shown}", axis_names=axis,
             colour_by_class=has_classes, ranks=P.ranks(table, rows), rank_label=table.rank_label)
-    show(proj.memo[theme.name], key="projection", filename=f"embeddings-{method}",
+    show(proj.memo[theme.name], Origin(SOURCE.kind, f"{table.source}, projected with {PR.METHODS[method]} (a map of "
+                                       "the vectors, not the vectors themselves)."), key="projection", filename=f"embeddings-{method}",
          overlay=V.typed_overlay(V.points(placed), dims, theme))
     what = {"pca": "PCA (an exact linear map: the axes are the directions of largest variance)",
             "tsne": f"t-SNE (perplexity {proj.params.get('perplexity', 30):g}): it fits the positions of these points "
@@ -170,7 +174,7 @@ if nn_word:
     if found_nn:
         loc = found_nn[0]
         ranked = P.neighbours(table, loc.row, k)
-        st.dataframe(V.ranked_rows(ranked.words, ranked.cos), hide_index=True, width="stretch")
+        charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
         if ranked.rows:
             ct = P.cosine_terms(table, loc.row, ranked.rows[0])
             st.latex(r"\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\, \lVert v \rVert} = "
@@ -196,7 +200,7 @@ if wa and wb and wc:
         st.warning("The table is too small for an analogy (it needs a fourth entry to answer with).")
     elif locs is not None:
         ranked = P.analogy(table, locs[0].row, locs[1].row, locs[2].row, ka)
-        st.dataframe(V.ranked_rows(ranked.words, ranked.cos), hide_index=True, width="stretch")
+        charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
         if ranked.rows:
             x = ranked.rows[0]
             ca, cb, cc = (P.cosine(table, x, loc.row) for loc in locs)
@@ -232,7 +236,7 @@ if x1 and x2 and y1 and y2:
                     [table.words[r] for r in rows], P.axis_coords(table, rows, xp, yp), f"{x1} → {x2}", f"{y1} → {y2}",
                     theme)
             typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp)
-            show(table.cache[axes_key], key="axes", filename="two-axes", overlay=V.axes_overlay(
+            show(table.cache[axes_key], SOURCE, key="axes", filename="two-axes", overlay=V.axes_overlay(
                 V.axis_points([loc.word for loc in found], typed_xy), theme))
             st.latex(r"\text{position of } w \text{ on the axis } a \to b = "
                      r"\frac{(w - a)\cdot(b - a)}{\lVert b - a \rVert^2}\qquad(a \mapsto 0,\ b \mapsto 1)")
@@ -266,7 +270,9 @@ else:
         try:
             cproj = P.context_projection(trace, None if fit_on == "all" else layer)
             show(V.context_figure(trace.tokens, trace.layer_names, cproj.coords, layer, [
-                s and any(not x for x in trace.special) for s in trace.special], theme), key="context",
+                s and any(not x for x in trace.special) for s in trace.special], theme),
+                Origin("model", f"the hidden states of {model_id}'s own run on this sentence, projected with PCA."),
+                key="context",
                 filename="contextual")
             st.caption(f"{cproj.fitted}. Layers: {trace.what}. Grey lines follow each token through the layers.")
         except P.ContextError as exc:
@@ -284,7 +290,8 @@ else:
         try:
             ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)
             dr = P.drift(ta, tb, dw)
-            show(V.drift_figure(dr.layer_names, dr.cos, dw, theme), key="drift", filename="same-word-two-sentences")
+            show(V.drift_figure(dr.layer_names, dr.cos, dw, theme),
+                 Origin("model", f"cosines of {model_id}'s own hidden states in the two runs."), key="drift", filename="same-word-two-sentences")
             st.latex(rf"\cos\big(h^{{(\ell)}}_A, h^{{(\ell)}}_B\big):\quad "
                      rf"\ell = 0:\ {dr.cos[0]:.3f}\qquad \ell = {len(dr.cos) - 1}:\ {dr.cos[-1]:.3f}")
             st.caption(f"'{dw}' is token(s) {dr.span_a[0]}–{dr.span_a[1] - 1} of A and {dr.span_b[0]}–{dr.span_b[1] - 1} "

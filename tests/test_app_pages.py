@@ -91,3 +91,46 @@ def test_reruns_without_a_new_sentence_do_not_rerun_the_model() -> None:
     after = len(cache.COMPUTE_LOG)
     at.text_input(key="text").set_value("the keys to the cabinet are here .").run()
     assert len(cache.COMPUTE_LOG) == after  # going back to an earlier sentence is cached too
+
+
+BADGED = [  # (page, URL params): every view in each of its panels and modes
+    *[("pages/lstm_gates.py", {"section": s}) for s in ("One unit + equations", "Gate saturation", "Next tokens",
+                                                          "Compare two sentences")],
+    *[("pages/positional_encodings.py", {"panel": p}) for p in ("sinusoidal", "similarity", "rope", "learned",
+                                                                 "sentence")],
+    *[("pages/self_attention.py", {"mode": m}) for m in ("head", "model", "steps", "masks", "compare")],
+    ("pages/self_attention.py", {"mode": "head", "agg": "rollout", "hide": "1"}),
+    ("pages/seq2seq_attention.py", {}), ("pages/seq2seq_attention.py", {"panel": "length"}),
+    ("pages/seq2seq_attention.py", {"decoding": "beam", "panel": "beam"}),
+    ("pages/seq2seq_attention.py", {"model": "builtin:seq2seq-none"}),
+    ("pages/word_embeddings.py", {}), ("pages/sampling.py", {}),
+]
+BADGE_KINDS = (":blue-badge[Model]", ":green-badge[Recomputed]", ":orange-badge[Illustration]",
+               ":violet-badge[Uploaded vectors]")
+
+
+def _flat(node):
+    for child in getattr(node, "children", {}).values():
+        if getattr(child, "children", None):
+            yield from _flat(child)
+        else:
+            yield child
+
+
+@pytest.mark.parametrize("page,params", BADGED, ids=[f"{p.split('/')[1][:-3]}-{'-'.join(q.values())}" for p, q in BADGED])
+def test_every_chart_and_table_says_what_its_numbers_are(page: str, params: dict) -> None:
+    """Each chart, data frame and Markdown table of a view sits right under a badge (Model / Recomputed /
+    Illustration / Uploaded vectors) whose sentence is not empty."""
+    at = run_page(page, params)
+    assert_no_exception(at)
+    elements = list(_flat(at.main))
+    shown = 0
+    for i, el in enumerate(elements):
+        value = str(getattr(el, "value", "")) if el.type in ("markdown", "caption") else ""
+        if el.type in ("plotly_chart", "dataframe") or "|---" in value:
+            before = elements[i - 1] if i else None
+            label = str(getattr(before, "value", "")) if before is not None and before.type == "caption" else ""
+            assert label.startswith(BADGE_KINDS), (page, params, el.type, label[:80])
+            assert len(label.split("] ", 1)[1]) > 10
+            shown += 1
+    assert shown, "no chart or table on this page state"

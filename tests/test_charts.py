@@ -98,16 +98,16 @@ def _script_show_vs_plotly_chart():
     import streamlit as st
 
     from explorer.ui import settings
-    from explorer.ui.charts import show
+    from explorer.ui.charts import Origin, show
     from explorer.viz import attention as A
     from explorer.viz.theme import apply, export_config
 
     toks = ["[CLS]", "the", "robot", "[SEP]"]
     m = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
     base = A.line_view([m], ["h0"], toks, toks)
-    show(A.head_heatmap(m, toks, toks, "t"), key="a", filename="f")
-    show(base, key="b", filename="f", overlay=A.head_heatmap(m, toks, toks, "t"))
-    show(base, key="c", filename="f")  # the cached spec
+    show(A.head_heatmap(m, toks, toks, "t"), Origin("illustration"), key="a", filename="f")
+    show(base, Origin("illustration"), key="b", filename="f", overlay=A.head_heatmap(m, toks, toks, "t"))
+    show(base, Origin("illustration"), key="c", filename="f")  # the cached spec
     theme = settings.theme()
     ref = apply(A.head_heatmap(m, toks, toks, "t"), theme)
     cfg = export_config(theme, "f", str(st.session_state.get("export_format", "png")))

@@ -8,6 +8,7 @@ hands it to Streamlit ready-made. A test checks that the chart sent to the brows
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
@@ -17,6 +18,36 @@ from plotly.basedatatypes import BaseFigure
 from explorer.ui import settings
 from explorer.viz.spec import Serialized, figure_spec, serialize
 from explorer.viz.theme import apply, export_config
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What a panel's numbers are, shown as a badge above the panel.
+
+    kind: "model" (read from this model's own run), "recomputed" (recomputed from its weights, equal to the run
+    to the error stated in `detail`), "illustration" (a formula on chosen numbers, no model) or "file" (read from
+    an uploaded file); detail: one sentence saying more (computed values, not constants)."""
+
+    kind: str
+    detail: str = ""
+
+
+BADGES = {"model": ("Model", "blue", "read from this model's own run."),
+          "recomputed": ("Recomputed", "green", "recomputed from the model's weights."),
+          "illustration": ("Illustration", "orange", "a formula on chosen numbers, not a model's run."),
+          "file": ("Uploaded vectors", "violet", "read from the uploaded file.")}
+
+
+def badge(origin: Origin) -> None:
+    """The small label above a chart or table: Model / Recomputed / Illustration / Uploaded vectors, and why."""
+    label, colour, meaning = BADGES[origin.kind]
+    st.caption(f":{colour}-badge[{label}] {origin.detail or meaning}")
+
+
+def table(data: Any, origin: Origin, **kwargs: Any) -> Any:
+    """st.dataframe (no index, full width unless given) under its origin badge."""
+    badge(origin)
+    return st.dataframe(data, **{"hide_index": True, "width": "stretch", **kwargs})
 
 
 class _Prebuilt(BaseFigure):
@@ -40,13 +71,14 @@ def _themed_spec(fig: go.Figure, theme: Any) -> dict | Serialized:
     return cached[1]
 
 
-def show(fig: go.Figure, key: str | None = None, filename: str = "explorer", overlay: go.Figure | None = None,
-         **kwargs: Any) -> Any:
-    """st.plotly_chart with the sidebar's theme and export format.
+def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str = "explorer",
+         overlay: go.Figure | None = None, **kwargs: Any) -> Any:
+    """st.plotly_chart with the sidebar's theme and export format, under the badge saying what its numbers are.
 
     overlay: a small figure whose traces are drawn on top of `fig` (e.g. the typed words over a cached
     30,000-point projection): only the overlay is converted when it alone changes.
     """
+    badge(origin)
     theme = settings.theme()
     spec = _themed_spec(fig, theme)
     if overlay is not None:

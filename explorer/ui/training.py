@@ -103,7 +103,8 @@ def _job_panel() -> None:
         if st.button("Stop training", key="train_stop"):
             job.stop()
     if job.points:
-        charts.show(loss_figure(job.points), key="train_loss_chart", filename="training-loss")
+        charts.show(loss_figure(job.points), charts.Origin("model", "the training run's own loss, as it was computed."),
+                    key="train_loss_chart", filename="training-loss")
     if job.status == "failed":
         st.error(f"Training failed: {job.error}")
     elif job.status in ("done", "stopped") and job.result is not None:

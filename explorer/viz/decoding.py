@@ -108,15 +108,12 @@ def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: 
 
 def summary_rows(rows: Sequence[dict]) -> list[dict]:
     """The diversity–quality table: one row per strategy, 4 decimals; a metric over samples that does not apply
-    (self-BLEU of a strategy with one output) reads "n/a (one output)"."""
+    (self-BLEU of a strategy with one output) reads "n/a (one output)" (that column is text throughout)."""
     out = []
     for r in rows:
-        row = {}
-        for k, v in r.items():
-            if k in ("kind", "deterministic"):
-                continue
-            row[k] = round(v, 4) if isinstance(v, float) else ("n/a (one output)" if v is None and
-                                                                 r.get("deterministic") else v)
+        row = {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items() if k not in ("kind", "deterministic")}
+        bleu = r.get("self-BLEU")
+        row["self-BLEU"] = f"{bleu:.4f}" if bleu is not None else ("n/a (one output)" if r.get("deterministic") else "—")
         out.append(row)
     return out
 
