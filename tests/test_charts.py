@@ -184,7 +184,7 @@ def test_projector_title_does_not_overprint_a_top_axis_title(validate, monkeypat
 
 @pytest.mark.parametrize("theme", [T.NORMAL, T.PROJECTOR])
 def test_line_view_width_and_opacity_follow_the_weight(theme):
-    """Every drawn line's width is WIDTH_PER_WEIGHT · line_width · w and its opacity w, for its own weight w
+    """Every drawn line's width is WIDTH_PER_WEIGHT · line_width · w and its opacity 0.35 + 0.65·w, for its weight w
     (rounded to LINE_STEP), after the theme is applied: the title's "width ∝ weight" is what is drawn."""
     rng = np.random.default_rng(3)
     m = rng.dirichlet(np.ones(9) * 0.4, size=9).astype(np.float32)  # rows sum to 1, weights spread over (0, 1)
@@ -196,7 +196,7 @@ def test_line_view_width_and_opacity_follow_the_weight(theme):
         w = m[q, k]
         level = t.line.width / (A.WIDTH_PER_WEIGHT * theme.line_width)
         assert np.all(np.abs(w - level) <= A.LINE_STEP / 2 + 1e-6), (w, level)
-        assert t.opacity == pytest.approx(min(1.0, level))
+        assert t.opacity == pytest.approx(min(1.0, 0.35 + 0.65 * level))
         drawn += len(q)
     assert drawn == int((m >= A.MIN_LINE_WEIGHT).sum())
     widths = sorted(t.line.width for t in lines)

@@ -17,7 +17,7 @@ from explorer.viz.theme import NORMAL, Theme, figure
 MAX_LINES = 2500  # line view: at most this many query→key lines (largest weights first)
 LINE_STEP = 0.025  # line view: weights are drawn rounded to this step (one trace per step)
 MIN_LINE_WEIGHT = LINE_STEP / 2  # lighter lines would round to width 0
-WIDTH_PER_WEIGHT = 5.0  # line view: a line of weight w is WIDTH_PER_WEIGHT · theme.line_width · w pixels wide
+WIDTH_PER_WEIGHT = 8.0  # line view: a line of weight w is WIDTH_PER_WEIGHT · theme.line_width · w pixels wide
 
 
 def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,
@@ -106,12 +106,12 @@ def model_view(thumbnails: np.ndarray, n_tokens: int, title: str, theme: Theme =
 def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: Sequence[str],
               k_tokens: Sequence[str], theme: Theme = NORMAL, query: int | None = None,
               rows: Sequence[int] | None = None, cols: Sequence[int] | None = None) -> go.Figure:
-    """Tokens on two sides (queries left, keys right); a line per (query, key), width and opacity ∝ weight.
+    """Tokens on two sides (queries left, keys right); a line per (query, key): width ∝ weight, opacity rising with it.
 
     matrices: one (Tq, Tk) matrix per overlaid head (labels name them, one colour each). query: a row index
     of the matrices to isolate (None = all rows). Lines below MIN_LINE_WEIGHT are dropped, and at most
     MAX_LINES of the largest are drawn. A line of weight w (rounded to LINE_STEP) is
-    WIDTH_PER_WEIGHT · theme.line_width · w pixels wide, with opacity w: one trace per rounded weight.
+    WIDTH_PER_WEIGHT · theme.line_width · w pixels wide, with opacity 0.35 + 0.65·w: one trace per rounded weight.
     """
     nq, nk = matrices[0].shape
     qlab = display_tokens(q_tokens)
@@ -146,7 +146,7 @@ def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: S
                 type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip",
                 showlegend=bool(b == level.max()) and len(matrices) > 1, legendgroup=label, name=label,
                 line={"color": colour, "width": WIDTH_PER_WEIGHT * theme.line_width * weight},
-                opacity=min(1.0, weight),
+                opacity=min(1.0, 0.35 + 0.65 * weight),
             ))
     traces.append(dict(type="scatter", x=[0.0] * nq, y=list(range(nq)), mode="text", text=qlab,
                        textposition="middle left", hovertext=[f"query {rows[i]}: {qlab[i]}" for i in range(nq)],
