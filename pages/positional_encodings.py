@@ -8,7 +8,7 @@ from explorer.adapters.base import Unsupported
 from explorer.ui import settings
 from explorer.ui.cache import compute, figure_once, get_model, probe
 from explorer.ui.state import Controls
-from explorer.ui.charts import Origin, show
+from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import positions as V
 
@@ -16,9 +16,13 @@ PANELS = {
     "sinusoidal": "Sinusoidal",
     "similarity": "Similarity & relative positions",
     "rope": "Rotary (RoPE)",
-    "learned": "Learned (model)",
+    "learned": "The model's positions",
     "sentence": "Sentence & permutation",
 }
+SCHEMES = {"learned": "a learned position table added to the input", "sinusoidal": "a fixed sinusoidal table added "
+           "to the input", "rotary": "rotary embeddings (RoPE) inside attention", "alibi": "ALiBi, a linear bias per "
+           "head on the scores", "relative": "a learned relative position bias on the scores", "none": "nothing "
+           "this view can read"}
 PRESETS = {
     "Vaswani et al. base model: d_model 512, 100 positions, base 10000": (512, 100, 10000.0, 20, 8, 5),
     "Small table to read cell by cell: d_model 16, 50 positions": (16, 50, 10000.0, 10, 2, 3),
@@ -192,6 +196,53 @@ def learned_panel() -> None:
     if loaded is None:
         return
     try:
+        kind = probe(P.model_positions, loaded, "").kind
+        text = sentence_input(SENTENCES[0], SENTENCES) if kind == "rotary" else ""
+        mp = probe(P.model_positions, loaded, text)
+    except Unsupported as exc:
+        st.info(str(exc))
+        return
+    st.markdown(f"**{loaded.id}** knows positions by: **{SCHEMES.get(mp.kind, mp.kind)}**")
+    if mp.rows:
+        table({"read from the model": [r[0] for r in mp.rows], "value": [r[1] for r in mp.rows]},
+              Origin("model", "read from the loaded model's modules and config."), width="content")
+    show_notes(mp.notes)
+    if mp.kind in ("learned", "sinusoidal"):
+        table_panel(loaded)
+    elif mp.kind == "rotary" and mp.scores is not None:
+        if mp.inv_freq is not None:
+            show(V.wavelengths(mp.wavelength, theme, len(mp.offsets)),
+                 Origin("model", "the rotary module's own frequencies θ_i (inv_freq): wavelength 2π/θ_i."),
+                 key="model_wavelengths", filename="model_rope_wavelengths")
+        show(V.rope_scores(mp.offsets, mp.starts, mp.scores, theme),
+             Origin("model", f"layer 0, head 0: the model's own q of “{mp.tokens[0]}” and k of “{mp.tokens[1]}” "
+                             f"before the rotation, turned with its own cos/sin to positions m and m + offset; the "
+                             f"lines differ by at most {mp.spread:.1e}."), key="model_rope_scores",
+             filename="model_rope_scores")
+    elif mp.kind == "alibi":
+        show(V.head_bias_lines(mp.key_positions, mp.bias, theme, "ALiBi: m_h × key position",
+                               "key position j"), Origin("model", "the slopes of the model's own ALiBi tensor."),
+             key="alibi", filename="alibi")
+    elif mp.kind == "relative":
+        show(V.head_bias_lines(mp.offsets, mp.bias, theme, "Relative position bias b_h(j − i)", "offset j − i"),
+             Origin("model", "the model's own relative_attention_bias, through its bucketing (compute_bias)."),
+             key="relative_bias", filename="relative_bias")
+    elif mp.kind == "none":
+        st.info(f"{loaded.id} adds no position information this view can read (no position table, rotary module, "
+                "ALiBi or relative bias): recurrent models know order from the recurrence.")
+    what_to_notice([
+        "A learned table: nobody told the model positions are ordered, yet neighbouring positions end up with "
+        "similar vectors, often tracing a spiral like sines and cosines.",
+        "Rotary models add nothing to the input: q and k are turned by position × θ_i inside every attention, so "
+        "q·k depends only on the offset (the lines above coincide).",
+        "ALiBi and T5 add a number per head and distance straight to the scores: far tokens get a penalty "
+        "(ALiBi: a straight line per head; T5: learned buckets).",
+    ])
+
+
+def table_panel(loaded) -> None:
+    """The model's own position table: heatmap, similarity, PCA, one position against all."""
+    try:
         lt = probe(P.learned_positions, loaded)
         la = probe(P.learned_analysis, loaded)
     except Unsupported as exc:
@@ -209,24 +260,17 @@ def learned_panel() -> None:
     with c2:
         dims = c.radio("pca", format_func=lambda x: f"{x}-D")
     model_key = (loaded.id, loaded.device, loaded.dtype)
-    table = Origin("model", f"`{lt.source}` of {lt.model_id}, as stored in the checkpoint.")
+    stored = Origin("model", f"`{lt.source}` of {lt.model_id}, as stored in the checkpoint.")
     show(figure_once(("learned", *model_key), lambda: V.pe_heatmap(
-        lt.weight, theme, f"{lt.source}: position × dimension")), table, key="learned_heatmap", filename="learned_positions")
+        lt.weight, theme, f"{lt.source}: position × dimension")), stored, key="learned_heatmap", filename="learned_positions")
     sim = la.cosine if kind == "cosine" else la.dot
     show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between learned positions", "position", "position", kind,
-        max_cells=V.SIMILARITY_CELLS)), table,
+        max_cells=V.SIMILARITY_CELLS)), stored,
          key="learned_similarity", filename="learned_similarity")
     learned_line(sim, kind)
     show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(la.coords, la.explained, theme, dims)),
          Origin("model", f"`{lt.source}` of {lt.model_id}, projected with PCA."), key="learned_pca", filename="learned_pca")
-    what_to_notice([
-        "Nobody told the model positions are ordered, yet neighbouring positions end up with similar vectors: "
-        "the similarity is highest near the diagonal.",
-        "The PCA traces a smooth curve coloured from first to last position, often a spiral like sines "
-        "and cosines: training rediscovers something like the sinusoidal code.",
-        "Positions rarely seen in training (the last rows for models trained on short texts) are less orderly.",
-    ])
 
 
 @st.fragment

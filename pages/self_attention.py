@@ -190,22 +190,30 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
     kt = viz.display_tokens(steps.key_tokens)
     qt = viz.display_tokens([steps.query_token])[0]
     scaled = rf"\tfrac{{q\cdot k}}{{\sqrt{{{steps.d}}}}}" if steps.standard_scale else rf"{steps.scale:.5f}\,q\cdot k"
-    st.latex(r"a_{ij}=\mathrm{softmax}_j\Big(" + (r"\frac{q_i\cdot k_j}{\sqrt{d}}" if steps.standard_scale else
-             rf"{steps.scale:.5f}\;q_i\cdot k_j") + r"+M_{ij}\Big),\qquad z_i=\sum_j a_{ij}\,v_j")
+    bias = rf",\ b={steps.bias[j]:.4f}" if steps.bias is not None else ""
+    st.latex(viz.steps_formula(steps))
     st.latex(
-        rf"\text{{“{qt}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f},\ "
+        rf"\text{{“{qt}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f}{bias},\ "
         rf"a=\tfrac{{e^{{{steps.scaled[j] - steps.max_logit:.3f}}}}}{{{steps.denominator:.4f}}}={steps.probs[j]:.5f}"
+        if steps.bias is None and not steps.softcap else
+        rf"\text{{“{qt}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f}{bias},\ "
+        rf"a={steps.probs[j]:.5f}"
     )
     scale_txt = f"1/√{steps.d} = {steps.scale:.5f}" if steps.standard_scale else f"{steps.scale:.5f} (this model's scaling)"
     st.markdown(f"Layer {layer}, head {head}, query **{qt}** (token {q_idx}); head size d = {steps.d}; scale "
-                f"{scale_txt}. Q, K, V are the layer's own (read from the model's run); the recomputed softmax "
-                f"equals the model's attention to **{steps.max_error:.1e}**.")
-    st.markdown(f"q (first dims of {steps.d}): " + vector_text(steps.q))
+                f"{scale_txt}. Q, K, V are what the model's attention multiplied (read from its run); the recomputed "
+                f"softmax equals the model's attention to **{steps.max_error:.1e}**.")
+    for note in viz.steps_notes(steps):
+        st.markdown(note)
     arithmetic = Origin("recomputed", f"from the layer's own Q, K, V in float64: the softmax equals the model's "
                                       f"attention to {steps.max_error:.1e}.")
+    if steps.angles is not None:
+        table(viz.rope_table(steps), Origin("recomputed", f"the query's rotation with the model's own cos/sin, "
+                                                          f"equal to its q to {steps.rope_error:.1e}."), width="content")
+    st.markdown(f"q (first dims of {steps.d}): " + vector_text(steps.q))
     table(viz.steps_table(steps), arithmetic, width="content")
     st.markdown("z = Σ a·v (first dims): " + vector_text(steps.z))
-    show(viz.steps_figure(steps.key_tokens, steps.scaled + steps.mask, steps.probs, steps.query_token, theme),
+    show(viz.steps_figure(steps.key_tokens, steps.logits, steps.probs, steps.query_token, theme),
          arithmetic, key="steps_bars", filename=f"attention-steps-L{layer}-H{head}")
 
 

@@ -145,6 +145,16 @@ class CrossForm:
     source: str = ""
 
 
+@dataclass(frozen=True)
+class PositionScheme:
+    """How a model knows word order, read from it. kind: "learned" / "sinusoidal" (a table added to the input, see
+    PositionTable), "rotary" (q and k turned inside attention), "alibi" (a per-head linear bias on the scores),
+    "relative" (a learned bias per head and distance bucket) or "none"; rows: (what, value) pairs read from it."""
+
+    kind: str
+    rows: tuple[tuple[str, str], ...] = ()
+
+
 class Adapter:
     """The interface. Subclasses set the capabilities below and implement what they support.
 
@@ -161,6 +171,7 @@ class Adapter:
     is_encoder_decoder = False
     attention_kind = ""  # encoder-decoders: the built-in's attention (none, bahdanau, luong-*) or "cross" (HF)
     arithmetic_note = ""  # why q/k/v are not recorded, when they are not
+    bias_name = ""  # what the recorded attention bias (blocks.{l}.attn.bias) is
     reason = ""  # why this model can only be read in part (shown by the views it does not support)
     supports_padding = False  # run(..., pad=n) appends n padding tokens with attention_mask 0
     # generation (set by adapters that can generate)
@@ -246,6 +257,26 @@ class Adapter:
         raise Unsupported(f"{self.id} has no learned position table this view can read (BERT-family "
                           "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt). Recurrent models know "
                           "order from the recurrence, not from position vectors.")
+
+    def position_scheme(self) -> PositionScheme:
+        """How this model knows positions (kind and what was read)."""
+        try:
+            table = self.position_table()
+        except Unsupported:
+            return PositionScheme("none")
+        return PositionScheme(table.kind, (("table", f"{table.source} {tuple(table.weight.shape)}"),))
+
+    def rotary(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, sin), each (n, r): the model's own rotary tables for positions 0..n−1 (rotary models)."""
+        raise Unsupported(f"{self.id} has no rotary position embedding.")
+
+    def alibi_slopes(self) -> np.ndarray:
+        """(H,) the slope m_h of each head's ALiBi bias m_h · key position (ALiBi models)."""
+        raise Unsupported(f"{self.id} has no ALiBi bias.")
+
+    def relative_bias(self, n: int) -> np.ndarray:
+        """(H, n, n) the learned relative position bias b_h(j − i) the first layer adds (T5 family)."""
+        raise Unsupported(f"{self.id} has no relative position bias.")
 
     def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[np.ndarray, str]:
         """(T, C) output of layer 0's attention on the input embeddings, with or without the position vectors and

@@ -6,22 +6,25 @@ with eager attention (`output_attentions`, `output_hidden_states`): nothing is h
 `blocks.{l}.resid_pre` is hidden_states[l]; the last hidden state is `blocks.{L−1}.resid_post`, or `ln_final` for
 models that apply a final norm to it (GPT-2, Llama, T5's encoder, …).
 
-Q, K, V (`blocks.{l}.attn.q|k|v`, (H, T, d), and `.scale`) are recomputed by applying the layer's own projection
-modules to what the layer read, for the families whose layer is the standard one: BERT (post-LN,
-attention.self.query/key/value) and GPT-2 (pre-LN, ln_1 then attn.c_attn). The probe checks the recomputed
-softmax against the model's own weights and shows the arithmetic only when they agree.
+Q, K, V (`blocks.{l}.attn.q|k|v` (H, T, d), `.scale`, `.mask`, and where the model has them `.bias` (H, T, T):
+T5's relative position bias or BLOOM's ALiBi, `.kv_head` (H,) the key/value head each query head reads (grouped-
+query attention), `.softcap`) are what the model's own attention call multiplied, read through the attention
+interface (explorer.adapters.hf_attention) for every family that uses it, and from BLOOM's fused projection and
+ALiBi tensor for BLOOM. Rotary models also record `.q_pre|.k_pre` (before the rotation, undone with the model's own
+cos/sin) and `rope.cos|sin` (T, r), `rope.inv_freq` (r/2,). The probe checks softmax(s·q·kᵀ + bias + mask)
+against the model's own weights and shows the arithmetic only when they agree.
 """
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 import numpy as np
 import torch
 
-from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionTable, Record, Table, Unsupported,
-                                   causal_mask)
+from explorer.adapters import hf_attention as A
+from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table,
+                                   Unsupported, causal_mask)
 from explorer.adapters.text import Encoded, encode_hf, model_max_tokens, no_text
 
 BERT_TYPES = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "data2vec-text", "ernie", "xmod"}
@@ -49,6 +52,14 @@ def _scalings(root: torch.nn.Module | None, cross: bool) -> dict[int, tuple[floa
                                                                           "key_value_proj_dim")) if isinstance(v, int)), None)
             found.setdefault(int(index.group(1)), (float(value), size))
     return found
+
+
+def _rope_theta(cfg: Any) -> float | None:
+    """θ of a rotary model's config (rope_theta, or rope_parameters['rope_theta'] in newer configs)."""
+    params = getattr(cfg, "rope_parameters", None)
+    value = params.get("rope_theta") if isinstance(params, dict) else None
+    value = value if value is not None else getattr(cfg, "rope_theta", None)
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _base(model: torch.nn.Module) -> torch.nn.Module:
@@ -87,12 +98,16 @@ class HFAdapter(Adapter):
         self.causal = self.family == "decoder"
         self.streams = {"decoder" if self.causal else "encoder": "blocks.{l}.attn"}
         self.name = f"Hugging Face {self.model_type or 'model'}"
-        self.arith = self._arithmetic()
+        self.recorded = A.install(self.model)  # once, at load: the model's attention calls can be read
+        self.sites = A.where(self.model)
+        self.alibi = self.model_type == "bloom" and hasattr(_base(self.model), "h")
+        self.arith = self.recorded or self.alibi
+        self.bias_name = "ALiBi (slope m_h × key position j)" if self.alibi else \
+            "relative position bias (learned per head and distance bucket)"
         self.arithmetic_note = "" if self.arith else (
-            f"The step-by-step Q·K/√d arithmetic is implemented for the built-in GPT, the BERT family and the GPT-2 "
-            f"family. '{self.model_type or 'this architecture'}' computes its scores differently (e.g. rotary or "
-            "relative position terms, grouped key/value heads, other projection layouts), so recomputing them here "
-            "could show numbers the model does not use: only the model's own attention probabilities are shown.")
+            f"'{self.model_type or 'this architecture'}' computes its attention inside its own layer code, not "
+            "through Transformers' attention interface, so its q and k cannot be read as the model multiplies them: "
+            "only the model's own attention probabilities are shown.")
         sources = (getattr(self.model, "generation_config", None), cfg, self.tokenizer)  # the first that says wins
         self.eos_ids = next((ids for ids in (_ints(getattr(s, "eos_token_id", None)) for s in sources) if ids), ())
         self.bos_id = _first_int(*(getattr(s, "bos_token_id", None) for s in sources))
@@ -184,20 +199,16 @@ class HFAdapter(Adapter):
         acts = Acts(names)
         kw = self._inputs(enc, pad)
         want_logits = acts.want("logits") and self.has_head
-        with torch.inference_mode():
+        arithmetic = self.arith and acts.want("blocks.*.attn.q", "blocks.*.attn.k", "blocks.*.attn.v", "rope.*")
+        with torch.inference_mode(), A.recording() as calls:
             out = self._forward(self.model if want_logits else _base(self.model), kw, acts, "blocks.*")
             T = kw["input_ids"].shape[1]
             mask = causal_mask(T) if self.causal else torch.zeros(T, T)
             mask[:, T - pad:] = float("-inf") if pad else 0.0
             hidden = list(getattr(out, "hidden_states", None) or ())
             self._put_stream(acts, "", getattr(out, "attentions", None), mask, hidden)
-            if self.arith and acts.want("blocks.*.attn.q", "blocks.*.attn.k", "blocks.*.attn.v", "blocks.*.ln1"):
-                for layer, h in enumerate(hidden[:-1]):
-                    x = self.arith.attn_input(layer, h)
-                    acts.put(f"blocks.{layer}.ln1", x[0])
-                    for name, value in zip("qkv", self.arith.qkv(layer, x)):
-                        acts.put(f"blocks.{layer}.attn.{name}", value[0])
-                    acts.put(f"blocks.{layer}.attn.scale", torch.tensor(self.arith.scaling(layer), dtype=torch.float64))
+            if arithmetic:
+                self._put_arithmetic(acts, calls, hidden, kw["attention_mask"], T)
             if acts.want("embed", "pos_embed"):
                 self._put_embeddings(acts, kw["input_ids"][0])
             if want_logits:
@@ -230,6 +241,62 @@ class HFAdapter(Adapter):
         last = "ln_final" if self._final_norm(prefix) else f"blocks.{L - 1}.resid_post"
         acts.put(prefix + last, hidden[L][0])
 
+    def _put_arithmetic(self, acts: Acts, calls: list, hidden: list[torch.Tensor], attention_mask: torch.Tensor,
+                        T: int, prefixes: dict[str, str] | None = None) -> None:
+        """Record q, k, v, scale, mask (and bias, kv_head, softcap; rope.* and q_pre/k_pre for rotary models) of
+        every attention call, under the record name of its stream and layer."""
+        prefixes = prefixes or {"": "blocks.{l}.attn"}
+        if self.recorded:  # the k-th call of a stream is its layer k (ALBERT calls one shared module every layer)
+            count: dict[str, int] = {}
+            parts = []
+            for c in calls:
+                stream = self.sites.get(id(c.module), (None,))[0]
+                count[stream] = count.get(stream, -1) + 1
+                parts.append(((stream, count[stream]), A.arithmetic(c)))
+        else:
+            parts = [(("", layer), a) for layer, a in enumerate(self._bloom(hidden, attention_mask))]
+        rope = A.rotary(self.model, torch.arange(T, device=self.device))
+        if rope is not None:
+            acts.put("rope.cos", rope[0])
+            acts.put("rope.sin", rope[1])
+            inv = getattr(A.rotary_module(self.model), "inv_freq", None)
+            if isinstance(inv, torch.Tensor):
+                acts.put("rope.inv_freq", inv)
+        for site, a in parts:
+            if site is None or site[0] not in prefixes:
+                continue
+            name = prefixes[site[0]].format(l=site[1])
+            for key in ("q", "k", "v", "kv_head", "mask", "bias"):
+                if a[key] is not None:
+                    acts.put(f"{name}.{key}", a[key])
+            acts.put(f"{name}.scale", torch.tensor(a["scale"], dtype=torch.float64))
+            if a["softcap"]:
+                acts.put(f"{name}.softcap", torch.tensor(a["softcap"], dtype=torch.float64))
+            if rope is not None and site[0] != "cross" and a["q"].shape[1] == T:
+                acts.put(f"{name}.q_pre", A.unrotate(a["q"], *rope))
+                acts.put(f"{name}.k_pre", A.unrotate(a["k"], *rope))
+
+    def _bloom(self, hidden: list[torch.Tensor], attention_mask: torch.Tensor) -> list[dict[str, Any]]:
+        """BLOOM's attention per layer from its own modules: q, k, v from the fused query_key_value of
+        input_layernorm(hidden_states[l]), ALiBi from the family's build_alibi_tensor (slope_h · key position), and
+        1/√d (inv_norm_factor): the arrays `hf_attention.arithmetic` gives for the other families."""
+        import sys
+
+        base = _base(self.model)
+        build = sys.modules[type(base).__module__].build_alibi_tensor
+        H = base.config.n_head
+        alibi = build(attention_mask, H, torch.float32)[:H, 0]                      # (H, Tk)
+        T = attention_mask.shape[1]
+        mask = causal_mask(T).to(attention_mask.device).masked_fill(attention_mask[0] == 0, float("-inf"))
+        out = []
+        for block, h in zip(base.h, hidden):
+            attn = block.self_attention
+            q, k, v = (t[0].float() for t in attn._reshape(attn.query_key_value(block.input_layernorm(h))))
+            out.append({"q": q, "k": k, "v": v, "kv_head": torch.arange(H), "mask": mask,
+                        "bias": attn.beta * alibi[:, None, :].expand(H, T, T), "scale": float(attn.inv_norm_factor),
+                        "softcap": None})
+        return out
+
     def _final_norm(self, prefix: str) -> bool:
         base = _base(self.model)
         part = {"encoder.": getattr(base, "encoder", None), "decoder.": getattr(base, "decoder", None)}.get(prefix, base)
@@ -242,19 +309,6 @@ class HFAdapter(Adapter):
         except Unsupported:
             return
         acts.put("pos_embed", table.weight[table.offset: table.offset + ids.shape[0]])
-
-    def _arithmetic(self) -> "_Arithmetic | None":
-        base = _base(self.model)
-        if getattr(self.model.config, "_attn_implementation", "eager") not in ("eager", None):
-            return None
-        if self.model_type in BERT_TYPES and hasattr(getattr(base, "encoder", None), "layer"):
-            s = base.encoder.layer[0].attention.self
-            if all(hasattr(s, n) for n in ("query", "key", "value")) and \
-                    getattr(self.model.config, "position_embedding_type", "absolute") == "absolute":
-                return _BertArithmetic(base, self.n_heads)
-        if self.model_type in GPT2_TYPES and hasattr(base, "h"):
-            return _GPT2Arithmetic(base, self.n_heads)
-        return None
 
     def _stream_root(self, stream: str) -> torch.nn.Module | None:
         if stream in ("decoder", "cross") and self.is_encoder_decoder:
@@ -335,6 +389,61 @@ class HFAdapter(Adapter):
         raise Unsupported(f"{self.id} has no learned position table this view can read (BERT-family "
                           "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt).")
 
+    def position_scheme(self) -> PositionScheme:
+        """Read from the model: a position table (learned), its rotary module (θ, rotated dimensions, pairing), BLOOM's
+        ALiBi (slopes) or T5's relative position bias (buckets, distance)."""
+        scheme = super().position_scheme()
+        if scheme.kind != "none":
+            return scheme
+        rot = A.rotary_module(self.model)
+        if rot is not None:
+            inv = getattr(rot, "inv_freq", None)
+            r = 2 * len(inv) if isinstance(inv, torch.Tensor) else 0
+            theta = _rope_theta(self.config)
+            d = self.head_size("decoder" if self.causal else "encoder") or r
+            return PositionScheme("rotary", (("rotary module", type(rot).__name__),
+                                             ("θ (rope_theta)", f"{theta:g}" if theta else "not in the config"),
+                                             ("rotated dimensions", f"{r} of {d} per head"),
+                                             ("pairing", f"dimension i with i + {r // 2} (rotate_half)")))
+        if self.alibi:
+            slopes = self.alibi_slopes()
+            return PositionScheme("alibi", (("bias", "slope m_h × key position, per head"),
+                                            ("slopes", ", ".join(f"{x:.4g}" for x in slopes))))
+        bias = self._relative_module()
+        if bias is not None:
+            return PositionScheme("relative", (("module", "relative_attention_bias (first layer, shared by all)"),
+                                               ("buckets", str(bias.relative_attention_num_buckets)),
+                                               ("max distance", str(bias.relative_attention_max_distance))))
+        return scheme
+
+    def rotary(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        table = A.rotary(self.model, torch.arange(n, device=self.device))
+        if table is None:
+            raise Unsupported(f"{self.id} has no rotary position embedding.")
+        return table[0].cpu().numpy(), table[1].cpu().numpy()
+
+    def alibi_slopes(self) -> np.ndarray:
+        if not self.alibi:
+            raise Unsupported(f"{self.id} has no ALiBi bias.")
+        import sys
+
+        base = _base(self.model)
+        build = sys.modules[type(base).__module__].build_alibi_tensor
+        H = base.config.n_head
+        alibi = build(torch.ones(1, 2, dtype=torch.long, device=self.device), H, torch.float32)
+        return alibi[:H, 0, 1].cpu().numpy()  # m_h · 1
+
+    def _relative_module(self) -> Any:
+        return next((m for m in self.model.modules() if getattr(m, "has_relative_attention_bias", False)
+                     and hasattr(m, "compute_bias")), None)
+
+    def relative_bias(self, n: int) -> np.ndarray:
+        module = self._relative_module()
+        if module is None:
+            raise Unsupported(f"{self.id} has no relative position bias.")
+        with torch.inference_mode():
+            return module.compute_bias(n, n, device=self.device)[0].float().cpu().numpy()
+
     def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[np.ndarray, str]:
         """(T, C) output of layer 0's attention on the input embeddings, with or without position vectors
         (causal=False removes a decoder's mask): the positional-encodings view's shuffle test. BERT and GPT-2
@@ -346,7 +455,7 @@ class HFAdapter(Adapter):
             table = self.position_table()
             if positions:
                 x = x + table.weight[table.offset: table.offset + len(ids)]
-            if isinstance(self.arith, _BertArithmetic):
+            if self.model_type in BERT_TYPES and hasattr(getattr(base, "encoder", None), "layer"):
                 emb = base.embeddings
                 if getattr(emb, "token_type_embeddings", None) is not None:
                     x = x + emb.token_type_embeddings.weight[0]
@@ -354,16 +463,11 @@ class HFAdapter(Adapter):
                 out = base.encoder.layer[0].attention(x)
                 out = out[0] if isinstance(out, tuple) else out
                 what = "layer 0 self-attention (BertAttention: attention, output projection, residual, LayerNorm)"
-            elif isinstance(self.arith, _GPT2Arithmetic):
-                block = base.h[0]
-                q, k, v = self.arith.qkv(0, block.ln_1(x[None]))
-                att = (q @ k.transpose(-2, -1)) * self.arith.scaling(0)
-                if causal:
-                    T = len(ids)
-                    att = att.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(), float("-inf"))
-                y = torch.softmax(att, dim=-1) @ v
-                out = block.attn.c_proj(y.transpose(1, 2).reshape(1, len(ids), -1))
-                what = "layer 0 self-attention with the model's own weights (ln_1, c_attn, c_proj)" + \
+            elif self.model_type in GPT2_TYPES and hasattr(base, "h"):
+                block, T = base.h[0], len(ids)
+                mask = causal_mask(T).to(x.device)[None, None] if causal else None
+                out = block.attn(block.ln_1(x[None]), attention_mask=mask)[0]
+                what = "layer 0 self-attention with the model's own modules (ln_1, attn: c_attn, c_proj)" + \
                     ("" if causal else ", causal mask removed")
             else:
                 raise Unsupported(f"The shuffle test runs layer 0 of the BERT and GPT-2 families and the built-in GPT; "
@@ -373,55 +477,6 @@ class HFAdapter(Adapter):
 
 def _unused(word: str) -> bool:
     return (word.startswith("[unused") and word.endswith("]")) or (word.startswith("<extra_id_") and word.endswith(">"))
-
-
-# ------------------------------------------------------------------------------------- Q/K/V arithmetic
-class _Arithmetic:
-    """Q, K, V of one layer from the layer's own projection modules. x: what the layer's attention reads."""
-
-    def __init__(self, base: torch.nn.Module, n_heads: int) -> None:
-        self.base, self.n_heads = base, n_heads
-
-    def split(self, t: torch.Tensor) -> torch.Tensor:
-        B, T, C = t.shape
-        return t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2)
-
-    def attn_input(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
-        return hidden
-
-
-class _BertArithmetic(_Arithmetic):
-    """BERT family (post-LN): layer i's attention reads hidden_states[i] through attention.self.query/key/value."""
-
-    def _self(self, layer: int) -> Any:
-        return self.base.encoder.layer[layer].attention.self
-
-    def qkv(self, layer, x):
-        s = self._self(layer)
-        return self.split(s.query(x)), self.split(s.key(x)), self.split(s.value(x))
-
-    def scaling(self, layer: int) -> float:
-        s = self._self(layer)
-        return float(getattr(s, "scaling", 1.0 / math.sqrt(s.attention_head_size)))
-
-
-class _GPT2Arithmetic(_Arithmetic):
-    """GPT-2 family (pre-LN): layer i's attention reads ln_1(hidden_states[i]) through attn.c_attn (Conv1D)."""
-
-    def attn_input(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
-        return self.base.h[layer].ln_1(hidden)
-
-    def qkv(self, layer, x):
-        attn = self.base.h[layer].attn
-        q, k, v = attn.c_attn(x).split(attn.split_size, dim=2)
-        return self.split(q), self.split(k), self.split(v)
-
-    def scaling(self, layer: int) -> float:
-        attn = self.base.h[layer].attn
-        if hasattr(attn, "scaling"):
-            return float(attn.scaling)
-        s = 1.0 / math.sqrt(attn.head_dim) if attn.scale_attn_weights else 1.0
-        return s / float(layer + 1) if attn.scale_attn_by_inverse_layer_idx else s
 
 
 # -------------------------------------------------------------------------------------- encoder-decoder
@@ -458,10 +513,14 @@ class HFSeq2SeqAdapter(HFAdapter):
         acts = Acts(names)
         kw = self._inputs(enc, 0)
         S, read = kw["input_ids"].shape[1], None
-        with torch.inference_mode():
+        streams = {"encoder": "encoder.blocks.{l}.attn", "decoder": "decoder.blocks.{l}.attn", "cross": "cross.{l}"}
+        arithmetic = self.recorded and acts.want(*(p.format(l="*") + ".q" for p in streams.values()))
+        with torch.inference_mode(), A.recording() as calls:
             if target is None:
                 out = self._forward(self.model.get_encoder(), kw, acts, "encoder.blocks.*")
                 self._put_stream(acts, "encoder.", out.attentions, torch.zeros(S, S), list(out.hidden_states or ()))
+                if arithmetic:
+                    self._put_arithmetic(acts, calls, [], kw["attention_mask"], S, {"encoder": streams["encoder"]})
                 return Record(enc, acts.out)
             if not self.decoder_start:
                 raise Unsupported(f"{self.id} defines no decoder_start_token_id, so its decoder cannot be started.")
@@ -477,6 +536,8 @@ class HFSeq2SeqAdapter(HFAdapter):
             for layer, a in enumerate(out.cross_attentions or ()):
                 acts.put(f"cross.{layer}.pattern", a[0])
                 acts.put(f"cross.{layer}.mask", torch.zeros(a.shape[-2], a.shape[-1]))
+            if arithmetic:
+                self._put_arithmetic(acts, calls, [], kw["attention_mask"], S, streams)
             acts.put("logits", out.logits[0])
         return Record(enc, acts.out, read)
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from explorer.adapters.base import Unsupported
+from explorer.probes.self_attention import rotate
 from explorer.projection import pca
 
 # Bounds for the controls (clear messages for anything outside them).
@@ -213,6 +214,16 @@ class RopeTrace:
     norms: np.ndarray
 
     @property
+    def wavelength(self) -> np.ndarray | None:
+        """(r/2,) 2π/θ_i in positions (rotary)."""
+        return 2 * np.pi / self.inv_freq if self.inv_freq is not None else None
+
+    @property
+    def key_positions(self) -> np.ndarray | None:
+        """(n,) the key positions j of an ALiBi bias."""
+        return np.arange(self.bias.shape[1]) if self.bias is not None else None
+
+    @property
     def spread(self) -> float:
         """max |score(m, offset) - score(0, offset)| over the query positions m: 0 up to rounding."""
         return float(np.abs(self.scores - self.scores[0]).max())
@@ -292,6 +303,81 @@ def analyse_table(weight: np.ndarray) -> LearnedAnalysis:
 def learned_analysis(loaded: Any) -> LearnedAnalysis:
     """Similarities and PCA of the model's own position table."""
     return analyse_table(learned_positions(loaded).weight)
+
+
+@dataclass(frozen=True)
+class ModelPositions:
+    """How a loaded model knows word order, with its own numbers (the adapter's PositionScheme).
+
+    kind: "learned" | "sinusoidal" | "rotary" | "alibi" | "relative" | "none"; rows: (what, value) read from it.
+    rotary: inv_freq (r/2,) its θ_i; d, the head size; tokens (2,) the query and key words of the demonstration;
+      offsets (K,), starts (S,), scores (S, K): the model's own layer-0, head-0 q of tokens[0] and k of tokens[1],
+      before the rotation, turned with its own cos/sin to positions m and m + Δ: score = rot(q, m)·rot(k, m + Δ)
+      (no 1/√d); spread: max over Δ of (max − min over m), 0 when the score depends on the offset alone.
+    alibi: slopes (H,); bias (H, n) the term m_h · j added for key position j.
+    relative: offsets (2n − 1,) Δ = j − i; bias (H, 2n − 1) the learned b_h(Δ) (from row n − 1 of its n × n table).
+    """
+
+    model_id: str
+    kind: str
+    rows: tuple[tuple[str, str], ...]
+    inv_freq: np.ndarray | None = None
+    d: int = 0
+    tokens: tuple[str, ...] = ()
+    offsets: np.ndarray | None = None
+    starts: np.ndarray | None = None
+    scores: np.ndarray | None = None
+    slopes: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def wavelength(self) -> np.ndarray | None:
+        """(r/2,) 2π/θ_i in positions (rotary)."""
+        return 2 * np.pi / self.inv_freq if self.inv_freq is not None else None
+
+    @property
+    def key_positions(self) -> np.ndarray | None:
+        """(n,) the key positions j of an ALiBi bias."""
+        return np.arange(self.bias.shape[1]) if self.bias is not None else None
+
+    @property
+    def spread(self) -> float:
+        return float((self.scores.max(axis=0) - self.scores.min(axis=0)).max()) if self.scores is not None else 0.0
+
+
+def model_positions(loaded: Any, text: str, n: int = 48) -> ModelPositions:
+    """The model's own position scheme and numbers (see ModelPositions). Raises Unsupported for a bare state dict."""
+    if getattr(loaded, "model", None) is None:
+        raise Unsupported(f"{getattr(loaded, 'id', 'This model')} is a bare state dict: load it as a model to see its "
+                          "positions.")
+    adapter, mid = loaded.adapter, str(loaded.id)
+    scheme = adapter.position_scheme()
+    if scheme.kind == "alibi":
+        slopes = adapter.alibi_slopes().astype(np.float64)
+        return ModelPositions(mid, "alibi", scheme.rows, slopes=slopes, bias=slopes[:, None] * np.arange(n))
+    if scheme.kind == "relative":
+        table = adapter.relative_bias(n).astype(np.float64)                                   # (H, n, n)
+        return ModelPositions(mid, "relative", scheme.rows, offsets=np.arange(-(n - 1), n),
+                              bias=np.concatenate([table[:, n - 1, :], table[:, 0, 1:]], axis=1))
+    if scheme.kind != "rotary":
+        return ModelPositions(mid, scheme.kind, scheme.rows)
+    enc = adapter.encode(text)
+    prefix = next(iter(adapter.streams.values())).format(l=0)
+    rec = adapter.run(enc, names=(prefix + ".q_pre", prefix + ".k_pre", "rope.*")) if len(enc.ids) >= 2 else None
+    if rec is None or prefix + ".q_pre" not in rec:
+        return ModelPositions(mid, "rotary", scheme.rows, notes=("Type a sentence of two tokens or more to see the "
+                                                                 "model's own q and k turned.",))
+    i, j = len(enc.ids) - 1, max(0, len(enc.ids) - 2)
+    q, k = rec[prefix + ".q_pre"][0, i].astype(np.float64), rec[prefix + ".k_pre"][0, j].astype(np.float64)
+    offsets, starts = np.arange(n), np.array([0, n // 4, n // 2])
+    cos, sin = (x.astype(np.float64) for x in adapter.rotary(2 * n))
+    scores = np.array([[rotate(q, cos[m], sin[m]) @ rotate(k, cos[m + dlt], sin[m + dlt]) for dlt in offsets]
+                       for m in starts])
+    inv = rec.get("rope.inv_freq")
+    return ModelPositions(mid, "rotary", scheme.rows, inv_freq=inv.astype(np.float64) if inv is not None else None,
+                          d=len(q), tokens=(enc.tokens[i], enc.tokens[j]), offsets=offsets, starts=starts,
+                          scores=scores)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,12 @@
                              the cached trace small: ~38 MB instead of 75 MB for MiniLM at 512 tokens)
   thumbnails (L, H, t, t)    each head max-pooled to at most `thumb` × `thumb` (the model view)
   rollout    (L, T, T)       Abnar & Zuidema (2020): Ã_l = rownorm(0.5·mean_h A_l + 0.5·I), R_l = Ã_l · R_{l-1}
-  q, k, v    (L, H, T, d)    the record's blocks.{l}.attn.q|k|v (built-in GPT; BERT and GPT-2 families)
-  mask       (Tq, Tk)        the additive mask the model applied: 0 or −inf (causal and padding)
+  q, k, v    (L, H, T, d)    the record's blocks.{l}.attn.q|k|v, as the model multiplies them (after RoPE; k and v
+                             repeated to the query heads under grouped-query attention)
+  mask       (Tq, Tk)        the additive mask the model applied: 0 or −inf (causal and padding); masks (L, Tq, Tk)
+                             per layer when they differ (sliding windows)
+  bias       (L, H, Tq, Tk)  a position term the model adds to the scores (T5's relative bias, BLOOM's ALiBi), or None
+  q_pre, k_pre (L, H, T, d)  rotary models: q and k before the rotation; rope_cos / rope_sin (T, r) the model's own
 
 Everything else (hiding special tokens, aggregations, the step-by-step table) is a pure function of a trace.
 """
@@ -47,6 +51,9 @@ class AttentionTrace:
     padding (Tk,) True for padding keys; segments (Tq,) 0/1 sentence of a pair.
     attentions (L, H, Tq, Tk); thumbnails (L, H, tq, tk); rollout (L, Tq, Tk) or None (cross-attention);
     mask (Tq, Tk) additive 0/−inf; q, k (L, H, T, d), v (L, H, T, d) or None; scales (L,) the factor on q·k.
+    bias (L, H, Tq, Tk) or None: T5's relative position bias / BLOOM's ALiBi (bias_name says which); kv_head (L, H)
+    the key/value head each query head reads; softcaps (L,) or (); q_pre, k_pre (L, H, T, d) and rope_cos,
+    rope_sin (T, r), rope_inv_freq (r/2,): rotary models (q_pre rotated by cos/sin at its position is q).
     """
 
     model_id: str
@@ -71,6 +78,16 @@ class AttentionTrace:
     check_error: float | None = None  # max |softmax(QKᵀ·s + M) − model| over the checked layers
     scaling: tuple[float | None, ...] = ()  # per layer, the factor on q·k read from the model (None: not read)
     head_size: int = 0  # d, the size of one head's q and k (0: not read)
+    masks: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    bias_name: str = ""
+    kv_head: np.ndarray | None = None
+    softcaps: tuple[float, ...] = ()
+    q_pre: np.ndarray | None = None
+    k_pre: np.ndarray | None = None
+    rope_cos: np.ndarray | None = None
+    rope_sin: np.ndarray | None = None
+    rope_inv_freq: np.ndarray | None = None
     notes: tuple[str, ...] = ()
     error: str = ""  # non-empty: nothing to show, say this instead
     adapter: str = ""
@@ -141,7 +158,8 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
     pad = min(pad, max(0, adapter.max_tokens - len(src.ids)))
     want = [prefix.format(l="*") + n for n in (".pattern", ".mask")]
     if arithmetic:
-        want += [prefix.format(l="*") + n for n in (".q", ".k", ".v", ".scale")]
+        want += [prefix.format(l="*") + n for n in (".q", ".k", ".v", ".scale", ".bias", ".kv_head", ".softcap",
+                                                     ".q_pre", ".k_pre")] + ["rope.*"]
     try:
         rec = adapter.run(src, names=want, target=tgt, pad=pad)
     except Unsupported as exc:
@@ -152,23 +170,30 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
     queries = rec.input if stream == "encoder" or rec.target is None else rec.target
     keys = rec.target if stream == "decoder" and rec.target is not None else rec.input
     padding = [False] * (len(keys.ids) - pad) + [True] * pad
-    mask = torch.from_numpy(rec[prefix.format(l=0) + ".mask"]).float()
-    q = k = v = None
+    masks = torch.from_numpy(rec.stack(prefix + ".mask")).float()             # (L, Tq, Tk)
+    mask = masks[0]
+    q = k = v = bias = None
+    extra: dict[str, Any] = {}
     scales: tuple[float, ...] = ()
     check = None
     note = "" if not arithmetic else adapter.arithmetic_note
     if arithmetic and rec.layers(prefix + ".q"):
         qt, kt, vt = (torch.from_numpy(rec.stack(prefix + n)).float() for n in (".q", ".k", ".v"))
         scales = tuple(float(x) for x in rec.stack(prefix + ".scale"))
-        check = _check(qt, kt, scales, mask, atts)
+        bias_t = torch.from_numpy(rec.stack(prefix + ".bias")).float() if rec.layers(prefix + ".bias") else None
+        caps = tuple(float(x) for x in rec.stack(prefix + ".softcap")) if rec.layers(prefix + ".softcap") else ()
+        check = _check(qt, kt, scales, masks, bias_t, caps, atts)
         if check <= CHECK_TOL:
             q, k, v = (t.numpy() for t in (qt, kt, vt))
+            bias = bias_t.numpy() if bias_t is not None else None
+            extra = {"softcaps": caps, "kv_head": rec.stack(prefix + ".kv_head") if rec.layers(prefix + ".kv_head")
+                     else None, "bias_name": adapter.bias_name if bias is not None else ""}
+            if rec.layers(prefix + ".q_pre") and "rope.cos" in rec:
+                extra.update(q_pre=rec.stack(prefix + ".q_pre"), k_pre=rec.stack(prefix + ".k_pre"),
+                             rope_cos=rec["rope.cos"], rope_sin=rec["rope.sin"], rope_inv_freq=rec.get("rope.inv_freq"))
         else:
-            note = (f"Recomputing softmax(QKᵀ/√d) from this model's weights differs from its own attention by "
-                    f"{check:.2g} (> {CHECK_TOL:g}), so the arithmetic is not shown: the model must compute its "
-                    "scores differently from the standard BERT/GPT-2 layer.")
-    elif arithmetic and stream == "cross" and not adapter.arithmetic_note:
-        note = "The step-by-step arithmetic is shown for self-attention streams."
+            note = (f"Recomputing softmax(s·QKᵀ + bias + M) from what this model's attention multiplied differs from "
+                    f"its own attention by {check:.2g} (> {CHECK_TOL:g}), so the arithmetic is not shown.")
     Tq, Tk = atts.shape[-2], atts.shape[-1]
     store = np.float16 if atts.numel() > FLOAT16_ABOVE else np.float32
     attentions = atts.numpy().astype(store)
@@ -185,7 +210,8 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
         key_special=tuple(bool(x) for x in keys.special), padding=tuple(padding), segments=tuple(segments),
         attentions=attentions, thumbnails=thumbs, rollout=roll, mask=mask.numpy().astype(np.float32), q=q, k=k, v=v,
         scales=scales, arithmetic_note="" if q is not None else note, check_error=check,
-        scaling=adapter.scalings(stream), head_size=adapter.head_size(stream),
+        scaling=adapter.scalings(stream), head_size=adapter.head_size(stream), bias=bias,
+        masks=masks.numpy() if bool((masks != masks[:1]).any()) else None, **extra,
         notes=tuple(dict.fromkeys(notes)), adapter=adapter.name,
     )
 
@@ -196,12 +222,17 @@ def attention_shape(loaded: Any, stream: str = "") -> AttentionTrace:
     return attention_trace(loaded, "a", "", stream, 0, thumb=1, arithmetic=False)
 
 
-def _check(q: torch.Tensor, k: torch.Tensor, scales: tuple[float, ...], mask: torch.Tensor,
-           atts: torch.Tensor) -> float:
-    """Max |softmax(q kᵀ·s + M) − model| over the first and last layers (all heads)."""
+def _check(q: torch.Tensor, k: torch.Tensor, scales: tuple[float, ...], masks: torch.Tensor,
+           bias: torch.Tensor | None, softcaps: tuple[float, ...], atts: torch.Tensor) -> float:
+    """Max |softmax(softcap(q kᵀ·s + bias) + M) − model| over the first and last layers (all heads)."""
     worst = 0.0
     for layer in sorted({0, q.shape[0] - 1}):
-        p = torch.softmax(q[layer] @ k[layer].transpose(-1, -2) * scales[layer] + mask, dim=-1)
+        scores = q[layer] @ k[layer].transpose(-1, -2) * scales[layer]
+        if bias is not None:
+            scores = scores + bias[layer]
+        if softcaps:
+            scores = torch.tanh(scores / softcaps[layer]) * softcaps[layer]
+        p = torch.softmax(scores + masks[layer], dim=-1)
         worst = max(worst, float((p - atts[layer]).abs().max()))
     return worst
 
@@ -287,6 +318,10 @@ class Steps:
     q (d,); keys (Tk, d); values (Tk, d); dots (Tk,) q·kⱼ; scaled (Tk,) q·kⱼ·s; mask (Tk,) 0/−inf;
     probs (Tk,) recomputed softmax; model_probs (Tk,) the model's own; weighted (Tk, d) aⱼ·vⱼ; z (d,).
     top: the key with the largest weight; max_logit / denominator: aⱼ = exp(scaledⱼ − max_logit) / denominator.
+    bias (Tk,) the model's position term added to scaled (bias_name says which) or None; softcap: scores pass
+    through softcap·tanh(·/softcap) when set; kv_head: the key/value head this query head reads (grouped-query
+    attention: kv_groups query heads share it); q_pre / keys_pre (d,), (Tk, d): rotary models, before the rotation;
+    inv_freq (r/2,): the model's rotation frequencies θ_i (the query turns by position × θ_i).
     """
 
     layer: int
@@ -309,6 +344,17 @@ class Steps:
     top: int = 0
     max_logit: float = 0.0
     denominator: float = 1.0
+    bias: np.ndarray | None = None
+    bias_name: str = ""
+    softcap: float | None = None
+    kv_head: int = 0
+    kv_groups: int = 1
+    q_pre: np.ndarray | None = None
+    keys_pre: np.ndarray | None = None
+    inv_freq: np.ndarray | None = None
+    rope_error: float = 0.0  # max |rotate(q_pre, cos, sin) − q| and the same for every key
+    theta_error: float = 0.0  # max |cos(position·inv_freq) − the model's cos| at the query's position
+    logits: np.ndarray | None = None  # (Tk,) what the softmax reads: scaled (+ bias, soft-capped) + mask
 
     @property
     def standard_scale(self) -> bool:
@@ -319,9 +365,28 @@ class Steps:
     def max_error(self) -> float:
         return float(np.max(np.abs(self.probs - self.model_probs))) if self.probs.size else 0.0
 
+    @property
+    def angles(self) -> np.ndarray | None:
+        """(r/2,) the query's rotation angles, position × θ_i (radians); None without RoPE."""
+        return self.query * self.inv_freq if self.inv_freq is not None else None
+
+    @property
+    def rotated(self) -> int:
+        """How many of the d dimensions the rotary embedding turns (r); 0 without RoPE."""
+        return 2 * len(self.inv_freq) if self.inv_freq is not None else 0
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """x (…, d) turned on its first r = cos.shape[-1] dimensions as Llama-style RoPE does: dimension i pairs with
+    i + r/2, x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[r/2:], x[:r/2])."""
+    r = cos.shape[-1]
+    half = np.concatenate([-x[..., r // 2:r], x[..., :r // 2]], axis=-1)
+    return np.concatenate([x[..., :r] * cos + half * sin, x[..., r:]], axis=-1)
+
 
 def step_by_step(trace: AttentionTrace, layer: int, head: int, query: int) -> Steps | None:
-    """The arithmetic of one attention row from the model's own Q, K, V; None when the trace has no Q/K/V."""
+    """The arithmetic of one attention row from the model's own Q, K, V (and bias, soft-cap); None when the trace
+    has no Q/K/V."""
     if not trace.has_arithmetic:
         return None
     q = trace.q[layer, head, query].astype(np.float64)
@@ -330,16 +395,34 @@ def step_by_step(trace: AttentionTrace, layer: int, head: int, query: int) -> St
     scale = trace.scales[layer]
     dots = keys @ q
     scaled = dots * scale
-    mask = trace.mask[query].astype(np.float64)
-    logits = scaled + mask
+    bias = trace.bias[layer, head, query].astype(np.float64) if trace.bias is not None else None
+    logits = scaled + bias if bias is not None else scaled.copy()
+    cap = trace.softcaps[layer] if trace.softcaps else None
+    if cap:
+        logits = np.tanh(logits / cap) * cap
+    mask = (trace.masks[layer] if trace.masks is not None else trace.mask)[query].astype(np.float64)
+    logits = logits + mask
     top = float(np.max(logits))
     e = np.exp(logits - top)
     probs = e / e.sum()
     weighted = probs[:, None] * values
+    kv = trace.kv_head[layer] if trace.kv_head is not None else np.arange(trace.n_heads)
+    rope = trace.q_pre is not None and trace.rope_inv_freq is not None
+    rope_error = theta_error = 0.0
+    if rope:
+        cos, sin = trace.rope_cos.astype(np.float64), trace.rope_sin.astype(np.float64)
+        q_pre, k_pre = trace.q_pre[layer, head].astype(np.float64), trace.k_pre[layer, head].astype(np.float64)
+        rope_error = float(max(np.abs(rotate(q_pre[query], cos[query], sin[query]) - q).max(),
+                               np.abs(rotate(k_pre, cos[:len(keys)], sin[:len(keys)]) - keys).max()))
+        mine = np.cos(query * np.tile(trace.rope_inv_freq.astype(np.float64), 2))
+        theta_error = float(np.abs(mine - cos[query] / np.sqrt(cos[query] ** 2 + sin[query] ** 2)).max())
     return Steps(layer, head, query, trace.tokens[query], trace.key_tokens, int(q.shape[0]), float(scale),
                  q.astype(np.float32), keys.astype(np.float32), values.astype(np.float32), dots, scaled, mask,
                  probs, trace.attentions[layer, head, query].astype(np.float64), weighted, weighted.sum(axis=0),
-                 int(np.argmax(probs)), top, float(e.sum()))
+                 int(np.argmax(probs)), top, float(e.sum()), bias, trace.bias_name, cap, int(kv[head]),
+                 int(np.sum(kv == kv[head])),
+                 trace.q_pre[layer, head, query] if rope else None, trace.k_pre[layer, head] if rope else None,
+                 trace.rope_inv_freq.astype(np.float64) if rope else None, rope_error, theta_error, logits)
 
 
 def head_row(trace: AttentionTrace, layer: int, head: int, query: int) -> np.ndarray:

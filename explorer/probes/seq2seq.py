@@ -184,7 +184,7 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
                 ids = rows[0]
             out = Encoded(tuple(ids), tuple(adapter.token_strings(ids)), (), False, 0,
                           tuple(i in adapter.eos_ids for i in ids))
-        names = ("logits", "cross.*", "decoder.s", "encoder.final")
+        names = ("logits", "cross.*", "decoder.s", "encoder.final") if kind == "rnn" else ("logits", "cross.*.pattern")
         rec = adapter.run(src, names, target=out, steps=steps)  # the greedy loop's own steps: no second pass
         no_source = adapter.run(src, ("logits",), target=out, ablate_source=True) if attention == "none" else None
     except Unsupported as exc:
@@ -208,7 +208,7 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
         states=rec.get("decoder.s"), step_logprobs=logp[rows, ids], topk_ids=top,
         topk_tokens=tuple(tuple(adapter.token_strings(r)) for r in top.tolist()),
         topk_probs=np.exp(np.take_along_axis(logp, top, axis=1)).astype(np.float32),
-        math=_steps_math(rec, attention) if "cross.0.q" in rec else (None,) * len(ids), beam=tree,
+        math=_steps_math(rec, attention) if kind == "rnn" and "cross.0.q" in rec else (None,) * len(ids), beam=tree,
         beam_size=beam if mode == "beam" else 1,
         no_source_logprobs=_log_softmax(no_source["logits"])[rows, ids] if no_source is not None else None,
         final_state=rec.get("encoder.final"), finished=finished, max_len=cap, notes=tuple(notes),

@@ -237,15 +237,58 @@ def scale_tex(scalings: Sequence[float | None], head_dim: int = 0, qk: str = r"Q
 
 
 def steps_table(steps: Any, n_dims: int = 4) -> dict[str, list]:
-    """The step-by-step table of one query: per key, q·k, ÷√d, the mask, the softmax (recomputed and the model's),
-    and the first dimensions of k, v and a·v."""
+    """The step-by-step table of one query: per key, q·k, the scaled product, the model's position term (T5 bias,
+    ALiBi) if any, the mask, the softmax (recomputed and the model's), and the first dimensions of k, v and a·v."""
     nd = min(n_dims, steps.d)
     table: dict[str, list] = {
         "key": display_tokens(steps.key_tokens), "q·k": list(steps.dots),
-        "÷√d" if steps.standard_scale else f"× {steps.scale:.6g}": list(steps.scaled),
-        "mask": ["−∞" if not np.isfinite(m) else "0" for m in steps.mask],
-        "softmax": list(steps.probs), "model's weight": list(steps.model_probs)}
+        "÷√d" if steps.standard_scale else f"× {steps.scale:.6g}": list(steps.scaled)}
+    if steps.bias is not None:
+        table["+ bias"] = list(steps.bias)
+    table.update({"mask": ["−∞" if not np.isfinite(m) else "0" for m in steps.mask],
+                  "softmax": list(steps.probs), "model's weight": list(steps.model_probs)})
     for name, arr in (("k", steps.keys), ("v", steps.values), ("a·v", steps.weighted)):
         for c in range(nd):
             table[f"{name}[{c}]"] = list(arr[:, c])
     return table
+
+
+def steps_formula(steps: Any) -> str:
+    """a_ij = softmax_j(…) as this model computes it: its scaling, its position term b_ij, its soft-cap."""
+    inner = r"\frac{q_i\cdot k_j}{\sqrt{d}}" if steps.standard_scale else rf"{steps.scale:.6g}\;q_i\cdot k_j"
+    if steps.bias is not None:
+        inner += r"+b_{ij}"
+    if steps.softcap:
+        inner = rf"{steps.softcap:g}\tanh\!\big(({inner})/{steps.softcap:g}\big)"
+    return rf"a_{{ij}}=\mathrm{{softmax}}_j\Big({inner}+M_{{ij}}\Big),\qquad z_i=\sum_j a_{{ij}}\,v_j"
+
+
+def steps_notes(steps: Any) -> list[str]:
+    """Sentences on the model-specific terms of the step table: grouped-query heads, the position term, soft-cap,
+    rotary embedding (with the computed checks)."""
+    notes = []
+    if steps.kv_groups > 1:
+        notes.append(f"Grouped-query attention: query head {steps.head} reads key/value head {steps.kv_head}, which "
+                     f"{steps.kv_groups} query heads share; k and v below are that head's.")
+    if steps.bias is not None:
+        notes.append(f"b_ij is the model's {steps.bias_name}, added to the scaled product before the softmax.")
+    if steps.softcap:
+        notes.append(f"Scores are soft-capped: {steps.softcap:g}·tanh(score / {steps.softcap:g}) before the mask.")
+    if steps.angles is not None:
+        notes.append(f"Rotary positions (RoPE): before the product, q and k were turned in {steps.rotated // 2} "
+                     f"planes, dimension i with i + {steps.rotated // 2} (rotate_half), by position × θ_i; "
+                     f"{steps.rotated} of the {steps.d} dimensions rotate. Rotating the model's q and k before the "
+                     f"rotation with its own cos/sin gives its q and k to {steps.rope_error:.1e}; cos(position·θ_i) "
+                     f"from its frequencies θ_i matches its cos table to {steps.theta_error:.1e}.")
+    return notes
+
+
+def rope_table(steps: Any, n: int = 4) -> dict[str, list]:
+    """The query's rotation for the first n planes: dimensions (i, i + r/2), θ_i, the angle position·θ_i, and q
+    before → after."""
+    half = steps.rotated // 2
+    rows = range(min(n, half))
+    return {"dims": [f"({i}, {i + half})" for i in rows], "θ_i": [float(steps.inv_freq[i]) for i in rows],
+            f"angle = {steps.query}·θ_i": [float(steps.angles[i]) for i in rows],
+            "q before": [f"({steps.q_pre[i]:.4f}, {steps.q_pre[i + half]:.4f})" for i in rows],
+            "q after": [f"({steps.q[i]:.4f}, {steps.q[i + half]:.4f})" for i in rows]}

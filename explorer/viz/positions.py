@@ -183,6 +183,15 @@ def rope_scores(offsets: np.ndarray, starts: np.ndarray, scores: np.ndarray, the
                        "yaxis": {"title": _title("q·k after rotation")}})
 
 
+def head_bias_lines(x: np.ndarray, bias: np.ndarray, theme: Theme, title: str, x_title: str) -> go.Figure:
+    """One line per head: the position term (H, K) a model adds to its scores, against x (K,)."""
+    data = [{"type": "scatter", "x": x, "y": bias[h], "mode": "lines", "name": f"head {h}",
+             "hovertemplate": f"head {h}<br>{x_title} %{{x}}<br>bias %{{y:.6g}}<extra></extra>"}
+            for h in range(bias.shape[0])]
+    return figure(data, {"title": _title(title), "height": 380, "xaxis": {"title": _title(x_title)},
+                         "yaxis": {"title": _title("added to the score")}})
+
+
 def pca_positions(coords: np.ndarray, explained: np.ndarray, theme: Theme, dims: int = 2) -> go.Figure:
     """Position vectors projected on their top principal axes, coloured by position index."""
     idx = np.arange(coords.shape[0])
