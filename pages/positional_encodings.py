@@ -209,11 +209,11 @@ def learned_panel() -> None:
     show_notes(mp.notes)
     if mp.kind in ("learned", "sinusoidal"):
         table_panel(loaded)
-    elif mp.kind == "rotary" and mp.scores is not None:
-        if mp.inv_freq is not None:
-            show(V.wavelengths(mp.wavelength, theme, len(mp.offsets)),
-                 Origin("model", "the rotary module's own frequencies θ_i (inv_freq): wavelength 2π/θ_i."),
-                 key="model_wavelengths", filename="model_rope_wavelengths")
+    elif mp.kind == "rotary":
+        show(V.wavelengths(mp.wavelength, theme, None, half=True),
+             Origin("model", "θ_i read from the model's own cos/sin table (the angle at position 1): wavelength "
+                             "2π/θ_i."), key="model_wavelengths", filename="model_rope_wavelengths")
+    if mp.kind == "rotary" and mp.scores is not None:
         show(V.rope_scores(mp.offsets, mp.starts, mp.scores, theme),
              Origin("model", f"layer 0, head 0: the model's own q of “{mp.tokens[0]}” and k of “{mp.tokens[1]}” "
                              f"before the rotation, turned with its own cos/sin to positions m and m + offset; the "

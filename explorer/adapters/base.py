@@ -266,6 +266,10 @@ class Adapter:
             return PositionScheme("none")
         return PositionScheme(table.kind, (("table", f"{table.source} {tuple(table.weight.shape)}"),))
 
+    def input_note(self) -> str:
+        """What the model does to token + position vectors before its first layer, read from it ("" if nothing)."""
+        return ""
+
     def rotary(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(cos, sin), each (n, r): the model's own rotary tables for positions 0..n−1 (rotary models)."""
         raise Unsupported(f"{self.id} has no rotary position embedding.")

@@ -373,21 +373,25 @@ class HFAdapter(Adapter):
         return {"input": Table("get_input_embeddings()", weight, words, special, None, subword=tok is not None)}
 
     def position_table(self) -> PositionTable:
-        base = _base(self.model)
-        emb = getattr(base, "embeddings", None)
-        if emb is not None and isinstance(getattr(emb, "position_embeddings", None), torch.nn.Embedding):
-            offset = 0
-            if self.model_type in ("roberta", "xlm-roberta", "camembert"):
-                offset = int(getattr(self.model.config, "pad_token_id", 1) or 1) + 1  # positions from padding_idx + 1
-            return PositionTable("embeddings.position_embeddings", "learned", emb.position_embeddings.weight, offset)
-        if isinstance(getattr(base, "wpe", None), torch.nn.Embedding):
-            return PositionTable("wpe", "learned", base.wpe.weight)
-        cfg = self.model.config
-        if getattr(cfg, "rope_theta", None) is not None or getattr(cfg, "rope_parameters", None) is not None:
+        """The first embedding module named for positions (position_embeddings, embed_positions, wpe, …) of the
+        model (its encoder for an encoder-decoder): "sinusoidal" when its class says so (Marian, Pegasus), else
+        learned. The row of position 0 is its `offset` (BART, OPT: 2), or padding_idx + 1 where the embeddings
+        count positions from the padding id (RoBERTa)."""
+        root = self._stream_root("encoder") if self.is_encoder_decoder else _base(self.model)
+        for name, module in (root.named_modules() if root is not None else ()):
+            leaf = name.rsplit(".", 1)[-1].lower()
+            if isinstance(module, torch.nn.Embedding) and ("pos" in leaf or leaf == "wpe") and "relative" not in leaf:
+                parent = root.get_submodule(name.rsplit(".", 1)[0]) if "." in name else root
+                offset = getattr(module, "offset", None)
+                if not isinstance(offset, int):  # RoBERTa-style embeddings count positions from padding_idx + 1
+                    pad = getattr(parent, "padding_idx", None) if type(parent).__name__.endswith("Embeddings") else None
+                    offset = pad + 1 if isinstance(pad, int) else 0
+                kind = "sinusoidal" if "sinusoidal" in type(module).__name__.lower() else "learned"
+                return PositionTable(name, kind, module.weight, offset)
+        if A.rotary_module(self.model) is not None:
             raise Unsupported(f"{self.id} has no position table: it uses rotary embeddings (RoPE) inside attention. "
-                              "See the Rotary panel for how they work.")
-        raise Unsupported(f"{self.id} has no learned position table this view can read (BERT-family "
-                          "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt).")
+                              "The model's positions panel shows its own rotation.")
+        raise Unsupported(f"{self.id} has no position table: no embedding module named for positions was found.")
 
     def position_scheme(self) -> PositionScheme:
         """Read from the model: a position table (learned), its rotary module (θ, rotated dimensions, pairing), BLOOM's
@@ -415,6 +419,22 @@ class HFAdapter(Adapter):
                                                ("buckets", str(bias.relative_attention_num_buckets)),
                                                ("max distance", str(bias.relative_attention_max_distance))))
         return scheme
+
+    def input_note(self) -> str:
+        """Read from the modules: the token embedding's scale (embed_scale), a segment (token type) table, and the
+        norms on the embedding path (names containing 'emb' and 'norm')."""
+        root = self._stream_root("encoder") if self.is_encoder_decoder else _base(self.model)
+        scale = getattr(self.model.get_input_embeddings(), "embed_scale", None)
+        scale = float(scale) if isinstance(scale, (int, float, torch.Tensor)) else 1.0
+        parts = [f"E is the token embedding × {scale:g} (its embed_scale)"] if scale != 1.0 else []
+        names = [n for n, _ in (root.named_modules() if root is not None else ())]
+        if any(n.endswith("token_type_embeddings") for n in names):
+            parts.append("the segment (token type 0) vector is added too")
+        norms = [n for n, m in (root.named_modules() if root is not None else ())
+                 if "norm" in type(m).__name__.lower() and "emb" in n.lower()]
+        if norms:
+            parts.append(f"the sum goes through {', '.join(norms)} before layer 0")
+        return "; ".join(parts) + "." if parts else ""
 
     def rotary(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         table = A.rotary(self.model, torch.arange(n, device=self.device))

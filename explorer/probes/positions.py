@@ -310,7 +310,7 @@ class ModelPositions:
     """How a loaded model knows word order, with its own numbers (the adapter's PositionScheme).
 
     kind: "learned" | "sinusoidal" | "rotary" | "alibi" | "relative" | "none"; rows: (what, value) read from it.
-    rotary: inv_freq (r/2,) its θ_i; d, the head size; tokens (2,) the query and key words of the demonstration;
+    rotary: inv_freq (r/2,) its θ_i (the angle its own cos/sin table turns by at position 1); d, the head size; tokens (2,) the query and key words of the demonstration;
       offsets (K,), starts (S,), scores (S, K): the model's own layer-0, head-0 q of tokens[0] and k of tokens[1],
       before the rotation, turned with its own cos/sin to positions m and m + Δ: score = rot(q, m)·rot(k, m + Δ)
       (no 1/√d); spread: max over Δ of (max − min over m), 0 when the score depends on the offset alone.
@@ -362,22 +362,22 @@ def model_positions(loaded: Any, text: str, n: int = 48) -> ModelPositions:
                               bias=np.concatenate([table[:, n - 1, :], table[:, 0, 1:]], axis=1))
     if scheme.kind != "rotary":
         return ModelPositions(mid, scheme.kind, scheme.rows)
+    cos, sin = (x.astype(np.float64) for x in adapter.rotary(2 * n))
+    inv_freq = np.arctan2(sin[1, :sin.shape[1] // 2], cos[1, :cos.shape[1] // 2])  # θ_i: the angle at position 1
     enc = adapter.encode(text)
     prefix = next(iter(adapter.streams.values())).format(l=0)
-    rec = adapter.run(enc, names=(prefix + ".q_pre", prefix + ".k_pre", "rope.*")) if len(enc.ids) >= 2 else None
+    rec = adapter.run(enc, names=(prefix + ".q_pre", prefix + ".k_pre")) if len(enc.ids) >= 2 else None
     if rec is None or prefix + ".q_pre" not in rec:
-        return ModelPositions(mid, "rotary", scheme.rows, notes=("Type a sentence of two tokens or more to see the "
-                                                                 "model's own q and k turned.",))
-    i, j = len(enc.ids) - 1, max(0, len(enc.ids) - 2)
+        why = adapter.arithmetic_note or "Type a sentence of two tokens or more to see the model's own q and k turned."
+        return ModelPositions(mid, "rotary", scheme.rows, inv_freq=inv_freq, notes=(why,))
+    words = [t for t, special in enumerate(enc.special or (False,) * len(enc.ids)) if not special] or [0, 1]
+    i, j = words[-1], words[-2] if len(words) > 1 else words[-1]
     q, k = rec[prefix + ".q_pre"][0, i].astype(np.float64), rec[prefix + ".k_pre"][0, j].astype(np.float64)
     offsets, starts = np.arange(n), np.array([0, n // 4, n // 2])
-    cos, sin = (x.astype(np.float64) for x in adapter.rotary(2 * n))
     scores = np.array([[rotate(q, cos[m], sin[m]) @ rotate(k, cos[m + dlt], sin[m + dlt]) for dlt in offsets]
                        for m in starts])
-    inv = rec.get("rope.inv_freq")
-    return ModelPositions(mid, "rotary", scheme.rows, inv_freq=inv.astype(np.float64) if inv is not None else None,
-                          d=len(q), tokens=(enc.tokens[i], enc.tokens[j]), offsets=offsets, starts=starts,
-                          scores=scores)
+    return ModelPositions(mid, "rotary", scheme.rows, inv_freq=inv_freq, d=len(q), tokens=(enc.tokens[i],
+                          enc.tokens[j]), offsets=offsets, starts=starts, scores=scores)
 
 
 @dataclass(frozen=True)
@@ -414,9 +414,8 @@ def sentence_vectors(loaded: Any, text: str) -> SentenceTrace:
         return SentenceTrace((), enc.notes, empty, empty, empty, max_pos)
     rec = adapter.run(enc, names=("embed", "pos_embed"))
     tok, pos = rec["embed"].astype(np.float32), rec["pos_embed"].astype(np.float32)
-    note = ("BERT also adds the segment (token type 0) vector and applies LayerNorm to the sum before layer 0."
-            if table.source.startswith("embeddings.") else "")
-    return SentenceTrace(enc.tokens, enc.notes, tok, pos, tok + pos, max_pos, note)
+    note = adapter.input_note()
+    return SentenceTrace(enc.tokens, enc.notes, tok, pos, tok + pos, max_pos, note[:1].upper() + note[1:])
 
 
 # ------------------------------------------------------------------------------------- permutation test

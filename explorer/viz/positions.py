@@ -84,26 +84,31 @@ def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] |
     return matrix_heatmap(pe, theme, title, "dimension", "position", "value", mark=mark)
 
 
-def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int, selected: int | None = None) -> go.Figure:
-    """Per-pair wavelength 2π/ω_i (log scale), with the number of positions shown for reference."""
+def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int | None, selected: int | None = None,
+                half: bool = False) -> go.Figure:
+    """Per-pair wavelength 2π/ω_i (log scale), with the number of positions shown for reference (n_pos).
+    Pair i is dimensions (2i, 2i+1), or (i, i + r/2) when `half` (Llama-style rotate_half, r = 2·len)."""
     i = np.arange(len(wavelength))
+    dims = np.stack([i, i + len(i)], axis=1) if half else np.stack([2 * i, 2 * i + 1], axis=1)
     data = [{"type": "scatter", "x": i, "y": wavelength, "mode": "lines+markers", "name": "wavelength",
-             "customdata": np.stack([2 * i, 2 * i + 1], axis=1),
-             "hovertemplate": "pair i=%{x} (dims %{customdata[0]}, %{customdata[1]})<br>"
-                              "wavelength %{y:.6g} positions<extra></extra>"}]
+             "customdata": dims, "hovertemplate": "pair i=%{x} (dims %{customdata[0]}, %{customdata[1]})<br>"
+                                                 "wavelength %{y:.6g} positions<extra></extra>"}]
     if selected is not None and 0 <= selected < len(wavelength):
         data.append({"type": "scatter", "x": [selected], "y": [wavelength[selected]], "mode": "markers",
                      "name": f"pair {selected}", "hoverinfo": "skip",
                      "marker": {"size": theme.marker_size + 6, "symbol": "diamond"}})
-    return figure(data, {
-        "title": _title("Wavelength of each sin/cos pair"), "height": 380, "showlegend": False,
-        "xaxis": {"title": _title("pair i (dimensions 2i, 2i+1)")},
-        "yaxis": {"title": _title("wavelength (positions)"), "type": "log"},
-        "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": n_pos, "y1": n_pos,
-                    "line": {"dash": "dot", "color": "gray"}}],
-        "annotations": [{"text": f"{n_pos} positions shown", "xref": "paper", "x": 0.01, "y": float(np.log10(n_pos)),
-                         "yanchor": "bottom", "xanchor": "left", "showarrow": False}],
-    })
+    layout = {"title": _title("Wavelength of each rotated pair" if half else "Wavelength of each sin/cos pair"),
+              "height": 380, "showlegend": False,
+              "xaxis": {"title": _title(f"pair i (dimensions i, i + {len(i)})" if half else
+                                        "pair i (dimensions 2i, 2i+1)")},
+              "yaxis": {"title": _title("wavelength (positions)"), "type": "log"}}
+    if n_pos:
+        layout["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": n_pos, "y1": n_pos,
+                             "line": {"dash": "dot", "color": "gray"}}]
+        layout["annotations"] = [{"text": f"{n_pos} positions shown", "xref": "paper", "x": 0.01,
+                                  "y": float(np.log10(n_pos)), "yanchor": "bottom", "xanchor": "left",
+                                  "showarrow": False}]
+    return figure(data, layout)
 
 
 def similarity_line(sim: np.ndarray, pos: int, theme: Theme, kind: str) -> go.Figure:

@@ -1,0 +1,203 @@
+"""Every Hugging Face family, loaded from a folder as a user's model is, in every view that applies to it: each ✓
+is checked here against the model's own outputs (attentions, hidden states, embeddings, generate), each — is a
+view saying why it does not apply. The README's compatibility table is this test's output (it fails when they
+differ, and writes artifacts/compatibility.md to paste)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.catalogue import ROOT
+from explorer.generation import DecodingError, Strategy
+from explorer.loaders import load_model
+from explorer.probes import decoding as D
+from explorer.probes import embeddings as E
+from explorer.probes.positions import model_positions
+from explorer.probes.self_attention import attention_trace, step_by_step
+from explorer.probes.seq2seq import alignment_trace
+from families import FAMILIES, save
+
+TEXT = "the red car is fast ."
+TARGET = "la voiture rouge est rapide ."
+COLUMNS = ("Self-attention", "Q·K arithmetic", "Cross-attention", "Positions", "Word embeddings", "Contextual",
+           "Decoding")
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    for name in FAMILIES:
+        save(root, name)
+    old = os.environ.get("EXPLORER_MODEL_PATH")
+    os.environ["EXPLORER_MODEL_PATH"] = str(root)
+    yield root
+    if old is None:
+        os.environ.pop("EXPLORER_MODEL_PATH", None)
+    else:
+        os.environ["EXPLORER_MODEL_PATH"] = old
+
+
+def _run(model, ids, target=None, **flags):
+    kw = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+    if target is not None:
+        kw["decoder_input_ids"] = torch.tensor([target])
+    with torch.inference_mode():
+        return model(**kw, **flags, return_dict=True)
+
+
+def _cells(name: str) -> dict[str, str]:
+    """One row of the table, each ✓ asserted against the model's own numbers."""
+    lm = load_model(f"local:tiny-{name}")
+    model, adapter, two = lm.model, lm.adapter, lm.family == "encoder-decoder"
+    ids = list(adapter.encode(TEXT).ids)
+    target = [*adapter.decoder_start, *adapter.encode(TARGET, side="target").ids[:-1]] if two else None
+    row: dict[str, str] = {}
+
+    tr = attention_trace(lm, TEXT, TARGET if two else "", "encoder" if two else "")
+    own = _run(model, ids, target, output_attentions=True)
+    ref = own.encoder_attentions if two else own.attentions
+    np.testing.assert_allclose(tr.attentions, torch.stack([a[0] for a in ref]).numpy(), atol=TOL)
+    row["Self-attention"] = "✓"
+    if tr.has_arithmetic:
+        L, H = tr.attentions.shape[:2]
+        steps = step_by_step(tr, L - 1, H - 1, len(tr.tokens) - 1)
+        assert tr.check_error < 1e-4 and steps.max_error < 1e-4
+        row["Q·K arithmetic"] = "✓" + (" GQA" if steps.kv_groups > 1 else "") + (" RoPE" if steps.angles is not None
+                                                                                  else "") + \
+            (" + bias" if steps.bias is not None else "")
+    else:
+        assert tr.arithmetic_note
+        row["Q·K arithmetic"] = "— probabilities only"
+
+    al = alignment_trace(lm, TEXT, TARGET)
+    if two:
+        cross = _run(model, ids, [*adapter.decoder_start, *al.out_ids[:-1]], output_attentions=True).cross_attentions
+        np.testing.assert_allclose(al.weights, torch.stack([a[0] for a in cross]).numpy(), atol=TOL)
+        row["Cross-attention"] = "✓"
+    else:
+        assert al.error and "not an encoder" in al.error
+        row["Cross-attention"] = "— not an encoder–decoder"
+
+    mp = model_positions(lm, TEXT)
+    if mp.kind == "rotary":  # θ_i read from the model's cos/sin equal base^(−2i/r), the config's θ
+        r = 2 * len(mp.inv_freq)
+        theta = float(dict(mp.rows)["θ (rope_theta)"])
+        np.testing.assert_allclose(mp.inv_freq, theta ** (-np.arange(0, r, 2) / r), rtol=1e-5)
+        if mp.scores is not None:
+            assert mp.spread < 1e-4 * max(1.0, float(np.abs(mp.scores).max()))
+        else:
+            assert mp.notes
+    elif mp.kind == "alibi":
+        H = len(mp.slopes)
+        np.testing.assert_allclose(mp.slopes, [2 ** (-8 * (h + 1) / H) for h in range(H)], rtol=1e-6)
+    elif mp.kind == "relative":
+        module = next(m for m in model.modules() if getattr(m, "has_relative_attention_bias", False))
+        n = (len(mp.offsets) + 1) // 2
+        np.testing.assert_allclose(mp.bias[:, n - 1], module.compute_bias(n, n)[0, :, 0, 0].detach().numpy(), atol=TOL)
+    elif mp.kind in ("learned", "sinusoidal"):  # the row of position 0, as each family's code counts
+        offset = {"opt": 2, "bart": 2, "mbart": 2, "roberta": 1}.get(name, 0)
+        assert lm.adapter.position_table().offset == offset
+    row["Positions"] = "✓ " + mp.kind if mp.kind != "none" else "—"
+
+    table = E.embedding_table(lm)
+    np.testing.assert_allclose(table.vectors, model.get_input_embeddings().weight.detach().numpy(), atol=0)
+    row["Word embeddings"] = "✓"
+
+    ctx = E.contextual(lm, TEXT)
+    hidden = _run(model, ids, target, output_hidden_states=True)
+    last = (hidden.encoder_last_hidden_state if two else hidden.hidden_states[-1])[0]
+    np.testing.assert_allclose(ctx.states[-1], last.numpy(), atol=TOL)
+    row["Contextual"] = "✓"
+
+    try:
+        run = D.decode_all(lm, TEXT, (Strategy("greedy"),), 0, 5, stop_at_eos=False)
+    except DecodingError as exc:
+        assert "head" in str(exc) or "generate" in str(exc)
+        row["Decoding"] = "— no language-model head"
+    else:
+        with torch.inference_mode():
+            out = model.generate(torch.tensor([list(run.prompt_ids)]), max_new_tokens=5, min_new_tokens=5,
+                                 do_sample=False, eos_token_id=None, pad_token_id=0,
+                                 attention_mask=torch.ones(1, len(run.prompt_ids), dtype=torch.long))[0].tolist()
+        generated = out[len(adapter.decoder_start):] if two else out[len(run.prompt_ids):]
+        assert list(run.generations[0].outputs[0].ids) == generated, (name, generated)
+        row["Decoding"] = "✓"
+    return row
+
+
+def table(rows: dict[str, dict[str, str]]) -> str:
+    head = "| family | " + " | ".join(COLUMNS) + " |\n|---|" + "---|" * len(COLUMNS) + "\n"
+    return head + "".join(f"| {FAMILIES[n][0]} | " + " | ".join(r[c] for c in COLUMNS) + " |\n" for n, r in rows.items())
+
+
+def test_every_family_in_every_view_and_the_readme_table(zoo):
+    rows = {name: _cells(name) for name in FAMILIES}
+    text = table(rows)
+    out = Path(ROOT) / "artifacts" / "compatibility.md"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    assert text in (Path(ROOT) / "README.md").read_text(encoding="utf-8"), \
+        f"README's compatibility table differs from this run's: paste {out}"
+
+
+def test_modern_attention_arithmetic_from_the_weights(zoo):
+    """Independent of the attention interface: Llama's q recomputed from its weights (input RMSNorm, q_proj, our own
+    rotate_half RoPE with θ = rope_theta) equals the recorded q; BLOOM's bias is slope_h · j with the ALiBi slopes
+    2^(−8(h+1)/H); T5's bias is its relative_attention_bias through its bucketing; GQA maps query head h to key/value
+    head h // (H / H_kv)."""
+    llama = load_model("local:tiny-llama")
+    tr = attention_trace(llama, TEXT)
+    m = llama.model.model
+    ids = torch.tensor([list(llama.adapter.encode(TEXT).ids)])
+    H, d, T = 4, 8, ids.shape[1]
+    with torch.inference_mode():
+        x = m.layers[0].input_layernorm(m.embed_tokens(ids))
+        q = m.layers[0].self_attn.q_proj(x).view(1, T, H, d).transpose(1, 2)[0].double()
+    theta = torch.tensor(10000.0, dtype=torch.float64) ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * torch.cat([theta, theta])[None]
+    rotated = q * angle.cos() + torch.cat([-q[..., d // 2:], q[..., :d // 2]], -1) * angle.sin()
+    np.testing.assert_allclose(tr.q[0], rotated.numpy(), atol=1e-5)
+    assert tr.kv_head[0].tolist() == [0, 0, 1, 1] and np.array_equal(tr.k[0, 0], tr.k[0, 1])
+    steps = step_by_step(tr, 0, 3, T - 1)
+    assert steps.kv_head == 1 and steps.kv_groups == 2 and steps.rope_error < 1e-5 and steps.max_error < 1e-4
+
+    bloom = attention_trace(load_model("local:tiny-bloom"), TEXT)
+    T = len(bloom.tokens)
+    slopes = np.array([2 ** (-8 * (h + 1) / 4) for h in range(4)])
+    np.testing.assert_allclose(bloom.bias[1], np.broadcast_to(slopes[:, None, None] * np.arange(T), (4, T, T)),
+                               rtol=1e-6)
+    assert step_by_step(bloom, 1, 2, T - 1).max_error < 1e-4
+
+    t5 = load_model("local:tiny-t5")
+    enc = attention_trace(t5, TEXT, TARGET, "encoder")
+    S = len(enc.tokens)
+    module = t5.model.encoder.block[0].layer[0].SelfAttention
+    with torch.inference_mode():
+        np.testing.assert_allclose(enc.bias[0], module.compute_bias(S, S)[0].numpy(), atol=1e-6)
+    assert enc.scales == (1.0, 1.0) and step_by_step(enc, 1, 0, 2).max_error < 1e-4
+
+
+@pytest.mark.parametrize("name", ["llama", "t5", "bloom"])
+def test_the_step_by_step_view_shows_the_modern_terms(zoo, name):
+    """The page's step view: the recomputed softmax equals the model's (printed), GQA and RoPE explained with the
+    rotation table for Llama, T5's and BLOOM's bias as its own column."""
+    from conftest import assert_no_exception, run_page
+
+    params = {"model": f"local:tiny-{name}", "mode": "steps", "text": TEXT}
+    if name == "t5":
+        params.update(stream="encoder", pair=TARGET)
+    at = run_page("pages/self_attention.py", params)
+    assert_no_exception(at)
+    text = " ".join(str(m.value) for m in at.markdown)
+    assert "equals the model's attention to" in text
+    columns = [list(df.value.columns) for df in at.dataframe]
+    if name == "llama":
+        assert "Grouped-query attention" in text and "Rotary positions" in text
+        assert any("q before" in c for c in columns)
+    else:
+        assert any("+ bias" in c for c in columns) and "b_ij is the model's" in text
