@@ -163,6 +163,9 @@ def rope_panel() -> None:
     with c3:
         seed = c.number("seed") if vectors == "random" else 0
     rt = compute(P.rope, d, n, b, pos, vectors, seed)
+    st.caption("This illustration pairs dimensions (2i, 2i+1), as Su et al. write RoPE; Llama-style models pair i "
+               "with i + d/2 (rotate_half). “The model's positions” shows a loaded model's own pairing, θ and "
+               "rotation.")
     i = min(int(st.session_state.get("dim", c.params["dim"].default)), d // 2 - 1)
     a = float(rt.angles[i])
     st.latex(

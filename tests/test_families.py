@@ -4,6 +4,7 @@ view saying why it does not apply. The README's compatibility table is this test
 differ, and writes artifacts/compatibility.md to paste)."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -88,10 +89,10 @@ def _cells(name: str) -> dict[str, str]:
         r = 2 * len(mp.inv_freq)
         theta = float(dict(mp.rows)["θ (rope_theta)"])
         np.testing.assert_allclose(mp.inv_freq, theta ** (-np.arange(0, r, 2) / r), rtol=1e-5)
-        if mp.scores is not None:
+        if adapter.recorded:  # the demonstration on the model's own q and k
             assert mp.spread < 1e-4 * max(1.0, float(np.abs(mp.scores).max()))
         else:
-            assert mp.notes
+            assert mp.scores is None and mp.notes == (adapter.arithmetic_note,)
     elif mp.kind == "alibi":
         H = len(mp.slopes)
         np.testing.assert_allclose(mp.slopes, [2 ** (-8 * (h + 1) / H) for h in range(H)], rtol=1e-6)
@@ -201,3 +202,21 @@ def test_the_step_by_step_view_shows_the_modern_terms(zoo, name):
         assert any("q before" in c for c in columns)
     else:
         assert any("+ bias" in c for c in columns) and "b_ij is the model's" in text
+
+
+@pytest.mark.parametrize("name,kind", [("llama", "rotary"), ("bloom", "alibi"), ("t5", "relative"), ("bart", "learned")])
+def test_the_positional_view_shows_the_models_own_scheme(zoo, name, kind):
+    """“The model's positions” reads the scheme from the model: its table, or its rotary θ and pairing with a
+    demonstration on its own q and k, its ALiBi slopes or its relative bias, each under a Model badge."""
+    from conftest import assert_no_exception, run_page
+
+    at = run_page("pages/positional_encodings.py", {"panel": "learned", "model": f"local:tiny-{name}", "text": TEXT})
+    assert_no_exception(at)
+    assert any(kind.split()[0] in str(m.value).lower() or {"rotary": "rope", "alibi": "alibi",
+               "relative": "relative", "learned": "learned"}[kind] in str(m.value).lower() for m in at.markdown)
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    want = {"rotary": "depends only on the offset", "alibi": "ALiBi", "relative": "Relative position bias",
+            "learned": "position × dimension"}[kind]
+    assert any(want in t for t in titles), titles
+    if kind == "rotary":
+        assert any("the lines differ by at most" in str(c.value) for c in at.caption)

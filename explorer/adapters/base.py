@@ -12,7 +12,12 @@ H heads, d head size, V vocabulary, S source tokens, L layers:
   pos_embed                 (T, C)      position vectors added to them (models with a position table)
   blocks.{l}.resid_pre      (T, C)      the residual stream entering block l
   blocks.{l}.ln1            (T, C)      what block l's attention reads (after the pre-norm; post-LN: resid_pre)
-  blocks.{l}.attn.q|k|v     (H, T, d)   per head, as the model multiplies them
+  blocks.{l}.attn.q|k|v     (H, T, d)   per head, as the model multiplies them (after RoPE; GQA: k, v repeated)
+  blocks.{l}.attn.kv_head   (H,)        the key/value head each query head reads
+  blocks.{l}.attn.bias      (H, T, T)   a position term on the scores (T5 relative bias, BLOOM ALiBi)
+  blocks.{l}.attn.softcap   ()          the soft-cap on the scores (models that have one)
+  blocks.{l}.attn.q_pre|k_pre (H, T, d) rotary models: q and k before the rotation
+  rope.cos|sin (T, r), rope.inv_freq (r/2,)  the model's own rotary tables
   blocks.{l}.attn.scale     ()          the factor on q·k (1/√d unless the model says otherwise)
   blocks.{l}.attn.mask      (T, T)      the additive mask: 0, or −inf where masked (causal, padding)
   blocks.{l}.attn.pattern   (H, T, T)   the softmax weights, as the model returns them

@@ -199,7 +199,7 @@ class HFAdapter(Adapter):
         acts = Acts(names)
         kw = self._inputs(enc, pad)
         want_logits = acts.want("logits") and self.has_head
-        arithmetic = self.arith and acts.want("blocks.*.attn.q", "blocks.*.attn.k", "blocks.*.attn.v", "rope.*")
+        arithmetic = self.arith and acts.want("blocks.*.attn.q*", "blocks.*.attn.k*", "blocks.*.attn.v", "rope.*")
         with torch.inference_mode(), A.recording() as calls:
             out = self._forward(self.model if want_logits else _base(self.model), kw, acts, "blocks.*")
             T = kw["input_ids"].shape[1]
@@ -534,7 +534,7 @@ class HFSeq2SeqAdapter(HFAdapter):
         kw = self._inputs(enc, 0)
         S, read = kw["input_ids"].shape[1], None
         streams = {"encoder": "encoder.blocks.{l}.attn", "decoder": "decoder.blocks.{l}.attn", "cross": "cross.{l}"}
-        arithmetic = self.recorded and acts.want(*(p.format(l="*") + ".q" for p in streams.values()))
+        arithmetic = self.recorded and acts.want(*(p.format(l="*") + ".q*" for p in streams.values()))
         with torch.inference_mode(), A.recording() as calls:
             if target is None:
                 out = self._forward(self.model.get_encoder(), kw, acts, "encoder.blocks.*")
