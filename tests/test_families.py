@@ -20,7 +20,7 @@ from explorer.probes import embeddings as E
 from explorer.probes.positions import model_positions
 from explorer.probes.self_attention import attention_trace, step_by_step
 from explorer.probes.seq2seq import alignment_trace
-from families import FAMILIES, save
+from families import FAMILIES, save, tiny
 
 TEXT = "the red car is fast ."
 TARGET = "la voiture rouge est rapide ."
@@ -54,7 +54,10 @@ def _run(model, ids, target=None, **flags):
 def _cells(name: str) -> dict[str, str]:
     """One row of the table, each ✓ asserted against the model's own numbers."""
     lm = load_model(f"local:tiny-{name}")
-    model, adapter, two = lm.model, lm.adapter, lm.family == "encoder-decoder"
+    model, _, _ = tiny(name)  # the same weights, never switched from "eager": the independent reference
+    adapter, two = lm.adapter, lm.family == "encoder-decoder"
+    assert model.config._attn_implementation == "eager" and torch.equal(
+        model.get_input_embeddings().weight, lm.model.get_input_embeddings().weight)
     ids = list(adapter.encode(TEXT).ids)
     target = [*adapter.decoder_start, *adapter.encode(TARGET, side="target").ids[:-1]] if two else None
     row: dict[str, str] = {}
