@@ -100,7 +100,7 @@ def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int | None, selecte
     layout = {"title": _title("Wavelength of each rotated pair" if half else "Wavelength of each sin/cos pair"),
               "height": 380, "showlegend": False,
               "xaxis": {"title": _title(f"pair i (dimensions i, i + {len(i)})" if half else
-                                        "pair i (dimensions 2i, 2i+1)")},
+                                        "pair i (dimensions 2i, 2i+1)"), "dtick": max(1, len(i) // 16)},
               "yaxis": {"title": _title("wavelength (positions)"), "type": "log"}}
     if n_pos:
         layout["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": n_pos, "y1": n_pos,
