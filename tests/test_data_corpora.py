@@ -209,10 +209,12 @@ def test_vocab_build_and_roundtrip():
     assert Vocab.from_json(json.loads(json.dumps(v.to_json()))) == v
     assert Vocab.from_json(list(v.itos)) == v
     assert Vocab.from_json({t: i for i, t in enumerate(v.itos)}) == v
-    # ids in a file are kept; files without specials are refused unless asked to prepend them
+    # ids in a file are kept; special tokens are found wherever they sit, or are absent (issue 18)
     assert Vocab.from_json({t: i for i, t in reversed(list(enumerate(v.itos)))}).stoi == v.stoi
-    with pytest.raises(ValueError, match="special tokens"):
-        Vocab.from_json(["hello", "world"])
+    plain = Vocab.from_json(["hello", "world"])
+    assert plain.itos == ["hello", "world"] and (plain.pad_id, plain.unk_id, plain.bos_id, plain.eos_id) == (None,) * 4
+    moved = Vocab.from_json(["a", "<pad>", "<unk>", "<bos>", "<eos>"])
+    assert (moved.pad_id, moved.unk_id, moved.bos_id, moved.eos_id) == (1, 2, 3, 4) and not moved.builtin_layout
     assert Vocab.from_json(["hello", "world"], add_specials=True).itos == SPECIALS + ["hello", "world"]
     assert Vocab.from_json({"world": 1, "hello": 0}, add_specials=True).itos == SPECIALS + ["hello", "world"]
 
@@ -221,7 +223,6 @@ def test_vocab_build_and_roundtrip():
     [], {}, "tokens", 42, None,
     ["a", "a"], ["a", 3],
     {"a": 0, "b": 2}, {"a": 0, "b": 0}, {"a": "0"}, {"a": 1.0}, {"a": True},
-    ["a", "<pad>", "<unk>", "<bos>", "<eos>"], ["<pad>", "<unk>", "a"],
     ["<pad>", "<unk>", "<bos>", "<eos>", "a", 7],
 ])
 def test_vocab_validation(bad):

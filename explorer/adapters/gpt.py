@@ -29,9 +29,8 @@ class GPTAdapter(VocabText, Adapter):
         self.vocab_size, self.context_len = int(cfg.vocab_size), int(cfg.block_size)
         self.n_layers, self.n_heads = int(cfg.n_layer), int(cfg.n_head)
         if self.vocab is not None:
-            self.bos_id = self.vocab.stoi.get("<bos>")
-            self.eos_ids = tuple(i for i in (self.vocab.stoi.get("<eos>"),) if i is not None)
-            self.pad_id = self.vocab.stoi.get("<pad>")
+            self.bos_id, self.pad_id = self.vocab.bos_id, self.vocab.pad_id
+            self.eos_ids = () if self.vocab.eos_id is None else (self.vocab.eos_id,)
 
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, positions: bool = True,
             causal: bool = True, n_blocks: int | None = None, **options: Any) -> Record:

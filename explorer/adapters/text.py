@@ -1,12 +1,13 @@
 """Text -> token ids, with the notes a view should show (truncation, unknown words, nothing to read).
 
 The pieces the adapters' `encode` is made of (explorer.adapters: each model family decides its input convention
-once): word-level vocabularies (explorer.data.vocab: tokenize_words + Vocab, `VocabText`), Hugging Face tokenizers
-with their special tokens (`encode_hf`), and the empty-text rule every view shares (`no_text`).
+once): explorer vocabularies (explorer.data.vocab.Vocab: words, characters or a tokenizer.json's pieces, with the
+special tokens wherever the vocabulary holds them; `encode_vocab`, `VocabText`), Hugging Face tokenizers with their
+special tokens (`encode_hf`), and the empty-text rule every view shares (`no_text`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from explorer.data.vocab import Vocab, clean_text, tokenize_words
@@ -43,26 +44,57 @@ def model_max_tokens(loaded: Any) -> int:
     return int(block) if isinstance(block, int) and block > 0 else DEFAULT_MAX_TOKENS
 
 
-def encode_words(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, bos: bool = False) -> Encoded:
-    """Word-level encoding with a built-in Vocab: lowercased words and punctuation, unknown -> <unk>."""
-    words = tokenize_words(text)
+_UNITS = {"char": "character", "subword": "piece"}
+NO_BOS = ("The vocabulary has no beginning-of-sentence token (<bos>, <s>, <sos> or [CLS]), so the text is fed as "
+          "is: its first {unit} is read with no context before it.")
+
+
+def _unit(vocab: Vocab) -> str:
+    return _UNITS.get(vocab.level, "word")
+
+
+def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, bos: bool = False) -> Encoded:
+    """Text -> the ids a vocabulary's model reads (`vocab.pieces`: words, characters or a tokenizer's pieces), with
+    the beginning-of-sentence token first when `bos`. Unknown pieces become the vocabulary's unknown token, or are
+    left out and listed in a note when it has none."""
+    pieces = vocab.pieces(text)
+    unit = _unit(vocab)
     notes: list[str] = []
     truncated = False
     budget = max_tokens - (1 if bos else 0)
-    if len(words) > budget:
-        notes.append(f"The text has {len(words):,} tokens; only the first {budget:,} are used (the model's limit).")
-        words = words[:budget]
+    if len(pieces) > budget:
+        notes.append(f"The text has {len(pieces):,} tokens; only the first {budget:,} are used (the model's limit).")
+        pieces = pieces[:budget]
         truncated = True
-    ids = vocab.encode(words)
-    unknown = [w for w, i in zip(words, ids) if i == vocab.unk_id]
+    unknown = [p for p, i in pieces if i is None]
+    unk = vocab.unk_id
     if unknown:
-        sample = ", ".join(dict.fromkeys(unknown[:8]))
-        notes.append(f"{len(unknown)} word(s) are not in the model's vocabulary and are shown as <unk>: {sample}.")
-    tokens = [w if i != vocab.unk_id else "<unk>" for w, i in zip(words, ids)]
-    special = [False] * len(ids)
+        shown = dict.fromkeys(repr(p) if unit == "character" else p for p in unknown[:8])
+        sample = ", ".join(shown)
+        if unk is not None:
+            notes.append(f"{len(unknown)} {unit}(s) are not in the model's vocabulary and are shown as "
+                         f"{vocab.itos[unk]}: {sample}.")
+        else:
+            notes.append(f"{len(unknown)} {unit}(s) are not in the model's vocabulary, which has no unknown-token "
+                         f"entry, so they are left out: {sample}.")
+    ids = [i if i is not None else unk for _, i in pieces if i is not None or unk is not None]
+    special = [i in vocab.special_ids and i != unk for i in ids]
     if bos:
-        ids, tokens, special = [vocab.bos_id, *ids], ["<bos>", *tokens], [True, *special]
-    return Encoded(tuple(ids), tuple(tokens), tuple(notes), truncated, len(unknown), tuple(special))
+        ids, special = [vocab.bos_id, *ids], [True, *special]
+    return Encoded(tuple(ids), tuple(vocab.itos[i] for i in ids), tuple(notes), truncated, len(unknown),
+                   tuple(special))
+
+
+def input_convention(vocab: Vocab, feeds_bos: bool = True) -> str:
+    """How text is fed with this vocabulary, in words (the adapters' describe() rows)."""
+    unit = _unit(vocab)
+    split = "the tokenizer's pieces of the text" if vocab.splitter is not None else f"the {unit}s of the text" + (
+        " (lowercased)" if vocab.lower else "")
+    first = f"{vocab.itos[vocab.bos_id]} + " if feeds_bos and vocab.bos_id is not None else ""
+    as_is = ", as they are: no beginning-of-sentence token" if feeds_bos and vocab.bos_id is None else ""
+    unknown = (f"unknown {unit}s -> {vocab.itos[vocab.unk_id]}" if vocab.unk_id is not None
+               else f"unknown {unit}s are left out and listed (no unknown-token entry)")
+    return f"{first}{split}{as_is}; {unknown}"
 
 
 def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None, target: bool = False) -> Encoded:
@@ -111,8 +143,10 @@ def no_text(text: str) -> Encoded | None:
 
 
 class VocabText:
-    """Text convention of the built-in word-level models (a mixin for adapters with `self.vocab`, `self.loaded`):
-    lowercased words and punctuation, `<bos>` first when the vocabulary has it and `bos` is set."""
+    """Text convention of models read with an explorer Vocab (a mixin for adapters with `self.vocab`, `self.loaded`):
+    the vocabulary's pieces (words and punctuation, lowercased for the built-in models; characters for a
+    character-level vocabulary; a tokenizer.json's pieces), the beginning-of-sentence token first when the
+    vocabulary has one and `feeds_bos` is set; when it has none, the text as is, with a note saying so."""
 
     vocab: Vocab
     loaded: Any
@@ -123,8 +157,16 @@ class VocabText:
         if empty is not None:
             return empty
         limit = min(max_tokens or model_max_tokens(self.loaded), model_max_tokens(self.loaded))
-        return encode_words(self.vocab, text, limit, bos=self.feeds_bos and "<bos>" in self.vocab)
+        bos = self.feeds_bos and self.vocab.bos_id is not None
+        enc = encode_vocab(self.vocab, text, limit, bos=bos)
+        if self.feeds_bos and not bos:
+            enc = replace(enc, notes=(NO_BOS.format(unit=_unit(self.vocab)), *enc.notes))
+        return enc
 
     def token_strings(self, ids: Any) -> list[str]:
         itos = self.vocab.itos
         return [itos[i] if 0 <= i < len(itos) else f"#{i}" for i in ids]
+
+    def detokenize(self, ids: Any) -> str:
+        """Generated ids as text: characters joined as they are, words and pieces with spaces."""
+        return ("" if self.vocab.level == "char" else " ").join(self.token_strings(ids))

@@ -1,12 +1,17 @@
 """Vocabularies and tokenizers shared by every corpus.
 
-A :class:`Vocab` maps tokens to integer ids. The four special tokens in
-:data:`SPECIALS` always hold ids 0..3, so ``pad_id == 0`` for every vocabulary
-the explorer builds or loads.
+A :class:`Vocab` maps tokens to integer ids. Every vocabulary the explorer builds (``Vocab(tokens)``,
+``Vocab.build``) holds the four :data:`SPECIALS` at ids 0..3 (``pad_id == 0``), and the built-in models and
+training rely on that. A vocabulary read from a user's file (:meth:`Vocab.from_json`, or
+:mod:`explorer.data.vocab_files` for the other ways people save one) keeps the file's ids, so they keep matching
+the model's embedding rows: its special tokens are recognised by name wherever they sit
+(:data:`SPECIAL_NAMES`: ``<unk>``/``[UNK]``/``UNK``, ``<bos>``/``<s>``/``[CLS]``/``<sos>``, ...), and
+``pad_id``/``unk_id``/``bos_id``/``eos_id`` are None when absent. Whether a vocabulary is word- or
+character-level, and whether it is lowercase, is read from its tokens (``level``, ``lower``).
 
 Tokenizers are deliberately simple and deterministic:
 
-* :func:`tokenize_words` lowercases, splits off punctuation, drops control and
+* :func:`tokenize_words` lowercases (unless told not to), splits off punctuation, drops control and
   zero-width characters, and keeps any other script (CJK, Arabic, emoji, ...)
   as tokens, so unseen scripts become ``<unk>`` cleanly instead of crashing.
 * :func:`tokenize_chars` returns one token per character after the same cleaning.
@@ -16,12 +21,23 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-__all__ = ["SPECIALS", "PAD", "UNK", "BOS", "EOS", "Vocab", "tokenize_words", "tokenize_chars", "clean_text"]
+__all__ = ["SPECIALS", "SPECIAL_NAMES", "PAD", "UNK", "BOS", "EOS", "Vocab", "find_specials", "tokenize_words",
+           "tokenize_chars", "clean_text"]
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIALS: list[str] = [PAD, UNK, BOS, EOS]
+# Role -> the names people give its token, in order of preference (the first present in a vocabulary is used).
+SPECIAL_NAMES: dict[str, tuple[str, ...]] = {
+    "pad": ("<pad>", "[PAD]", "<PAD>"),
+    "unk": ("<unk>", "[UNK]", "<UNK>", "UNK"),
+    "bos": ("<bos>", "<s>", "<sos>", "[CLS]", "<BOS>", "<SOS>", "[BOS]", "<start>"),
+    "eos": ("<eos>", "</s>", "[SEP]", "<EOS>", "[EOS]", "<end>"),
+    "mask": ("<mask>", "[MASK]", "<MASK>"),
+}
+_BUILTIN_ROLES = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
+Splitter = Callable[[str], list]  # text -> [(piece, id or None)]
 
 # Typographic variants folded onto ASCII punctuation.
 _PUNCT_FOLD = {
@@ -60,8 +76,8 @@ def _is_modifier(ch: str) -> bool:
     return cat[0] == "M" or 0x1F3FB <= ord(ch) <= 0x1F3FF
 
 
-def tokenize_words(text: str) -> list[str]:
-    """Lowercased word tokens of ``text``.
+def tokenize_words(text: str, lower: bool = True) -> list[str]:
+    """Word tokens of ``text``, lowercased unless ``lower=False``.
 
     Runs of letters/digits (any script) form one token; each of ``. , ; : ! ? " ' ( ) -``
     is its own token; every other visible symbol (emoji, ``$``, ...) is a
@@ -70,7 +86,8 @@ def tokenize_words(text: str) -> list[str]:
     >>> tokenize_words("The dog's bone (big)!")
     ['the', 'dog', "'", 's', 'bone', '(', 'big', ')', '!']
     """
-    text = clean_text(text).lower()
+    text = clean_text(text)
+    text = text.lower() if lower else text
     tokens: list[str] = []
     word: list[str] = []
 
@@ -112,25 +129,60 @@ def tokenize_chars(text: str, lower: bool = True) -> list[str]:
     return list(text)
 
 
-class Vocab:
-    """Bidirectional token <-> id map with the :data:`SPECIALS` at ids 0..3.
+def find_specials(itos: Sequence[str]) -> dict[str, int]:
+    """Role ("pad", "unk", "bos", "eos", "mask") -> id of the first of its :data:`SPECIAL_NAMES` in ``itos``."""
+    index = {t: i for i, t in enumerate(itos)}
+    found = {}
+    for role, names in SPECIAL_NAMES.items():
+        i = next((index[n] for n in names if n in index), None)
+        if i is not None:
+            found[role] = i
+    return found
 
-    ``Vocab(tokens)`` keeps the order of ``tokens`` after the specials (duplicates
-    and specials inside ``tokens`` are skipped). ``itos[i]`` is the token of id ``i``;
-    ``stoi[t]`` the id of token ``t``. ``freq`` holds corpus counts when built with
-    :meth:`build` (empty otherwise).
+
+def _level(itos: Sequence[str], special_ids: frozenset[int]) -> tuple[str, bool]:
+    """("char" when nine in ten of the ordinary tokens are one character long, else "word"; lowercase?)."""
+    ordinary = [t for i, t in enumerate(itos) if i not in special_ids]
+    char = bool(ordinary) and sum(len(t) == 1 for t in ordinary) >= 0.9 * len(ordinary)
+    return ("char" if char else "word"), all(t == t.lower() for t in ordinary)
+
+
+class Vocab:
+    """Bidirectional token <-> id map.
+
+    ``Vocab(tokens)`` (what the explorer builds) holds the :data:`SPECIALS` at ids 0..3 and keeps the order of
+    ``tokens`` after them (duplicates and specials inside ``tokens`` are skipped). ``Vocab(tokens, keep_ids=True)``
+    (a user's file) keeps ``tokens`` exactly as ids 0..n-1 and recognises its special tokens by name
+    (``roles`` / ``special_ids`` override that, e.g. for a tokenizer.json's declared special tokens).
+    ``itos[i]`` is the token of id ``i``; ``stoi[t]`` the id of token ``t``; ``specials`` role -> id;
+    ``special_ids`` every special token's id; ``level`` "word" | "char" | "subword" and ``lower`` (text is
+    lowercased before lookup) are read from the tokens; ``splitter`` (optional) splits text into
+    (piece, id or None) as a tokenizer does; ``source`` says what the file was. ``freq`` holds corpus counts
+    when built with :meth:`build` or given (empty otherwise).
     """
 
-    def __init__(self, tokens: Iterable[str] = (), freq: Mapping[str, int] | None = None):
-        self.itos: list[str] = list(SPECIALS)
-        self.stoi: dict[str, int] = {t: i for i, t in enumerate(SPECIALS)}
-        for tok in tokens:
+    def __init__(self, tokens: Iterable[str] = (), freq: Mapping[str, int] | None = None, *, keep_ids: bool = False,
+                 roles: Mapping[str, int] | None = None, special_ids: Iterable[int] = (),
+                 splitter: Splitter | None = None, level: str | None = None, source: str = ""):
+        self.itos: list[str] = [] if keep_ids else list(SPECIALS)
+        self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
+        for i, tok in enumerate(tokens):
             if not isinstance(tok, str):
                 raise ValueError(f"vocabulary tokens must be strings, got {tok!r} ({type(tok).__name__})")
-            if tok not in self.stoi:
-                self.stoi[tok] = len(self.itos)
-                self.itos.append(tok)
+            if tok in self.stoi:
+                if keep_ids:
+                    raise ValueError(f"vocabulary has duplicate token {tok!r} (ids {self.stoi[tok]} and {i})")
+                continue
+            self.stoi[tok] = len(self.itos)
+            self.itos.append(tok)
         self.freq: dict[str, int] = dict(freq or {})
+        self.specials: dict[str, int] = dict(roles) if roles is not None else (
+            find_specials(self.itos) if keep_ids else dict(_BUILTIN_ROLES))
+        self.special_ids = frozenset(self.specials.values()) | frozenset(special_ids)
+        self.level, self.lower = _level(self.itos, self.special_ids)
+        self.level = level or self.level
+        self.splitter = splitter
+        self.source = source
 
     @classmethod
     def build(cls, token_lists: Iterable[Sequence[str]], min_freq: int = 1, max_size: int | None = None) -> "Vocab":
@@ -159,30 +211,58 @@ class Vocab:
         return f"Vocab(size={len(self)})"
 
     @property
-    def pad_id(self) -> int:
-        return 0
+    def pad_id(self) -> int | None:
+        return self.specials.get("pad")
 
     @property
-    def unk_id(self) -> int:
-        return 1
+    def unk_id(self) -> int | None:
+        return self.specials.get("unk")
 
     @property
-    def bos_id(self) -> int:
-        return 2
+    def bos_id(self) -> int | None:
+        return self.specials.get("bos")
 
     @property
-    def eos_id(self) -> int:
-        return 3
+    def eos_id(self) -> int | None:
+        return self.specials.get("eos")
+
+    @property
+    def builtin_layout(self) -> bool:
+        """Whether the :data:`SPECIALS` hold ids 0..3 (what the explorer's own models are trained with)."""
+        return self.itos[:4] == SPECIALS
 
     def encode(self, tokens: Sequence[str]) -> list[int]:
-        """Token list -> id list; unknown tokens map to :attr:`unk_id`."""
+        """Token list -> id list; unknown tokens map to :attr:`unk_id` (ValueError naming them when there is none)."""
         unk = self.unk_id
+        if unk is None:
+            missing = [t for t in tokens if t not in self.stoi]
+            if missing:
+                raise ValueError(f"not in the vocabulary, which has no unknown-token entry: {missing[:10]}")
         return [self.stoi.get(t, unk) for t in tokens]
 
     def decode(self, ids: Iterable[int]) -> list[str]:
-        """Id list (ints or numpy ints) -> token list; out-of-range ids become ``<unk>``."""
+        """Id list (ints or numpy ints) -> token list; out-of-range ids become the unknown token."""
         n = len(self.itos)
-        return [self.itos[int(i)] if 0 <= int(i) < n else UNK for i in ids]
+        unk = self.itos[self.unk_id] if self.unk_id is not None else UNK
+        return [self.itos[int(i)] if 0 <= int(i) < n else unk for i in ids]
+
+    def pieces(self, text: str) -> list[tuple[str, int | None]]:
+        """``text`` split as this vocabulary's model reads it: (piece, id), id None where the piece is not in the
+        vocabulary. Words (:func:`tokenize_words`) or characters (:func:`tokenize_chars`), lowercased when the
+        vocabulary is; a tokenizer's own pieces when it came with one (``splitter``)."""
+        if self.splitter is not None:
+            return self.splitter(text)
+        split = tokenize_chars if self.level == "char" else tokenize_words
+        return [(t, self.stoi.get(t)) for t in split(text, self.lower)]
+
+    def summary(self) -> str:
+        """E.g. "5,000 tokens, word-level, lowercase; <unk> id 0, <pad> id 1, no <bos>, no <eos>"."""
+        level = {"word": "word-level", "char": "character-level", "subword": "sub-word pieces"}.get(self.level,
+                                                                                                    self.level)
+        case = "" if self.splitter is not None else (", lowercase" if self.lower else ", case-sensitive")
+        roles = [f"{self.itos[i]} id {i}" if (i := self.specials.get(r)) is not None else f"no <{r}>"
+                 for r in ("unk", "pad", "bos", "eos")]
+        return f"{len(self):,} tokens, {level}{case}; {', '.join(roles)}"
 
     def to_json(self) -> dict:
         """JSON-serialisable form: ``{"itos": [...], "freq": {...}}``."""
@@ -193,13 +273,12 @@ class Vocab:
 
     @classmethod
     def from_json(cls, obj: object, add_specials: bool = False) -> "Vocab":
-        """Load a vocabulary from a token list, a ``{token: id}`` map, or :meth:`to_json` output.
+        """Load a vocabulary from a token list, a ``{token: id}`` map, or ``{"itos": [...], "freq": {...}}``.
 
-        Ids must be exactly ``0..n-1`` without duplicates and tokens must be strings.
-        The file's ids are kept, so they keep matching a model's embedding rows: the
-        :data:`SPECIALS` must already sit at ids 0..3. With ``add_specials=True`` a file
-        that has none of them gets them prepended instead (every id shifts by 4; use
-        only for word lists, not for a trained model's vocabulary).
+        Ids must be exactly ``0..n-1`` without duplicates and tokens must be strings. The file's ids are kept, so
+        they keep matching a model's embedding rows; special tokens are recognised by name wherever they sit (or
+        are absent). With ``add_specials=True`` a file that has none of the :data:`SPECIALS` gets them prepended
+        instead (every id shifts by 4; use only for word lists, not for a trained model's vocabulary).
         Raises ``ValueError`` with a readable message.
         """
         freq = None
@@ -244,19 +323,6 @@ class Vocab:
                 "vocabulary must be a JSON list of tokens or a {token: id} object, "
                 f"got {type(obj).__name__}"
             )
-        present = [s for s in SPECIALS if s in tokens]
-        if not present and not add_specials:
-            raise ValueError(
-                f"vocabulary must start with the special tokens {SPECIALS} at ids 0..3 "
-                f"(found {tokens[0]!r} at id 0); add them to the file, or load a plain word "
-                "list with add_specials=True (this shifts every id by 4)"
-            )
-        if present:
-            for i, special in enumerate(SPECIALS):
-                if i >= len(tokens) or tokens[i] != special:
-                    raise ValueError(
-                        f"special tokens must have ids 0..3 in the order {SPECIALS}; "
-                        f"found {special!r} at id {tokens.index(special) if special in tokens else 'none'}"
-                    )
-            tokens = tokens[len(SPECIALS):]
-        return cls(tokens, freq=freq)
+        if add_specials and not any(s in tokens for s in SPECIALS):
+            return cls(tokens, freq=freq)
+        return cls(tokens, freq=freq, keep_ids=True)

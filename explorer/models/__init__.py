@@ -205,8 +205,10 @@ def _check_shapes(skeleton: torch.nn.Module, state: dict[str, torch.Tensor], lab
 
 
 def vocabs_from_meta(meta: dict) -> dict[str, Any]:
-    """The vocabularies stored in a checkpoint's JSON: "vocab", "src_vocab", "tgt_vocab" -> Vocab."""
-    from explorer.data.vocab import Vocab
+    """The vocabularies stored in a checkpoint's JSON: "vocab", "src_vocab", "tgt_vocab" -> Vocab.
+
+    The built-in architectures are trained with the SPECIALS at ids 0..3 (explorer.data.vocab), so these must be."""
+    from explorer.data.vocab import SPECIALS, Vocab
 
     out: dict[str, Any] = {}
     for key in ("vocab", "src_vocab", "tgt_vocab"):
@@ -215,6 +217,9 @@ def vocabs_from_meta(meta: dict) -> dict[str, Any]:
                 out[key] = Vocab.from_json(meta[key])
             except ValueError as exc:
                 raise CorruptFileError(f"The {key} in the model's JSON is invalid: {exc}") from None
+            if not out[key].builtin_layout:
+                raise CorruptFileError(f"The {key} in the model's JSON is invalid: the special tokens must have ids "
+                                       f"0..3 in the order {SPECIALS} (found {out[key].itos[:4]}).")
     return out
 
 
