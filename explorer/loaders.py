@@ -16,7 +16,7 @@ from explorer.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hu
 from explorer.device import DTYPES, is_out_of_memory, resolve
 from explorer.models import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
 from explorer.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
-                                first_line, read_json_file, read_state_dict_file)
+                                first_line, read_json_file, read_state_dict_file, read_weights_file)
 from explorer.uploads import UploadBundle, bundle, bundle_from_parts
 
 _CAUSAL_TYPES = {
@@ -316,8 +316,8 @@ def _load_local(mid: ModelId, device: str, dtype: str, task: str | None) -> Load
         if not isinstance(cfg, dict):
             raise CorruptFileError(f"{mid}: its config.json holds a JSON {type(cfg).__name__}, not an object of "
                                    "settings ({\"model_type\": …} for Hugging Face models).")
-        if "architecture" in cfg and "model_type" not in cfg:
-            return _load_checkpoint_folder(mid, folder, device, dtype)
+        if "model_type" not in cfg and "architectures" not in cfg:  # not Hugging Face's: an explorer config JSON
+            return _load_checkpoint_folder(mid, folder, device, dtype)  # or a student's hyper-parameters
         return _load_hf_source(str(mid), folder, True, device, dtype, task)
     return _load_checkpoint_folder(mid, folder, device, dtype)
 
@@ -328,13 +328,13 @@ def _load_checkpoint_folder(mid: ModelId, folder: Path, device: str, dtype: str)
         key=lambda f: (f.suffix.lower() != ".safetensors", f.name),
     )
     if not weights:
-        raise ModelLoadError(f"{mid}: the folder holds no .safetensors, .pt or .pth file.")
-    state = read_state_dict_file(weights[0])
+        raise ModelLoadError(f"{mid}: the folder holds no .safetensors, .pt, .pth or .ckpt file.")
+    read = read_weights_file(weights[0])
     json_paths = [f for f in folder.iterdir() if f.is_file() and f.suffix.lower() == ".json"]
     for f in json_paths:
         check_size(f.name, f.stat().st_size, limit=64 * 2**20)
     files = {f.name: f.read_bytes() for f in json_paths}
-    return _materialise(bundle_from_parts(str(mid), mid.name, state, files), device, dtype)
+    return _materialise(bundle_from_parts(str(mid), weights[0].name, read, files), device, dtype)
 
 
 def _load_upload(mid: ModelId, device: str, dtype: str) -> LoadedModel:
@@ -350,7 +350,10 @@ def _materialise(files: UploadBundle, device: str, dtype: str) -> LoadedModel:
         vocabs = vocabs_from_meta(files.meta)
         if files.vocab is not None:
             vocabs.setdefault("vocab", files.vocab)
-        return LoadedModel(files.id, files.family, _place(model, device, dtype), device, dtype, files.meta, vocabs=vocabs)
+        return LoadedModel(files.id, files.family, _place(model, device, dtype), device, dtype, files.meta,
+                           vocabs=vocabs, notes=[files.note] if files.note else [])
     vocabs = {"vocab": files.vocab} if files.vocab is not None else {}
     state = {k: v.to(device) for k, v in files.state_dict.items()}
-    return LoadedModel(files.id, "state-dict", None, device, dtype, {"source": "state-dict"}, vocabs=vocabs, state_dict=state)
+    meta = {"source": "state-dict", "found": list(files.found)}
+    return LoadedModel(files.id, "state-dict", None, device, dtype, meta, vocabs=vocabs, state_dict=state,
+                       notes=[files.note] if files.note else [])

@@ -1,8 +1,9 @@
-"""Safe reading of model files: safetensors first, `.pt`/`.pth` only through torch.load(weights_only=True).
+"""Safe reading of model files: safetensors first, `.pt`/`.pth`/`.ckpt` only through torch.load(weights_only=True).
 
 Nothing in a file is ever executed: a pickle that needs arbitrary globals (the classic "run code on
 unpickling" payload) is refused by PyTorch's restricted unpickler before any of its code runs, and we turn
-that refusal into a clear `UnsafeFileError`.
+that refusal into a clear `UnsafeFileError`. What the file holds (a state dict, a training checkpoint, a Lightning
+.ckpt, wrapper prefixes) is read by explorer.state_dicts.
 """
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from typing import Any
 
 import torch
 
-WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+from explorer.state_dicts import NoWeightsError, Weights, unwrap
+
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+WEIGHT_SUFFIXES = (".safetensors", *TORCH_SUFFIXES)
 DEFAULT_MAX_UPLOAD_MB = 500
 
 
@@ -51,26 +55,17 @@ def check_size(name: str, size: int, limit: int | None = None) -> None:
         )
 
 
-def _flatten_state_dict(obj: Any, name: str) -> dict[str, torch.Tensor]:
-    """Accept {name: tensor} or the common {'state_dict'|'model_state_dict'|'model': {...}} wrappers."""
-    if isinstance(obj, dict):
-        for wrapper in ("state_dict", "model_state_dict", "model"):
-            inner = obj.get(wrapper)
-            if isinstance(inner, dict) and inner and all(isinstance(v, torch.Tensor) for v in inner.values()):
-                obj = inner
-                break
-        tensors = {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
-        if tensors:
-            return tensors
-    raise CorruptFileError(
-        f"'{name}' holds no tensors: expected a state dict (a mapping from parameter names to tensors)."
-    )
+def _unwrapped(obj: Any, name: str) -> Weights:
+    try:
+        return unwrap(obj)
+    except NoWeightsError as exc:
+        raise CorruptFileError(f"'{name}' {exc}") from None
 
 
-def read_state_dict(data: bytes, name: str) -> dict[str, torch.Tensor]:
-    """Parse an uploaded weights file (bytes) into {parameter name: tensor} on the CPU.
+def read_weights(data: bytes, name: str) -> Weights:
+    """Parse an uploaded weights file (bytes): its tensors on the CPU, where they were found, and its plain extras.
 
-    `.safetensors` is parsed by the safetensors library; `.pt`/`.pth`/`.bin` only with
+    `.safetensors` is parsed by the safetensors library; `.pt`/`.pth`/`.bin`/`.ckpt` only with
     torch.load(weights_only=True). Raises UnsafeFileError / CorruptFileError with a user-facing message.
     """
     lower = name.lower()
@@ -78,25 +73,38 @@ def read_state_dict(data: bytes, name: str) -> dict[str, torch.Tensor]:
         from safetensors.torch import load as load_safetensors
 
         try:
-            return dict(load_safetensors(data))
+            return _unwrapped(dict(load_safetensors(data)), name)
+        except CorruptFileError:
+            raise
         except Exception as exc:  # safetensors raises SafetensorError / ValueError variants
             raise CorruptFileError(f"'{name}' is not a valid safetensors file ({_short(exc)}).") from None
-    if lower.endswith((".pt", ".pth", ".bin")):
-        return _flatten_state_dict(_torch_load_weights_only(io.BytesIO(data), name), name)
-    raise ModelLoadError(f"'{name}': unsupported file type; use .safetensors (preferred), .pt or .pth.")
+    if lower.endswith(TORCH_SUFFIXES):
+        return _unwrapped(_torch_load_weights_only(io.BytesIO(data), name), name)
+    raise ModelLoadError(f"'{name}': unsupported file type; use .safetensors (preferred), .pt, .pth or .ckpt.")
 
 
-def read_state_dict_file(path: Path) -> dict[str, torch.Tensor]:
-    """Like `read_state_dict` for a file inside an EXPLORER_MODEL_PATH folder."""
+def read_weights_file(path: Path) -> Weights:
+    """Like `read_weights` for a file inside an EXPLORER_MODEL_PATH folder."""
     if path.suffix.lower() == ".safetensors":
         from safetensors.torch import load_file
 
         try:
-            return dict(load_file(str(path), device="cpu"))
+            state = dict(load_file(str(path), device="cpu"))
         except Exception as exc:
             raise CorruptFileError(f"'{path.name}' is not a valid safetensors file ({_short(exc)}).") from None
+        return _unwrapped(state, path.name)
     with open(path, "rb") as fh:
-        return _flatten_state_dict(_torch_load_weights_only(fh, path.name), path.name)
+        return _unwrapped(_torch_load_weights_only(fh, path.name), path.name)
+
+
+def read_state_dict(data: bytes, name: str) -> dict[str, torch.Tensor]:
+    """{parameter name: tensor} of an uploaded weights file (see `read_weights`)."""
+    return read_weights(data, name).tensors
+
+
+def read_state_dict_file(path: Path) -> dict[str, torch.Tensor]:
+    """{parameter name: tensor} of a weights file in a model folder (see `read_weights_file`)."""
+    return read_weights_file(path).tensors
 
 
 def check_torch_zip(fh: Any, name: str) -> None:
@@ -141,11 +149,14 @@ def _torch_load_weights_only(fh: Any, name: str) -> Any:
     except Exception as exc:
         msg = str(exc)
         if "weights_only" in msg or "Unsupported global" in msg or "GLOBAL" in msg or "unpickl" in msg.lower():
+            needed = re.search(r"GLOBAL ([\w.]+)", msg)
+            held = f" (it holds a {needed.group(1)} object)" if needed else ""
             raise UnsafeFileError(
-                f"'{name}' was refused: it is not a plain tensor file, and loading it would need arbitrary "
+                f"'{name}' was refused: it is not a plain tensor file{held}, and loading it would need arbitrary "
                 "code from the file to run (pickle). Nothing in it was executed. Save your weights with "
                 "safetensors (`safetensors.torch.save_file(model.state_dict(), 'model.safetensors')`) or "
-                "`torch.save(model.state_dict(), ...)`."
+                "`torch.save(model.state_dict(), ...)` (a training dict of state dicts, numbers, strings, lists "
+                "and dicts is fine; a whole model saved with `torch.save(model, ...)` is not)."
             ) from None
         raise CorruptFileError(f"'{name}' could not be read as a PyTorch file ({_short(exc)}).") from None
 

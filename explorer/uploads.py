@@ -20,12 +20,16 @@ import torch
 
 from explorer.models import FAMILY_OF_ARCHITECTURE, from_checkpoint
 from explorer.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
-                                read_json_bytes, read_state_dict)
+                                read_json_bytes, read_weights)
+from explorer.state_dicts import Weights
 
 
 @dataclass
 class UploadBundle:
-    """Parsed uploaded files, held in memory: tensors on CPU, the meta/config JSON and a vocab if given."""
+    """Parsed uploaded files, held in memory: tensors on CPU, the meta/config JSON and a vocab if given.
+
+    found: (what, value) rows saying where the weights and the vocabulary were read (shown by the views);
+    note: one sentence when the weights came out of a wrapper (a training checkpoint, a prefix), else ""."""
 
     id: str
     label: str
@@ -34,6 +38,8 @@ class UploadBundle:
     meta: dict | None
     vocab: Any
     nbytes: int
+    found: tuple[tuple[str, str], ...] = ()
+    note: str = ""
 
 
 _UPLOADS: "OrderedDict[str, UploadBundle]" = OrderedDict()
@@ -44,20 +50,24 @@ def max_uploads() -> int:
     return max(1, int(os.environ.get("EXPLORER_MAX_UPLOADS", "8") or 8))
 
 
-def bundle_from_parts(uid: str, label: str, state: dict[str, torch.Tensor], json_files: dict[str, bytes]) -> UploadBundle:
-    meta: dict | None = None
-    vocab: Any = None
-    for name, data in sorted(json_files.items()):
-        obj = read_json_bytes(data, name)
-        if name.lower() == "vocab.json":
-            from explorer.data.vocab import Vocab
+def bundle_from_parts(uid: str, label: str, weights: Weights, json_files: dict[str, bytes]) -> UploadBundle:
+    """The files of one model: weights (explorer.safe_load.read_weights), and JSON files (name -> bytes): a config
+    JSON with "architecture" (a built-in architecture) and a vocabulary (explorer.data.vocab_files.find_vocabulary:
+    tokenizer.json, vocab.json, another JSON file or an entry of the checkpoint). Raises CorruptFileError."""
+    from explorer.data.vocab_files import find_vocabulary
 
-            try:
-                vocab = Vocab.from_json(obj)
-            except ValueError as exc:
-                raise CorruptFileError(f"'{name}' is not a valid vocabulary: {exc}") from None
-        elif isinstance(obj, dict) and "architecture" in obj:
-            meta = obj
+    parsed = {name: read_json_bytes(data, name) for name, data in sorted(json_files.items())}
+    meta = next((obj for obj in parsed.values() if isinstance(obj, dict) and "architecture" in obj), None)
+    state = weights.tensors
+    sizes = {int(t.shape[0]) for t in state.values() if t.dim() == 2}
+    try:
+        found = find_vocabulary({n: o for n, o in parsed.items() if o is not meta}, weights.extras, sizes, label)
+    except ValueError as exc:
+        raise CorruptFileError(str(exc)) from None
+    vocab, rows = None, list(weights.rows)
+    if found is not None:
+        vocab = found[0]
+        rows.append(("vocabulary read from", found[1]))
     family = "state-dict"
     if meta is not None:
         family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "")
@@ -67,22 +77,23 @@ def bundle_from_parts(uid: str, label: str, state: dict[str, torch.Tensor], json
                 f"(known: {', '.join(FAMILY_OF_ARCHITECTURE)})."
             )
     nbytes = sum(t.numel() * t.element_size() for t in state.values())
-    return UploadBundle(uid, label, family, state, meta, vocab, nbytes)
+    return UploadBundle(uid, label, family, state, meta, vocab, nbytes, tuple(rows), weights.note)
 
 
 def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None) -> str:
     """Validate and keep uploaded files in memory; returns their id 'upload:<hash>'.
 
-    files: (file name, content) pairs: exactly one weights file (.safetensors preferred, .pt/.pth read with
-    weights_only=True) and optional JSON files (vocab.json, a config/meta JSON). Raises ModelLoadError.
+    files: (file name, content) pairs: exactly one weights file (.safetensors preferred, .pt/.pth/.ckpt read with
+    weights_only=True) and optional JSON files (vocab.json or tokenizer.json, a config/meta JSON). Raises
+    ModelLoadError.
     """
     weights = [(n, d) for n, d in files if n.lower().endswith(WEIGHT_SUFFIXES)]
     jsons = {n: d for n, d in files if n.lower().endswith(".json")}
     others = [n for n, _ in files if not n.lower().endswith(WEIGHT_SUFFIXES + (".json",))]
     if others:
-        raise ModelLoadError(f"Unsupported file(s): {', '.join(others)}. Upload .safetensors/.pt/.pth and .json.")
+        raise ModelLoadError(f"Unsupported file(s): {', '.join(others)}. Upload .safetensors/.pt/.pth/.ckpt and .json.")
     if len(weights) != 1:
-        raise ModelLoadError(f"Upload exactly one weights file (.safetensors, .pt or .pth); got {len(weights)}.")
+        raise ModelLoadError(f"Upload exactly one weights file (.safetensors, .pt, .pth or .ckpt); got {len(weights)}.")
     for name, data in files:
         check_size(name, len(data), max_bytes)
     name, data = weights[0]
@@ -95,8 +106,7 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
             _UPLOADS.move_to_end(uid)
             return uid
     try:
-        state = read_state_dict(data, name)
-        bundle = bundle_from_parts(uid, name, state, jsons)
+        bundle = bundle_from_parts(uid, name, read_weights(data, name), jsons)
         if bundle.meta is not None:  # fail now, in the upload widget, rather than later in a view
             from_checkpoint(bundle.meta, bundle.state_dict, name)
     except ModelLoadError:

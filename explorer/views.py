@@ -213,7 +213,7 @@ VIEWS.append(View(
                     help="Reshapes the distribution live; the strategy's filter is re-applied at this T."),
         "x": choice("self-BLEU", "distinct-2", "distinct-1", "distinct-3", label="x (diversity)"),
         "y": choice("mean log-prob", "perplexity", label="y (quality)"),
-    }, families=("decoder", "rnn-lm", "encoder-decoder")))
+    }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict")))
 VIEWS.append(View("pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))

@@ -60,8 +60,9 @@ for note in trace.notes:
 
 # ------------------------------------------------------------------------------------- heatmap
 theme = settings.theme()
+START = f"from {trace.tokens[0]} on" if trace.special[0] else "from the first token on (no beginning-of-sentence token)"
 GATES = Origin("recomputed", f"every gate and state from the weights with PyTorch's {trace.cell.upper()} equations, "
-                             f"from <bos> on: the hidden states equal torch.nn.{trace.cell.upper()}'s on this run to "
+                             f"{START}: the hidden states equal torch.nn.{trace.cell.upper()}'s on this run to "
                              f"{trace.max_abs_error:.1e}.")
 c1, c2, c3 = st.columns([1, 1, 2])
 with c1:
@@ -124,8 +125,8 @@ elif section == SECTIONS[2]:
     if trace.next_ids.shape[1]:
         table(V.next_token_rows(trace), Origin("model", "softmax of the model's own logits on this run."))
         st.caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b), the "
-                   "model's own output on this run" + (", which starts at <bos> as the model was trained."
-                                                       if trace.tokens and trace.tokens[0] == "<bos>" else "."))
+                   "model's own output on this run" + (f", which starts at {trace.tokens[0]} as the model was trained."
+                                                       if trace.special[0] else ", from the first token as typed."))
     else:
         st.info("This model has no output layer over its vocabulary (or reads in both directions): "
                 "it does not predict next tokens.")

@@ -51,11 +51,14 @@ if loaded is not None:
 
 st.subheader("Upload your own weights")
 st.markdown(
-    "A state dict as **.safetensors** (preferred) or **.pt/.pth** (read with `torch.load(weights_only=True)`: "
-    "files that would run code are refused), with an optional `vocab.json` and a config JSON. "
+    "A state dict as **.safetensors** (preferred) or **.pt/.pth/.ckpt**: a bare state dict, a training checkpoint "
+    "(`model_state_dict`, `state_dict`, `model` or `net` beside the optimizer, epoch and loss) or a PyTorch "
+    "Lightning checkpoint, read with `torch.load(weights_only=True)` (files that would run code are refused). "
+    "Add the vocabulary: `vocab.json` (a list of tokens, a `{token: id}` map, torchtext's itos/stoi) or a Hugging "
+    "Face `tokenizer.json`, unless the checkpoint holds it; special tokens may sit anywhere or be absent. "
     f"Limit: {max_upload_bytes() >> 20} MB per file."
 )
-files = st.file_uploader("Weights and JSON files", type=["safetensors", "pt", "pth", "json"],
+files = st.file_uploader("Weights and JSON files", type=["safetensors", "pt", "pth", "ckpt", "json"],
                          accept_multiple_files=True, key="upload_files")
 if files and st.button("Add to the catalogue"):
     try:

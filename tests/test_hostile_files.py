@@ -285,7 +285,8 @@ def test_conv_net_uploaded_is_refused_by_the_recurrent_view() -> None:
     assert_no_exception(at)
     msg = _messages(at.error)
     assert f"{uid} cannot be read as an LSTM, GRU or Elman RNN" in msg
-    assert "No recurrent weights found: expected keys ending in weight_ih_l0" in msg and "found: 0.bias, 0.weight, 3.bias, 3.weight." in msg
+    assert "No recurrent weights found: expected keys ending in weight_ih_l0" in msg
+    assert "found: 0.bias (4,), 0.weight (4, 3, 3, 3), 3.bias (2,), 3.weight (2, 16)." in msg  # keys and shapes
 
 
 def test_conv_net_with_an_rnn_config_is_refused_at_upload() -> None:

@@ -8,8 +8,12 @@ Two sources, one adapter (`RecurrentAdapter`):
     `weight_hh_l0.shape == (G * H, H)` tells the cell (G = 4, 3 or 1) and the hidden size H. The adapter builds a
     `RecurrentNet` from those tensors once, at load time: the state dict then runs (and generates) like a model.
 
-`run` feeds `<bos>` + sentence when the vocabulary has `<bos>` (the built-in LMs were trained on
-`<bos> sentence <eos>`), runs the network's own forward once (logits, last-layer output), and recomputes every
+Tied input/output embeddings are read either way they are saved: both keys holding the same tensor
+(torch.save), or the output layer's bias alone (safetensors' save_model keeps one name of a shared tensor).
+
+`run` feeds `<bos>` + sentence when the vocabulary has a beginning-of-sentence token (the built-in LMs were trained
+on `<bos> sentence <eos>`; explorer.data.vocab recognises `<s>`, `[CLS]`, `<sos>`, ...), else the sentence as is,
+runs the network's own forward once (logits, last-layer output), and recomputes every
 gate of every layer from the weights with PyTorch's equations and gate order
 (https://pytorch.org/docs/stable/generated/torch.nn.LSTM.html, ...GRU.html, ...RNN.html), from zero states:
 
@@ -30,7 +34,8 @@ import torch
 import torch.nn as nn
 
 from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported
-from explorer.adapters.text import Encoded, VocabText
+from explorer.adapters.text import Encoded, VocabText, input_convention
+from explorer.state_dicts import describe as describe_tensors
 
 GATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n"), "rnn": ("h",)}
 STATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o", "c", "h"), "gru": ("r", "z", "n", "h"), "rnn": ("h",)}
@@ -61,7 +66,7 @@ class CellWeights:
 class RecurrentWeights:
     """cell: "lstm" | "gru" | "rnn"; layers[l][d]: CellWeights (d = 0 forward, 1 backward), float32.
 
-    embedding: (V, E); output_weight: (V_out, D*H) and output_bias: (V_out,) or None.
+    embedding: (V, E), read from `embedding_key`; output_weight: (V_out, D*H) and output_bias: (V_out,) or None.
     inferred: (what, value) rows describing what was read, for the page; notes: messages for the user.
     """
 
@@ -73,6 +78,7 @@ class RecurrentWeights:
     output_bias: torch.Tensor | None = None
     inferred: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    embedding_key: str = "embedding.weight"
 
     @property
     def num_layers(self) -> int:
@@ -231,11 +237,10 @@ def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") 
     tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
     groups = _group_rnn_keys(tensors)
     if not groups:
-        sample = ", ".join(sorted(tensors)[:6]) or "no tensors"
         raise RecurrentInferenceError(
             "No recurrent weights found: expected keys ending in weight_ih_l0 and weight_hh_l0 "
             "(as saved by torch.nn.LSTM / nn.GRU / nn.RNN, e.g. 'lstm.weight_ih_l0'), "
-            f"found: {sample}{' …' if len(tensors) > 6 else ''}."
+            f"found: {describe_tensors(dict(sorted(tensors.items()))) if tensors else 'no tensors'}."
         )
     prefix = _pick_group(groups)
     keys = groups[prefix]
@@ -252,21 +257,43 @@ def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") 
         notes.append(f"An Elman RNN's nonlinearity is not stored in its weights: assuming {nonlinearity}.")
     emb_key = _find_embedding(tensors, layers[0][0].w_ih.shape[1])
     if emb_key is None:
+        others = {k: t for k, t in tensors.items() if t.dim() == 2 and not _RNN_KEY.match(k)}
         raise RecurrentInferenceError(
             f"No embedding matrix found: expected a 2-D tensor of shape (vocabulary size, {layers[0][0].w_ih.shape[1]}) "
-            f"(the input size of '{prefix}weight_ih_l0'), e.g. 'embedding.weight'.")
+            f"(the input size of '{prefix}weight_ih_l0'), e.g. 'embedding.weight'; the other 2-D tensors are: "
+            f"{describe_tensors(others) if others else 'none'}.")
     embedding = tensors[emb_key].detach().float()
-    out_key = _find_output(tensors, embedding.shape[0], hidden * num_dirs, exclude={emb_key})
+    V, D_H = embedding.shape[0], hidden * num_dirs
+    out_key = _find_output(tensors, V, D_H, exclude={emb_key})
     out_w = out_b = None
+    tied = ""
     if out_key is not None:
         out_w = tensors[out_key].detach().float()
         bias = tensors.get(out_key[: -len("weight")] + "bias")
         out_b = bias.detach().float() if isinstance(bias, torch.Tensor) and tuple(bias.shape) == (out_w.shape[0],) else None
+        if tensors[out_key].data_ptr() == tensors[emb_key].data_ptr():
+            tied = f"tied to {emb_key} (the same tensor)"
+    elif (bias_key := _lone_output_bias(tensors, V, emb_key)) is not None and embedding.shape[1] == D_H:
+        out_key, out_w, out_b = emb_key, embedding, tensors[bias_key].detach().float()
+        tied = f"tied: one tensor saved once, {emb_key} is the embedding and, with '{bias_key}', the output layer"
     elif num_dirs == 1:
-        notes.append(f"No output layer of shape ({embedding.shape[0]}, {hidden}) found: next-token predictions are not shown.")
-    w = RecurrentWeights(cell, nonlinearity, layers, embedding, out_w, out_b, notes=notes)
-    w.inferred = _describe(w, prefix, emb_key, out_key)
+        notes.append(f"No output layer of shape ({V}, {hidden}) found: next-token predictions are not shown.")
+    w = RecurrentWeights(cell, nonlinearity, layers, embedding, out_w, out_b, notes=notes, embedding_key=emb_key)
+    w.inferred = _describe(w, prefix, emb_key, out_key, tied)
     return w
+
+
+def _lone_output_bias(tensors: dict[str, torch.Tensor], vocab_size: int, emb_key: str) -> str | None:
+    """A (V,) '<name>.bias' whose '<name>.weight' is absent or is the embedding itself: an output layer tied to the
+    embedding and saved once (safetensors' save_model keeps one of the names, e.g. 'decoder.weight' of PyTorch's
+    word_language_model with --tied)."""
+    for key, t in sorted(tensors.items()):
+        if key.endswith("bias") and not _RNN_KEY.match(key) and tuple(t.shape) == (vocab_size,) \
+                and t.is_floating_point():
+            weight = key[: -len("bias")] + "weight"
+            if weight == emb_key or weight not in tensors:
+                return key
+    return None
 
 
 def _pick_group(groups: dict[str, dict]) -> str:
@@ -341,7 +368,9 @@ def _find_output(tensors: dict[str, torch.Tensor], vocab_size: int, in_dim: int,
     return sorted(cands, key=lambda k: (_hint_rank(k, _OUT_HINTS), k))[0]
 
 
-def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: str | None) -> list[tuple[str, str]]:
+def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: str | None,
+              tied: str = "") -> list[tuple[str, str]]:
+    output = f"{out_key} {tuple(w.output_weight.shape)}" if w.output_weight is not None else "none"
     return [
         ("cell", CELL_NAMES[w.cell] + (f" ({w.nonlinearity})" if w.cell == "rnn" else "")),
         ("recurrent weights", f"{prefix}weight_ih_l0 … ({w.num_layers} layer(s))"),
@@ -351,7 +380,7 @@ def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: st
         ("input size E", str(w.input_size)),
         ("gate order (rows of W)", ", ".join(GATES[w.cell])),
         ("embedding", f"{emb_key} {tuple(w.embedding.shape)}"),
-        ("output layer", f"{out_key} {tuple(w.output_weight.shape)}" if w.output_weight is not None else "none"),
+        ("output layer", output + (f", {tied}" if tied else "")),
     ]
 
 
@@ -359,7 +388,9 @@ def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: st
 class RecurrentAdapter(VocabText, Adapter):
     """Built-in RNN LMs and user state dicts with nn.RNN/GRU/LSTM weights (see the module docstring).
 
-    Text: `<bos>` + words when the vocabulary has `<bos>` (as the built-in LMs were trained); unknown -> <unk>."""
+    Text (explorer.adapters.text.VocabText): `<bos>` + words or characters when the vocabulary has a
+    beginning-of-sentence token (as the built-in LMs were trained), else the text as is; unknown -> <unk>, or
+    left out and listed when the vocabulary has no unknown token."""
 
     recurrent = True
 
@@ -377,19 +408,20 @@ class RecurrentAdapter(VocabText, Adapter):
         w = self.weights
         self.name = f"{CELL_NAMES[w.cell]} ({'built-in' if self.model is not None else 'inferred from the state dict'})"
         self.vocab = (loaded.vocabs or {}).get("vocab")
+        emb = f"'{w.embedding_key}' {tuple(w.embedding.shape)}"
         if self.vocab is None:
             raise RecurrentInferenceError(
-                f"No vocabulary: add a vocab.json (a list of tokens, or a {{token: id}} map) with "
-                f"{w.embedding.shape[0]} entries, one per row of the embedding.")
+                f"No vocabulary: add a vocab.json (a list of tokens, a {{token: id}} map, torchtext's itos/stoi) or "
+                f"a tokenizer.json with {w.embedding.shape[0]} entries, one per row of the embedding {emb}.")
         if len(self.vocab) != w.embedding.shape[0]:
             raise RecurrentInferenceError(
                 f"The vocabulary has {len(self.vocab)} tokens but the embedding matrix has {w.embedding.shape[0]} "
-                "rows: they must match (one row per token id). Is this the vocab.json saved with these weights?")
+                f"rows ({emb}): they must match (one row per token id). Is this the vocabulary saved with these "
+                "weights?")
         self.can_generate = w.output_weight is not None and w.num_directions == 1
         self.vocab_size = int(w.output_weight.shape[0]) if self.can_generate else 0
-        self.bos_id = self.vocab.stoi.get("<bos>")
-        self.eos_ids = tuple(i for i in (self.vocab.stoi.get("<eos>"),) if i is not None)
-        self.pad_id = self.vocab.stoi.get("<pad>")
+        self.bos_id, self.pad_id = self.vocab.bos_id, self.vocab.pad_id
+        self.eos_ids = () if self.vocab.eos_id is None else (self.vocab.eos_id,)
 
     @property
     def cell(self) -> str:
@@ -437,12 +469,17 @@ class RecurrentAdapter(VocabText, Adapter):
 
     # ------------------------------------------------------------------ tables
     def tables(self) -> dict[str, Table]:
-        from explorer.data.vocab import SPECIALS
-
-        words = tuple(self.token_strings(range(self.weights.embedding.shape[0])))
-        return {"input": Table("embedding.weight (input embeddings)", self.weights.embedding, words,
-                               tuple(w in SPECIALS for w in words), dict(self.vocab.freq) or None)}
+        V = self.weights.embedding.shape[0]
+        words = tuple(self.token_strings(range(V)))
+        notes = () if self.model is not None else (f"Vocabulary: {self.vocab.summary()}.",)
+        return {"input": Table(f"{self.weights.embedding_key} (input embeddings)", self.weights.embedding, words,
+                               tuple(i in self.vocab.special_ids for i in range(V)), dict(self.vocab.freq) or None,
+                               subword=self.vocab.level == "subword", notes=notes)}
 
     def describe(self) -> tuple[tuple[str, str], ...]:
-        return tuple(self.weights.inferred)
+        """Where the weights and vocabulary were read (user files), the architecture read from them, the vocabulary
+        and how text is fed."""
+        found = tuple((str(a), str(b)) for a, b in (self.loaded.meta or {}).get("found", ()))
+        return found + tuple(self.weights.inferred) + (("vocabulary", self.vocab.summary()),
+                                                       ("input", input_convention(self.vocab, self.feeds_bos)))
 

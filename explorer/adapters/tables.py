@@ -17,16 +17,21 @@ from explorer.adapters.text import Encoded, VocabText
 _STATE_HINTS = ("in_embed", "wte", "word_embeddings", "embedding", "embed", "emb", "encoder.weight")
 
 
-def _vocab_table(label: str, weight: torch.Tensor, vocab: Any) -> Table:
-    from explorer.data.vocab import SPECIALS
-
+def _vocab_table(label: str, weight: torch.Tensor, vocab: Any, describe: bool = False) -> Table:
+    """The rows of `weight` named by the vocabulary's tokens (its special tokens flagged; rows past its end by id).
+    describe: add a note saying what the vocabulary is (a user's file)."""
     itos = list(vocab.itos) if vocab is not None else []
     n = weight.shape[0]
     words = tuple(itos[i] if i < len(itos) else f"<id {i}>" for i in range(n))
-    special = tuple(w in SPECIALS or i >= len(itos) for i, w in enumerate(words))
+    special_ids = vocab.special_ids if vocab is not None else frozenset()
+    special = tuple(i in special_ids or i >= len(itos) for i in range(n))
     freq = dict(getattr(vocab, "freq", {}) or {}) if vocab is not None else {}
-    notes = () if vocab is not None else ("No vocab.json came with this model: rows are named by their id.",)
-    return Table(label, weight, words, special, freq or None, notes=notes)
+    if vocab is None:
+        notes: tuple[str, ...] = ("No vocabulary came with this model: rows are named by their id.",)
+    else:
+        notes = (f"Vocabulary: {vocab.summary()}.",) if describe else ()
+    return Table(label, weight, words, special, freq or None, subword=getattr(vocab, "level", "") == "subword",
+                 notes=notes)
 
 
 class Word2VecAdapter(VocabText, Adapter):
@@ -67,5 +72,11 @@ class StateDictAdapter(Adapter):
             named = [(k, v) for k, v in candidates if hint in k.lower() and "pos" not in k.lower()]
             if named:
                 key, weight = max(named, key=lambda kv: kv[1].shape[0])
-                return {"input": _vocab_table(key, weight, self.loaded.vocabs.get("vocab"))}
+                return {"input": _vocab_table(key, weight, self.loaded.vocabs.get("vocab"), describe=True)}
         raise Unsupported(f"{self.id} has no tensor named like an embedding table (one of {', '.join(_STATE_HINTS)}).")
+
+    def describe(self) -> tuple[tuple[str, str], ...]:
+        """Where the weights and the vocabulary were read (user files)."""
+        vocab = self.loaded.vocabs.get("vocab")
+        found = tuple((str(a), str(b)) for a, b in (self.loaded.meta or {}).get("found", ()))
+        return found + ((("vocabulary", vocab.summary()),) if vocab is not None else ())

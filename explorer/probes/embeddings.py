@@ -140,9 +140,10 @@ def embedding_table(loaded: Any, source: str = "input") -> EmbeddingTable:
         note = "id order (a Hugging Face tokenizer stores no counts; special and [unused] entries last)"
     elif t.freq:
         note = ""
-    else:
-        note = "id order (built-in vocabularies are built most frequent first)" if t.words and \
-            not t.words[0].startswith("<id ") else "row order (ids)"
+    else:  # a user's state dict (no model object) is in its vocabulary file's order
+        why = ("the order of the vocabulary file" if getattr(loaded, "model", None) is None
+               else "built-in vocabularies are built most frequent first")
+        note = f"id order ({why})" if t.words and not t.words[0].startswith("<id ") else "row order (ids)"
     key = f"{mid}#{source}#{getattr(loaded, 'dtype', 'float32')}"
     return make_table(key, f"{mid} · {t.label}", t.words, vectors, t.freq, t.special, note, t.subword, t.notes)
 

@@ -2,7 +2,8 @@
 
 The states come from the model's activation record (explorer.adapters.recurrent): recomputed from the model's own
 weights with PyTorch's equations and gate order, from zero states, on the tokens the model was trained to read
-(`<bos>` first for the built-in LMs), and checked against the framework's own module (`GateTrace.max_abs_error`).
+(`<bos>` first for the built-in LMs and any vocabulary with a beginning-of-sentence token; else the text as is), and
+checked against the framework's own module (`GateTrace.max_abs_error`).
 The next-token predictions are the model's own logits on that run.
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ class GateTrace:
     tokens: (T,) strings; ids: (T,) ints.
     gates: name -> (layers, directions, T, H) float32, names in `names` (LSTM i f g o c h; GRU r z n h; Elman h).
     next_ids / next_probs: (T, k) top-k next tokens after each position (language models; else (T, 0));
-    next_tokens: their strings. inferred: (what, value) rows; notes: messages for the user;
+    next_tokens: their strings. inferred: (what, value) rows (the adapter's describe()); notes: messages for the user;
     max_abs_error: max |h_recomputed − h_torch| on the last layer (the framework's own module's output).
     x_part / h_part: (layers, directions, T, G·H) W_ih x_t + b_ih and W_hh h_{t−1} + b_hh, every gate.
     """
@@ -89,7 +90,7 @@ def rnn_gates(loaded: Any, text: str, max_tokens: int = MAX_TOKENS, top_k: int =
     if not enc.ids:
         empty = {n: np.zeros((L, D, 0, H), np.float32) for n in names}
         return GateTrace(str(loaded.id), w.cell, w.nonlinearity, (), (), empty, np.zeros((0, 0), np.int64),
-                         np.zeros((0, 0), np.float32), (), tuple(w.inferred), notes, names=names)
+                         np.zeros((0, 0), np.float32), (), tuple(adapter.describe()), notes, names=names)
     rec = adapter.run(enc)
 
     def stack(name: str) -> np.ndarray:  # (L, D, T, ...)
@@ -106,7 +107,7 @@ def rnn_gates(loaded: Any, text: str, max_tokens: int = MAX_TOKENS, top_k: int =
         next_probs = np.take_along_axis(p, next_ids, axis=1).astype(np.float32)
     next_tokens = tuple(tuple(adapter.token_strings(row)) for row in next_ids.tolist())
     return GateTrace(str(loaded.id), w.cell, w.nonlinearity, tuple(enc.tokens), tuple(enc.ids), gates, next_ids,
-                     next_probs, next_tokens, tuple(w.inferred), notes, enc.truncated, enc.n_unknown,
+                     next_probs, next_tokens, tuple(adapter.describe()), notes, enc.truncated, enc.n_unknown,
                      float(rec["rnn.max_abs_error"]), names, tuple(enc.special), stack("x_part"), stack("h_part"))
 
 
