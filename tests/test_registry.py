@@ -101,7 +101,9 @@ def test_tiny_hf_models_load_as_local_with_attentions(hf_folder, monkeypatch) ->
         assert f"local:{name}" in listed
         loaded = load_model(f"local:{name}")
         assert loaded.family == family, name
-        assert loaded.model.config._attn_implementation == "eager"
+        # loaded with eager attention, then switched once by its adapter to the family's own eager function that
+        # can report what it multiplies (explorer.adapters.hf_attention)
+        assert loaded.model.config._attn_implementation == "explorer_eager"
         with torch.inference_mode():
             if family == "encoder-decoder":
                 out = loaded.model(input_ids=ids, decoder_input_ids=torch.tensor([[0, 5, 6]]), output_attentions=True)
