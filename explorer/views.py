@@ -214,6 +214,28 @@ VIEWS.append(View(
         "x": choice("self-BLEU", "distinct-2", "distinct-1", "distinct-3", label="x (diversity)"),
         "y": choice("mean log-prob", "perplexity", label="y (quality)"),
     }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict")))
+VIEWS.append(View(
+    "pages/logit_lens.py", "Logit lens", ":material/layers:", "logit-lens",
+    "What each layer would predict: every layer's hidden state read through the model's own output layer.", params={
+        "model": P("model", "builtin:tiny-gpt"), "text": TEXT,
+        "layer": P("int", None, 0, None, "Layer"), "pos": P("int", None, 0, None, "After token"),
+    }, families=("decoder", "rnn-lm", "state-dict")))
+VIEWS.append(View(
+    "pages/attribution.py", "Token attribution", ":material/target:", "token-attribution",
+    "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
+        "model": P("model", "builtin:tiny-gpt"), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
+        "method": choice("integrated gradients", "gradient × input", label="Method"),
+        "steps": P("int", 32, 1, 256, "Integration steps",
+                   help="Integrated gradients: a midpoint Riemann sum over this many points from the zero embedding."),
+        "out": P("int", None, 0, None, "Output token"),
+    }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict")))
+VIEWS.append(View(
+    "pages/gradients.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",
+    "How far back a recurrent model's prediction reaches: the gradient at each word, model against model.", params={
+        "models": P("choices", ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm"), label="Recurrent models",
+                    choices=("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
+        "text": TEXT,
+    }, families=("rnn-lm", "state-dict")))
 VIEWS.append(View("pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))

@@ -104,6 +104,9 @@ BADGED = [  # (page, URL params): every view in each of its panels and modes
     ("pages/seq2seq_attention.py", {"decoding": "beam", "panel": "beam"}),
     ("pages/seq2seq_attention.py", {"model": "builtin:seq2seq-none"}),
     ("pages/word_embeddings.py", {}), ("pages/sampling.py", {}),
+    ("pages/logit_lens.py", {}), ("pages/attribution.py", {}), ("pages/attribution.py", {"method": "gradient × input"}),
+    ("pages/attribution.py", {"model": "builtin:seq2seq-bahdanau", "text": "the red car is fast ."}),
+    ("pages/gradients.py", {}),
 ]
 BADGE_KINDS = (":blue-badge[Model]", ":green-badge[Recomputed]", ":orange-badge[Illustration]",
                ":violet-badge[Uploaded vectors]")

@@ -271,6 +271,27 @@ class Adapter:
             return PositionScheme("none")
         return PositionScheme(table.kind, (("table", f"{table.source} {tuple(table.weight.shape)}"),))
 
+    def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
+        """(T, C) a hidden state -> (T, V) logits through the model's own final norm (skipped when `normed`: x is
+        already after it) and output layer: the logit lens."""
+        raise Unsupported(f"{self.id} has no output layer to read intermediate layers through.")
+
+    def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
+        """(layer name, (T, C) state after that layer, whether it is already after the final norm), first layer
+        to last, read from `rec` (run with names `self.lens_names`)."""
+        raise Unsupported(f"{self.id} has no layers to read through its output layer.")
+
+    lens_names: tuple[str, ...] = ()
+
+    def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
+        """(T,) ids -> (T, C) the token embeddings the model adds (what attribution differentiates against)."""
+        raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")
+
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, C) token embeddings -> (B, T, V) logits, differentiable. Encoder-decoders: embeds are the source's
+        and `target` (B, T', C) the decoder inputs' ([start] + target[:-1]); the logits are the decoder's (B, T', V)."""
+        raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")
+
     def input_note(self) -> str:
         """What the model does to token + position vectors before its first layer, read from it ("" if nothing)."""
         return ""

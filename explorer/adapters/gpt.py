@@ -69,6 +69,22 @@ class GPTAdapter(VocabText, Adapter):
         return rec["blocks.0.attn.out"], what
 
     # ------------------------------------------------------------------ generation
+    lens_names = ("blocks.*.resid_post", "ln_final", "logits")
+
+    def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
+        return self.model.lm_head(x if normed else self.model.ln_f(x))
+
+    def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
+        """After block l: blocks.{l}.resid_post (the last one is read after ln_f, as the model reads it)."""
+        L = len(rec.layers("blocks.{l}.resid_post"))
+        return [(f"block {layer}", torch.from_numpy(rec[f"blocks.{layer}.resid_post"]), False) for layer in range(L)]
+
+    def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
+        return self.model.wte(ids)
+
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+        return self.model(None, embeds=embeds)
+
     def _logits(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model(ids[:, -self.context_len:])[:, -1, :].float()
 

@@ -297,6 +297,46 @@ class HFAdapter(Adapter):
                         "softcap": None})
         return out
 
+    lens_names = ("blocks.*.resid_pre", "blocks.*.resid_post", "ln_final", "logits")
+
+    def _final_norm_module(self) -> torch.nn.Module | None:
+        base = _base(self.model)
+        for part in (base, getattr(base, "decoder", None)):
+            module = next((getattr(part, n) for n in FINAL_NORMS if isinstance(getattr(part, n, None), torch.nn.Module)),
+                          None) if part is not None else None
+            if module is not None:
+                return module
+        return None
+
+    def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
+        """The final norm (found by name) unless `normed`, then get_output_embeddings(). The probe checks the last
+        layer against the model's own logits and refuses the lens where they differ (an extra projection etc.)."""
+        head = self.model.get_output_embeddings() if self.has_head else None
+        if head is None:
+            raise Unsupported(f"{self.id} has no language-model head to read its layers through.")
+        norm = None if normed else self._final_norm_module()
+        return head(norm(x) if norm is not None else x)
+
+    def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
+        """After block l: hidden_states[l + 1] (before the final norm), the last one as the model returns it (after
+        its final norm when it has one: ln_final)."""
+        L = len(rec.layers("blocks.{l}.resid_pre"))
+        out = [(f"block {layer}", torch.from_numpy(rec[f"blocks.{layer + 1}.resid_pre"]), False) for layer in range(L - 1)]
+        last = "ln_final" if "ln_final" in rec else f"blocks.{L - 1}.resid_post"
+        return out + [(f"block {L - 1}", torch.from_numpy(rec[last]), last == "ln_final")]
+
+    def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
+        return self.model.get_input_embeddings()(ids)
+
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.has_head:
+            raise Unsupported(f"{self.id} has no language-model head: there is no output token to attribute.")
+        mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
+        if target is not None:
+            return self.model(inputs_embeds=embeds, attention_mask=mask, decoder_inputs_embeds=target,
+                              use_cache=False, return_dict=True).logits
+        return self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True).logits
+
     def _final_norm(self, prefix: str) -> bool:
         base = _base(self.model)
         part = {"encoder.": getattr(base, "encoder", None), "decoder.": getattr(base, "decoder", None)}.get(prefix, base)
@@ -506,6 +546,7 @@ class HFSeq2SeqAdapter(HFAdapter):
     is_encoder_decoder = True
     supports_padding = False
     attention_kind = "cross"
+    lens_names = ()  # the logit lens reads decoder-only models
 
     def __init__(self, loaded: Any) -> None:
         super().__init__(loaded)

@@ -98,37 +98,58 @@ class RecurrentWeights:
 
 
 # ------------------------------------------------------------------------------------------- the cells
+def cell_step(cell: str, gx: torch.Tensor, gh: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
+              nonlinearity: str = "tanh") -> dict[str, torch.Tensor]:
+    """One step from gx = W_ih x_t + b_ih and gh = W_hh h₋ + b_hh (G·H each), h₋ and (LSTM) c₋ (H,):
+    name -> (H,) for every gate and state of the module docstring's equations (PyTorch's gate order)."""
+    if cell == "lstm":
+        a_i, a_f, a_g, a_o = (gx + gh).chunk(4, dim=-1)
+        i, f, g, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.tanh(a_g), torch.sigmoid(a_o)
+        c = f * c + i * g
+        return {"i": i, "f": f, "g": g, "o": o, "c": c, "h": o * torch.tanh(c)}
+    if cell == "gru":  # r and z from the sums; n adds r ⊙ (the recurrent half) only
+        (x_r, x_z, x_n), (h_r, h_z, h_n) = gx.chunk(3, dim=-1), gh.chunk(3, dim=-1)
+        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+        n = torch.tanh(x_n + r * h_n)
+        return {"r": r, "z": z, "n": n, "h": (1 - z) * n + z * h}
+    return {"h": torch.relu(gx + gh) if nonlinearity == "relu" else torch.tanh(gx + gh)}
+
+
 def recompute_direction(cell: str, w: CellWeights, x: torch.Tensor, reverse: bool = False,
                         nonlinearity: str = "tanh") -> dict[str, torch.Tensor]:
     """One layer, one direction over x (T, In) from zero state: name -> (T, H) in input order, plus
-    x_part / h_part (T, G*H), the input and recurrent halves of every gate's pre-activation.
-
-    Each step reads gx = W_ih x_t + b_ih and gh = W_hh h₋ + b_hh (the equations of the module docstring)."""
+    x_part / h_part (T, G*H), the input and recurrent halves of every gate's pre-activation."""
     T, H = x.shape[0], w.w_hh.shape[1]
     x_part = x @ w.w_ih.T + w.b_ih  # the input half of every gate, for all steps at once
     h = c = x.new_zeros(H)
     steps: list[dict[str, torch.Tensor]] = [{}] * T
     for t in (range(T - 1, -1, -1) if reverse else range(T)):
-        gx, gh = x_part[t], h @ w.w_hh.T + w.b_hh
-        if cell == "lstm":
-            a_i, a_f, a_g, a_o = (gx + gh).chunk(4, dim=-1)
-            i, f, g, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.tanh(a_g), torch.sigmoid(a_o)
-            c = f * c + i * g
-            out = {"i": i, "f": f, "g": g, "o": o, "c": c, "h": o * torch.tanh(c)}
-        elif cell == "gru":  # r and z from the sums; n adds r ⊙ (the recurrent half) only
-            (x_r, x_z, x_n), (h_r, h_z, h_n) = gx.chunk(3, dim=-1), gh.chunk(3, dim=-1)
-            r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
-            n = torch.tanh(x_n + r * h_n)
-            out = {"r": r, "z": z, "n": n, "h": (1 - z) * n + z * h}
-        else:
-            out = {"h": torch.relu(gx + gh) if nonlinearity == "relu" else torch.tanh(gx + gh)}
-        h = out["h"]
+        gh = h @ w.w_hh.T + w.b_hh
+        out = cell_step(cell, x_part[t], gh, h, c, nonlinearity)
+        h, c = out["h"], out.get("c", c)
         steps[t] = {**out, "h_part": gh}
     names = STATES[cell] + ("h_part",)
     got = {n: torch.stack([s[n] for s in steps]) if T else x.new_zeros(0, w.w_hh.shape[0] if n == "h_part" else H)
            for n in names}
     got["x_part"] = x_part
     return got
+
+
+def state_step(weights: RecurrentWeights, state: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The whole network's recurrent state one step on: state (S,) = [h of every layer; c of every layer for an
+    LSTM] (S = L·H or 2·L·H, forward direction), x (E,) -> the next state (S,). Plain tensor operations (so that
+    torch.func can take its Jacobian), the same equations as the module."""
+    L, H, lstm = weights.num_layers, weights.hidden_size, weights.cell == "lstm"
+    hs, cs = state[: L * H].view(L, H), (state[L * H:].view(L, H) if lstm else state[: L * H].view(L, H))
+    new_h, new_c, inp = [], [], x
+    for layer, row in enumerate(weights.layers):
+        w = row[0]
+        out = cell_step(weights.cell, inp @ w.w_ih.T + w.b_ih, hs[layer] @ w.w_hh.T + w.b_hh, hs[layer], cs[layer],
+                        weights.nonlinearity)
+        new_h.append(out["h"])
+        new_c.append(out.get("c", out["h"]))
+        inp = out["h"]
+    return torch.cat(new_h + (new_c if lstm else []))
 
 
 def recompute(weights: RecurrentWeights, x: torch.Tensor) -> list[list[dict[str, torch.Tensor]]]:
@@ -453,6 +474,29 @@ class RecurrentAdapter(VocabText, Adapter):
         return Record(enc, acts.out)
 
     # ------------------------------------------------------------------ generation
+    # ------------------------------------------------------------------ lens and gradients
+    lens_names = ("rnn.*.out", "logits")
+
+    def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
+        """The output layer W_out h + b on any layer's output of the same width (the last layer's is the model's own)."""
+        if self.net.decoder is None or x.shape[-1] != self.net.decoder.in_features:
+            raise Unsupported(f"{self.id}: its layers' outputs do not have the output layer's width.")
+        return self.net.decoder(x)
+
+    def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
+        return [(f"{self.name.split(' (')[0]} layer {layer}", torch.from_numpy(rec[f"rnn.{layer}.out"]), True)
+                for layer in rec.layers("rnn.{l}.out")]
+
+    def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
+        return self.net.embedding(ids)
+
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, E) -> (B, T, V): the network's own recurrence and output layer on given input embeddings."""
+        if not self.can_generate:
+            raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions).")
+        out, _ = self.net.rnn(embeds)
+        return self.net.decoder(out)
+
     def start(self, ids, record=False):
         if not self.can_generate:
             raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions): "

@@ -126,6 +126,24 @@ class Seq2SeqAdapter(Adapter):
                     acts["cross.0.v"] = m.attn.v.expand(tokens.shape[0], -1)
         return out.logits.float(), (out.state, enc, mask, U_h), acts
 
+    def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
+        m = self.model
+        return (m.src_embedding if side == "input" else m.tgt_embedding)(ids)
+
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+        """Source embeddings (B, S, E) and decoder-input embeddings (B, T, E) -> (B, T, V): the model's own encode
+        and decode_step, teacher-forced."""
+        m = self.model
+        mask = torch.ones(embeds.shape[:2], dtype=torch.bool, device=embeds.device)
+        enc, state = m.encode(None, mask, embeds=embeds)
+        U_h = m.attn.U_a(enc) if self.attention_kind == "bahdanau" else None
+        rows = []
+        for t in range(target.shape[1]):
+            out = m.decode_step(None, state, enc, mask, _U_h=U_h, emb=target[:, t])
+            state = out.state
+            rows.append(out.logits)
+        return torch.stack(rows, 1)
+
     def reorder(self, state, idx):
         dec, enc, mask, U_h = state
         dec = self.model.map_state(dec, lambda s: s[:, idx], lambda h: h[idx])

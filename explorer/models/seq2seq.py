@@ -184,17 +184,19 @@ class Seq2Seq(nn.Module):
     def make_src_mask(self, src: torch.Tensor) -> torch.Tensor:
         return src != self.pad_id
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None):
+    def encode(self, src: torch.Tensor | None, src_mask: torch.Tensor | None = None,
+               embeds: torch.Tensor | None = None):
         """src (B, S) -> encoder_outputs (B, S, H) (zeros at pads), initial decoder state (num_layers, B, H).
 
-        The state is the encoder's final hidden state after each sequence's last real token."""
+        The state is the encoder's final hidden state after each sequence's last real token. embeds (B, S, E):
+        source embeddings used instead of src_embedding(src) (then src may be None and src_mask is needed)."""
         if src_mask is None:
             src_mask = self.make_src_mask(src)
         lengths = src_mask.sum(dim=1).clamp(min=1).cpu()
-        x = self.drop(self.src_embedding(src))
+        x = self.drop(self.src_embedding(src) if embeds is None else embeds)
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, h_n = self.encoder(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src_mask.size(1))
         if self.bidirectional:  # (2L, B, H/2) -> (L, B, H): [forward; backward] per layer
             h_n = h_n.view(self.num_layers, 2, *h_n.shape[1:]).transpose(1, 2).reshape(self.num_layers, h_n.size(1), -1)
         if self.input_feeding:
@@ -225,12 +227,14 @@ class Seq2Seq(nn.Module):
             return hidden(state)
         return hidden(state[0]), (feed or hidden)(state[1])
 
-    def decode_step(self, y_prev: torch.Tensor, state: torch.Tensor, encoder_outputs: torch.Tensor,
-                    src_mask: torch.Tensor | None = None, _U_h: torch.Tensor | None = None) -> StepOutput:
-        """One decoder step. y_prev (B,) ids, state (num_layers, B, H), encoder_outputs (B, S, H)."""
+    def decode_step(self, y_prev: torch.Tensor | None, state: torch.Tensor, encoder_outputs: torch.Tensor,
+                    src_mask: torch.Tensor | None = None, _U_h: torch.Tensor | None = None,
+                    emb: torch.Tensor | None = None) -> StepOutput:
+        """One decoder step. y_prev (B,) ids (or emb (B, E), its embedding), state (num_layers, B, H),
+        encoder_outputs (B, S, H)."""
         if src_mask is None:
             src_mask = torch.ones(encoder_outputs.shape[:2], dtype=torch.bool, device=encoder_outputs.device)
-        emb = self.drop(self.tgt_embedding(y_prev))                       # (B, E)
+        emb = self.drop(self.tgt_embedding(y_prev) if emb is None else emb)   # (B, E)
         kind = self.attention_kind
         if kind == "none":
             c = self._fixed_context(encoder_outputs, src_mask)            # (B, H)

@@ -159,18 +159,19 @@ class GPT(nn.Module):
             return self.wpe.weight[:T]
         return self.wpe[:T]
 
-    def forward(self, idx: torch.Tensor, record: dict | None = None, positions: bool = True, causal: bool = True,
-                n_blocks: int | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor | None, record: dict | None = None, positions: bool = True, causal: bool = True,
+                n_blocks: int | None = None, embeds: torch.Tensor | None = None) -> torch.Tensor:
         """idx (B, T) -> logits (B, T, V).
 
         record: a dict that receives the activations under TransformerLens names: embed, pos_embed (T, C),
         blocks.{l}.resid_pre / ln1 / attn.q|k|v|scores|pattern|out / resid_mid / resid_post, ln_final
         (all (B, ...)). positions=False, causal=False and n_blocks (stop after that many blocks, no logits:
-        returns None) are experiments on the trained model (the positional-encodings view's shuffle test)."""
-        B, T = idx.size()
+        returns None) are experiments on the trained model (the positional-encodings view's shuffle test).
+        embeds (B, T, C): token embeddings used instead of wte(idx) (attribution differentiates against them)."""
+        B, T = embeds.shape[:2] if embeds is not None else idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence of length {T} is longer than block_size {self.config.block_size}")
-        tok, pos = self.wte(idx), self.position_embeddings(T)
+        tok, pos = (self.wte(idx) if embeds is None else embeds), self.position_embeddings(T)
         x = self.drop(tok + pos if positions else tok)              # (B, T, C)
         if record is not None:
             record["embed"], record["pos_embed"] = tok, pos

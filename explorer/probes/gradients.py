@@ -1,0 +1,89 @@
+"""Gradients through time: how far back a recurrent language model's prediction can reach (vanishing gradients).
+
+For a sentence x_0 … x_{T−1} (as fed, <bos> first for the built-in LMs) and its last word w predicted at the last
+position, with the network's own recurrence (autograd through its nn.RNN/GRU/LSTM):
+  input_grad (T,)        ‖∂ log p(w | x_0 … x_{T−1}) / ∂x_t‖₂ for each input embedding x_t
+  distance (T,)          (T − 1) − t: how many steps before the prediction x_t was read
+  step_norms (T − 1,)    ‖∂s_t / ∂s_{t−1}‖₂ (largest singular value) of the full recurrent state s (h; with c for an
+                         LSTM; every layer), along this sentence's own trajectory, t = 1 … T − 1
+  products (T,)          ∏ of step_norms from t + 1 to T − 1 (1 at the last step): the bound the chain rule gives on
+                         how much of a change at step t survives to the prediction
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from explorer.adapters.recurrent import state_step
+
+MAX_TOKENS = 80
+
+
+class GradientError(ValueError):
+    """The model has no recurrence or no output layer to differentiate; str() is for the user."""
+
+
+@dataclass(frozen=True)
+class GradientTrace:
+    model_id: str
+    cell: str
+    tokens: tuple[str, ...]
+    target: str
+    log_prob: float
+    input_grad: np.ndarray
+    distance: np.ndarray
+    step_norms: np.ndarray
+    products: np.ndarray
+    notes: tuple[str, ...] = ()
+
+    @property
+    def prob(self) -> float:
+        return float(np.exp(self.log_prob))
+
+    @property
+    def decay(self) -> float:
+        """input_grad at the farthest input ÷ at the nearest (how much of the signal reaches back)."""
+        return float(self.input_grad[0] / self.input_grad[-1]) if self.input_grad[-1] > 0 else 0.0
+
+
+def gradients_through_time(loaded: Any, text: str) -> GradientTrace:
+    """See the module docstring. Raises GradientError."""
+    adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
+    if not getattr(adapter, "recurrent", False):
+        raise GradientError(f"{mid} has no recurrence to differentiate through time: pick a recurrent language model "
+                            "(builtin:rnn-lm, gru-lm, lstm-lm, or your own nn.RNN/GRU/LSTM state dict).")
+    if not adapter.can_generate:
+        raise GradientError(f"{mid} has no output layer over its vocabulary (or reads both directions): there is no "
+                            "prediction to differentiate.")
+    enc = adapter.encode(text, max_tokens=MAX_TOKENS)
+    if len(enc.ids) < 3:
+        raise GradientError(" ".join(enc.notes) or "Type a sentence of at least two words.")
+    net, dev = adapter.net, adapter.device
+    ids = torch.tensor(list(enc.ids), dtype=torch.long, device=dev)
+    x = net.embedding(ids[:-1]).detach().float().requires_grad_(True)           # (T, E): inputs, target excluded
+    out, _ = net.rnn(x[None])
+    logp = torch.log_softmax(net.decoder(out[0, -1]).float(), dim=-1)[ids[-1]]
+    (grad,) = torch.autograd.grad(logp, x)
+    if getattr(adapter.weights, "num_directions", 1) != 1:
+        raise GradientError(f"{mid} reads in both directions: its prediction has no single past to go back through.")
+    weights = adapter.weights
+    lstm = weights.cell == "lstm"
+    state = torch.zeros((2 if lstm else 1) * weights.num_layers * weights.hidden_size, device=dev)
+    norms = []
+    with torch.no_grad():
+        xs = x.detach()
+        state = state_step(weights, state, xs[0])
+        for t in range(1, xs.shape[0]):
+            J = torch.func.jacrev(state_step, argnums=1)(weights, state, xs[t])       # (S, S): ∂s_t / ∂s_{t−1}
+            norms.append(float(torch.linalg.matrix_norm(J, ord=2).detach()))
+            state = state_step(weights, state, xs[t])
+    norms_a = np.array(norms, dtype=np.float64)
+    products = np.append(np.cumprod(norms_a[::-1])[::-1], 1.0)                  # (T,): ∏_{u=t+1}^{T−1}
+    T = x.shape[0]
+    cell = {"lstm": "LSTM", "gru": "GRU"}.get(weights.cell, "Elman RNN")
+    return GradientTrace(mid, cell, tuple(enc.tokens[:-1]), enc.tokens[-1], float(logp.detach()),
+                         grad.norm(dim=-1).detach().cpu().numpy().astype(np.float64),
+                         np.arange(T - 1, -1, -1), norms_a, products, tuple(enc.notes))

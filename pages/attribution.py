@@ -1,0 +1,59 @@
+"""Token attribution: gradient × input and integrated gradients from each output token onto the input tokens."""
+import streamlit as st
+
+from explorer.probes.attribution import AttributionError, attribution
+from explorer.ui import settings
+from explorer.ui.cache import get_model, probe
+from explorer.ui.charts import Origin, show
+from explorer.ui.state import Controls
+from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.viz import attribution as V
+
+PRESETS = [
+    "the keys to the old cabinet are on the table .",
+    "the dog that the farmers feed sleeps in the garden .",
+    "the red car is fast .",
+]
+c = Controls("token-attribution")
+page_header("Token attribution", "Which input tokens drive each output token: gradient × input, and integrated "
+            "gradients (Sundararajan et al. 2017) from the zero embedding, with their completeness error.")
+loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
+if loaded is None:
+    st.stop()
+text = sentence_input(PRESETS[0], PRESETS, label="Source sentence" if loaded.adapter.is_encoder_decoder else "Sentence")
+target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
+c1, c2 = st.columns(2)
+with c1:
+    method = c.radio("method")
+with c2:
+    steps = c.number("steps", disabled=method != "integrated gradients")
+try:
+    trace = probe(attribution, loaded, text, target, steps)
+except AttributionError as exc:
+    st.info(str(exc))
+    st.stop()
+for note in trace.notes:
+    st.info(note)
+theme = settings.theme()
+values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
+M = len(trace.outputs)
+out = c.selectbox("out", list(range(M)), default=M - 1, format_func=lambda i: f"{i}: {trace.outputs[i]}"
+                  + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
+origin = Origin("model", f"gradients of {loaded.id}'s own logits through its own layers (autograd); integrated "
+                         f"gradients: {trace.steps} steps from {trace.baseline}, completeness error at most "
+                         f"{trace.max_completeness:.2g} (Σ attributions vs logit − baseline logit).")
+show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out), origin, key="attr_heatmap",
+     filename="attribution")
+st.markdown(f"**{method} onto “{trace.outputs[out]}”** (red raises its logit, blue lowers it):")
+st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out]))
+st.caption(f"Logit of “{trace.outputs[out]}”: {trace.logit[out]:.4f}; at the zero embedding: "
+           f"{trace.baseline_logit[out]:.4f}; the integrated gradients sum to "
+           f"{float(trace.integrated[out].sum()):.4f} (completeness error {trace.completeness[out]:.2g}, "
+           f"{trace.steps} steps).")
+what_to_notice([
+    "In an agreement sentence, the verb's logit leans on the subject noun, not on the nearer attractor noun.",
+    "Gradient × input is one backward pass; integrated gradients average the gradient along the straight path from "
+    "the zero embedding, so the attributions add up to the change in the logit (the completeness error shows how "
+    "closely with this many steps).",
+    "An encoder-decoder's output token draws on the source and on the outputs before it (second part of the row).",
+])
