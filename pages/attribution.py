@@ -51,7 +51,8 @@ st.caption(f"Logit of “{trace.outputs[out]}”: {trace.logit[out]:.4f}; at the
            f"{float(trace.integrated[out].sum()):.4f} (completeness error {trace.completeness[out]:.2g}, "
            f"{trace.steps} steps).")
 what_to_notice([
-    "In an agreement sentence, the verb's logit leans on the subject noun, not on the nearer attractor noun.",
+    "In an agreement sentence, compare what the verb's logit draws from the subject noun and from the nearer "
+    "attractor noun: attribution says what raises this logit, not which word decides the verb's number.",
     "Gradient × input is one backward pass; integrated gradients average the gradient along the straight path from "
     "the zero embedding, so the attributions add up to the change in the logit (the completeness error shows how "
     "closely with this many steps).",

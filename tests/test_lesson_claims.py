@@ -315,3 +315,42 @@ def test_04_decoding_strategies() -> None:
     assert max(v["self-BLEU"] for v in samplers.values()) == rows["min-p"]["self-BLEU"]
     assert all(rows["greedy"]["mean log-prob"] > v["mean log-prob"] for v in samplers.values())
     assert not math.isnan(rows["greedy"]["perplexity"])
+
+
+def test_01_last_step_gradients_through_time() -> None:
+    from explorer.probes.gradients import gradients_through_time
+
+    s, p = step("01-recurrent-gates", len(LESSONS["01-recurrent-gates"].steps))
+    traces = {m: gradients_through_time(model(m), p["text"]) for m in p["models"]}
+    ratio = {m: t.input_grad[t.tokens.index("keys")] / t.input_grad[-1] for m, t in traces.items()}
+    elman = traces["builtin:rnn-lm"]
+    says(s.caption, f"{ratio['builtin:rnn-lm']:.2f}× its value at the last word for the Elman RNN",
+         f"{ratio['builtin:gru-lm']:.2f}× for the GRU", f"{ratio['builtin:lstm-lm']:.2f}× for the LSTM",
+         f"({elman.step_norms.min():.2f} to {elman.step_norms.max():.2f} for the Elman RNN)",
+         f"grows to {elman.products[0] / 10 ** 4:.1f}·10⁴", f"a probability of {elman.prob:.3f}",
+         f"the GRU {traces['builtin:gru-lm'].prob:.3f} and the LSTM {traces['builtin:lstm-lm'].prob:.3f}")
+    assert all(t.step_norms.min() > 1 for t in traces.values())
+    says(s.caption, f"At \"keys\", {elman.distance[elman.tokens.index('keys')]} steps before the prediction")
+
+
+def test_03_logit_lens_and_attribution() -> None:
+    from explorer.probes.attribution import attribution
+    from explorer.probes.lens import logit_lens
+
+    steps = LESSONS["03-self-attention"].steps
+    s, p = step("03-self-attention", len(steps) - 1)
+    t = logit_lens(model(p["model"]), p["text"])
+    cab, the2 = t.tokens.index("cabinet"), p["pos"]
+    assert t.top_tokens[0][cab] == t.top_tokens[1][cab] == t.final_tokens[cab] == "are"
+    says(s.caption, f"p = {t.top_probs[0, cab]:.3f} after block 0, {t.top_probs[1, cab]:.3f} after block 1",
+         f"block 0's top word is \"{t.top_tokens[0][the2]}\"", f"\"{t.final_tokens[the2]}\" ranks "
+         f"{int(t.final_rank[0, the2]) + 1}rd", )
+    assert t.final_rank[1, the2] == 0 and t.tokens[the2] == "the" and the2 > t.tokens.index("the")
+    s, p = step("03-self-attention", len(steps))
+    a = attribution(model(p["model"]), p["text"], "", p["steps"])
+    row = p["out"]
+    ig = dict(zip(a.inputs[:a.reach[row]], a.integrated[row]))
+    assert a.outputs[row] == "are"
+    says(s.caption, f"logit of \"are\" ({a.logit[row]:.2f}, against {a.baseline_logit[row]:.2f}".replace("-", "−"),
+         f"completeness error of {a.completeness[row]:.3f}", f"\"keys\" gets {ig['keys']:.2f}",
+         f"\"cabinet\" {ig['cabinet']:.2f}", f"the second \"the\" {a.integrated[row, 4]:.2f}")
