@@ -39,6 +39,16 @@ def row(name: str, meta: dict) -> str:
         p5 = m.get("precision_at_5")
         p5 = p5.get("precision_at_k") if isinstance(p5, dict) else p5
         quality = f"precision@5 of cosine neighbours in the same word class {_pct(p5)}"
+    elif arch == "masked_lm":
+        acc = m.get("masked_accuracy", {})
+        parts = []
+        for cls, words in (("noun", "nouns"), ("verb", "verbs"), ("auxiliary", "auxiliaries (is, are, has, …)")):
+            a = acc.get(cls, {})
+            parts.append(f"{words} {_pct(a.get('top1'))} (top-5 {_pct(a.get('top5'))}; always "
+                         f"“{a.get('baseline_word')}” {_pct(a.get('baseline'))})")
+        quality = (f"masked-word top-1 accuracy, one word masked at a time: {'; '.join(parts)}; at masked verbs and "
+                   f"auxiliaries the right number gets more probability {_pct(acc.get('verb', {}).get('verb_number'))}"
+                   f" / {_pct(acc.get('auxiliary', {}).get('verb_number'))} of the time")
     else:
         quality = json.dumps(m)[:120]
     size = (ROOT / "assets" / "builtin" / f"{name}.safetensors").stat().st_size / 2**20

@@ -31,6 +31,7 @@ FAMILIES: dict[str, str] = {
     "seq2seq-rnn": "RNN encoder–decoder",
     "decoder": "Transformer decoder (causal LM)",
     "encoder": "Transformer encoder",
+    "masked-lm": "Masked language model (bidirectional encoder that fills in [MASK])",
     "encoder-decoder": "Transformer encoder–decoder",
     "word2vec": "Word embeddings",
     "state-dict": "State dict (architecture inferred by the view)",

@@ -28,16 +28,17 @@ from . import metrics as M
 from .models import build_model
 
 ARCH_CORPORA = {"rnn_lm": ("english", "user"), "tiny_gpt": ("english", "user"), "word2vec": ("english", "user"),
-                "seq2seq": ("translation", "dates")}
+                "seq2seq": ("translation", "dates"), "masked_lm": ("english", "user")}
 LIMITS = dict(epochs=100, hidden_size=1024, emb_dim=1024, num_layers=4, n_head=16, batch_size=1024,
               n_train=200_000, n_heldout=20_000, max_seconds=6 * 3600, max_len=512, vocab=200_000)
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
+MASK, MASK_TOKEN = 4, "<mask>"  # masked_lm: the mask token follows the four specials
 
 
 @dataclass
 class TrainSpec:
     """Everything that defines a training run (all JSON-able). Unused fields are ignored per architecture."""
-    architecture: str = "rnn_lm"           # rnn_lm | seq2seq | tiny_gpt | word2vec
+    architecture: str = "rnn_lm"           # rnn_lm | seq2seq | tiny_gpt | word2vec | masked_lm
     corpus: str = "english"                # english | translation | dates | user
     user_tokens: list[list[str]] | None = None   # corpus="user": token lists (explorer.data.user_text)
     level: str = "word"                    # word | char (english: char splits the sentence into characters)
@@ -146,6 +147,10 @@ def validate_spec(spec: TrainSpec) -> None:
         _check_int("n_head", spec.n_head, 1, LIMITS["n_head"])
         if spec.hidden_size % spec.n_head:
             raise ValueError(f"hidden_size (n_embd = {spec.hidden_size}) must be divisible by n_head = {spec.n_head}")
+    if spec.architecture == "masked_lm":
+        _check_int("n_head", spec.n_head, 1, LIMITS["n_head"])
+        if spec.hidden_size % spec.n_head:
+            raise ValueError(f"hidden_size (n_embd = {spec.hidden_size}) must be divisible by n_head = {spec.n_head}")
 
 
 # ============================================================================================== data
@@ -228,7 +233,8 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     random.seed(spec.seed)
     torch.manual_seed(spec.seed)
     corpus = load_corpus(spec)
-    task_class = {"rnn_lm": _LMTask, "tiny_gpt": _LMTask, "seq2seq": _Seq2SeqTask}.get(spec.architecture, _Word2VecTask)
+    task_class = {"rnn_lm": _LMTask, "tiny_gpt": _LMTask, "seq2seq": _Seq2SeqTask,
+                  "masked_lm": _MaskedLMTask}.get(spec.architecture, _Word2VecTask)
     task = task_class(spec, corpus, device)
     model = task.model.to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and spec.weight_decay > 0]
@@ -369,6 +375,151 @@ def agreement_eval(model, vocab, n: int = 1000, device="cpu") -> dict:
     long = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=4), device=device)
     res.update(long_range_accuracy=long["accuracy"], long_range_by_distance=long["by_distance"], long_range_n=long["n"])
     return res
+
+
+def mask_tokens(ids: torch.Tensor, gen: torch.Generator, vocab_size: int,
+                rate: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking of a padded batch ids (B, T): `rate` of the word positions (ids > MASK: not <pad>, <unk>,
+    <bos>, <eos>, <mask>) are chosen, at least one per sentence; 80 % of the chosen become <mask>, 10 % a random
+    word, 10 % stay. Returns (inputs (B, T), labels (B, T): the original id at chosen positions, PAD elsewhere)."""
+    word = ids > MASK
+    chosen = (torch.rand(ids.shape, generator=gen) < rate) & word
+    none = (chosen.sum(1) == 0) & word.any(1)
+    pick = torch.rand(ids.shape, generator=gen).masked_fill(~word, -1.0).argmax(1)
+    chosen[none, pick[none]] = True
+    labels = torch.where(chosen, ids, torch.full_like(ids, PAD))
+    r = torch.rand(ids.shape, generator=gen)
+    inputs = ids.masked_fill(chosen & (r < 0.8), MASK)
+    swap = chosen & (r >= 0.8) & (r < 0.9)
+    inputs[swap] = torch.randint(MASK + 1, vocab_size, (int(swap.sum()),), generator=gen)
+    return inputs, labels
+
+
+class _MaskedLMTask:
+    """masked_lm: BERT's masked-LM task on <bos> s <eos> (mask_tokens), masks drawn anew every epoch (dynamic
+    masking, as in RoBERTa); the loss is the cross-entropy at the chosen positions only."""
+
+    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str) -> None:
+        Vocab = _vocab_cls()
+        self.spec, self.corpus, self.device = spec, corpus, device
+        base = Vocab.build(corpus.train, min_freq=spec.min_freq,
+                           max_size=spec.max_vocab - 1 if spec.max_vocab else None)
+        self.vocab = Vocab([MASK_TOKEN, *base.itos[MASK:]], freq=base.freq)  # <mask> at id 4, then the words
+        self.config = dict(vocab_size=len(self.vocab), block_size=spec.block_size, n_layer=spec.num_layers,
+                           n_head=spec.n_head, n_embd=spec.hidden_size, dropout=spec.dropout)
+        self.model = build_model("masked_lm", self.config)
+        wrap = lambda sents: [[BOS, *c, EOS] for s in sents  # noqa: E731
+                              for c in _chunks(self.vocab.encode(s), spec.block_size - 2)]
+        self.train_ids, self.held_ids = wrap(corpus.train), wrap(corpus.heldout)
+        self.lengths = [len(s) for s in self.train_ids]
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.train_ids) / self.spec.batch_size)
+
+    def batches(self, rng, epoch):
+        gen = torch.Generator().manual_seed(self.spec.seed * 1000 + epoch)
+        for idx in _bucketed_batches(len(self.train_ids), self.lengths, self.spec.batch_size, rng):
+            yield M.pad_batch([self.train_ids[i] for i in idx]), gen
+
+    def _loss(self, ids: torch.Tensor, gen: torch.Generator, reduction: str) -> tuple[torch.Tensor, int]:
+        """(cross-entropy at the chosen positions of the masked batch, how many were chosen)."""
+        inputs, labels = mask_tokens(ids, gen, len(self.vocab))
+        logits = self.model(inputs.to(self.device), attention_mask=(ids != PAD).to(self.device))
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.to(self.device).reshape(-1),
+                               ignore_index=PAD, reduction=reduction)
+        return loss, int((labels != PAD).sum())
+
+    def loss(self, batch):
+        return self._loss(*batch, reduction="mean")[0]
+
+    @torch.no_grad()
+    def heldout_loss(self) -> float:
+        """Mean cross-entropy at the chosen positions of the held-out sentences, masked with fixed seeds."""
+        self.model.eval()
+        total, n = 0.0, 0
+        for i in range(0, len(self.held_ids), 256):
+            loss, chosen = self._loss(M.pad_batch(self.held_ids[i:i + 256]), torch.Generator().manual_seed(12345 + i),
+                                      "sum")
+            total, n = total + float(loss), n + chosen
+        return total / max(n, 1)
+
+    def evaluate(self, full: bool) -> dict:
+        out: dict = {}
+        if self.corpus.generator == "english" and self.corpus.level == "word":
+            out["masked_accuracy"] = masked_word_accuracy(self.model, self.vocab, self.corpus.heldout,
+                                                          device=self.device, train_freq=self.vocab.freq)
+        return out
+
+    def vocab_meta(self) -> dict:
+        return {"vocab": list(self.vocab.itos)}
+
+
+MASKED_CLASSES = ("noun", "verb", "auxiliary")
+
+
+def masked_class(word: str) -> str | None:
+    """"noun", "verb" (a form of a lexical verb), "auxiliary" (is, are, was, has, do, …) or None, from the word
+    classes of explorer.data.english (a word in several classes counts in the first listed, e.g. "clean" is an
+    adjective)."""
+    cls = _data_module("english").word_class(word)
+    if cls is None:
+        return None
+    if cls in _data_module("english").NOUNS:
+        return "noun"
+    return "auxiliary" if cls == "verbs_auxiliary" else "verb" if cls.startswith("verbs_") else None
+
+
+@torch.no_grad()
+def masked_word_accuracy(model, vocab, sentences, device="cpu", train_freq: dict | None = None) -> dict:
+    """Every noun, lexical verb and auxiliary of each sentence replaced by <mask> in turn (one at a time, the rest of
+    <bos> s <eos> visible): top-1 and top-5 accuracy of the model's logits at the mask, per class (`n` masked
+    words). With train_freq (training counts): `baseline`, the top-1 accuracy of always answering the class's most
+    frequent training word. `verb_number` (under "verb" and "auxiliary"): the share of masked present-tense /
+    was-were forms where the model's probability mass on forms of the right number (VERB_NUMBER) exceeds the
+    wrong number's."""
+    english = _data_module("english")
+    model.eval()
+    hits = {c: [0, 0, 0] for c in MASKED_CLASSES}  # top-1, top-5, n
+    number = {c: [0, 0] for c in MASKED_CLASSES}   # right, n
+    forms = {n: torch.tensor([vocab.stoi[w] for w, k in english.VERB_NUMBER.items() if k == n and w in vocab.stoi],
+                             dtype=torch.long) for n in ("sg", "pl")}
+    targets: dict[str, list[str]] = {c: [] for c in MASKED_CLASSES}
+    for s in sentences:
+        ids = [BOS, *vocab.encode(s), EOS][: getattr(model.config, "block_size", 10**6)]
+        where = [(t, c) for t, w in enumerate(s, start=1) if t < len(ids) - 1 and ids[t] != UNK
+                 and (c := masked_class(w)) is not None]
+        if not where:
+            continue
+        batch = torch.tensor([ids] * len(where), dtype=torch.long)
+        rows = torch.arange(len(where))
+        cols = torch.tensor([t for t, _ in where])
+        batch[rows, cols] = MASK
+        logits = model(batch.to(device))[rows, cols].float().cpu()           # (n, V)
+        top = logits.topk(5, dim=-1).indices
+        probs = logits.softmax(-1)
+        for i, (t, c) in enumerate(where):
+            hits[c][0] += int(top[i, 0] == ids[t])
+            hits[c][1] += int((top[i] == ids[t]).any())
+            hits[c][2] += 1
+            targets[c].append(s[t - 1])
+            n = english.VERB_NUMBER.get(s[t - 1])
+            if n is not None and c != "noun":
+                other = "pl" if n == "sg" else "sg"
+                number[c][0] += int(probs[i, forms[n]].sum() > probs[i, forms[other]].sum())
+                number[c][1] += 1
+    out = {}
+    for c in MASKED_CLASSES:
+        h1, h5, n = hits[c]
+        out[c] = {"top1": h1 / max(n, 1), "top5": h5 / max(n, 1), "n": n}
+        if train_freq:
+            members = [w for w in train_freq if masked_class(w) == c]
+            best = max(members, key=lambda w: train_freq[w]) if members else None
+            out[c]["baseline"] = sum(w == best for w in targets[c]) / max(n, 1)
+            out[c]["baseline_word"] = best
+        if c != "noun":
+            out[c]["verb_number"] = number[c][0] / max(number[c][1], 1)
+            out[c]["verb_number_n"] = number[c][1]
+    return out
 
 
 class _Seq2SeqTask:
@@ -521,6 +672,13 @@ BUILTINS: dict[str, TrainSpec] = {
                                       description="GRU encoder-decoder with Luong concat attention (bidirectional encoder, input feeding) on the toy translation task."),
     "seq2seq-dates": TrainSpec(**{**_S2S, "corpus": "dates", "epochs": 6}, attention="luong-general", bidirectional=True,
                                description="Character-level encoder-decoder with Luong (general) attention that rewrites written dates as ISO dates."),
+    # Two layers learn agreement sooner than four: after 10 epochs of 30,000 sentences, four layers put the right
+    # number on a masked verb 75 % of the time; two layers reached 90 % after 8 epochs of 20,000.
+    "masked-lm": TrainSpec(architecture="masked_lm", corpus="english", n_train=30_000, n_heldout=1_000,
+                           full_metrics=True, num_layers=2, n_head=4, hidden_size=128, block_size=64, epochs=20,
+                           lr=2e-3, batch_size=64, warmup_steps=200,
+                           description="2-layer, 4-head BERT-style masked language model (bidirectional encoder, "
+                                       "output tied to the embeddings) on the English corpus."),
 }
 for _name, _spec in BUILTINS.items():
     _spec.name = _name
@@ -531,7 +689,8 @@ def train_builtin(name: str, folder=None, progress=None, save: bool = True, thre
 
     threads: torch CPU threads (1 by default: on an oversubscribed 2-core machine two OpenMP threads wait on
     each other and run up to 10x slower). Results agree across thread counts up to float rounding."""
-    from .checkpoint import BUILTIN_DIR, save_checkpoint
+    from .catalogue import BUILTIN_DIR
+    from .checkpoint import save_checkpoint
     if name not in BUILTINS:
         raise ValueError(f"unknown built-in {name!r}; expected one of {sorted(BUILTINS)}")
     if threads:

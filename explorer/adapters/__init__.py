@@ -14,10 +14,12 @@ def adapter_for(loaded: Any) -> Adapter:
     """The adapter of a LoadedModel (never raises: a model no adapter reads gets one that says why)."""
     from explorer.adapters.gpt import GPTAdapter
     from explorer.adapters.hf import HFAdapter, HFSeq2SeqAdapter
+    from explorer.adapters.masked_lm import MaskedLMAdapter
     from explorer.adapters.recurrent import RecurrentAdapter
     from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
     from explorer.adapters.tables import StateDictAdapter, Word2VecAdapter
     from explorer.models import GPT, RNNLanguageModel, Seq2Seq, SkipGram
+    from explorer.models import MaskedLM
 
     model = loaded.model
     try:
@@ -25,6 +27,8 @@ def adapter_for(loaded: Any) -> Adapter:
             return RecurrentAdapter(loaded)
         if isinstance(model, GPT):
             return GPTAdapter(loaded)
+        if isinstance(model, MaskedLM):
+            return MaskedLMAdapter(loaded)
         if isinstance(model, Seq2Seq):
             return Seq2SeqAdapter(loaded)
         if isinstance(model, SkipGram):

@@ -13,6 +13,7 @@ import torch.nn as nn
 
 from explorer.safe_load import CorruptFileError
 
+from .masked_lm import MaskedLM, MaskedLMConfig
 from .rnn_lm import CELLS, RNNLanguageModel
 from .seq2seq import ATTENTIONS, BahdanauAttention, LuongAttention, Seq2Seq
 from .tiny_gpt import GPT, GPTConfig, sinusoidal_positions
@@ -131,6 +132,25 @@ def _build_tiny_gpt(c: dict) -> GPT:
     return GPT(GPTConfig(**kw))
 
 
+def _build_masked_lm(c: dict) -> MaskedLM:
+    _check_keys(c, {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "norm",
+                    "positions"}, "masked_lm")
+    kw = dict(
+        vocab_size=_int(c, "vocab_size", 5, MAX_VOCAB),
+        block_size=_int(c, "block_size", 1, MAX_BLOCK),
+        n_layer=_int(c, "n_layer", 1, MAX_LAYERS),
+        n_head=_int(c, "n_head", 1, MAX_HEADS),
+        n_embd=_int(c, "n_embd", 1, MAX_HIDDEN),
+        dropout=_float(c, "dropout", 0.0, 0.9, 0.0),
+        bias=_bool(c, "bias", True),
+        norm=_choice(c, "norm", ("pre", "post"), "pre"),
+        positions=_choice(c, "positions", ("learned",), "learned"),
+    )
+    if kw["n_embd"] % kw["n_head"]:
+        raise ValueError(f"n_embd ({kw['n_embd']}) must be divisible by n_head ({kw['n_head']})")
+    return MaskedLM(MaskedLMConfig(**kw))
+
+
 def _build_word2vec(c: dict) -> SkipGram:
     _check_keys(c, {"vocab_size", "dim"}, "word2vec")
     return SkipGram(vocab_size=_int(c, "vocab_size", 5, MAX_VOCAB), dim=_int(c, "dim", 1, MAX_EMB))
@@ -141,6 +161,7 @@ ARCHITECTURES: dict[str, type[nn.Module]] = {
     "seq2seq": Seq2Seq,
     "tiny_gpt": GPT,
     "word2vec": SkipGram,
+    "masked_lm": MaskedLM,
 }
 
 _BUILDERS: dict[str, Callable[[dict], nn.Module]] = {
@@ -148,6 +169,7 @@ _BUILDERS: dict[str, Callable[[dict], nn.Module]] = {
     "seq2seq": _build_seq2seq,
     "tiny_gpt": _build_tiny_gpt,
     "word2vec": _build_word2vec,
+    "masked_lm": _build_masked_lm,
 }
 
 
@@ -160,7 +182,8 @@ def build_model(architecture: str, config: dict) -> nn.Module:
 
 
 #: the catalogue family (explorer.catalogue.FAMILIES) of each architecture
-FAMILY_OF_ARCHITECTURE = {"rnn_lm": "rnn-lm", "seq2seq": "seq2seq-rnn", "tiny_gpt": "decoder", "word2vec": "word2vec"}
+FAMILY_OF_ARCHITECTURE = {"rnn_lm": "rnn-lm", "seq2seq": "seq2seq-rnn", "tiny_gpt": "decoder", "word2vec": "word2vec",
+                          "masked_lm": "masked-lm"}
 
 
 def from_checkpoint(meta: dict, state: dict[str, torch.Tensor], label: str) -> torch.nn.Module:
@@ -225,5 +248,5 @@ def vocabs_from_meta(meta: dict) -> dict[str, Any]:
 
 __all__ = [
     "ARCHITECTURES", "build_model", "from_checkpoint", "vocabs_from_meta", "FAMILY_OF_ARCHITECTURE", "RNNLanguageModel", "Seq2Seq", "BahdanauAttention", "LuongAttention",
-    "GPT", "GPTConfig", "sinusoidal_positions", "SkipGram",
+    "GPT", "GPTConfig", "sinusoidal_positions", "SkipGram", "MaskedLM", "MaskedLMConfig",
 ]

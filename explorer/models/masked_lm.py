@@ -1,0 +1,177 @@
+"""Tiny BERT-style masked language model: a bidirectional transformer encoder with a tied output layer.
+
+Devlin et al. (2019) "BERT: pre-training of deep bidirectional transformers" (the masked-LM task: 15 % of the
+tokens are chosen, 80 % of those replaced by [MASK], 10 % by a random token, 10 % kept; the model predicts the
+chosen tokens from both sides). The blocks are those of explorer.models.tiny_gpt without the causal mask: every
+token attends to every other (padding excepted), pre-norm by default, a final LayerNorm, and logits
+`lm_head(ln_f(x)) = ln_f(x) @ wte.weightᵀ + b` (the output layer's weight is the token embedding, tied as in BERT
+and nanoGPT; its bias b is its own).
+
+Attention is computed explicitly so the softmax weights can be recorded: `forward(idx, record={})` fills the dict
+under the same names as the built-in GPT (`embed`, `pos_embed`, `blocks.{l}.resid_pre`, `blocks.{l}.ln1`,
+`blocks.{l}.attn.q|k|v|scores|pattern|out`, `blocks.{l}.resid_mid`, `blocks.{l}.resid_post`, `ln_final`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .tiny_gpt import MLP
+
+
+@dataclass
+class MaskedLMConfig:
+    vocab_size: int
+    block_size: int
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    bias: bool = True
+    norm: str = "pre"            # "pre" (like GPT-2) or "post" (BERT's original layout)
+    positions: str = "learned"   # learned position table (BERT's position_embeddings); the adapters read it
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention over the whole sequence: softmax(q kᵀ / √d_head + M) v, where M is −inf only on
+    padding keys (attention_mask 0) and, as an experiment, above the diagonal (causal=True)."""
+
+    def __init__(self, config: MaskedLMConfig) -> None:
+        super().__init__()
+        assert config.n_embd % config.n_head == 0
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v (in that order)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head, self.n_embd = config.n_head, config.n_embd
+
+    def forward(self, x: torch.Tensor, record: dict | None = None, keep: torch.Tensor | None = None,
+                causal: bool = False) -> torch.Tensor:
+        """x (B, T, C) -> y (B, T, C). keep (B, T) bool: False on padding keys. record: receives q, k, v
+        (B, nh, T, hs), scores (B, nh, T, T) before the mask, pattern (B, nh, T, T) after the softmax, out (B, T, C)."""
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        hs = C // self.n_head
+        q = q.view(B, T, self.n_head, hs).transpose(1, 2)   # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, hs).transpose(1, 2)
+        v = v.view(B, T, self.n_head, hs).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))        # (B, nh, T, T)
+        att = scores
+        if keep is not None:
+            att = att.masked_fill(~keep[:, None, None, :], float("-inf"))
+        if causal:
+            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            att = att.masked_fill(future, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = self.attn_dropout(att) @ v                                     # (B, nh, T, hs)
+        y = self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
+        if record is not None:
+            record.update(q=q, k=k, v=v, scores=scores, pattern=att, out=y)
+        return y
+
+
+class Block(nn.Module):
+    """Pre-norm: x + attn(ln_1(x)), then x + mlp(ln_2(x)). Post-norm: ln_1(x + attn(x)), ln_2(x + mlp(x))."""
+
+    def __init__(self, config: MaskedLMConfig) -> None:
+        super().__init__()
+        self.norm = config.norm
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = SelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, record: dict | None = None, prefix: str = "", keep: torch.Tensor | None = None,
+                causal: bool = False) -> torch.Tensor:
+        """x (B, T, C) -> (B, T, C). record: `{prefix}ln1` (what attention reads), `{prefix}attn.*`,
+        `{prefix}resid_mid`."""
+        att: dict | None = {} if record is not None else None
+        if self.norm == "pre":
+            h = self.ln_1(x)
+            x = x + self.attn(h, att, keep, causal)
+            mid = x
+            x = x + self.mlp(self.ln_2(x))
+        else:
+            h = x
+            x = self.ln_1(x + self.attn(x, att, keep, causal))
+            mid = x
+            x = self.ln_2(x + self.mlp(x))
+        if record is not None:
+            record[prefix + "ln1"], record[prefix + "resid_mid"] = h, mid
+            record.update({f"{prefix}attn.{k}": v for k, v in att.items()})
+        return x
+
+
+class MaskedLM(nn.Module):
+    """idx (B, T) token ids -> logits (B, T, V): at every position, the distribution over the token that belongs
+    there, read from both sides (trained at the chosen positions only)."""
+
+    def __init__(self, config: MaskedLMConfig) -> None:
+        super().__init__()
+        if config.norm not in ("pre", "post"):
+            raise ValueError(f"norm must be 'pre' or 'post', got {config.norm!r}")
+        if config.positions != "learned":
+            raise ValueError(f"the masked LM has learned positions only, got {config.positions!r}")
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=True)
+        self.apply(self._init_weights)
+        self.lm_head.weight = self.wte.weight  # tied: the checkpoint stores it once, as wte.weight
+        for pn, p in self.named_parameters():  # GPT-2 scaled init of residual projections
+            if pn.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def position_embeddings(self, T: int) -> torch.Tensor:
+        """(T, n_embd): the learned wpe rows."""
+        return self.wpe.weight[:T]
+
+    def forward(self, idx: torch.Tensor | None, record: dict | None = None, positions: bool = True,
+                causal: bool = False, n_blocks: int | None = None, attention_mask: torch.Tensor | None = None,
+                embeds: torch.Tensor | None = None) -> torch.Tensor | None:
+        """idx (B, T) -> logits (B, T, V).
+
+        attention_mask (B, T): 1 for tokens, 0 for padding (padding keys get no weight; training batches).
+        record: a dict that receives the activations (names in the module docstring; all (B, ...), pos_embed (T, C)).
+        positions=False, causal=True and n_blocks (stop after that many blocks, no logits: returns None) are
+        experiments on the trained model (the positional-encodings view's shuffle test). embeds (B, T, C): token
+        embeddings used instead of wte(idx)."""
+        B, T = embeds.shape[:2] if embeds is not None else idx.size()
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size {self.config.block_size}")
+        keep = attention_mask.bool() if attention_mask is not None else None
+        tok, pos = (self.wte(idx) if embeds is None else embeds), self.position_embeddings(T)
+        x = self.drop(tok + pos if positions else tok)              # (B, T, C)
+        if record is not None:
+            record["embed"], record["pos_embed"] = tok, pos
+        for layer, block in enumerate(self.h[:n_blocks] if n_blocks is not None else self.h):
+            if record is not None:
+                record[f"blocks.{layer}.resid_pre"] = x
+            x = block(x, record, f"blocks.{layer}.", keep, causal)
+            if record is not None:
+                record[f"blocks.{layer}.resid_post"] = x
+        if n_blocks is not None:
+            return None
+        x = self.ln_f(x)
+        if record is not None:
+            record["ln_final"] = x
+        return self.lm_head(x)                                        # (B, T, V)
