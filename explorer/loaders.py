@@ -253,13 +253,24 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
         raise ModelLoadError(f"Unknown task '{task}': use one of {', '.join(auto_names)}.")
     kwargs = dict(common, attn_implementation="eager", dtype=DTYPES[dtype])
     auto_cls = getattr(transformers, auto_names[task])
+    notes: list[str] = []
     try:
         try:
-            model = auto_cls.from_pretrained(source, **kwargs)
+            if task == "masked-lm":  # a head the checkpoint does not hold would be random: load without it
+                model, info = auto_cls.from_pretrained(source, output_loading_info=True, **kwargs)
+                base = f"{getattr(model, 'base_model_prefix', '')}."
+                missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith(base))  # the head's
+                if missing:
+                    notes.append(f"{label} has no masked-LM head saved with it ({len(missing)} weights missing, e.g. "
+                                 f"{missing[0]}), so it was loaded without one: it cannot fill in [MASK]. Pick a "
+                                 "model saved as *ForMaskedLM (BERT, RoBERTa, DistilBERT, ALBERT, …).")
+                    task, model = "base", transformers.AutoModel.from_pretrained(source, **kwargs)
+            else:
+                model = auto_cls.from_pretrained(source, **kwargs)
         except ValueError as exc:  # this architecture has no such head: fall back to the base model
             if task == "base" or "Unrecognized configuration class" not in str(exc):
                 raise
-            model = transformers.AutoModel.from_pretrained(source, **kwargs)
+            task, model = "base", transformers.AutoModel.from_pretrained(source, **kwargs)
     except OSError as exc:
         if isinstance(source, Path):
             raise CorruptFileError(f"{label}: its weights could not be read ({first_line(exc)}).") from None
@@ -275,7 +286,6 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
             ) from None
         raise CorruptFileError(f"{label}: the weights could not be loaded ({first_line(exc)}).") from None
     model = model.to(device).eval()
-    notes: list[str] = []
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
     except Exception as exc:

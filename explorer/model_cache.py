@@ -16,6 +16,8 @@ from explorer.lru import LoadOnceLRU
 from explorer.loaders import LoadedModel, load_model
 from explorer.uploads import on_upload_released
 
+HF_KINDS = ("hf:", "pretrained:", "local:")  # ids whose loading depends on the task (a head or none)
+
 
 class ModelCache:
     """Thread-safe LRU of LoadedModel; each key is loaded once even under concurrent requests."""
@@ -51,9 +53,12 @@ class ModelCache:
         """How many times a loader actually ran (for tests and bench)."""
         return self._store.builds
 
-    def get(self, model_id: str, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
-        """The cached model, loading it (once) if needed; evicts least recently used beyond the limits."""
-        return self._store.get((model_id, device, dtype), lambda: self._loader(model_id, device, dtype))
+    def get(self, model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None) -> LoadedModel:
+        """The cached model, loading it (once) if needed; evicts least recently used beyond the limits.
+        task (Hugging Face models only, see loaders.load_model): cached apart from the model loaded without one."""
+        if task is None or not model_id.startswith(HF_KINDS):
+            return self._store.get((model_id, device, dtype), lambda: self._loader(model_id, device, dtype))
+        return self._store.get((model_id, device, dtype, task), lambda: self._loader(model_id, device, dtype, task))
 
     def loaded(self) -> list[LoadedModel]:
         """Cached models, most recently used last."""

@@ -42,13 +42,15 @@ def _use_cpu() -> None:
     st.session_state["dtype"] = "float32"
 
 
-def get_model(model_id: str, device: str | None = None, dtype: str | None = None) -> LoadedModel | None:
-    """Load (or reuse) `model_id` on the sidebar's device/dtype; shows a clear error and returns None on failure."""
+def get_model(model_id: str, device: str | None = None, dtype: str | None = None,
+              task: str | None = None) -> LoadedModel | None:
+    """Load (or reuse) `model_id` on the sidebar's device/dtype; shows a clear error and returns None on failure.
+    task: a Hugging Face head to load (explorer.loaders.load_model), e.g. "masked-lm"."""
     device = device or settings.device()
     dtype = dtype or settings.dtype()
     try:
         with st.spinner(f"Loading {model_id} on {device}…"):
-            loaded = model_cache().get(model_id, device, dtype)
+            loaded = model_cache().get(model_id, device, dtype, task)
     except OutOfMemoryLoadError as exc:
         st.error(str(exc))
         if device != "cpu":  # a callback: the sidebar's device widget already exists in this run
