@@ -119,7 +119,7 @@ VIEWS.append(View(
         "rope_qk": choice("ones", "random", label="q and k",
                           help="ones: q = k = (1,…,1), the long-term decay of Su et al.; random: a seeded pair."),
         "seed": P("int", 0, 0, 10_000, "seed"), "pca": choice(2, 3, label="PCA"), "tok": P("int", 0, 0, None, "token"),
-    }, families=("encoder", "decoder")))
+    }, families=("encoder", "decoder", "masked-lm")))
 VIEWS.append(View(
     "pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",
     "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit.", params={
@@ -149,7 +149,7 @@ VIEWS.append(View(
         "agg": choice("heads", "mean", "max", "rollout", label="Aggregation"),
         "compare": P("text", "The animal didn't cross the street because it was too wide.",
                      label="Second sentence to compare"),
-    }, families=("decoder", "encoder", "encoder-decoder")))
+    }, families=("decoder", "encoder", "encoder-decoder", "masked-lm")))
 VIEWS.append(View(
     "pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
     "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search.", params={
@@ -184,7 +184,8 @@ VIEWS.append(View(
         "s1": P("text", "the bank of the river", label="Sentence A"), "s2": P("text", "my bank account",
                                                                                label="Sentence B"),
         "dw": P("text", "bank", label="Word"),
-    }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict")))
+    }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
+                 "masked-lm")))
 VIEWS.append(View(
     "pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
     "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
@@ -236,6 +237,19 @@ VIEWS.append(View(
                     choices=("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
         "text": TEXT,
     }, families=("rnn-lm", "state-dict")))
+VIEWS.append(View(
+    "pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
+    "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
+    params={
+        "model": P("model", "builtin:masked-lm"), "text": TEXT,
+        "mask": P("int", -1, -1, None, "Mask a word", help="Replace this word of the sentence by [MASK] (the [MASK]s "
+                  "typed in the sentence stay)."),
+        "words": P("text", "is, are", label="Compare words", help="Comma-separated: each word's probability and rank "
+                   "at every [MASK]."),
+        "k": P("int", 10, 1, 30, "Top-k fillers"),
+        "b": P("text", "the key to the cabinets [MASK] on the table .",
+               label="Second sentence, side by side (empty: none)"),
+    }, families=("masked-lm", "encoder")))
 VIEWS.append(View("pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))

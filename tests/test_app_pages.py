@@ -107,6 +107,7 @@ BADGED = [  # (page, URL params): every view in each of its panels and modes
     ("pages/logit_lens.py", {}), ("pages/attribution.py", {}), ("pages/attribution.py", {"method": "gradient × input"}),
     ("pages/attribution.py", {"model": "builtin:seq2seq-bahdanau", "text": "the red car is fast ."}),
     ("pages/gradients.py", {}),
+    ("pages/masked_words.py", {}), ("pages/masked_words.py", {"b": "", "text": "the [MASK] to the [MASK] are here ."}),
 ]
 BADGE_KINDS = (":blue-badge[Model]", ":green-badge[Recomputed]", ":orange-badge[Illustration]",
                ":violet-badge[Uploaded vectors]")

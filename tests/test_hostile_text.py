@@ -43,6 +43,10 @@ SETUP: dict[str, dict] = {
         params={"model": "pretrained:minilm", "panel": "sentence"}, empty="Type a sentence to see the model's internals.",
         marks=NOTHING, long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]",
         subword=True),
+    "pages/masked_words.py": dict(
+        params={"model": "builtin:masked-lm", "b": ""}, empty="Type a sentence to see the model's internals.",
+        marks=NOTHING, long="The text has 3,000 tokens; only the first 62 are used", unknown="are shown as <unk>",
+        subword=False),
 }
 WIDGET_CASES = ["control-only", "combining-only", "script"]
 

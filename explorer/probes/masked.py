@@ -1,0 +1,232 @@
+"""Masked-word prediction (BERT's pre-training task): the most probable fillers of each [MASK], with the model's own
+probabilities p(w | context) = softmax(z)_w, z the model's logits at the mask position.
+
+The text is fed with the model's own rules (adapter.encode); "[MASK]" or "<mask>" typed anywhere becomes the model's
+mask token. A word of the text can be masked by its index (`mask_word`, the view's "click a word to mask it");
+a text without a mask gets its last word masked, with a note. Bad input (empty, huge, emoji, a model that is not a
+masked LM) gives a note or an error in the trace, never an exception.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from explorer.adapters.base import Unsupported
+
+MASK_SPELLINGS = re.compile(r"\[\s*mask\s*\]|<\s*mask\s*>", re.IGNORECASE)
+WORDS = re.compile(MASK_SPELLINGS.pattern + r"|\w+|[^\w\s]", re.IGNORECASE)  # masks, words, single symbols
+MASK = "[MASK]"
+MAX_K = 30
+MAX_MASKS = 8
+MAX_WORDS = 8
+
+
+@dataclass(frozen=True)
+class MaskedTrace:
+    """What a masked LM puts at each mask of one text.
+
+    text: the text as fed (a picked word replaced by [MASK]); masked: the word that was replaced ("" when the
+    masks were typed); tokens (T,): as fed, each mask shown as [MASK]; special (T,); positions (M,): token index
+    of each mask; top_ids, top_tokens, probs, logits (M, k): the k most probable tokens at each mask, best first,
+    their probabilities and logits z; lse (M,): log Σ_v e^{z_v}; entropy (M,): of the whole distribution, in nats;
+    words (W,): the words compared, pieces (W,): the model's token for each ("" when the word is not one token),
+    word_probs (M, W), word_ranks (M, W): probability and rank (1 = most probable; 0 when not one token);
+    vocab_size: V; notes: messages for the user; error: why nothing could be read (then the rest is empty).
+    """
+
+    model_id: str
+    text: str
+    masked: str
+    tokens: tuple[str, ...]
+    special: tuple[bool, ...]
+    positions: tuple[int, ...]
+    top_ids: np.ndarray
+    top_tokens: tuple[tuple[str, ...], ...]
+    probs: np.ndarray
+    logits: np.ndarray
+    lse: np.ndarray
+    entropy: np.ndarray
+    words: tuple[str, ...] = ()
+    pieces: tuple[str, ...] = ()
+    word_probs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    word_ranks: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    vocab_size: int = 0
+    notes: tuple[str, ...] = ()
+    error: str = ""
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+
+def word_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, word) of each word of `text`: a typed mask, a run of letters/digits, or one other symbol."""
+    return [(m.start(), m.end(), m.group(0)) for m in WORDS.finditer(text or "")]
+
+
+def words_of(text: str) -> tuple[str, ...]:
+    """The words of `text` in order (word_spans), as the view lists them for masking."""
+    return tuple(w for _, _, w in word_spans(text))
+
+
+def mask_word(text: str, index: int) -> tuple[str, str]:
+    """(`text` with word `index` replaced by [MASK], the word replaced); the text unchanged and "" when there is
+    no such word."""
+    spans = word_spans(text)
+    if not 0 <= index < len(spans):
+        return text, ""
+    start, end, word = spans[index]
+    return text[:start] + MASK + text[end:], word
+
+
+def _empty(model_id: str, text: str, error: str = "", notes: tuple[str, ...] = (), tokens: tuple[str, ...] = (),
+           special: tuple[bool, ...] = (), masked: str = "") -> MaskedTrace:
+    z = np.zeros((0, 0))
+    return MaskedTrace(model_id, text, masked, tokens, special, (), np.zeros((0, 0), dtype=np.int64), (), z, z,
+                       np.zeros(0), np.zeros(0), notes=tuple(dict.fromkeys(notes)), error=error)
+
+
+def mask_token(loaded: Any) -> tuple[int | None, str]:
+    """(id, string) of the model's mask token: the built-in's <mask>, a Hugging Face tokenizer's mask_token."""
+    adapter = loaded.adapter
+    if getattr(adapter, "mask_id", None) is not None:
+        return int(adapter.mask_id), str(adapter.mask_token)
+    tok = getattr(adapter, "tokenizer", None)
+    mid = getattr(tok, "mask_token_id", None) if tok is not None else None
+    return (int(mid), str(tok.mask_token)) if isinstance(mid, int) else (None, "")
+
+
+def cannot_fill(loaded: Any) -> str:
+    """Why `loaded` cannot fill in masks ("" when it can): it must be a bidirectional transformer with a mask token
+    and a masked-LM head over its vocabulary."""
+    mid, adapter = str(getattr(loaded, "id", "model")), loaded.adapter
+    if loaded.model is None or not adapter.streams:
+        what = "a bare state dict" if loaded.model is None else f"not a transformer (family: {loaded.family})"
+        return (f"{mid} is {what}. Masked-word prediction needs a masked language model: builtin:masked-lm or a "
+                "Hugging Face *ForMaskedLM (BERT, RoBERTa, DistilBERT, ALBERT, …).")
+    if adapter.is_encoder_decoder:
+        return (f"{mid} is an encoder–decoder: it fills gaps by generating text with its decoder (T5's sentinels, "
+                "BART's denoising), not with a masked-LM head. Pick builtin:masked-lm or a *ForMaskedLM model.")
+    if adapter.causal:
+        return (f"{mid} is a causal language model: it predicts the next token from the words before it, not a "
+                "masked word from both sides. Pick builtin:masked-lm or a *ForMaskedLM model.")
+    if mask_token(loaded)[0] is None:
+        return f"{mid} has no mask token in its vocabulary, so it cannot be asked to fill one in."
+    if not getattr(adapter, "has_head", False) or (loaded.meta or {}).get("task", "masked-lm") != "masked-lm":
+        return (f"{mid} has no masked-LM head: it was saved as an encoder only (as MiniLM's sentence-embedding "
+                "checkpoint is), so it gives hidden states but no probabilities over its vocabulary. Pick "
+                "builtin:masked-lm or a model saved as *ForMaskedLM.")
+    return ""
+
+
+def _single_ids(adapter: Any, word: str) -> list[int]:
+    """The ids that are `word` as one token of this model: the word alone, and after a space (byte-level BPE has
+    one token for "are" at the start and another, "Ġare", after a space); none when it is several tokens."""
+    found: list[int] = []
+    for variant in (word, " " + word):
+        enc = adapter.encode(variant)
+        ids = [i for i, s in zip(enc.ids, enc.special) if not s]
+        if len(ids) == 1 and not enc.n_unknown and ids[0] not in found:
+            found.append(int(ids[0]))
+    return found
+
+
+def _compare_words(words: str, masked: str) -> list[str]:
+    """The words to compare (comma- or space-separated), the hidden word first when one was masked."""
+    out = [masked] if masked.strip() and not MASK_SPELLINGS.fullmatch(masked) else []
+    for w in re.split(r"[,\s]+", words or ""):
+        if w and w not in out:
+            out.append(w)
+    return out
+
+
+def _auto_mask(loaded: Any, text: str, mask_id: int, mask_str: str) -> tuple[str, str, str]:
+    """A text without a mask gets its last word masked (the last one the model still reads when the text is cut to
+    its length): (text, word masked, note)."""
+    spans = word_spans(text)
+    words = [i for i, (_, _, w) in enumerate(spans) if re.match(r"\w", w)] or list(range(len(spans)))
+    j = len(words) - 1
+    while j >= 0:
+        candidate, word = mask_word(text, words[j])
+        if mask_id in loaded.adapter.encode(MASK_SPELLINGS.sub(mask_str, candidate)).ids or j == 0:
+            return candidate, word, (f"The text has no {MASK}, so its word “{word}” is masked. Type {MASK} "
+                                     "where a word should be, or pick the word to mask.")
+        j //= 2
+    return text, "", ""
+
+
+def masked_fill(loaded: Any, text: str, k: int = 10, words: str = "", mask_index: int = -1) -> MaskedTrace:
+    """The k most probable fillers of every [MASK] in `text` (at most MAX_MASKS), from the model's own logits.
+
+    words: words to compare at each mask (e.g. "is, are"): their probability and rank. mask_index >= 0: replace
+    word mask_index of the text (word_spans) by [MASK] first. Never raises for bad input: see the trace's notes
+    and error."""
+    mid = str(getattr(loaded, "id", "model"))
+    text = text or ""
+    reason = cannot_fill(loaded)
+    if reason:
+        return _empty(mid, text, reason)
+    adapter = loaded.adapter
+    k = int(min(max(int(k), 1), MAX_K))
+    first = adapter.encode(text)
+    if not first.ids:  # nothing to read (empty, only control or combining characters): the adapter says why
+        return _empty(mid, text, "", first.notes)
+    notes: list[str] = []
+    masked = ""
+    if mask_index >= 0:
+        text, masked = mask_word(text, mask_index)
+        if not masked:
+            notes.append(f"The text has no word {mask_index}: nothing more was masked.")
+    mask_id, mask_str = mask_token(loaded)
+    if not MASK_SPELLINGS.search(text):
+        text, masked, note = _auto_mask(loaded, text, mask_id, mask_str)
+        notes += [note] if note else []
+    enc = adapter.encode(MASK_SPELLINGS.sub(mask_str, text))
+    notes = list(enc.notes) + notes
+    if not enc.ids:
+        return _empty(mid, text, "", tuple(notes), masked=masked)
+    tokens = tuple(MASK if i == mask_id else t for i, t in zip(enc.ids, enc.tokens))
+    special = tuple(bool(s) for s in enc.special)
+    positions = [t for t, i in enumerate(enc.ids) if i == mask_id]
+    if not positions:
+        notes.append(f"No {MASK} is left in the part of the text the model reads (its first {len(enc.ids):,} "
+                     "tokens): put one earlier.")
+        return _empty(mid, text, "", tuple(notes), tokens, special, masked)
+    if len(positions) > MAX_MASKS:
+        notes.append(f"The text has {len(positions)} masks; the first {MAX_MASKS} are shown.")
+        positions = positions[:MAX_MASKS]
+    try:
+        rec = adapter.run(enc, names=("logits",))
+    except Unsupported as exc:
+        return _empty(mid, text, str(exc), tuple(notes), tokens, special, masked)
+    except (RuntimeError, ValueError, IndexError) as exc:
+        return _empty(mid, text, f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}",
+                      tuple(notes), tokens, special, masked)
+    z = rec["logits"][positions].astype(np.float64)                          # (M, V)
+    top = z.max(axis=1, keepdims=True)
+    lse = (top + np.log(np.exp(z - top).sum(axis=1, keepdims=True)))[:, 0]  # (M,)
+    p = np.exp(z - lse[:, None])                                            # (M, V)
+    k = min(k, p.shape[1])
+    order = np.argsort(-p, axis=1, kind="stable")[:, :k]                    # (M, k)
+    rows = np.arange(len(positions))[:, None]
+    entropy = -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=1)
+    compare = _compare_words(words, masked)[:MAX_WORDS]
+    pieces, word_p, word_r = [], np.full((len(positions), len(compare)), np.nan), \
+        np.zeros((len(positions), len(compare)), dtype=np.int64)
+    for j, w in enumerate(compare):
+        ids = _single_ids(adapter, w)
+        if not ids:
+            pieces.append("")
+            notes.append(f"“{w}” is not one token of {mid}'s vocabulary, so it has no single probability at a "
+                         "mask.")
+            continue
+        best = np.array(ids)[np.argmax(p[:, ids], axis=1)]                  # (M,) the likelier spelling per mask
+        word_p[:, j] = p[np.arange(len(positions)), best]
+        word_r[:, j] = 1 + (p > word_p[:, j:j + 1]).sum(axis=1)
+        pieces.append(adapter.token_strings([int(best[0])])[0])
+    return MaskedTrace(
+        mid, text, masked, tokens, special, tuple(positions), order,
+        tuple(tuple(adapter.token_strings([int(i) for i in row])) for row in order), p[rows, order], z[rows, order],
+        lse, entropy, tuple(compare), tuple(pieces), word_p, word_r, int(p.shape[1]), tuple(dict.fromkeys(notes)))

@@ -1,0 +1,109 @@
+"""Masked-word prediction (BERT's pre-training task): the top-k fillers of each [MASK], two sentences side by side."""
+import streamlit as st
+
+from explorer.probes.masked import MASK, masked_fill, words_of
+from explorer.ui import settings
+from explorer.ui.cache import figure_once, get_model, probe
+from explorer.ui.charts import Origin, show
+from explorer.ui.state import Controls
+from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.viz import masked as V
+
+PRESETS = [
+    "the keys to the cabinet [MASK] on the table .",
+    "the dog that the farmers feed [MASK] in the garden .",
+    "the woman who the doctors visited yesterday [MASK] very tired .",
+    "the children who live near the river [MASK] happy .",
+    "the [MASK] ate the cake .",
+    "she put the cup on the [MASK] .",
+    "the teacher [MASK] the old car .",
+]
+
+c = Controls("masked-words")
+page_header("Masked-word prediction",
+            f"BERT's pre-training task: hide a word behind {MASK} and see which words the model puts there, with its "
+            "own probabilities. A masked language model reads the sentence from both sides.")
+theme = settings.theme()
+
+model_id = model_picker(c.view.families, default=c.params["model"].default)
+loaded = get_model(model_id, task="masked-lm")
+if loaded is None:
+    st.stop()
+text = sentence_input(PRESETS[0], PRESETS, help=f"Type {MASK} (or <mask>) where a word should be.")
+words = words_of(text)
+c1, c2, c3 = st.columns([2, 2, 1])
+with c1:
+    index = c.selectbox("mask", [-1, *range(len(words))],
+                        format_func=lambda i: f"— the {MASK}s typed —" if i < 0 else f"{i}: {words[i]}")
+with c2:
+    compare = c.text_input("words", max_chars=200)
+with c3:
+    k = c.number("k")
+second = c.text_input("b", max_chars=2000)
+
+trace = probe(masked_fill, loaded, text, k, compare, index)
+if trace.error:
+    st.warning(V.plain(trace.error))
+    st.stop()
+for note in trace.notes:
+    st.info(V.plain(note))
+if not len(trace):
+    st.stop()
+
+traces, names = [trace], ["A"]
+if second.strip():
+    trace_b = probe(masked_fill, loaded, second, k, compare, -1)
+    for note in trace_b.notes:
+        st.info("Sentence B: " + V.plain(note))
+    if len(trace_b):
+        traces, names = [trace, trace_b], ["A", "B"]
+
+OWN = Origin("model", f"softmax of {model_id}'s own logits at each {MASK}, over its {trace.vocab_size:,} tokens.")
+st.caption(f"{model_id} · {loaded.adapter.name} · bidirectional: every token attends to every other, so the words "
+           f"after each {MASK} count as much as the words before it.")
+MODEL_KEY = (model_id, loaded.device, loaded.dtype, k, compare)
+
+
+def bars(tr, m: int, title: str = ""):
+    """The top-k bars of mask m of a trace, built once per (model, text, k, compared words, mask, title)."""
+    return figure_once(("masked-bars", *MODEL_KEY, tr.text, m, title), lambda: V.fill_bars(tr, m, theme, title))
+
+
+if len(traces) == 2:
+    for col, tr, name in zip(st.columns(2), traces, names):
+        with col:
+            st.caption(f"**{name}** as the model reads it: {V.sentence_text(tr)}")
+            for m in range(len(tr)):
+                show(bars(tr, m, f"{name}: {MASK} at token {tr.positions[m]}"), OWN, key=f"fill-{name}-{m}",
+                     filename=f"masked-{name}-{m}")
+else:
+    st.caption("**A** as the model reads it: " + V.sentence_text(trace))
+    cols = st.columns(2)
+    for m in range(len(trace)):
+        with cols[m % 2]:
+            show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}")
+
+if any(tr.words for tr in traces):
+    st.subheader("Compared words")
+    show(V.word_bars(traces, names, theme), OWN, key="compared-chart", filename="masked-words")
+    best = [(n, tr.words[0], float(tr.word_probs[0, 0]), int(tr.word_ranks[0, 0]))
+            for n, tr in zip(names, traces) if tr.words and tr.pieces[0]]
+    if best:
+        st.caption("Live: " + "; ".join(f"in {n}, “{V.plain(w)}” gets p = {p:.4f} (rank {r:,} of "
+                                        f"{trace.vocab_size:,})" for n, w, p, r in best) + ".")
+
+st.subheader("Where the probabilities come from")
+st.latex(V.equation(trace, 0))
+st.caption(f"z_v is the model's output score (logit) for token v at the first {MASK} of A: its last layer's vector "
+           f"there, through the output layer. The most probable token, “{V.token_text(trace, 0)}”, "
+           f"has z = {trace.logits[0, 0]:.3f}; the softmax divides e^z by the sum over all {trace.vocab_size:,} "
+           f"tokens (log of the sum {trace.lse[0]:.3f}). The distribution's entropy is {trace.entropy[0]:.3f} nats. "
+           "Hover a bar for its token's logit and rank.")
+
+what_to_notice([
+    f"Agreement from both sides: in “the keys to the cabinet {MASK} on the table” the verb agrees with “keys”, "
+    "not with the nearer “cabinet”; swap the numbers in sentence B and the plural and singular verbs trade places.",
+    "The words after the mask matter: a causal language model could not use “on the table” to choose a verb.",
+    "Each mask is filled independently: with two masks the model does not see its own guess for the other one.",
+    "Pick a word to mask from the menu: the hidden word is compared automatically, with its rank among all tokens.",
+])
