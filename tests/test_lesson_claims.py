@@ -354,3 +354,19 @@ def test_03_logit_lens_and_attribution() -> None:
     says(s.caption, f"logit of \"are\" ({a.logit[row]:.2f}, against {a.baseline_logit[row]:.2f}".replace("-", "−"),
          f"completeness error of {a.completeness[row]:.3f}", f"\"keys\" gets {ig['keys']:.2f}",
          f"\"cabinet\" {ig['cabinet']:.2f}", f"the second \"the\" {a.integrated[row, 4]:.2f}")
+
+
+def test_04_last_step_masked_words_agree_with_the_head_noun() -> None:
+    from explorer.probes.masked import masked_fill
+
+    s, p = step("04-embeddings-decoding", len(LESSONS["04-embeddings-decoding"].steps))
+    assert s.page == "masked-words" and p["model"] == "builtin:masked-lm"
+    loaded = model(p["model"])
+    a, b = (masked_fill(loaded, text, p["k"], p["words"]) for text in (p["text"], p["b"]))
+    assert a.words == b.words == ("is", "are") and len(a) == len(b) == 1
+    (a_is, a_are), (b_is, b_are) = a.word_probs[0], b.word_probs[0]
+    says(s.caption, "a 2-layer masked language model", f'with "are" (p = {a_are:.2f}) and gives "is" only {a_is:.3f}',
+         f'it puts "is" first (p = {b_is:.2f}) and gives "are" {b_are:.3f}')
+    assert loaded.model.config.n_layer == 2
+    assert a.top_tokens[0][0] == "are" and b.top_tokens[0][0] == "is"
+    assert a.word_probs[0, 1] == pytest.approx(a.probs[0, 0]) and b.word_probs[0, 0] == pytest.approx(b.probs[0, 0])
