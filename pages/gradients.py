@@ -34,6 +34,12 @@ for model_id in chosen:
 if not traces:
     st.info("Choose recurrent language models and type a sentence of two words or more.")
     st.stop()
+notes: dict[str, list[str]] = {}
+for t in traces:
+    for note in t.notes:
+        notes.setdefault(note, []).append(t.model_id)
+for note, ids in notes.items():
+    st.info(note if len(ids) == len(traces) else f"{', '.join(ids)}: {note}")
 theme = settings.theme()
 first = traces[0]
 st.markdown(f"Predicting **{first.target}** after “{' '.join(first.tokens)}”: "

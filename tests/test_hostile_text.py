@@ -47,6 +47,18 @@ SETUP: dict[str, dict] = {
         params={"model": "builtin:masked-lm", "b": ""}, empty="Type a sentence to see the model's internals.",
         marks=NOTHING, long="The text has 3,000 tokens; only the first 62 are used", unknown="are shown as <unk>",
         subword=False),
+    "pages/logit_lens.py": dict(
+        params={"model": "builtin:tiny-gpt"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
+        long="The text has 3,000 tokens; only the first 63 are used (the model's limit)", unknown="are shown as <unk>",
+        subword=False),
+    "pages/attribution.py": dict(
+        params={"model": "builtin:tiny-gpt"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
+        long="The text has 3,000 tokens; only the first 63 are used (the model's limit)", unknown="are shown as <unk>",
+        subword=False),
+    "pages/gradients.py": dict(
+        params={}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
+        long="The text has 3,000 tokens; only the first 79 are used (this view's limit)", unknown="are shown as <unk>",
+        subword=False),
 }
 WIDGET_CASES = ["control-only", "combining-only", "script"]
 

@@ -16,7 +16,8 @@ CODE_FILES = sorted([*APP_FILES, *(ROOT / "bench").rglob("*.py")])
 UNSAFE_HTML_AUDIT = {
     ("explorer/ui/settings.py", "markdown", "PROJECTOR_CSS"),  # a module constant: static CSS
 }
-ST_HTML_AUDIT = {  # st.html: only the two builders that escape every token (property-tested in test_hostile_probes)
+ST_HTML_AUDIT = {  # st.html: only the builders that escape every token (tested below and in test_hostile_probes)
+    ("pages/attribution.py", "html", "V.attribution_html"),
     ("pages/lstm_gates.py", "html", "V.colored_tokens_html"),
     ("pages/sampling.py", "html", "V.tokens_html"),
 }
@@ -118,11 +119,12 @@ def test_unsafe_allow_html_only_with_static_markup() -> None:
 
 def test_st_html_only_through_escaping_builders() -> None:
     assert _html_sites(None) == ST_HTML_AUDIT
-    from explorer.viz import decoding, rnn_gates
+    from explorer.viz import attribution, decoding, rnn_gates
     import numpy as np
 
     evil = '<script>alert(1)</script><img src=x onerror="alert(2)">'
     for markup in (rnn_gates.colored_tokens_html([evil], np.array([0.5])),
+                   attribution.attribution_html([evil, evil], np.array([0.5, -0.2]), 1),
                    decoding.tokens_html(evil, [evil], np.array([-1.0]))):
         assert "<script" not in markup and "<img" not in markup and "&lt;script&gt;" in markup
 

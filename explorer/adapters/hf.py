@@ -25,7 +25,7 @@ import torch
 from explorer.adapters import hf_attention as A
 from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table,
                                    Unsupported, causal_mask)
-from explorer.adapters.text import Encoded, encode_hf, model_max_tokens, no_text
+from explorer.adapters.text import Encoded, encode_hf, no_text, token_limit
 
 BERT_TYPES = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "data2vec-text", "ernie", "xmod"}
 GPT2_TYPES = {"gpt2"}
@@ -130,8 +130,8 @@ class HFAdapter(Adapter):
         if self.tokenizer is None:
             return Encoded((), (), (f"{self.id} has no tokenizer saved with it, so it cannot read text. Save one next "
                                     "to the weights (tokenizer.save_pretrained(<folder>)) and reload.",))
-        limit = min(max_tokens or model_max_tokens(self.loaded), model_max_tokens(self.loaded))
-        enc = encode_hf(self.tokenizer, text, limit, text_pair=pair or None, target=side == "target")
+        limit, whose = token_limit(self.loaded, max_tokens)
+        enc = encode_hf(self.tokenizer, text, limit, text_pair=pair or None, target=side == "target", whose=whose)
         if not enc.ids:
             return Encoded((), (), enc.notes + (f"The tokenizer of {self.id} gives no tokens for this text.",))
         return enc

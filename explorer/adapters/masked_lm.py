@@ -15,7 +15,7 @@ import numpy as np
 
 from explorer.adapters.base import Adapter, Names, Record, Unsupported
 from explorer.adapters.gpt import GPTAdapter
-from explorer.adapters.text import Encoded, encode_vocab, model_max_tokens, no_text
+from explorer.adapters.text import Encoded, encode_vocab, no_text, token_limit
 from explorer.data.vocab import tokenize_words
 
 MASK_SPELLINGS = re.compile(r"\[\s*mask\s*\]|<\s*mask\s*>", re.IGNORECASE)  # what a user may type for the mask
@@ -55,8 +55,8 @@ class MaskedLMAdapter(GPTAdapter):
         empty = no_text(text)
         if empty is not None:
             return empty
-        limit = min(max_tokens or model_max_tokens(self.loaded), model_max_tokens(self.loaded))
-        enc = encode_vocab(self._reader or self.vocab, text, max(limit - 1, 1), bos=True)
+        limit, whose = token_limit(self.loaded, max_tokens)
+        enc = encode_vocab(self._reader or self.vocab, text, max(limit - 1, 1), bos=True, whose=whose)
         eos = self.vocab.eos_id
         return replace(enc, ids=enc.ids + (eos,), tokens=enc.tokens + (self.vocab.itos[eos],),
                        special=enc.special + (True,))

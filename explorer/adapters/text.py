@@ -44,6 +44,14 @@ def model_max_tokens(loaded: Any) -> int:
     return int(block) if isinstance(block, int) and block > 0 else DEFAULT_MAX_TOKENS
 
 
+def token_limit(loaded: Any, max_tokens: int | None) -> tuple[int, str]:
+    """The number of tokens to read (a view's `max_tokens`, at most the model's) and whose limit that is."""
+    own = model_max_tokens(loaded)
+    if max_tokens is not None and max_tokens < own:
+        return max_tokens, "this view's limit"
+    return own, "the model's limit"
+
+
 _UNITS = {"char": "character", "subword": "piece"}
 NO_BOS = ("The vocabulary has no beginning-of-sentence token (<bos>, <s>, <sos> or [CLS]), so the text is fed as "
           "is: its first {unit} is read with no context before it.")
@@ -53,7 +61,8 @@ def _unit(vocab: Vocab) -> str:
     return _UNITS.get(vocab.level, "word")
 
 
-def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, bos: bool = False) -> Encoded:
+def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, bos: bool = False,
+                 whose: str = "the model's limit") -> Encoded:
     """Text -> the ids a vocabulary's model reads (`vocab.pieces`: words, characters or a tokenizer's pieces), with
     the beginning-of-sentence token first when `bos`. Unknown pieces become the vocabulary's unknown token, or are
     left out and listed in a note when it has none."""
@@ -63,7 +72,7 @@ def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
     truncated = False
     budget = max_tokens - (1 if bos else 0)
     if len(pieces) > budget:
-        notes.append(f"The text has {len(pieces):,} tokens; only the first {budget:,} are used (the model's limit).")
+        notes.append(f"The text has {len(pieces):,} tokens; only the first {budget:,} are used ({whose}).")
         pieces = pieces[:budget]
         truncated = True
     unknown = [p for p, i in pieces if i is None]
@@ -97,7 +106,8 @@ def input_convention(vocab: Vocab, feeds_bos: bool = True) -> str:
     return f"{first}{split}{as_is}; {unknown}"
 
 
-def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None, target: bool = False) -> Encoded:
+def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None, target: bool = False,
+              whose: str = "the model's limit") -> Encoded:
     """Hugging Face encoding with special tokens; counts [UNK] pieces and truncates to `max_tokens`.
 
     text_pair: a second segment (token type 1); target: encode as a decoder target (`text_target=`)."""
@@ -117,7 +127,7 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
     notes: list[str] = []
     truncated = False
     if len(ids) > max_tokens:
-        notes.append(f"The text has {len(ids):,} tokens; only the first {max_tokens:,} are used (the model's limit).")
+        notes.append(f"The text has {len(ids):,} tokens; only the first {max_tokens:,} are used ({whose}).")
         full = call(truncation=True, max_length=max_tokens)
         ids = list(full["input_ids"])
         truncated = True
@@ -156,9 +166,9 @@ class VocabText:
         empty = no_text(text)
         if empty is not None:
             return empty
-        limit = min(max_tokens or model_max_tokens(self.loaded), model_max_tokens(self.loaded))
+        limit, whose = token_limit(self.loaded, max_tokens)
         bos = self.feeds_bos and self.vocab.bos_id is not None
-        enc = encode_vocab(self.vocab, text, limit, bos=bos)
+        enc = encode_vocab(self.vocab, text, limit, bos=bos, whose=whose)
         if self.feeds_bos and not bos:
             enc = replace(enc, notes=(NO_BOS.format(unit=_unit(self.vocab)), *enc.notes))
         return enc
