@@ -6,6 +6,7 @@ object every view reads the model through. Raises ModelLoadError (a message for 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,11 +103,23 @@ class LoadedModel:
 
 
 # ------------------------------------------------------------------------------------------ loading
+# One load at a time per process. transformers imports its classes lazily (_LazyModule): two sessions loading
+# their first models at once (a class opening the app) could see a half-imported module and fail with
+# "module 'transformers' has no attribute 'AutoModel'" (found by bench/bench_serve.py). Loads are rare and
+# compete for the same memory bandwidth anyway; the model cache serves everything after the first load.
+_LOAD_LOCK = threading.RLock()
+
+
 def load_model(model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None) -> LoadedModel:
     """Load `model_id` onto (device, dtype). Raises ModelLoadError (user-facing message) on any failure.
 
     task (HF only): "base" | "causal-lm" | "seq2seq-lm" | "masked-lm"; None picks from the config.
     """
+    with _LOAD_LOCK:
+        return _load_model(model_id, device, dtype, task)
+
+
+def _load_model(model_id: str, device: str, dtype: str, task: str | None) -> LoadedModel:
     mid = ModelId.parse(model_id)
     device, dtype = resolve(device, dtype)
     try:
@@ -220,8 +233,7 @@ def _hf_family(config: Any) -> str:
 
 def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtype: str, task: str | None) -> LoadedModel:
     """Load a Hugging Face model from a repo id or a folder, eager attention, never remote code."""
-    import transformers
-    from transformers import AutoConfig, AutoTokenizer
+    from explorer.hf_runtime import AUTO_CLASSES, AutoConfig, AutoModel, AutoTokenizer
 
     common = {"local_files_only": local_only, "trust_remote_code": False}
     try:
@@ -241,18 +253,12 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
         raise CorruptFileError(f"{label}: its config.json is not valid ({first_line(exc)}).") from None
 
     family = _hf_family(config)
-    auto_names = {
-        "base": "AutoModel",
-        "causal-lm": "AutoModelForCausalLM",
-        "seq2seq-lm": "AutoModelForSeq2SeqLM",
-        "masked-lm": "AutoModelForMaskedLM",
-    }
     if task is None:
         task = {"encoder-decoder": "seq2seq-lm", "decoder": "causal-lm"}.get(family, "base")
-    if task not in auto_names:
-        raise ModelLoadError(f"Unknown task '{task}': use one of {', '.join(auto_names)}.")
+    if task not in AUTO_CLASSES:
+        raise ModelLoadError(f"Unknown task '{task}': use one of {', '.join(AUTO_CLASSES)}.")
     kwargs = dict(common, attn_implementation="eager", dtype=DTYPES[dtype])
-    auto_cls = getattr(transformers, auto_names[task])
+    auto_cls = AUTO_CLASSES[task]
     notes: list[str] = []
     try:
         try:
@@ -264,13 +270,13 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
                     notes.append(f"{label} has no masked-LM head saved with it ({len(missing)} weights missing, e.g. "
                                  f"{missing[0]}), so it was loaded without one: it cannot fill in [MASK]. Pick a "
                                  "model saved as *ForMaskedLM (BERT, RoBERTa, DistilBERT, ALBERT, …).")
-                    task, model = "base", transformers.AutoModel.from_pretrained(source, **kwargs)
+                    task, model = "base", AutoModel.from_pretrained(source, **kwargs)
             else:
                 model = auto_cls.from_pretrained(source, **kwargs)
         except ValueError as exc:  # this architecture has no such head: fall back to the base model
             if task == "base" or "Unrecognized configuration class" not in str(exc):
                 raise
-            task, model = "base", transformers.AutoModel.from_pretrained(source, **kwargs)
+            task, model = "base", AutoModel.from_pretrained(source, **kwargs)
     except OSError as exc:
         if isinstance(source, Path):
             raise CorruptFileError(f"{label}: its weights could not be read ({first_line(exc)}).") from None

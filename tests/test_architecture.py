@@ -6,7 +6,9 @@
 - pages are glue: no numpy/torch/math arithmetic, no st.cache_* definitions, no hand-built Markdown tables;
 - one record: the model family is decided in one place (explorer/adapters/__init__.py), and nothing in explorer
   registers a hook on a model;
-- one generation loop: one sampling loop and one beam search (explorer/generation.py).
+- one generation loop: one sampling loop and one beam search (explorer/generation.py);
+- transformers is imported in one place (explorer/hf_runtime.py), so that concurrent sessions never resolve its
+  lazy names at the same time, and models are loaded one at a time.
 """
 from __future__ import annotations
 
@@ -161,3 +163,36 @@ def test_the_worked_example_in_the_architecture_guide_runs() -> None:
     space["test_norms_are_the_models_own"]()
     trace = space["residual_norms"](load_model("builtin:tiny-gpt"), "the keys to the cabinet")
     assert trace.norms.shape == (2, len(trace.tokens)) and trace.tokens[0] == "<bos>"
+
+
+def test_transformers_is_imported_in_one_place() -> None:
+    """explorer/hf_runtime.py resolves every transformers name once, under Python's import lock (see its docstring)."""
+    offenders = [_rel(p) for p in [*EXPLORER, *PAGES, ROOT / "app.py"]
+                 if p.name != "hf_runtime.py" and any(m.split(".")[0] == "transformers" for m in _imports(p))]
+    assert not offenders, f"import transformers through explorer.hf_runtime: {offenders}"
+
+
+def test_models_are_loaded_one_at_a_time(monkeypatch) -> None:
+    """Two sessions loading at once run the loader one after the other (transformers' lazy imports are not
+    thread-safe; found by bench/bench_serve.py as "module 'transformers' has no attribute 'AutoModel'")."""
+    import threading
+    import time
+
+    from explorer import loaders
+
+    active, peak = [0], [0]
+
+    def slow_load(model_id, device, dtype, task):
+        active[0] += 1
+        peak[0] = max(peak[0], active[0])
+        time.sleep(0.05)
+        active[0] -= 1
+        return model_id
+
+    monkeypatch.setattr(loaders, "_load_model", slow_load)
+    threads = [threading.Thread(target=loaders.load_model, args=(f"builtin:m{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak[0] == 1
