@@ -1,0 +1,35 @@
+"""Warm a fresh install before a class: load every built-in model and the packaged MiniLM once (a check that
+they load), and compile umap-learn's numba functions into the on-disk cache (explorer.numba_cache).
+
+    python -m explorer.warmup        # also run by the Dockerfile, so every replica starts warm
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from explorer.catalogue import builtin_names, minilm_dir
+from explorer.loaders import load_model
+
+
+def main() -> int:
+    print(f"numba cache: {os.environ.get('NUMBA_CACHE_DIR') or 'numba default'}")
+    ids = [f"builtin:{name}" for name in builtin_names()] + (["pretrained:minilm"] if minilm_dir() else [])
+    for model_id in ids:
+        start = time.perf_counter()
+        loaded = load_model(model_id)
+        print(f"{model_id}: loaded in {time.perf_counter() - start:.2f} s ({loaded.family})")
+    from explorer.projection import fit, transform
+
+    start = time.perf_counter()
+    X = np.random.default_rng(0).standard_normal((200, 16)).astype(np.float32)
+    proj = fit(X, "umap", dims=2)
+    transform(proj, X[:4])
+    print(f"UMAP fit and transform compiled in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
