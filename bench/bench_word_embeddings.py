@@ -1,20 +1,29 @@
 """Timing of the word-embedding view (pages/word_embeddings.py) on MiniLM's 30,522 × 384 word pieces, CPU.
 
-    python bench/bench_word_embeddings.py [--runs 5] [--n 30000]
+    python bench/bench_word_embeddings.py [--runs 5] [--n 30000] [--first-only]
 
-Rows: numba warm-up (a UMAP fit of 5,000 rows, which takes the NN-descent path, + transform; once per process), bare umap-learn fit of the N most frequent
-(id order) MiniLM rows with the view's parameters (one run: it takes ~16 s on 2 cores), the page's first UMAP
-projection of the same rows (AppTest, model and table already cached, progress shown), the ratio page / bare fit
-(target <= 1.2), the cached reopen (a new session opening the same link; median of runs), and the typed-word
-update (changing the typed words: entries outside the fitted N are placed by transform; median; target < 0.5 s).
-PCA rows: bare scikit-learn PCA of the full table and the page with ?method=pca.
+First rows, each in a new process (bench/first_umap.py; the model and table loaded first, not counted): the
+view's default UMAP of MiniLM's whole words (5,000 rows) from request to coordinates, opened from the shipped
+asset (target < 1 s), fitted with an empty numba disk cache (NUMBA_CACHE_DIR: a new folder), and fitted again with
+that cache warm (the fit + the transform warm-up, as the page's background job runs them). --first-only stops there.
+
+Then, in this process: numba warm-up (a UMAP fit of 5,000 rows, which takes the NN-descent path, + transform; once
+per process), bare umap-learn fit of the N first (id order) MiniLM rows with the view's parameters (one run), the
+page's first UMAP of the same rows from request to the UMAP drawn (AppTest, model and table cached: the first run
+draws PCA and starts the background fit, the rerun after it draws the UMAP), the ratio page / bare fit (target <=
+1.2), the cached reopen (a new session opening the same link; median of runs), and the typed-word update (changing
+the typed words: entries outside the fitted N are placed by transform; median; target < 0.5 s). PCA rows: bare
+scikit-learn PCA of the full table and the page with ?method=pca.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 from _common import ROOT  # noqa: E402  (sets the environment first)
@@ -43,10 +52,36 @@ def page(params: dict[str, str]) -> tuple[AppTest, float]:
     return at, dt
 
 
+def first_umap(mode: str, cache_dir: str) -> dict:
+    """bench/first_umap.py in a new process with NUMBA_CACHE_DIR=cache_dir; its JSON line."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache_dir}
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "first_umap.py"), mode], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1800, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def first_rows(rows_out: list) -> float:
+    """The first UMAP of a new process: shipped, fitted with a cold numba cache, fitted with a warm one; returns
+    the shipped asset's request -> coords seconds."""
+    what = "new process, default UMAP of MiniLM whole words (5,000)"
+    with tempfile.TemporaryDirectory(prefix="numba-cold-") as cache:
+        shipped = first_umap("shipped", cache)
+        rows_out.append((f"{what}: shipped asset, request -> coords", shipped["request_to_coords_s"]))
+        for state in ("cold", "warm"):  # the folder starts empty; the first fit fills it
+            fitted = first_umap("fit", cache)
+            rows_out.append((f"{what}: {state} numba disk cache, fit + transform warm-up",
+                             fitted["request_to_coords_s"]))
+            rows_out.append((f"{what}: {state} numba disk cache, the fit alone", fitted["fit_s"]))
+    rows_out.append(("model + table load in those new processes (not counted above)",
+                     shipped["load_model_and_table_s"]))
+    return shipped["request_to_coords_s"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--n", type=int, default=30000, help="rows fitted (the rest are placed by transform)")
+    parser.add_argument("--first-only", action="store_true", help="only the new-process first-UMAP rows")
     args = parser.parse_args()
     runs = max(5, args.runs)
     rows_out: list[tuple[str, float]] = []
@@ -57,6 +92,11 @@ def main() -> None:
             print(f"  measured: {item[0]}: {item[1]:.2f}", file=sys.stderr, flush=True)
 
     rows_out = _Rows()
+    shipped = first_rows(rows_out)
+    if args.first_only:
+        print_rows(rows_out)
+        print(f"\nshipped projection opened in < 1 s: {'met' if shipped < 1 else 'NOT met'}")
+        return
 
     loaded = load_model("pretrained:minilm", "cpu", "float32")
     table = P.embedding_table(loaded)
@@ -90,8 +130,17 @@ def main() -> None:
     _, pca_page = page({**base, "method": "pca"})
     rows_out.append(("page with ?method=pca (model cached, PCA cached)", pca_page))
 
-    at, first = page({**base, "method": "umap"})
-    rows_out.append(("page: first UMAP projection (same rows, with progress)", first))
+    from explorer.projection_jobs import wait_all
+
+    t0 = time.perf_counter()
+    at, first_run = page({**base, "method": "umap"})  # PCA drawn, the UMAP fitted in the background
+    assert wait_all(1800)
+    at.run()
+    first = time.perf_counter() - t0
+    title = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert not at.exception and title.startswith("UMAP"), title
+    rows_out.append(("page: first run while the UMAP is fitted (PCA drawn, progress shown)", first_run))
+    rows_out.append(("page: first UMAP, request -> UMAP drawn (background fit, rerun)", first))
     ratio = first / bare_umap
     rows_out.append(("ratio first projection / bare umap-learn fit", ratio))
 
@@ -114,12 +163,19 @@ def main() -> None:
 
     print(f"Word-embedding view, CPU ({torch.get_num_threads()} torch threads, {os.cpu_count()} cores visible), "
           f"pretrained:minilm word pieces, N = {args.n:,} of {len(table):,}")
-    print(f"| {'measurement':<72} | {'s':>8} |")
-    print(f"|{'-' * 74}|{'-' * 10}|")
-    for name, value in rows_out:
-        print(f"| {name:<72} | {value:>8.2f} |")
-    print(f"\ntarget ratio <= 1.2: {'met' if ratio <= 1.2 else 'NOT met'}; cached reopen < 1 s: "
+    print_rows(rows_out)
+    print(f"\nshipped projection opened in < 1 s: {'met' if shipped < 1 else 'NOT met'}; "
+          f"target ratio <= 1.2: {'met' if ratio <= 1.2 else 'NOT met'}; cached reopen < 1 s: "
           f"{'met' if reopen < 1 else 'NOT met'}; typed-word update < 0.5 s: {'met' if update < 0.5 else 'NOT met'}")
+
+
+def print_rows(rows_out: list[tuple[str, float]]) -> None:
+    width = max(len(name) for name, _ in rows_out)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"| {'measurement':<{width}} | {'s':>8} |")
+    print(f"|{'-' * (width + 2)}|{'-' * 10}|")
+    for name, value in rows_out:
+        print(f"| {name:<{width}} | {value:>8.2f} |")
 
 
 if __name__ == "__main__":

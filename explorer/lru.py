@@ -66,6 +66,14 @@ class LoadOnceLRU(Generic[V]):
             evicted = True
         return evicted
 
+    def peek(self, key: Hashable) -> V | None:
+        """The stored value (marked as recently used), or None; never builds."""
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        return None
+
     def values(self) -> list[V]:
         """Stored values, most recently used last."""
         with self._lock:

@@ -10,10 +10,15 @@ t-SNE (van der Maaten & Hinton 2008): scikit-learn's Barnes-Hut TSNE (exact meth
 offered); it optimises positions of the given points only, so it has no transform.
 UMAP (McInnes et al. 2018): umap-learn; `transform` places new points from their nearest fitted neighbours and
 a short optimisation with the fitted points fixed. umap-learn compiles with numba on its first use in a process
-(about a minute on 2 cores); progress is reported per optimisation epoch.
+(a minute or more on 2 cores; less once numba's disk cache holds the functions umap-learn and pynndescent mark
+cache=True, see explorer/numba_cache.py); progress is reported per optimisation epoch.
 
 `progress(fraction, message)` is called with fraction in [0, 1]; it may raise to cancel the fit (umap: at the
 next epoch; PCA and t-SNE are not interruptible inside scikit-learn).
+
+Seeds: t-SNE always uses `seed`; UMAP uses it only with `deterministic=True` (umap-learn then optimises on one
+thread, reproducibly on the same library versions; the app's live fits are parallel and unseeded). Shipped
+projections (explorer/projection_assets.py) are fitted deterministically.
 """
 from __future__ import annotations
 
@@ -50,6 +55,8 @@ class Projection:
     seconds: float = 0.0
     explained: tuple[float, ...] = ()  # PCA: explained variance ratio per component
     memo: dict = field(default_factory=dict, repr=False)  # derived results a caller keeps with the fit (figures, CSV)
+    shipped: str = ""  # not empty for coordinates read from assets/projections: what was fitted, how, with what
+    placement: str = ""  # how `transform` places new rows, when it is not the fitted method's own transform
 
     @property
     def can_transform(self) -> bool:
@@ -115,8 +122,9 @@ class _TqdmSink:
 
 
 def fit(X: np.ndarray, method: str, dims: int = 2, params: dict[str, Any] | None = None,
-        progress: Progress | None = None, seed: int = 0) -> Projection:
-    """Fit `method` on X (N, D) -> Projection with coords (N, dims). Raises ProjectionError for bad input."""
+        progress: Progress | None = None, seed: int = 0, deterministic: bool = False) -> Projection:
+    """Fit `method` on X (N, D) -> Projection with coords (N, dims). Raises ProjectionError for bad input.
+    deterministic: UMAP with random_state=seed (see the module docstring)."""
     progress = progress or _noop
     X = np.ascontiguousarray(X, dtype=np.float32)
     reason = check(X, method, dims)
@@ -153,10 +161,12 @@ def fit(X: np.ndarray, method: str, dims: int = 2, params: dict[str, Any] | None
 
         n_neighbors = int(min(params["n_neighbors"], n - 1))
         params["n_neighbors"] = n_neighbors
-        progress(0.02, f"UMAP of {n:,} vectors: nearest neighbours (numba compiles on first use, about a minute)")
+        progress(0.02, f"UMAP of {n:,} vectors: nearest neighbours (a server's first UMAP also compiles umap-learn's "
+                       "numba code)")
         sink = _TqdmSink(progress, 0.3, 0.7, "UMAP layout")
         model = umap.UMAP(n_components=dims, n_neighbors=n_neighbors, min_dist=float(params["min_dist"]),
                           metric=params["metric"], low_memory=True, n_epochs=params["n_epochs"],
+                          random_state=seed if deterministic else None, n_jobs=1 if deterministic else -1,
                           tqdm_kwds={"disable": False, "file": sink, "bar_format": "{n}/{total}", "mininterval": 0.25,
                                      "ascii": True})
         coords = model.fit_transform(X)

