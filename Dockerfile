@@ -31,7 +31,7 @@ RUN pip install --index-url "$TORCH_INDEX" "torch>=2.4" \
 # The app, its built-in checkpoints (assets/builtin), lessons and shipped projections (assets/).
 COPY app.py ./
 COPY explorer ./explorer
-COPY pages ./pages
+COPY app_pages ./app_pages
 COPY assets ./assets
 COPY .streamlit ./.streamlit
 

@@ -2,7 +2,7 @@
 
     python bench/bench_lens_attribution_gradients.py [--runs 7] [--threads 1]
 
-Per view: the bare computation (the probe, no cache), the bare page rerun (AppTest of pages/home.py), the page
+Per view: the bare computation (the probe, no cache), the bare page rerun (AppTest of app_pages/home.py), the page
 rerun after a new sentence, and the ratio rerun / (bare computation + bare page). Target: ≤ 1.5. Also: integrated
 gradients with 32 steps on builtin:tiny-gpt for every output of a 12-token sentence (target: under 1 s).
 """
@@ -30,10 +30,10 @@ def main() -> None:
     gpt = load_model("builtin:tiny-gpt")
     models = [load_model(f"builtin:{n}") for n in ("rnn-lm", "gru-lm", "lstm-lm")]
     cases = [
-        ("Logit lens", "pages/logit_lens.py", {"model": "builtin:tiny-gpt"}, lambda s: logit_lens(gpt, s)),
-        ("Token attribution (IG, 32 steps)", "pages/attribution.py", {"model": "builtin:tiny-gpt"},
+        ("Logit lens", "app_pages/logit_lens.py", {"model": "builtin:tiny-gpt"}, lambda s: logit_lens(gpt, s)),
+        ("Token attribution (IG, 32 steps)", "app_pages/attribution.py", {"model": "builtin:tiny-gpt"},
          lambda s: attribution(gpt, s, "", 32)),
-        ("Gradients through time (3 models)", "pages/gradients.py", {},
+        ("Gradients through time (3 models)", "app_pages/gradients.py", {},
          lambda s: [gradients_through_time(m, s) for m in models]),
     ]
     home = open_page()
@@ -52,7 +52,7 @@ def main() -> None:
         assert not at.exception, [e.value for e in at.exception]
         print(f"## {title}")
         print_rerun_table([(f"bare computation ({title})", probe_ms)],
-                          [("bare page rerun (pages/home.py)", bare_ms, bare_script),
+                          [("bare page rerun (app_pages/home.py)", bare_ms, bare_script),
                            ("page rerun after a new sentence", change_ms, change_script)],
                           "ratio rerun / (computation + bare page)", change_ms / (probe_ms + bare_ms),
                           change_script / (probe_ms + bare_script))

@@ -1,8 +1,8 @@
-"""Timing of the recurrent-cell view (pages/lstm_gates.py) on the CPU; prints a table (medians of N runs).
+"""Timing of the recurrent-cell view (app_pages/lstm_gates.py) on the CPU; prints a table (medians of N runs).
 
     python bench/bench_lstm_gates.py [--runs 7]
 
-Rows: bare probe (rnn_gates on a 30-token sentence, no cache), bare page rerun (AppTest of pages/home.py),
+Rows: bare probe (rnn_gates on a 30-token sentence, no cache), bare page rerun (AppTest of app_pages/home.py),
 page rerun after changing the sentence (probe cache miss), page rerun with nothing changed (cache hit), and the
 ratio page-after-change / (bare probe + bare page). Target: ratio <= 1.5.
 Uses builtin:lstm-lm; when that checkpoint is absent, a random model of the same size saved as local:<folder>.
@@ -69,7 +69,7 @@ def main() -> None:
     home = open_page()
     bare_ms, bare_script = median_script_ms(lambda i: home.run(), runs)
 
-    at = open_page("pages/lstm_gates.py", {"model": mid, "text": sentence(0)})
+    at = open_page("app_pages/lstm_gates.py", {"model": mid, "text": sentence(0)})
     at.run()  # everything cached from here on
 
     def change(i: int) -> None:
@@ -84,7 +84,7 @@ def main() -> None:
     print(f"Recurrent-cell view, CPU ({torch.get_num_threads()} torch threads), 30-token sentence, model: {described}")
     print(f"median of {runs} runs each; page bytecode cached as on the real server\n")
     print_rerun_table([("bare probe (rnn_gates, no cache)", probe_ms)],
-                      [("bare page rerun (pages/home.py)", bare_ms, bare_script),
+                      [("bare page rerun (app_pages/home.py)", bare_ms, bare_script),
                        ("page rerun after changing the sentence", change_ms, change_script),
                        ("page rerun, nothing changed (cached probe)", same_ms, same_script)],
                       "ratio change / (probe + bare page)", ratio, ratio_script)

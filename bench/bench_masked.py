@@ -1,9 +1,9 @@
-"""Timing of the masked-word view (pages/masked_words.py) on the CPU; prints a table (medians of N runs).
+"""Timing of the masked-word view (app_pages/masked_words.py) on the CPU; prints a table (medians of N runs).
 
     python bench/bench_masked.py [--runs 7]
 
 Rows: bare probe (masked_fill on a 10-word sentence with one [MASK], no cache), bare page rerun (AppTest of
-pages/home.py), page rerun after changing the sentence (probe cache miss; the second sentence stays cached), page
+app_pages/home.py), page rerun after changing the sentence (probe cache miss; the second sentence stays cached), page
 rerun with nothing changed (cache hit), and the ratio page-after-change / (bare probe + bare page).
 Target: ratio <= 1.5. Uses builtin:masked-lm (the view's default model).
 """
@@ -35,7 +35,7 @@ def main() -> None:
     home = open_page()
     bare_ms, bare_script = median_script_ms(lambda i: home.run(), runs)
 
-    at = open_page("pages/masked_words.py", {"model": mid, "text": sentence(0)})
+    at = open_page("app_pages/masked_words.py", {"model": mid, "text": sentence(0)})
     at.run()  # everything cached from here on
 
     def change(i: int) -> None:
@@ -51,7 +51,7 @@ def main() -> None:
           f"a second sentence side by side, model: {mid}")
     print(f"median of {runs} runs each; page bytecode cached as on the real server\n")
     print_rerun_table([("bare probe (masked_fill, no cache)", probe_ms)],
-                      [("bare page rerun (pages/home.py)", bare_ms, bare_script),
+                      [("bare page rerun (app_pages/home.py)", bare_ms, bare_script),
                        ("page rerun after changing the sentence", change_ms, change_script),
                        ("page rerun, nothing changed (cached probe)", same_ms, same_script)],
                       "ratio change / (probe + bare page)", ratio, ratio_script)

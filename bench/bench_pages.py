@@ -1,6 +1,6 @@
 """Per-page timing table (AppTest, CPU): median rerun after changing the sentence vs the compute it calls.
 
-Usage: python bench/bench_pages.py [--runs 5] [--page pages/x.py]
+Usage: python bench/bench_pages.py [--runs 5] [--page app_pages/x.py]
 For each registered page: run it once (model load, warm-up), then `runs` times type a NEW sentence and rerun.
 'compute' is the time spent inside uncached probe calls during that rerun (explorer.ui.cache.COMPUTE_LOG);
 'overhead' = rerun - compute is Streamlit + figure building. A page with no sentence input is rerun as is.
@@ -32,7 +32,7 @@ def bench_page(script: str, runs: int) -> dict:
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.run()
-    if script != "pages/home.py":
+    if script != "app_pages/home.py":
         at.switch_page(script)
     at.run()  # warm: model loads, first compute
     has_text = any(w.key == "text" for w in at.text_input)

@@ -4,7 +4,7 @@ For each panel, a control is changed to a value not seen before (so nothing is s
 page is rerun with AppTest. Printed per panel (medians of RUNS runs, milliseconds):
   A probes       the probe functions the change needs, called directly (no Streamlit)
   B +figs        A plus building the panel's Plotly figures from the results (no Streamlit)
-  R home         a rerun of the trivial page (pages/home.py) through app.py
+  R home         a rerun of the trivial page (app_pages/home.py) through app.py
   page rerun     the positional-encodings page rerun after the control change (AppTest), as the browser asks for
                  it: the whole page, or only the st.fragment holding the control (marked "fragment"; the full-page
                  rerun is printed below the table for those)
@@ -23,7 +23,7 @@ from typing import Callable
 from _common import open_page  # noqa: E402  (sets the environment first, tests/ on the path)
 from fragments import fragment_ids, page_states, run_fragment  # noqa: E402
 
-PAGE = "pages/positional_encodings.py"
+PAGE = "app_pages/positional_encodings.py"
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -1,10 +1,10 @@
-"""Timing of the decoding view (pages/sampling.py) on the CPU; prints a table (medians of N runs).
+"""Timing of the decoding view (app_pages/sampling.py) on the CPU; prints a table (medians of N runs).
 
     python bench/bench_sampling.py [--runs 5]
 
 Work: 50 new tokens × 4 strategies (greedy, top-k, top-p, beam search with 4 beams), 1 sample each, no stop at
 <eos> (so every column makes 50 tokens). Rows: bare generation (decode_all, no cache), bare page rerun (AppTest of
-pages/home.py), page rerun after changing the prompt (cache miss: generation + per-step probe + figures), page rerun
+app_pages/home.py), page rerun after changing the prompt (cache miss: generation + per-step probe + figures), page rerun
 with nothing changed (cache hit), and the ratios. Target: page after a change <= 1.5 × bare generation.
 Uses builtin:tiny-gpt; when that checkpoint is absent, a RANDOM explorer GPT of the same config (2 layers, 4 heads,
 128 wide, block 64, the 776-word vocabulary of builtin:lstm-lm) saved as local:<folder>, and says so.
@@ -75,7 +75,7 @@ def main() -> None:
     home = open_page()
     bare_page_ms = median_ms(lambda i: home.run(), runs)
 
-    at = open_page("pages/sampling.py", {"model": mid, "text": prompt(0), "strategies": ",".join(KINDS),
+    at = open_page("app_pages/sampling.py", {"model": mid, "text": prompt(0), "strategies": ",".join(KINDS),
                                          "max_new": str(NEW), "n": "1", "eos": "0", "seed": "0"})
     at.run()
 
@@ -93,7 +93,7 @@ def main() -> None:
     print(f"|{'-' * 54}|{'-' * 10}|")
     rows = [(f"bare generation, {k} only", ms) for k, ms in per.items()]
     rows += [("bare generation, 4 strategies (decode_all, no cache)", gen_ms),
-             ("bare page rerun (AppTest of pages/home.py)", bare_page_ms),
+             ("bare page rerun (AppTest of app_pages/home.py)", bare_page_ms),
              ("page rerun after changing the prompt", change_ms),
              ("page rerun, nothing changed (cached)", same_ms)]
     for name, ms in rows:

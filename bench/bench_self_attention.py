@@ -27,7 +27,7 @@ import time
 from _common import ROOT, SCRIPT_MS, open_page  # noqa: E402  (sets the environment first, tests/ on the path)
 from fragments import fragment_ids, page_states, run_fragment  # noqa: E402
 
-PAGE = "pages/self_attention.py"
+PAGE = "app_pages/self_attention.py"
 WORDS = ("the animal did not cross the street because it was too tired and the robot must obey the orders "
          "given it by people who were watching from the other side of the road").split()
 

@@ -1,4 +1,4 @@
-"""Timing of the word-embedding view (pages/word_embeddings.py) on MiniLM's 30,522 × 384 word pieces, CPU.
+"""Timing of the word-embedding view (app_pages/word_embeddings.py) on MiniLM's 30,522 × 384 word pieces, CPU.
 
     python bench/bench_word_embeddings.py [--runs 5] [--n 30000] [--first-only]
 
@@ -36,7 +36,7 @@ from explorer import projection as PR  # noqa: E402
 from explorer.probes import embeddings as P  # noqa: E402
 from explorer.loaders import load_model  # noqa: E402
 
-PAGE = "pages/word_embeddings.py"
+PAGE = "app_pages/word_embeddings.py"
 
 
 def page(params: dict[str, str]) -> tuple[AppTest, float]:

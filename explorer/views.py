@@ -5,9 +5,9 @@ URL state (explorer.ui.state.Controls: each widget takes its label, default and 
 outside the range gets a message), lessons (explorer.lessons validates a step's parameters against it) and the
 model pickers (the families a view reads). Adding a view is one `VIEWS.append(View(...))` line below.
 
-A view is listed here only once its page exists and works. url_path never equals a page file's stem
-("home", "models", ...): Streamlit serves such a path from the pages/ folder directly (its legacy
-multipage mode) before app.py has run, bypassing the router and sidebar.
+A view is listed here only once its page exists and works. The page scripts live in app_pages/, not pages/: a
+folder named pages/ next to app.py puts the first session of a server process in Streamlit's legacy multipage
+mode, which answers a view's URL with "Page not found" before app.py's router has run (tests/test_browser.py).
 """
 from __future__ import annotations
 
@@ -95,17 +95,17 @@ GATES = ("i", "f", "g", "o", "c", "h", "r", "z", "n")
 KINDS = ("greedy", "sample", "top-k", "top-p", "typical", "min-p", "beam")
 MAX_NEW, MAX_SAMPLES, MAX_BEAMS = 200, 20, 8
 
-HOME = View("pages/home.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.",
+HOME = View("app_pages/home.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.",
             "Explorer")
 MODELS = View(
-    "pages/models.py", "Models", ":material/model_training:", "catalogue",
+    "app_pages/models.py", "Models", ":material/model_training:", "catalogue",
     "Pick, load or upload a model; see what is loaded, on which device, in which dtype; train a built-in model.",
     "Explorer", {"model": P("model", "pretrained:minilm")},
 )
 
 VIEWS: list[View] = [HOME, MODELS]
 VIEWS.append(View(
-    "pages/positional_encodings.py", "Positional encodings", ":material/timeline:", "positional-encodings",
+    "app_pages/positional_encodings.py", "Positional encodings", ":material/timeline:", "positional-encodings",
     "Sinusoidal, learned and rotary positions, and why attention needs them.", params={
         "panel": choice("sinusoidal", "similarity", "rope", "learned", "sentence", label="Panel"),
         "model": P("model", "pretrained:minilm"), "text": TEXT,
@@ -121,7 +121,7 @@ VIEWS.append(View(
         "seed": P("int", 0, 0, 10_000, "seed"), "pca": choice(2, 3, label="PCA"), "tok": P("int", 0, 0, None, "token"),
     }, families=("encoder", "decoder", "masked-lm")))
 VIEWS.append(View(
-    "pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",
+    "app_pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",
     "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit.", params={
         "model": P("model", "builtin:lstm-lm"), "text": TEXT, "layer": P("int", 0, 0, None, "Layer"),
         "dir": choice("forward", "backward", label="Direction"), "gate": choice(*GATES, label="State", default="c"),
@@ -134,7 +134,7 @@ VIEWS.append(View(
         "b": P("text", label="Sentence B"),
     }, families=("rnn-lm", "state-dict")))
 VIEWS.append(View(
-    "pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention",
+    "app_pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention",
     "Per-head attention maps, rollout, masks and the Q·K/√d softmax arithmetic, live.", params={
         "model": P("model", "pretrained:minilm"), "text": TEXT, "pair": TEXT,
         "mode": choice("head", "model", "steps", "masks", "compare", label="View"),
@@ -151,7 +151,7 @@ VIEWS.append(View(
                      label="Second sentence to compare"),
     }, families=("decoder", "encoder", "encoder-decoder", "masked-lm")))
 VIEWS.append(View(
-    "pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
+    "app_pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
     "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search.", params={
         "model": P("model", "builtin:seq2seq-bahdanau"), "model2": P("model or none", "none", label="Compare with"),
         "text": TEXT, "target": P("text", "", label="Target to force (teacher forcing); leave empty and the model "
@@ -164,12 +164,12 @@ VIEWS.append(View(
         "panel": choice("step", "length", "beam", label="Below the heatmap"),
     }, families=("seq2seq-rnn", "encoder-decoder")))
 VIEWS.append(View(
-    "pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings",
+    "app_pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings",
     "PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies and contextual embeddings.", params={
         "src": choice("model", "file", label="Vectors from"), "model": P("model", "builtin:word2vec"),
         "table": P("text", "input", label="Table"), "text": TEXT,
         "method": choice("pca", "tsne", "umap", label="Method"), "dims": choice(2, 3, label="Dimensions"),
-        "n": P("int", 5000, 1, None, "N entries"), "whole": P("bool", False, label="Whole words only",
+        "n": P("int", 5000, 1, None, "N entries"), "whole": P("bool", True, label="Whole words only",
                                                               help="Word-piece vocabularies: keep entries of letters "
                                                                    "only, 2 characters or more, that are not a "
                                                                    "continuation piece (## in WordPiece)."),
@@ -187,7 +187,7 @@ VIEWS.append(View(
     }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
                  "masked-lm")))
 VIEWS.append(View(
-    "pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
+    "app_pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
     "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
         "model": P("model", "builtin:tiny-gpt"), "text": TEXT,
         "strategies": P("choices", ("greedy", "top-k", "top-p", "beam"), label="Strategies (2 to 6)", choices=KINDS),
@@ -216,13 +216,13 @@ VIEWS.append(View(
         "y": choice("mean log-prob", "perplexity", label="y (quality)"),
     }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict")))
 VIEWS.append(View(
-    "pages/logit_lens.py", "Logit lens", ":material/layers:", "logit-lens",
+    "app_pages/logit_lens.py", "Logit lens", ":material/layers:", "logit-lens",
     "What each layer would predict: every layer's hidden state read through the model's own output layer.", params={
         "model": P("model", "builtin:tiny-gpt"), "text": TEXT,
         "layer": P("int", None, 0, None, "Layer"), "pos": P("int", None, 0, None, "After token"),
     }, families=("decoder", "rnn-lm", "state-dict")))
 VIEWS.append(View(
-    "pages/attribution.py", "Token attribution", ":material/target:", "token-attribution",
+    "app_pages/attribution.py", "Token attribution", ":material/target:", "token-attribution",
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
         "model": P("model", "builtin:tiny-gpt"), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
         "method": choice("integrated gradients", "gradient × input", label="Method"),
@@ -231,14 +231,14 @@ VIEWS.append(View(
         "out": P("int", None, 0, None, "Output token"),
     }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict")))
 VIEWS.append(View(
-    "pages/gradients.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",
+    "app_pages/gradients.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",
     "How far back a recurrent model's prediction reaches: the gradient at each word, model against model.", params={
         "models": P("choices", ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm"), label="Recurrent models",
                     choices=("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
         "text": TEXT,
     }, families=("rnn-lm", "state-dict")))
 VIEWS.append(View(
-    "pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
+    "app_pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
     "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
     params={
         "model": P("model", "builtin:masked-lm"), "text": TEXT,
@@ -250,7 +250,7 @@ VIEWS.append(View(
         "b": P("text", "the key to the cabinets [MASK] on the table .",
                label="Second sentence, side by side (empty: none)"),
     }, families=("masked-lm", "encoder")))
-VIEWS.append(View("pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
+VIEWS.append(View("app_pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))
 

@@ -24,7 +24,9 @@ def main() -> int:
     from explorer.projection import fit, transform
 
     start = time.perf_counter()
-    X = np.random.default_rng(0).standard_normal((200, 16)).astype(np.float32)
+    # 5,000 rows: above umap-learn's 4,096-row threshold, so the nearest-neighbour descent (pynndescent) and the
+    # transform of typed words are compiled too, not only the small-table exact path
+    X = np.random.default_rng(0).standard_normal((5000, 32)).astype(np.float32)
     proj = fit(X, "umap", dims=2)
     transform(proj, X[:4])
     print(f"UMAP fit and transform compiled in {time.perf_counter() - start:.1f} s")

@@ -40,14 +40,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 
 
 def run_page(page: str, params: dict[str, str] | None = None, timeout: float = 120):
-    """Run app.py, switch to `page` (e.g. "pages/models.py") with query params; returns the AppTest."""
+    """Run app.py, switch to `page` (e.g. "app_pages/models.py") with query params; returns the AppTest."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
     for key, value in (params or {}).items():
         at.query_params[key] = value
     at.run()
-    if page != "pages/home.py":
+    if page != "app_pages/home.py":
         at.switch_page(page)
         at.run()
     return at

@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT
 
 EXPLORER = sorted((ROOT / "explorer").rglob("*.py"))
-PAGES = sorted((ROOT / "pages").glob("*.py"))
+PAGES = sorted((ROOT / "app_pages").glob("*.py"))
 MODEL_CLASSES = {"GPT", "RNNLanguageModel", "Seq2Seq", "SkipGram"}
 
 

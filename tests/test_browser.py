@@ -51,6 +51,23 @@ def test_every_page_renders_without_exception(browser, server, mode: str) -> Non
         context.close()
 
 
+def test_a_view_link_works_as_the_first_request_to_a_fresh_server(browser) -> None:
+    """A lecturer restarts the server and shares a link to a view: the first session opens that view directly.
+    (With the page scripts in a folder named pages/, Streamlit's legacy multipage mode answered it with a
+    "Page not found" dialog over the page.)"""
+    with streamlit_server() as fresh:
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = context.new_page()
+        try:
+            page.goto(f"{fresh}/lstm-gates?model=builtin:lstm-lm")
+            wait_for_app(page)
+            page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=90_000)
+            assert page.get_by_text("Page not found").count() == 0
+            assert page.locator("h1").first.inner_text().startswith("Inside the recurrent cell")
+        finally:
+            context.close()
+
+
 def test_models_page_url_loads_minilm(browser, server) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()

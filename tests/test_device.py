@@ -53,7 +53,7 @@ def test_models_page_offers_cpu_after_out_of_memory(monkeypatch) -> None:
 
     st.cache_resource.clear()  # a model loaded by an earlier test would be served from the shared cache
     monkeypatch.setattr(loaders, "_load_hf_source", lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("out of memory")))
-    at = run_page("pages/models.py", {"model": "pretrained:minilm"})
+    at = run_page("app_pages/models.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)
     assert any("does not fit" in e.value for e in at.error)
 
@@ -81,7 +81,7 @@ def _fallback_to_cpu_on_models_page() -> None:
     import streamlit as st
 
     st.cache_resource.clear()
-    at = run_page("pages/models.py", {"model": "pretrained:minilm"})
+    at = run_page("app_pages/models.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)
     assert at.session_state["device"] == "cuda"
     errors = [e.value for e in at.error]

@@ -195,7 +195,7 @@ def test_the_step_by_step_view_shows_the_modern_terms(zoo, name):
     params = {"model": f"local:tiny-{name}", "mode": "steps", "text": TEXT}
     if name == "t5":
         params.update(stream="encoder", pair=TARGET)
-    at = run_page("pages/self_attention.py", params)
+    at = run_page("app_pages/self_attention.py", params)
     assert_no_exception(at)
     text = " ".join(str(m.value) for m in at.markdown)
     assert "equals the model's attention to" in text
@@ -213,7 +213,7 @@ def test_the_positional_view_shows_the_models_own_scheme(zoo, name, kind):
     demonstration on its own q and k, its ALiBi slopes or its relative bias, each under a Model badge."""
     from conftest import assert_no_exception, run_page
 
-    at = run_page("pages/positional_encodings.py", {"panel": "learned", "model": f"local:tiny-{name}", "text": TEXT})
+    at = run_page("app_pages/positional_encodings.py", {"panel": "learned", "model": f"local:tiny-{name}", "text": TEXT})
     assert_no_exception(at)
     assert any(kind.split()[0] in str(m.value).lower() or {"rotary": "rope", "alibi": "alibi",
                "relative": "relative", "learned": "learned"}[kind] in str(m.value).lower() for m in at.markdown)

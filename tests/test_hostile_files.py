@@ -29,8 +29,8 @@ from explorer.uploads import register_upload
 from explorer.safe_load import CorruptFileError, UnsafeFileError, read_state_dict
 from hostile import conv_state_dict, lstm_state_dict, pickle_payload_pt, vocab_json
 
-LSTM_PAGE = "pages/lstm_gates.py"
-MODELS_PAGE = "pages/models.py"
+LSTM_PAGE = "app_pages/lstm_gates.py"
+MODELS_PAGE = "app_pages/models.py"
 
 
 def _messages(elements) -> str:

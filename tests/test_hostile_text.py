@@ -22,40 +22,40 @@ NOTHING = "The text has no characters the model can read (only control, format o
 # `marks` for only combining marks, `long` for 3,000 words, `unknown` for words the model does not know;
 # `subword`: a word-piece model that reads any script (only emoji and rare CJK pieces are unknown to it).
 SETUP: dict[str, dict] = {
-    "pages/lstm_gates.py": dict(
+    "app_pages/lstm_gates.py": dict(
         params={"model": "builtin:lstm-lm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="The text has 3,000 tokens; only the first 511 are used", unknown="are shown as <unk>", subword=False),
-    "pages/self_attention.py": dict(
+    "app_pages/self_attention.py": dict(
         params={"model": "pretrained:minilm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]", subword=True),
-    "pages/seq2seq_attention.py": dict(
+    "app_pages/seq2seq_attention.py": dict(
         params={"model": "builtin:seq2seq-bahdanau"}, empty="Type a source sentence to decode it.", marks=NOTHING, long="The source has 3,000 tokens; only the first 400 are used",
         unknown="are not in the model's vocabulary and are read as <unk>", subword=False),
-    "pages/word_embeddings.py": dict(
+    "app_pages/word_embeddings.py": dict(
         params={"model": "builtin:word2vec"}, empty="Type some words to highlight them in the projection.",
         marks="are not entries of the table", long="Only the first 64 distinct words are highlighted.",
         unknown="of the table (builtin:word2vec", subword=False),
-    "pages/sampling.py": dict(
+    "app_pages/sampling.py": dict(
         params={"model": "builtin:tiny-gpt"}, empty="Empty prompt: generation starts from the beginning-of-sequence",
         marks=NOTHING, long="The text has 3,000 tokens; only the first 63 are used", unknown="are shown as <unk>",
         subword=False),
-    "pages/positional_encodings.py": dict(
+    "app_pages/positional_encodings.py": dict(
         params={"model": "pretrained:minilm", "panel": "sentence"}, empty="Type a sentence to see the model's internals.",
         marks=NOTHING, long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]",
         subword=True),
-    "pages/masked_words.py": dict(
+    "app_pages/masked_words.py": dict(
         params={"model": "builtin:masked-lm", "b": ""}, empty="Type a sentence to see the model's internals.",
         marks=NOTHING, long="The text has 3,000 tokens; only the first 62 are used", unknown="are shown as <unk>",
         subword=False),
-    "pages/logit_lens.py": dict(
+    "app_pages/logit_lens.py": dict(
         params={"model": "builtin:tiny-gpt"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="The text has 3,000 tokens; only the first 63 are used (the model's limit)", unknown="are shown as <unk>",
         subword=False),
-    "pages/attribution.py": dict(
+    "app_pages/attribution.py": dict(
         params={"model": "builtin:tiny-gpt"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="The text has 3,000 tokens; only the first 63 are used (the model's limit)", unknown="are shown as <unk>",
         subword=False),
-    "pages/gradients.py": dict(
+    "app_pages/gradients.py": dict(
         params={}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="The text has 3,000 tokens; only the first 79 are used (this view's limit)", unknown="are shown as <unk>",
         subword=False),
@@ -116,7 +116,7 @@ def test_every_text_page_is_set_up() -> None:
 def test_hostile_text_in_the_url(page: str, case: str) -> None:
     at = run_page(page, {**SETUP[page]["params"], "text": HOSTILE_TEXTS[case]})
     check_page(at, page, case)
-    if page == "pages/word_embeddings.py" and case in HTML_CASES:  # shown literally, as text
+    if page == "app_pages/word_embeddings.py" and case in HTML_CASES:  # shown literally, as text
         first = HOSTILE_TEXTS[case].split()[0]
         assert f"'{first}'" in " ".join(w.value for w in at.warning)
 
@@ -143,7 +143,7 @@ def test_typed_html_reaches_the_page_escaped(bytelevel_model: Path, monkeypatch,
     """A byte-level tokenizer keeps the typed text exactly: the prompt shown with st.html is escaped, not markup."""
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(bytelevel_model))
     text = HOSTILE_TEXTS[case]
-    at = run_page("pages/sampling.py", {"model": "local:bytes-gpt2", "text": text, "max_new": "5"})
+    at = run_page("app_pages/sampling.py", {"model": "local:bytes-gpt2", "text": text, "max_new": "5"})
     assert_no_exception(at)
     assert not at.error, [e.value for e in at.error]
     bodies = [h.proto.body for h in at.get("html")]

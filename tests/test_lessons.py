@@ -16,7 +16,7 @@ from explorer.views import PARAMS, VIEWS
 
 SHIPPED, SHIPPED_ERRORS = L.load_dir()
 STEPS = [(lesson, i) for lesson in SHIPPED for i in range(len(lesson))]
-LESSONS_PAGE = "pages/lessons.py"
+LESSONS_PAGE = "app_pages/lessons.py"
 
 GOOD = """\
 title: A small lesson
@@ -339,7 +339,7 @@ def test_open_a_single_step_from_the_list() -> None:
     ({"lesson": "01-recurrent-gates", "lesson_step": "two"}, "does not exist"),
 ])
 def test_bad_lesson_links_are_messages(params: dict, phrase: str) -> None:
-    at = run_page("pages/lstm_gates.py", {**params, "model": "builtin:lstm-lm"})
+    at = run_page("app_pages/lstm_gates.py", {**params, "model": "builtin:lstm-lm"})
     assert_no_exception(at)
     assert not at.error and phrase in _texts(at.info)
 
@@ -382,7 +382,7 @@ def test_uploaded_lesson_can_be_removed_and_names_do_not_clash() -> None:
 
 def test_save_the_current_view_as_a_step_and_play_the_draft() -> None:
     params = {"model": "builtin:gru-lm", "text": "the dogs that the farmer feeds sleep .", "gate": "z", "top": "12"}
-    at = run_page("pages/lstm_gates.py", params)
+    at = run_page("app_pages/lstm_gates.py", params)
     assert not at.get("download_button")  # nothing to save before a caption is written
     at.text_input(key="_export_title").input("Update gates").run()
     at.text_area(key="_export_caption").input("z near 1 keeps the state.").run()

@@ -169,9 +169,9 @@ def test_streamlit_session_end_releases_the_sessions_uploads() -> None:
 # --------------------------------------------------------------------------------- bounded st caches
 def _cache_uses() -> list[tuple[str, str, str, set[str]]]:
     """(file:line, "st.cache_data"|"st.cache_resource", decorated function or "", keyword names) for every
-    decorator or call of a Streamlit cache in the app's code (app.py, pages/, explorer/)."""
+    decorator or call of a Streamlit cache in the app's code (app.py, app_pages/, explorer/)."""
     found = []
-    files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "explorer").rglob("*.py"))]
+    files = [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py")), *sorted((ROOT / "explorer").rglob("*.py"))]
     for path in files:
         tree = ast.parse(path.read_text(), str(path))
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}

@@ -28,7 +28,7 @@ def _charts(at) -> list[dict]:
 
 
 def test_logit_lens_page_shows_the_probe_and_its_url_state():
-    at = run_page("pages/logit_lens.py", {"model": "builtin:tiny-gpt", "text": SENT, "layer": "0", "pos": "6"})
+    at = run_page("app_pages/logit_lens.py", {"model": "builtin:tiny-gpt", "text": SENT, "layer": "0", "pos": "6"})
     assert_no_exception(at)
     tr = logit_lens(load_model("builtin:tiny-gpt"), SENT)
     grid, bars = _charts(at)[:2]
@@ -37,13 +37,13 @@ def test_logit_lens_page_shows_the_probe_and_its_url_state():
     assert f"ranks {int(tr.final_rank[0, 6]) + 1} with p = {tr.final_prob[0, 6]:.4f}" in " ".join(
         str(c.value) for c in at.caption)
     assert at.query_params["layer"] in ("0", ["0"])
-    at = run_page("pages/logit_lens.py", {"model": "pretrained:minilm", "text": SENT})
+    at = run_page("app_pages/logit_lens.py", {"model": "pretrained:minilm", "text": SENT})
     assert_no_exception(at)
     assert any("head" in str(i.value) for i in at.info)
 
 
 def test_attribution_page_text_and_completeness():
-    at = run_page("pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "16", "out": "6"})
+    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "16", "out": "6"})
     assert_no_exception(at)
     tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 16)
     heat = _charts(at)[0]
@@ -51,19 +51,19 @@ def test_attribution_page_text_and_completeness():
     caption = " ".join(str(c.value) for c in at.caption)
     assert f"sum to {float(tr.integrated[6].sum()):.4f}" in caption and "16 steps" in caption
     assert "onto “are”" in " ".join(str(m.value) for m in at.markdown)
-    at = run_page("pages/attribution.py", {"model": "builtin:tiny-gpt", "text": "🙂"})
+    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": "🙂"})
     assert_no_exception(at)
     assert at.info
 
 
 def test_gradients_page_compares_the_three_cells():
     text = "the student near the old tables is"
-    at = run_page("pages/gradients.py", {"text": text})
+    at = run_page("app_pages/gradients.py", {"text": text})
     assert_no_exception(at)
     lines = _charts(at)[0]["data"]
     assert len(lines) == 3
     tr = gradients_through_time(load_model("builtin:lstm-lm"), text)
     lstm = next(d for d in lines if "LSTM" in d["name"])
     np.testing.assert_allclose(_array(lstm["y"]), tr.input_grad, rtol=1e-6)
-    at = run_page("pages/gradients.py", {"models": "builtin:tiny-gpt", "text": text})
+    at = run_page("app_pages/gradients.py", {"models": "builtin:tiny-gpt", "text": text})
     assert_no_exception(at)

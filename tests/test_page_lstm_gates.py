@@ -1,4 +1,4 @@
-"""AppTest of pages/lstm_gates.py: defaults, built-in and local state-dict models, bad input, broken weights."""
+"""AppTest of app_pages/lstm_gates.py: defaults, built-in and local state-dict models, bad input, broken weights."""
 from __future__ import annotations
 
 import base64
@@ -18,7 +18,7 @@ from explorer.catalogue import builtin_names
 from explorer.loaders import load_model
 from explorer.probes.rnn_gates import compare, rnn_gates, unit_order
 
-PAGE = "pages/lstm_gates.py"
+PAGE = "app_pages/lstm_gates.py"
 WORDS = ["the", "key", "keys", "to", "old", "cabinet", "cabinets", "is", "are", "on", "table", "."]
 HAS_LSTM = "lstm-lm" in builtin_names()
 

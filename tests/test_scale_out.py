@@ -42,11 +42,11 @@ def test_dockerfile_builds_an_offline_non_root_image_with_a_health_check() -> No
     assert "HF_HUB_OFFLINE=1" in text and "trust_remote_code" not in text
     # every path the image copies exists, and what the app needs at run time is copied
     copied = {ln.split()[1] for ln in lines if ln.startswith("COPY")}
-    assert {"app.py", "explorer", "pages", "assets", "requirements.txt"} <= copied
+    assert {"app.py", "explorer", "app_pages", "assets", "requirements.txt"} <= copied
     assert all((ROOT / p).exists() for p in copied)
     assert "python -m explorer.warmup" in text  # models loaded and numba compiled at build time
     ignored = (ROOT / ".dockerignore").read_text().split()
-    assert not {"assets", "explorer", "pages"} & set(ignored)
+    assert not {"assets", "explorer", "app_pages"} & set(ignored)
 
 
 def test_compose_runs_replicas_behind_the_sticky_nginx() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from conftest import ROOT
 from explorer.safe_load import DEFAULT_MAX_UPLOAD_MB
 
-APP_FILES = sorted([ROOT / "app.py", *(ROOT / "pages").glob("*.py"), *(ROOT / "explorer").rglob("*.py")])
+APP_FILES = sorted([ROOT / "app.py", *(ROOT / "app_pages").glob("*.py"), *(ROOT / "explorer").rglob("*.py")])
 CODE_FILES = sorted([*APP_FILES, *(ROOT / "bench").rglob("*.py")])
 
 # Every place that hands markup to the browser as HTML, audited: (file, function, what it renders).
@@ -17,9 +17,9 @@ UNSAFE_HTML_AUDIT = {
     ("explorer/ui/settings.py", "markdown", "PROJECTOR_CSS"),  # a module constant: static CSS
 }
 ST_HTML_AUDIT = {  # st.html: only the builders that escape every token (tested below and in test_hostile_probes)
-    ("pages/attribution.py", "html", "V.attribution_html"),
-    ("pages/lstm_gates.py", "html", "V.colored_tokens_html"),
-    ("pages/sampling.py", "html", "V.tokens_html"),
+    ("app_pages/attribution.py", "html", "V.attribution_html"),
+    ("app_pages/lstm_gates.py", "html", "V.colored_tokens_html"),
+    ("app_pages/sampling.py", "html", "V.tokens_html"),
 }
 
 
@@ -141,7 +141,7 @@ def test_no_interpolated_markdown_with_html() -> None:
 def test_pages_open_no_files() -> None:
     """Pages are glue: no open()/Path()/os.path; files are reached only through the registry's listing."""
     offenders = []
-    for path in [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]:
+    for path in [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py"))]:
         for call in _calls(path):
             name = _name(call.func)
             if name in ("open", "Path", "pathlib.Path", "io.open") or name.startswith("os.") or \

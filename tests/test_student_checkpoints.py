@@ -339,7 +339,7 @@ def no_bos_lm() -> tuple[StudentLM, list[str], str]:
 
 def test_recurrent_cell_page_says_fed_as_is(no_bos_lm) -> None:
     model, vocab, uid = no_bos_lm
-    at = run_page("pages/lstm_gates.py", {"model": uid, "text": "the dog sat on the quokka"})
+    at = run_page("app_pages/lstm_gates.py", {"model": uid, "text": "the dog sat on the quokka"})
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
     warnings = _messages(at.warning)
@@ -366,7 +366,7 @@ def test_decoding_page_and_the_next_token_distribution(no_bos_lm) -> None:
         p = torch.softmax(model(torch.tensor([list(run.prompt_ids) + list(out.ids[:2])]))[1][0, -1], -1)
     np.testing.assert_allclose(sv.raw_probs, p[sv.ids].numpy(), atol=1e-6)
     np.testing.assert_allclose(sv.chosen_prob, float(p[out.ids[2]]), atol=1e-6)
-    at = run_page("pages/sampling.py", {"model": uid, "text": "the dog", "strategies": "greedy,top-k", "max_new": "6"})
+    at = run_page("app_pages/sampling.py", {"model": uid, "text": "the dog", "strategies": "greedy,top-k", "max_new": "6"})
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
     assert "fed as is" in _messages(at.info)
@@ -377,7 +377,7 @@ def test_word_embeddings_page_reads_the_embedding_table(no_bos_lm) -> None:
     table = E.embedding_table(load_model(uid))
     np.testing.assert_array_equal(table.vectors, model.emb.weight.detach().numpy())
     assert table.words == tuple(vocab) and [w for w, s in zip(table.words, table.special) if s] == ["<pad>", "<unk>"]
-    at = run_page("pages/word_embeddings.py", {"model": uid, "text": "dog cat mat", "method": "pca"})
+    at = run_page("app_pages/word_embeddings.py", {"model": uid, "text": "dog cat mat", "method": "pca"})
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
     caption = _messages(at.caption)
@@ -394,13 +394,13 @@ def test_unknown_words_without_unk_are_listed_not_crashing() -> None:
                    "vocab.json": _json(vocab)})
     trace = assert_gates_match(model, load_model(uid), "the wombat sat on the mat")
     assert trace.tokens == ("the", "sat", "on", "the", "mat")
-    at = run_page("pages/lstm_gates.py", {"model": uid, "text": "the wombat sat on the mat"})
+    at = run_page("app_pages/lstm_gates.py", {"model": uid, "text": "the wombat sat on the mat"})
     assert_no_exception(at)
     assert "so they are left out: wombat." in _messages(at.warning)
-    at = run_page("pages/lstm_gates.py", {"model": uid, "text": "quokka wombat"})
+    at = run_page("app_pages/lstm_gates.py", {"model": uid, "text": "quokka wombat"})
     assert_no_exception(at)
     assert "left out: quokka, wombat." in _messages(at.info)
-    at = run_page("pages/sampling.py", {"model": uid, "text": "quokka wombat", "strategies": "greedy,top-k"})
+    at = run_page("app_pages/sampling.py", {"model": uid, "text": "quokka wombat", "strategies": "greedy,top-k"})
     assert_no_exception(at)
     assert "left out: quokka, wombat." in _messages(at.error)
 

@@ -1,0 +1,177 @@
+"""What one user sees in a real browser (Debian's chromium): cold start, first UMAP after a restart, typing → chart.
+
+    python bench/bench_browser.py                      # all three
+    python bench/bench_browser.py --only typing --samples 10
+
+- cold start: from starting `streamlit run app.py` to the home page rendered (its title and the sidebar's
+  settings) in an already running browser; then the first view with a model (self-attention, MiniLM) to its chart.
+- first UMAP after a restart: a fresh server, the word-embeddings view opened on UMAP of MiniLM's whole words
+  (the view's defaults otherwise) until a UMAP chart is painted.
+- typing → chart: one browser session per view types a 20-token sentence (19 words, the last a noun no other
+  sentence uses, a keystroke every 20 ms) and the time runs from the last keystroke until a chart's SVG text
+  shows that noun (the 350 ms debounce of the live input included). Views whose charts do not show the input
+  tokens (decoding; seq2seq, whose vocabulary lacks the nouns; gradients, where the last word is the prediction)
+  are timed until the page shows the noun and the run has finished.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("EXPLORER_DEVICE", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_process  # noqa: E402
+from load_scenario import NOUNS, wait_settled  # noqa: E402
+
+TEMPLATE = "the girl near the river and the boy near the old house see the big dog with the {}"
+TYPING_DELAY_MS = 20
+# url path, query, how the typed noun shows: "chart" (SVG text of a Plotly chart) or "page" (text + run finished)
+VIEWS = [
+    ("lstm-gates", "model=builtin:lstm-lm", "chart"),
+    ("self-attention", "model=pretrained:minilm", "chart"),
+    ("seq2seq", "model=builtin:seq2seq-bahdanau", "page"),  # the source noun is <unk> to the translation model
+    ("decoding-strategies", "model=builtin:tiny-gpt", "page"),
+    ("positional-encodings", "model=pretrained:minilm&panel=sentence", "chart"),
+    ("masked-words", "model=builtin:masked-lm&b=", "chart"),
+    ("logit-lens", "model=builtin:tiny-gpt", "chart"),
+    ("token-attribution", "model=builtin:tiny-gpt", "chart"),
+    ("gradients-through-time", "", "page"),  # the last word is the prediction, named above the charts
+]
+_IN_CHART = """noun => [...document.querySelectorAll('[data-testid="stPlotlyChart"] svg text')]
+    .some(e => new RegExp('(^|[^a-z])' + noun + '([^a-z]|$)').test(e.textContent))"""
+_IN_PAGE = """noun => new RegExp('(^|[^a-z])' + noun + '([^a-z]|$)').test(
+    document.querySelector('[data-testid="stMain"]').innerText)"""
+_RUNNING = '[data-testid="stStatusWidget"]'
+
+
+async def _app_rendered(page, timeout_ms: float) -> None:
+    await page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)
+    await page.wait_for_selector('[data-testid="stSidebarUserContent"] >> text=Settings', timeout=timeout_ms)
+
+
+async def cold_start(runs: int) -> list[tuple[float, float]]:
+    """(seconds to the home page, seconds more to the self-attention chart) per fresh server."""
+    from playwright.async_api import async_playwright
+
+    out = []
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        for _ in range(runs):
+            page = await (await browser.new_context(viewport={"width": 1400, "height": 1000})).new_page()
+            t0 = time.perf_counter()
+            with streamlit_process() as (base, _proc):
+                await page.goto(base + "/", timeout=120_000)
+                await _app_rendered(page, 120_000)
+                home = time.perf_counter() - t0
+                t1 = time.perf_counter()
+                await page.goto(base + "/self-attention?model=pretrained:minilm", timeout=120_000)
+                await page.wait_for_selector('[data-testid="stPlotlyChart"] svg text', timeout=120_000)
+                out.append((home, time.perf_counter() - t1))
+            await page.context.close()
+        await browser.close()
+    return out
+
+
+async def first_umap(runs: int) -> list[float]:
+    """Seconds from opening the word-embeddings view on UMAP (fresh server) to a painted UMAP chart."""
+    from playwright.async_api import async_playwright
+
+    out = []
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        for _ in range(runs):
+            page = await (await browser.new_context(viewport={"width": 1400, "height": 1000})).new_page()
+            with streamlit_process() as (base, _proc):
+                await page.goto(base + "/", timeout=120_000)
+                await _app_rendered(page, 120_000)
+                t0 = time.perf_counter()
+                await page.goto(base + "/word-embeddings?model=pretrained:minilm&method=umap", timeout=300_000)
+                await page.wait_for_function(
+                    """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] svg text')]
+                        .some(e => /UMAP/.test(e.textContent))""", polling=100, timeout=600_000)
+                out.append(time.perf_counter() - t0)
+            await page.context.close()
+        await browser.close()
+    return out
+
+
+async def typing(samples: int) -> dict[str, list[float]]:
+    """Per view, seconds from the last keystroke to the typed noun in a chart (or on the finished page)."""
+    from playwright.async_api import async_playwright
+
+    out: dict[str, list[float]] = {}
+    with streamlit_process() as (base, _proc):
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            page = await (await browser.new_context(viewport={"width": 1400, "height": 1000})).new_page()
+            await page.goto(base + "/", timeout=120_000)  # a fresh server's first session opens the root URL
+            await _app_rendered(page, 120_000)
+            for k, (path, query, shows) in enumerate(VIEWS):
+                await page.goto(f"{base}/{path}?{query}&text=" + TEMPLATE.format("cat").replace(" ", "+"),
+                                timeout=180_000)
+                await wait_settled(page, 180)
+                times: list[float] = []
+                try:
+                    for i in range(samples + 1):  # the first sentence warms the view up and is not counted
+                        noun = NOUNS[(k * 7 + i) % len(NOUNS)]
+                        box = page.locator("input.stkeyup__input").first
+                        await box.click()
+                        await box.press("Control+a")
+                        await box.press_sequentially(TEMPLATE.format(noun), delay=TYPING_DELAY_MS)
+                        t0 = time.perf_counter()
+                        await page.wait_for_function(_IN_CHART if shows == "chart" else _IN_PAGE, arg=noun, polling=20,
+                                                     timeout=60_000)
+                        if shows == "page":
+                            await page.wait_for_function(
+                                f"() => !document.querySelector('{_RUNNING}')", polling=20, timeout=60_000)
+                        if i:
+                            times.append(time.perf_counter() - t0)
+                        await wait_settled(page, 60, settle_ms=300)
+                except Exception as exc:  # say which view, keep the others' figures
+                    shot = ROOT / "artifacts" / f"typing-{path}.png"
+                    shot.parent.mkdir(parents=True, exist_ok=True)
+                    await page.screenshot(path=str(shot))
+                    print(f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0]} (screenshot {shot})", flush=True)
+                out[path] = times
+            await browser.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=["cold", "umap", "typing"], action="append")
+    ap.add_argument("--runs", type=int, default=2, help="fresh servers for the cold start and first UMAP")
+    ap.add_argument("--samples", type=int, default=8, help="typed sentences per view")
+    args = ap.parse_args()
+    only = set(args.only or ["cold", "umap", "typing"])
+    if "cold" in only:
+        for home, chart in asyncio.run(cold_start(args.runs)):
+            print(f"cold start: home page {home:.2f} s after the process started; then self-attention (MiniLM) "
+                  f"chart {chart:.2f} s", flush=True)
+    if "umap" in only:
+        for s in asyncio.run(first_umap(args.runs)):
+            print(f"first UMAP of MiniLM's whole words after a restart: {s:.2f} s to the painted chart", flush=True)
+    if "typing" in only:
+        print("\n| view | samples | typing → chart p50 | p95 | max |\n|---|---|---|---|---|")
+        for view, times in asyncio.run(typing(args.samples)).items():
+            xs = np.array(times)
+            if not xs.size:
+                print(f"| {view} | 0 | — | — | — |")
+                continue
+            print(f"| {view} | {xs.size} | {np.percentile(xs, 50):.2f} s | {np.percentile(xs, 95):.2f} s | "
+                  f"{xs.max():.2f} s |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
