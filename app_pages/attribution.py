@@ -6,21 +6,17 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import attribution as V
 
-PRESETS = [
-    "the keys to the old cabinet are on the table .",
-    "the dog that the farmers feed sleeps in the garden .",
-    "the red car is fast .",
-]
 c = Controls("token-attribution")
 page_header("Token attribution", "Which input tokens drive each output token: gradient × input, and integrated "
             "gradients (Sundararajan et al. 2017) from the zero embedding, with their completeness error.")
 loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
 if loaded is None:
     st.stop()
-text = sentence_input(PRESETS[0], PRESETS, label="Source sentence" if loaded.adapter.is_encoder_decoder else "Sentence")
+text = model_sentence(loaded, c.view.sentences, label="Source sentence" if loaded.adapter.is_encoder_decoder else
+                      "Sentence")
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
 c1, c2 = st.columns(2)
 with c1:

@@ -7,26 +7,21 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_sentence, page_header, sentence_input, what_to_notice
 from explorer.viz import gradients as V
 
-PRESETS = [
-    "the keys to the cabinets in the old kitchen near the big windows of the house are",
-    "the student near the old tables is",
-    "the dogs that the old man in the red house likes are",
-]
 c = Controls("gradients-through-time")
 page_header("Gradients through time", "The gradient of log p(last word) with respect to every earlier input word, "
             "and the norms of the recurrent Jacobians it flows through (Bengio et al. 1994; Hochreiter 1991).")
 options = [e.id for e in catalogue() if e.family in c.view.families]
 chosen = c.multiselect("models", options)
-text = sentence_input(PRESETS[0], PRESETS, help="The last word is the one predicted; the gradient of its "
-                      "log-probability flows back to every word before it.")
+HELP = "The last word is the one predicted; the gradient of its log-probability flows back to every word before it."
+models = {model_id: loaded for model_id in chosen if (loaded := get_model(model_id)) is not None}
+# the sentences of the first model (the built-in recurrent LMs share one language)
+text = model_sentence(next(iter(models.values())), c.view.sentences, help=HELP) if models else \
+    sentence_input("", help=HELP)
 traces = []
-for model_id in chosen:
-    loaded = get_model(model_id)
-    if loaded is None:
-        continue
+for model_id, loaded in models.items():
     try:
         traces.append(probe(gradients_through_time, loaded, text))
     except GradientError as exc:

@@ -6,21 +6,16 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import lens as V
 
-PRESETS = [
-    "the keys to the old cabinet are on the table .",
-    "the dog that the farmers feed sleeps in the garden .",
-    "the woman who the doctors visited yesterday was very tired .",
-]
 c = Controls("logit-lens")
 page_header("Logit lens", "What each layer would predict if the model stopped there: its hidden state read through "
             "the model's own final norm and output layer (nostalgebraist 2020).")
 loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
 if loaded is None:
     st.stop()
-text = sentence_input(PRESETS[0], PRESETS)
+text = model_sentence(loaded, c.view.sentences)
 try:
     trace = probe(logit_lens, loaded, text)
 except LensError as exc:

@@ -6,18 +6,10 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, badge, show, table
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import rnn_gates as V
 
 COMPUTER = "The computer which I had just put into the machine room on the fifth floor crashed."
-PRESETS = [
-    COMPUTER,
-    "the keys to the old cabinet are on the table .",
-    "the dog that the farmers feed sleeps in the garden .",
-    "the woman who the doctors visited yesterday was very tired .",
-    'the teacher said : " the children ( who live near the river ) are happy " .',
-    'she said : " ( the cat that the dogs chased ) was tired " .',
-]
 PAIRS = {
     "subject + relative clause: dog / dogs": ("the dog that the farmers feed sleeps in the garden .",
                                               "the dogs that the farmers feed sleep in the garden ."),
@@ -38,7 +30,7 @@ model_id = model_picker(c.view.families, default=c.params["model"].default)
 loaded = get_model(model_id)
 if loaded is None:
     st.stop()
-text = sentence_input(COMPUTER, PRESETS)
+text = model_sentence(loaded, c.view.sentences)
 try:
     trace = probe(P.rnn_gates, loaded, text)
 except P.RNNGatesError as exc:

@@ -6,18 +6,8 @@ from explorer.ui import settings
 from explorer.ui.cache import figure_once, get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import masked as V
-
-PRESETS = [
-    "the keys to the cabinet [MASK] on the table .",
-    "the dog that the farmers feed [MASK] in the garden .",
-    "the woman who the doctors visited yesterday [MASK] very tired .",
-    "the children who live near the river [MASK] happy .",
-    "the [MASK] ate the cake .",
-    "she put the cup on the [MASK] .",
-    "the teacher [MASK] the old car .",
-]
 
 c = Controls("masked-words")
 page_header("Masked-word prediction",
@@ -29,7 +19,7 @@ model_id = model_picker(c.view.families, default=c.params["model"].default)
 loaded = get_model(model_id, task="masked-lm")
 if loaded is None:
     st.stop()
-text = sentence_input(PRESETS[0], PRESETS, help=f"Type {MASK} (or <mask>) where a word should be.")
+text = model_sentence(loaded, c.view.sentences, help=f"Type {MASK} (or <mask>) where a word should be.")
 words = words_of(text)
 c1, c2, c3 = st.columns([2, 2, 1])
 with c1:

@@ -9,7 +9,7 @@ from explorer.ui import settings
 from explorer.ui.cache import compute, figure_once, get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import positions as V
 
 PANELS = {
@@ -30,12 +30,6 @@ PRESETS = {
     "Long context: d_model 128, 2048 positions": (128, 2048, 10000.0, 1000, 10, 50),
     "MiniLM's size: d_model 384, 512 positions": (384, 512, 10000.0, 100, 16, 8),
 }
-SENTENCES = [
-    "The dog bit the man.",
-    "The man bit the dog.",
-    "She gave him the book before he gave her the pen.",
-    "Order matters: not all that glitters is gold.",
-]
 c = Controls("positional-encodings")
 page_header("Positional encodings",
             "Attention alone sees a bag of vectors: positions are how a transformer knows word order.")
@@ -200,7 +194,7 @@ def learned_panel() -> None:
         return
     try:
         kind = probe(P.model_positions, loaded, "").kind
-        text = sentence_input(SENTENCES[0], SENTENCES) if kind == "rotary" else ""
+        text = model_sentence(loaded, c.view.sentences) if kind == "rotary" else ""
         mp = probe(P.model_positions, loaded, text)
     except Unsupported as exc:
         st.info(str(exc))
@@ -287,9 +281,9 @@ def learned_line(sim, kind: str) -> None:
 
 def sentence_panel() -> None:
     loaded = load_selected()
-    text = sentence_input(SENTENCES[0], SENTENCES)
     if loaded is None:
         return
+    text = model_sentence(loaded, c.view.sentences)
     try:
         sv = probe(P.sentence_vectors, loaded, text)
     except Unsupported as exc:

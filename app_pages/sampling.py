@@ -8,14 +8,9 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import decoding as V
 
-PRESETS = [
-    "time goes by so",
-    "a person riding a motorcycle on",
-    "the computer which I had just put into the machine room",
-]
 c = Controls("decoding-strategies")
 page_header("Decoding strategies side by side",
             "The same prompt and seed through greedy, temperature sampling, top-k, top-p, typical-p, min-p and "
@@ -26,7 +21,7 @@ model_id = model_picker(c.view.families, default=default_model)
 loaded = get_model(model_id)
 if loaded is None:
     st.stop()
-text = sentence_input(PRESETS[0], PRESETS, label="Prompt")
+text = model_sentence(loaded, c.view.sentences, label="Prompt")
 
 # ------------------------------------------------------------------------------------------- settings
 chosen = c.multiselect("strategies", format_func=LABELS.get, max_selections=6)
@@ -45,12 +40,14 @@ with c4:
     min_p = c.number("minp", slider=True)
     beams = c.number("beam", slider=True)
     length_penalty = c.number("lp", slider=True)
-c5, c6, c7 = st.columns(3)
+c5, c6, c7, c8 = st.columns(4)
 with c5:
     rep = c.number("rep", slider=True)
 with c6:
     ngram = c.number("ngram", slider=True)
 with c7:
+    min_new = c.number("min_new", slider=True, hi=max_new)
+with c8:
     stop_eos = c.toggle("eos")
 
 if not chosen:
@@ -60,7 +57,8 @@ if len(chosen) < 2:
     st.info("Choose a second strategy to compare side by side.")
 strategies = tuple(
     Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=min_p, num_beams=beams,
-               length_penalty=length_penalty, repetition_penalty=rep, no_repeat_ngram_size=ngram)
+               length_penalty=length_penalty, repetition_penalty=rep, no_repeat_ngram_size=ngram,
+               min_new_tokens=min_new)
     for kind in chosen
 )
 try:

@@ -2,7 +2,6 @@
 import streamlit as st
 
 from explorer.probes.self_attention import (
-    PRESETS,
     STREAM_LABELS,
     attention_shape,
     attention_trace,
@@ -17,7 +16,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
-from explorer.ui.widgets import model_picker, page_header, sentence_input, sentence_presets, what_to_notice
+from explorer.ui.widgets import model_picker, model_presets, model_sentence, page_header, what_to_notice
 from explorer.viz import attention as viz
 from explorer.viz.tokens import strongest, vector_text
 
@@ -81,7 +80,7 @@ with cols[3]:
 hide = c.toggle("hide")
 st.caption(f"{shape.model_id} · {shape.adapter} · {shape.stream_label} · {L} layers × {H} heads"
            + (" · causal (decoder)" if shape.causal else ""))
-sentence_presets(PRESETS[0], PRESETS)  # right above the sentence box, which is in the fragment below
+model_presets(loaded, c.view.sentences)  # right above the sentence box, which is in the fragment below
 
 
 @st.fragment
@@ -90,7 +89,7 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
     this part only, not the app's navigation, sidebar, lesson bar and the controls above, which are its
     arguments."""
     head = heads[0]
-    text = sentence_input(PRESETS[0])
+    text = model_sentence(loaded, c.view.sentences, fragment=True)
     pair = ""
     if loaded.family == "encoder":
         pair = c.text_input("pair", label="Second sentence (optional: joined to the first by [SEP], segment B)")

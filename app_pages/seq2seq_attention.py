@@ -6,13 +6,12 @@ from explorer.probes.seq2seq import (
     alignment_trace,
     builtin_length_curves,
     length_accuracy,
-    presets_for,
 )
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, badge, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import seq2seq as viz
 from explorer.viz.decoding import beam_tree
 from explorer.viz.tokens import strongest, vector_summary
@@ -50,8 +49,7 @@ loaded = get_model(model_id)
 if loaded is None:
     st.stop()
 
-presets = presets_for(loaded)
-text = sentence_input(presets[0], presets, label="Source sentence")
+text = model_sentence(loaded, c.view.sentences, label="Source sentence")
 target = c.text_input("target")
 opts = st.columns([1, 1, 2])
 with opts[0]:

@@ -4,6 +4,7 @@ import streamlit as st
 
 from explorer import projection as PR
 from explorer.catalogue import builtin_names
+from explorer.examples import NATURAL
 from explorer.probes import embeddings as P
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
@@ -11,18 +12,10 @@ from explorer.ui import charts
 from explorer.ui.charts import Origin, show
 from explorer.ui.embeddings import file_table, fit_status, model_table, projection
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, sentence_input, what_to_notice
 from explorer.viz import embeddings as V
 
-DEFAULT_TEXT = "the small dog and the big cat saw a king and a queen"
-PRESETS = [
-    DEFAULT_TEXT,
-    "king queen man woman prince princess boy girl",
-    "red green blue yellow black white",
-    "dog dogs cat cats horse horses mouse mice",
-    "the doctor and the teacher ate an apple and a banana",
-    "one two three four five first second third",
-]
+FILE_WORDS = NATURAL["words"]  # an uploaded file's words are unknown until it is read: natural English
 TSNE_SLOW = 10_000
 
 c = Controls("word-embeddings")
@@ -81,7 +74,9 @@ st.caption(f"**{table.source}**: {V_rows:,} entries × {table.dim} dimensions; o
 for note in table.notes:
     st.info(note)
 
-text = sentence_input(DEFAULT_TEXT, PRESETS, label="Words to highlight (and the sentence for the contextual view)")
+HIGHLIGHT = "Words to highlight (and the sentence for the contextual view)"
+text = model_sentence(loaded, c.view.sentences, label=HIGHLIGHT) if loaded is not None else \
+    sentence_input(FILE_WORDS[0], FILE_WORDS, label=HIGHLIGHT)
 tokenizer = getattr(loaded, "tokenizer", None) if loaded is not None else None
 typed = P.typed_words(text, P.MAX_TYPED_WORDS + 1)
 located = [P.locate(table, w, tokenizer) for w in typed[:P.MAX_TYPED_WORDS]]

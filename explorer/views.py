@@ -88,6 +88,7 @@ class View:
     section: str = "Views"
     params: dict[str, Param] = field(default_factory=dict)
     families: tuple[str, ...] | None = None  # model families (explorer.catalogue.FAMILIES) its picker offers
+    sentences: str = ""  # the purpose of its sentence (explorer.examples.PURPOSES): the model gives the sentences
 
 
 TEXT = P("text")
@@ -119,7 +120,7 @@ VIEWS.append(View(
         "rope_qk": choice("ones", "random", label="q and k",
                           help="ones: q = k = (1,…,1), the long-term decay of Su et al.; random: a seeded pair."),
         "seed": P("int", 0, 0, 10_000, "seed"), "pca": choice(2, 3, label="PCA"), "tok": P("int", 0, 0, None, "token"),
-    }, families=("encoder", "decoder", "masked-lm")))
+    }, families=("encoder", "decoder", "masked-lm"), sentences="order"))
 VIEWS.append(View(
     "app_pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",
     "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit.", params={
@@ -132,7 +133,7 @@ VIEWS.append(View(
         "unit": P("int", 0, 0, None, "Unit", help="Default: the first unit of the sorted heatmap."),
         "t": P("int", 0, 0, None, "Token"), "pair": P("text", label="Pair"), "a": P("text", label="Sentence A"),
         "b": P("text", label="Sentence B"),
-    }, families=("rnn-lm", "state-dict")))
+    }, families=("rnn-lm", "state-dict"), sentences="agreement"))
 VIEWS.append(View(
     "app_pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention",
     "Per-head attention maps, rollout, masks and the Q·K/√d softmax arithmetic, live.", params={
@@ -149,7 +150,7 @@ VIEWS.append(View(
         "agg": choice("heads", "mean", "max", "rollout", label="Aggregation"),
         "compare": P("text", "The animal didn't cross the street because it was too wide.",
                      label="Second sentence to compare"),
-    }, families=("decoder", "encoder", "encoder-decoder", "masked-lm")))
+    }, families=("decoder", "encoder", "encoder-decoder", "masked-lm"), sentences="attention"))
 VIEWS.append(View(
     "app_pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
     "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search.", params={
@@ -162,7 +163,7 @@ VIEWS.append(View(
         "step": P("int", 0, 0, None, "Decoding step t"),
         "allcurves": P("bool", True, label="Also show every built-in model on this corpus"),
         "panel": choice("step", "length", "beam", label="Below the heatmap"),
-    }, families=("seq2seq-rnn", "encoder-decoder")))
+    }, families=("seq2seq-rnn", "encoder-decoder"), sentences="translation"))
 VIEWS.append(View(
     "app_pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings",
     "PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies and contextual embeddings.", params={
@@ -185,7 +186,7 @@ VIEWS.append(View(
                                                                                label="Sentence B"),
         "dw": P("text", "bank", label="Word"),
     }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
-                 "masked-lm")))
+                 "masked-lm"), sentences="words"))
 VIEWS.append(View(
     "app_pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
     "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
@@ -194,6 +195,9 @@ VIEWS.append(View(
         "seed": P("int", 0, 0, 2**31 - 1, "Seed", 1,
                   help="torch.manual_seed(seed) before generating: the same seed gives the same draws."),
         "max_new": P("int", 30, 1, MAX_NEW, "New tokens"),
+        "min_new": P("int", 0, 0, MAX_NEW, "At least this many new tokens", help="Every strategy generates at least "
+                     "this many tokens before it may end (Hugging Face's min_new_tokens: the end token is masked "
+                     "until then). The probabilities shown stay the model's own."),
         "temperature": P("float", 1.0, 0.05, 3.0, "Temperature T", 0.05,
                          help="Sampling strategies divide the logits by T before their filter (0 would be greedy "
                               "decoding: pick Greedy for that)."),
@@ -214,13 +218,13 @@ VIEWS.append(View(
                     help="Reshapes the distribution live; the strategy's filter is re-applied at this T."),
         "x": choice("self-BLEU", "distinct-2", "distinct-1", "distinct-3", label="x (diversity)"),
         "y": choice("mean log-prob", "perplexity", label="y (quality)"),
-    }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict")))
+    }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict"), sentences="prompt"))
 VIEWS.append(View(
     "app_pages/logit_lens.py", "Logit lens", ":material/layers:", "logit-lens",
     "What each layer would predict: every layer's hidden state read through the model's own output layer.", params={
         "model": P("model", "builtin:tiny-gpt"), "text": TEXT,
         "layer": P("int", None, 0, None, "Layer"), "pos": P("int", None, 0, None, "After token"),
-    }, families=("decoder", "rnn-lm", "state-dict")))
+    }, families=("decoder", "rnn-lm", "state-dict"), sentences="agreement"))
 VIEWS.append(View(
     "app_pages/attribution.py", "Token attribution", ":material/target:", "token-attribution",
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
@@ -229,14 +233,14 @@ VIEWS.append(View(
         "steps": P("int", 32, 1, 256, "Integration steps",
                    help="Integrated gradients: a midpoint Riemann sum over this many points from the zero embedding."),
         "out": P("int", None, 0, None, "Output token"),
-    }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict")))
+    }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement"))
 VIEWS.append(View(
     "app_pages/gradients.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",
     "How far back a recurrent model's prediction reaches: the gradient at each word, model against model.", params={
         "models": P("choices", ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm"), label="Recurrent models",
                     choices=("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
         "text": TEXT,
-    }, families=("rnn-lm", "state-dict")))
+    }, families=("rnn-lm", "state-dict"), sentences="distance"))
 VIEWS.append(View(
     "app_pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
     "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
@@ -249,7 +253,7 @@ VIEWS.append(View(
         "k": P("int", 10, 1, 30, "Top-k fillers"),
         "b": P("text", "the key to the cabinets [MASK] on the table .",
                label="Second sentence, side by side (empty: none)"),
-    }, families=("masked-lm", "encoder")))
+    }, families=("masked-lm", "encoder"), sentences="masked"))
 VIEWS.append(View("app_pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))

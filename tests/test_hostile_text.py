@@ -15,7 +15,8 @@ from explorer.views import VIEWS
 from hostile import HOSTILE_TEXTS, HTML_CASES, UNUSABLE, bytelevel_gpt2, raw_html_in
 
 # Every page whose script has the main sentence input (widget key "text", ?text=).
-TEXT_PAGES = [v.script for v in VIEWS if "sentence_input(" in (ROOT / v.script).read_text()]
+TEXT_PAGES = [v.script for v in VIEWS if any(f"{w}(" in (ROOT / v.script).read_text()
+                                             for w in ("sentence_input", "model_sentence"))]
 
 NOTHING = "The text has no characters the model can read (only control, format or combining characters)"
 # page -> query parameters, and what it says: `empty` when nothing is left once control characters are dropped,

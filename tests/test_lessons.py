@@ -210,7 +210,7 @@ _CONTROLS = {"selectbox", "radio", "slider", "toggle", "multiselect", "text_inpu
 
 def _url_keys(source: str) -> set[str]:
     """The constant keys a page script reads from the URL: through its Controls (c.slider("key"), ...), explorer.ui.state,
-    model_picker and sentence_input."""
+    model_picker and sentence_input / model_sentence."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
@@ -221,7 +221,7 @@ def _url_keys(source: str) -> set[str]:
             key = kw.get("key") or (node.args[0] if node.args else None)
         elif isinstance(func, ast.Name) and func.id == "model_picker":
             key = kw.get("key", ast.Constant("model"))
-        elif isinstance(func, ast.Name) and func.id == "sentence_input":
+        elif isinstance(func, ast.Name) and func.id in ("sentence_input", "model_sentence"):
             key = ast.Constant("text")
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and not key.value.startswith("_"):
             found.add(key.value)

@@ -169,7 +169,7 @@ def test_list_vocab_without_bos_eos_and_save_file_state_dict() -> None:
     v = loaded.vocabs["vocab"]
     assert (v.pad_id, v.unk_id, v.bos_id, v.eos_id) == (0, 1, None, None) and v.level == "word"
     trace = assert_gates_match(model, loaded, "The dog sat on the zebra .")
-    assert trace.tokens == ("the", "dog", "sat", "on", "the", "<unk>", ".") and not trace.special[0]
+    assert trace.tokens == ("the", "dog", "sat", "on", "the", "zebra→<unk>", ".") and not trace.special[0]
     notes = " ".join(trace.notes)
     assert "fed as is" in notes and "shown as <unk>: zebra" in notes
     rows = _rows(loaded)
@@ -320,7 +320,7 @@ def test_hf_tokenizer_json_word_level() -> None:
                                  "tokenizer.json": tok.to_str().encode()}))
     trace = assert_gates_match(model, loaded, "The Dog sat on the zebra")
     expected = tok.encode("The Dog sat on the zebra", add_special_tokens=False).ids
-    assert trace.ids == (tok.token_to_id("[CLS]"), *expected) and trace.tokens[-1] == "[UNK]"
+    assert trace.ids == (tok.token_to_id("[CLS]"), *expected) and trace.tokens[-1] == "zebra→[UNK]"
     assert any("shown as [UNK]: zebra" in n for n in trace.notes)
     assert _rows(loaded)["vocabulary read from"] == "tokenizer.json (a Hugging Face tokenizer.json (WordLevel model))"
 

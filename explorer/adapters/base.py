@@ -44,6 +44,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from explorer import examples as _examples
 from explorer.adapters.text import Encoded, model_max_tokens
 
 
@@ -329,6 +330,15 @@ class Adapter:
     def describe(self) -> tuple[tuple[str, str], ...]:
         """(what, value) rows: what the adapter read from the model (shown on the pages)."""
         return ()
+
+    # ------------------------------------------------------------------ example sentences
+    def examples(self, purpose: str) -> _examples.Examples:
+        """This model's example sentences for a view's purpose (explorer.examples.PURPOSES): sentences of the
+        language it was trained on that it reads without an unknown token. Computed once per adapter."""
+        cache = self.__dict__.setdefault("_examples", {})
+        if purpose not in cache:
+            cache[purpose] = _examples.for_model(self, purpose)
+        return cache[purpose]
 
 
 @dataclass

@@ -26,7 +26,7 @@ import torch
 
 from explorer.adapters.base import Acts, Adapter, CrossForm, Names, Record, Table, Unsupported
 from explorer.adapters.recurrent import DIRS, recompute, weights_of
-from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, no_text
+from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, no_text, unknown_label
 
 MAX_SOURCE = 400  # longer sources are truncated (with a note)
 
@@ -75,8 +75,8 @@ class Seq2SeqAdapter(Adapter):
         if unknown:
             sample = ", ".join(repr(w) for w in dict.fromkeys(unknown[:8]))
             notes.append(f"{len(unknown)} {what} token(s) are not in the model's vocabulary and are read as <unk>: "
-                         f"{sample}.")
-        tokens = [w if i != vocab.unk_id else "<unk>" for w, i in zip(words, ids)]
+                         f"{sample}. The charts mark them as {unknown_label(unknown[0], '<unk>')}.")
+        tokens = [w if i != vocab.unk_id else unknown_label(w, "<unk>") for w, i in zip(words, ids)]
         special = [False] * len(ids)
         if side != "input":
             ids, tokens, special = ids + [vocab.eos_id], tokens + ["<eos>"], special + [True]

@@ -61,6 +61,15 @@ def _unit(vocab: Vocab) -> str:
     return _UNITS.get(vocab.level, "word")
 
 
+UNKNOWN_MARK = "→"
+
+
+def unknown_label(typed: str, unk: str) -> str:
+    """The label of a token the model reads as its unknown token: what was typed, an arrow, what the model reads
+    ("owl→<unk>"), so that a chart never shows a bare row of unknown tokens."""
+    return f"{typed}{UNKNOWN_MARK}{unk}"
+
+
 def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, bos: bool = False,
                  whose: str = "the model's limit") -> Encoded:
     """Text -> the ids a vocabulary's model reads (`vocab.pieces`: words, characters or a tokenizer's pieces), with
@@ -82,16 +91,18 @@ def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
         sample = ", ".join(shown)
         if unk is not None:
             notes.append(f"{len(unknown)} {unit}(s) are not in the model's vocabulary and are shown as "
-                         f"{vocab.itos[unk]}: {sample}.")
+                         f"{vocab.itos[unk]}: {sample}. The model reads {vocab.itos[unk]} there; the charts mark them "
+                         f"as {unknown_label(next(iter(shown)), vocab.itos[unk])}.")
         else:
             notes.append(f"{len(unknown)} {unit}(s) are not in the model's vocabulary, which has no unknown-token "
                          f"entry, so they are left out: {sample}.")
-    ids = [i if i is not None else unk for _, i in pieces if i is not None or unk is not None]
+    kept = [(p, i) for p, i in pieces if i is not None or unk is not None]
+    ids = [i if i is not None else unk for _, i in kept]
+    tokens = [vocab.itos[i] if i is not None else unknown_label(p, vocab.itos[unk]) for p, i in kept]
     special = [i in vocab.special_ids and i != unk for i in ids]
     if bos:
-        ids, special = [vocab.bos_id, *ids], [True, *special]
-    return Encoded(tuple(ids), tuple(vocab.itos[i] for i in ids), tuple(notes), truncated, len(unknown),
-                   tuple(special))
+        ids, tokens, special = [vocab.bos_id, *ids], [vocab.itos[vocab.bos_id], *tokens], [True, *special]
+    return Encoded(tuple(ids), tuple(tokens), tuple(notes), truncated, len(unknown), tuple(special))
 
 
 def input_convention(vocab: Vocab, feeds_bos: bool = True) -> str:
@@ -136,10 +147,25 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
     unk = getattr(tokenizer, "unk_token_id", None)
     n_unknown = sum(1 for i in ids if unk is not None and i == unk)
     if n_unknown:
-        notes.append(f"{n_unknown} piece(s) are unknown to the tokenizer and shown as {tokenizer.unk_token}.")
+        tokens = _typed_unknowns(tokenizer, text, ids, [str(t) for t in tokens], unk) if not text_pair and \
+            not target else tokens
+        typed = [t for t in tokens if UNKNOWN_MARK in str(t)]
+        notes.append(f"{n_unknown} piece(s) are unknown to the tokenizer and shown as {tokenizer.unk_token}"
+                     + (f": the charts mark them as {', '.join(dict.fromkeys(typed[:8]))}." if typed else "."))
     special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
     special = tuple(i in special_ids and i != unk for i in ids)
     return Encoded(tuple(ids), tuple(str(t) for t in tokens), tuple(notes), truncated, n_unknown, special, segments)
+
+
+def _typed_unknowns(tokenizer: Any, text: str, ids: list[int], tokens: list[str], unk: int) -> list[str]:
+    """The tokens with each unknown piece labelled by the text it covers (fast tokenizers' offsets), else as
+    they are."""
+    try:
+        offsets = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)["offset_mapping"]
+    except (NotImplementedError, ValueError, TypeError, KeyError):
+        return tokens
+    return [unknown_label(text[a:b], t) if i == unk and b > a else t
+            for i, t, (a, b) in zip(ids, tokens, list(offsets)[:len(ids)])]
 
 
 def no_text(text: str) -> Encoded | None:

@@ -120,7 +120,7 @@ def prepare_prompt(adapter: Any, text: str, max_new: int) -> Prompt:
     if not enc.ids and clean_text(text or "").strip() and not any("Type a sentence" in n for n in enc.notes) \
             and not any("characters the model can read" in n for n in enc.notes):
         raise DecodingError(" ".join(enc.notes) or f"The tokenizer of {adapter.id} gives no tokens for this text.")
-    ids = list(enc.ids)
+    ids, tokens = list(enc.ids), list(enc.tokens)
     notes.extend(n for n in enc.notes if not n.startswith("Type a sentence"))
     if not ids:
         if adapter.is_encoder_decoder:
@@ -142,12 +142,32 @@ def prepare_prompt(adapter: Any, text: str, max_new: int) -> Prompt:
         if len(ids) > room:
             notes.append(f"The prompt has {len(ids):,} tokens; with {max_new} new ones only its last {room:,} fit in "
                          f"the model's {room_for} positions, so the start was cut.")
-            ids = ids[-room:]
+            ids, tokens = ids[-room:], tokens[-room:]
     elif adapter.sliding and room_for is not None and len(ids) + max_new > room_for:
         notes.append(f"Prompt + new tokens exceed the model's {room_for} positions: each step reads only the "
                      f"last {room_for} tokens (a sliding window, as nanoGPT's generate).")
     start = tuple(adapter.decoder_start) if adapter.is_encoder_decoder else tuple(ids)
-    return Prompt(tuple(ids), start, tuple(adapter.token_strings(ids)), tuple(notes), max_new)
+    if len(tokens) != len(ids):  # the start token of an empty prompt
+        tokens = adapter.token_strings(ids)
+    return Prompt(tuple(ids), start, tuple(tokens), tuple(notes), max_new)
+
+
+SENTENCE_ENDS = (".", "!", "?", "。")
+
+
+def ends_sentence(text: str) -> str | None:
+    """The sentence end a prompt finishes with ('.', '!', '?'), or None."""
+    last = (text or "").rstrip()[-1:]
+    return last if last in SENTENCE_ENDS else None
+
+
+def end_hint(text: str, min_new: int = 0) -> str | None:
+    """The hint for a decoder prompt that ends a sentence: the model may end the text at once."""
+    end = ends_sentence(text)
+    if end is None:
+        return None
+    unless = "" if min_new else " (or ask for at least a few new tokens)"
+    return f"The prompt ends in '{end}': the model may stop at once: remove the final '{end}'{unless}."
 
 
 def generate(adapter: Any, prompt: Prompt, strategy: Strategy, seed: int, n: int = 1,
@@ -191,6 +211,8 @@ def decode_all(loaded: Any, text: str, strategies: tuple[Strategy, ...], seed: i
         max_new = min(max(max_new, 1), MAX_NEW)
     prompt = prepare_prompt(adapter, text, max_new)
     notes.extend(prompt.notes)
+    hint = None if adapter.is_encoder_decoder else end_hint(text, max((s.min_new_tokens for s in strategies), default=0))
+    notes += [hint] if hint else []
     try:
         gens = tuple(generate(adapter, prompt, s, seed, n, stop_at_eos) for s in strategies)
     except Unsupported as exc:
@@ -203,7 +225,7 @@ def decode_all(loaded: Any, text: str, strategies: tuple[Strategy, ...], seed: i
 FIELDS = {"temperature": ("temperature", SAMPLING), "top_k": ("k", ("top-k",)), "top_p": ("p", ("top-p",)),
           "typical_p": ("typical", ("typical",)), "min_p": ("minp", ("min-p",)), "num_beams": ("beam", ("beam",)),
           "length_penalty": ("lp", ("beam",)), "repetition_penalty": ("rep", KINDS),
-          "no_repeat_ngram_size": ("ngram", KINDS)}
+          "no_repeat_ngram_size": ("ngram", KINDS), "min_new_tokens": ("min_new", KINDS)}
 
 
 def checked(strategy: Strategy, vocab_size: int) -> tuple[Strategy, tuple[str, ...]]:

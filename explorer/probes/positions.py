@@ -377,7 +377,7 @@ def model_positions(loaded: Any, text: str, n: int = 48) -> ModelPositions:
     scores = np.array([[rotate(q, cos[m], sin[m]) @ rotate(k, cos[m + dlt], sin[m + dlt]) for dlt in offsets]
                        for m in starts])
     return ModelPositions(mid, "rotary", scheme.rows, inv_freq=inv_freq, d=len(q), tokens=(enc.tokens[i],
-                          enc.tokens[j]), offsets=offsets, starts=starts, scores=scores)
+                          enc.tokens[j]), offsets=offsets, starts=starts, scores=scores, notes=tuple(enc.notes))
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,7 @@ def compare(a: GateTrace, b: GateTrace, name: str, layer: int, direction: int = 
     if len(a) != len(b):
         notes.append(f"The sentences have {len(a)} and {len(b)} tokens; positions 0..{T - 1} are compared.")
     diff = b.gates[name][layer, direction, :T] - a.gates[name][layer, direction, :T]
-    start = next((t for t in range(T) if a.tokens[t] != b.tokens[t]), T)
+    start = next((t for t in range(T) if a.ids[t] != b.ids[t]), T)  # what the model reads (ids), not labels
     score = np.abs(diff[start:]).mean(0) if start < T else np.zeros(diff.shape[1], np.float32)
     return Comparison(name, a.tokens[:T], b.tokens[:T], diff, score, start, tuple(notes))
 

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer.adapters.base import Unsupported
+from explorer.examples import NATURAL
 from explorer.adapters.text import Encoded
 
 STREAM_LABELS = {
@@ -35,11 +36,7 @@ STREAM_LABELS = {
 FLOAT16_ABOVE = 2**22  # attention entries above which the trace stores float16
 CHECK_TOL = 1e-4  # recomputed softmax(QKᵀ·s + M) must equal the model's weights to this, else no arithmetic
 
-PRESETS = (
-    "The animal didn't cross the street because it was too tired.",
-    "A robot must obey the orders given it.",
-    "The animal didn't cross the street because it was too wide.",
-)
+PRESETS = NATURAL["attention"]  # natural-English examples (explorer.examples); views ask the model for its own
 
 
 @dataclass(frozen=True)

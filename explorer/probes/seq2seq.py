@@ -348,12 +348,8 @@ def length_accuracy(loaded: Any, n_pairs: int = 300) -> LengthCurve:
 
 
 def presets_for(loaded: Any) -> list[str]:
-    """Teaching sentences for this model: the corpus presets (built-ins) or short English sentences (HF)."""
-    if loaded is not None and loaded.adapter.attention_kind not in ("", "cross"):
-        return list(_data_module(loaded).PRESETS)
-    return ["The agreement on the European Economic Area was signed in August 1992.",
-            "The red car is fast.", "My French friends bought a new blue car yesterday.",
-            "The old wooden table is in the kitchen."]
+    """Teaching sentences for this model: its translation examples (explorer.examples)."""
+    return list(loaded.adapter.examples("translation").sentences)
 
 
 def stored_curve(name: str, meta: dict) -> LengthCurve | None:

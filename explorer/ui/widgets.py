@@ -1,7 +1,7 @@
 """Shared widgets: the sentence input (key `text`), the model picker (key `model`), page furniture."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import streamlit as st
 
@@ -26,9 +26,21 @@ def _set_text(value: str) -> None:
 
 
 def _seed_text(default: str) -> None:
+    """Seed the sentence from the URL, the text carried from the last view, or `default`. A sentence that is still
+    a default the app put there (`_text_default`; never a typed, chosen or linked one) follows the model and the
+    view: when their default changes, the sentence becomes the new default."""
     if "text" not in st.session_state:
         raw = state.url_value("text")
-        st.session_state["text"] = raw[:MAX_CHARS] if raw is not None else st.session_state.get("_text", default)
+        if raw is not None:
+            st.session_state["text"], st.session_state["_text_default"] = raw[:MAX_CHARS], None
+        elif "_text" in st.session_state:
+            st.session_state["text"] = st.session_state["_text"]
+        else:
+            st.session_state["text"], st.session_state["_text_default"] = default, default
+    auto = st.session_state.get("_text_default")
+    if auto is not None and auto != default and st.session_state["text"] == auto:
+        _set_text(default)
+        st.session_state["_text_default"] = default
 
 
 def sentence_presets(default: str, presets: Sequence[str]) -> None:
@@ -42,6 +54,7 @@ def sentence_presets(default: str, presets: Sequence[str]) -> None:
     )
     if choice in presets and choice != st.session_state.get("text"):
         _set_text(choice)
+        st.session_state["_text_default"] = None  # chosen: it stays when the model changes
         st.rerun()
 
 
@@ -70,6 +83,30 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     st.session_state["_text"] = value
     state.write("text", value)
     return value
+
+
+def model_sentence(loaded: Any, purpose: str, fragment: bool = False, **kwargs: Any) -> str:
+    """The sentence input with the loaded model's own example sentences for `purpose` (its view's
+    `View.sentences`): the default and the preset menu come from `loaded.adapter.examples(purpose)`, with its note
+    when the model reads none of them in full. fragment=True: only the box (the page drew the presets with
+    model_presets above its st.fragment)."""
+    ex = loaded.adapter.examples(purpose)
+    if fragment:
+        return sentence_input(ex.default, (), **kwargs)
+    text = sentence_input(ex.default, ex.sentences, **kwargs)
+    if ex.note:
+        st.caption(ex.note)
+    return text
+
+
+def model_presets(loaded: Any, purpose: str) -> str:
+    """The loaded model's preset menu alone (a page whose sentence box is inside an st.fragment); returns the
+    default sentence for the fragment's box."""
+    ex = loaded.adapter.examples(purpose)
+    sentence_presets(ex.default, ex.sentences)
+    if ex.note:
+        st.caption(ex.note)
+    return ex.default
 
 
 def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",

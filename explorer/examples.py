@@ -1,0 +1,198 @@
+"""The example sentences of a model: what each view offers as its default sentence and its preset menu.
+
+A view declares a purpose (explorer.views: `View.sentences`), and the loaded model answers with sentences for it
+(`adapter.examples(purpose)`, which calls `for_model` here):
+
+- built-in models (and checkpoints trained here) get sentences of the generated language they were trained on
+  (`meta["corpus"]["generator"]`): explorer.data.english for the language models, explorer.data.translation and
+  explorer.data.dates for the encoder-decoders;
+- MiniLM and Hugging Face models get natural English (NATURAL);
+- every candidate is read with the model's own `encode`, and only sentences without an unknown token are offered;
+  a model whose vocabulary is unknown here (a user's checkpoint) gets the candidates of every language that it
+  reads in full, or, when none, the sentences with the fewest unknown words and a note saying so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from explorer.data import dates, english, translation
+
+PURPOSES = {
+    "agreement": "subject-verb agreement across an attractor (language models)",
+    "attention": "a sentence whose words refer back to earlier words",
+    "distance": "a long dependency that ends in the word to predict",
+    "masked": "a sentence with [MASK] where a word should be",
+    "order": "a sentence whose meaning depends on word order",
+    "prompt": "an unfinished sentence to continue (no final '.')",
+    "translation": "a source sentence whose translation changes word order",
+    "words": "words to find in an embedding table",
+}
+
+
+def _classes(*names: str, n: int = 8) -> str:
+    """Words of explorer.data.english's word classes, as one line of words."""
+    return " ".join(w for name in names for w in english.WORD_CLASSES[name][:n])
+
+
+# The built-in language models' generated English (explorer.data.english). tests/test_examples.py checks every
+# word against the checkpoints' vocabularies.
+ENGLISH: dict[str, tuple[str, ...]] = {
+    "agreement": (
+        "the keys to the old cabinet are on the table .",
+        "the dog that the farmers feed sleeps in the garden .",
+        "the woman who the doctors visited yesterday was very tired .",
+        "the pictures of the famous painter in the museum are expensive .",
+        'the teacher said : " the children ( who live near the river ) are happy " .',
+        "the computer which i had just put into the machine room on the fifth floor crashed .",
+    ),
+    "prompt": (  # the first continues differently under greedy, top-k and top-p (tests/test_examples.py)
+        "the dog that the farmers feed",
+        'the teacher said : " the children',
+        "the keys to the old cabinet",
+    ),
+    "distance": (
+        "the keys to the cabinets in the old kitchen near the big windows of the house are",
+        "the student near the old tables is",
+        "the dogs that the old man in the red house likes are",
+    ),
+    "masked": (
+        "the keys to the cabinet [MASK] on the table .",
+        "the dog that the farmers feed [MASK] in the garden .",
+        "the woman who the doctors visited yesterday [MASK] very tired .",
+        "the children who live near the river [MASK] happy .",
+        "the [MASK] ate the cake .",
+        "she put the cup on the [MASK] .",
+        "the teacher [MASK] the old car .",
+    ),
+    "order": (
+        "the dog chased the cat .",
+        "the cat chased the dog .",
+        "the keys to the old cabinet are on the table .",
+    ),
+    "words": (
+        "the small dog and the big cat saw a king and a queen",
+        _classes("animals"),
+        _classes("colours"),
+        _classes("professions"),
+        "dog dogs cat cats horse horses mouse mice",
+        _classes("numbers", "ordinals", n=5),
+    ),
+}
+ENGLISH["attention"] = ENGLISH["agreement"]
+
+# The built-in translation models' English side (explorer.data.translation): the first translates with the
+# adjectives after their noun ("european economic area" -> "zone économique européenne").
+TRANSLATION: dict[str, tuple[str, ...]] = {"translation": tuple(translation.PRESETS)}
+DATES: dict[str, tuple[str, ...]] = {"translation": tuple(dates.PRESETS)}
+
+# MiniLM and Hugging Face models.
+NATURAL: dict[str, tuple[str, ...]] = {
+    "agreement": (
+        "The keys to the old cabinet are on the table.",
+        "The author of the books that the critics praised is here.",
+        "The dog that the farmers feed sleeps in the garden.",
+    ),
+    "attention": (
+        "The animal didn't cross the street because it was too tired.",
+        "A robot must obey the orders given it.",
+        "The animal didn't cross the street because it was too wide.",
+    ),
+    "prompt": (
+        "Once upon a time, in a small village,",
+        "The keys to the old cabinet",
+        "The meaning of life is",
+        "time goes by so",
+    ),
+    "distance": ("The keys to the cabinets in the old kitchen near the big windows of the house are",),
+    "masked": (
+        "The keys to the cabinet [MASK] on the table.",
+        "The capital of France is [MASK].",
+        "She put the cup on the [MASK].",
+        "The doctor said that [MASK] would be back soon.",
+    ),
+    "order": (
+        "The dog bit the man.",
+        "The man bit the dog.",
+        "She gave him the book before he gave her the pen.",
+        "Order matters: not all that glitters is gold.",
+    ),
+    "translation": (
+        "The agreement on the European Economic Area was signed in August 1992.",
+        "The red car is fast.",
+        "My French friends bought a new blue car yesterday.",
+        "The old wooden table is in the kitchen.",
+    ),
+    "words": (
+        "the small dog and the big cat saw a king and a queen",
+        "king queen man woman prince princess boy girl",
+        "red green blue yellow black white",
+        "dog dogs cat cats horse horses mouse mice",
+        "the doctor and the teacher ate an apple and a banana",
+        "one two three four five first second third",
+    ),
+}
+LANGUAGES = {"english": ENGLISH, "translation": TRANSLATION, "dates": DATES, "natural": NATURAL}
+FALLBACK = ("agreement", "translation")  # a language without the purpose offers these instead
+
+
+@dataclass(frozen=True)
+class Examples:
+    """The sentences a view offers for one model and purpose (the first is the default), and a note for the user
+    when they could not all be read in full (empty otherwise)."""
+
+    sentences: tuple[str, ...]
+    note: str = ""
+    language: str = ""
+
+    @property
+    def default(self) -> str:
+        return self.sentences[0] if self.sentences else ""
+
+
+def language_of(loaded: Any) -> str:
+    """The language a model was trained on: its generator (built-ins and checkpoints trained here), else
+    "natural" (Hugging Face models, MiniLM, a user's checkpoint)."""
+    corpus = (getattr(loaded, "meta", None) or {}).get("corpus")
+    generator = corpus.get("generator") if isinstance(corpus, dict) else None
+    return generator if generator in LANGUAGES and generator != "natural" else "natural"
+
+
+def sentences(language: str, purpose: str) -> tuple[str, ...]:
+    """The candidate sentences of a language for a purpose (its fallback purpose when it has none)."""
+    table = LANGUAGES[language]
+    for name in (purpose, *FALLBACK):
+        if table.get(name):
+            return table[name]
+    return next(iter(table.values()))
+
+
+def unknown_words(adapter: Any, text: str) -> int | None:
+    """How many tokens of `text` the model reads as unknown, or None when it cannot read text."""
+    try:
+        return int(adapter.encode(text).n_unknown)
+    except (ValueError, TypeError, RuntimeError, KeyError):  # no vocabulary (Unsupported), a refused text
+        return None
+
+
+def for_model(adapter: Any, purpose: str) -> Examples:
+    """The example sentences of the model behind `adapter` for `purpose` (a key of PURPOSES)."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"unknown purpose {purpose!r}; use one of {', '.join(PURPOSES)}")
+    own = language_of(adapter.loaded)
+    first = sentences(own, purpose)
+    counts = {s: unknown_words(adapter, s) for s in first}
+    if any(n is None for n in counts.values()):
+        return Examples(first, f"{adapter.id} has no vocabulary this view can check sentences against.", own)
+    known = tuple(s for s in first if counts[s] == 0)
+    if known:
+        return Examples(known, "", own)
+    others = [lang for lang in LANGUAGES if lang != own]
+    for lang in others:
+        found = tuple(s for s in sentences(lang, purpose) if unknown_words(adapter, s) == 0)
+        if found:
+            return Examples(found, "", lang)
+    ranked = tuple(sorted(first, key=lambda s: counts[s]))
+    return Examples(ranked, f"None of the example sentences has every word in {adapter.id}'s vocabulary: the words "
+                            "it does not know are read as its unknown token (marked in the charts). Type a sentence "
+                            "in the model's own words.", own)
