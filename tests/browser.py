@@ -14,7 +14,7 @@ import urllib.request
 from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -55,18 +55,7 @@ def streamlit_process(env: dict[str, str] | None = None, timeout: float = 90) ->
     threading.Thread(target=_drain, args=(proc.stdout, proc.log_tail), daemon=True).start()
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = "".join(proc.log_tail)  # type: ignore[attr-defined]
-                raise RuntimeError(f"streamlit did not start: {out[-2000:]}")
-            time.sleep(0.5)
+        wait_healthy(base, proc, timeout, lambda: "streamlit did not start: " + "".join(proc.log_tail)[-2000:])
         yield base, proc
     finally:
         proc.terminate()
@@ -74,6 +63,21 @@ def streamlit_process(env: dict[str, str] | None = None, timeout: float = 90) ->
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def wait_healthy(base: str, proc: subprocess.Popen, timeout: float, failure: Callable[[], str]) -> None:
+    """Poll `base`/_stcore/health until it answers 200; RuntimeError(failure()) if `proc` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(failure())
+        time.sleep(0.2)
 
 
 def _drain(stream, sink: deque) -> None:

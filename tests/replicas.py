@@ -9,14 +9,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
-import urllib.request
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from string import Template
 from typing import Iterator
 
-from browser import ROOT, free_port, streamlit_process
+from browser import ROOT, free_port, streamlit_process, wait_healthy
 
 TEMPLATE = ROOT / "deploy" / "nginx" / "explorer.conf.template"
 NGINX = os.environ.get("NGINX", shutil.which("nginx") or "/usr/sbin/nginx")
@@ -71,19 +69,12 @@ def behind_nginx(n: int, env: dict[str, str] | None = None) -> Iterator[tuple[st
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
-                    log = work / "error.log"
-                    raise RuntimeError(f"nginx did not start: {err}{log.read_text()[-2000:] if log.exists() else ''}")
-                time.sleep(0.2)
+            def failure() -> str:
+                err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
+                log = work / "error.log"
+                return f"nginx did not start: {err}{log.read_text()[-2000:] if log.exists() else ''}"
+
+            wait_healthy(base, proc, 20, failure)
             yield base, [p for _, p in apps]
         finally:
             proc.terminate()

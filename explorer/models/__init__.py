@@ -111,9 +111,10 @@ def _build_seq2seq(c: dict) -> Seq2Seq:
     return Seq2Seq(**kw)
 
 
-def _build_tiny_gpt(c: dict) -> GPT:
+def _transformer_kw(c: dict, name: str, positions: tuple[str, ...]) -> dict:
+    """The checked config of a built-in transformer (tiny_gpt, masked_lm: the same blocks)."""
     _check_keys(c, {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "norm",
-                    "positions"}, "tiny_gpt")
+                    "positions"}, name)
     kw = dict(
         vocab_size=_int(c, "vocab_size", 5, MAX_VOCAB),
         block_size=_int(c, "block_size", 1, MAX_BLOCK),
@@ -123,32 +124,22 @@ def _build_tiny_gpt(c: dict) -> GPT:
         dropout=_float(c, "dropout", 0.0, 0.9, 0.0),
         bias=_bool(c, "bias", True),
         norm=_choice(c, "norm", ("pre", "post"), "pre"),
-        positions=_choice(c, "positions", ("learned", "sinusoidal"), "learned"),
+        positions=_choice(c, "positions", positions, "learned"),
     )
     if kw["n_embd"] % kw["n_head"]:
         raise ValueError(f"n_embd ({kw['n_embd']}) must be divisible by n_head ({kw['n_head']})")
+    return kw
+
+
+def _build_tiny_gpt(c: dict) -> GPT:
+    kw = _transformer_kw(c, "tiny_gpt", ("learned", "sinusoidal"))
     if kw["positions"] == "sinusoidal" and kw["n_embd"] % 2:
         raise ValueError("sinusoidal positions need an even n_embd")
     return GPT(GPTConfig(**kw))
 
 
 def _build_masked_lm(c: dict) -> MaskedLM:
-    _check_keys(c, {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "norm",
-                    "positions"}, "masked_lm")
-    kw = dict(
-        vocab_size=_int(c, "vocab_size", 5, MAX_VOCAB),
-        block_size=_int(c, "block_size", 1, MAX_BLOCK),
-        n_layer=_int(c, "n_layer", 1, MAX_LAYERS),
-        n_head=_int(c, "n_head", 1, MAX_HEADS),
-        n_embd=_int(c, "n_embd", 1, MAX_HIDDEN),
-        dropout=_float(c, "dropout", 0.0, 0.9, 0.0),
-        bias=_bool(c, "bias", True),
-        norm=_choice(c, "norm", ("pre", "post"), "pre"),
-        positions=_choice(c, "positions", ("learned",), "learned"),
-    )
-    if kw["n_embd"] % kw["n_head"]:
-        raise ValueError(f"n_embd ({kw['n_embd']}) must be divisible by n_head ({kw['n_head']})")
-    return MaskedLM(MaskedLMConfig(**kw))
+    return MaskedLM(MaskedLMConfig(**_transformer_kw(c, "masked_lm", ("learned",))))
 
 
 def _build_word2vec(c: dict) -> SkipGram:

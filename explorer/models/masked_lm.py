@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .tiny_gpt import MLP
+from .tiny_gpt import GPT, MLP
 
 
 @dataclass
@@ -126,20 +126,11 @@ class MaskedLM(nn.Module):
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=True)
-        self.apply(self._init_weights)
+        self.apply(GPT._init_weights)  # GPT-2's init, as the built-in GPT
         self.lm_head.weight = self.wte.weight  # tied: the checkpoint stores it once, as wte.weight
         for pn, p in self.named_parameters():  # GPT-2 scaled init of residual projections
             if pn.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def position_embeddings(self, T: int) -> torch.Tensor:
         """(T, n_embd): the learned wpe rows."""
