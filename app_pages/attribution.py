@@ -6,22 +6,25 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
 from explorer.viz import attribution as V
 
 c = Controls("token-attribution")
 page_header("Token attribution", "Which input tokens drive each output token: gradient × input, and integrated "
             "gradients (Sundararajan et al. 2017) from the zero embedding, with their completeness error.")
-loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
+col_model, col_text = top_row()
+with col_model:
+    loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
 if loaded is None:
     st.stop()
-text = model_sentence(loaded, c.view.sentences, label="Source sentence" if loaded.adapter.is_encoder_decoder else
-                      "Sentence")
+with col_text:
+    text = model_sentence(loaded, c.view.sentences, label="Source sentence" if loaded.adapter.is_encoder_decoder
+                          else "Sentence")
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
-c1, c2 = st.columns(2)
-with c1:
-    method = c.radio("method")
-with c2:
+c_out, c_method, c_steps = st.columns([2.2, 1.6, 1], vertical_alignment="bottom")  # c_out: once the run is known
+with c_method:
+    method = c.selectbox("method", label_visibility="collapsed")
+with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
     steps = c.number("steps", disabled=method != "integrated gradients")
 try:
     trace = probe(attribution, loaded, text, target, steps)
@@ -31,15 +34,17 @@ except AttributionError as exc:
 for note in trace.notes:
     st.info(note)
 theme = settings.theme()
-values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
 M = len(trace.outputs)
-out = c.selectbox("out", list(range(M)), default=M - 1, format_func=lambda i: f"{i}: {trace.outputs[i]}"
-                  + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
+with c_out:
+    out = c.selectbox("out", list(range(M)), default=M - 1, label_visibility="collapsed",
+                      format_func=lambda i: f"onto output {i}: {trace.outputs[i]}"
+                      + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
+values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
 origin = Origin("model", f"gradients of {loaded.id}'s own logits through its own layers (autograd); integrated "
                          f"gradients: {trace.steps} steps from {trace.baseline}, completeness error at most "
                          f"{trace.max_completeness:.2g} (Σ attributions vs logit − baseline logit).")
 show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out), origin, key="attr_heatmap",
-     filename="attribution")
+     filename="attribution", fold=True)
 st.markdown(f"**{method} onto “{trace.outputs[out]}”** (red raises its logit, blue lowers it):")
 st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out]))
 st.caption(f"Logit of “{trace.outputs[out]}”: {trace.logit[out]:.4f}; at the zero embedding: "

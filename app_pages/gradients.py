@@ -7,19 +7,21 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_sentence, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import model_sentence, page_header, sentence_input, top_row, what_to_notice
 from explorer.viz import gradients as V
 
 c = Controls("gradients-through-time")
 page_header("Gradients through time", "The gradient of log p(last word) with respect to every earlier input word, "
             "and the norms of the recurrent Jacobians it flows through (Bengio et al. 1994; Hochreiter 1991).")
 options = [e.id for e in catalogue() if e.family in c.view.families]
-chosen = c.multiselect("models", options)
 HELP = "The last word is the one predicted; the gradient of its log-probability flows back to every word before it."
-models = {model_id: loaded for model_id in chosen if (loaded := get_model(model_id)) is not None}
-# the sentences of the first model (the built-in recurrent LMs share one language)
-text = model_sentence(next(iter(models.values())), c.view.sentences, help=HELP) if models else \
-    sentence_input("", help=HELP)
+col_models, col_text = top_row()
+with col_models:
+    chosen = c.multiselect("models", options, format_func=lambda i: i.removeprefix("builtin:"))
+    models = {model_id: loaded for model_id in chosen if (loaded := get_model(model_id)) is not None}
+with col_text:  # the sentences of the first model (the built-in recurrent LMs share one language)
+    text = model_sentence(next(iter(models.values())), c.view.sentences, help=HELP) if models else \
+        sentence_input("", help=HELP)
 traces = []
 for model_id, loaded in models.items():
     try:
@@ -40,7 +42,7 @@ first = traces[0]
 st.markdown(f"Predicting **{first.target}** after “{' '.join(first.tokens)}”: "
             + "; ".join(f"{t.cell} p = {t.prob:.3f}" for t in traces))
 own = Origin("model", "autograd through each model's own recurrence and output layer on this sentence.")
-show(V.gradient_lines(traces, theme), own, key="gradients", filename="gradients-through-time")
+show(V.gradient_lines(traces, theme), own, key="gradients", filename="gradients-through-time", fold=True)
 st.caption(" · ".join(f"{t.cell}: the farthest word gets {t.decay:.3g}× the gradient of the nearest" for t in traces))
 show(V.jacobian_lines(traces, theme), Origin("model", "Jacobians of each model's own state update along this "
                                              "sentence (torch.func), largest singular values."),

@@ -6,16 +6,19 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
 from explorer.viz import lens as V
 
 c = Controls("logit-lens")
 page_header("Logit lens", "What each layer would predict if the model stopped there: its hidden state read through "
             "the model's own final norm and output layer (nostalgebraist 2020).")
-loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
+col_model, col_text = top_row()
+with col_model:
+    loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
 if loaded is None:
     st.stop()
-text = model_sentence(loaded, c.view.sentences)
+with col_text:
+    text = model_sentence(loaded, c.view.sentences)
 try:
     trace = probe(logit_lens, loaded, text)
 except LensError as exc:
@@ -27,12 +30,14 @@ theme = settings.theme()
 L, T = trace.top_probs.shape
 c1, c2 = st.columns(2)
 with c1:
-    layer = c.selectbox("layer", list(range(L)), default=L - 1, format_func=lambda i: trace.layers[i])
+    pos = c.selectbox("pos", list(range(T)), default=T - 1, label_visibility="collapsed",
+                      format_func=lambda t: f"after token {t}: {trace.tokens[t]}")
 with c2:
-    pos = c.selectbox("pos", list(range(T)), default=T - 1, format_func=lambda t: f"{t}: {trace.tokens[t]}")
+    layer = c.selectbox("layer", list(range(L)), default=L - 1, label_visibility="collapsed",
+                        format_func=lambda i: f"top 10 at {trace.layers[i]}")
 own = Origin("model", f"each layer's hidden state through {loaded.id}'s own final norm and output layer; the last "
                       f"layer equals the model's own logits to {trace.lens_error:.1e}.")
-show(V.lens_grid(trace, theme, (layer, pos)), own, key="lens_grid", filename="logit-lens")
+show(V.lens_grid(trace, theme, (layer, pos)), own, key="lens_grid", filename="logit-lens", fold=True)
 tokens, probs = trace.bars(layer, pos)
 final = trace.final_tokens[pos]
 show(V.lens_bars(tokens, probs, f"{trace.layers[layer]}, after “{trace.tokens[pos]}”: top {len(tokens)}", theme,

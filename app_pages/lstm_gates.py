@@ -6,7 +6,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, badge, show, table
-from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
 from explorer.viz import rnn_gates as V
 
 COMPUTER = "The computer which I had just put into the machine room on the fifth floor crashed."
@@ -26,23 +26,19 @@ page_header("Inside the recurrent cell",
             "Every gate, cell state and hidden state of an LSTM, GRU or Elman RNN for your sentence, unit by unit, "
             "recomputed from the model's own weights with PyTorch's equations.")
 
-model_id = model_picker(c.view.families, default=c.params["model"].default)
-loaded = get_model(model_id)
+col_model, col_text = top_row()
+with col_model:
+    model_id = model_picker(c.view.families, default=c.params["model"].default)
+    loaded = get_model(model_id)
 if loaded is None:
     st.stop()
-text = model_sentence(loaded, c.view.sentences)
+with col_text:
+    text = model_sentence(loaded, c.view.sentences)
 try:
     trace = probe(P.rnn_gates, loaded, text)
 except P.RNNGatesError as exc:
     st.error(f"{V.plain(model_id)} cannot be read as an LSTM, GRU or Elman RNN: {V.plain(str(exc))}")
     st.stop()
-
-with st.expander(f"What the view read from {model_id}", expanded=loaded.family == "state-dict"):
-    badge(Origin("model", "read from the checkpoint's weights and their shapes."))
-    st.markdown(V.inferred_markdown(trace))
-    if len(trace):
-        st.caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
-                   f"weights to {trace.max_abs_error:.1e} (max |difference|).")
 if not len(trace):
     for note in trace.notes:
         st.info(V.plain(note))
@@ -56,29 +52,35 @@ START = f"from {trace.tokens[0]} on" if trace.special[0] else "from the first to
 GATES = Origin("recomputed", f"every gate and state from the weights with PyTorch's {trace.cell.upper()} equations, "
                              f"{START}: the hidden states equal torch.nn.{trace.cell.upper()}'s on this run to "
                              f"{trace.max_abs_error:.1e}.")
-c1, c2, c3 = st.columns([1, 1, 2])
-with c1:
+c_gate, c_layer, c_more = st.columns([2.2, 1, 1], vertical_alignment="bottom")
+with c_gate:
+    name = c.selectbox("gate", list(trace.names), default="c" if "c" in trace.names else "h", format_func=P.LABELS.get,
+                   label_visibility="collapsed")
+with c_layer:
     layer = 0
     if trace.num_layers > 1:
-        layer = c.selectbox("layer", list(range(trace.num_layers)))
-    else:
-        st.caption("1 layer")
-with c2:
+        layer = c.selectbox("layer", list(range(trace.num_layers)), format_func=lambda i: f"layer {i}",
+                            label_visibility="collapsed")
+with c_more, st.popover("Units", icon=":material/tune:", width="stretch"):
     direction = 0
     if trace.num_directions == 2:
         direction = ["forward", "backward"].index(c.radio("dir"))
-with c3:
-    name = c.radio("gate", list(trace.names), default="c" if "c" in trace.names else "h", format_func=P.LABELS.get)
-c4, c5 = st.columns([2, 2])
-with c4:
     sort = c.radio("sort")
-with c5:
     top = 1
     if trace.hidden_size > 1:
         top = c.number("top", slider=True, hi=trace.hidden_size, default=min(64, trace.hidden_size))
 values = trace.gates[name][layer, direction]
 units = P.unit_order(values, sort, top)
-show(V.gate_heatmap(trace, name, layer, direction, units, theme), GATES, key="heatmap", filename=f"{name}-layer{layer}")
+show(V.gate_heatmap(trace, name, layer, direction, units, theme), GATES, key="heatmap", filename=f"{name}-layer{layer}",
+     fold=True)
+st.caption(f"{trace.num_layers} layer{'s' if trace.num_layers > 1 else ''}"
+           + (", both directions" if trace.num_directions == 2 else "")
+           + f" · {trace.hidden_size} units, {len(units)} shown, sorted by {sort} (change both under Units)")
+with st.expander(f"What the view read from {model_id}", expanded=loaded.family == "state-dict"):
+    badge(Origin("model", "read from the checkpoint's weights and their shapes."))
+    st.markdown(V.inferred_markdown(trace))
+    st.caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
+               f"weights to {trace.max_abs_error:.1e} (max |difference|).")
 
 # ------------------------------------------------------------------------------------ sections
 SECTIONS = c.params["section"].choices

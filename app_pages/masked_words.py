@@ -6,7 +6,7 @@ from explorer.ui import settings
 from explorer.ui.cache import figure_once, get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
 from explorer.viz import masked as V
 
 c = Controls("masked-words")
@@ -15,21 +15,25 @@ page_header("Masked-word prediction",
             "own probabilities. A masked language model reads the sentence from both sides.")
 theme = settings.theme()
 
-model_id = model_picker(c.view.families, default=c.params["model"].default)
-loaded = get_model(model_id, task="masked-lm")
+col_model, col_text = top_row()
+with col_model:
+    model_id = model_picker(c.view.families, default=c.params["model"].default)
+    loaded = get_model(model_id, task="masked-lm")
 if loaded is None:
     st.stop()
-text = model_sentence(loaded, c.view.sentences, help=f"Type {MASK} (or <mask>) where a word should be.")
+with col_text:
+    text = model_sentence(loaded, c.view.sentences, help=f"Type {MASK} (or <mask>) where a word should be.")
 words = words_of(text)
-c1, c2, c3 = st.columns([2, 2, 1])
+c1, c2, c3 = st.columns([1.6, 2.6, 1], vertical_alignment="bottom")
 with c1:
-    index = c.selectbox("mask", [-1, *range(len(words))],
-                        format_func=lambda i: f"— the {MASK}s typed —" if i < 0 else f"{i}: {words[i]}")
+    index = c.selectbox("mask", [-1, *range(len(words))], label_visibility="collapsed",
+                        format_func=lambda i: f"the {MASK}s typed" if i < 0 else f"mask {i}: {words[i]}")
 with c2:
+    second = c.text_input("b", max_chars=2000, label_visibility="collapsed",
+                          placeholder="Second sentence, side by side (empty: none)")
+with c3, st.popover("Options", icon=":material/tune:", width="stretch"):
     compare = c.text_input("words", max_chars=200)
-with c3:
     k = c.number("k")
-second = c.text_input("b", max_chars=2000)
 
 trace = probe(masked_fill, loaded, text, k, compare, index)
 if trace.error:
@@ -49,8 +53,6 @@ if second.strip():
         traces, names = [trace, trace_b], ["A", "B"]
 
 OWN = Origin("model", f"softmax of {model_id}'s own logits at each {MASK}, over its {trace.vocab_size:,} tokens.")
-st.caption(f"{model_id} · {loaded.adapter.name} · bidirectional: every token attends to every other, so the words "
-           f"after each {MASK} count as much as the words before it.")
 MODEL_KEY = (model_id, loaded.device, loaded.dtype, k, compare)
 
 
@@ -65,13 +67,15 @@ if len(traces) == 2:
             st.caption(f"**{name}** as the model reads it: {V.sentence_text(tr)}")
             for m in range(len(tr)):
                 show(bars(tr, m, f"{name}: {MASK} at token {tr.positions[m]}"), OWN, key=f"fill-{name}-{m}",
-                     filename=f"masked-{name}-{m}")
+                     filename=f"masked-{name}-{m}", fold=V.FOLD if m == 0 else False)
 else:
     st.caption("**A** as the model reads it: " + V.sentence_text(trace))
     cols = st.columns(2)
     for m in range(len(trace)):
         with cols[m % 2]:
-            show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}")
+            show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}", fold=V.FOLD if m < 2 else False)
+st.caption(f"{model_id} · {loaded.adapter.name} · bidirectional: every token attends to every other, so the words "
+           f"after each {MASK} count as much as the words before it.")
 
 if any(tr.words for tr in traces):
     st.subheader("Compared words")

@@ -8,7 +8,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
-from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
 from explorer.viz import decoding as V
 
 c = Controls("decoding-strategies")
@@ -17,38 +17,39 @@ page_header("Decoding strategies side by side",
             "beam search, with Hugging Face's own logits processors, the distribution at every step and metrics.")
 
 default_model = c.params["model"].default if "tiny-gpt" in builtin_names() else "builtin:lstm-lm"
-model_id = model_picker(c.view.families, default=default_model)
-loaded = get_model(model_id)
+col_model, col_text = top_row()
+with col_model:
+    model_id = model_picker(c.view.families, default=default_model)
+    loaded = get_model(model_id)
 if loaded is None:
     st.stop()
-text = model_sentence(loaded, c.view.sentences, label="Prompt")
+with col_text:
+    text = model_sentence(loaded, c.view.sentences, label="Prompt")
 
 # ------------------------------------------------------------------------------------------- settings
-chosen = c.multiselect("strategies", format_func=LABELS.get, max_selections=6)
-c1, c2, c3, c4 = st.columns(4)
-with c1:
-    seed = int(c.number("seed"))
-    max_new = c.number("max_new", slider=True)
-with c2:
-    temperature = c.number("temperature", slider=True)
-    n = c.number("n", slider=True)
-with c3:
-    k = c.number("k", slider=True)
-    p = c.number("p", slider=True)
-    typical = c.number("typical", slider=True)
-with c4:
-    min_p = c.number("minp", slider=True)
-    beams = c.number("beam", slider=True)
-    length_penalty = c.number("lp", slider=True)
-c5, c6, c7, c8 = st.columns(4)
-with c5:
-    rep = c.number("rep", slider=True)
-with c6:
-    ngram = c.number("ngram", slider=True)
-with c7:
-    min_new = c.number("min_new", slider=True, hi=max_new)
-with c8:
-    stop_eos = c.toggle("eos")
+c_kinds, c_settings = st.columns([3.6, 1], vertical_alignment="bottom")
+with c_kinds:
+    chosen = c.multiselect("strategies", format_func=LABELS.get, max_selections=6, label_visibility="collapsed")
+with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch"):
+    c1, c2, c3, c4 = st.columns(4)
+    with c1:
+        seed = int(c.number("seed"))
+        max_new = c.number("max_new", slider=True)
+        min_new = c.number("min_new", slider=True, hi=max_new)
+        stop_eos = c.toggle("eos")
+    with c2:
+        temperature = c.number("temperature", slider=True)
+        n = c.number("n", slider=True)
+        rep = c.number("rep", slider=True)
+    with c3:
+        k = c.number("k", slider=True)
+        p = c.number("p", slider=True)
+        typical = c.number("typical", slider=True)
+    with c4:
+        min_p = c.number("minp", slider=True)
+        beams = c.number("beam", slider=True)
+        length_penalty = c.number("lp", slider=True)
+        ngram = c.number("ngram", slider=True)
 
 if not chosen:
     st.info("Choose at least one strategy (two to six to compare).")
@@ -57,8 +58,8 @@ if len(chosen) < 2:
     st.info("Choose a second strategy to compare side by side.")
 strategies = tuple(
     Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=min_p, num_beams=beams,
-               length_penalty=length_penalty, repetition_penalty=rep, no_repeat_ngram_size=ngram,
-               min_new_tokens=min_new)
+             length_penalty=length_penalty, repetition_penalty=rep, no_repeat_ngram_size=ngram,
+             min_new_tokens=min_new)
     for kind in chosen
 )
 try:
@@ -72,98 +73,106 @@ for note in run.notes:
 OWN = Origin("model", f"{model_id}'s own next-token distributions on this prompt (seed {seed}); log-probabilities at "
                       "T = 1, whatever the strategy sampled from.")
 # -------------------------------------------------------------------------------------------- columns
-st.subheader("Outputs")
-st.caption(f"Prompt as the model reads it ({len(run.prompt_ids)} tokens): " + " · ".join(run.prompt_tokens[:60])
-           + (" …" if len(run.prompt_tokens) > 60 else "")
-           + (" — the encoder reads it; the decoder starts from its start token." if run.is_encoder_decoder else ""))
 cols = st.columns(len(run.generations))
 for col, gen in zip(cols, run.generations):
     with col:
-        st.markdown(f"**{gen.strategy.label}**")
+        st.markdown(f"**{LABELS.get(gen.strategy.kind)}** :gray[{gen.strategy.params_text}]")
         for note in gen.notes:
             st.warning(note)
         out = gen.outputs[0]
-        st.html(V.tokens_html("" if run.is_encoder_decoder else run.prompt_text, out.tokens, out.logprobs))
-        m = out.metrics
-        table({"metric": list(m), "value": [("—" if v is None else round(float(v), 4)) for v in m.values()]},
-              Origin("model", "metrics of this output under the model's own distribution."))
-        if gen.strategy.do_sample and len(gen.outputs) > 1:
-            with st.expander(f"All {len(gen.outputs)} samples"):
+        st.html(V.tokens_html("" if run.is_encoder_decoder else "…", out.tokens, out.logprobs))
+theme = settings.theme()
+show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
+                     [g.outputs[0].logprobs for g in run.generations], theme), OWN, key="logprobs", filename="logprobs", fold=V.FOLD)
+st.caption(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
+           + f" · prompt as the model reads it ({len(run.prompt_ids)} tokens): " + " · ".join(run.prompt_tokens[:60])
+           + (" …" if len(run.prompt_tokens) > 60 else "")
+           + (" — the encoder reads it; the decoder starts from its start token." if run.is_encoder_decoder else ""))
+with st.expander("Metrics of each output, and every sample"):
+    for col, gen in zip(st.columns(len(run.generations)), run.generations):
+        with col:
+            st.markdown(f"**{gen.strategy.label}**")
+            m = gen.outputs[0].metrics
+            table({"metric": list(m), "value": [("—" if v is None else round(float(v), 4)) for v in m.values()]},
+                  Origin("model", "metrics of this output under the model's own distribution."))
+            if gen.strategy.do_sample and len(gen.outputs) > 1:
                 for i, o in enumerate(gen.outputs):
                     st.markdown(f"{i + 1}. {o.text}")
-theme = settings.theme()
-show(V.logprob_lines([g.strategy.label for g in run.generations], [g.outputs[0].logprobs for g in run.generations],
-                     theme), OWN, key="logprobs", filename="logprobs")
 
+SECTIONS = {"step": "One step: the next-token distribution", "beam": "Beam tree",
+            "tradeoff": "Diversity and quality over samples"}
+section = c.radio("section", format_func=SECTIONS.get, label_visibility="collapsed")
 # ------------------------------------------------------------------------------------------- per step
-st.subheader("One step: the next-token distribution")
-labels = [g.strategy.label for g in run.generations]
-which = c.selectbox("col", list(range(len(labels))), format_func=lambda i: labels[i])
-gen = run.generations[which]
-out = gen.outputs[0]
-if not out.ids:
-    st.info("This column generated no token.")
+if section == "step":
+    labels = [g.strategy.label for g in run.generations]
+    which = c.selectbox("col", list(range(len(labels))), format_func=lambda i: labels[i])
+    gen = run.generations[which]
+    out = gen.outputs[0]
+    if not out.ids:
+        st.info("This column generated no token.")
+    else:
+        s1, s2 = st.columns(2)
+        with s1:
+            step = c.number("step", slider=True, hi=max(len(out.ids), 2))
+            step = min(step, len(out.ids))
+        with s2:
+            view_t = c.number("view_t", slider=True, default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
+        sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
+        st.caption("Context: … " + " ".join(sv.context))
+        show(V.step_bars(sv, theme), Origin("model", f"the model's logits at step {step}, after the strategy's penalties, "
+                                            f"at T = {sv.temperature:g}; grey: what its filter removes."), key="step_bars", filename=f"step{step}")
+        st.latex(
+            rf"p(w) = \frac{{\exp(z_w / T)}}{{\sum_{{j=1}}^{{{sv.vocab_size}}} \exp(z_j / T)}}:\quad "
+            rf"z_{{\text{{chosen}}}} = {sv.chosen_logit:.3f},\ T = {sv.temperature:g},\ "
+            rf"\log \sum_j e^{{z_j/T}} = {sv.log_z:.3f},\ p = e^{{{sv.chosen_logit / sv.temperature:.3f} - {sv.log_z:.3f}}}"
+            rf" = {sv.chosen_prob:.4f}"
+        )
+        kind = gen.strategy.kind
+        rule = {
+            "greedy": r"w_t = \arg\max_w z_w",
+            "sample": r"w_t \sim p(\cdot)\ \text{(every token kept)}",
+            "top-k": rf"V_k = \text{{the }} {gen.strategy.top_k} \text{{ most probable tokens}}",
+            "top-p": rf"V_p = \text{{smallest prefix (by probability) with }} \sum_{{w \in V_p}} p(w) \ge {gen.strategy.top_p:g}",
+            "typical": rf"\text{{keep tokens closest to the entropy: }} |{{-\log p(w)}} - H(p)| \text{{ smallest, mass}} \ge {gen.strategy.typical_p:g}",
+            "min-p": rf"V = \{{w : p(w) \ge {gen.strategy.min_p:g} \cdot \max_j p(j)\}}",
+            "beam": r"\text{keep the } K \text{ prefixes with the largest } \sum_t \log p(w_t \mid w_{<t})",
+        }[kind]
+        st.latex(rule)
+        st.caption(f"Chosen token: **{sv.chosen_token}** (rank {sv.chosen_rank + 1} of {sv.vocab_size:,}; "
+                   f"p = {sv.chosen_prob:.4f} at T = {sv.temperature:g}, {sv.chosen_final:.4f} after the filter). "
+                   f"Kept: {sv.n_kept:,} tokens holding {sv.kept_mass:.1%} of the probability; grey bars were removed."
+                   + (" Beam search filters nothing here: the beams choose (see the tree)." if kind == "beam" else ""))
+
+elif section == "beam":
+    # ------------------------------------------------------------------------------------------- beam tree
+    beam_gens = [g for g in run.generations if g.beam is not None]
+    if not beam_gens:
+        st.info("Add Beam search to the strategies to see its tree.")
+    else:
+        show(V.beam_tree(beam_gens[0].beam, theme), OWN, key="beam_tree", filename="beam-tree")
+        st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K best "
+                   f"not ending continue (coloured), those ending with the end token or at the length limit join the "
+                   f"finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / generated_length^"
+                   f"{beam_gens[0].strategy.length_penalty:g}, Hugging Face's definition): "
+                   f"{beam_gens[0].beam.final_score:.4f}.")
+
 else:
-    s1, s2 = st.columns(2)
-    with s1:
-        step = c.number("step", slider=True, hi=max(len(out.ids), 2))
-        step = min(step, len(out.ids))
-    with s2:
-        view_t = c.number("view_t", slider=True, default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
-    sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
-    st.caption("Context: … " + " ".join(sv.context))
-    show(V.step_bars(sv, theme), Origin("model", f"the model's logits at step {step}, after the strategy's penalties, "
-                                        f"at T = {sv.temperature:g}; grey: what its filter removes."), key="step_bars", filename=f"step{step}")
-    st.latex(
-        rf"p(w) = \frac{{\exp(z_w / T)}}{{\sum_{{j=1}}^{{{sv.vocab_size}}} \exp(z_j / T)}}:\quad "
-        rf"z_{{\text{{chosen}}}} = {sv.chosen_logit:.3f},\ T = {sv.temperature:g},\ "
-        rf"\log \sum_j e^{{z_j/T}} = {sv.log_z:.3f},\ p = e^{{{sv.chosen_logit / sv.temperature:.3f} - {sv.log_z:.3f}}}"
-        rf" = {sv.chosen_prob:.4f}"
-    )
-    kind = gen.strategy.kind
-    rule = {
-        "greedy": r"w_t = \arg\max_w z_w",
-        "sample": r"w_t \sim p(\cdot)\ \text{(every token kept)}",
-        "top-k": rf"V_k = \text{{the }} {gen.strategy.top_k} \text{{ most probable tokens}}",
-        "top-p": rf"V_p = \text{{smallest prefix (by probability) with }} \sum_{{w \in V_p}} p(w) \ge {gen.strategy.top_p:g}",
-        "typical": rf"\text{{keep tokens closest to the entropy: }} |{{-\log p(w)}} - H(p)| \text{{ smallest, mass}} \ge {gen.strategy.typical_p:g}",
-        "min-p": rf"V = \{{w : p(w) \ge {gen.strategy.min_p:g} \cdot \max_j p(j)\}}",
-        "beam": r"\text{keep the } K \text{ prefixes with the largest } \sum_t \log p(w_t \mid w_{<t})",
-    }[kind]
-    st.latex(rule)
-    st.caption(f"Chosen token: **{sv.chosen_token}** (rank {sv.chosen_rank + 1} of {sv.vocab_size:,}; "
-               f"p = {sv.chosen_prob:.4f} at T = {sv.temperature:g}, {sv.chosen_final:.4f} after the filter). "
-               f"Kept: {sv.n_kept:,} tokens holding {sv.kept_mass:.1%} of the probability; grey bars were removed."
-               + (" Beam search filters nothing here: the beams choose (see the tree)." if kind == "beam" else ""))
-
-# ------------------------------------------------------------------------------------------- beam tree
-beam_gens = [g for g in run.generations if g.beam is not None]
-if beam_gens:
-    st.subheader("Beam tree")
-    show(V.beam_tree(beam_gens[0].beam, theme), OWN, key="beam_tree", filename="beam-tree")
-    st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K best "
-               f"not ending continue (coloured), those ending with the end token or at the length limit join the "
-               f"finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / generated_length^"
-               f"{beam_gens[0].strategy.length_penalty:g}, Hugging Face's definition): "
-               f"{beam_gens[0].beam.final_score:.4f}.")
-
-# ------------------------------------------------------------------------------------------- trade-off
-st.subheader("Diversity and quality over samples")
-rows = [g.summary() for g in run.generations]
-table(V.summary_rows(rows), OWN)
-x1, x2 = st.columns(2)
-with x1:
-    x_axis = c.radio("x")
-with x2:
-    y_axis = c.radio("y")
-if n < 2 and x_axis == "self-BLEU":
-    st.info("Self-BLEU needs at least two samples per strategy: raise n.")
-show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), OWN, key="tradeoff", filename="tradeoff")
-st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram precision "
-           "up to 4, brevity penalty, Chen & Cherry smoothing 1 with ε = 0.1, 0 when no word matches), 1 = all "
-           "samples identical. Distinct-n: distinct n-grams / n-grams over all samples. Greedy and beam are "
-           "deterministic: they generate one output, and their metrics are that output's. Log-probabilities are the "
-           "model's own (T = 1, no penalty), whatever the strategy used.")
+    # ------------------------------------------------------------------------------------------- trade-off
+    rows = [g.summary() for g in run.generations]
+    table(V.summary_rows(rows), OWN)
+    x1, x2 = st.columns(2)
+    with x1:
+        x_axis = c.radio("x")
+    with x2:
+        y_axis = c.radio("y")
+    if n < 2 and x_axis == "self-BLEU":
+        st.info("Self-BLEU needs at least two samples per strategy: raise n.")
+    show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), OWN, key="tradeoff", filename="tradeoff")
+    st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram precision "
+               "up to 4, brevity penalty, Chen & Cherry smoothing 1 with ε = 0.1, 0 when no word matches), 1 = all "
+               "samples identical. Distinct-n: distinct n-grams / n-grams over all samples. Greedy and beam are "
+               "deterministic: they generate one output, and their metrics are that output's. Log-probabilities are the "
+               "model's own (T = 1, no penalty), whatever the strategy used.")
 
 what_to_notice([
     "Greedy and beam search pick the likeliest tokens: high mean log-probability, but repetition loops; they give "

@@ -16,7 +16,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
-from explorer.ui.widgets import model_picker, model_presets, model_sentence, page_header, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import attention as viz
 from explorer.viz.tokens import strongest, vector_text
 
@@ -48,53 +48,49 @@ def pick(seq, idx):
     return [seq[i] for i in idx] if idx is not None else list(seq)
 
 
-with st.columns([2, 1])[0]:
-    model_id = model_picker(c.view.families, default=c.params["model"].default)
-loaded = get_model(model_id)
+c_model, c_mode, c_layer, c_head, c_more = st.columns([1.5, 1.4, 0.8, 0.8, 1], vertical_alignment="bottom")
+with c_model:
+    model_id = model_picker(c.view.families, default=c.params["model"].default, label_visibility="collapsed")
+    loaded = get_model(model_id)
 if loaded is None:
     st.stop()
-c_mode, c_stream = st.columns([2, 1])
 with c_mode:
-    mode = c.radio("mode", format_func=MODES.get)
-stream = ""
-if loaded.family == "encoder-decoder":
-    with c_stream:
-        stream = c.selectbox("stream", format_func=STREAM_LABELS.get)
-pad = 0
-if mode == "masks" and loaded.tokenizer is not None and loaded.family != "encoder-decoder":
-    pad = c.number("pad", slider=True)
-shape = probe(attention_shape, loaded, stream)
-if shape.error:
-    st.warning(shape.error)
-    st.stop()
-L, H = shape.n_layers, shape.n_heads
-cols = st.columns([1, 1, 2, 2])
-with cols[0]:
-    layer = c.selectbox("layer", list(range(L)))
-with cols[1]:
-    head = c.selectbox("head", list(range(H)))
-with cols[2]:
-    extra = c.multiselect("heads", list(range(H)))
-with cols[3]:
-    how = c.radio("agg", format_func=AGGS.get) if mode in ("head", "model") else "heads"
-hide = c.toggle("hide")
-st.caption(f"{shape.model_id} · {shape.adapter} · {shape.stream_label} · {L} layers × {H} heads"
-           + (" · causal (decoder)" if shape.causal else ""))
-model_presets(loaded, c.view.sentences)  # right above the sentence box, which is in the fragment below
-
-
-@st.fragment
-def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int], how: str, hide: bool) -> None:
-    """The sentence and everything drawn from it. A fragment: typing a sentence (or picking a query token) reruns
-    this part only, not the app's navigation, sidebar, lesson bar and the controls above, which are its
-    arguments."""
-    head = heads[0]
-    text = model_sentence(loaded, c.view.sentences, fragment=True)
-    pair = ""
+    mode = c.selectbox("mode", format_func=MODES.get, label_visibility="collapsed")
+stream, pad, pair = "", 0, ""
+with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
     if loaded.family == "encoder":
         pair = c.text_input("pair", label="Second sentence (optional: joined to the first by [SEP], segment B)")
     elif loaded.family == "encoder-decoder":
         pair = c.text_input("pair", label="Decoder text (the target the decoder reads; empty = the same text)")
+    if loaded.family == "encoder-decoder":
+        stream = c.selectbox("stream", format_func=STREAM_LABELS.get)
+    if mode == "masks" and loaded.tokenizer is not None and loaded.family != "encoder-decoder":
+        pad = c.number("pad", slider=True)
+    shape = probe(attention_shape, loaded, stream)
+    if not shape.error:
+        extra = c.multiselect("heads", list(range(shape.n_heads)))
+        how = c.radio("agg", format_func=AGGS.get) if mode in ("head", "model") else "heads"
+        hide = c.toggle("hide")
+if shape.error:
+    st.warning(shape.error)
+    st.stop()
+L, H = shape.n_layers, shape.n_heads
+with c_layer:
+    layer = c.selectbox("layer", list(range(L)), format_func=lambda i: f"layer {i}", label_visibility="collapsed")
+with c_head:
+    head = c.selectbox("head", list(range(H)), format_func=lambda i: f"head {i}", label_visibility="collapsed")
+
+
+@st.fragment
+def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads: list[int], how: str,
+         hide: bool) -> None:
+    """The sentence and everything drawn from it. A fragment: typing a sentence (or picking a query token) reruns
+    this part only, not the app's navigation, sidebar, lesson bar and the controls above, which are its
+    arguments."""
+    head = heads[0]
+    c_text, c_token = st.columns([3.6, 1.4], vertical_alignment="bottom")
+    with c_text:
+        text = model_sentence(loaded, c.view.sentences)
 
     trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
     if trace.error:
@@ -107,8 +103,10 @@ def view(loaded, mode: str, stream: str, pad: int, layer: int, heads: list[int],
 
     T = len(trace.tokens)
     labels = viz.display_tokens(trace.tokens)
-    token = c.selectbox("token", [-1, *range(T)], default=default_query(trace.tokens, trace.special),
-                        format_func=lambda i: "— all tokens —" if i < 0 else f"{i}: {labels[i]}")
+    with c_token:
+        token = c.selectbox("token", [-1, *range(T)], default=default_query(trace.tokens, trace.special),
+                            label_visibility="collapsed",
+                            format_func=lambda i: "all query tokens" if i < 0 else f"query {i}: {labels[i]}")
     if mode in ("head", "model"):
         maps_view(trace, mode, layer, heads, how, token, hide, labels)
     elif mode == "steps":
@@ -160,7 +158,8 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
         if row is None:
             st.caption(f"The selected token “{labels[token]}” is hidden (special token).")
     show(viz.head_heatmap(z, q_tok, k_tok, what, theme, zmax=None if how == "max" else 1.0, rows=rows, cols=kcols,
-                          highlight=row), origin, key="head_heatmap", filename=f"attention-L{layer}-H{head}")
+                          highlight=row), origin, key="head_heatmap", filename=f"attention-L{layer}-H{head}",
+         fold=mode == "head")
     if mode == "head":
         if T > 60 and row is None:
             st.caption(f"{T} tokens: the line view draws the {viz.MAX_LINES:,} strongest lines; pick a query token "
@@ -266,7 +265,9 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
                  filename="attention-compare-b")
 
 
-view(loaded, mode, stream, pad, layer, [head, *[h for h in extra if h != head]], how, hide)
+view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide)
+st.caption(f"{shape.model_id} · {shape.adapter} · {shape.stream_label} · {L} layers × {H} heads"
+           + (" · causal (decoder)" if shape.causal else ""))
 if mode != "steps":  # static: outside the fragment
     scaled, words = viz.scale_tex(shape.scaling, shape.head_size)
     st.latex(rf"\mathrm{{Attention}}(Q,K,V)=\mathrm{{softmax}}\Big({scaled}+M\Big)V"

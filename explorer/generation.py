@@ -60,7 +60,13 @@ class Strategy:
 
     @property
     def label(self) -> str:
-        extra = {
+        extra = self.params_text
+        return LABELS.get(self.kind, self.kind) + (f" ({extra})" if extra else "")
+
+    @property
+    def params_text(self) -> str:
+        """The settings that shape this kind's choices, e.g. "k=40, T=1" ("" for greedy)."""
+        return {
             "sample": f"T={self.temperature:g}",
             "top-k": f"k={self.top_k}, T={self.temperature:g}",
             "top-p": f"p={self.top_p:g}, T={self.temperature:g}",
@@ -68,7 +74,6 @@ class Strategy:
             "min-p": f"min-p={self.min_p:g}, T={self.temperature:g}",
             "beam": f"{self.num_beams} beams, length penalty {self.length_penalty:g}",
         }.get(self.kind, "")
-        return LABELS.get(self.kind, self.kind) + (f" ({extra})" if extra else "")
 
     def warpers(self) -> LogitsProcessorList:
         """The sampling filters (temperature, then top-k / top-p / min-p / typical), in model.generate's order."""

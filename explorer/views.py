@@ -89,6 +89,7 @@ class View:
     params: dict[str, Param] = field(default_factory=dict)
     families: tuple[str, ...] | None = None  # model families (explorer.catalogue.FAMILIES) its picker offers
     sentences: str = ""  # the purpose of its sentence (explorer.examples.PURPOSES): the model gives the sentences
+    main: str = ""  # the key of its main chart, which fits in the first screen of a projector (tests/test_browser.py)
 
 
 TEXT = P("text")
@@ -120,7 +121,7 @@ VIEWS.append(View(
         "rope_qk": choice("ones", "random", label="q and k",
                           help="ones: q = k = (1,…,1), the long-term decay of Su et al.; random: a seeded pair."),
         "seed": P("int", 0, 0, 10_000, "seed"), "pca": choice(2, 3, label="PCA"), "tok": P("int", 0, 0, None, "token"),
-    }, families=("encoder", "decoder", "masked-lm"), sentences="order"))
+    }, families=("encoder", "decoder", "masked-lm"), sentences="order", main="pe_heatmap"))
 VIEWS.append(View(
     "app_pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",
     "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit.", params={
@@ -133,7 +134,7 @@ VIEWS.append(View(
         "unit": P("int", 0, 0, None, "Unit", help="Default: the first unit of the sorted heatmap."),
         "t": P("int", 0, 0, None, "Token"), "pair": P("text", label="Pair"), "a": P("text", label="Sentence A"),
         "b": P("text", label="Sentence B"),
-    }, families=("rnn-lm", "state-dict"), sentences="agreement"))
+    }, families=("rnn-lm", "state-dict"), sentences="agreement", main="heatmap"))
 VIEWS.append(View(
     "app_pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention",
     "Per-head attention maps, rollout, masks and the Q·K/√d softmax arithmetic, live.", params={
@@ -150,7 +151,7 @@ VIEWS.append(View(
         "agg": choice("heads", "mean", "max", "rollout", label="Aggregation"),
         "compare": P("text", "The animal didn't cross the street because it was too wide.",
                      label="Second sentence to compare"),
-    }, families=("decoder", "encoder", "encoder-decoder", "masked-lm"), sentences="attention"))
+    }, families=("decoder", "encoder", "encoder-decoder", "masked-lm"), sentences="attention", main="head_heatmap"))
 VIEWS.append(View(
     "app_pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
     "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search.", params={
@@ -163,7 +164,7 @@ VIEWS.append(View(
         "step": P("int", 0, 0, None, "Decoding step t"),
         "allcurves": P("bool", True, label="Also show every built-in model on this corpus"),
         "panel": choice("step", "length", "beam", label="Below the heatmap"),
-    }, families=("seq2seq-rnn", "encoder-decoder"), sentences="translation"))
+    }, families=("seq2seq-rnn", "encoder-decoder"), sentences="translation", main="alignment"))
 VIEWS.append(View(
     "app_pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings",
     "PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies and contextual embeddings.", params={
@@ -186,7 +187,7 @@ VIEWS.append(View(
                                                                                label="Sentence B"),
         "dw": P("text", "bank", label="Word"),
     }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
-                 "masked-lm"), sentences="words"))
+                 "masked-lm"), sentences="words", main="projection"))
 VIEWS.append(View(
     "app_pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
     "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
@@ -218,13 +219,14 @@ VIEWS.append(View(
                     help="Reshapes the distribution live; the strategy's filter is re-applied at this T."),
         "x": choice("self-BLEU", "distinct-2", "distinct-1", "distinct-3", label="x (diversity)"),
         "y": choice("mean log-prob", "perplexity", label="y (quality)"),
-    }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict"), sentences="prompt"))
+        "section": choice("step", "beam", "tradeoff", label="Below the outputs"),
+    }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict"), sentences="prompt", main="logprobs"))
 VIEWS.append(View(
     "app_pages/logit_lens.py", "Logit lens", ":material/layers:", "logit-lens",
     "What each layer would predict: every layer's hidden state read through the model's own output layer.", params={
         "model": P("model", "builtin:tiny-gpt"), "text": TEXT,
         "layer": P("int", None, 0, None, "Layer"), "pos": P("int", None, 0, None, "After token"),
-    }, families=("decoder", "rnn-lm", "state-dict"), sentences="agreement"))
+    }, families=("decoder", "rnn-lm", "state-dict"), sentences="agreement", main="lens_grid"))
 VIEWS.append(View(
     "app_pages/attribution.py", "Token attribution", ":material/target:", "token-attribution",
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
@@ -233,14 +235,14 @@ VIEWS.append(View(
         "steps": P("int", 32, 1, 256, "Integration steps",
                    help="Integrated gradients: a midpoint Riemann sum over this many points from the zero embedding."),
         "out": P("int", None, 0, None, "Output token"),
-    }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement"))
+    }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement", main="attr_heatmap"))
 VIEWS.append(View(
     "app_pages/gradients.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",
     "How far back a recurrent model's prediction reaches: the gradient at each word, model against model.", params={
         "models": P("choices", ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm"), label="Recurrent models",
                     choices=("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
         "text": TEXT,
-    }, families=("rnn-lm", "state-dict"), sentences="distance"))
+    }, families=("rnn-lm", "state-dict"), sentences="distance", main="gradients"))
 VIEWS.append(View(
     "app_pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
     "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
@@ -253,7 +255,7 @@ VIEWS.append(View(
         "k": P("int", 10, 1, 30, "Top-k fillers"),
         "b": P("text", "the key to the cabinets [MASK] on the table .",
                label="Second sentence, side by side (empty: none)"),
-    }, families=("masked-lm", "encoder"), sentences="masked"))
+    }, families=("masked-lm", "encoder"), sentences="masked", main="fill-A-0"))
 VIEWS.append(View("app_pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))

@@ -8,6 +8,7 @@ import pytest
 
 from browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
 from explorer.views import HOME, VIEWS
+from visual import check
 
 pytestmark = pytest.mark.slow
 SHOTS = Path(os.environ.get("EXPLORER_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
@@ -49,6 +50,55 @@ def test_every_page_renders_without_exception(browser, server, mode: str) -> Non
             page.screenshot(path=str(SHOTS / f"{view.url_path}-{mode}.png"), full_page=True)
     finally:
         context.close()
+
+
+# what varies from run to run or machine to machine: the sidebar's settings (the devices), Streamlit's toolbar
+VARYING = ['[data-testid="stSidebarUserContent"]', '[data-testid="stToolbar"]', '[data-testid="stStatusWidget"]']
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)], ids=["1280x800", "1920x1080"])
+def test_each_views_main_chart_is_in_the_first_screen(browser, server, size: tuple[int, int]) -> None:
+    """Projector mode on a projector's screen: every view's main chart (View.main) lies inside the first viewport,
+    below the sentence box, with no scrolling; the 1280×800 screenshots are compared with the committed
+    references (tests/visual.py)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    problems = []
+    try:
+        page.goto(server)
+        wait_for_app(page)
+        for view in (v for v in VIEWS if v.main):
+            page.goto(f"{server}/{view.url_path}?projector=1")
+            wait_for_app(page)
+            chart = page.locator(f".st-key-{view.main}")
+            try:
+                chart.wait_for(timeout=60_000)
+            except PlaywrightTimeout:
+                problems.append(f"{view.url_path}: no chart with key {view.main!r} on the page")
+                continue
+            wait_for_app(page)
+            box = chart.bounding_box()
+            top, bottom = box["y"], box["y"] + box["height"]
+            if not (0 <= top and bottom <= height and box["x"] + box["width"] <= width):
+                problems.append(f"{view.url_path}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {height}")
+            sentence = page.locator(".st-key-_st_keyup_text, .st-key-text")
+            if sentence.count():
+                s = sentence.first.bounding_box()
+                if s["y"] + s["height"] > top:
+                    problems.append(f"{view.url_path}: the sentence box (bottom {s['y'] + s['height']:.0f}) is not "
+                                    f"above the main chart (top {top:.0f})")
+            shot = SHOTS / f"{view.url_path}-projector-{width}x{height}.png"
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shot), mask=[page.locator(m) for m in VARYING])
+            if size == (1280, 800):
+                problems.append(check(shot, f"{view.url_path}.png"))
+    finally:
+        context.close()
+    problems = [p for p in problems if p]
+    assert not problems, "\n".join(problems)
 
 
 def test_a_view_link_works_as_the_first_request_to_a_fresh_server(browser) -> None:

@@ -152,8 +152,8 @@ def test_presets_and_default_follow_the_model() -> None:
     at = run_page(page, {"model": "builtin:lstm-lm"})
     lstm = model("builtin:lstm-lm").adapter.examples("agreement")
     assert at.text_input(key="text").value == lstm.default
-    presets = [s for s in at.selectbox if s.label == "Presets"]
-    assert presets and list(presets[0].options)[1:] == list(lstm.sentences)
+    presets = [s for s in at.radio if s.label == "Example sentences"]
+    assert presets and list(presets[0].options) == list(lstm.sentences)
     # a typed sentence is kept when the model changes
     at.text_input(key="text").set_value("the dog sleeps .").run()
     at.selectbox(key="model").set_value("builtin:gru-lm").run()
@@ -169,8 +169,8 @@ def test_switching_model_switches_an_untouched_default() -> None:
     assert_no_exception(at)
     gpt = model("builtin:tiny-gpt").adapter.examples("attention")
     assert at.text_input(key="text").value == gpt.default != minilm.default
-    presets = [s for s in at.selectbox if s.label == "Presets"]
-    assert list(presets[0].options)[1:] == list(gpt.sentences)
+    presets = [s for s in at.radio if s.label == "Example sentences"]
+    assert list(presets[0].options) == list(gpt.sentences)
 
 
 def test_a_sentence_from_the_url_is_kept_when_the_model_changes() -> None:

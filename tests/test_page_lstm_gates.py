@@ -92,7 +92,7 @@ def test_builtin_lstm_heatmap_equals_probe() -> None:
     units = unit_order(expected, "mean", 20)
     heat = _heatmap(at)
     np.testing.assert_allclose(_array(heat["z"]), expected[:, units], atol=1e-6)
-    assert heat["x"] == [f"unit {u}" for u in units]
+    assert heat["x"] == [str(u) for u in units]
     assert len(heat["y"]) == len(trace.tokens) == 12 and heat["y"][0] == "0 · &lt;bos&gt;"  # as the model was trained
     assert trace.max_abs_error < 1e-5
 

@@ -184,7 +184,7 @@ def test_local_models(monkeypatch, model_dir, name, mode):
     if name in ("tiny-gpt2", "rand-gpt") and mode == "head":
         assert "causal" in " ".join(c.value for c in at.caption)
     if name == "tiny-t5":  # the layer/head choices above the sentence are the decoder's (cross-attention)
-        assert _selectbox(at, "layer").options == ["0", "1"] and len(_selectbox(at, "head").options) == 4
+        assert _selectbox(at, "layer").options == ["layer 0", "layer 1"] and len(_selectbox(at, "head").options) == 4
 
 
 def test_long_gpt_input_is_truncated(monkeypatch, model_dir):

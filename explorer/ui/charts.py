@@ -60,27 +60,57 @@ class _Prebuilt(BaseFigure):
         return self._spec
 
 
-def _themed_spec(fig: go.Figure, theme: Any) -> dict | Serialized:
-    """fig's serialised spec under `theme`, built once per (figure, theme); the figure must not change after it
-    is shown."""
+def _themed_spec(fig: go.Figure, theme: Any, cap: int | None = None) -> dict | Serialized:
+    """fig's serialised spec under `theme` (its height at most `cap` pixels when given), built once per (figure,
+    theme, cap); the figure must not change after it is shown."""
     cached = fig.__dict__.get("_explorer_spec")
-    if cached is None or cached[0] != theme.name:
-        apply(fig, theme)
-        cached = (theme.name, serialize(figure_spec(fig)))
+    if cached is None or cached[0] != (theme.name, cap):
+        if fig.__dict__.get("_explorer_theme") != theme.name:
+            apply(fig, theme)
+            fig._explorer_theme = theme.name
+        spec = figure_spec(fig)
+        layout = spec["layout"]
+        height = layout.get("height")
+        if cap is not None and isinstance(height, (int, float)) and height > cap:
+            layout["height"] = cap
+            rows = _heatmap_rows(fig)
+            if rows and isinstance(layout.get("yaxis"), dict):  # row labels no taller than a row (~200 px of axes)
+                size = max(12, min(theme.font_size, int(0.95 * (cap - 200) / rows)))
+                layout["yaxis"]["tickfont"] = {**(layout["yaxis"].get("tickfont") or {}), "size": size}
+        cached = ((theme.name, cap), serialize(spec))
         fig._explorer_spec = cached
     return cached[1]
 
 
+def fold_cap(fig: go.Figure, theme: Any, fold: int) -> int:
+    """The height a view's main chart gets so that it fits in the first screen: `fold` pixels, or more when the
+    figure has so many heatmap rows (tokens) that `fold` would leave each row less than a line of its font (then
+    the row labels get a smaller font, down to 12 px, where the height stays short of that)."""
+    return max(fold, 150 + theme.font_size * _heatmap_rows(fig))
+
+
+def _heatmap_rows(fig: go.Figure) -> int:
+    return max((len(t["z"]) for t in fig._data if t.get("type") == "heatmap" and t.get("z") is not None), default=0)
+
+
 def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str = "explorer",
-         overlay: go.Figure | None = None, **kwargs: Any) -> Any:
+         overlay: go.Figure | None = None, fold: bool | int = False, **kwargs: Any) -> Any:
     """st.plotly_chart with the sidebar's theme and export format, under the badge saying what its numbers are.
+
+    fold=True: the view's main chart (its key is View.main): its height is capped (fold_cap) so that it shows in
+    the first screen with the controls above it; fold=<pixels>: the cap in projector mode when more than one row of
+    controls or outputs sits above the chart (scaled to the normal mode's smaller fonts).
 
     overlay: a small figure whose traces are drawn on top of `fig` (e.g. the typed words over a cached
     30,000-point projection): only the overlay is converted when it alone changes.
     """
     badge(origin)
     theme = settings.theme()
-    spec = _themed_spec(fig, theme)
+    cap = None
+    if fold:
+        pixels = settings.fold_height() if fold is True else int(fold * settings.fold_height() / settings.fold_height(True))
+        cap = fold_cap(fig, theme, pixels)
+    spec = _themed_spec(fig, theme, cap)
     if overlay is not None:
         top = _themed_spec(overlay, theme)
         if isinstance(spec, Serialized) and isinstance(top, Serialized):

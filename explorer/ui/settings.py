@@ -12,9 +12,19 @@ from explorer import device as devices
 from explorer.ui import state
 from explorer.viz.theme import Theme, get_theme
 
+# Every mode: the page starts right under Streamlit's (transparent) toolbar, not 6rem below it, so that a view's
+# main chart fits in the first screen of a 1280×800 projector (tests/test_browser.py measures it).
+BASE_CSS = """
+<style>
+[data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
+</style>
+"""
+
 PROJECTOR_CSS = """
 <style>
-[data-testid="stMain"] h1 { font-size: 3.2rem !important; }
+[data-testid="stMainBlockContainer"] { padding-top: 1.6rem; padding-left: 2.5rem; padding-right: 2.5rem; }
+[data-testid="stMain"] h1 { font-size: 2.6rem !important; padding-top: 0; }
+[data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.7rem; }
 [data-testid="stMain"] h2 { font-size: 2.4rem !important; }
 [data-testid="stMain"] h3 { font-size: 2.0rem !important; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem; }
@@ -53,8 +63,7 @@ def sidebar() -> None:
         st.session_state.setdefault("export_format", "png")
         st.radio("Chart export (toolbar camera)", ["png", "svg"], key="export_format", horizontal=True,
                  help="PNG at 3840×2160 or SVG (vector), from each chart's toolbar.")
-    if projector():
-        st.markdown(PROJECTOR_CSS, unsafe_allow_html=True)
+    st.html(PROJECTOR_CSS if projector() else BASE_CSS)  # style only: takes no room on the page
 
 
 def device() -> str:
@@ -63,6 +72,12 @@ def device() -> str:
 
 def dtype() -> str:
     return str(st.session_state.get("dtype") or "float32")
+
+
+def fold_height(projector_mode: bool | None = None) -> int:
+    """The most pixels a view's main chart may take so that it fits, under the page's header, model and sentence
+    row and one row of controls, in the first screen of a 1280×800 projector (projector mode) or laptop."""
+    return 430 if (projector() if projector_mode is None else projector_mode) else 470
 
 
 def projector() -> bool:

@@ -44,14 +44,16 @@ def _seed_text(default: str) -> None:
 
 
 def sentence_presets(default: str, presets: Sequence[str]) -> None:
-    """The teaching-sentence menu of the sentence input: a choice replaces the sentence and reruns the app.
-    sentence_input draws it; a page that keeps the sentence in an st.fragment draws it just above the fragment
-    (it reruns the whole app anyway), and the fragment calls sentence_input without presets."""
+    """The teaching-sentence menu of the sentence input, in an "Examples" popover beside the box: a choice
+    replaces the sentence and reruns the whole app (also from inside an st.fragment)."""
     _seed_text(default)
-    choice = st.selectbox(
-        "Presets", ["— choose a teaching sentence —", *presets], key=f"_preset_{st.session_state.get('_text_rev', 0)}",
-        label_visibility="collapsed",
-    )
+    with st.popover("Examples", icon=":material/format_list_bulleted:", width="stretch",
+                    help="The loaded model's example sentences"):
+        _preset_menu(presets)
+
+
+def _preset_menu(presets: Sequence[str]) -> None:
+    choice = st.radio("Example sentences", list(presets), index=None, key=f"_preset_{st.session_state.get('_text_rev', 0)}")
     if choice in presets and choice != st.session_state.get("text"):
         _set_text(choice)
         st.session_state["_text_default"] = None  # chosen: it stays when the model changes
@@ -63,58 +65,50 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     """The main sentence input: widget key `text`, seeded from ?text=, written back to the URL.
 
     Live (debounced) updates with streamlit-keyup when "Update while typing" is on, else st.text_input.
-    Presets are one click each. Returns the current text (may be empty: the view must say what to do).
+    Presets: the "Examples" popover beside the box. Returns the current text (may be empty: the view must say what to do).
     """
     _seed_text(default)
+    box = st
     if presets:
-        sentence_presets(default, presets)
+        box, menu = st.columns([3.3, 1.4], vertical_alignment="bottom")
+        with menu:
+            sentence_presets(default, presets)
     value = None
     if settings.live_default() and st.session_state.get("live", True):
         try:
             from st_keyup import st_keyup
 
-            value = st_keyup(label, value=st.session_state["text"], key="text", debounce=350,
-                             max_chars=MAX_CHARS, placeholder="Type a sentence…")
+            with box:
+                value = st_keyup(label, value=st.session_state["text"], key="text", debounce=350,
+                                 max_chars=MAX_CHARS, placeholder="Type a sentence…")
         except Exception:  # component unavailable: fall back to the plain input
             value = None
     if value is None:
-        value = st.text_input(label, key="text", max_chars=MAX_CHARS, help=help)
+        value = box.text_input(label, key="text", max_chars=MAX_CHARS, help=help)
     value = str(value or "")
     st.session_state["_text"] = value
     state.write("text", value)
     return value
 
 
-def model_sentence(loaded: Any, purpose: str, fragment: bool = False, **kwargs: Any) -> str:
+def model_sentence(loaded: Any, purpose: str, **kwargs: Any) -> str:
     """The sentence input with the loaded model's own example sentences for `purpose` (its view's
-    `View.sentences`): the default and the preset menu come from `loaded.adapter.examples(purpose)`, with its note
-    when the model reads none of them in full. fragment=True: only the box (the page drew the presets with
-    model_presets above its st.fragment)."""
+    `View.sentences`): the default and the "Examples" menu come from `loaded.adapter.examples(purpose)`, with its
+    note when the model reads none of them in full."""
     ex = loaded.adapter.examples(purpose)
-    if fragment:
-        return sentence_input(ex.default, (), **kwargs)
     text = sentence_input(ex.default, ex.sentences, **kwargs)
     if ex.note:
         st.caption(ex.note)
     return text
 
 
-def model_presets(loaded: Any, purpose: str) -> str:
-    """The loaded model's preset menu alone (a page whose sentence box is inside an st.fragment); returns the
-    default sentence for the fragment's box."""
-    ex = loaded.adapter.examples(purpose)
-    sentence_presets(ex.default, ex.sentences)
-    if ex.note:
-        st.caption(ex.note)
-    return ex.default
-
-
 def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
-                 extra: Sequence[str] = (), none_label: str | None = None) -> str:
+                 extra: Sequence[str] = (), none_label: str | None = None, **kwargs: Any) -> str:
     """Choose a catalogue id (kept in ?model=). `families`: keys of explorer.catalogue.FAMILIES this view can read.
 
     An id from the URL that is not in the offline catalogue (e.g. hf:<repo>) is offered too, so links work.
-    With `none_label`, the first option is "none" (shown as none_label): an optional second model.
+    With `none_label`, the first option is "none" (shown as none_label): an optional second model. kwargs go to
+    st.selectbox (e.g. label_visibility).
     """
     allowed = set(families) if families is not None else None
     entries = [e for e in catalogue() if allowed is None or e.family in allowed or e.family == ""]
@@ -134,12 +128,23 @@ def model_picker(families: Iterable[str] | None, default: str, label: str = "Mod
         options = [default]
     if default not in options:
         default = options[0]
-    return state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i))
+    return state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i), **kwargs)
+
+
+def top_row() -> list:
+    """The row under the title: the model picker (left) and the sentence box with its examples (right). Pages
+    draw into it with `with`; the view's controls and main chart follow, so they fit in the first screen."""
+    return st.columns([1, 2.6], vertical_alignment="bottom")
 
 
 def page_header(title: str, summary: str) -> None:
-    st.title(title)
-    st.caption(summary)
+    """The view's title and one-line summary (in projector mode, the summary is the title's tooltip: the first
+    screen is for the chart)."""
+    if settings.projector():
+        st.title(title, help=summary)
+    else:
+        st.title(title)
+        st.caption(summary)
 
 
 def what_to_notice(points: Sequence[str]) -> None:

@@ -23,7 +23,7 @@ def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequ
              "customdata": [[labels([inputs[j]])[0] for j in range(N)] for _ in range(M)],
              "hovertemplate": "output %{y}: “%{text}”<br>input %{x}: “%{customdata}”<br>%{z:.4f}<extra></extra>",
              "text": [[out[i]] * N for i in range(M)]}]
-    layout = {"title": {"text": f"{method}: each output token (row) onto the input tokens (columns)"},
+    layout = {"title": {"text": f"{method}: each output (row) onto the inputs"},
               "height": int(min(2000, max(320, 24 * M + 160))), "xaxis": {**ticks(inputs), "title": {"text": "input"}},
               "yaxis": {**ticks(out), "autorange": "reversed", "title": {"text": "output"}}}
     if selected is not None:

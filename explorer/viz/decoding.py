@@ -95,15 +95,33 @@ def tradeoff_scatter(rows: Sequence[dict], x: str, y: str, theme: Theme) -> go.F
                                          " (higher = the model finds it likelier)")}}})
 
 
+FOLD = 300  # the log-prob chart's height under the outputs in the first screen (explorer.ui.charts.show's fold)
+
+
+def settings_line(seed: int, max_new: int, min_new: int, stop_eos: bool, n: int, strategies: Sequence) -> str:
+    """The settings every column shares, in words (the Settings popover is closed in class): seed, lengths, end
+    token, samples, and the penalties that are on."""
+    rep, ngram = strategies[0].repetition_penalty, strategies[0].no_repeat_ngram_size
+    sampled = any(s.do_sample for s in strategies)
+    return " · ".join(part for part in (
+        f"seed {seed}" if sampled else "",
+        f"up to {max_new} new tokens" + (f" (at least {min_new})" if min_new else ""),
+        "stops at the end token" if stop_eos else "never stops early",
+        f"{n} samples per sampling strategy" if sampled else "",
+        f"repetition penalty {rep:g}" if rep != 1.0 else "",
+        f"no repeated {ngram}-grams" if ngram else "",
+    ) if part)
+
+
 def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: Theme) -> go.Figure:
     """Log-probability of each generated token under the model, one line per strategy."""
     return figure([{"type": "scatter", "x": list(range(1, len(lp) + 1)), "y": np.asarray(lp), "mode": "lines+markers",
                     "name": lab, "line": {"color": theme.categorical[i % len(theme.categorical)]},
                     "hovertemplate": f"{html.escape(lab)}<br>step %{{x}}<br>log p %{{y:.4f}}<extra></extra>"}
                    for i, (lab, lp) in enumerate(zip(labels, logprobs))],
-                  {"title": {"text": "How likely each generated token is"}, "height": 360,
-                   "xaxis": {"title": {"text": "generated token"}},
-                   "yaxis": {"title": {"text": "log-probability under the model (T = 1)"}}})
+                  {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+                   "margin": {"t": 40}, "xaxis": {"title": {"text": "generated token"}},
+                   "yaxis": {"title": {"text": "log p (model, T = 1)"}}})
 
 
 def summary_rows(rows: Sequence[dict]) -> list[dict]:

@@ -12,11 +12,12 @@ from explorer.viz.theme import Theme, figure
 def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
     """‖∂ log p(w) / ∂x_t‖ against the distance (T − 1) − t, log scale, one line per model."""
     data = [{"type": "scatter", "x": tr.distance, "y": tr.input_grad, "mode": "lines+markers",
-             "name": f"{tr.model_id} ({tr.cell})", "text": list(tr.tokens),
+             "name": f"{tr.cell} · {tr.model_id.removeprefix('builtin:')}", "text": list(tr.tokens),
              "line": {"color": theme.categorical[i % len(theme.categorical)]},
              "hovertemplate": f"{tr.cell}<br>“%{{text}}”, %{{x}} steps back<br>‖∂ log p / ∂x‖ = %{{y:.4g}}<extra></extra>"}
             for i, tr in enumerate(traces)]
-    return figure(data, {"title": {"text": "How much of the gradient reaches each input word"}, "height": 420,
+    return figure(data, {"height": 420, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+                         "margin": {"t": 40},
                          "xaxis": {"title": {"text": "steps before the prediction (T − 1 − t)"}},
                          "yaxis": {"title": {"text": "‖∂ log p(w_T) / ∂x_t‖"}, "type": "log"}})
 

@@ -15,6 +15,9 @@ from explorer.viz.tokens import labels
 __all__ = ["fill_bars", "word_bars", "sentence_text", "token_text", "equation", "plain", "token_label"]
 
 
+FOLD = 370  # the fill-in bars' height under the sentence captions in the first screen (explorer.ui.charts.show)
+
+
 def token_label(token: str) -> str:
     """A vocabulary token as a chart label: Ġ / ▁ as a leading dot, surrounding spaces dropped, HTML-escaped."""
     text = str(token).strip() or str(token)

@@ -56,14 +56,14 @@ def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units:
     """Token × unit heatmap of state `name` (z = gates[name][layer, direction][:, units], rows = tokens)."""
     z = trace.gates[name][layer, direction][:, units]
     colorscale = theme.sequential if name in BOUNDED01 else theme.diverging
-    heat = dict(type="heatmap", z=z, x=[f"unit {u}" for u in units], y=token_labels(trace.tokens),
+    heat = dict(type="heatmap", z=z, x=[str(u) for u in units], y=token_labels(trace.tokens),
                 colorscale=colorscale, colorbar={"title": {"text": name}}, **_range(name, z),
-                hovertemplate="token %{y}<br>%{x}<br>" + name + " = %{z:.5f}<extra></extra>")
+                hovertemplate="token %{y}<br>unit %{x}<br>" + name + " = %{z:.5f}<extra></extra>")
     title = f"{LABELS[name]} · layer {layer}" + (f" · {'backward' if direction else 'forward'}" if trace.num_directions > 1 else "")
     return figure([heat], {
         "title": {"text": title}, "height": min(180 + 22 * len(trace), 1400),
-        "xaxis": {"title": {"text": "unit (sorted)"}, "showticklabels": len(units) <= 64},
-        "yaxis": {"autorange": "reversed", "type": "category"},
+        "xaxis": {"title": {"text": "unit (sorted)"}, "showticklabels": len(units) <= 64, "type": "category"},
+        "yaxis": {"autorange": "reversed", "type": "category", **({"dtick": 1} if len(trace) <= 40 else {})},
     })
 
 
