@@ -89,15 +89,12 @@ st.caption(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
            + (" …" if len(run.prompt_tokens) > 60 else "")
            + (" — the encoder reads it; the decoder starts from its start token." if run.is_encoder_decoder else ""))
 with st.expander("Metrics of each output, and every sample"):
-    for col, gen in zip(st.columns(len(run.generations)), run.generations):
-        with col:
-            st.markdown(f"**{gen.strategy.label}**")
-            m = gen.outputs[0].metrics
-            table({"metric": list(m), "value": [("—" if v is None else round(float(v), 4)) for v in m.values()]},
-                  Origin("model", "metrics of this output under the model's own distribution."))
-            if gen.strategy.do_sample and len(gen.outputs) > 1:
-                for i, o in enumerate(gen.outputs):
-                    st.markdown(f"{i + 1}. {o.text}")
+    table(V.metric_columns(run.generations), Origin("model", "metrics of each column's output under the model's own "
+                                                             "distribution."))
+    for gen in run.generations:
+        if gen.strategy.do_sample and len(gen.outputs) > 1:
+            st.markdown(f"**{gen.strategy.label}**: " + " · ".join(f"({i + 1}) {o.text}"
+                                                                 for i, o in enumerate(gen.outputs)))
 
 SECTIONS = {"step": "One step: the next-token distribution", "beam": "Beam tree",
             "tradeoff": "Diversity and quality over samples"}

@@ -89,3 +89,22 @@ def test_local_tiny_gpt2(tmp_path, monkeypatch):
     at = run_page(PAGE, {"model": "local:gpt2-notok", "text": "time goes by so"})
     assert_no_exception(at)
     assert "cannot read text" in texts(at)
+
+
+def test_metrics_table_holds_each_columns_own_metrics():
+    """The one metrics table (a column per strategy) holds each column's first output's metrics, as the probe
+    computed them."""
+    from explorer.generation import Strategy
+    from explorer.loaders import load_model
+    from explorer.probes.decoding import decode_all
+
+    text = "the dog that the farmers feed"
+    at = run_page(PAGE, {"model": "builtin:tiny-gpt", "text": text, "strategies": "greedy,top-k", "seed": "0"})
+    assert_no_exception(at)
+    frame = next(d.value for d in at.dataframe if "metric" in d.value.columns)
+    run = decode_all(load_model("builtin:tiny-gpt"), text, (Strategy("greedy"), Strategy("top-k", top_k=40)), 0, 30,
+                     5, True)
+    for gen in run.generations:
+        m = gen.outputs[0].metrics
+        assert list(frame["metric"]) == list(m)
+        assert frame[gen.strategy.label].tolist() == pytest.approx([round(float(v), 4) for v in m.values()])

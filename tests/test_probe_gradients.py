@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from explorer.loaders import load_model
-from explorer.probes.gradients import GradientError, gradients_through_time
+from explorer.probes.gradients import GradientError, gradients_through_time, spectral_norm
 
 SENT = "the keys to the cabinets in the old kitchen are"
 
@@ -39,6 +39,15 @@ def test_input_gradients_and_jacobians_are_the_models_own(name):
     J = torch.autograd.functional.jacobian(step, s0)
     assert tr.step_norms[1] == pytest.approx(float(torch.linalg.matrix_norm(J, ord=2)), rel=1e-4)
     assert tr.products[-1] == 1.0 and tr.products[0] == pytest.approx(np.prod(tr.step_norms), rel=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (64, 64), (512, 512)])
+def test_spectral_norm_is_the_largest_singular_value(shape):
+    rng = np.random.default_rng(0)
+    for scale in (0.1, 1.0, 10.0):
+        J = rng.normal(size=shape) * scale
+        assert spectral_norm(J) == pytest.approx(float(np.linalg.svd(J, compute_uv=False)[0]), rel=1e-9)
+    assert spectral_norm(np.eye(shape[0]) * 0.5) == pytest.approx(0.5, rel=1e-12)  # equal singular values
 
 
 def test_refusals():

