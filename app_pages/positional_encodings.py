@@ -1,6 +1,8 @@
 """Positional encodings: sinusoidal, learned and rotary positions, and why attention needs them."""
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import streamlit as st
 
 from explorer.probes import positions as P
@@ -14,15 +16,16 @@ from explorer.viz import positions as V
 
 PANELS = {
     "sinusoidal": "Sinusoidal",
-    "similarity": "Similarity & relative positions",
+    "similarity": "Relative positions",
     "rope": "Rotary (RoPE)",
     "learned": "The model's positions",
-    "sentence": "Sentence & permutation",
+    "sentence": "Sentence & shuffle",
 }
 SCHEMES = {"learned": "a learned position table added to the input", "sinusoidal": "a fixed sinusoidal table added "
            "to the input", "rotary": "rotary embeddings (RoPE) inside attention", "alibi": "ALiBi, a linear bias per "
            "head on the scores", "relative": "a learned relative position bias on the scores", "none": "nothing "
            "this view can read"}
+QK = {"ones": "q = k = (1, …, 1)", "random": "random q and k"}
 PRESETS = {
     "Vaswani et al. base model: d_model 512, 100 positions, base 10000": (512, 100, 10000.0, 20, 8, 5),
     "Small table to read cell by cell: d_model 16, 50 positions": (16, 50, 10000.0, 10, 2, 3),
@@ -34,6 +37,9 @@ c = Controls("positional-encodings")
 page_header("Positional encodings",
             "Attention alone sees a bag of vectors: positions are how a transformer knows word order.")
 theme = settings.theme()
+# The first chart of the panels with no model or sentence row: one row of controls above it, so it may be taller
+# than the fold of a view with a model and sentence row (a position table has too many rows for show's fold)
+HEIGHT = settings.fold_height() + 70
 
 
 # ------------------------------------------------------------------------------------------- glue
@@ -44,17 +50,23 @@ def apply_preset() -> None:
             st.session_state[key] = value
 
 
-def table_controls() -> tuple[int, int, float]:
-    st.selectbox("Preset", ["— choose a preset —", *PRESETS], key="_pe_preset", on_change=apply_preset,
-                 label_visibility="collapsed")
-    c1, c2, c3 = st.columns(3)
-    with c1:
+def table_controls(label: str = "Table") -> tuple[Any, int, int, float]:
+    """The table's size and base (and a preset) in a popover of the panel's control row. Returns the popover (a
+    panel adds its own options to it) and d, n, b."""
+    pop = st.popover(label, icon=":material/tune:", width="stretch")
+    with pop:
+        st.selectbox("Preset", ["— choose a preset —", *PRESETS], key="_pe_preset", on_change=apply_preset,
+                     label_visibility="collapsed")
         d = c.number("d_model")
-    with c2:
         n = c.number("n_pos")
-    with c3:
         b = c.number("base")
-    return d, n, b
+    return pop, d, n, b
+
+
+def control_row(row: Any, widths: Sequence[float]) -> list:
+    """The panel's controls in the row beside the panel menu (above the panel's first chart)."""
+    with row:
+        return st.columns(widths, vertical_alignment="bottom")
 
 
 def show_notes(notes: tuple[str, ...]) -> None:
@@ -63,25 +75,29 @@ def show_notes(notes: tuple[str, ...]) -> None:
 
 
 def load_selected():
-    model_id = model_picker(c.view.families, default=c.params["model"].default)
+    model_id = model_picker(c.view.families, default=c.params["model"].default, label_visibility="collapsed")
     return get_model(model_id) if model_id else None
 
 
 # ---------------------------------------------------------------------------------------- panels
-def sinusoidal_panel() -> None:
-    d, n, b = table_controls()
-    c1, c2 = st.columns(2)
-    with c1:
+def sinusoidal_panel(row: Any) -> None:
+    c_pos, c_dim, c_table = control_row(row, [1.2, 1.2, 0.8])
+    with c_table:
+        _, d, n, b = table_controls()
+    with c_pos:
         pos = c.number("pos", hi=n - 1, slider=True)
-    with c2:
+    with c_dim:
         i = c.number("dim", hi=d // 2 - 1, slider=True)
     tr = compute(P.sinusoidal, n, d, b)
     formula = Origin("illustration", f"the sinusoidal formula of Vaswani et al. for d = {d}, n = {b:g}, {n} positions; "
                                      "no model is read.")
     show(figure_once(("pe", n, d, b), lambda: V.pe_heatmap(
-        tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")), formula,
-         key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme))
+        tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}", height=HEIGHT)),
+         formula, key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme), fold=True)
     f = P.formula_values(tr, pos, i)
+    st.caption(f"The square marks position {pos}, dimension {2 * i} (pair {i}): PE = {f.sin:.4f}, and "
+               f"{f.cos:.4f} in dimension {2 * i + 1}. Table: {n} positions × {d} dimensions, base n = {b:g} "
+               "(change it, or pick a preset, under Table).")
     st.latex(
         rf"PE_{{(pos,2i)}} = \sin\!\left(\frac{{pos}}{{n^{{2i/d}}}}\right) = "
         rf"\sin\!\left(\frac{{{pos}}}{{{b:g}^{{{2 * i}/{d}}}}}\right) = \sin\!\left(\frac{{{pos}}}{{{f.denominator:.6g}}}\right)"
@@ -103,19 +119,21 @@ def sinusoidal_panel() -> None:
     ])
 
 
-def similarity_panel() -> None:
-    d, n, b = table_controls()
-    c1, c2, c3 = st.columns(3)
-    with c1:
+def similarity_panel(row: Any) -> None:
+    c_pos, c_k, c_table = control_row(row, [1.2, 1.2, 0.8])
+    with c_table:
+        pop, d, n, b = table_controls("Options")
+        with pop:
+            kind = c.radio("sim")
+    with c_pos:
         pos = c.number("pos", hi=n - 1, slider=True)
-    with c2:
+    with c_k:
         k = c.number("k", hi=max(n - 1, 0), slider=True)
-    with c3:
-        kind = c.radio("sim")
     sim = compute(P.sinusoidal_similarity, n, d, b, kind)
     formula = Origin("illustration", f"the sinusoidal table for d = {d}, n = {b:g}, {n} positions; no model is read.")
     show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
-        sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)), formula,
+        sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS,
+        height=HEIGHT)), formula,
          key="pe_similarity", filename="sinusoidal_similarity")
     show(V.similarity_line(sim, pos, theme, kind), formula, key="pe_similarity_line", filename="sinusoidal_similarity_line")
     st.subheader("Relative positions are rotations")
@@ -147,15 +165,16 @@ def similarity_panel() -> None:
     ])
 
 
-def rope_panel() -> None:
-    d, n, b = table_controls()
-    c1, c2, c3 = st.columns(3)
-    with c1:
+def rope_panel(row: Any) -> None:
+    c_pos, c_qk, c_table = control_row(row, [1.2, 1.2, 0.8])
+    with c_qk:
+        vectors = c.selectbox("rope_qk", format_func=QK.get, label_visibility="collapsed")
+    with c_table:
+        pop, d, n, b = table_controls("Options")
+        with pop:
+            seed = c.number("seed") if vectors == "random" else 0
+    with c_pos:
         pos = c.number("pos", hi=n - 1, slider=True, label="position m")
-    with c2:
-        vectors = c.radio("rope_qk")
-    with c3:
-        seed = c.number("seed") if vectors == "random" else 0
     rt = compute(P.rope, d, n, b, pos, vectors, seed)
     st.caption("This illustration pairs dimensions (2i, 2i+1), as Su et al. write RoPE; Llama-style models pair i "
                "with i + d/2 (rotate_half). “The model's positions” shows a loaded model's own pairing, θ and "
@@ -188,8 +207,10 @@ def rope_panel() -> None:
     ])
 
 
-def learned_panel() -> None:
-    loaded = load_selected()
+def learned_panel(row: Any) -> None:
+    c_model, c_more = control_row(row, [1.3, 1.7])
+    with c_model:
+        loaded = load_selected()
     if loaded is None:
         return
     try:
@@ -205,7 +226,7 @@ def learned_panel() -> None:
               Origin("model", "read from the loaded model's modules and config."), width="content")
     show_notes(mp.notes)
     if mp.kind in ("learned", "sinusoidal"):
-        table_panel(loaded)
+        table_panel(loaded, c_more)
     elif mp.kind == "rotary":
         show(V.wavelengths(mp.wavelength, theme, None, half=True),
              Origin("model", "θ_i read from the model's own cos/sin table (the angle at position 1): wavelength "
@@ -237,7 +258,7 @@ def learned_panel() -> None:
     ])
 
 
-def table_panel(loaded) -> None:
+def table_panel(loaded, controls: Any) -> None:
     """The model's own position table: heatmap, similarity, PCA, one position against all."""
     try:
         lt = probe(P.learned_positions, loaded)
@@ -251,7 +272,8 @@ def table_panel(loaded) -> None:
     st.markdown(f"`{lt.source}` of **{lt.model_id}**: {n_rows} positions × {width} dimensions, {note}.")
     if lt.offset:
         st.caption(f"Rows 0..{lt.offset - 1} are not used for tokens: position 0 is row {lt.offset}.")
-    c1, c2 = st.columns(2)
+    with controls:
+        c1, c2 = st.columns(2)
     with c1:
         kind = c.radio("sim")
     with c2:
@@ -279,8 +301,10 @@ def learned_line(sim, kind: str) -> None:
          key="learned_similarity_line", filename="learned_line")
 
 
-def sentence_panel() -> None:
-    loaded = load_selected()
+def sentence_panel(row: Any) -> None:
+    c_model, _ = control_row(row, [1.3, 1.7])
+    with c_model:
+        loaded = load_selected()
     if loaded is None:
         return
     text = model_sentence(loaded, c.view.sentences)
@@ -335,7 +359,10 @@ def permutation_section(loaded, text: str, shown_notes: tuple[str, ...]) -> None
     ])
 
 
-panel = c.radio("panel", format_func=PANELS.get, label_visibility="collapsed")
+# The panel menu and the panel's controls share one row, right under the title: the panel's first chart follows.
+c_panel, c_row = st.columns([1.2, 3.3], vertical_alignment="bottom")
+with c_panel:
+    panel = c.selectbox("panel", format_func=PANELS.get, label_visibility="collapsed")
 PANEL_FUNCTIONS = {"sinusoidal": sinusoidal_panel, "similarity": similarity_panel, "rope": rope_panel,
                    "learned": learned_panel, "sentence": sentence_panel}
-PANEL_FUNCTIONS[panel]()
+PANEL_FUNCTIONS[panel](c_row)

@@ -11,27 +11,33 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, badge, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
 from explorer.viz import seq2seq as viz
 from explorer.viz.decoding import beam_tree
 from explorer.viz.tokens import strongest, vector_summary
 
 c = Controls("seq2seq")
+DECODING = {"greedy": "greedy decoding", "beam": "beam search"}
+
+
 def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_prefix: str = "") -> None:
-    """The heatmap of a trace, or (no attention) the reliance on the single context vector."""
+    """The heatmap of a trace (the first model's: key "alignment"), or (no attention) the reliance on the single
+    context vector."""
     if tr.weights is None:
         st.info("**No attention, so no alignment.** This encoder–decoder squeezes the whole source into ONE context "
                 "vector c = the encoder's final state; every output token is computed from that same c. Below: "
                 "how much each output token depends on it (its log-probability with c, and with c and s₀ set to 0).")
         if tr.no_source_logprobs is not None:
             show(viz.reliance_figure(tr.out_tokens, tr.step_logprobs, tr.no_source_logprobs, theme),
-                 Origin("model", "the model's own log-probabilities, and a second run with c and s₀ set to 0."), key=f"reliance_{key}", filename="seq2seq-no-attention")
+                 Origin("model", "the model's own log-probabilities, and a second run with c and s₀ set to 0."),
+                 key=f"reliance_{key}", filename="seq2seq-no-attention")
         return
     what = ("attention a_tj" if tr.kind == "rnn" else
             f"cross-attention, layer {layer}, " + ("mean over heads" if head == "mean" else f"head {head}"))
     show(viz.alignment_heatmap(tr.matrix(layer, head), tr.out_tokens, tr.src_tokens,
                                f"{title_prefix}{tr.model_id}: {what}", theme, highlight=step),
-         Origin("model", f"{tr.model_id}'s own attention weights while it produced this output."), key=f"heatmap_{key}", filename=f"seq2seq-alignment-{key}")
+         Origin("model", f"{tr.model_id}'s own attention weights while it produced this output."),
+         key="alignment" if key == "a" else f"alignment_{key}", filename=f"seq2seq-alignment-{key}", fold=True)
 
 
 page_header("Seq2seq alignment", "Type a source sentence: the encoder–decoder translates it, and the attention "
@@ -39,24 +45,29 @@ page_header("Seq2seq alignment", "Type a source sentence: the encoder–decoder 
             "compare models, and watch beam search.")
 theme = settings.theme()
 
-top = st.columns(2)
-with top[0]:
+col_model, col_text = top_row()
+with col_model:
     model_id = model_picker(c.view.families, default=c.params["model"].default)
-with top[1]:
-    model2_id = model_picker(c.view.families, default="none", label=c.params["model2"].label, key="model2",
-                             none_label="— no second model —")
-loaded = get_model(model_id)
+    loaded = get_model(model_id)
 if loaded is None:
     st.stop()
+with col_text:
+    text = model_sentence(loaded, c.view.sentences, label="Source sentence")
 
-text = model_sentence(loaded, c.view.sentences, label="Source sentence")
-target = c.text_input("target")
-opts = st.columns([1, 1, 2])
-with opts[0]:
-    decoding = c.radio("decoding", disabled=bool(target.strip()))
+# the decoding and, for a transformer, the layer and head; the rest (forced target, second model, beam size) under
+# Options
+c_decoding, c_layer, c_head, c_more = st.columns([1.4, 0.9, 1.2, 1], vertical_alignment="bottom")
+options = c_more.popover("Options", icon=":material/tune:", width="stretch")
+with options:
+    target = c.text_input("target")
+    model2_id = model_picker(c.view.families, default="none", label=c.params["model2"].label, key="model2",
+                             none_label="— no second model —")
+with c_decoding:
+    decoding = c.selectbox("decoding", format_func=DECODING.get, disabled=bool(target.strip()),
+                           label_visibility="collapsed")
 beam = c.params["beam"].default
 if decoding == "beam" and not target.strip():
-    with opts[1]:
+    with options:
         beam = c.number("beam", slider=True)
 
 trace = probe(alignment_trace, loaded, text, target, decoding, beam)
@@ -72,45 +83,53 @@ if not trace.out_ids:
 
 layer, head = 0, "mean"
 if trace.kind == "hf":
-    with opts[2]:
-        c1, c2 = st.columns(2)
-        with c1:
-            layer = c.selectbox("layer", list(range(trace.n_layers)), default=trace.n_layers - 1)
-        with c2:
-            head = c.selectbox("head", ["mean", *map(str, range(trace.n_heads))],
-                               format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
+    with c_layer:
+        layer = c.selectbox("layer", list(range(trace.n_layers)), default=trace.n_layers - 1,
+                            format_func=lambda i: f"layer {i}", label_visibility="collapsed")
+    with c_head:
+        head = c.selectbox("head", ["mean", *map(str, range(trace.n_heads))], label_visibility="collapsed",
+                           format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
 
 T = len(trace.out_ids)
+charts = st.container()  # the heatmap(s), drawn once the step slider under them has a value (its row is outlined)
 mode_text = {"greedy": "greedy decoding", "beam": f"beam search (beam size {trace.beam_size})",
              "forced": "your target, teacher-forced"}[trace.mode]
 st.markdown(f"**Output** ({mode_text}): {trace.output_text or '∅ (only the end token)'}")
 st.caption(f"{len(trace.src_tokens)} source tokens → {T} output steps · sum log p = {trace.step_logprobs.sum():.4f}"
            + (f" · teacher-forced loss (mean cross-entropy) = {trace.loss:.5f}" if trace.mode == "forced" else ""))
-
 step = c.number("step", slider=True, hi=T - 1) if T > 1 else 0
 step = min(step, T - 1)
 
-if model2_id != "none":
+
+def alignment_charts() -> None:
+    """The model's heatmap (key "alignment": the view's main chart), or both models' side by side."""
+    if model2_id == "none":
+        show_alignment(trace, "a", layer, head, step)
+        return
     loaded2 = get_model(model2_id)
     left, right = st.columns(2)
     with left:
         st.markdown(f"**{model_id}**: {trace.output_text}")
         show_alignment(trace, "a", layer, head, step)
     with right:
-        if loaded2 is not None:
-            trace2 = probe(alignment_trace, loaded2, text, target, decoding, beam)
-            if trace2.error:
-                st.warning(trace2.error)
-            else:
-                for warning in trace2.warnings:
-                    st.warning(warning)
-                st.markdown(f"**{model2_id}**: {trace2.output_text}")
-                if trace2.out_ids:
-                    l2 = min(layer, max(trace2.n_layers - 1, 0))
-                    h2 = head if head == "mean" or int(head) < trace2.n_heads else "mean"
-                    show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None)
-else:
-    show_alignment(trace, "a", layer, head, step)
+        if loaded2 is None:
+            return
+        trace2 = probe(alignment_trace, loaded2, text, target, decoding, beam)
+        if trace2.error:
+            st.warning(trace2.error)
+            return
+        for warning in trace2.warnings:
+            st.warning(warning)
+        st.markdown(f"**{model2_id}**: {trace2.output_text}")
+        if trace2.out_ids:
+            l2 = min(layer, max(trace2.n_layers - 1, 0))
+            h2 = head if head == "mean" or int(head) < trace2.n_heads else "mean"
+            show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None)
+
+
+with charts:
+    alignment_charts()
+
 
 def step_panel() -> None:
     st.subheader(f"Step t = {step}: producing “{viz.labels([trace.out_tokens[step]])[0]}”")

@@ -12,7 +12,8 @@ from explorer.ui import charts
 from explorer.ui.charts import Origin, show
 from explorer.ui.embeddings import file_table, fit_status, model_table, projection
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, sentence_input, what_to_notice
+from explorer.ui.widgets import (model_picker, model_sentence, page_header, sentence_input, top_row,
+                                what_to_notice)
 from explorer.viz import embeddings as V
 
 FILE_WORDS = NATURAL["words"]  # an uploaded file's words are unknown until it is read: natural English
@@ -36,27 +37,39 @@ def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
 
 # ------------------------------------------------------------------------------------------- table
 theme = settings.theme()
-origin = c.radio("src", format_func=lambda s: {"model": "a model's input embeddings", "file": "an uploaded text file"}[s])
+HIGHLIGHT = "Words to highlight"
+HIGHLIGHT_HELP = "Drawn on the projection; also the sentence of the contextual view below."
+col_model, col_text = top_row()
+# the projection's method and dimensions, and (under Vectors) where the table comes from and how much of it
+c_method, c_dims, c_vectors, c_params = st.columns([1.2, 0.8, 1, 1.2], vertical_alignment="bottom")
+vectors = c_vectors.popover("Vectors", icon=":material/tune:", width="stretch")
+with vectors:
+    origin = c.radio("src", format_func=lambda s: {"model": "a model's input embeddings",
+                                                   "file": "an uploaded text file"}[s])
 loaded = None
 table = None
 if origin == "model":
     default_model = c.params["model"].default if "word2vec" in builtin_names() else "pretrained:minilm"
-    model_id = model_picker(c.view.families, default=default_model)
-    loaded = get_model(model_id)
+    with col_model:
+        model_id = model_picker(c.view.families, default=default_model)
+        loaded = get_model(model_id)
     if loaded is None:
         st.stop()
     sources = P.table_sources(loaded)
     source = next(iter(sources))
     if len(sources) > 1:
-        source = c.radio("table", list(sources), format_func=sources.get)
+        with vectors:
+            source = c.radio("table", list(sources), format_func=sources.get)
     try:
         table = model_table(loaded, source)
     except P.EmbeddingError as exc:
         st.error(str(exc))
         st.stop()
 else:
-    upload = st.file_uploader("Embedding file in the text format: one `word v1 v2 … vD` per line (GloVe / word2vec "
-                              "text; an optional first line `N D`)", type=["txt", "vec", "csv", "tsv"], key="emb_file")
+    with col_model:
+        upload = st.file_uploader("Embedding file (text)", type=["txt", "vec", "csv", "tsv"], key="emb_file",
+                                  help="One `word v1 v2 … vD` per line (GloVe / word2vec text format; an optional "
+                                       "first line `N D`).")
     if upload is None:
         st.info("Upload a file to project it. Uploaded files stay in this browser session: links cannot reopen them.")
         st.stop()
@@ -70,13 +83,12 @@ else:
 V_rows = len(table)
 SOURCE = Origin("model", f"{table.source}: the model's own embedding table.") if origin == "model" else \
     Origin("file", f"{table.source}: the vectors of the uploaded file.")
-st.caption(f"**{table.source}**: {V_rows:,} entries × {table.dim} dimensions; order: {table.order_note}.")
 for note in table.notes:
     st.info(note)
 
-HIGHLIGHT = "Words to highlight (and the sentence for the contextual view)"
-text = model_sentence(loaded, c.view.sentences, label=HIGHLIGHT) if loaded is not None else \
-    sentence_input(FILE_WORDS[0], FILE_WORDS, label=HIGHLIGHT)
+with col_text:
+    text = model_sentence(loaded, c.view.sentences, label=HIGHLIGHT, help=HIGHLIGHT_HELP) if loaded is not None \
+        else sentence_input(FILE_WORDS[0], FILE_WORDS, label=HIGHLIGHT, help=HIGHLIGHT_HELP)
 tokenizer = getattr(loaded, "tokenizer", None) if loaded is not None else None
 typed = P.typed_words(text, P.MAX_TYPED_WORDS + 1)
 located = [P.locate(table, w, tokenizer) for w in typed[:P.MAX_TYPED_WORDS]]
@@ -90,20 +102,18 @@ if len(typed) > P.MAX_TYPED_WORDS:
     st.info(f"Only the first {P.MAX_TYPED_WORDS} distinct words are highlighted.")
 
 # -------------------------------------------------------------------------------------- projection
-st.subheader("The vocabulary, projected")
-c1, c2, c3 = st.columns([2, 1, 2])
-with c1:
-    method = c.radio("method", format_func=PR.METHODS.get)
-with c2:
-    dims = c.radio("dims", format_func=lambda d: f"{d}-D")
-with c3:
+with c_method:
+    method = c.selectbox("method", format_func=PR.METHODS.get, label_visibility="collapsed")
+with c_dims:
+    dims = c.selectbox("dims", format_func=lambda d: f"{d}-D", label_visibility="collapsed")
+with vectors:
     n = int(c.number("n", hi=V_rows, default=min(V_rows, c.params["n"].default), step=500,
                      label=table.first(), help=f"Up to the full table ({V_rows:,}). "
                      f"Order: {table.order_note}."))
     whole = c.toggle("whole") if table.subword else False
 params: dict = {}
 if method != "pca":
-    with st.expander(f"{PR.METHODS[method]} parameters", expanded=False):
+    with c_params, st.popover(f"{PR.METHODS[method]} parameters", icon=":material/settings:", width="stretch"):
         if method == "umap":
             params["n_neighbors"] = c.number("nb", slider=True)
             params["min_dist"] = c.number("md", slider=True)
@@ -126,6 +136,9 @@ else:
         st.warning(str(exc))
 if job is not None:
     fit_status(job)
+TABLE_LINE = f"**{table.source}**: {V_rows:,} entries × {table.dim} dimensions; order: {table.order_note}."
+if proj is None:
+    st.caption(TABLE_LINE)
 
 if proj is not None:
     drawn = proj.method  # the requested method, or PCA while it is computed
@@ -145,16 +158,14 @@ if proj is not None:
         proj.memo[theme.name] = V.projection_background(
             words, classes, proj.coords, theme, title=f"{PR.METHODS[drawn]} of the {shown}", axis_names=axis,
             colour_by_class=has_classes, ranks=P.ranks(table, rows), rank_label=table.rank_label)
-    if proj.shipped:
-        detail = f"{table.source}: {proj.shipped} (a map of the vectors, not the vectors themselves)."
+    if proj.shipped:  # the table is named in the caption under the chart (a badge of one or two lines)
+        detail = f"{proj.shipped}."
     elif job is not None:
-        detail = (f"{table.source}, projected with PCA while the requested {PR.METHODS[method]} is computed (a map "
-                  "of the vectors, not the vectors themselves).")
+        detail = f"{table.source}, projected with PCA while the requested {PR.METHODS[method]} is computed."
     else:
-        detail = (f"{table.source}, projected with {PR.METHODS[drawn]} (a map of the vectors, not the vectors "
-                  "themselves).")
+        detail = f"{table.source}, projected with {PR.METHODS[drawn]}."
     show(proj.memo[theme.name], Origin(SOURCE.kind, detail), key="projection", filename=f"embeddings-{drawn}",
-         overlay=V.typed_overlay(V.points(placed), dims, theme))
+         overlay=V.typed_overlay(V.points(placed), dims, theme), fold=True)
     what = {"pca": "PCA (an exact linear map: the axes are the directions of largest variance)",
             "tsne": f"t-SNE (perplexity {proj.params.get('perplexity', 30):g}): it fits the positions of these points "
                     "only, so new points cannot be placed",
@@ -163,8 +174,9 @@ if proj is not None:
                     + ("from their nearest fitted entries" if proj.placement else "by transform")}[drawn]
     how = ("Precomputed and shipped with the app (python -m explorer.precompute_projections regenerates them) for "
            if proj.shipped else "Fitted once on ")
-    st.caption(f"{how}the {shown} with {what}; typing only places the typed "
-               "words. " + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
+    st.caption(f"{TABLE_LINE} {how}the {shown} with {what}: a map of the vectors, not the vectors themselves; "
+               "typing only places the typed words. "
+               + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
     st.download_button("Download the coordinates (CSV)",
                        lambda: V.coords_csv(words, classes, proj.coords, V.points(placed), P.ranks(table, rows),
                                             table.rank_label),
@@ -283,7 +295,8 @@ else:
                 Origin("model", f"the hidden states of {model_id}'s own run on this sentence, projected with PCA."),
                 key="context",
                 filename="contextual")
-            st.caption(f"{cproj.fitted}. Layers: {trace.what}. Grey lines follow each token through the layers.")
+            st.caption(f"{cproj.fitted}. Layers: {trace.what}. Grey lines follow each token through the layers. "
+                       "The sentence: the words to highlight, at the top of the page.")
         except P.ContextError as exc:
             st.info(str(exc))
 

@@ -152,7 +152,7 @@ def test_every_builtin_seq2seq_in_every_panel(name: str) -> None:
 
         z = np.asarray(from_json(json.dumps(heat[0])).data[0].z, dtype=float)
         np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-4)
-    at.radio(key="decoding").set_value("greedy").run()
+    at.selectbox(key="decoding").set_value("greedy").run()
     at.radio(key="panel").set_value("step").run()
     assert_no_exception(at)
     assert not at.error, _text(at.error)

@@ -13,13 +13,12 @@ APP_FILES = sorted([ROOT / "app.py", *(ROOT / "app_pages").glob("*.py"), *(ROOT 
 CODE_FILES = sorted([*APP_FILES, *(ROOT / "bench").rglob("*.py")])
 
 # Every place that hands markup to the browser as HTML, audited: (file, function, what it renders).
-UNSAFE_HTML_AUDIT = {
-    ("explorer/ui/settings.py", "markdown", "PROJECTOR_CSS"),  # a module constant: static CSS
-}
+UNSAFE_HTML_AUDIT: set[tuple[str, str, str]] = set()
 ST_HTML_AUDIT = {  # st.html: only the builders that escape every token (tested below and in test_hostile_probes)
     ("app_pages/attribution.py", "html", "V.attribution_html"),
     ("app_pages/lstm_gates.py", "html", "V.colored_tokens_html"),
     ("app_pages/sampling.py", "html", "V.tokens_html"),
+    ("explorer/ui/settings.py", "html", "PROJECTOR_CSS if projector() else BASE_CSS"),  # module constants: static CSS
 }
 
 
@@ -113,8 +112,8 @@ def test_unsafe_allow_html_only_with_static_markup() -> None:
     assert sites == UNSAFE_HTML_AUDIT, f"audit each new unsafe_allow_html and add it here: {sites}"
     import explorer.ui.settings as settings
 
-    css = settings.PROJECTOR_CSS
-    assert isinstance(css, str) and css.lstrip().startswith("<style") and "<script" not in css.lower()
+    for css in (settings.PROJECTOR_CSS, settings.BASE_CSS):
+        assert isinstance(css, str) and css.lstrip().startswith("<style") and "<script" not in css.lower()
 
 
 def test_st_html_only_through_escaping_builders() -> None:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.viz.theme import Theme, figure
+from explorer.viz.theme import NORMAL, Theme, figure
 
 MAX_CELLS = 300_000
 SIMILARITY_CELLS = 65_536  # position × position similarities: 256 × 256 cells is finer than the screen
@@ -46,8 +46,10 @@ def strides(shape: tuple[int, int], max_cells: int = MAX_CELLS) -> tuple[int, in
 
 
 def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_title: str, value: str = "value",
-                   diverging: bool = True, mark: tuple[int, int] | None = None, max_cells: int = MAX_CELLS) -> go.Figure:
-    """Heatmap of z (rows, cols), rows top to bottom; hover shows the true indices and the exact value."""
+                   diverging: bool = True, mark: tuple[int, int] | None = None, max_cells: int = MAX_CELLS,
+                   height: int | None = None) -> go.Figure:
+    """Heatmap of z (rows, cols), rows top to bottom; hover shows the true indices and the exact value.
+    height: the figure's height on screen in pixels under `theme` (default: 460 before the theme's scaling)."""
     z = np.asarray(z)
     rs, cs = strides(z.shape, max_cells)
     shown = z[::rs, ::cs]
@@ -64,8 +66,16 @@ def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_titl
         trace.update(zmin=-bound or -1.0, zmax=bound or 1.0, zmid=0.0)
     data = [trace] + (cell_mark(mark, theme)._data if mark is not None else [])
     step = f" (every {_ordinal(rs)} row and column shown)" if rs > 1 else ""
-    return figure(data, {"title": _title(title + step), "height": 460, "xaxis": {"title": _title(x_title)},
+    return figure(data, {"title": _title(title + step), "height": 460 if height is None else layout_height(height, theme),
+                         "xaxis": {"title": _title(x_title)},
                        "yaxis": {"title": _title(y_title), "autorange": "reversed"}})
+
+
+def layout_height(pixels: int, theme: Theme) -> int:
+    """The layout height that explorer.viz.theme.apply turns into `pixels` on screen: projector mode scales every
+    figure's height by its larger font. (A position table has too many rows for explorer.ui.charts.show's fold to
+    cap its height: the view asks for the height it can give it.)"""
+    return pixels if theme.streamlit_theme else int(pixels * NORMAL.font_size / theme.font_size)
 
 
 def _ordinal(n: int) -> str:
@@ -79,9 +89,10 @@ def cell_mark(mark: tuple[int, int], theme: Theme) -> go.Figure:
                                                     "color": "black", "line": {"width": 3}}}], {})
 
 
-def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] | None = None) -> go.Figure:
-    """Position × dimension table (sinusoidal or learned)."""
-    return matrix_heatmap(pe, theme, title, "dimension", "position", "value", mark=mark)
+def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] | None = None,
+               height: int | None = None) -> go.Figure:
+    """Position × dimension table (sinusoidal or learned); height: on screen, in pixels (matrix_heatmap)."""
+    return matrix_heatmap(pe, theme, title, "dimension", "position", "value", mark=mark, height=height)
 
 
 def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int | None, selected: int | None = None,
@@ -161,9 +172,9 @@ def rope_pairs(q: np.ndarray, q_rot: np.ndarray, angles: np.ndarray, pos: int, t
     dom = _domains(n, 0.03)
     data: list[dict] = []
     layout: dict[str, Any] = {
-        "title": _title(f"RoPE: each pair of q turns by pos·ω_i (dotted: position 0, solid: position {pos})"),
-        "height": 300, "showlegend": False,
-        "annotations": _panel_titles([f"pair {i}: {angles[i]:.3g} rad" for i in range(n)], dom),
+        "title": _title(f"Each pair of q turns by m·ω_i (dotted: m = 0, solid: m = {pos})"),
+        "height": 300, "showlegend": False,  # the angle above each panel, its pair under it (short: 6 side by side)
+        "annotations": _panel_titles([f"{angles[i]:.3g} rad" for i in range(n)], dom),
     }
     for i in range(n):
         s = "" if i == 0 else str(i + 1)
@@ -173,7 +184,8 @@ def rope_pairs(q: np.ndarray, q_rot: np.ndarray, angles: np.ndarray, pos: int, t
                          "line": {"dash": dash, "color": colour}, "xaxis": f"x{s}", "yaxis": f"y{s}",
                          "hovertemplate": f"pair {i} at {name}<br>(%{{x:.4f}}, %{{y:.4f}})<extra></extra>"})
         r = float(np.hypot(q[2 * i], q[2 * i + 1])) * 1.15 or 1.0
-        layout[f"xaxis{s}"] = {"domain": dom[i], "range": [-r, r], "showticklabels": False, "anchor": f"y{s}"}
+        layout[f"xaxis{s}"] = {"domain": dom[i], "range": [-r, r], "showticklabels": False, "anchor": f"y{s}",
+                               "title": _title(f"pair {i}")}
         layout[f"yaxis{s}"] = {"range": [-r, r], "showticklabels": False, "anchor": f"x{s}", "scaleanchor": f"x{s}"}
     return figure(data, layout)
 
