@@ -82,14 +82,19 @@ def gradients_through_time(loaded: Any, text: str) -> GradientTrace:
     weights = adapter.weights
     lstm = weights.cell == "lstm"
     state = torch.zeros((2 if lstm else 1) * weights.num_layers * weights.hidden_size, device=dev)
-    norms = []
     with torch.no_grad():
         xs = x.detach()
-        state = state_step(weights, state, xs[0])
-        for t in range(1, xs.shape[0]):
-            J = torch.func.jacrev(state_step, argnums=1)(weights, state, xs[t])       # (S, S): ∂s_t / ∂s_{t−1}
-            norms.append(spectral_norm(J.detach().cpu().double().numpy()))
-            state = state_step(weights, state, xs[t])
+        states = [state_step(weights, state, xs[0])]                               # s_0 … s_{T−2}
+        for t in range(1, xs.shape[0] - 1):
+            states.append(state_step(weights, states[-1], xs[t]))
+        # every step's Jacobian ∂s_t/∂s_{t−1}: (T−1, S, S); vectorised over the steps for a small state (the
+        # Elman and GRU LMs: 2x faster), step by step for a large one (the LSTM's 512: vmap is 1.6x slower there)
+        step_jacobian = torch.func.jacrev(state_step, argnums=1)
+        if state.numel() <= 256:
+            J = torch.func.vmap(step_jacobian, in_dims=(None, 0, 0))(weights, torch.stack(states), xs[1:])
+        else:
+            J = torch.stack([step_jacobian(weights, s, xs[t + 1]) for t, s in enumerate(states)])
+    norms = [spectral_norm(j) for j in J.detach().cpu().double().numpy()]
     norms_a = np.array(norms, dtype=np.float64)
     products = np.append(np.cumprod(norms_a[::-1])[::-1], 1.0)                  # (T,): ∏_{u=t+1}^{T−1}
     T = x.shape[0]
