@@ -182,148 +182,147 @@ if proj is not None:
                                             table.rank_label),
                        file_name=f"embeddings-{drawn}-{dims}d.csv", mime="text/csv", key="csv")
 
-# -------------------------------------------------------------------------------------- neighbours
-st.subheader("Nearest neighbours")
-first = found[0].word if found else (table.words[int(table.order[0])] if V_rows else "")
-n1, n2 = st.columns([2, 1])
-with n1:
-    nn_word = c.text_input("nn", first, max_chars=200, strip=True)
-with n2:
-    k = c.number("k", slider=True)
-if nn_word:
-    found_nn = _locate_all((nn_word,))
-    if found_nn:
-        loc = found_nn[0]
-        ranked = P.neighbours(table, loc.row, k)
-        charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
-        if ranked.rows:
-            ct = P.cosine_terms(table, loc.row, ranked.rows[0])
-            st.latex(r"\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\, \lVert v \rVert} = "
-                     rf"\frac{{{ct.dot:.4f}}}{{{ct.norm_u:.4f} \times {ct.norm_v:.4f}}}"
-                     rf" = {ranked.cos[0]:.4f}\quad(u = \text{{{V.tex(loc.entry)}}},\ v = \text{{{V.tex(ranked.words[0])}}})")
-else:
-    st.info("Type a word to see its nearest neighbours.")
-
-# -------------------------------------------------------------------------------------- analogies
-st.subheader("Analogies: a − b + c")
-a1, a2, a3, a4 = st.columns(4)
-with a1:
-    wa = c.text_input("a", max_chars=200, strip=True)
-with a2:
-    wb = c.text_input("b", max_chars=200, strip=True)
-with a3:
-    wc = c.text_input("c", max_chars=200, strip=True)
-with a4:
-    ka = c.number("ka", slider=True)
-if wa and wb and wc:
-    locs = _locate_all((wa, wb, wc))
-    if locs is not None and len(table) < 4:
-        st.warning("The table is too small for an analogy (it needs a fourth entry to answer with).")
-    elif locs is not None:
-        ranked = P.analogy(table, locs[0].row, locs[1].row, locs[2].row, ka)
-        charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
-        if ranked.rows:
-            x = ranked.rows[0]
-            ca, cb, cc = (P.cosine(table, x, loc.row) for loc in locs)
-            st.latex(r"x^\ast = \arg\max_{x \notin \{a, b, c\}} \cos(x,\ \hat a - \hat b + \hat c)"
-                     rf"\qquad \cos(x^\ast, a) - \cos(x^\ast, b) + \cos(x^\ast, c) = {ca:.3f} - {cb:.3f} + {cc:.3f}"
-                     rf"\quad(x^\ast = \text{{{V.tex(ranked.words[0])}}})")
-            st.caption("3CosAdd (Mikolov et al. 2013; Levy & Goldberg 2014) on unit-length vectors; the query words "
-                       "are excluded from the answers. The table shows cos(x, â − b̂ + ĉ).")
-else:
-    st.info("Fill in a, b and c.")
-
-# -------------------------------------------------------------------------------------- two axes
-st.subheader("Two axes given by word pairs")
-x1c, x2c, y1c, y2c = st.columns(4)
-with x1c:
-    x1 = c.text_input("x1", max_chars=200, strip=True)
-with x2c:
-    x2 = c.text_input("x2", max_chars=200, strip=True)
-with y1c:
-    y1 = c.text_input("y1", max_chars=200, strip=True)
-with y2c:
-    y2 = c.text_input("y2", max_chars=200, strip=True)
-if x1 and x2 and y1 and y2:
-    pair_locs = _locate_all((x1, x2, y1, y2))
-    if pair_locs is not None:
-        try:
-            xp, yp = (pair_locs[0].row, pair_locs[1].row), (pair_locs[2].row, pair_locs[3].row)
-            axes_key = ("axes", len(rows), xp, yp, theme.name, x1, x2, y1, y2)
-            if axes_key not in table.cache:  # kept with the table: the typed words are drawn on top of it
-                for old in [k for k in table.cache if isinstance(k, tuple) and k[0] == "axes"][:-3]:
-                    table.cache.pop(old, None)
-                table.cache[axes_key] = V.axes_background(
-                    [table.words[r] for r in rows], P.axis_coords(table, rows, xp, yp), f"{x1} → {x2}", f"{y1} → {y2}",
-                    theme)
-            typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp)
-            show(table.cache[axes_key], SOURCE, key="axes", filename="two-axes", overlay=V.axes_overlay(
-                V.axis_points([loc.word for loc in found], typed_xy), theme))
-            st.latex(r"\text{position of } w \text{ on the axis } a \to b = "
-                     r"\frac{(w - a)\cdot(b - a)}{\lVert b - a \rVert^2}\qquad(a \mapsto 0,\ b \mapsto 1)")
-        except P.EmbeddingError as exc:
-            st.warning(str(exc))
-else:
-    st.info("Fill in both word pairs.")
-
-# -------------------------------------------------------------------------------------- contextual
-st.subheader("Contextual embeddings, layer by layer")
-if loaded is None:
-    st.info("An uploaded file holds one vector per word: there is no context. Pick a model to see contextual "
-            "embeddings.")
-else:
-    shown_notes: set[str] = set()  # a model without layers says so once, not once per section
-    try:
-        trace = probe(P.contextual, loaded, text)
-    except P.ContextError as exc:
-        trace = None
-        shown_notes.add(str(exc))
-        st.info(str(exc))
-    if trace is not None:
-        for note in trace.notes:
-            st.warning(note)
-        l1, l2 = st.columns([2, 2])
-        with l1:
-            layer = c.selectbox("layer", list(range(len(trace.layer_names))), default=len(trace.layer_names) - 1,
-                                format_func=lambda i: trace.layer_names[i])
-        with l2:
-            fit_on = c.radio("cfit", format_func=lambda f: {"all": "all layers", "layer": "the selected layer"}[f])
-        try:
-            cproj = P.context_projection(trace, None if fit_on == "all" else layer)
-            show(V.context_figure(trace.tokens, trace.layer_names, cproj.coords, layer, [
-                s and any(not x for x in trace.special) for s in trace.special], theme),
-                Origin("model", f"the hidden states of {model_id}'s own run on this sentence, projected with PCA."),
-                key="context",
-                filename="contextual")
-            st.caption(f"{cproj.fitted}. Layers: {trace.what}. Grey lines follow each token through the layers. "
-                       "The sentence: the words to highlight, at the top of the page.")
-        except P.ContextError as exc:
-            st.info(str(exc))
-
-    st.markdown("**The same word in two sentences**")
-    d1, d2, d3 = st.columns([3, 3, 1])
-    with d1:
-        sa = c.text_input("s1", max_chars=200, strip=True)
-    with d2:
-        sb = c.text_input("s2", max_chars=200, strip=True)
-    with d3:
-        dw = c.text_input("dw", max_chars=200, strip=True)
-    if sa and sb and dw:
-        try:
-            ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)
-            dr = P.drift(ta, tb, dw)
-            show(V.drift_figure(dr.layer_names, dr.cos, dw, theme),
-                 Origin("model", f"cosines of {model_id}'s own hidden states in the two runs."), key="drift", filename="same-word-two-sentences")
-            st.latex(rf"\cos\big(h^{{(\ell)}}_A, h^{{(\ell)}}_B\big):\quad "
-                     rf"\ell = 0:\ {dr.cos[0]:.3f}\qquad \ell = {len(dr.cos) - 1}:\ {dr.cos[-1]:.3f}")
-            st.caption(f"'{dw}' is token(s) {dr.span_a[0]}–{dr.span_a[1] - 1} of A and {dr.span_b[0]}–{dr.span_b[1] - 1} "
-                       "of B (the mean of its pieces when split). Layer 0 differs from 1 only by position (and "
-                       "segment) embeddings; context pulls the two readings apart with depth.")
-        except P.ContextError as exc:
-            if str(exc) not in shown_notes:
-                st.info(str(exc))
+SECTIONS = {"neighbours": "Nearest neighbours", "analogies": "Analogies: a − b + c",
+            "axes": "Two axes given by word pairs", "contextual": "Contextual embeddings, layer by layer"}
+section = c.radio("section", format_func=SECTIONS.get, label_visibility="collapsed")
+if section == "neighbours":
+    first = found[0].word if found else (table.words[int(table.order[0])] if V_rows else "")
+    n1, n2 = st.columns([2, 1])
+    with n1:
+        nn_word = c.text_input("nn", first, max_chars=200, strip=True)
+    with n2:
+        k = c.number("k", slider=True)
+    if nn_word:
+        found_nn = _locate_all((nn_word,))
+        if found_nn:
+            loc = found_nn[0]
+            ranked = P.neighbours(table, loc.row, k)
+            charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
+            if ranked.rows:
+                ct = P.cosine_terms(table, loc.row, ranked.rows[0])
+                st.latex(r"\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\, \lVert v \rVert} = "
+                         rf"\frac{{{ct.dot:.4f}}}{{{ct.norm_u:.4f} \times {ct.norm_v:.4f}}}"
+                         rf" = {ranked.cos[0]:.4f}\quad(u = \text{{{V.tex(loc.entry)}}},\ v = \text{{{V.tex(ranked.words[0])}}})")
     else:
-        st.info("Type two sentences and a word they share.")
+        st.info("Type a word to see its nearest neighbours.")
+
+elif section == "analogies":
+    a1, a2, a3, a4 = st.columns(4)
+    with a1:
+        wa = c.text_input("a", max_chars=200, strip=True)
+    with a2:
+        wb = c.text_input("b", max_chars=200, strip=True)
+    with a3:
+        wc = c.text_input("c", max_chars=200, strip=True)
+    with a4:
+        ka = c.number("ka", slider=True)
+    if wa and wb and wc:
+        locs = _locate_all((wa, wb, wc))
+        if locs is not None and len(table) < 4:
+            st.warning("The table is too small for an analogy (it needs a fourth entry to answer with).")
+        elif locs is not None:
+            ranked = P.analogy(table, locs[0].row, locs[1].row, locs[2].row, ka)
+            charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
+            if ranked.rows:
+                x = ranked.rows[0]
+                ca, cb, cc = (P.cosine(table, x, loc.row) for loc in locs)
+                st.latex(r"x^\ast = \arg\max_{x \notin \{a, b, c\}} \cos(x,\ \hat a - \hat b + \hat c)"
+                         rf"\qquad \cos(x^\ast, a) - \cos(x^\ast, b) + \cos(x^\ast, c) = {ca:.3f} - {cb:.3f} + {cc:.3f}"
+                         rf"\quad(x^\ast = \text{{{V.tex(ranked.words[0])}}})")
+                st.caption("3CosAdd (Mikolov et al. 2013; Levy & Goldberg 2014) on unit-length vectors; the query words "
+                           "are excluded from the answers. The table shows cos(x, â − b̂ + ĉ).")
+    else:
+        st.info("Fill in a, b and c.")
+
+elif section == "axes":
+    x1c, x2c, y1c, y2c = st.columns(4)
+    with x1c:
+        x1 = c.text_input("x1", max_chars=200, strip=True)
+    with x2c:
+        x2 = c.text_input("x2", max_chars=200, strip=True)
+    with y1c:
+        y1 = c.text_input("y1", max_chars=200, strip=True)
+    with y2c:
+        y2 = c.text_input("y2", max_chars=200, strip=True)
+    if x1 and x2 and y1 and y2:
+        pair_locs = _locate_all((x1, x2, y1, y2))
+        if pair_locs is not None:
+            try:
+                xp, yp = (pair_locs[0].row, pair_locs[1].row), (pair_locs[2].row, pair_locs[3].row)
+                axes_key = ("axes", len(rows), xp, yp, theme.name, x1, x2, y1, y2)
+                if axes_key not in table.cache:  # kept with the table: the typed words are drawn on top of it
+                    for old in [k for k in table.cache if isinstance(k, tuple) and k[0] == "axes"][:-3]:
+                        table.cache.pop(old, None)
+                    table.cache[axes_key] = V.axes_background(
+                        [table.words[r] for r in rows], P.axis_coords(table, rows, xp, yp), f"{x1} → {x2}", f"{y1} → {y2}",
+                        theme)
+                typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp)
+                show(table.cache[axes_key], SOURCE, key="axes", filename="two-axes", overlay=V.axes_overlay(
+                    V.axis_points([loc.word for loc in found], typed_xy), theme))
+                st.latex(r"\text{position of } w \text{ on the axis } a \to b = "
+                         r"\frac{(w - a)\cdot(b - a)}{\lVert b - a \rVert^2}\qquad(a \mapsto 0,\ b \mapsto 1)")
+            except P.EmbeddingError as exc:
+                st.warning(str(exc))
+    else:
+        st.info("Fill in both word pairs.")
+
+elif section == "contextual":
+    if loaded is None:
+        st.info("An uploaded file holds one vector per word: there is no context. Pick a model to see contextual "
+                "embeddings.")
+    else:
+        shown_notes: set[str] = set()  # a model without layers says so once, not once per section
+        try:
+            trace = probe(P.contextual, loaded, text)
+        except P.ContextError as exc:
+            trace = None
+            shown_notes.add(str(exc))
+            st.info(str(exc))
+        if trace is not None:
+            for note in trace.notes:
+                st.warning(note)
+            l1, l2 = st.columns([2, 2])
+            with l1:
+                layer = c.selectbox("layer", list(range(len(trace.layer_names))), default=len(trace.layer_names) - 1,
+                                    format_func=lambda i: trace.layer_names[i])
+            with l2:
+                fit_on = c.radio("cfit", format_func=lambda f: {"all": "all layers", "layer": "the selected layer"}[f])
+            try:
+                cproj = P.context_projection(trace, None if fit_on == "all" else layer)
+                show(V.context_figure(trace.tokens, trace.layer_names, cproj.coords, layer, [
+                    s and any(not x for x in trace.special) for s in trace.special], theme),
+                    Origin("model", f"the hidden states of {model_id}'s own run on this sentence, projected with PCA."),
+                    key="context",
+                    filename="contextual")
+                st.caption(f"{cproj.fitted}. Layers: {trace.what}. Grey lines follow each token through the layers. "
+                           "The sentence: the words to highlight, at the top of the page.")
+            except P.ContextError as exc:
+                st.info(str(exc))
+
+        st.markdown("**The same word in two sentences**")
+        d1, d2, d3 = st.columns([3, 3, 1])
+        with d1:
+            sa = c.text_input("s1", max_chars=200, strip=True)
+        with d2:
+            sb = c.text_input("s2", max_chars=200, strip=True)
+        with d3:
+            dw = c.text_input("dw", max_chars=200, strip=True)
+        if sa and sb and dw:
+            try:
+                ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)
+                dr = P.drift(ta, tb, dw)
+                show(V.drift_figure(dr.layer_names, dr.cos, dw, theme),
+                     Origin("model", f"cosines of {model_id}'s own hidden states in the two runs."), key="drift", filename="same-word-two-sentences")
+                st.latex(rf"\cos\big(h^{{(\ell)}}_A, h^{{(\ell)}}_B\big):\quad "
+                         rf"\ell = 0:\ {dr.cos[0]:.3f}\qquad \ell = {len(dr.cos) - 1}:\ {dr.cos[-1]:.3f}")
+                st.caption(f"'{dw}' is token(s) {dr.span_a[0]}–{dr.span_a[1] - 1} of A and {dr.span_b[0]}–{dr.span_b[1] - 1} "
+                           "of B (the mean of its pieces when split). Layer 0 differs from 1 only by position (and "
+                           "segment) embeddings; context pulls the two readings apart with depth.")
+            except P.ContextError as exc:
+                if str(exc) not in shown_notes:
+                    st.info(str(exc))
+        else:
+            st.info("Type two sentences and a word they share.")
 
 what_to_notice([
     "Words of one class (colours) cluster: the vectors were trained to predict contexts, and words of a class share "

