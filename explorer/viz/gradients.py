@@ -19,7 +19,8 @@ def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
     return figure(data, {"height": 420, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
                          "margin": {"t": 40},
                          "xaxis": {"title": {"text": "steps before the prediction (T − 1 − t)"}},
-                         "yaxis": {"title": {"text": "‖∂ log p(w_T) / ∂x_t‖"}, "type": "log"}})
+                         "yaxis": {"title": {"text": "‖∂ log p(w_T) / ∂x_t‖"}, "type": "log",
+                                   "dtick": "D2"}})  # log ticks: 1, 2, 5 per decade (not 2…9: unreadable on a projector)
 
 
 def jacobian_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
