@@ -1,6 +1,7 @@
 """Neural NLP Explorer — router only: page config, sidebar settings, navigation."""
 import streamlit as st
 
+import explorer.preload  # first: see its docstring (a class opening the app at once)
 from explorer.device import configure_threads
 from explorer.ui import lessons, settings
 from explorer.views import HOME, VIEWS

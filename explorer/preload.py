@@ -1,0 +1,19 @@
+"""Libraries that import one another, imported once by the first script run, before any page.
+
+A class opening the app together starts many script runs at once, each on its own thread. When two of them import
+modules that import each other (pandas imports pyarrow and narwhals; plotly and Streamlit's dataframe code import
+pandas) from different ends at the same moment, Python breaks the cycle of import locks by handing one thread a
+partially initialised module, and its page fails with e.g. "partially initialized module 'pandas' has no attribute
+'Series'" (tests/test_serve.py met it on the decoding page's table). app.py imports this module first: the first
+run imports them all while every other run waits on this one module's lock, holding no other. transformers has its
+own such module (explorer.hf_runtime), imported when a view first needs it.
+"""
+import narwhals
+import numpy
+import pandas
+import plotly.graph_objects
+import plotly.io
+import pyarrow
+import scipy.sparse.linalg
+
+__all__ = ["narwhals", "numpy", "pandas", "plotly", "pyarrow", "scipy"]
