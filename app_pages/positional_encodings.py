@@ -38,8 +38,8 @@ page_header("Positional encodings",
             "Attention alone sees a bag of vectors: positions are how a transformer knows word order.")
 theme = settings.theme()
 # The first chart of the panels with no model or sentence row: one row of controls above it, so it may be taller
-# than the fold of a view with a model and sentence row (a position table has too many rows for show's fold)
-HEIGHT = settings.fold_height() + 70
+# than the fold of a view with a model and sentence row (projector pixels, show's fold)
+FOLD = settings.fold_height(True) + 70
 
 
 # ------------------------------------------------------------------------------------------- glue
@@ -92,8 +92,8 @@ def sinusoidal_panel(row: Any) -> None:
     formula = Origin("illustration", f"the sinusoidal formula of Vaswani et al. for d = {d}, n = {b:g}, {n} positions; "
                                      "no model is read.")
     show(figure_once(("pe", n, d, b), lambda: V.pe_heatmap(
-        tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}", height=HEIGHT)),
-         formula, key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme), fold=True)
+        tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")),
+         formula, key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme), fold=FOLD)
     f = P.formula_values(tr, pos, i)
     st.caption(f"The square marks position {pos}, dimension {2 * i} (pair {i}): PE = {f.sin:.4f}, and "
                f"{f.cos:.4f} in dimension {2 * i + 1}. Table: {n} positions × {d} dimensions, base n = {b:g} "
@@ -132,9 +132,8 @@ def similarity_panel(row: Any) -> None:
     sim = compute(P.sinusoidal_similarity, n, d, b, kind)
     formula = Origin("illustration", f"the sinusoidal table for d = {d}, n = {b:g}, {n} positions; no model is read.")
     show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
-        sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS,
-        height=HEIGHT)), formula,
-         key="pe_similarity", filename="sinusoidal_similarity")
+        sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)),
+         formula, key="pe_similarity", filename="sinusoidal_similarity", fold=FOLD)
     show(V.similarity_line(sim, pos, theme, kind), formula, key="pe_similarity_line", filename="sinusoidal_similarity_line")
     st.subheader("Relative positions are rotations")
     rot = compute(P.rotation_check, n, d, b, k)

@@ -84,13 +84,18 @@ def _themed_spec(fig: go.Figure, theme: Any, cap: int | None = None) -> dict | S
 
 def fold_cap(fig: go.Figure, theme: Any, fold: int) -> int:
     """The height a view's main chart gets so that it fits in the first screen: `fold` pixels, or more when the
-    figure has so many heatmap rows (tokens) that `fold` would leave each row less than a line of its font (then
-    the row labels get a smaller font, down to 12 px, where the height stays short of that)."""
+    figure has so many labelled heatmap rows (tokens) that `fold` would leave each row less than a line of its font
+    (then the row labels get a smaller font, down to 12 px, where the height stays short of that)."""
     return max(fold, 150 + theme.font_size * _heatmap_rows(fig))
 
 
 def _heatmap_rows(fig: go.Figure) -> int:
-    return max((len(t["z"]) for t in fig._data if t.get("type") == "heatmap" and t.get("z") is not None), default=0)
+    """The rows of the figure's heatmaps when each is labelled (tokens, layers: text on the rows or the y axis's
+    ticktext); 0 for numeric rows (e.g. 2,048 positions), which need no room per row."""
+    labelled_axis = bool(((fig._layout.get("yaxis") or {}).get("ticktext")))
+    return max((len(t["z"]) for t in fig._data if t.get("type") == "heatmap" and t.get("z") is not None
+                and (labelled_axis or any(isinstance(v, str) for v in (t.get("y") if t.get("y") is not None else ())))),
+               default=0)
 
 
 def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str = "explorer",

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.viz.theme import NORMAL, Theme, figure
+from explorer.viz.theme import Theme, figure
 
 MAX_CELLS = 300_000
 SIMILARITY_CELLS = 65_536  # position × position similarities: 256 × 256 cells is finer than the screen
@@ -46,10 +46,8 @@ def strides(shape: tuple[int, int], max_cells: int = MAX_CELLS) -> tuple[int, in
 
 
 def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_title: str, value: str = "value",
-                   diverging: bool = True, mark: tuple[int, int] | None = None, max_cells: int = MAX_CELLS,
-                   height: int | None = None) -> go.Figure:
-    """Heatmap of z (rows, cols), rows top to bottom; hover shows the true indices and the exact value.
-    height: the figure's height on screen in pixels under `theme` (default: 460 before the theme's scaling)."""
+                   diverging: bool = True, mark: tuple[int, int] | None = None, max_cells: int = MAX_CELLS) -> go.Figure:
+    """Heatmap of z (rows, cols), rows top to bottom; hover shows the true indices and the exact value."""
     z = np.asarray(z)
     rs, cs = strides(z.shape, max_cells)
     shown = z[::rs, ::cs]
@@ -66,16 +64,8 @@ def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_titl
         trace.update(zmin=-bound or -1.0, zmax=bound or 1.0, zmid=0.0)
     data = [trace] + (cell_mark(mark, theme)._data if mark is not None else [])
     step = f" (every {_ordinal(rs)} row and column shown)" if rs > 1 else ""
-    return figure(data, {"title": _title(title + step), "height": 460 if height is None else layout_height(height, theme),
-                         "xaxis": {"title": _title(x_title)},
+    return figure(data, {"title": _title(title + step), "height": 460, "xaxis": {"title": _title(x_title)},
                        "yaxis": {"title": _title(y_title), "autorange": "reversed"}})
-
-
-def layout_height(pixels: int, theme: Theme) -> int:
-    """The layout height that explorer.viz.theme.apply turns into `pixels` on screen: projector mode scales every
-    figure's height by its larger font. (A position table has too many rows for explorer.ui.charts.show's fold to
-    cap its height: the view asks for the height it can give it.)"""
-    return pixels if theme.streamlit_theme else int(pixels * NORMAL.font_size / theme.font_size)
 
 
 def _ordinal(n: int) -> str:
@@ -89,10 +79,9 @@ def cell_mark(mark: tuple[int, int], theme: Theme) -> go.Figure:
                                                     "color": "black", "line": {"width": 3}}}], {})
 
 
-def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] | None = None,
-               height: int | None = None) -> go.Figure:
-    """Position × dimension table (sinusoidal or learned); height: on screen, in pixels (matrix_heatmap)."""
-    return matrix_heatmap(pe, theme, title, "dimension", "position", "value", mark=mark, height=height)
+def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] | None = None) -> go.Figure:
+    """Position × dimension table (sinusoidal or learned)."""
+    return matrix_heatmap(pe, theme, title, "dimension", "position", "value", mark=mark)
 
 
 def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int | None, selected: int | None = None,
