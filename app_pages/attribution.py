@@ -3,23 +3,17 @@ import streamlit as st
 
 from explorer.probes.attribution import AttributionError, attribution
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
+from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import attribution as V
 
 c = Controls("token-attribution")
 page_header("Token attribution", "Which input tokens drive each output token: gradient × input, and integrated "
             "gradients (Sundararajan et al. 2017) from the zero embedding, with their completeness error.")
-col_model, col_text = top_row()
-with col_model:
-    loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
-if loaded is None:
-    st.stop()
-with col_text:
-    text = model_sentence(loaded, c.view.sentences, label="Source sentence" if loaded.adapter.is_encoder_decoder
-                          else "Sentence")
+_, loaded, text = model_and_sentence(
+    c, label=lambda m: "Source sentence" if m.adapter.is_encoder_decoder else "Sentence")
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
 c_out, c_method, c_steps = st.columns([2.2, 1.6, 1], vertical_alignment="bottom")  # c_out: once the run is known
 with c_method:

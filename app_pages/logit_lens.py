@@ -3,22 +3,16 @@ import streamlit as st
 
 from explorer.probes.lens import LensError, logit_lens
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
+from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import lens as V
 
 c = Controls("logit-lens")
 page_header("Logit lens", "What each layer would predict if the model stopped there: its hidden state read through "
             "the model's own final norm and output layer (nostalgebraist 2020).")
-col_model, col_text = top_row()
-with col_model:
-    loaded = get_model(model_picker(c.view.families, default=c.params["model"].default))
-if loaded is None:
-    st.stop()
-with col_text:
-    text = model_sentence(loaded, c.view.sentences)
+_, loaded, text = model_and_sentence(c)
 try:
     trace = probe(logit_lens, loaded, text)
 except LensError as exc:

@@ -3,10 +3,10 @@ import streamlit as st
 
 from explorer.probes import rnn_gates as P
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, badge, show, table
-from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
+from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import rnn_gates as V
 
 COMPUTER = "The computer which I had just put into the machine room on the fifth floor crashed."
@@ -26,14 +26,7 @@ page_header("Inside the recurrent cell",
             "Every gate, cell state and hidden state of an LSTM, GRU or Elman RNN for your sentence, unit by unit, "
             "recomputed from the model's own weights with PyTorch's equations.")
 
-col_model, col_text = top_row()
-with col_model:
-    model_id = model_picker(c.view.families, default=c.params["model"].default)
-    loaded = get_model(model_id)
-if loaded is None:
-    st.stop()
-with col_text:
-    text = model_sentence(loaded, c.view.sentences)
+model_id, loaded, text = model_and_sentence(c)
 try:
     trace = probe(P.rnn_gates, loaded, text)
 except P.RNNGatesError as exc:

@@ -3,10 +3,10 @@ import streamlit as st
 
 from explorer.probes.masked import MASK, masked_fill, words_of
 from explorer.ui import settings
-from explorer.ui.cache import figure_once, get_model, probe
+from explorer.ui.cache import figure_once, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
+from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import masked as V
 
 c = Controls("masked-words")
@@ -15,14 +15,8 @@ page_header("Masked-word prediction",
             "own probabilities. A masked language model reads the sentence from both sides.")
 theme = settings.theme()
 
-col_model, col_text = top_row()
-with col_model:
-    model_id = model_picker(c.view.families, default=c.params["model"].default)
-    loaded = get_model(model_id, task="masked-lm")
-if loaded is None:
-    st.stop()
-with col_text:
-    text = model_sentence(loaded, c.view.sentences, help=f"Type {MASK} (or <mask>) where a word should be.")
+model_id, loaded, text = model_and_sentence(c, task="masked-lm",
+                                            help=f"Type {MASK} (or <mask>) where a word should be.")
 words = words_of(text)
 c1, c2, c3 = st.columns([1.6, 2.6, 1], vertical_alignment="bottom")
 with c1:

@@ -5,10 +5,10 @@ from explorer.catalogue import builtin_names
 from explorer.generation import LABELS, DecodingError, Strategy
 from explorer.probes import decoding as D
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
-from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
+from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import decoding as V
 
 c = Controls("decoding-strategies")
@@ -17,14 +17,7 @@ page_header("Decoding strategies side by side",
             "beam search, with Hugging Face's own logits processors, the distribution at every step and metrics.")
 
 default_model = c.params["model"].default if "tiny-gpt" in builtin_names() else "builtin:lstm-lm"
-col_model, col_text = top_row()
-with col_model:
-    model_id = model_picker(c.view.families, default=default_model)
-    loaded = get_model(model_id)
-if loaded is None:
-    st.stop()
-with col_text:
-    text = model_sentence(loaded, c.view.sentences, label="Prompt")
+model_id, loaded, text = model_and_sentence(c, default=default_model, label="Prompt")
 
 # ------------------------------------------------------------------------------------------- settings
 c_kinds, c_settings = st.columns([3.6, 1], vertical_alignment="bottom")

@@ -11,7 +11,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, badge, show
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
+from explorer.ui.widgets import model_and_sentence, model_picker, page_header, what_to_notice
 from explorer.viz import seq2seq as viz
 from explorer.viz.decoding import beam_tree
 from explorer.viz.tokens import strongest, vector_summary
@@ -45,14 +45,7 @@ page_header("Seq2seq alignment", "Type a source sentence: the encoder–decoder 
             "compare models, and watch beam search.")
 theme = settings.theme()
 
-col_model, col_text = top_row()
-with col_model:
-    model_id = model_picker(c.view.families, default=c.params["model"].default)
-    loaded = get_model(model_id)
-if loaded is None:
-    st.stop()
-with col_text:
-    text = model_sentence(loaded, c.view.sentences, label="Source sentence")
+model_id, loaded, text = model_and_sentence(c, label="Source sentence")
 
 # the decoding and, for a transformer, the layer and head; the rest (forced target, second model, beam size) under
 # Options

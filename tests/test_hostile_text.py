@@ -16,7 +16,7 @@ from hostile import HOSTILE_TEXTS, HTML_CASES, UNUSABLE, bytelevel_gpt2, raw_htm
 
 # Every page whose script has the main sentence input (widget key "text", ?text=).
 TEXT_PAGES = [v.script for v in VIEWS if any(f"{w}(" in (ROOT / v.script).read_text()
-                                             for w in ("sentence_input", "model_sentence"))]
+                                             for w in ("sentence_input", "model_sentence", "model_and_sentence"))]
 
 NOTHING = "The text has no characters the model can read (only control, format or combining characters)"
 # page -> query parameters, and what it says: `empty` when nothing is left once control characters are dropped,

@@ -210,7 +210,7 @@ _CONTROLS = {"selectbox", "radio", "slider", "toggle", "multiselect", "text_inpu
 
 def _url_keys(source: str) -> set[str]:
     """The constant keys a page script reads from the URL: through its Controls (c.slider("key"), ...), explorer.ui.state,
-    model_picker and sentence_input / model_sentence."""
+    model_picker, sentence_input / model_sentence, and model_and_sentence (both "model" and "text")."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
@@ -222,6 +222,9 @@ def _url_keys(source: str) -> set[str]:
         elif isinstance(func, ast.Name) and func.id == "model_picker":
             key = kw.get("key", ast.Constant("model"))
         elif isinstance(func, ast.Name) and func.id in ("sentence_input", "model_sentence"):
+            key = ast.Constant("text")
+        elif isinstance(func, ast.Name) and func.id == "model_and_sentence":
+            found.add("model")
             key = ast.Constant("text")
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and not key.value.startswith("_"):
             found.add(key.value)

@@ -1,13 +1,14 @@
 """Shared widgets: the sentence input (key `text`), the model picker (key `model`), page furniture."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import streamlit as st
 
 from explorer.catalogue import ModelId, catalogue
 from explorer.safe_load import ModelLoadError
 from explorer.ui import settings, state
+from explorer.ui.cache import get_model
 
 MAX_CHARS = state.MAX_CHARS
 
@@ -43,17 +44,13 @@ def _seed_text(default: str) -> None:
         st.session_state["_text_default"] = default
 
 
-def sentence_presets(default: str, presets: Sequence[str]) -> None:
-    """The teaching-sentence menu of the sentence input, in an "Examples" popover beside the box: a choice
-    replaces the sentence and reruns the whole app (also from inside an st.fragment)."""
-    _seed_text(default)
+def _examples_menu(presets: Sequence[str]) -> None:
+    """The sentence box's "Examples" popover: a choice replaces the sentence and reruns the whole app (also from
+    inside an st.fragment)."""
     with st.popover("Examples", icon=":material/format_list_bulleted:", width="stretch",
                     help="The loaded model's example sentences"):
-        _preset_menu(presets)
-
-
-def _preset_menu(presets: Sequence[str]) -> None:
-    choice = st.radio("Example sentences", list(presets), index=None, key=f"_preset_{st.session_state.get('_text_rev', 0)}")
+        choice = st.radio("Example sentences", list(presets), index=None,
+                          key=f"_preset_{st.session_state.get('_text_rev', 0)}")
     if choice in presets and choice != st.session_state.get("text"):
         _set_text(choice)
         st.session_state["_text_default"] = None  # chosen: it stays when the model changes
@@ -72,7 +69,7 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     if presets:
         box, menu = st.columns([3.3, 1.4], vertical_alignment="bottom")
         with menu:
-            sentence_presets(default, presets)
+            _examples_menu(presets)
     value = None
     if settings.live_default() and st.session_state.get("live", True):
         try:
@@ -135,6 +132,23 @@ def top_row() -> list:
     """The row under the title: the model picker (left) and the sentence box with its examples (right). Pages
     draw into it with `with`; the view's controls and main chart follow, so they fit in the first screen."""
     return st.columns([1, 2.6], vertical_alignment="bottom")
+
+
+def model_and_sentence(c: Any, default: str | None = None, task: str | None = None,
+                       label: str | Callable[[Any], str] = "Sentence", **kwargs: Any) -> tuple[str, Any, str]:
+    """top_row() for a view with one model and one sentence (`c`: its explorer.ui.state.Controls): the model
+    picker (default: the view's declared model; task: the head to load, see get_model) and, once the model is
+    loaded, the sentence box with that model's examples for the view (label: text, or made from the loaded model;
+    kwargs go to sentence_input). Stops the page when the model does not load. Returns (model id, model, text)."""
+    col_model, col_text = top_row()
+    with col_model:
+        model_id = model_picker(c.view.families, default=default or c.params["model"].default)
+        loaded = get_model(model_id, task=task)
+    if loaded is None:
+        st.stop()
+    with col_text:
+        text = model_sentence(loaded, c.view.sentences, label=label(loaded) if callable(label) else label, **kwargs)
+    return model_id, loaded, text
 
 
 def page_header(title: str, summary: str) -> None:
