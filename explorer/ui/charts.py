@@ -94,8 +94,12 @@ def _heatmap_rows(fig: go.Figure) -> int:
     ticktext); 0 for numeric rows (e.g. 2,048 positions), which need no room per row."""
     labelled_axis = bool(((fig._layout.get("yaxis") or {}).get("ticktext")))
     return max((len(t["z"]) for t in fig._data if t.get("type") == "heatmap" and t.get("z") is not None
-                and (labelled_axis or any(isinstance(v, str) for v in (t.get("y") if t.get("y") is not None else ())))),
-               default=0)
+                and (labelled_axis or _text_rows(t.get("y")))), default=0)
+
+
+def _text_rows(y: Any) -> bool:
+    """Whether a heatmap's y values are text labels (checked on the first: one type per axis)."""
+    return y is not None and len(y) > 0 and isinstance(y[0], str)
 
 
 def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str = "explorer",
