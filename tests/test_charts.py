@@ -182,6 +182,22 @@ def test_projector_title_does_not_overprint_a_top_axis_title(validate, monkeypat
     assert "yref" not in normal["title"]  # the Streamlit theme places titles itself
 
 
+@pytest.mark.parametrize("validate", ["1", "0"])
+@pytest.mark.parametrize("theme", [T.NORMAL, T.PROJECTOR])
+def test_tick_labels_are_drawn_without_plotlys_overflow_measure(theme, validate, monkeypatch):
+    """Every cartesian axis and heatmap colorbar draws its tick labels with ticklabeloverflow "allow" (Plotly's
+    default for a numeric axis measures each label once per label drawn), unless the figure chose otherwise."""
+    monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", validate)
+    figs = _figures()
+    heat = T.apply(figs["head heatmap"], theme).to_dict()
+    assert heat["layout"]["xaxis"]["ticklabeloverflow"] == heat["layout"]["yaxis"]["ticklabeloverflow"] == "allow"
+    assert all(t["colorbar"]["ticklabeloverflow"] == "allow" for t in heat["data"] if t["type"] == "heatmap")
+    chosen = D.logprob_lines(["greedy", "top-k"], [[-1.0, -2.0], [-1.5, -0.5]], theme)
+    chosen.update_layout(yaxis={"ticklabeloverflow": "hide past domain"})
+    layout = T.apply(chosen, theme).to_dict()["layout"]
+    assert layout["yaxis"]["ticklabeloverflow"] == "hide past domain" and layout["xaxis"]["ticklabeloverflow"] == "allow"
+
+
 @pytest.mark.parametrize("theme", [T.NORMAL, T.PROJECTOR])
 def test_line_view_width_and_opacity_follow_the_weight(theme):
     """Every drawn line's width is WIDTH_PER_WEIGHT · line_width · w and its opacity 0.35 + 0.65·w, for its weight w
