@@ -25,6 +25,7 @@ import torch
 from explorer import generation as G
 from explorer.adapters.base import Unsupported
 from explorer.adapters.text import no_text
+from explorer.prefix_memo import prefix_memo
 
 STEPS = 32
 MAX_INPUTS = 64
@@ -60,25 +61,52 @@ class AttributionTrace:
 
 def _attribute_rows(F: Any, E: torch.Tensor, steps: int, reaches: list[int]) -> list[tuple]:
     """Per output row r: (gradient × input (N,), integrated gradients (N,), F(E)[r], F(0)[r], reach_r), for
-    F: (B, N, C) embeddings -> (B, R) logits of the R outputs. One forward at E and one along the path (m, N, C)
-    serve every row (each row then takes its own backward pass through the kept graph)."""
-    x = E.detach().clone().requires_grad_(True)
-    values = F(x[None])[0]                                                         # (R,)
-    alphas = (torch.arange(steps, dtype=E.dtype, device=E.device) + 0.5) / steps
-    path = (alphas[:, None, None] * E.detach()[None]).requires_grad_(True)         # (m, N, C)
-    along = F(path).sum(0)                                                         # (R,): summed over the path
+    F: (B, N, C) embeddings -> (B, R) logits of the R outputs. One forward over the path's m midpoints and E itself
+    (m + 1, N, C) serves every row, and each row takes one backward pass through the kept graph: the batch items
+    are independent, so its gradient at E is the last item's and the path's are the others'."""
+    alphas = torch.cat([(torch.arange(steps, dtype=E.dtype, device=E.device) + 0.5) / steps,
+                        torch.ones(1, dtype=E.dtype, device=E.device)])            # (m + 1,): midpoints, then 1
+    path = (alphas[:, None, None] * E.detach()[None]).requires_grad_(True)         # (m + 1, N, C)
+    out = F(path)                                                                  # (m + 1, R)
     with torch.no_grad():
         zeros = F(torch.zeros_like(E)[None])[0]
     rows = []
     R = len(reaches)
     for r, reach in enumerate(reaches):
-        (grad,) = torch.autograd.grad(values[r], x, retain_graph=r < R - 1)
-        (grads,) = torch.autograd.grad(along[r], path, retain_graph=r < R - 1)
-        gxi = (grad * x).sum(-1).detach().cpu().numpy()
-        ig = (grads.mean(0) * E.detach()).sum(-1).detach().cpu().numpy()
+        (grads,) = torch.autograd.grad(out[:, r].sum(), path, retain_graph=r < R - 1)
+        gxi = (grads[-1] * E).sum(-1).detach().cpu().numpy()
+        ig = (grads[:-1].mean(0) * E).sum(-1).detach().cpu().numpy()
         gxi[reach:], ig[reach:] = 0.0, 0.0  # later inputs cannot reach this output (their gradient is 0 anyway)
-        rows.append((gxi, ig, float(values[r].detach()), float(zeros[r]), reach))
+        rows.append((gxi, ig, float(out[-1, r].detach()), float(zeros[r]), reach))
     return rows
+
+
+def _causal_rows(adapter: Any, E: torch.Tensor, ids: list[int], positions: list[int], targets: list[int],
+                 steps: int) -> list[tuple]:
+    """_attribute_rows of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C).
+
+    The row at position p reads only the inputs 0 … p, so it is kept in the model's prefix memo under those ids (with
+    its target and the steps) and only the rows whose prefix changed are computed, on the inputs they read: typing
+    one more word costs one or two rows, not N. A model that does not generate (it may read both ways) has no memo.
+    """
+    N = E.shape[0]
+    memo = prefix_memo(adapter, "attribution") if adapter.can_generate else None
+    keys = [(steps, tuple(ids[:p + 1]), t) for p, t in zip(positions, targets)]
+    rows = [memo.get(key) if memo is not None else None for key in keys]
+    todo = [i for i, row in enumerate(rows) if row is None]
+    if todo:
+        dev = E.device
+        pos_t = torch.tensor([positions[i] for i in todo], device=dev)
+        tgt_t = torch.tensor([targets[i] for i in todo], device=dev)
+        reads = positions[todo[-1]] + 1  # the inputs the last of these rows reads (positions increase)
+        new = _attribute_rows(lambda e: adapter.logits_from_embeddings(e)[:, pos_t, tgt_t], E[:reads], steps,
+                              [positions[i] + 1 for i in todo])
+        for i, (gxi, ig, value, zero, reach) in zip(todo, new):
+            rows[i] = (gxi[:reach].copy(), ig[:reach].copy(), value, zero, reach)
+            if memo is not None:
+                memo.put(keys[i], rows[i])
+    return [(np.pad(gxi, (0, N - reach)), np.pad(ig, (0, N - reach)), value, zero, reach)
+            for gxi, ig, value, zero, reach in rows]
 
 
 def attribution(loaded: Any, text: str, target: str = "", steps: int = STEPS) -> AttributionTrace:
@@ -104,9 +132,7 @@ def attribution(loaded: Any, text: str, target: str = "", steps: int = STEPS) ->
     if len(positions) < N:
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
     targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(own[-1].argmax())]
-    pos_t, tgt_t = torch.tensor(positions, device=dev), torch.tensor(targets, device=dev)
-    rows = _attribute_rows(lambda e: adapter.logits_from_embeddings(e)[:, pos_t, tgt_t], E, steps,
-                           [p + 1 for p in positions])
+    rows = _causal_rows(adapter, E, list(enc.ids), positions, targets, steps)
     return _trace(mid, tuple(enc.tokens), (0,) * N, tuple(adapter.token_strings(targets)), tuple(positions), rows,
                   steps, True, notes)
 

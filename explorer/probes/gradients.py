@@ -19,6 +19,7 @@ from scipy.sparse.linalg import svds
 import torch
 
 from explorer.adapters.recurrent import state_step
+from explorer.prefix_memo import prefix_memo
 
 MAX_TOKENS = 80
 
@@ -82,19 +83,29 @@ def gradients_through_time(loaded: Any, text: str) -> GradientTrace:
     weights = adapter.weights
     lstm = weights.cell == "lstm"
     state = torch.zeros((2 if lstm else 1) * weights.num_layers * weights.hidden_size, device=dev)
-    with torch.no_grad():
-        xs = x.detach()
-        states = [state_step(weights, state, xs[0])]                               # s_0 … s_{T−2}
-        for t in range(1, xs.shape[0] - 1):
-            states.append(state_step(weights, states[-1], xs[t]))
-        # every step's Jacobian ∂s_t/∂s_{t−1}: (T−1, S, S); vectorised over the steps for a small state (the
-        # Elman and GRU LMs: 2x faster), step by step for a large one (the LSTM's 512: vmap is 1.6x slower there)
-        step_jacobian = torch.func.jacrev(state_step, argnums=1)
-        if state.numel() <= 256:
-            J = torch.func.vmap(step_jacobian, in_dims=(None, 0, 0))(weights, torch.stack(states), xs[1:])
-        else:
-            J = torch.stack([step_jacobian(weights, s, xs[t + 1]) for t, s in enumerate(states)])
-    norms = [spectral_norm(j) for j in J.detach().cpu().double().numpy()]
+    # norm k = ‖∂s_{k+1}/∂s_k‖ reads only x_0 … x_{k+1}: kept in the model's prefix memo under those ids, so
+    # typing on at the end of the sentence computes only the new steps' Jacobians (their SVDs are most of the cost)
+    memo = prefix_memo(adapter, "gradients")
+    keys = [tuple(enc.ids[:k + 2]) for k in range(x.shape[0] - 1)]
+    norms = [memo.get(key) for key in keys]
+    todo = [k for k, norm in enumerate(norms) if norm is None]
+    if todo:
+        with torch.no_grad():
+            xs = x.detach()
+            states = [state_step(weights, state, xs[0])]                           # s_0 … s_{last needed}
+            for t in range(1, todo[-1] + 1):
+                states.append(state_step(weights, states[-1], xs[t]))
+            at, inputs = torch.stack([states[k] for k in todo]), xs[[k + 1 for k in todo]]
+            # the needed steps' Jacobians ∂s_{k+1}/∂s_k: (K, S, S); vectorised over the steps for a small state (the
+            # Elman and GRU LMs: 2x faster), step by step for a large one (the LSTM's 512: vmap is 1.6x slower there)
+            step_jacobian = torch.func.jacrev(state_step, argnums=1)
+            if state.numel() <= 256:
+                J = torch.func.vmap(step_jacobian, in_dims=(None, 0, 0))(weights, at, inputs)
+            else:
+                J = torch.stack([step_jacobian(weights, s, u) for s, u in zip(at, inputs)])
+        for k, j in zip(todo, J.detach().cpu().double().numpy()):
+            norms[k] = spectral_norm(j)
+            memo.put(keys[k], norms[k])
     norms_a = np.array(norms, dtype=np.float64)
     products = np.append(np.cumprod(norms_a[::-1])[::-1], 1.0)                  # (T,): ∏_{u=t+1}^{T−1}
     T = x.shape[0]

@@ -1,0 +1,98 @@
+"""The prefix memo: per-position results of a left-to-right model, kept under the token prefix they read, equal a
+fresh computation, and typing on at the end of a sentence recomputes only the positions whose prefix changed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.loaders import LoadedModel, load_model
+from explorer.prefix_memo import PrefixMemo, prefix_memo
+from explorer.probes.attribution import attribution
+from explorer.probes.gradients import gradients_through_time
+from families import tiny
+
+SHORT = "the keys to the old cabinet"
+LONGER = SHORT + " are on the table"
+EDITED = "a keys to the old cabinet are on the table"  # the first word changed: no row of LONGER may be reused
+
+
+def _forget(lm) -> None:
+    lm.adapter.__dict__.pop("_prefix_memos", None)
+
+
+def _common_prefix(lm, a: str, b: str) -> int:
+    ids_a, ids_b = lm.adapter.encode(a).ids, lm.adapter.encode(b).ids
+    return next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y), min(len(ids_a), len(ids_b)))
+
+
+def _model(name: str):
+    if name == "llama":
+        model, tok, family = tiny(name)
+        return LoadedModel("test:llama-memo", family, model, "cpu", "float32", {}, tokenizer=tok)
+    return load_model(f"builtin:{name}")
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt", "lstm-lm", "llama"])
+def test_attribution_reuses_the_rows_of_the_prefix_and_equals_a_fresh_computation(name):
+    lm = _model(name)
+    _forget(lm)
+    attribution(lm, SHORT, steps=8)
+    memo = prefix_memo(lm.adapter, "attribution")
+    stored, hits = len(memo), memo.hits
+    grown = attribution(lm, LONGER, steps=8)
+    common = _common_prefix(lm, SHORT, LONGER)
+    # SHORT's rows whose inputs and next token are LONGER's too are reused (a tokenizer may end the text with </s>)
+    assert common >= 5 and memo.hits - hits >= common - 1
+    assert len(memo) - stored <= len(grown.outputs) - (common - 1)
+    edited = attribution(lm, EDITED, steps=8)
+    _forget(lm)
+    for text, got in ((LONGER, grown), (EDITED, edited)):
+        fresh = attribution(lm, text, steps=8)
+        assert got.outputs == fresh.outputs and got.reach == fresh.reach
+        np.testing.assert_allclose(got.integrated, fresh.integrated, atol=1e-5)
+        np.testing.assert_allclose(got.gradient_x_input, fresh.gradient_x_input, atol=1e-5)
+        np.testing.assert_allclose(got.logit, fresh.logit, atol=1e-5)
+        np.testing.assert_allclose(got.baseline_logit, fresh.baseline_logit, atol=1e-5)
+        for r, reach in enumerate(got.reach):  # nothing attributed past what each output reads
+            assert np.all(got.integrated[r, reach:] == 0)
+
+
+def test_attribution_of_a_changed_step_count_is_not_reused():
+    lm = load_model("builtin:tiny-gpt")
+    _forget(lm)
+    coarse = attribution(lm, LONGER, steps=2)
+    fine = attribution(lm, LONGER, steps=64)
+    assert prefix_memo(lm.adapter, "attribution").hits == 0
+    assert np.abs(coarse.integrated - fine.integrated).max() > 1e-3
+    assert fine.max_completeness < coarse.max_completeness
+
+
+@pytest.mark.parametrize("name", ["rnn-lm", "lstm-lm"])
+def test_gradients_through_time_reuse_the_steps_of_the_prefix(name):
+    lm = load_model(f"builtin:{name}")
+    _forget(lm)
+    gradients_through_time(lm, SHORT)
+    memo = prefix_memo(lm.adapter, "gradients")
+    hits = memo.hits
+    grown = gradients_through_time(lm, LONGER)
+    # SHORT's inputs are <bos> + all but its last word: its Jacobians are the first ones of LONGER's
+    n_short_steps = len(lm.adapter.encode(SHORT).ids) - 2
+    assert memo.hits - hits == n_short_steps
+    edited = gradients_through_time(lm, EDITED)
+    _forget(lm)
+    for text, got in ((LONGER, grown), (EDITED, edited)):
+        fresh = gradients_through_time(lm, text)
+        np.testing.assert_allclose(got.step_norms, fresh.step_norms, rtol=1e-6)
+        np.testing.assert_allclose(got.products, fresh.products, rtol=1e-5)
+        np.testing.assert_allclose(got.input_grad, fresh.input_grad, rtol=1e-6)
+    assert len(grown.step_norms) == len(grown.tokens) - 1
+
+
+def test_memo_keeps_its_most_recently_used_items():
+    memo = PrefixMemo(max_items=3)
+    for k in range(4):
+        memo.put((k,), k)
+    assert memo.get((0,)) is None and memo.get((1,)) == 1  # 0 evicted; 1 is now the most recent
+    memo.put((4,), 4)
+    assert len(memo) == 3 and memo.get((2,)) is None and memo.get((1,)) == 1
+    assert (memo.hits, memo.misses) == (2, 2)
