@@ -6,12 +6,12 @@ loaded from an upload are unloaded when the upload is dropped (its sessions ende
 """
 from __future__ import annotations
 
-import gc
 import os
 from typing import Callable
 
 import torch
 
+from explorer import heap
 from explorer.lru import LoadOnceLRU
 from explorer.loaders import LoadedModel, load_model
 from explorer.uploads import on_upload_released
@@ -73,6 +73,6 @@ class ModelCache:
 
 
 def _release_memory() -> None:
-    gc.collect()
+    heap.collect()  # evicted models sit in reference cycles, and may be frozen (explorer.heap)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

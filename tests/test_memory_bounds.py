@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer import catalogue, uploads
+from explorer import catalogue, heap, uploads
 from explorer.model_cache import ModelCache
 from explorer.catalogue import BUILTIN_DIR
 from explorer.loaders import LoadedModel, load_model
@@ -31,7 +31,8 @@ def _rss_bytes() -> int:
 
 
 def _collected(ref: weakref.ref) -> bool:
-    gc.collect()
+    """Whether ref's object is gone after the app's full collection (which reaches frozen objects: explorer.heap)."""
+    heap.collect()
     return ref() is None
 
 
@@ -78,18 +79,18 @@ def test_evicted_models_give_their_memory_back_to_the_process() -> None:
         return LoadedModel(mid, "state-dict", None, device, dtype, state_dict={"w": weights})
 
     cache = ModelCache(max_models=1, loader=loader)
-    gc.collect()
+    heap.collect()
     base = _rss_bytes()
     peaks, weights = [], []
     for i in range(4):
         weights.append(weakref.ref(cache.get(f"upload:{i:016x}").state_dict["w"]))
-        gc.collect()
+        heap.collect()
         peaks.append(_rss_bytes() - base)
     assert cache.total_bytes == size
     # held: one model (128 MiB); without eviction the last figure would be 512 MiB
     assert max(peaks) < 2 * size + 32 * 2**20, [p / 2**20 for p in peaks]
     cache.clear()
-    gc.collect()
+    heap.collect()
     held = [i for i, w in enumerate(weights) if w() is not None]
     assert not held, [gc.get_referrers(weights[i]()) for i in held]  # every model's tensors were freed
     rss = _rss_bytes() - base
@@ -131,7 +132,7 @@ def test_an_owner_garbage_collected_without_release_still_releases() -> None:
     owner = UploadOwner()
     owner.claim(uid)
     del owner
-    gc.collect()
+    heap.collect()
     assert uploads.wait_for_releases(timeout=10)
     assert uid not in uploads.upload_ids() and cache.loaded() == []
     assert _collected(model)
