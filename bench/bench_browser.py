@@ -2,6 +2,7 @@
 
     python bench/bench_browser.py                      # all three
     python bench/bench_browser.py --only typing --samples 10
+    python bench/bench_browser.py --only typing --samples 10 --new-sentences
 
 - cold start: from starting `streamlit run app.py` to the home page rendered (its title and the sidebar's
   settings) in an already running browser; then the first view with a model (self-attention, MiniLM) to its chart.
@@ -10,8 +11,11 @@
 - typing → chart: one browser session per view types a 20-token sentence (19 words, the last a noun no other
   sentence uses, a keystroke every 20 ms) and the time runs from the last keystroke until a chart's SVG text
   shows that noun (the 350 ms debounce of the live input included). Views whose charts do not show the input
-  tokens (decoding; seq2seq, whose vocabulary lacks the nouns; gradients, where the last word is the prediction)
-  are timed until the page shows the noun and the run has finished.
+  tokens (decoding; gradients, where the last word is the prediction) are timed until the page shows the noun and
+  the run has finished. The seq2seq heatmap labels a source word its vocabulary lacks as "noun→<unk>".
+  By default consecutive sentences differ in their last word only, as when one types on at the end of a sentence
+  (the attribution and gradients views then reuse every earlier position: explorer.prefix_memo); with
+  --new-sentences they differ from the second word on.
 """
 from __future__ import annotations
 
@@ -34,12 +38,15 @@ from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_process  # noqa: E402
 from load_scenario import NOUNS, wait_settled  # noqa: E402
 
 TEMPLATE = "the girl near the river and the boy near the old house see the big dog with the {}"
+# --new-sentences: the second word changes too, so no sentence shares more than "the" with the one before (no
+# result of the earlier sentence's positions can be reused: explorer.prefix_memo)
+NEW_TEMPLATE = "the {} near the river and the boy near the old house see the big dog with the {}"
 TYPING_DELAY_MS = 20
 # url path, query, how the typed noun shows: "chart" (SVG text of a Plotly chart) or "page" (text + run finished)
 VIEWS = [
     ("lstm-gates", "model=builtin:lstm-lm", "chart"),
     ("self-attention", "model=pretrained:minilm", "chart"),
-    ("seq2seq", "model=builtin:seq2seq-bahdanau", "page"),  # the source noun is <unk> to the translation model
+    ("seq2seq", "model=builtin:seq2seq-bahdanau", "chart"),  # an unknown source word is labelled "noun→<unk>"
     ("decoding-strategies", "model=builtin:tiny-gpt", "page"),
     ("positional-encodings", "model=pretrained:minilm&panel=sentence", "chart"),
     ("masked-words", "model=builtin:masked-lm&b=", "chart"),
@@ -105,8 +112,9 @@ async def first_umap(runs: int) -> list[float]:
     return out
 
 
-async def typing(samples: int) -> dict[str, list[float]]:
-    """Per view, seconds from the last keystroke to the typed noun in a chart (or on the finished page)."""
+async def typing(samples: int, new_sentences: bool = False) -> dict[str, list[float]]:
+    """Per view, seconds from the last keystroke to the typed noun in a chart (or on the finished page).
+    new_sentences: each sentence differs from the one before from its second word on (else only in its last)."""
     from playwright.async_api import async_playwright
 
     out: dict[str, list[float]] = {}
@@ -127,7 +135,9 @@ async def typing(samples: int) -> dict[str, list[float]]:
                         box = page.locator("input.stkeyup__input").first
                         await box.click()
                         await box.press("Control+a")
-                        await box.press_sequentially(TEMPLATE.format(noun), delay=TYPING_DELAY_MS)
+                        sentence = NEW_TEMPLATE.format(NOUNS[(k * 7 + i + 10) % len(NOUNS)], noun) if new_sentences \
+                            else TEMPLATE.format(noun)
+                        await box.press_sequentially(sentence, delay=TYPING_DELAY_MS)
                         t0 = time.perf_counter()
                         await page.wait_for_function(_IN_CHART if shows == "chart" else _IN_PAGE, arg=noun, polling=20,
                                                      timeout=60_000)
@@ -152,6 +162,8 @@ def main() -> int:
     ap.add_argument("--only", choices=["cold", "umap", "typing"], action="append")
     ap.add_argument("--runs", type=int, default=2, help="fresh servers for the cold start and first UMAP")
     ap.add_argument("--samples", type=int, default=8, help="typed sentences per view")
+    ap.add_argument("--new-sentences", action="store_true",
+                    help="each typed sentence differs from the one before from its second word on")
     args = ap.parse_args()
     only = set(args.only or ["cold", "umap", "typing"])
     if "cold" in only:
@@ -163,7 +175,7 @@ def main() -> int:
             print(f"first UMAP of MiniLM's whole words after a restart: {s:.2f} s to the painted chart", flush=True)
     if "typing" in only:
         print("\n| view | samples | typing → chart p50 | p95 | max |\n|---|---|---|---|---|")
-        for view, times in asyncio.run(typing(args.samples)).items():
+        for view, times in asyncio.run(typing(args.samples, args.new_sentences)).items():
             xs = np.array(times)
             if not xs.size:
                 print(f"| {view} | 0 | — | — | — |")
