@@ -8,7 +8,8 @@ partially initialised module, and its page fails with e.g. "partially initialize
 run imports them all while every other run waits on this one module's lock, holding no other. transformers has its
 own such module (explorer.hf_runtime), imported when a view first needs it.
 
-Then the heap these imports leave is frozen out of the garbage collector (explorer.heap): full collections stop
+Then the heap these imports leave (with Streamlit's, imported before) is frozen out of the garbage collector
+(explorer.heap): full collections stop
 walking ~260,000 objects that live as long as the process.
 """
 import narwhals
@@ -18,11 +19,10 @@ import plotly.graph_objects
 import plotly.io
 import pyarrow
 import scipy.sparse.linalg
-import streamlit
 import torch
 
 from explorer import heap
 
-__all__ = ["narwhals", "numpy", "pandas", "plotly", "pyarrow", "scipy", "streamlit", "torch"]
+__all__ = ["narwhals", "numpy", "pandas", "plotly", "pyarrow", "scipy", "torch"]
 
 heap.freeze()
