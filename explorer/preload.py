@@ -9,8 +9,7 @@ run imports them all while every other run waits on this one module's lock, hold
 own such module (explorer.hf_runtime), imported when a view first needs it.
 
 Then the heap these imports leave (with Streamlit's, imported before) is frozen out of the garbage collector
-(explorer.heap): full collections stop
-walking ~260,000 objects that live as long as the process.
+(explorer.heap): full collections stop walking ~260,000 objects that live as long as the process.
 """
 import narwhals
 import numpy
