@@ -12,44 +12,40 @@ that could collide); each memo keeps its `max_items` most recently used results.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any, Hashable
+
+from explorer.lru import LoadOnceLRU
 
 MAX_ITEMS = 4096
 
 
 class PrefixMemo:
-    """A thread-safe bounded LRU map key -> result; `hits` / `misses` count lookups (the tests read them)."""
+    """The project's thread-safe LRU (explorer.lru) as a lookup/store map key -> result; `hits` / `misses` count
+    lookups (the tests read them)."""
 
     def __init__(self, max_items: int = MAX_ITEMS) -> None:
-        self.max_items = max_items
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._store: LoadOnceLRU[Any] = LoadOnceLRU(max_items)
         self.hits = 0
         self.misses = 0
 
     def get(self, key: Hashable) -> Any | None:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key]
+        value = self._store.peek(key)
+        if value is None:
             self.misses += 1
-            return None
+        else:
+            self.hits += 1
+        return value
 
     def put(self, key: Hashable, value: Any) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_items:
-                self._items.popitem(last=False)
+        self._store.get(key, lambda: value)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._store.values())
 
 
 def prefix_memo(adapter: Any, probe: str) -> PrefixMemo:
     """The memo of `probe` ("attribution", "gradients") on this model's adapter, made on first use."""
     memos = adapter.__dict__.setdefault("_prefix_memos", {})
-    return memos.setdefault(probe, PrefixMemo())
+    if probe not in memos:
+        memos.setdefault(probe, PrefixMemo())
+    return memos[probe]
