@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from explorer.models import FAMILY_OF_ARCHITECTURE
+from explorer.models.build import FAMILY_OF_ARCHITECTURE
 from explorer.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
 from explorer.uploads import uploaded_entries
 

@@ -1,7 +1,7 @@
 """Checkpoints: `<name>.safetensors` (weights) + `<name>.json` (meta). Loading never unpickles anything.
 
 meta schema:
-    {"name": str, "architecture": key of explorer.models.ARCHITECTURES, "config": build_model kwargs,
+    {"name": str, "architecture": key of explorer.models.build.ARCHITECTURES, "config": build_model kwargs,
      "vocab": [str] | "src_vocab": [str] + "tgt_vocab": [str] (seq2seq),
      "corpus": {"generator": "english"|"translation"|"dates"|"user", "seed", "n_train", "n_heldout", "level"},
      "metrics": {...}, "train": {"epochs", "seconds", "device", "torch"}, "description": str}
@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 from safetensors.torch import save_file
 
-from .models import ARCHITECTURES
+from explorer.models.build import ARCHITECTURES
 
 REQUIRED_KEYS = ("name", "architecture", "config")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -15,7 +15,7 @@ import torch
 
 from explorer.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders, minilm_dir
 from explorer.device import DTYPES, is_out_of_memory, resolve
-from explorer.models import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
+from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
 from explorer.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
                                 first_line, read_json_file, read_state_dict_file, read_weights_file)
 from explorer.uploads import UploadBundle, bundle, bundle_from_parts

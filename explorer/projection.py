@@ -29,6 +29,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from explorer import numba_cache
+
+numba_cache.configure()  # before umap imports numba: compiled functions are kept on disk
+
 METHODS: dict[str, str] = {"pca": "PCA", "tsne": "t-SNE", "umap": "UMAP"}
 CAN_TRANSFORM = {"pca": True, "tsne": False, "umap": True}
 DEFAULTS: dict[str, dict[str, Any]] = {

@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import metrics as M
-from .models import build_model
+from explorer.models.build import build_model
 
 ARCH_CORPORA = {"rnn_lm": ("english", "user"), "tiny_gpt": ("english", "user"), "word2vec": ("english", "user"),
                 "seq2seq": ("translation", "dates"), "masked_lm": ("english", "user")}

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from explorer.models import FAMILY_OF_ARCHITECTURE, from_checkpoint
+from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint
 from explorer.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
                                 read_json_bytes, read_weights)
 from explorer.state_dicts import Weights

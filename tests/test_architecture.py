@@ -8,7 +8,9 @@
   registers a hook on a model;
 - one generation loop: one sampling loop and one beam search (explorer/generation.py);
 - transformers is imported in one place (explorer/hf_runtime.py), so that concurrent sessions never resolve its
-  lazy names at the same time, and models are loaded one at a time.
+  lazy names at the same time, and models are loaded one at a time;
+- the explorer's modules import one another without a cycle, so that concurrent sessions never deadlock on
+  Python's import locks.
 """
 from __future__ import annotations
 
@@ -170,6 +172,78 @@ def test_transformers_is_imported_in_one_place() -> None:
     offenders = [_rel(p) for p in [*EXPLORER, *PAGES, ROOT / "app.py"]
                  if p.name != "hf_runtime.py" and any(m.split(".")[0] == "transformers" for m in _imports(p))]
     assert not offenders, f"import transformers through explorer.hf_runtime: {offenders}"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_time_imports(path: Path, modules: set[str]) -> set[str]:
+    """The explorer modules `path` imports while it is being imported: statements of its body (also inside if/try
+    and class bodies), not inside functions or `if TYPE_CHECKING:`. `import a.b.c` imports a, a.b and a.b.c."""
+    out: set[str] = set()
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+
+    def names(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [a.name for a in node.names]
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            return [base] + [f"{base}.{a.name}" for a in node.names]
+        return []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            for name in names(node):
+                parts = name.split(".")
+                out.update(m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in modules)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                visit([n for n in getattr(node, field, []) if isinstance(n, ast.stmt)])
+            for handler in getattr(node, "handlers", []):
+                visit(handler.body)
+
+    visit(_tree(path).body)
+    return out - {_module_name(path)}
+
+
+def test_the_explorer_imports_itself_without_a_cycle() -> None:
+    """A class opening the app at once imports the explorer's modules on many threads. Python holds a module's
+    import lock while it runs the module's imports, and a module's lock while it imports its parent package; a
+    cycle (a package whose __init__ imports its own module, two modules importing each other) lets two threads
+    each hold one lock of the cycle and wait for the other: "_DeadlockError: deadlock detected by
+    _ModuleLock('explorer.adapters.base')" (tests/test_serve.py met it). Packages import none of their modules;
+    a module that needs one back imports it inside the function that uses it."""
+    files = {_module_name(p): p for p in EXPLORER}
+    modules = set(files)
+    graph = {name: _import_time_imports(path, modules) for name, path in files.items()}
+    for name in modules:  # importing a.b takes a.b's lock, then imports a if it is not imported yet
+        if "." in name and name.rpartition(".")[0] in modules:
+            graph[name].add(name.rpartition(".")[0])
+    assert graph["explorer.adapters.gpt"] >= {"explorer.adapters", "explorer.adapters.base"}  # the rule can fail
+    cycles, state = [], {}
+
+    def walk(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                walk(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for name in sorted(modules):
+        if name not in state:
+            walk(name, [name])
+    assert cycles == []
 
 
 def test_models_are_loaded_one_at_a_time(monkeypatch) -> None:

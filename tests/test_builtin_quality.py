@@ -1,6 +1,6 @@
 """Quality bars of the shipped built-in checkpoints, re-checked on REGENERATED held-out data.
 
-Each test loads assets/builtin/<name>.{safetensors,json} as the app does (explorer.models.from_checkpoint) and
+Each test loads assets/builtin/<name>.{safetensors,json} as the app does (explorer.models.build.from_checkpoint) and
 evaluates on a few hundred held-out examples generated with the data module's HELDOUT_SEED (kept small so
 the whole file runs in well under a minute on 2 CPU cores).
 """
@@ -14,7 +14,7 @@ import torch
 from explorer import checkpoint as ck
 from explorer.catalogue import BUILTIN_DIR, builtin_names
 from explorer import metrics as M
-from explorer.models import from_checkpoint
+from explorer.models.build import from_checkpoint
 from explorer.safe_load import read_state_dict_file
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU

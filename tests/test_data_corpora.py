@@ -319,4 +319,4 @@ def test_data_package_does_not_import_torch():
     code = "import sys, explorer.data; assert 'torch' not in sys.modules, 'torch imported'"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert importlib.import_module("explorer.data").Vocab is Vocab
+    assert importlib.import_module("explorer.data.vocab").Vocab is Vocab

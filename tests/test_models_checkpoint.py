@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from explorer import checkpoint as ck
-from explorer.models import build_model, from_checkpoint
+from explorer.models.build import build_model, from_checkpoint
 from explorer.safe_load import ModelLoadError, read_state_dict_file
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU

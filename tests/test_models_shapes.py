@@ -9,8 +9,9 @@ import torch
 from explorer import generation as G
 from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
 from explorer.generation import Strategy
-from explorer.models import ARCHITECTURES, build_model, sinusoidal_positions
+from explorer.models.build import ARCHITECTURES, build_model
 from explorer.models.seq2seq import ATTENTIONS, BahdanauAttention, LuongAttention, masked_softmax
+from explorer.models.tiny_gpt import sinusoidal_positions
 from explorer.models.word2vec import keep_probability, noise_distribution, skipgram_pairs
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU

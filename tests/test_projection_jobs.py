@@ -73,10 +73,10 @@ def test_numba_cache_dir_follows_xdg_and_keeps_a_users_value(tmp_path, monkeypat
     assert os.environ["NUMBA_CACHE_DIR"] == "/somewhere/the/user/chose"
 
 
-def test_importing_the_explorer_sets_numbas_cache_before_numba_loads(tmp_path) -> None:
-    """In a fresh process, importing any explorer module (app.py's first import is explorer.device) sets
-    NUMBA_CACHE_DIR before numba is imported (by umap, later), and numba uses it; a value the user set is kept."""
-    code = ("import sys, explorer.device; assert 'numba' not in sys.modules; "
+def test_importing_the_projections_sets_numbas_cache_before_numba_loads(tmp_path) -> None:
+    """In a fresh process, importing explorer.projection (the one module that imports umap) sets NUMBA_CACHE_DIR
+    before numba is imported (by umap, later), and numba uses it; a value the user set is kept."""
+    code = ("import sys, explorer.projection; assert 'numba' not in sys.modules; "
             "import numba.core.config as c; print(c.CACHE_DIR)")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,

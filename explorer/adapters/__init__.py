@@ -5,21 +5,26 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from explorer.adapters.base import Adapter, Record, Unsupported
+if TYPE_CHECKING:  # the package imports none of its modules when imported (see tests/test_architecture.py)
+    from explorer.adapters.base import Adapter
 
 
 def adapter_for(loaded: Any) -> Adapter:
     """The adapter of a LoadedModel (never raises: a model no adapter reads gets one that says why)."""
+    from explorer.adapters.base import Unsupported
     from explorer.adapters.gpt import GPTAdapter
     from explorer.adapters.hf import HFAdapter, HFSeq2SeqAdapter
     from explorer.adapters.masked_lm import MaskedLMAdapter
     from explorer.adapters.recurrent import RecurrentAdapter
     from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
     from explorer.adapters.tables import StateDictAdapter, Word2VecAdapter
-    from explorer.models import GPT, RNNLanguageModel, Seq2Seq, SkipGram
-    from explorer.models import MaskedLM
+    from explorer.models.masked_lm import MaskedLM
+    from explorer.models.rnn_lm import RNNLanguageModel
+    from explorer.models.seq2seq import Seq2Seq
+    from explorer.models.tiny_gpt import GPT
+    from explorer.models.word2vec import SkipGram
 
     model = loaded.model
     try:
@@ -43,4 +48,4 @@ def adapter_for(loaded: Any) -> Adapter:
         return StateDictAdapter(loaded, str(exc))
 
 
-__all__ = ["Adapter", "Record", "Unsupported", "adapter_for"]
+__all__ = ["adapter_for"]

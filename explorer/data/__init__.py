@@ -6,16 +6,7 @@ Submodules:
     translation  -- English -> French-like pairs with gold alignments
     dates        -- human-readable dates -> ISO, character level
     user_text    -- user-supplied text -> corpus, with :class:`CorpusError`
+
+The package imports none of its modules (see tests/test_architecture.py: concurrent imports must not deadlock):
+import each from its own module, e.g. `from explorer.data.vocab import Vocab`.
 """
-
-from . import dates, english, translation, user_text, vocab
-from .english import AgreementPair, agreement_pairs, generate_sentences, heldout_sentences, word_class
-from .user_text import CorpusError, corpus_from_text, read_uploaded_text
-from .vocab import SPECIALS, Vocab, tokenize_chars, tokenize_words
-
-__all__ = [
-    "dates", "english", "translation", "user_text", "vocab",
-    "SPECIALS", "Vocab", "tokenize_words", "tokenize_chars",
-    "AgreementPair", "agreement_pairs", "generate_sentences", "heldout_sentences", "word_class",
-    "CorpusError", "corpus_from_text", "read_uploaded_text",
-]

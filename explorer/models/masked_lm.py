@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .tiny_gpt import GPT, MLP
+from explorer.models.tiny_gpt import GPT, MLP
 
 
 @dataclass
