@@ -76,7 +76,8 @@ for col, gen in zip(cols, run.generations):
         st.html(V.tokens_html("" if run.is_encoder_decoder else "…", out.tokens, out.logprobs))
 theme = settings.theme()
 show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
-                     [g.outputs[0].logprobs for g in run.generations], theme), OWN, key="logprobs", filename="logprobs", fold=V.FOLD)
+                     [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text),
+     OWN, key="logprobs", filename="logprobs", fold=V.FOLD)
 st.caption(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
            + f" · prompt as the model reads it ({len(run.prompt_ids)} tokens): " + " · ".join(run.prompt_tokens[:60])
            + (" …" if len(run.prompt_tokens) > 60 else "")

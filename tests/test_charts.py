@@ -140,6 +140,32 @@ def test_show_sends_what_plotly_chart_sends(projector, validate, monkeypatch):
     assert spec[0]["data"][0]["type"] == "heatmap" and len(spec[1]["data"]) == len(spec[2]["data"]) + 1
 
 
+def _script_main_chart_then_more():
+    import numpy as np
+
+    from explorer.ui.charts import Origin, show
+    from explorer.viz import attention as A
+
+    toks = ["the", "robot", "sees"]
+    m = np.eye(3, dtype=np.float32)
+    show(A.head_heatmap(m, toks, toks, "main"), Origin("illustration"), key="main", fold=True)
+    show(A.head_heatmap(m, toks, toks, "second"), Origin("illustration"), key="second")
+
+
+def test_the_browser_gets_the_main_chart_alone_first(monkeypatch):
+    """A folded (main) chart is followed by one pause of PAINT_PAUSE_S (so that the browser draws it before the rest
+    of the page arrives); other charts are not."""
+    from explorer.ui import charts
+
+    pauses: list[float] = []
+    monkeypatch.setattr(charts, "_pause", pauses.append)
+    at = AppTest.from_function(_script_main_chart_then_more)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("plotly_chart")) == 2
+    assert pauses == [charts.PAINT_PAUSE_S] and 0 < charts.PAINT_PAUSE_S <= 0.05
+
+
 def test_escapes_are_plotlys():
     """The escapes made once per figure are the ones Plotly applies to its orjson output on every send."""
     from plotly.io import _json
@@ -217,3 +243,26 @@ def test_line_view_width_and_opacity_follow_the_weight(theme):
     assert drawn == int((m >= A.MIN_LINE_WEIGHT).sum())
     widths = sorted(t.line.width for t in lines)
     assert len(set(widths)) > 5 and widths[-1] / widths[0] > 5  # widths really vary with the weight
+
+
+def test_decoding_main_chart_says_what_it_continues():
+    """The log-probability chart's title quotes the prompt's last words (escaped: Plotly reads tags in titles)."""
+    fig = D.logprob_lines(["greedy"], [np.array([-1.0, -2.0])], T.NORMAL,
+                          "the girl near the river and the boy near the old house see the big <b>dog</b> with the cat")
+    title = fig.layout.title.text
+    assert title == "Log p of each new token after “…&lt;b&gt;dog&lt;/b&gt; with the cat”"
+    assert D.prompt_end("a  cat\tsat") == "a cat sat" and D.prompt_end("x" * 60, 10) == "…" + "x" * 10
+    assert D.prompt_end("one two three four five six seven eight nine ten eleven twelve", 20) == "…ten eleven twelve"
+    assert D.logprob_lines(["greedy"], [np.array([-1.0])], T.NORMAL).layout.title.text is None  # no prompt: no title
+
+
+def test_gradient_lines_name_the_predicted_word():
+    from types import SimpleNamespace
+
+    from explorer.viz import gradients as G
+
+    tr = SimpleNamespace(distance=[2, 1], input_grad=[0.1, 0.5], tokens=("the", "dogs"), cell="LSTM",
+                         model_id="builtin:lstm-lm", target="<are>")
+    assert G.gradient_lines([tr], T.NORMAL).layout.yaxis.title.text == "‖∂ log p(“&lt;are&gt;”) / ∂x_t‖"
+    other = SimpleNamespace(**{**vars(tr), "target": "is"})
+    assert G.gradient_lines([tr, other], T.NORMAL).layout.yaxis.title.text == "‖∂ log p(w_T) / ∂x_t‖"

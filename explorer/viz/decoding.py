@@ -113,15 +113,31 @@ def settings_line(seed: int, max_new: int, min_new: int, stop_eos: bool, n: int,
     ) if part)
 
 
-def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: Theme) -> go.Figure:
-    """Log-probability of each generated token under the model, one line per strategy."""
+def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: Theme, prompt: str = "") -> go.Figure:
+    """Log-probability of each generated token under the model, one line per strategy; the title quotes the end of
+    the prompt (so that an exported chart says what it continues)."""
+    layout: dict[str, Any] = {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+                              "margin": {"t": 40}, "xaxis": {"title": {"text": "generated token"}},
+                              "yaxis": {"title": {"text": "log p (model, T = 1)"}}}
+    if prompt.strip():  # the title above the legend: short enough for a projector's font
+        layout["title"] = {"text": f"Log p of each new token after “{html.escape(prompt_end(prompt, 26))}”"}
+        layout["margin"] = {"t": 64}
+        layout["height"] = 400
     return figure([{"type": "scatter", "x": list(range(1, len(lp) + 1)), "y": np.asarray(lp), "mode": "lines+markers",
                     "name": lab, "line": {"color": theme.categorical[i % len(theme.categorical)]},
                     "hovertemplate": f"{html.escape(lab)}<br>step %{{x}}<br>log p %{{y:.4f}}<extra></extra>"}
-                   for i, (lab, lp) in enumerate(zip(labels, logprobs))],
-                  {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
-                   "margin": {"t": 40}, "xaxis": {"title": {"text": "generated token"}},
-                   "yaxis": {"title": {"text": "log p (model, T = 1)"}}})
+                   for i, (lab, lp) in enumerate(zip(labels, logprobs))], layout)
+
+
+def prompt_end(prompt: str, chars: int = 48) -> str:
+    """The last words of `prompt` in at most `chars` characters, "…" in front when cut (whitespace collapsed)."""
+    words = prompt.split()
+    out: list[str] = []
+    while words and len(" ".join([words[-1], *out])) <= chars:
+        out.insert(0, words.pop())
+    if not out and words:  # one word longer than `chars`
+        return "…" + words[-1][-chars:]
+    return ("…" if words else "") + " ".join(out)
 
 
 def metric_columns(generations: Sequence) -> dict[str, list]:

@@ -2,6 +2,7 @@
 Jacobian norms, one line per model."""
 from __future__ import annotations
 
+import html
 from typing import Any, Sequence
 
 import plotly.graph_objects as go
@@ -10,7 +11,10 @@ from explorer.viz.theme import Theme, figure
 
 
 def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
-    """‖∂ log p(w) / ∂x_t‖ against the distance (T − 1) − t, log scale, one line per model."""
+    """‖∂ log p(w) / ∂x_t‖ against the distance (T − 1) − t, log scale, one line per model; the y axis names the
+    predicted word w (the models' common target)."""
+    targets = {tr.target for tr in traces}
+    target = targets.pop() if len(targets) == 1 else ""
     data = [{"type": "scatter", "x": tr.distance, "y": tr.input_grad, "mode": "lines+markers",
              "name": f"{tr.cell} · {tr.model_id.removeprefix('builtin:')}", "text": list(tr.tokens),
              "line": {"color": theme.categorical[i % len(theme.categorical)]},
@@ -19,7 +23,8 @@ def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
     return figure(data, {"height": 420, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
                          "margin": {"t": 40},
                          "xaxis": {"title": {"text": "steps before the prediction (T − 1 − t)"}},
-                         "yaxis": {"title": {"text": "‖∂ log p(w_T) / ∂x_t‖"}, "type": "log",
+                         "yaxis": {"title": {"text": f"‖∂ log p(“{html.escape(target)}”) / ∂x_t‖" if target else "‖∂ log p(w_T) / ∂x_t‖"},
+                                   "type": "log",
                                    "dtick": "D2"}})  # log ticks: 1, 2, 5 per decade (not 2…9: unreadable on a projector)
 
 
