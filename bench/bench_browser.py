@@ -43,30 +43,24 @@ TEMPLATE = "the girl near the river and the boy near the old house see the big d
 # result of the earlier sentence's positions can be reused: explorer.prefix_memo)
 NEW_TEMPLATE = "the {} near the river and the boy near the old house see the big dog with the {}"
 TYPING_DELAY_MS = 20
-# url path, query, how the typed noun shows: "chart" (SVG text of a Plotly chart) or "page" (text + run finished)
+# url path, query: every view's main chart shows the typed noun (in its SVG text)
 VIEWS = [
-    ("lstm-gates", "model=builtin:lstm-lm", "chart"),
-    ("self-attention", "model=pretrained:minilm", "chart"),
-    ("seq2seq", "model=builtin:seq2seq-bahdanau", "chart"),  # an unknown source word is labelled "noun→<unk>"
-    ("decoding-strategies", "model=builtin:tiny-gpt", "chart"),  # the main chart's title quotes the prompt's end
-    ("positional-encodings", "model=pretrained:minilm&panel=sentence", "chart"),
-    ("masked-words", "model=builtin:masked-lm&b=", "chart"),
-    ("logit-lens", "model=builtin:tiny-gpt", "chart"),
-    ("token-attribution", "model=builtin:tiny-gpt", "chart"),
-    ("gradients-through-time", "", "chart"),  # the last word is the prediction, named on the main chart's y axis
+    ("lstm-gates", "model=builtin:lstm-lm"),
+    ("self-attention", "model=pretrained:minilm"),
+    ("seq2seq", "model=builtin:seq2seq-bahdanau"),  # an unknown source word is labelled "noun→<unk>"
+    ("decoding-strategies", "model=builtin:tiny-gpt"),  # the main chart's title quotes the prompt's end
+    ("positional-encodings", "model=pretrained:minilm&panel=sentence"),
+    ("masked-words", "model=builtin:masked-lm&b="),
+    ("logit-lens", "model=builtin:tiny-gpt"),
+    ("token-attribution", "model=builtin:tiny-gpt"),
+    ("gradients-through-time", ""),  # the last word is the prediction, named on the main chart's y axis
 ]
 _IN_CHART = """noun => [...document.querySelectorAll('[data-testid="stPlotlyChart"] svg text')]
     .some(e => new RegExp('(^|[^a-z])' + noun + '([^a-z]|$)').test(e.textContent))"""
-_IN_PAGE = """noun => new RegExp('(^|[^a-z])' + noun + '([^a-z]|$)').test(
-    document.querySelector('[data-testid="stMain"]').innerText)"""
-_RUNNING = '[data-testid="stStatusWidget"]'
 # typing → chart on the page's clock: the last input event (the keystroke, not Playwright's reply to it) ...
 _LISTEN = "() => document.addEventListener('input', () => { window.__lastInput = performance.now(); }, true)"
 # ... to the animation frame in which the noun is there (checked at every frame: the frame that paints it)
-_ELAPSED = {
-    "chart": f"noun => ({_IN_CHART})(noun) && performance.now() - window.__lastInput",
-    "page": f"noun => ({_IN_PAGE})(noun) && !document.querySelector('{_RUNNING}') && performance.now() - window.__lastInput",
-}
+_ELAPSED = f"noun => ({_IN_CHART})(noun) && performance.now() - window.__lastInput"
 
 
 async def _app_rendered(page, timeout_ms: float) -> None:
@@ -121,7 +115,7 @@ async def first_umap(runs: int) -> list[float]:
 
 
 async def typing(samples: int, new_sentences: bool = False) -> dict[str, list[float]]:
-    """Per view, seconds from the last keystroke to the typed noun in a chart (or on the finished page).
+    """Per view, seconds from the last keystroke to the typed noun painted in a chart.
     new_sentences: each sentence differs from the one before from its second word on (else only in its last)."""
     from playwright.async_api import async_playwright
 
@@ -132,7 +126,7 @@ async def typing(samples: int, new_sentences: bool = False) -> dict[str, list[fl
             page = await (await browser.new_context(viewport={"width": 1400, "height": 1000})).new_page()
             await page.goto(base + "/", timeout=120_000)  # a fresh server's first session opens the root URL
             await _app_rendered(page, 120_000)
-            for k, (path, query, shows) in enumerate(VIEWS):
+            for k, (path, query) in enumerate(VIEWS):
                 await page.goto(f"{base}/{path}?{query}&text=" + TEMPLATE.format("cat").replace(" ", "+"),
                                 timeout=180_000)
                 await wait_settled(page, 180)
@@ -147,7 +141,7 @@ async def typing(samples: int, new_sentences: bool = False) -> dict[str, list[fl
                         sentence = NEW_TEMPLATE.format(NOUNS[(k * 7 + i + 10) % len(NOUNS)], noun) if new_sentences \
                             else TEMPLATE.format(noun)
                         await box.press_sequentially(sentence, delay=TYPING_DELAY_MS)
-                        elapsed = await page.wait_for_function(_ELAPSED[shows], arg=noun, polling="raf",
+                        elapsed = await page.wait_for_function(_ELAPSED, arg=noun, polling="raf",
                                                                timeout=60_000)
                         if i:
                             times.append(await elapsed.json_value() / 1000)

@@ -3,8 +3,8 @@ once per machine rather than once per process.
 
 `configure()` sets NUMBA_CACHE_DIR to `$XDG_CACHE_HOME/neural-nlp-explorer/numba` (default `~/.cache/…`) unless
 the variable is already set (a user's value, even empty, is kept) or numba is already imported (it reads the
-variable once, at import). Called when explorer.projection is imported, before it imports umap (nothing else in the explorer imports umap
-or numba).
+variable once, at import). Called when explorer.projection is imported, before it imports umap (nothing else in
+the explorer imports umap or numba).
 """
 from __future__ import annotations
 

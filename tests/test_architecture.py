@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -30,21 +31,28 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
+def _package(path: Path) -> str:
+    """The package relative imports in `path` start from."""
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+
+
+def _imported(node: ast.AST, package: str) -> set[str]:
+    """The names an import statement imports (absolute; `from a import b` gives a and a.b); empty for any other."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join(parts + ([base] if base else []))
+        return {base} | {f"{base}.{a.name}" for a in node.names}
+    return set()
+
+
 def _imports(path: Path) -> set[str]:
     """Every module `path` imports (absolute names; relative imports resolved inside explorer)."""
-    out: set[str] = set()
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
-    for node in ast.walk(_tree(path)):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
-            out.add(base)
-            out |= {f"{base}.{a.name}" for a in node.names}
-    return out
+    package = _package(path)
+    return {name for node in ast.walk(_tree(path)) for name in _imported(node, package)}
 
 
 def _rel(path: Path) -> str:
@@ -183,18 +191,7 @@ def _import_time_imports(path: Path, modules: set[str]) -> set[str]:
     """The explorer modules `path` imports while it is being imported: statements of its body (also inside if/try
     and class bodies), not inside functions or `if TYPE_CHECKING:`. `import a.b.c` imports a, a.b and a.b.c."""
     out: set[str] = set()
-    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
-
-    def names(node: ast.AST) -> list[str]:
-        if isinstance(node, ast.Import):
-            return [a.name for a in node.names]
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
-            return [base] + [f"{base}.{a.name}" for a in node.names]
-        return []
+    package = _package(path)
 
     def visit(body: list[ast.stmt]) -> None:
         for node in body:
@@ -203,11 +200,11 @@ def _import_time_imports(path: Path, modules: set[str]) -> set[str]:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 visit(node.orelse)
                 continue
-            for name in names(node):
+            for name in _imported(node, package):
                 parts = name.split(".")
                 out.update(m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in modules)
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                visit([n for n in getattr(node, field, []) if isinstance(n, ast.stmt)])
+            for field in ("body", "orelse", "finalbody"):
+                visit(getattr(node, field, []))
             for handler in getattr(node, "handlers", []):
                 visit(handler.body)
 
@@ -229,21 +226,10 @@ def test_the_explorer_imports_itself_without_a_cycle() -> None:
         if "." in name and name.rpartition(".")[0] in modules:
             graph[name].add(name.rpartition(".")[0])
     assert graph["explorer.adapters.gpt"] >= {"explorer.adapters", "explorer.adapters.base"}  # the rule can fail
-    cycles, state = [], {}
-
-    def walk(node: str, stack: list[str]) -> None:
-        state[node] = "open"
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == "open":
-                cycles.append(stack[stack.index(nxt):] + [nxt])
-            elif nxt not in state:
-                walk(nxt, stack + [nxt])
-        state[node] = "done"
-
-    for name in sorted(modules):
-        if name not in state:
-            walk(name, [name])
-    assert cycles == []
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
 
 
 def test_models_are_loaded_one_at_a_time(monkeypatch) -> None:

@@ -14,7 +14,7 @@ def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
     """‖∂ log p(w) / ∂x_t‖ against the distance (T − 1) − t, log scale, one line per model; the y axis names the
     predicted word w (the models' common target)."""
     targets = {tr.target for tr in traces}
-    target = targets.pop() if len(targets) == 1 else ""
+    w = f"“{html.escape(targets.pop())}”" if len(targets) == 1 else "w_T"
     data = [{"type": "scatter", "x": tr.distance, "y": tr.input_grad, "mode": "lines+markers",
              "name": f"{tr.cell} · {tr.model_id.removeprefix('builtin:')}", "text": list(tr.tokens),
              "line": {"color": theme.categorical[i % len(theme.categorical)]},
@@ -23,8 +23,7 @@ def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
     return figure(data, {"height": 420, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
                          "margin": {"t": 40},
                          "xaxis": {"title": {"text": "steps before the prediction (T − 1 − t)"}},
-                         "yaxis": {"title": {"text": f"‖∂ log p(“{html.escape(target)}”) / ∂x_t‖" if target else "‖∂ log p(w_T) / ∂x_t‖"},
-                                   "type": "log",
+                         "yaxis": {"title": {"text": f"‖∂ log p({w}) / ∂x_t‖"}, "type": "log",
                                    "dtick": "D2"}})  # log ticks: 1, 2, 5 per decade (not 2…9: unreadable on a projector)
 
 

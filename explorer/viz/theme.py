@@ -116,6 +116,7 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
     title = fig._layout.get("title")
     if isinstance(title, str):  # the dict form, which the patch below merges into
         title = fig._layout["title"] = {"text": title}
+    axes = ["xaxis", "yaxis", *(k for k in fig._layout if k.startswith(("xaxis", "yaxis")) and k[5:])]
     caption = False  # projector: the title goes under the plot when an axis title sits on top
     if isinstance(title, dict) and title.get("text"):
         layout["title"] = {"font": {"size": theme.title_size}}
@@ -132,7 +133,6 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
                 "automargin": True}  # margins grow to fit the larger tick labels
         layout.update(paper_bgcolor="white", plot_bgcolor="white", font={"size": size, "color": "black"},
                       legend={"font": {"size": size, "color": "black"}})
-        axes = ["xaxis", "yaxis", *(k for k in fig._layout if k.startswith(("xaxis", "yaxis")) and k[5:])]
         for name in axes:
             layout[name] = axis
     if not theme.streamlit_theme:  # projector: bigger fonts need taller figures and room for the title
@@ -149,14 +149,15 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
         layout["margin"] = {k: v for k, v in margin.items() if v is not None}
     # Merge into the figure's underlying dicts: Plotly's validated update path costs 15-170 ms per figure.
     _merge(fig._layout, layout)
-    for name in ("xaxis", "yaxis", *(k for k in fig._layout if k.startswith(("xaxis", "yaxis")) and k[5:])):
+    for name in axes:
         _allow_overflow(fig._layout.setdefault(name, {}))
     for trace in fig._data:
         kind = trace.get("type")
+        if kind == "heatmap":
+            trace.setdefault("colorbar", {})
         for holder in (trace, trace.get("marker")):
-            if isinstance(holder, dict) and (isinstance(holder.get("colorbar"), dict) or holder is trace and
-                                             kind == "heatmap"):
-                _allow_overflow(holder.setdefault("colorbar", {}))
+            if isinstance(holder, dict):
+                _allow_overflow(holder.get("colorbar"))
         if kind in ("scatter", "scattergl"):
             if "lines" in trace.get("mode", "lines"):  # a width the figure chose (it may encode data) is kept
                 trace.setdefault("line", {}).setdefault("width", theme.line_width)
@@ -167,11 +168,12 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
     return fig
 
 
-def _allow_overflow(axis: dict) -> None:
-    """Tick labels are drawn without Plotly's overflow check unless the figure asks for one. Its default for a
-    numeric axis or a colorbar ("hide past div") measures every label's box once per label drawn (quadratic in
-    the labels, each measure a forced layout): 125 ms per rerun on the seq2seq heatmaps in software-rendering
-    Chromium. The margins are sized to the labels (automargin), so nothing overflows to hide."""
+def _allow_overflow(axis: Any) -> None:
+    """Tick labels of `axis` (an axis or colorbar dict; anything else is left alone) are drawn without Plotly's
+    overflow check unless the figure asks for one. Its default for a numeric axis or a colorbar ("hide past div")
+    measures every label's box once per label drawn (quadratic in the labels, each measure a forced layout): 125 ms
+    per rerun on the seq2seq heatmaps in software-rendering Chromium. The margins are sized to the labels
+    (automargin), so nothing overflows to hide."""
     if isinstance(axis, dict):
         axis.setdefault("ticklabeloverflow", "allow")
 
