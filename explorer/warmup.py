@@ -1,5 +1,5 @@
-"""Warm a fresh install before a class: load every built-in model and the packaged MiniLM once (a check that
-they load), and compile umap-learn's numba functions into the on-disk cache (explorer.numba_cache).
+"""Warm a fresh install before a class: load every built-in model and the packaged pretrained models once (a check
+that they load; SmolLM2 is converted from GGUF to float32 safetensors in the user cache), and compile umap-learn's numba functions into the on-disk cache (explorer.numba_cache).
 
     python -m explorer.warmup        # also run by the Dockerfile, so every replica starts warm
 """
@@ -10,13 +10,14 @@ import time
 
 import numpy as np
 
-from explorer.catalogue import builtin_names, minilm_dir
+from explorer import pretrained
+from explorer.catalogue import builtin_names
 from explorer.loaders import load_model
 
 
 def main() -> int:
     print(f"numba cache: {os.environ.get('NUMBA_CACHE_DIR') or 'numba default'}")
-    ids = [f"builtin:{name}" for name in builtin_names()] + (["pretrained:minilm"] if minilm_dir() else [])
+    ids = [f"builtin:{name}" for name in builtin_names()] + [p.id for p in pretrained.available()]
     for model_id in ids:
         start = time.perf_counter()
         loaded = load_model(model_id)

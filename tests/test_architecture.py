@@ -242,7 +242,7 @@ def test_models_are_loaded_one_at_a_time(monkeypatch) -> None:
 
     active, peak = [0], [0]
 
-    def slow_load(model_id, device, dtype, task):
+    def slow_load(model_id, device, dtype, task, progress=None):
         active[0] += 1
         peak[0] = max(peak[0], active[0])
         time.sleep(0.05)

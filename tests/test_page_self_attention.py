@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import assert_no_exception, run_page
-from explorer.catalogue import minilm_dir
+from explorer.pretrained import minilm_dir
 from explorer.loaders import load_model
 from explorer.probes.self_attention import PRESETS, attention_shape, attention_trace
 from fragments import fragment_ids, page_states, run_fragment

@@ -11,7 +11,7 @@ from explorer.adapters.base import Unsupported
 from explorer.adapters.text import Encoded
 from explorer.probes import positions as P
 from explorer.views import BY_PATH
-from explorer.catalogue import minilm_dir
+from explorer.pretrained import minilm_dir
 from explorer.loaders import LoadedModel, load_model
 
 

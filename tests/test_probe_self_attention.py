@@ -20,7 +20,8 @@ from explorer.probes.self_attention import (
     rollout,
     step_by_step,
 )
-from explorer.catalogue import BUILTIN_DIR, minilm_dir
+from explorer.catalogue import BUILTIN_DIR
+from explorer.pretrained import minilm_dir
 from explorer.loaders import LoadedModel, load_model
 from explorer.viz import attention as viz
 

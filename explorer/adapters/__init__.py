@@ -19,11 +19,12 @@ def adapter_for(loaded: Any) -> Adapter:
     from explorer.adapters.masked_lm import MaskedLMAdapter
     from explorer.adapters.recurrent import RecurrentAdapter
     from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
-    from explorer.adapters.tables import StateDictAdapter, Word2VecAdapter
+    from explorer.adapters.tables import StateDictAdapter, VectorsAdapter, Word2VecAdapter
     from explorer.models.masked_lm import MaskedLM
     from explorer.models.rnn_lm import RNNLanguageModel
     from explorer.models.seq2seq import Seq2Seq
     from explorer.models.tiny_gpt import GPT
+    from explorer.models.vectors import WordVectors
     from explorer.models.word2vec import SkipGram
 
     model = loaded.model
@@ -38,6 +39,8 @@ def adapter_for(loaded: Any) -> Adapter:
             return Seq2SeqAdapter(loaded)
         if isinstance(model, SkipGram):
             return Word2VecAdapter(loaded)
+        if isinstance(model, WordVectors):
+            return VectorsAdapter(loaded)
         if not hasattr(model, "config") or not hasattr(model, "get_input_embeddings"):
             return StateDictAdapter(loaded, f"{loaded.id} is a {type(model).__name__} module, which no adapter of "
                                     "this explorer reads.")

@@ -110,7 +110,8 @@ class Record:
 class Table:
     """An embedding table of a model: (V, D) weights with the token of each row.
 
-    words (V,); special (V,) True for special/unused entries; freq: corpus counts (or None); subword: word pieces."""
+    words (V,); special (V,) True for special/unused entries; freq: corpus counts (or None); subword: word pieces;
+    ranked: the rows are already most frequent first (a published table such as GloVe's)."""
 
     label: str
     weight: torch.Tensor
@@ -119,6 +120,7 @@ class Table:
     freq: dict[str, int] | None = None
     subword: bool = False
     notes: tuple[str, ...] = ()
+    ranked: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,11 @@ class Adapter:
     def token_strings(self, ids: Iterable[int]) -> list[str]:
         """One display string per id (unknown ids as #id)."""
         return [f"#{i}" for i in ids]
+
+    def sequence_strings(self, ids: Iterable[int]) -> list[str]:
+        """The ids of one sequence shown as in a sentence (explorer.token_text: a character whose bytes
+        span several tokens is shown in each with its part)."""
+        return self.token_strings(ids)
 
     def piece_strings(self, ids: Iterable[int]) -> list[str]:
         """The tokenizer's own name of each id (word pieces keep their ##, Ġ, ▁ markers)."""

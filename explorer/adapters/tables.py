@@ -1,7 +1,10 @@
-"""Models that are (for this explorer) one table of vectors: word2vec, and user state dicts without recurrent weights.
+"""Models that are (for this explorer) one table of vectors: word2vec, pretrained word vectors (GloVe), and user
+state dicts without recurrent weights.
 
 word2vec (explorer.models.word2vec.SkipGram): the word vectors are `in_embed` (v); `run` records `embed` (T, D),
 the vector of each word of the text (no special tokens: word2vec has no context).
+Pretrained vectors (explorer.models.vectors.WordVectors, pretrained:glove): the table, its words in the file's order
+(most frequent first); `run` records `embed` (T, D) like word2vec.
 A state dict: the 2-D tensor named like an embedding table (in_embed, wte, word_embeddings, embedding, ...), with
 the vocab.json uploaded beside it when there is one.
 """
@@ -17,7 +20,7 @@ from explorer.adapters.text import Encoded, VocabText
 _STATE_HINTS = ("in_embed", "wte", "word_embeddings", "embedding", "embed", "emb", "encoder.weight")
 
 
-def _vocab_table(label: str, weight: torch.Tensor, vocab: Any, describe: bool = False) -> Table:
+def _vocab_table(label: str, weight: torch.Tensor, vocab: Any, describe: bool = False, ranked: bool = False) -> Table:
     """The rows of `weight` named by the vocabulary's tokens (its special tokens flagged; rows past its end by id).
     describe: add a note saying what the vocabulary is (a user's file)."""
     itos = list(vocab.itos) if vocab is not None else []
@@ -31,7 +34,7 @@ def _vocab_table(label: str, weight: torch.Tensor, vocab: Any, describe: bool = 
     else:
         notes = (f"Vocabulary: {vocab.summary()}.",) if describe else ()
     return Table(label, weight, words, special, freq or None, subword=getattr(vocab, "level", "") == "subword",
-                 notes=notes)
+                 notes=notes, ranked=ranked)
 
 
 class Word2VecAdapter(VocabText, Adapter):
@@ -50,6 +53,25 @@ class Word2VecAdapter(VocabText, Adapter):
 
     def tables(self) -> dict[str, Table]:
         return {"input": _vocab_table("in_embed (v: the word vectors)", self.model.in_embed.weight, self.vocab)}
+
+
+class VectorsAdapter(Word2VecAdapter):
+    """Pretrained word vectors (GloVe): words in, their vectors out; rows most frequent first."""
+
+    name = "pretrained word vectors (GloVe)"
+
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+        acts = Acts(names)
+        with torch.inference_mode():
+            acts.put("embed", self.model(torch.tensor(list(enc.ids), dtype=torch.long, device=self.device)))
+        return Record(enc, acts.out)
+
+    def tables(self) -> dict[str, Table]:
+        return {"input": _vocab_table("GloVe vectors (w + w̃)", self.model.weight, self.vocab, ranked=True)}
+
+    def describe(self) -> tuple[tuple[str, str], ...]:
+        return (("vectors", f"{self.model.weight.shape[0]:,} × {self.model.weight.shape[1]}"),
+                ("vocabulary", self.vocab.summary()))
 
 
 class StateDictAdapter(Adapter):

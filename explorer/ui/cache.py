@@ -48,9 +48,16 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
     task: a Hugging Face head to load (explorer.loaders.load_model), e.g. "masked-lm"."""
     device = device or settings.device()
     dtype = dtype or settings.dtype()
+    bar: list[Any] = []
+
+    def progress(fraction: float, what: str) -> None:  # long first-time work (converting a packaged model)
+        if not bar:
+            bar.append(st.progress(0.0, text=f"Preparing {model_id} (once per machine): {what}"))
+        bar[0].progress(min(max(float(fraction), 0.0), 1.0), text=f"Preparing {model_id} (once per machine): {what}")
+
     try:
         with st.spinner(f"Loading {model_id} on {device}…"):
-            loaded = model_cache().get(model_id, device, dtype, task)
+            loaded = model_cache().get(model_id, device, dtype, task, progress=progress)
     except OutOfMemoryLoadError as exc:
         st.error(str(exc))
         if device != "cpu":  # a callback: the sidebar's device widget already exists in this run
@@ -59,6 +66,8 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
     except ModelLoadError as exc:
         st.error(str(exc))
         return None
+    if bar:
+        bar[0].empty()
     for note in loaded.notes:
         st.info(note)
     return loaded
