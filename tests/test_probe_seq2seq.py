@@ -206,8 +206,8 @@ def test_dates_target_tokenization_and_presets() -> None:
     loaded = rnn_loaded("bahdanau", corpus={"generator": "dates"})
     assert loaded.adapter.encode("1997 - 03-03", side="target").tokens[-1] == "<eos>"
     assert len(loaded.adapter.encode("1997 - 03-03", side="target").tokens) == len("1997-03-03") + 1  # characters
-    tokens = loaded.adapter.encode("March 3", side="input").tokens  # characters, spaces kept, marked as unknown
-    assert tokens == tuple(f"{ch}→<unk>" for ch in "march 3")
+    tokens = loaded.adapter.encode("March 3", side="input").tokens  # characters, spaces kept (shown ·), as unknown
+    assert tokens == tuple(f"{ch}→<unk>" for ch in "march·3")
     assert "03.03.1997" in presets_for(loaded)
     assert any("european economic area" in p for p in presets_for(rnn_loaded("none")))
 

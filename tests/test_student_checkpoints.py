@@ -293,7 +293,7 @@ def test_char_level_vocabulary_without_unk_or_bos() -> None:
                                  "vocab.json": _json(chars)}))
     assert loaded.vocabs["vocab"].level == "char"
     trace = assert_gates_match(model, loaded, "The cat sat!")
-    assert "".join(trace.tokens) == "the cat sat" and trace.n_unknown == 1
+    assert "".join(trace.tokens) == "the·cat·sat" and trace.n_unknown == 1  # a space character is shown ·
     notes = " ".join(trace.notes)
     assert "1 character(s) are not in the model's vocabulary, which has no unknown-token entry, so they are left " \
            "out: '!'." in notes and "fed as is" in notes

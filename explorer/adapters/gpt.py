@@ -77,7 +77,7 @@ class GPTAdapter(VocabText, Adapter):
     def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
         """After block l: blocks.{l}.resid_post (the last one is read after ln_f, as the model reads it)."""
         L = len(rec.layers("blocks.{l}.resid_post"))
-        return [(f"block {layer}", torch.from_numpy(rec[f"blocks.{layer}.resid_post"]), False) for layer in range(L)]
+        return [(f"layer {layer}", torch.from_numpy(rec[f"blocks.{layer}.resid_post"]), False) for layer in range(L)]
 
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         return self.model.wte(ids)

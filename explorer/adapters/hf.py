@@ -26,6 +26,7 @@ from explorer.adapters import hf_attention as A
 from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table,
                                    Unsupported, causal_mask)
 from explorer.adapters.text import Encoded, encode_hf, no_text, token_limit
+from explorer.token_text import TokenText
 
 BERT_TYPES = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "data2vec-text", "ernie", "xmod"}
 GPT2_TYPES = {"gpt2"}
@@ -91,6 +92,7 @@ class HFAdapter(Adapter):
     def __init__(self, loaded: Any) -> None:
         super().__init__(loaded)
         self.tokenizer = loaded.tokenizer
+        self.display = TokenText.of_tokenizer(self.tokenizer) if self.tokenizer is not None else None
         cfg = self.model.config
         self.config = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
         self.model_type = str(getattr(cfg, "model_type", "") or "")
@@ -131,26 +133,23 @@ class HFAdapter(Adapter):
             return Encoded((), (), (f"{self.id} has no tokenizer saved with it, so it cannot read text. Save one next "
                                     "to the weights (tokenizer.save_pretrained(<folder>)) and reload.",))
         limit, whose = token_limit(self.loaded, max_tokens)
-        enc = encode_hf(self.tokenizer, text, limit, text_pair=pair or None, target=side == "target", whose=whose)
+        enc = encode_hf(self.tokenizer, text, limit, text_pair=pair or None, target=side == "target", whose=whose,
+                        display=self.display)
         if not enc.ids:
             return Encoded((), (), enc.notes + (f"The tokenizer of {self.id} gives no tokens for this text.",))
         return enc
 
     def token_strings(self, ids: Any) -> list[str]:
-        tok = self.tokenizer
-        ids = [int(i) for i in ids]
-        if tok is None:
-            return [f"#{i}" for i in ids]
-        out = []
-        for i, t in zip(ids, tok.convert_ids_to_tokens(ids)):
-            if not isinstance(t, str):  # an id the tokenizer does not know (model vocab padded beyond it)
-                out.append(f"#{i}")
-                continue
-            try:
-                out.append(tok.convert_tokens_to_string([t]))
-            except Exception:
-                out.append(t)
-        return out
+        """Each id shown on its own (explorer.token_text: `·` for a space, bytes decoded)."""
+        if self.display is None:
+            return [f"#{int(i)}" for i in ids]
+        return [self.display.text(int(i)) for i in ids]
+
+    def sequence_strings(self, ids: Any) -> list[str]:
+        """The ids of one sequence, shown as in a sentence (a character split over tokens shown in each)."""
+        if self.display is None:
+            return [f"#{int(i)}" for i in ids]
+        return self.display.texts([int(i) for i in ids])
 
     def piece_strings(self, ids: Any) -> list[str]:
         """The tokenizer's own piece names (##, Ġ, ▁ markers kept)."""
@@ -189,7 +188,7 @@ class HFAdapter(Adapter):
         if not pad:
             return enc
         pid = self._pad_id()
-        return Encoded(enc.ids + (pid,) * pad, enc.tokens + tuple(self.piece_strings([pid])) * pad, enc.notes,
+        return Encoded(enc.ids + (pid,) * pad, enc.tokens + tuple(self.token_strings([pid])) * pad, enc.notes,
                        enc.truncated, enc.n_unknown, enc.special + (True,) * pad,
                        enc.segments + (0,) * pad if enc.segments else ())
 
@@ -321,9 +320,9 @@ class HFAdapter(Adapter):
         """After block l: hidden_states[l + 1] (before the final norm), the last one as the model returns it (after
         its final norm when it has one: ln_final)."""
         L = len(rec.layers("blocks.{l}.resid_pre"))
-        out = [(f"block {layer}", torch.from_numpy(rec[f"blocks.{layer + 1}.resid_pre"]), False) for layer in range(L - 1)]
+        out = [(f"layer {layer}", torch.from_numpy(rec[f"blocks.{layer + 1}.resid_pre"]), False) for layer in range(L - 1)]
         last = "ln_final" if "ln_final" in rec else f"blocks.{L - 1}.resid_post"
-        return out + [(f"block {L - 1}", torch.from_numpy(rec[last]), last == "ln_final")]
+        return out + [(f"layer {L - 1}", torch.from_numpy(rec[last]), last == "ln_final")]
 
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         return self.model.get_input_embeddings()(ids)
@@ -406,7 +405,7 @@ class HFAdapter(Adapter):
             words, special = tuple(f"<id {i}>" for i in range(n_rows)), (False,) * n_rows
         else:
             n_tok = len(tok)
-            names = self.piece_strings(range(min(n_rows, n_tok)))
+            names = self.token_strings(range(min(n_rows, n_tok)))
             words = tuple(names) + tuple(f"<id {i}>" for i in range(len(names), n_rows))
             specials = set(getattr(tok, "all_special_ids", []) or [])
             special = tuple(i in specials or i >= n_tok or _unused(w) for i, w in enumerate(words))
@@ -586,7 +585,7 @@ class HFSeq2SeqAdapter(HFAdapter):
             if not self.decoder_start:
                 raise Unsupported(f"{self.id} defines no decoder_start_token_id, so its decoder cannot be started.")
             dec = [*self.decoder_start, *target.ids[:-1]]
-            read = Encoded(tuple(dec), (*self.piece_strings(self.decoder_start), *target.tokens[:-1]), (), False, 0,
+            read = Encoded(tuple(dec), (*self.token_strings(self.decoder_start), *target.tokens[:-1]), (), False, 0,
                            (True, *target.special[:-1]))
             kw.update(decoder_input_ids=torch.tensor([dec], dtype=torch.long, device=self.device), use_cache=False)
             out = self._forward(self.model, kw, acts, "*coder.blocks.*")

@@ -56,7 +56,8 @@ class MaskedLMAdapter(GPTAdapter):
         if empty is not None:
             return empty
         limit, whose = token_limit(self.loaded, max_tokens)
-        enc = encode_vocab(self._reader or self.vocab, text, max(limit - 1, 1), bos=True, whose=whose)
+        enc = encode_vocab(self._reader or self.vocab, text, max(limit - 1, 1), bos=True, whose=whose,
+                           display=self.display)
         eos = self.vocab.eos_id
         return replace(enc, ids=enc.ids + (eos,), tokens=enc.tokens + (self.vocab.itos[eos],),
                        special=enc.special + (True,))

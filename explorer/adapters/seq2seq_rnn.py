@@ -27,6 +27,7 @@ import torch
 from explorer.adapters.base import Acts, Adapter, CrossForm, Names, Record, Table, Unsupported
 from explorer.adapters.recurrent import DIRS, recompute, weights_of
 from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, no_text, unknown_label
+from explorer.token_text import readable
 
 MAX_SOURCE = 400  # longer sources are truncated (with a note)
 
@@ -76,17 +77,19 @@ class Seq2SeqAdapter(Adapter):
             sample = ", ".join(repr(w) for w in dict.fromkeys(unknown[:8]))
             notes.append(f"{len(unknown)} {what} token(s) are not in the model's vocabulary and are read as <unk>: "
                          f"{sample}. The charts mark them as {unknown_label(unknown[0], '<unk>')}.")
-        tokens = [w if i != vocab.unk_id else unknown_label(w, "<unk>") for w, i in zip(words, ids)]
+        tokens = [readable(w) if i != vocab.unk_id else unknown_label(readable(w), "<unk>") for w, i in zip(words, ids)]
         special = [False] * len(ids)
         if side != "input":
             ids, tokens, special = ids + [vocab.eos_id], tokens + ["<eos>"], special + [True]
         return Encoded(tuple(ids), tuple(tokens), tuple(notes), False, len(unknown), tuple(special))
 
     def token_strings(self, ids: Any) -> list[str]:
-        return self.tgt_vocab.decode(ids) if self.tgt_vocab is not None else [f"#{i}" for i in ids]
+        return [readable(w) for w in self.tgt_vocab.decode(ids)] if self.tgt_vocab is not None else \
+            [f"#{i}" for i in ids]
 
     def detokenize(self, ids: Any) -> str:
-        words = [w for w, i in zip(self.token_strings(ids), ids) if i not in self.eos_ids]
+        words = [w for w, i in zip(self.tgt_vocab.decode(ids) if self.tgt_vocab is not None else
+                                   [f"#{i}" for i in ids], ids) if i not in self.eos_ids]
         return ("" if self.char_level else " ").join(words)
 
     # ------------------------------------------------------------------ generation
@@ -221,7 +224,7 @@ class Seq2SeqAdapter(Adapter):
         for key, attr, vocab, label in (("input", "src_embedding", self.src_vocab, "source-language embeddings"),
                                         ("target", "tgt_embedding", self.tgt_vocab, "target-language embeddings")):
             weight = getattr(self.model, attr).weight
-            words = tuple(vocab.decode(range(weight.shape[0]))) if vocab is not None else \
+            words = tuple(readable(w) for w in vocab.decode(range(weight.shape[0]))) if vocab is not None else \
                 tuple(f"<id {i}>" for i in range(weight.shape[0]))
             freq = dict(vocab.freq) if vocab is not None and vocab.freq else None
             out[key] = Table(f"{attr} ({label})", weight, words, tuple(w in SPECIALS for w in words), freq)

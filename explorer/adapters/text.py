@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from explorer.token_text import TokenText, readable
 from explorer.data.vocab import Vocab, clean_text, tokenize_words
 
 DEFAULT_MAX_TOKENS = 512
@@ -71,10 +72,11 @@ def unknown_label(typed: str, unk: str) -> str:
 
 
 def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, bos: bool = False,
-                 whose: str = "the model's limit") -> Encoded:
+                 whose: str = "the model's limit", display: TokenText | None = None) -> Encoded:
     """Text -> the ids a vocabulary's model reads (`vocab.pieces`: words, characters or a tokenizer's pieces), with
     the beginning-of-sentence token first when `bos`. Unknown pieces become the vocabulary's unknown token, or are
-    left out and listed in a note when it has none."""
+    left out and listed in a note when it has none. Tokens are shown as `display` (default: the vocabulary's
+    TokenText) writes them."""
     pieces = vocab.pieces(text)
     unit = _unit(vocab)
     notes: list[str] = []
@@ -98,10 +100,14 @@ def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
                          f"entry, so they are left out: {sample}.")
     kept = [(p, i) for p, i in pieces if i is not None or unk is not None]
     ids = [i if i is not None else unk for _, i in kept]
-    tokens = [vocab.itos[i] if i is not None else unknown_label(p, vocab.itos[unk]) for p, i in kept]
+    if bos:
+        ids = [vocab.bos_id, *ids]
+        kept = [("", vocab.bos_id), *kept]
+    shown = (display or TokenText.of_vocab(vocab)).texts(ids)
+    tokens = [t if i is not None else unknown_label(readable(p), vocab.itos[unk]) for t, (p, i) in zip(shown, kept)]
     special = [i in vocab.special_ids and i != unk for i in ids]
     if bos:
-        ids, tokens, special = [vocab.bos_id, *ids], [vocab.itos[vocab.bos_id], *tokens], [True, *special]
+        special[0] = True
     return Encoded(tuple(ids), tuple(tokens), tuple(notes), truncated, len(unknown), tuple(special))
 
 
@@ -118,10 +124,11 @@ def input_convention(vocab: Vocab, feeds_bos: bool = True) -> str:
 
 
 def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None, target: bool = False,
-              whose: str = "the model's limit") -> Encoded:
+              whose: str = "the model's limit", display: TokenText | None = None) -> Encoded:
     """Hugging Face encoding with special tokens; counts [UNK] pieces and truncates to `max_tokens`.
 
-    text_pair: a second segment (token type 1); target: encode as a decoder target (`text_target=`)."""
+    text_pair: a second segment (token type 1); target: encode as a decoder target (`text_target=`); display: how
+    tokens are shown (default: the tokenizer's TokenText, built anew: adapters pass theirs)."""
     text = clean_text(text)
     kwargs: dict[str, Any] = {"add_special_tokens": True}
 
@@ -143,7 +150,7 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
         ids = list(full["input_ids"])
         truncated = True
     segments = tuple(int(x) for x in full.get("token_type_ids") or ()) if text_pair else ()
-    tokens = tokenizer.convert_ids_to_tokens(ids)
+    tokens = (display or TokenText.of_tokenizer(tokenizer)).texts(ids)
     unk = getattr(tokenizer, "unk_token_id", None)
     n_unknown = sum(1 for i in ids if unk is not None and i == unk)
     if n_unknown:
@@ -164,7 +171,7 @@ def _typed_unknowns(tokenizer: Any, text: str, ids: list[int], tokens: list[str]
         offsets = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)["offset_mapping"]
     except (NotImplementedError, ValueError, TypeError, KeyError):
         return tokens
-    return [unknown_label(text[a:b], t) if i == unk and b > a else t
+    return [unknown_label(readable(text[a:b]), t) if i == unk and b > a else t
             for i, t, (a, b) in zip(ids, tokens, list(offsets)[:len(ids)])]
 
 
@@ -188,21 +195,35 @@ class VocabText:
     loaded: Any
     feeds_bos = True
 
+    @property
+    def display(self) -> TokenText:
+        """How this vocabulary's tokens are shown (built once per adapter)."""
+        shown = self.__dict__.get("_display")
+        if shown is None or shown.size != len(self.vocab):
+            shown = self.__dict__["_display"] = TokenText.of_vocab(self.vocab)
+        return shown
+
     def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
         empty = no_text(text)
         if empty is not None:
             return empty
         limit, whose = token_limit(self.loaded, max_tokens)
         bos = self.feeds_bos and self.vocab.bos_id is not None
-        enc = encode_vocab(self.vocab, text, limit, bos=bos, whose=whose)
+        enc = encode_vocab(self.vocab, text, limit, bos=bos, whose=whose, display=self.display)
         if self.feeds_bos and not bos:
             enc = replace(enc, notes=(NO_BOS.format(unit=_unit(self.vocab)), *enc.notes))
         return enc
 
     def token_strings(self, ids: Any) -> list[str]:
-        itos = self.vocab.itos
-        return [itos[i] if 0 <= i < len(itos) else f"#{i}" for i in ids]
+        """Each id shown on its own (explorer.token_text)."""
+        return [self.display.text(i) for i in ids]
+
+    def sequence_strings(self, ids: Any) -> list[str]:
+        """The ids of one sequence, shown as in a sentence."""
+        return self.display.texts(list(ids))
 
     def detokenize(self, ids: Any) -> str:
         """Generated ids as text: characters joined as they are, words and pieces with spaces."""
-        return ("" if self.vocab.level == "char" else " ").join(self.token_strings(ids))
+        itos = self.vocab.itos
+        words = [itos[i] if 0 <= i < len(itos) else f"#{i}" for i in ids]
+        return ("" if self.vocab.level == "char" else " ").join(words)

@@ -133,7 +133,8 @@ def attribution(loaded: Any, text: str, target: str = "", steps: int = STEPS) ->
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
     targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(own[-1].argmax())]
     rows = _causal_rows(adapter, E, list(enc.ids), positions, targets, steps)
-    return _trace(mid, tuple(enc.tokens), (0,) * N, tuple(adapter.token_strings(targets)), tuple(positions), rows,
+    outputs = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
+    return _trace(mid, tuple(enc.tokens), (0,) * N, outputs, tuple(positions), rows,
                   steps, True, notes)
 
 
@@ -158,8 +159,8 @@ def _seq2seq(adapter: Any, mid: str, enc: Any, ids: torch.Tensor, target: str, s
 
     t_idx, y_idx = torch.arange(T, device=dev), torch.tensor(out_ids, device=dev)
     rows = _attribute_rows(lambda e: logits(e)[:, t_idx, y_idx], E, steps, [S + t + 1 for t in range(T)])
-    inputs = tuple(enc.tokens) + tuple(adapter.piece_strings(dec.tolist()))
-    return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.piece_strings(out_ids)), tuple(range(T)), rows,
+    inputs = tuple(enc.tokens) + tuple(adapter.sequence_strings(dec.tolist()))
+    return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.sequence_strings(out_ids)), tuple(range(T)), rows,
                   steps, False, notes)
 
 

@@ -428,10 +428,12 @@ def head_row(trace: AttentionTrace, layer: int, head: int, query: int) -> np.nda
 
 
 def find_token(tokens: tuple[str, ...], word: str) -> int:
-    """Index of the first token equal to `word` (ignoring case and GPT-2's Ġ / SentencePiece's ▁), or -1."""
+    """Index of the first token equal to `word` (ignoring case and the shown mark of a leading space, ·), or -1."""
+    from explorer.token_text import SPACE
+
     want = word.strip().lower()
     for i, t in enumerate(tokens):
-        if t.replace("Ġ", "").replace("▁", "").strip().lower() == want:
+        if t.lstrip(SPACE).strip().lower() == want:
             return i
     return -1
 

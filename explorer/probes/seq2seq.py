@@ -182,7 +182,7 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
             else:
                 rows, _, steps = G.sample(adapter, x, start, G.Strategy("greedy"), cap, record=True)
                 ids = rows[0]
-            out = Encoded(tuple(ids), tuple(adapter.token_strings(ids)), (), False, 0,
+            out = Encoded(tuple(ids), tuple(adapter.sequence_strings(ids)), (), False, 0,
                           tuple(i in adapter.eos_ids for i in ids))
         names = ("logits", "cross.*", "decoder.s", "encoder.final") if kind == "rnn" else ("logits", "cross.*.pattern")
         rec = adapter.run(src, names, target=out, steps=steps)  # the greedy loop's own steps: no second pass
@@ -202,7 +202,7 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
     form = _form(adapter, notes)
     return AlignmentTrace(
         model_id=str(loaded.id), kind=kind, attention=attention, mode=mode, src_tokens=tuple(src.tokens),
-        out_tokens=tuple(adapter.piece_strings(ids)),
+        out_tokens=tuple(adapter.sequence_strings(ids)),
         out_ids=tuple(int(i) for i in ids), output_text=adapter.detokenize(ids), weights=weights,
         scores=rec["cross.0.scores"][0] if "cross.0.scores" in rec else None, contexts=rec.get("cross.0.context"),
         states=rec.get("decoder.s"), step_logprobs=logp[rows, ids], topk_ids=top,

@@ -117,8 +117,8 @@ SCORE_FORMULAS = {"bahdanau": r"v_a^\top\tanh(W_a s_{t-1}+U_a h_j)", "luong-dot"
 def topk_table(trace: Any, t: int) -> str:
     """The top next-token candidates at step t as a Markdown table (◀ marks the token produced or forced)."""
     rows = ["| next token | p |", "|---|---:|"]
-    rows += [f"| `{labels([tok])[0].replace('`', '')}`{' ◀' if tok == trace.out_tokens[t] else ''} | {p:.4f} |"
-             for tok, p in zip(trace.topk_tokens[t], trace.topk_probs[t]) if tok != ""]
+    rows += [f"| `{labels([tok])[0].replace('`', '')}`{' ◀' if int(i) == trace.out_ids[t] else ''} | {p:.4f} |"
+             for i, tok, p in zip(trace.topk_ids[t], trace.topk_tokens[t], trace.topk_probs[t]) if tok != ""]
     return "\n".join(rows)
 
 

@@ -1,5 +1,7 @@
-"""Tokens as chart labels: readable (GPT-2's Ġ and SentencePiece's ▁ as a leading dot, a space as ␣, a newline as
-\\n), and axis ticks that label every token up to MAX_TICKS, then every n-th with its index."""
+"""Tokens as chart labels and axis ticks that label every token up to MAX_TICKS, then every n-th with its index.
+
+Tokens arrive as the text they stand for (explorer.token_text, applied by every adapter: `·` for a space, `↵` for a
+newline, bytes decoded); `labels` only makes sure that nothing invisible reaches a chart."""
 from __future__ import annotations
 
 import math
@@ -7,16 +9,14 @@ from typing import Sequence
 
 import numpy as np
 
+from explorer.token_text import readable
+
 MAX_TICKS = 64
 
 
 def labels(tokens: Sequence[str]) -> list[str]:
-    """One readable label per token (blank tokens shown by their repr)."""
-    out = []
-    for t in tokens:
-        t = str(t).replace("Ġ", "·").replace("▁", "·").replace("Ċ", "\\n")
-        out.append("␣" if t == " " else (t if t.strip() else repr(t)))
-    return out
+    """One visible label per token (explorer.token_text.readable: spaces `·`, control characters as pictures)."""
+    return [readable(str(t)) for t in tokens]
 
 
 def ticks(tokens: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:

