@@ -10,7 +10,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui import charts
 from explorer.ui.charts import Origin, show
-from explorer.ui.embeddings import file_table, fit_status, model_table, projection
+from explorer.ui.embeddings import file_table, fit_status, follow_default, model_table, projection
 from explorer.ui.state import Controls
 from explorer.ui.widgets import (model_picker, model_sentence, page_header, sentence_input, top_row,
                                 what_to_notice)
@@ -26,12 +26,15 @@ page_header("Word embeddings",
 
 
 def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
-    """The table rows of `words`, or None after a warning naming those the table lacks."""
-    locs = [P.locate(table, w, tokenizer) for w in words]
+    """The table rows of `words` read as the model reads them (a caption says which entries), or None after a
+    warning naming those the table lacks."""
+    locs = [P.locate(table, w, loaded) for w in words]
     lost = [loc for loc in locs if not loc.found]
     if lost:
         st.warning(P.not_found_message(lost, table))
         return None
+    if table.scheme != "plain" or any(loc.how != "exact" for loc in locs):  # a word vocabulary's exact match: no news
+        st.caption(" · ".join(P.read_as(loc, table) for loc in locs) + ".")
     return locs
 
 
@@ -89,9 +92,8 @@ for note in table.notes:
 with col_text:
     text = model_sentence(loaded, c.view.sentences, label=HIGHLIGHT, help=HIGHLIGHT_HELP) if loaded is not None \
         else sentence_input(FILE_WORDS[0], FILE_WORDS, label=HIGHLIGHT, help=HIGHLIGHT_HELP)
-tokenizer = getattr(loaded, "tokenizer", None) if loaded is not None else None
 typed = P.typed_words(text, P.MAX_TYPED_WORDS + 1)
-located = [P.locate(table, w, tokenizer) for w in typed[:P.MAX_TYPED_WORDS]]
+located = [P.locate(table, w, loaded) for w in typed[:P.MAX_TYPED_WORDS]]
 found = [loc for loc in located if loc.found]
 missing = [loc for loc in located if not loc.found]
 if not typed:
@@ -177,11 +179,17 @@ if proj is not None:
     st.caption(f"{TABLE_LINE} {how}the {shown} with {what}: a map of the vectors, not the vectors themselves; "
                "typing only places the typed words. "
                + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
+    read = [loc for loc in found if table.scheme != "plain" or loc.how != "exact"]
+    if read:  # which entry each typed word is (subword vocabularies: the word as read inside a sentence)
+        st.caption("The typed words are read as the model reads them: " + " · ".join(
+            P.read_as(loc, table) for loc in read[:12]) + (f" · and {len(read) - 12} more" if len(read) > 12 else "")
+            + ".")
     st.download_button("Download the coordinates (CSV)",
                        lambda: V.coords_csv(words, classes, proj.coords, V.points(placed), P.ranks(table, rows),
                                             table.rank_label),
                        file_name=f"embeddings-{drawn}-{dims}d.csv", mime="text/csv", key="csv")
 
+HERE = ""  # the computed cosines of the same-word comparison, when this run drew it (quoted in what to notice)
 SECTIONS = {"neighbours": "Nearest neighbours", "analogies": "Analogies: a − b + c",
             "axes": "Two axes given by word pairs", "contextual": "Contextual embeddings, layer by layer"}
 section = c.radio("section", format_func=SECTIONS.get, label_visibility="collapsed")
@@ -286,7 +294,7 @@ elif section == "contextual":
                 layer = c.selectbox("layer", list(range(len(trace.layer_names))), default=len(trace.layer_names) - 1,
                                     format_func=lambda i: trace.layer_names[i])
             with l2:
-                fit_on = c.radio("cfit", format_func=lambda f: {"all": "all layers", "layer": "the selected layer"}[f])
+                fit_on = c.radio("cfit", format_func=lambda f: {"all": "all layers", "layer": "the selected state"}[f])
             try:
                 cproj = P.context_projection(trace, None if fit_on == "all" else layer)
                 show(V.context_figure(trace.tokens, trace.layer_names, cproj.coords, layer, [
@@ -294,36 +302,52 @@ elif section == "contextual":
                     Origin("model", f"the hidden states of {model_id}'s own run on this sentence, projected with PCA."),
                     key="context",
                     filename="contextual")
-                st.caption(f"{cproj.fitted}. Layers: {trace.what}. Grey lines follow each token through the layers. "
+                st.caption(f"{cproj.fitted}. States: {trace.what}. Grey lines follow each token through the layers. "
                            "The sentence: the words to highlight, at the top of the page.")
             except P.ContextError as exc:
                 st.info(str(exc))
 
         st.markdown("**The same word in two sentences**")
+        pair = P.drift_pair(loaded)  # the defaults follow the model: a causal model reads only the words before
+        for key, value in zip(("s1", "s2", "dw"), pair):
+            follow_default(key, value)
         d1, d2, d3 = st.columns([3, 3, 1])
         with d1:
-            sa = c.text_input("s1", max_chars=200, strip=True)
+            sa = c.text_input("s1", pair[0], max_chars=200, strip=True)
         with d2:
-            sb = c.text_input("s2", max_chars=200, strip=True)
+            sb = c.text_input("s2", pair[1], max_chars=200, strip=True)
         with d3:
-            dw = c.text_input("dw", max_chars=200, strip=True)
+            dw = c.text_input("dw", pair[2], max_chars=200, strip=True)
         if sa and sb and dw:
             try:
                 ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)
                 dr = P.drift(ta, tb, dw)
                 show(V.drift_figure(dr.layer_names, dr.cos, dw, theme),
-                     Origin("model", f"cosines of {model_id}'s own hidden states in the two runs."), key="drift", filename="same-word-two-sentences")
-                st.latex(rf"\cos\big(h^{{(\ell)}}_A, h^{{(\ell)}}_B\big):\quad "
-                         rf"\ell = 0:\ {dr.cos[0]:.3f}\qquad \ell = {len(dr.cos) - 1}:\ {dr.cos[-1]:.3f}")
-                st.caption(f"'{dw}' is token(s) {dr.span_a[0]}–{dr.span_a[1] - 1} of A and {dr.span_b[0]}–{dr.span_b[1] - 1} "
-                           "of B (the mean of its pieces when split). Layer 0 differs from 1 only by position (and "
-                           "segment) embeddings; context pulls the two readings apart with depth.")
+                     Origin("model", f"cosines of {model_id}'s own hidden states in the two runs."), key="drift",
+                     filename="same-word-two-sentences")
+                st.latex(rf"\cos\big(h_A, h_B\big):\quad \text{{embeddings}}:\ {dr.cos[0]:.3f}\qquad "
+                         rf"\text{{{V.tex(dr.layer_names[-1])}}}:\ {dr.cos[-1]:.3f}")
+                st.caption(" ".join(P.drift_story(ta, tb, dr)))
+                HERE = (f" Here, for '{dw}': cos {dr.cos[0]:.3f} at the embeddings, {dr.cos[-1]:.3f} "
+                        f"{dr.layer_names[-1]}.")
             except P.ContextError as exc:
                 if str(exc) not in shown_notes:
                     st.info(str(exc))
         else:
             st.info("Type two sentences and a word they share.")
 
+if loaded is None or loaded.family in ("word2vec", "state-dict"):  # one vector per word: no context
+    SAME_WORD = ("A word vector has no context: 'bank' has one vector whether it is by a river or holds an account. "
+                 "Pick a language model or a transformer to see contextual embeddings.")
+elif P.reads_left_to_right(loaded.adapter):
+    SAME_WORD = ("This model reads left to right: a token's vector depends only on the tokens before it. So 'bank' "
+                 "after 'river' and 'bank' after 'cheque' can drift apart through the layers, while 'bank' followed "
+                 "by different words keeps the same vector (the section Contextual embeddings prints the cosines)."
+                 + HERE)
+else:
+    SAME_WORD = ("This model reads the whole sentence both ways: the same word's vector can change with its "
+                 "sentence, 'bank' by a river and 'bank' with an account drift apart through the layers (the section "
+                 "Contextual embeddings prints the cosines)." + HERE)
 what_to_notice([
     "Words of one class (colours) cluster: the vectors were trained to predict contexts, and words of a class share "
     "their contexts.",
@@ -331,6 +355,5 @@ what_to_notice([
     "distances between clusters: do not read cluster sizes or gaps too literally.",
     "Analogies work only roughly: the right answer is often second after a neighbour of c, and b is excluded from "
     "the answers by convention.",
-    "In a transformer the same word's vector changes with its sentence: 'bank' by a river and 'bank' with an account "
-    "drift apart with depth.",
+    SAME_WORD,
 ])

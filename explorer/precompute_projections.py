@@ -1,10 +1,12 @@
 """Regenerate the shipped projections (assets/projections/, see explorer/projection_assets.py): the word-embedding
-view's default rows of builtin:word2vec and of MiniLM's whole words, projected with PCA, t-SNE and UMAP in 2-D
-with the view's default parameters (read from its declaration in explorer/views.py), seed 0, deterministically.
+view's default rows of builtin:word2vec, of MiniLM's whole words and of GloVe's most frequent words, projected with
+PCA, t-SNE and UMAP in 2-D with the view's default parameters (read from its declaration in explorer/views.py),
+seed 0, deterministically.
 
     python -m explorer.precompute_projections            # all of them (about a minute on 2 cores, after numba)
     python -m explorer.precompute_projections --list
     python -m explorer.precompute_projections minilm-whole-umap-2d
+    python -m explorer.precompute_projections glove-pca-2d glove-tsne-2d glove-umap-2d
 """
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ from explorer import projection as PR
 from explorer import projection_assets as A
 
 SEED = 0
-TABLES = (("word2vec", "builtin:word2vec", False), ("minilm-whole", "pretrained:minilm", True))
+# (asset prefix, model id, whole words only): what the page asks for by default. GloVe is a word vocabulary, where
+# the page offers no whole-words toggle: its N most frequent entries.
+TABLES = (("word2vec", "builtin:word2vec", False), ("minilm-whole", "pretrained:minilm", True),
+          ("glove", "pretrained:glove", False))
 DIMS = (2,)
 
 

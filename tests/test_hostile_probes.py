@@ -224,10 +224,10 @@ def tables(models) -> dict:
 def test_typed_words_and_locate(models, tables, key: str, text: str) -> None:
     if key not in tables:
         pytest.skip(f"{key} is not available")
-    table, tokenizer = tables[key], models[key].tokenizer
+    table = tables[key]
     words = E.typed_words(text)
     assert len(words) <= E.MAX_TYPED_WORDS and len(set(words)) == len(words) and all(words)
-    located = [E.locate(table, w, tokenizer) for w in words]
+    located = [E.locate(table, w, models[key]) for w in words]
     for loc in located:
         assert loc.row is None or 0 <= loc.row < len(table)
     missing = [loc for loc in located if not loc.found]

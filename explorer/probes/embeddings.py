@@ -12,8 +12,12 @@ Similarity is cosine: cos(u, v) = u·v / (|u| |v|). Analogies use 3CosAdd (Mikol
 2014): answer = argmax_x cos(x, â − b̂ + ĉ) over x ∉ {a, b, c}, with x̂ = x / |x|. Two-axis views (as in whatlies)
 place a word w on the axis a→b at (w − a)·(b − a) / |b − a|², so a sits at 0 and b at 1.
 
-Contextual embeddings (`ContextTrace.states`, (L+1, T, C)): layer 0 is the model's input representation and
-layer l its l-th layer output: Hugging Face `output_hidden_states` (encoder-decoders: the encoder's), built-in
+Typed words are looked up the way the model reads them in a sentence (`locate`): in byte-level BPE and SentencePiece
+vocabularies the entry of the word after a space ("Ġking", shown "·king"), found with the model's own tokenizer.
+
+Contextual embeddings (`ContextTrace.states`, (L+1, T, C)), numbered as the app numbers layers (from 0): states[0]
+the embeddings, what enters layer 0; states[l + 1] the output of layer l: Hugging Face `output_hidden_states`
+(encoder-decoders: the encoder's; the last as the model returns it, after its final norm where it has one), built-in
 RNN LMs and seq2seq encoders the output of each recurrent layer, tiny GPT the output of each block.
 """
 from __future__ import annotations
@@ -31,6 +35,8 @@ from explorer.data.english import word_class
 
 MAX_FILE_ROWS = 1_000_000
 MAX_TYPED_WORDS = 64
+MARKED = ("byte-level", "sentencepiece")  # vocabularies with an entry for a word after a space ("Ġking", "▁king")
+SPACE_MARKS = ("·", "Ġ", "▁")  # that space as shown (explorer.token_text); as byte-level BPE, SentencePiece write it
 
 
 class EmbeddingError(ValueError):
@@ -68,6 +74,7 @@ class EmbeddingTable:
     subword: bool = False
     notes: tuple[str, ...] = ()
     order_kind: str = "id"
+    scheme: str = "plain"
     index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     cache: dict = field(default_factory=dict, repr=False, compare=False)  # derived arrays (unit rows), memoised
 
@@ -91,11 +98,33 @@ class EmbeddingTable:
         """What a row's position in `order` is."""
         return {"frequency": "frequency rank", "file": "line in the file"}.get(self.order_kind, "token-id order")
 
+    @property
+    def row_label(self) -> str:
+        """What a row number is called: a model's token id, or a row of a file."""
+        return "row" if self.order_kind == "file" else "id"
+
+    @property
+    def marked(self) -> bool:
+        """Whether a word after a space is its own entry, shown with a leading "·" (byte-level BPE, SentencePiece)."""
+        return self.scheme in MARKED
+
+
+def infer_scheme(words: Sequence[str]) -> str:
+    """The scheme of a table read from its entries (when no tokenizer says): a space mark on a tenth of them
+    (byte-level or SentencePiece: the same rules here), "##" on a twentieth (WordPiece), else words."""
+    n = max(1, len(words))
+    if sum(w[:1] in SPACE_MARKS for w in words) > 0.1 * n:
+        return "byte-level" if sum(w[:1] == "Ġ" for w in words) > 0.1 * n else "sentencepiece"
+    if sum(w.startswith("##") for w in words) > 0.05 * n:
+        return "wordpiece"
+    return "plain"
+
 
 def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray, freq: dict[str, int] | None = None,
                special: Sequence[bool] | None = None, order_note: str = "", subword: bool = False,
-               notes: Iterable[str] = (), order_kind: str = "id") -> EmbeddingTable:
-    """Build an EmbeddingTable: frequency order from `freq` (else row order), specials last, classes filled in."""
+               notes: Iterable[str] = (), order_kind: str = "id", scheme: str = "") -> EmbeddingTable:
+    """Build an EmbeddingTable: frequency order from `freq` (else row order), specials last, classes filled in;
+    scheme: the vocabulary's (explorer.token_text), read from the entries when not given."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2:
         raise EmbeddingError(f"{source}: an embedding table must be 2-D (rows × dimensions), got shape {vectors.shape}.")
@@ -115,7 +144,7 @@ def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray,
         index.setdefault(w, i)
     classes = tuple(word_class(w) if not s else None for w, s in zip(words, special))
     return EmbeddingTable(key, source, words, vectors, order.astype(np.int64), order_note or "row order", classes,
-                          special, subword, tuple(notes), order_kind, index)
+                          special, subword, tuple(notes), order_kind, scheme or infer_scheme(words), index)
 
 
 def table_sources(loaded: Any) -> dict[str, str]:
@@ -136,7 +165,10 @@ def embedding_table(loaded: Any, source: str = "input") -> EmbeddingTable:
     t = tables.get(source) or next(iter(tables.values()))
     with torch.inference_mode():
         vectors = t.weight.detach().to("cpu", torch.float32).numpy().copy()
-    if t.subword:
+    order_kind = "frequency" if t.ranked else "id"
+    if t.ranked:
+        note = "most frequent first (the published order of the table)"
+    elif t.subword:
         note = "id order (a Hugging Face tokenizer stores no counts; special and [unused] entries last)"
     elif t.freq:
         note = ""
@@ -145,7 +177,10 @@ def embedding_table(loaded: Any, source: str = "input") -> EmbeddingTable:
                else "built-in vocabularies are built most frequent first")
         note = f"id order ({why})" if t.words and not t.words[0].startswith("<id ") else "row order (ids)"
     key = f"{mid}#{source}#{getattr(loaded, 'dtype', 'float32')}"
-    return make_table(key, f"{mid} · {t.label}", t.words, vectors, t.freq, t.special, note, t.subword, t.notes)
+    display = getattr(loaded.adapter, "display", None)
+    scheme = str(getattr(display, "scheme", "") or "") if source == "input" else ""
+    return make_table(key, f"{mid} · {t.label}", t.words, vectors, t.freq, t.special, note, t.subword, t.notes,
+                      order_kind=order_kind, scheme=scheme if scheme in (*MARKED, "wordpiece", "plain") else "")
 
 
 # ------------------------------------------------------------------------------------------ text files
@@ -245,18 +280,36 @@ def table_to_text(words: Sequence[str], vectors: np.ndarray, header: bool = Fals
 
 
 # -------------------------------------------------------------------------------------- typed words
+CONTEXT_WORD = "the"  # read before a typed word: what follows it is the word as the model reads it in a sentence
+
+
 @dataclass(frozen=True)
 class Located:
-    """A typed word looked up in a table: row (None if absent), the entry found, and the tokenizer's pieces."""
+    """A typed word looked up the way the model reads it (see `locate`).
+
+    row: the table row used (None: no single entry); entry: that entry as shown; how: "sentence" (the word as read
+    after a space inside a sentence, "·king"), "start" (as read at the start of a text: its in-sentence form is not
+    one entry), "exact", "lowercased", or "piece" (the tokenizer reads it as that one entry, e.g. accents stripped).
+    pieces: what the model reads for the word inside a sentence, as shown (several entries when it splits it);
+    start: the same at the start of a text, where it differs from `pieces`; start_row: the row of that form when it
+    is one entry."""
 
     word: str
     row: int | None
     entry: str | None = None
     pieces: tuple[str, ...] = ()
+    how: str = ""
+    start: tuple[str, ...] = ()
+    start_row: int | None = None
 
     @property
     def found(self) -> bool:
         return self.row is not None
+
+    @property
+    def split(self) -> bool:
+        """Whether the model reads the word as several pieces inside a sentence."""
+        return len(self.pieces) > 1
 
 
 def typed_words(text: str, limit: int = MAX_TYPED_WORDS) -> list[str]:
@@ -273,37 +326,149 @@ def typed_words(text: str, limit: int = MAX_TYPED_WORDS) -> list[str]:
     return out
 
 
-def locate(table: EmbeddingTable, word: str, tokenizer: Any = None) -> Located:
-    """Find `word`: exactly, lowercased, or (subword tables) as the tokenizer's single piece; else its pieces."""
-    for candidate in (word, word.lower()):
+class _Reader:
+    """How a model reads typed text: its tokenizer (special tokens left out) or, without one, its adapter's
+    `encode`; tokens shown with the adapter's display strings; ids mapped to table rows."""
+
+    def __init__(self, loaded: Any, table: EmbeddingTable) -> None:
+        self.adapter = loaded.adapter
+        self.tokenizer = getattr(loaded, "tokenizer", None)
+        self.table = table
+
+    def ids(self, text: str) -> list[int]:
+        try:
+            if self.tokenizer is not None:
+                return [int(i) for i in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+            enc = self.adapter.encode(text)
+            special = enc.special or (False,) * len(enc.ids)
+            return [int(i) for i, s in zip(enc.ids, special) if not s]
+        except Exception:  # a tokenizer that cannot read this text: no reading, the word is looked up as typed
+            return []
+
+    def in_sentence(self, word: str) -> list[int]:
+        """The ids the model reads for `word` inside a sentence: what follows CONTEXT_WORD and a space ([] when
+        the word cannot be told apart from the word before it)."""
+        before, full = self.ids(CONTEXT_WORD), self.ids(f"{CONTEXT_WORD} {word}")
+        return full[len(before):] if before and full[:len(before)] == before else []
+
+    def shown(self, ids: Sequence[int]) -> tuple[str, ...]:
+        if not ids:
+            return ()
+        try:
+            return tuple(self.adapter.sequence_strings(list(ids)))
+        except Exception:
+            return tuple(f"#{i}" for i in ids)
+
+    def row(self, ids: Sequence[int]) -> int | None:
+        """The table row of a one-id reading (None for several ids, a special entry, or an id the table lacks)."""
+        if len(ids) != 1:
+            return None
+        i, table = int(ids[0]), self.table
+        try:
+            name = self.adapter.token_strings([i])[0]
+        except Exception:
+            return None
+        row = i if 0 <= i < len(table) and table.words[i] == name else table.index.get(name)
+        return row if row is not None and not table.special[row] else None
+
+
+def _reader(table: EmbeddingTable, loaded: Any) -> _Reader | None:
+    """The model's reader when the table is one of its own and has a tokenizer's pieces (else None: a file, or
+    words looked up as typed)."""
+    if loaded is None or getattr(loaded, "adapter", None) is None or table.scheme == "plain":
+        return None
+    return _Reader(loaded, table)
+
+
+def _as_typed(table: EmbeddingTable, word: str) -> tuple[int, str] | None:
+    """(row, how) of the word exactly or lowercased."""
+    for how, candidate in (("exact", word), ("lowercased", word.lower())):
         row = table.index.get(candidate)
         if row is not None:
-            return Located(word, row, candidate)
-    pieces: tuple[str, ...] = ()
-    if tokenizer is not None:
-        try:
-            pieces = tuple(str(p) for p in tokenizer.tokenize(word))
-        except Exception:
-            pieces = ()
-        if len(pieces) == 1 and pieces[0] in table.index:
-            return Located(word, table.index[pieces[0]], pieces[0], pieces)
-    return Located(word, None, None, pieces)
+            return row, how
+    return None
+
+
+def locate(table: EmbeddingTable, word: str, loaded: Any = None) -> Located:
+    """Find `word` in `table` the way the model `loaded` reads it in a sentence.
+
+    Byte-level BPE and SentencePiece vocabularies have an entry for a word after a space ("Ġking", "▁king"; shown
+    "·king") besides the word at the start of a text ("king"): the word is read as the model's own tokenizer reads
+    it after a preceding word (CONTEXT_WORD + " " + word, minus what CONTEXT_WORD alone gives), then, when that is
+    not one entry, as at the start of a text; failing both, as typed. WordPiece and word vocabularies: the word
+    exactly, then lowercased, then (WordPiece) the tokenizer's reading when it is one entry (e.g. accents
+    stripped). An uploaded file (loaded None): exactly, then lowercased. `pieces` says how a sentence splits it."""
+    reader = _reader(table, loaded)
+    if reader is not None and table.marked:
+        sentence, start = reader.in_sentence(word), reader.ids(word)
+        shown, shown_start = reader.shown(sentence), reader.shown(start)
+        other = shown_start if start != sentence else ()
+        other_row = reader.row(start) if other else None
+        row = reader.row(sentence)
+        if row is not None:
+            return Located(word, row, table.words[row], shown, "sentence", other, other_row)
+        row = reader.row(start)
+        if row is not None:
+            return Located(word, row, table.words[row], shown, "start", shown_start, row)
+        typed = _as_typed(table, word)  # an entry typed as shown ("·king") or as named ("<|im_start|>")
+        if typed is not None:
+            return Located(word, typed[0], table.words[typed[0]], (table.words[typed[0]],), typed[1])
+        return Located(word, None, None, shown or shown_start, "", other, other_row)
+    typed = _as_typed(table, word)
+    if typed is not None:
+        return Located(word, typed[0], table.words[typed[0]], (table.words[typed[0]],), typed[1])
+    if reader is None:
+        return Located(word, None)
+    sentence = reader.in_sentence(word) or reader.ids(word)
+    row = reader.row(sentence)
+    shown = reader.shown(sentence)
+    if row is not None:
+        return Located(word, row, table.words[row], shown, "piece")
+    return Located(word, None, None, shown)
+
+
+def _short(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def _pieces(pieces: Sequence[str], n: int = 8) -> str:
+    return " + ".join(_short(p, 20) for p in pieces[:n]) + (" + …" if len(pieces) > n else "")
+
+
+def read_as(loc: Located, table: EmbeddingTable) -> str:
+    """Which entry a found word was read as, e.g. "‘king’ → ·king, id 4197 (after a space, as inside a sentence);
+    at the start of a text ‘king’ is king, id 644". Bounded: 40 characters of the word, 8 pieces."""
+    word, label = f"‘{_short(loc.word)}’", table.row_label
+    line = f"{word} → {_short(loc.entry or '')}, {label} {loc.row}"
+    if loc.how == "sentence":
+        line += " (after a space, as inside a sentence)"
+        if loc.start and loc.start_row is not None:
+            line += f"; at the start of a text {word} is {_short(loc.start[0])}, {label} {loc.start_row}"
+        elif len(loc.start) > 1:
+            line += f"; at the start of a text it is split into {len(loc.start)} pieces: {_pieces(loc.start)}"
+    elif loc.how == "start":
+        line += " (as at the start of a text)"
+        if loc.split:
+            line += f"; inside a sentence, after a space, it is split into {len(loc.pieces)} pieces: " \
+                    f"{_pieces(loc.pieces)}, so this entry is not what the model reads there"
+    elif loc.how == "lowercased":
+        line += " (lowercased: the entry as typed is not in the table)"
+    elif loc.how == "piece":
+        line += " (the tokenizer's reading of it)"
+    return line
 
 
 def not_found_message(missing: Sequence[Located], table: EmbeddingTable) -> str:
-    """One sentence for the words that are not in the table (with their word pieces for subword models).
+    """One sentence for the words that are not in the table, with the pieces the model reads instead (as shown).
 
     Bounded whatever was typed: at most 12 words of 40 characters, each with at most 8 pieces."""
-    def short(text: str, n: int = 40) -> str:
-        return text if len(text) <= n else text[:n] + "…"
-
     parts = []
     for loc in missing[:12]:
-        if loc.pieces and len(loc.pieces) > 1:
-            pieces = " + ".join(short(p, 20) for p in loc.pieces[:8]) + (" + …" if len(loc.pieces) > 8 else "")
-            parts.append(f"'{short(loc.word)}' (split into {pieces})")
+        if loc.split:
+            parts.append(f"'{_short(loc.word)}' (split in a sentence into {len(loc.pieces)} pieces: "
+                         f"{_pieces(loc.pieces)})")
         else:
-            parts.append(f"'{short(loc.word)}'")
+            parts.append(f"'{_short(loc.word)}'")
     if len(missing) > 12:
         parts.append(f"and {len(missing) - 12} more")
     what = "is not an entry" if len(missing) == 1 else "are not entries"
@@ -341,14 +506,16 @@ def unit_table(table: EmbeddingTable) -> np.ndarray:
 
 
 def _top(table: EmbeddingTable, target: np.ndarray, k: int, exclude: Iterable[int]) -> Ranked:
-    sims = unit_table(table) @ _unit(np.asarray(target, dtype=np.float32))
-    sims = sims.astype(np.float64)
-    sims[list(set(exclude))] = -np.inf
+    """The k rows with the largest cosine with `target` (excluded and special rows left out), ties by row: one
+    float32 product with the unit rows and a top-k (torch.topk: faster than numpy's argpartition on 400,000 rows)."""
+    sims = unit_table(table) @ _unit(np.asarray(target, dtype=np.float32)).astype(np.float32)
     if "special_rows" not in table.cache:
         table.cache["special_rows"] = np.flatnonzero(np.array(table.special, dtype=bool))
-    sims[table.cache["special_rows"]] = -np.inf
-    k = max(0, min(k, int(np.isfinite(sims).sum())))
-    part = np.argpartition(-sims, k - 1)[:k] if k else np.zeros(0, dtype=np.int64)
+    out = np.union1d(np.asarray(list(set(exclude)), dtype=np.int64), table.cache["special_rows"])
+    sims[out] = -np.inf
+    n = len(sims)
+    k = max(0, min(int(k), n - len(out)))
+    part = torch.topk(torch.from_numpy(sims), k).indices.numpy() if k else np.zeros(0, dtype=np.int64)
     rows = part[np.lexsort((part, -sims[part]))]
     return Ranked(tuple(int(r) for r in rows), tuple(table.words[r] for r in rows), tuple(float(sims[r]) for r in rows))
 
@@ -441,20 +608,21 @@ def axis_coords(table: EmbeddingTable, rows: Sequence[int], x_pair: tuple[int, i
     return np.stack(cols, axis=1).astype(np.float32)
 
 
+def is_whole_word(word: str, scheme: str) -> bool:
+    """Whether a (non-special) entry is a whole word, by the vocabulary's scheme: byte-level BPE and SentencePiece
+    "·" (a word after a space; also written "Ġ" / "▁") followed by 2 or more letters only, so word-internal pieces,
+    runs of spaces and punctuation are out; WordPiece an entry without "##" of 2 or more letters only; word
+    vocabularies 2 or more letters only."""
+    if scheme in MARKED:
+        return word[:1] in SPACE_MARKS and len(word) >= 3 and word[1:].isalpha()
+    return len(word) >= 2 and word.isalpha()  # "##" is not a letter: WordPiece continuation pieces are out
+
+
 def whole_words(table: EmbeddingTable) -> np.ndarray:
-    """(V,) True for entries that are whole words: letters only, 2 characters or more, not special, and not a
-    continuation piece ('##…' in WordPiece vocabularies; in vocabularies that mark word starts with ▁ or Ġ, an
-    entry without the mark)."""
+    """(V,) True for entries that are whole words (`is_whole_word` by the table's scheme; special entries never)."""
     if "whole" not in table.cache:
-        words = table.words
-        marks = [m for m in ("▁", "Ġ") if sum(w.startswith(m) for w in words) > 0.2 * len(words)]
-        ok = np.zeros(len(words), dtype=bool)
-        for i, (w, special) in enumerate(zip(words, table.special)):
-            if special or w.startswith("##") or (marks and not w.startswith(marks[0])):
-                continue
-            core = w[len(marks[0]):] if marks else w
-            ok[i] = len(core) >= 2 and core.isalpha()
-        table.cache["whole"] = ok
+        table.cache["whole"] = np.array([not s and is_whole_word(w, table.scheme)
+                                         for w, s in zip(table.words, table.special)], dtype=bool)
     return table.cache["whole"]
 
 
@@ -481,8 +649,14 @@ class ContextError(EmbeddingError):
 
 @dataclass(frozen=True)
 class ContextTrace:
-    """A sentence through the model. states: L+1 arrays (T, C_l) float32 (C_0 may differ from the layers' width,
-    e.g. an RNN's embedding size); layer_names: (L+1,); tokens, special: (T,)."""
+    """A sentence through the model, numbered as the app numbers layers (from 0: layer l is block l, or recurrent
+    layer l). states: L+1 arrays (T, C_k) float32: states[0] the embeddings (what enters layer 0), states[l + 1]
+    the output of layer l (C_0 may differ from the layers' width, e.g. an RNN's embedding size); layer_names
+    (L+1,): "embeddings", "after layer 0", …, "after layer L−1" (+ "final norm" where the model returns its last
+    state after one); tokens, special, ids: (T,).
+    left_to_right: a token's vector reads only the tokens before it (a causal transformer, a one-way RNN);
+    positions: how the model knows order (Adapter.position_scheme().kind: learned, sinusoidal, rotary, alibi,
+    relative, none; "recurrent" for recurrent layers)."""
 
     model_id: str
     tokens: tuple[str, ...]
@@ -491,13 +665,40 @@ class ContextTrace:
     states: tuple[np.ndarray, ...]
     what: str
     notes: tuple[str, ...] = ()
+    ids: tuple[int, ...] = ()
+    left_to_right: bool = False
+    positions: str = ""
 
     def __len__(self) -> int:
         return len(self.tokens)
 
 
 LAYER_NAMES = ("embed", "blocks.*.resid_pre", "blocks.*.resid_post", "ln_final", "rnn.*.out", "encoder.embed",
-               "encoder.rnn.*.out", "encoder.blocks.*.resid_pre", "encoder.blocks.*.resid_post", "encoder.ln_final")
+               "encoder.rnn.*.out", "encoder.blocks.*.resid_pre", "encoder.blocks.*.resid_post", "encoder.ln_final",
+               "rnn.0.bwd.h", "encoder.rnn.0.bwd.h")  # a backward direction: the recurrence reads both ways
+# The "same word in two sentences" pair per kind of model (Sentence A, Sentence B, the word). A model that reads
+# left to right sees only the words before 'bank', so there they come first; an encoder reads the whole sentence.
+PAIR_LEFT_TO_RIGHT = ("He sat down on the grassy river bank", "She paid the cheque into her bank", "bank")
+PAIR_BOTH_WAYS = ("the bank of the river", "my bank account", "bank")
+
+
+def reads_left_to_right(adapter: Any) -> bool:
+    """Whether the model's hidden state at a token reads only the tokens before it (known before a run): a causal
+    transformer, or a recurrent language model (one direction: it predicts the next word)."""
+    return bool(adapter.causal) or (bool(adapter.recurrent) and bool(adapter.can_generate)
+                                    and not adapter.is_encoder_decoder)
+
+
+def drift_pair(loaded: Any) -> tuple[str, str, str]:
+    """The default (sentence A, sentence B, word) of the same-word comparison for this model (see PAIR_*)."""
+    return PAIR_LEFT_TO_RIGHT if reads_left_to_right(loaded.adapter) else PAIR_BOTH_WAYS
+
+
+def _position_kind(adapter: Any) -> str:
+    try:
+        return str(adapter.position_scheme().kind)
+    except Exception:  # a model whose position scheme cannot be read: said as unknown, never guessed
+        return ""
 
 
 def contextual(loaded: Any, text: str) -> ContextTrace:
@@ -513,33 +714,41 @@ def contextual(loaded: Any, text: str) -> ContextTrace:
     except Unsupported as exc:
         raise ContextError(str(exc)) from None
     p = "encoder." if adapter.is_encoder_decoder else ""
+    whose = "the encoder's " if p else ""
     if rec.layers(p + "blocks.{l}.resid_pre"):
         L = len(rec.layers(p + "blocks.{l}.resid_pre"))
         last = f"{p}blocks.{L - 1}.resid_post" if f"{p}blocks.{L - 1}.resid_post" in rec else p + "ln_final"
+        normed = last.endswith("ln_final")
         keys = [f"{p}blocks.{layer}.resid_pre" for layer in range(L)] + [last]
-        names = ["embeddings"] + [f"layer {layer}" for layer in range(1, L)] + \
-            [f"layer {L}" + (" (after the final norm)" if last.endswith("ln_final") else "")]
-        what = ("the encoder's hidden states: " if p else "hidden states: ") + \
-            "layer 0 the embedding output (the residual stream entering block 1), layer l the output of block l"
+        names = ["embeddings"] + [f"after layer {layer}" for layer in range(L)]
+        if normed:
+            names[-1] += " + final norm"
+        what = (f"{whose}hidden states: the embeddings (the residual stream entering layer 0), then the output of "
+                f"each layer 0 … {L - 1} (block l's residual stream)"
+                + (f"; the last as the model returns it, after its final norm" if normed else ""))
+        left_to_right, positions = bool(adapter.causal) and not p, _position_kind(adapter)
     elif rec.layers(p + "rnn.{l}.out"):
-        keys = [p + "embed"] + [f"{p}rnn.{layer}.out" for layer in rec.layers(p + "rnn.{l}.out")]
-        cell = "GRU" if p else adapter.name.split(" ")[0]
-        names = ["embedding"] + [f"{'encoder ' if p else ''}{cell} layer {i}" for i in range(1, len(keys))]
-        what = ("the encoder: " if p else "") + "layer 0 the input embedding, layer l the output h_t of recurrent " \
-            "layer l"
+        layers = rec.layers(p + "rnn.{l}.out")
+        keys = [p + "embed"] + [f"{p}rnn.{layer}.out" for layer in layers]
+        names = ["embeddings"] + [f"after {'encoder ' if p else ''}layer {layer}" for layer in layers]
+        what = (f"{whose}input embeddings (what enters recurrent layer 0), then the output h_t of each recurrent "
+                f"layer 0 … {len(layers) - 1}")
+        left_to_right, positions = f"{p}rnn.0.bwd.h" not in rec, "recurrent"
     else:
         raise ContextError(f"{mid} has one vector per word and no layers: there are no contextual embeddings. "
                            "Pick a language model or a transformer.")
     states = tuple(np.ascontiguousarray(rec[k], dtype=np.float32) for k in keys)
-    return ContextTrace(mid, enc.tokens, enc.special or (False,) * len(enc), tuple(names), states, what, enc.notes)
+    return ContextTrace(mid, enc.tokens, enc.special or (False,) * len(enc), tuple(names), states, what, enc.notes,
+                        tuple(int(i) for i in enc.ids), left_to_right, positions)
 
 
 def find_span(tokens: Sequence[str], word: str) -> tuple[int, int] | None:
-    """[start, end) of the first run of tokens that spells `word` (pieces' ##, Ġ, ▁ markers ignored, any case)."""
+    """[start, end) of the first run of tokens that spells `word` (a leading space mark ·, Ġ, ▁ and WordPiece's ##
+    ignored, any case)."""
     target = word.strip().lower()
     if not target:
         return None
-    clean = [re.sub(r"^(##|Ġ|▁)", "", t).lower() for t in tokens]
+    clean = [re.sub(r"^(##|Ġ|▁|·)", "", t).lower() for t in tokens]
     for i in range(len(clean)):
         acc = ""
         for j in range(i, len(clean)):
@@ -553,8 +762,8 @@ def find_span(tokens: Sequence[str], word: str) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Drift:
-    """cos: (L+1,) cosine similarity per layer between the word's vectors in sentence A and sentence B
-    (mean over its pieces); spans: its token run in each sentence."""
+    """cos: (L+1,) cosine similarity per state (layer_names) between the word's vectors in sentence A and sentence
+    B (mean over its pieces); spans: its token run in each sentence."""
 
     word: str
     layer_names: tuple[str, ...]
@@ -578,6 +787,76 @@ def drift(a: ContextTrace, b: ContextTrace, word: str) -> Drift:
         norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
         cos[layer] = float(va @ vb) / norm if norm > 0 else 0.0
     return Drift(word, a.layer_names, cos.astype(np.float32), spans[0], spans[1])
+
+
+_NO_POSITION_VECTOR = {
+    "rotary": "its positions are rotations of q and k inside attention, RoPE",
+    "alibi": "its positions are a bias on the attention scores, ALiBi",
+    "relative": "its positions are a learned bias on the attention scores",
+    "recurrent": "a recurrent model knows order from its recurrence",
+    "none": "no position vector was found in it",
+}
+
+
+def drift_story(a: ContextTrace, b: ContextTrace, d: Drift) -> tuple[str, ...]:
+    """What this comparison shows for this model, in sentences that print the computed values: the embeddings (the
+    same token? a position vector?), what each vector can read (left to right: the tokens before it; else the
+    whole sentence), and the cosines at the embeddings, at their lowest and after the last layer."""
+    w = f"‘{_short(d.word)}’"
+    (a0, a1), (b0, b1) = d.span_a, d.span_b
+    same_token = (a.ids[a0:a1] == b.ids[b0:b1]) if a.ids and b.ids else a.tokens[a0:a1] == b.tokens[b0:b1]
+    c0, low, k = float(d.cos[0]), float(d.cos.min()), int(np.argmin(d.cos))
+
+    def where(span: tuple[int, int], label: str) -> str:
+        n = span[1] - span[0]
+        return f"token {span[0]} of {label}" if n == 1 else \
+            f"tokens {span[0]}–{span[1] - 1} of {label} (the mean of its {n} pieces)"
+
+    out = [f"{w} is {where(d.span_a, 'A')} and {where(d.span_b, 'B')}."]
+    if not same_token:
+        out.append(f"{w} is read as different tokens, {_pieces(a.tokens[a0:a1])} in A and {_pieces(b.tokens[b0:b1])} "
+                   f"in B, so its vectors differ from the embeddings on (cos {c0:.3f}).")
+    elif a.positions in ("learned", "sinusoidal"):
+        if a0 == b0:
+            out.append(f"At the embeddings {w} is token {a0} in both sentences: the same token plus the same "
+                       f"{a.positions} position vector, so the same vector (cos {c0:.3f}).")
+        else:
+            out.append(f"At the embeddings the two vectors differ only by their {a.positions} position vectors "
+                       f"(token {a0} in A, token {b0} in B): cos {c0:.3f}.")
+    else:
+        why = _NO_POSITION_VECTOR.get(a.positions, "its position scheme could not be read")
+        out.append(f"The model adds no position vector to its input ({why}): at the embeddings {w} has the same "
+                   f"vector in both sentences (cos {c0:.3f}).")
+    if a.left_to_right:
+        who = "A recurrent model that reads left to right" if a.positions == "recurrent" else "A causal model"
+        before_a, before_b = a.ids[:a0] if a.ids else a.tokens[:a0], b.ids[:b0] if b.ids else b.tokens[:b0]
+        if same_token and before_a == before_b:
+            out.append(f"{who} reads only the tokens before a token, and the tokens before {w} are the same in A and "
+                       f"B: its vectors agree at every layer (cos {low:.3f} at the lowest). The words after it cannot "
+                       f"change them: put the words that decide its meaning before it.")
+        else:
+            shown_a, shown_b = _before(a, a0), _before(b, b0)
+            out.append(f"{who} reads only the tokens before a token: {w} reads {shown_a} in A and {shown_b} in B; "
+                       f"the words after it cannot change its vector.")
+    else:
+        out.append(f"The model reads the whole sentence in both directions: the vector of {w} can depend on every "
+                   "token of its sentence.")
+    last, names = float(d.cos[-1]), d.layer_names
+    if k == len(d.cos) - 1:
+        out.append(f"cos {c0:.3f} at the embeddings, {last:.3f} {names[-1]} (its lowest).")
+    elif k == 0:
+        out.append(f"cos {c0:.3f} at the embeddings (its lowest), {last:.3f} {names[-1]}.")
+    else:
+        out.append(f"cos {c0:.3f} at the embeddings, {low:.3f} at its lowest ({names[k]}), {last:.3f} {names[-1]}.")
+    return tuple(out)
+
+
+def _before(trace: ContextTrace, start: int, n: int = 16) -> str:
+    """The tokens before position `start` (special ones left out), quoted: “He ·sat ·down”, or "nothing"."""
+    shown = [_short(t, 20) for t, s in zip(trace.tokens[:start], trace.special) if not s]
+    if not shown:
+        return "nothing"
+    return "“" + " ".join(shown[-n:]) + "”" if len(shown) <= n else "“… " + " ".join(shown[-n:]) + "”"
 
 
 @dataclass(frozen=True)
@@ -622,8 +901,10 @@ def context_projection(trace: ContextTrace, layer: int | None = None, dims: int 
 
 
 __all__ = [
-    "EmbeddingTable", "EmbeddingError", "EmbeddingFileError", "make_table", "table_sources", "embedding_table",
-    "parse_text_embeddings", "table_to_text", "Located", "typed_words", "locate", "not_found_message",
-    "unit_vectors", "unit_table", "Ranked", "neighbours", "cosine", "analogy", "axis_coords", "background_rows", "ContextError",
-    "ContextTrace", "contextual", "find_span", "Drift", "drift", "ContextProjection", "context_projection",
+    "EmbeddingTable", "EmbeddingError", "EmbeddingFileError", "make_table", "infer_scheme", "table_sources",
+    "embedding_table", "parse_text_embeddings", "table_to_text", "Located", "typed_words", "locate", "read_as",
+    "not_found_message", "unit_vectors", "unit_table", "Ranked", "neighbours", "cosine", "analogy", "axis_coords",
+    "is_whole_word", "whole_words", "background_rows", "ContextError", "ContextTrace", "contextual",
+    "reads_left_to_right", "drift_pair", "find_span", "Drift", "drift", "drift_story", "ContextProjection",
+    "context_projection",
 ]

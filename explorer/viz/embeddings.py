@@ -122,7 +122,8 @@ def axes_overlay(typed: Sequence[tuple[str, float, float]], theme: Theme) -> go.
 
 def context_figure(tokens: Sequence[str], layer_names: Sequence[str], coords: np.ndarray, layer: int,
                    special: Sequence[bool], theme: Theme) -> go.Figure:
-    """Each token's path through the layers (coords (L+1, T, 2)); the selected layer's points labelled."""
+    """Each token's path through the layers (coords (L+1, T, 2): the embeddings, then after each layer; names in
+    `layer_names`); the selected state's points labelled."""
     L1, T, _ = coords.shape
     traces = []
     scale = pc.sample_colorscale(theme.sequential, [i / max(1, L1 - 1) for i in range(L1)])
@@ -145,16 +146,17 @@ def context_figure(tokens: Sequence[str], layer_names: Sequence[str], coords: np
             "marker": {"size": theme.marker_size + (6 if selected else 0), "color": scale[li],
                        "line": {"width": 1.5 if selected else 0, "color": "black"}},
         })
-    return figure(traces, {"height": 560, "legend": {"title": {"text": "layer"}},
+    return figure(traces, {"height": 560, "legend": {"title": {"text": "hidden state"}},
                            "xaxis": {"title": {"text": "PC 1"}}, "yaxis": {"title": {"text": "PC 2"}}})
 
 
 def drift_figure(layer_names: Sequence[str], cos: np.ndarray, word: str, theme: Theme) -> go.Figure:
-    """Cosine similarity per layer of one word in two sentences (line chart)."""
+    """Cosine similarity of one word in two sentences per hidden state (the embeddings, then after each layer;
+    line chart)."""
     return figure([{"type": "scatter", "x": list(layer_names), "y": [float(c) for c in cos], "mode": "lines+markers",
                     "name": word, "hovertemplate": "%{x}: cos = %{y:.4f}<extra></extra>",
                     "marker": {"size": theme.marker_size}}],
-                  {"height": 380, "xaxis": {"title": {"text": "layer"}},
+                  {"height": 380, "xaxis": {"title": {"text": "hidden state"}},
                    "yaxis": {"title": {"text": f"cos('{word}' in A, '{word}' in B)"},
                              "range": [min(0.0, float(np.min(cos)) - 0.05), 1.02]}})
 
