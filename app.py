@@ -9,10 +9,18 @@ from explorer.views import HOME, VIEWS
 configure_threads()
 st.set_page_config(page_title="Neural NLP Explorer", page_icon=":material/neurology:", layout="wide")
 
+# Streamlit serves the default page at "/" only (its url_path reads ""), so /overview, Home's own path, answered "Page
+# not found". Home is therefore also a hidden page at /overview. Streamlit tells pages apart by their url_path,
+# default or not, so the default one is named "home" (never in a URL); the alias comes after it, so that
+# st.switch_page(home.py) (a lesson step on Home) opens "/".
 sections: dict[str, list] = {}
 for view in VIEWS:
-    page = st.Page(view.script, title=view.title, icon=view.icon, url_path=view.url_path, default=view is HOME)
+    home = view is HOME
+    page = st.Page(view.script, title=view.title, icon=view.icon, url_path="home" if home else view.url_path,
+                   default=home)
     sections.setdefault(view.section, []).append(page)
+sections[HOME.section].append(st.Page(HOME.script, title=HOME.title, icon=HOME.icon, url_path=HOME.url_path,
+                                      visibility="hidden"))
 
 current = st.navigation(sections)
 settings.sidebar()

@@ -1,20 +1,45 @@
 """Gradients through time: how much of the gradient of a recurrent model's prediction reaches each earlier word."""
 import streamlit as st
 
-from explorer.catalogue import catalogue
-from explorer.probes.gradients import GradientError, gradients_through_time
-from explorer.ui import settings
+from explorer import pretrained
+from explorer.catalogue import FAMILIES, ModelId, catalogue
+from explorer.probes.gradients import GradientError, gradients_through_time, left_out_notes
+from explorer.safe_load import ModelLoadError
+from explorer.ui import settings, state
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_sentence, page_header, sentence_input, top_row, what_to_notice
 from explorer.viz import gradients as V
 
+
+def _is_model_id(text: str) -> bool:
+    try:
+        ModelId.parse(text)
+    except ModelLoadError:
+        return False
+    return True
+
+
 c = Controls("gradients-through-time")
 page_header("Gradients through time", "The gradient of log p(last word) with respect to every earlier input word, "
             "and the norms of the recurrent Jacobians it flows through (Bengio et al. 1994; Hochreiter 1991).")
-options = [e.id for e in catalogue() if e.family in c.view.families]
+entries = catalogue()
+options = [e.id for e in entries if e.family in c.view.families]
 HELP = "The last word is the one predicted; the gradient of its log-probability flows back to every word before it."
+# ?models= ids that this view cannot read: said by name (the multiselect would drop them, or the whole list, silently)
+raw = state.url_value("models") if "models" not in st.session_state else None
+asked = [m.strip() for m in (raw or "").split(",")[:20] if m.strip()]
+left_out = [m for m in asked if m not in options]
+if left_out:
+    st.session_state["models"] = [m for m in asked if m in options] or list(c.params["models"].default)
+    families = {**{p.id: p.family for p in pretrained.PACKAGED.values()}, **{e.id: e.family for e in entries}}
+    kinds = {m: FAMILIES[f] for m, f in families.items() if f in FAMILIES}
+    named = [m for m in left_out if _is_model_id(m)]  # a URL value is shown only when it is a well-formed model id
+    for note in left_out_notes(named, kinds, kept=[m for m in asked if m in options]):
+        st.warning(note)
+    if len(named) < len(left_out):
+        st.warning(f"{len(left_out) - len(named)} value(s) of ?models= are not model ids: left out.")
 col_models, col_text = top_row()
 with col_models:
     chosen = c.multiselect("models", options, format_func=lambda i: i.removeprefix("builtin:"))

@@ -28,20 +28,26 @@ with c1:
                       format_func=lambda t: f"after token {t}: {trace.tokens[t]}")
 with c2:
     layer = c.selectbox("layer", list(range(L)), default=L - 1, label_visibility="collapsed",
-                        format_func=lambda i: f"top 10 at {trace.layers[i]}")
+                        format_func=lambda i: f"top 10 after {trace.layers[i]}")
 own = Origin("model", f"each layer's hidden state through {loaded.id}'s own final norm and output layer; the last "
-                      f"layer equals the model's own logits to {trace.lens_error:.1e}.")
-show(V.lens_grid(trace, theme, (layer, pos)), own, key="lens_grid", filename="logit-lens", fold=True)
+                      f"layer ({trace.layers[-1]}) equals the model's own logits to {trace.lens_error:.1e}.")
+rows = V.grid_rows(L, layer)  # a deep model: every k-th layer and the selected one in the first screen
+show(V.lens_grid(trace, theme, (layer, pos), rows), own, key="lens_grid", filename="logit-lens", fold=True)
 tokens, probs = trace.bars(layer, pos)
 final = trace.final_tokens[pos]
-show(V.lens_bars(tokens, probs, f"{trace.layers[layer]}, after “{trace.tokens[pos]}”: top {len(tokens)}", theme,
-                 mark=final), own, key="lens_bars", filename="logit-lens-bars")
-st.caption(f"The model's own prediction after “{trace.tokens[pos]}” is “{final}”: at {trace.layers[layer]} it ranks "
-           f"{int(trace.final_rank[layer, pos]) + 1} with p = {trace.final_prob[layer, pos]:.4f} (outlined when in "
-           f"the top {len(tokens)}).")
+show(V.lens_bars(tokens, probs, f"After {trace.layers[layer]}, next after “{trace.tokens[pos]}”: top {len(tokens)}",
+                 theme, mark=final), own, key="lens_bars", filename="logit-lens-bars")
+st.caption(f"The model's own prediction after “{trace.tokens[pos]}” is “{final}”: after {trace.layers[layer]} it "
+           f"ranks {int(trace.final_rank[layer, pos]) + 1} with p = {trace.final_prob[layer, pos]:.4f} (outlined when "
+           f"in the top {len(tokens)}). {V.numbering(trace.layers)}")
+if len(rows) < L:
+    st.caption(f"The grid shows {len(rows)} of the {L} layers: {', '.join(trace.layers[i] for i in rows)} (every "
+               "few layers, counted down from the output, and the chosen one); all of them are below.")
+    with st.expander(f"All {L} layers"):
+        show(V.lens_grid(trace, theme, (layer, pos)), own, key="lens_grid_all", filename="logit-lens-all-layers")
 what_to_notice([
     "Read a column bottom to top: early layers often predict a plausible word of the right kind, later layers settle "
     "on the model's own choice.",
-    "The hover gives the rank of the model's final prediction at every layer: how early it 'knows' the answer.",
-    "The top row is exactly the model's output (the caption above the grid prints the difference).",
+    "The hover gives the rank of the model's final prediction after every layer: how early it 'knows' the answer.",
+    f"The top row ({trace.layers[-1]}) is exactly the model's output (the chart's badge prints the difference).",
 ])

@@ -5,10 +5,10 @@ from explorer.catalogue import builtin_names
 from explorer.generation import LABELS, DecodingError, Strategy
 from explorer.probes import decoding as D
 from explorer.ui import settings
-from explorer.ui.cache import probe
+from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
-from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
 from explorer.viz import decoding as V
 
 c = Controls("decoding-strategies")
@@ -16,23 +16,48 @@ page_header("Decoding strategies side by side",
             "The same prompt and seed through greedy, temperature sampling, top-k, top-p, typical-p, min-p and "
             "beam search, with Hugging Face's own logits processors, the distribution at every step and metrics.")
 
-default_model = c.params["model"].default if "tiny-gpt" in builtin_names() else "builtin:lstm-lm"
-model_id, loaded, text = model_and_sentence(c, default=default_model, label="Prompt")
+declared = c.params["model"].default  # pretrained:smollm2 when installed (explorer/views.py), else builtin:tiny-gpt
+default_model = declared if not declared.startswith("builtin:") or declared.removeprefix("builtin:") in \
+    builtin_names() else "builtin:lstm-lm"
+col_model, col_text = top_row()
+with col_model:
+    model_id = model_picker(c.view.families, default=default_model)
+    loaded = get_model(model_id)
+if loaded is None:
+    st.stop()
+template = probe(D.chat_template, loaded)  # None: the tokenizer has no chat template
+sized = D.first_open(loaded)  # a large model opens with fewer new tokens and samples
 
 # ------------------------------------------------------------------------------------------- settings
-c_kinds, c_settings = st.columns([3.6, 1], vertical_alignment="bottom")
+if template is not None:
+    c_kinds, c_chat, c_settings = st.columns([3.2, 1.5, 1], vertical_alignment="bottom")
+    with c_chat:
+        chat = c.toggle("chat")
+else:
+    c_kinds, c_settings = st.columns([3.6, 1], vertical_alignment="bottom")
+    chat = False
+with col_text:  # drawn above the row: an instruct model's message in chat mode, else a prompt to continue
+    text = model_sentence(loaded, "chat" if chat else c.view.sentences, label="Message (a user turn)" if chat
+                          else "Prompt")
 with c_kinds:
     chosen = c.multiselect("strategies", format_func=LABELS.get, max_selections=6, label_visibility="collapsed")
 with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch"):
+    system = ""
+    if template is not None:
+        own = (f"empty: the template's own, “{template.default_system}”" if template.default_system else
+               "empty: none (the template adds no system prompt)") if template.system_ok else \
+            "this template takes no system message"
+        system = c.text_input("system", max_chars=D.MAX_SYSTEM, placeholder=own, disabled=not chat)
+        st.caption(f"System prompt: {own}.")
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         seed = int(c.number("seed"))
-        max_new = c.number("max_new", slider=True)
+        max_new = c.number("max_new", slider=True, default=sized.get("max_new"))
         min_new = c.number("min_new", slider=True, hi=max_new)
         stop_eos = c.toggle("eos")
     with c2:
         temperature = c.number("temperature", slider=True)
-        n = c.number("n", slider=True)
+        n = c.number("n", slider=True, default=sized.get("n"))
         rep = c.number("rep", slider=True)
     with c3:
         k = c.number("k", slider=True)
@@ -56,7 +81,7 @@ strategies = tuple(
     for kind in chosen
 )
 try:
-    run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos)
+    run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "")
 except DecodingError as exc:
     st.error(str(exc))
     st.stop()
@@ -73,22 +98,22 @@ for col, gen in zip(cols, run.generations):
         for note in gen.notes:
             st.warning(note)
         out = gen.outputs[0]
-        st.html(V.tokens_html("" if run.is_encoder_decoder else "…", out.tokens, out.logprobs))
+        st.html(V.tokens_html("" if run.is_encoder_decoder or run.chat else "…", out.tokens, out.logprobs,
+                              max_lines=V.OUTPUT_LINES))
 theme = settings.theme()
 show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
-                     [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text),
+                     [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text, reply=run.chat),
      OWN, key="logprobs", filename="logprobs", fold=V.FOLD)
 st.caption(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
-           + f" · prompt as the model reads it ({len(run.prompt_ids)} tokens): " + " · ".join(run.prompt_tokens[:60])
-           + (" …" if len(run.prompt_tokens) > 60 else "")
-           + (" — the encoder reads it; the decoder starts from its start token." if run.is_encoder_decoder else ""))
+           + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat))
+if template is not None:
+    st.caption(V.chat_line(model_id, template, run.chat, run.system, stop_eos))
 with st.expander("Metrics of each output, and every sample"):
     table(V.metric_columns(run.generations), Origin("model", "metrics of each column's output under the model's own "
                                                              "distribution."))
-    for gen in run.generations:
-        if gen.strategy.do_sample and len(gen.outputs) > 1:
-            st.markdown(f"**{gen.strategy.label}**: " + " · ".join(f"({i + 1}) {o.text}"
-                                                                 for i, o in enumerate(gen.outputs)))
+    for gen in run.generations:  # every output in full (the columns above scroll after a few lines)
+        st.markdown(f"**{gen.strategy.label}**: " + " · ".join(f"({i + 1}) {o.text}" if len(gen.outputs) > 1
+                                                             else o.text for i, o in enumerate(gen.outputs)))
 
 SECTIONS = {"step": "One step: the next-token distribution", "beam": "Beam tree",
             "tradeoff": "Diversity and quality over samples"}

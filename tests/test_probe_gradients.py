@@ -55,3 +55,19 @@ def test_refusals():
         gradients_through_time(load_model("builtin:tiny-gpt"), SENT)
     with pytest.raises(GradientError):
         gradients_through_time(load_model("builtin:lstm-lm"), "the")
+
+
+def test_models_the_view_leaves_out_are_named_with_their_kind():
+    from explorer.catalogue import FAMILIES
+    from explorer.probes.gradients import left_out_notes
+
+    notes = left_out_notes(["pretrained:smollm2", "hf:gpt2", "builtin:word2vec"],
+                           {"pretrained:smollm2": FAMILIES["decoder"], "builtin:word2vec": FAMILIES["word2vec"]},
+                           kept=["builtin:gru-lm"])
+    assert notes[0] == ("pretrained:smollm2 is a Transformer decoder (causal LM): gradients through time are computed "
+                        "for recurrent models (the built-in RNN, GRU and LSTM language models, or a recurrent state "
+                        "dict), whose gradient flows back through one state update per word; it is left out, showing "
+                        "builtin:gru-lm.")
+    assert notes[1].startswith("hf:gpt2 is not a recurrent model available here: ")
+    assert notes[2].startswith("builtin:word2vec holds word embeddings: ")
+    assert left_out_notes(["builtin:tiny-gpt"], {}, [])[0].endswith("showing the built-in recurrent models instead.")

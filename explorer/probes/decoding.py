@@ -20,6 +20,11 @@ from explorer.views import BY_PATH, KINDS, MAX_NEW, MAX_SAMPLES
 BEAM_BUDGET = 800  # num_beams × new tokens: beyond this, the beam column generates fewer tokens
 SAMPLE_BUDGET = 4000  # n samples × new tokens per strategy
 TOP = 20
+MAX_SYSTEM = 1000  # characters of a system prompt (the view's URL parameter `system`)
+# A model with more parameters than this opens the view with fewer new tokens and samples (first_open): on one CPU
+# thread SmolLM2-135M takes ~11 s for the view's defaults (4 strategies, 30 tokens, 5 samples), ~7.7 s with these.
+LARGE_MODEL = 50_000_000
+LARGE_DEFAULTS = {"max_new": 20, "n": 3}
 
 
 @dataclass(frozen=True)
@@ -83,11 +88,30 @@ class Prompt:
     tokens: tuple[str, ...]
     notes: tuple[str, ...]
     max_new: int
+    special: tuple[bool, ...] = ()  # True where the token is one of the tokenizer's special tokens
+    system: str | None = None  # chat: the system prompt the model read (None: no system turn)
+    start_note: str = ""  # empty prompt: the token generation starts from, by name, and what it is
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """What a tokenizer's chat template does, read from its own output (nothing is hard-coded per model).
+
+    default_system: the system prompt the template adds when none is given (None: it adds none); system_ok: whether
+    it accepts a system message; opener: the special token that opens each turn (e.g. <|im_start|>), shown as text,
+    "" when the turns are not opened by one special token; end: the model's end-of-sequence tokens as text (where a
+    turn, and generation, ends)."""
+
+    default_system: str | None
+    system_ok: bool
+    opener: str
+    end: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class DecodingRun:
-    """Everything the page shows: the prompt as read, one Generation per strategy, notes."""
+    """Everything the page shows: the prompt as read (wrapped in the chat template when `chat`), one Generation per
+    strategy, notes. prompt_text: the text the columns continue (chat: the user's message, which they answer)."""
 
     model_id: str
     prompt_ids: tuple[int, ...]
@@ -99,6 +123,10 @@ class DecodingRun:
     context_len: int | None
     is_encoder_decoder: bool
     start_ids: tuple[int, ...]  # what the decoder reads before the first new token (seq2seq: start token)
+    chat: bool = False
+    system: str | None = None  # chat: the system prompt the model read (None: none)
+    prompt_special: tuple[bool, ...] = ()
+    start_note: str = ""  # empty prompt: which token generation starts from, and what it is
 
 
 def generator(loaded: Any) -> Any:
@@ -111,11 +139,93 @@ def generator(loaded: Any) -> Any:
     return adapter
 
 
-def prepare_prompt(adapter: Any, text: str, max_new: int) -> Prompt:
-    """Encode the prompt as the model reads it; empty -> the start token; longer than the context -> its end."""
+# ------------------------------------------------------------------------------------------- chat template
+_MARK_SYSTEM, _MARK_USER = "\u2063SYSTEM\u2063", "\u2063USER\u2063"  # invisible separators: in no template
+
+
+def _tokenizer(adapter: Any) -> Any:
+    return getattr(adapter, "tokenizer", None)
+
+
+def _render(tokenizer: Any, user: str, system: str | None) -> str:
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + \
+        [{"role": "user", "content": user}]
+    return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+
+def chat_template(loaded: Any) -> ChatTemplate | None:
+    """The chat template of a decoder's tokenizer, read from what it renders, or None when it has none (or cannot
+    render a user turn)."""
+    return _template(loaded.adapter)
+
+
+def _template(adapter: Any) -> ChatTemplate | None:
+    tok = _tokenizer(adapter)
+    if tok is None or adapter.is_encoder_decoder or not adapter.can_generate or not getattr(tok, "chat_template", None):
+        return None
+    try:
+        plain = _render(tok, _MARK_USER, None)
+    except Exception:  # a template that raises on a lone user turn (jinja errors of all kinds)
+        return None
+    try:
+        with_system = _render(tok, _MARK_USER, _MARK_SYSTEM)
+        system_ok = _MARK_SYSTEM in with_system
+    except Exception:  # e.g. templates that refuse the system role
+        with_system, system_ok = "", False
+    default = None
+    if system_ok:  # the text the template puts where a given system prompt would go, when none is given
+        before, after = with_system.split(_MARK_SYSTEM, 1)
+        if plain.startswith(before) and plain.endswith(after) and len(plain) > len(before) + len(after):
+            default = plain[len(before):len(plain) - len(after)]
+    opener = ""
+    if adapter.bos_id is not None:  # the BOS token opens the first turn and the next ones (SmolLM2's <|im_start|>)
+        bos, ids = int(adapter.bos_id), _chat_ids(tok, plain)
+        if ids[:1] == [bos] and ids.count(bos) >= 2:
+            opener = adapter.token_strings([bos])[0]
+    return ChatTemplate(default, system_ok, opener, tuple(adapter.token_strings(list(adapter.eos_ids))))
+
+
+def _chat_ids(tokenizer: Any, rendered: str) -> list[int]:
+    """The ids of a rendered chat, as apply_chat_template(tokenize=True) gives them (no special tokens added)."""
+    return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+
+
+def chat_ids(adapter: Any, text: str, system: str = "") -> tuple[list[int], str | None]:
+    """The ids of `text` as a user turn in the model's chat template (system prompt `system`, or the template's
+    default when empty), with the assistant's turn opened, as the tokenizer's apply_chat_template gives them; and
+    the system prompt the model reads (None: none)."""
+    info = _template(adapter)
+    if info is None:
+        raise DecodingError(f"{adapter.id}'s tokenizer has no chat template: the prompt is read as raw text.")
+    tok = _tokenizer(adapter)
+    given = system if system and info.system_ok else None
+    ids = tok.apply_chat_template([*([{"role": "system", "content": given}] if given is not None else []),
+                                   {"role": "user", "content": text}], tokenize=True, add_generation_prompt=True,
+                                  return_dict=True)["input_ids"]
+    return [int(i) for i in ids], (given if given is not None else info.default_system)
+
+
+def start_token_note(adapter: Any, template: ChatTemplate | None) -> str:
+    """What an empty prompt starts from: the beginning-of-sequence token by name (as shown text) and what it is."""
+    name = adapter.token_strings([adapter.bos_id])[0]
+    whose = "the tokenizer's" if _tokenizer(adapter) is not None else "the model's"
+    start = f"Empty prompt: generation starts from the beginning-of-sequence token alone, {name} ({whose})"
+    if template is not None and template.opener == name:
+        return (f"{start}, which this chat model uses to open a turn: its chat template writes {name} before every "
+                "message, so the model continues as if a new turn began.")
+    return f"{start}, the token that starts every text it was trained on."
+
+
+def prepare_prompt(adapter: Any, text: str, max_new: int, chat: bool = False, system: str = "") -> Prompt:
+    """Encode the prompt as the model reads it; empty -> the start token; longer than the context -> its end.
+    chat: `text` as a user turn in the tokenizer's chat template (system prompt `system`, empty = the template's
+    default), the assistant's turn opened: generation is the model's reply, ending at its end-of-turn token."""
     from explorer.data.vocab import clean_text
 
+    if chat:
+        return _chat_prompt(adapter, text, max_new, system)
     notes: list[str] = []
+    start_note = ""
     enc = adapter.encode(text)
     if not enc.ids and clean_text(text or "").strip() and not any("Type a sentence" in n for n in enc.notes) \
             and not any("characters the model can read" in n for n in enc.notes):
@@ -131,7 +241,8 @@ def prepare_prompt(adapter: Any, text: str, max_new: int) -> Prompt:
                 raise DecodingError(f"The prompt is empty and {adapter.id} has no beginning-of-sequence token to start "
                                     "from: type a few words.")
             ids = [adapter.bos_id]
-            notes.append("Empty prompt: generation starts from the beginning-of-sequence token alone.")
+            start_note = start_token_note(adapter, _template(adapter))
+            notes.append(start_note)
     room_for = adapter.context_len
     if room_for is not None and not adapter.sliding:
         if max_new >= room_for:
@@ -147,9 +258,43 @@ def prepare_prompt(adapter: Any, text: str, max_new: int) -> Prompt:
         notes.append(f"Prompt + new tokens exceed the model's {room_for} positions: each step reads only the "
                      f"last {room_for} tokens (a sliding window, as nanoGPT's generate).")
     start = tuple(adapter.decoder_start) if adapter.is_encoder_decoder else tuple(ids)
+    special = tuple(enc.special) if len(enc.special) == len(ids) and len(tokens) == len(ids) else ()
     if len(tokens) != len(ids):  # the start token of an empty prompt
-        tokens = adapter.token_strings(ids)
-    return Prompt(tuple(ids), start, tuple(tokens), tuple(notes), max_new)
+        tokens = adapter.sequence_strings(ids)
+        special = (True,) * len(ids)
+    return Prompt(tuple(ids), start, tuple(tokens), tuple(notes), max_new, special, None, start_note)
+
+
+def _chat_prompt(adapter: Any, text: str, max_new: int, system: str) -> Prompt:
+    from explorer.data.vocab import clean_text
+
+    notes: list[str] = []
+    template = _template(adapter)
+    if template is None:
+        raise DecodingError(f"{adapter.id}'s tokenizer has no chat template: turn the chat template off to continue "
+                            "the raw text.")
+    text, system = clean_text(text or ""), clean_text(system or "").strip()
+    if len(system) > MAX_SYSTEM:
+        notes.append(f"The system prompt has {len(system):,} characters; only its first {MAX_SYSTEM:,} are used.")
+        system = system[:MAX_SYSTEM]
+    if system and not template.system_ok:
+        notes.append(f"{adapter.id}'s chat template takes no system message: the system prompt is left out.")
+    if not text.strip():
+        notes.append("Empty message: the model reads an empty user turn and replies to it.")
+    ids, used = chat_ids(adapter, text, system)
+    room_for = adapter.context_len
+    if room_for is not None:
+        if max_new >= room_for:
+            notes.append(f"{max_new} new tokens do not fit in the model's {room_for} positions: generating "
+                         f"{room_for - 1}.")
+            max_new = room_for - 1
+        if len(ids) + max_new > room_for:
+            raise DecodingError(f"The message in the chat template is {len(ids):,} tokens; with {max_new} new ones it "
+                                f"does not fit in the model's {room_for:,} positions: shorten it.")
+    tok = _tokenizer(adapter)
+    specials = {int(i) for i in getattr(tok, "all_special_ids", ())}
+    return Prompt(tuple(ids), tuple(ids), tuple(adapter.sequence_strings(ids)), tuple(notes), max_new,
+                  tuple(i in specials for i in ids), used, "")
 
 
 SENTENCE_ENDS = (".", "!", "?", "。")
@@ -195,30 +340,44 @@ def generate(adapter: Any, prompt: Prompt, strategy: Strategy, seed: int, n: int
             notes.append(f"{n} samples × {max_new} tokens is above the bound of {SAMPLE_BUDGET}: drawing {n_run} samples.")
         rows, row_lps, _ = G.sample(adapter, x.repeat(n_run, 1), start.repeat(n_run, 1), strategy, max_new, seed,
                                     stop_at_eos)
-    outputs = tuple(Output(tuple(r), tuple(adapter.token_strings(r)), adapter.detokenize(r),
+    outputs = tuple(Output(tuple(r), tuple(adapter.sequence_strings(r)), adapter.detokenize(r),
                            np.asarray(lp, dtype=np.float32)) for r, lp in zip(rows, row_lps))
     return Generation(strategy, outputs, beam, tuple(notes), time.perf_counter() - t0, max_new)
 
 
 def decode_all(loaded: Any, text: str, strategies: tuple[Strategy, ...], seed: int = 0, max_new: int = 30,
-               n: int = 1, stop_at_eos: bool = True) -> DecodingRun:
-    """The page's computation: every strategy on the same prompt and seed. Raises DecodingError."""
+               n: int = 1, stop_at_eos: bool = True, chat: bool = False, system: str = "") -> DecodingRun:
+    """The page's computation: every strategy on the same prompt and seed. chat: `text` as a user turn of the
+    tokenizer's chat template (system prompt `system`, empty = the template's default). Raises DecodingError."""
     adapter = generator(loaded)
     max_new = int(max_new)
     notes: list[str] = []
     if not 1 <= max_new <= MAX_NEW:
         notes.append(f"{max_new} new tokens is outside 1…{MAX_NEW}; using {min(max(max_new, 1), MAX_NEW)}.")
         max_new = min(max(max_new, 1), MAX_NEW)
-    prompt = prepare_prompt(adapter, text, max_new)
+    prompt = prepare_prompt(adapter, text, max_new, chat, system)
     notes.extend(prompt.notes)
-    hint = None if adapter.is_encoder_decoder else end_hint(text, max((s.min_new_tokens for s in strategies), default=0))
+    hint = None if adapter.is_encoder_decoder or chat else \
+        end_hint(text, max((s.min_new_tokens for s in strategies), default=0))
+    if hint and _template(adapter) is not None:
+        hint += " Or turn on Chat template: this instruct model then reads it as a user turn and replies."
     notes += [hint] if hint else []
     try:
         gens = tuple(generate(adapter, prompt, s, seed, n, stop_at_eos) for s in strategies)
     except Unsupported as exc:
         raise DecodingError(str(exc)) from None
-    return DecodingRun(str(loaded.id), prompt.model_input, prompt.tokens, adapter.detokenize(list(prompt.model_input)),
-                       gens, tuple(notes), int(seed), adapter.context_len, adapter.is_encoder_decoder, prompt.start)
+    shown = text if chat else adapter.detokenize(list(prompt.model_input))
+    return DecodingRun(str(loaded.id), prompt.model_input, prompt.tokens, shown, gens, tuple(notes), int(seed),
+                       adapter.context_len, adapter.is_encoder_decoder, prompt.start, bool(chat), prompt.system,
+                       prompt.special, prompt.start_note)
+
+
+def first_open(loaded: Any) -> dict[str, int]:
+    """The view's defaults that depend on the model's size: fewer new tokens and samples for a model larger than
+    LARGE_MODEL parameters (the work a first open does stays a few seconds on one CPU thread); {} otherwise."""
+    model = getattr(loaded, "model", None)
+    size = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
+    return dict(LARGE_DEFAULTS) if size > LARGE_MODEL else {}
 
 
 # The strategy fields that the decoding view declares (explorer.views), and the kinds that use each.
@@ -310,7 +469,7 @@ def step_view(loaded: Any, model_input: tuple[int, ...], start: tuple[int, ...],
     top_ids = order[:top]
     chosen = int(generated[step]) if generated else int(torch.argmax(pen))
     rank = int((order == chosen).nonzero()[0, 0]) if generated else 0
-    context = tuple(adapter.token_strings(list(model_input) + prefix))[-12:]
+    context = tuple(adapter.sequence_strings(list(model_input) + prefix))[-12:]
     return StepView(
         step=step, ids=top_ids.cpu().numpy(), tokens=tuple(adapter.token_strings(top_ids.tolist())),
         logits=pen[top_ids].float().cpu().numpy(), raw_probs=raw.exp()[top_ids].float().cpu().numpy(),

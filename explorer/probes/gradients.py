@@ -51,6 +51,23 @@ class GradientTrace:
         return float(self.input_grad[0] / self.input_grad[-1]) if self.input_grad[-1] > 0 else 0.0
 
 
+def left_out_notes(ids: list[str], kinds: dict[str, str], kept: list[str]) -> list[str]:
+    """The message for each model id the view was asked for (?models=) but cannot read, by name and kind.
+
+    kinds: model id -> what it is in words (explorer.catalogue.FAMILIES: "Transformer decoder (causal LM)", ...),
+    for the ids that are known here; kept: the asked ids that the view shows."""
+    shown = f"showing {', '.join(kept)}" if kept else "showing the built-in recurrent models instead"
+    notes = []
+    for mid in ids:
+        kind = kinds.get(mid)
+        what = (f"{mid} holds {kind.lower()}" if kind.endswith("s") else f"{mid} is a {kind}") if kind else \
+            f"{mid} is not a recurrent model available here"
+        notes.append(f"{what}: gradients through time are computed for recurrent models (the built-in RNN, GRU and "
+                     f"LSTM language models, or a recurrent state dict), whose gradient flows back through one "
+                     f"state update per word; it is left out, {shown}.")
+    return notes
+
+
 def spectral_norm(J: np.ndarray) -> float:
     """‖J‖₂, the largest singular value of an (S, S) matrix: ARPACK's Lanczos iteration (scipy svds, k = 1, from a
     fixed start), in float64; ~5x faster than a full SVD for the LSTM's 512 × 512 Jacobians (equal to

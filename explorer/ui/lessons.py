@@ -128,6 +128,8 @@ def lesson_bar(page: str, lesson_id: str, index: int | None) -> None:
         st.button("Open step 1", key="_lesson_first", on_click=_go, args=(lesson, 0))
         return
     step, n = lesson.steps[index], len(lesson)
+    if lesson.missing:
+        st.warning(unavailable_text(lesson.missing))
     with st.container(border=True, key="lesson_bar"):
         left, middle, right = st.columns([3, 12, 3], vertical_alignment="center")
         with left:
@@ -213,16 +215,26 @@ def _remove_upload(lesson_id: str) -> None:
     st.session_state.get(UPLOADS, {}).pop(lesson_id, None)
 
 
+def unavailable_text(missing: tuple[tuple[str, str], ...]) -> str:
+    """Why a lesson cannot be played here, with the command that installs each model it needs."""
+    return "Unavailable here: this lesson opens " + "; ".join(
+        f"{model_id}, which is not installed (install it with `{install}` and restart the app)"
+        for model_id, install in missing) + "."
+
+
 def _lesson_card(lesson: L.Lesson, expanded: bool) -> None:
+    missing = lesson.missing
     with st.container(border=True, key=f"lesson_{lesson.id}"):
         badge = " · uploaded (this session)" if lesson.origin == "uploaded" else ""
         st.subheader(lesson.title, anchor=False)
-        st.caption(f"{len(lesson)} steps · {_views_of(lesson)}{badge}")
+        st.caption(f"{len(lesson)} steps · {_views_of(lesson)}{badge}" + (" · unavailable here" if missing else ""))
         if lesson.summary:
             st.markdown(lesson.summary)
+        if missing:
+            st.warning(unavailable_text(missing), icon=":material/extension_off:")
         cols = st.columns([1, 1, 1, 3])
         cols[0].button("Start", key=f"_start_{lesson.id}", icon=":material/play_arrow:", type="primary",
-                       on_click=_go, args=(lesson, 0, True), width="stretch")
+                       on_click=_go, args=(lesson, 0, True), width="stretch", disabled=bool(missing))
         cols[1].download_button("Download", functools.partial(L.lesson_yaml, lesson), file_name=f"{lesson.id}.yaml",
                                 mime="application/x-yaml", key=f"_download_{lesson.id}", icon=":material/download:",
                                 width="stretch", on_click="ignore")
@@ -236,7 +248,8 @@ def _lesson_card(lesson: L.Lesson, expanded: bool) -> None:
             for i, step in enumerate(lesson.steps):
                 head, go = st.columns([6, 1], vertical_alignment="center")
                 head.markdown(f"**{i + 1}. {step.title}** · {L.view_title(step.page)}")
-                go.button("Open", key=f"_open_{lesson.id}_{i}", on_click=_go, args=(lesson, i, True), width="stretch")
+                go.button("Open", key=f"_open_{lesson.id}_{i}", on_click=_go, args=(lesson, i, True), width="stretch",
+                          disabled=bool(missing))
                 st.markdown(f"{step.caption}" + (f"\n\n*Question:* {step.question}" if step.question else ""))
                 st.code(L.step_url(lesson, i, base), language=None, wrap_lines=True)
 

@@ -95,6 +95,7 @@ def tradeoff_scatter(rows: Sequence[dict], x: str, y: str, theme: Theme) -> go.F
                                          " (higher = the model finds it likelier)")}}})
 
 
+OUTPUT_LINES = 3  # lines of each column's output in the first screen (the rest scrolls; every sample is in full below)
 FOLD = 300  # the log-prob chart's height under the outputs in the first screen (explorer.ui.charts.show's fold)
 
 
@@ -113,20 +114,49 @@ def settings_line(seed: int, max_new: int, min_new: int, stop_eos: bool, n: int,
     ) if part)
 
 
-def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: Theme, prompt: str = "") -> go.Figure:
+def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: Theme, prompt: str = "",
+                  reply: bool = False) -> go.Figure:
     """Log-probability of each generated token under the model, one line per strategy; the title quotes the end of
-    the prompt (so that an exported chart says what it continues)."""
+    the prompt (so that an exported chart says what it continues), or of the message the model replies to
+    (`reply`: a chat template)."""
     layout: dict[str, Any] = {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
                               "margin": {"t": 40}, "xaxis": {"title": {"text": "generated token"}},
                               "yaxis": {"title": {"text": "log p (model, T = 1)"}}}
     if prompt.strip():  # the title above the legend: short enough for a projector's font
-        layout["title"] = {"text": f"Log p of each new token after “{html.escape(prompt_end(prompt, 26))}”"}
+        what = "Log p of each token of the reply to" if reply else "Log p of each new token after"
+        layout["title"] = {"text": f"{what} “{html.escape(prompt_end(prompt, 26))}”"}
         layout["margin"] = {"t": 64}
         layout["height"] = 400
     return figure([{"type": "scatter", "x": list(range(1, len(lp) + 1)), "y": np.asarray(lp), "mode": "lines+markers",
                     "name": lab, "line": {"color": theme.categorical[i % len(theme.categorical)]},
                     "hovertemplate": f"{html.escape(lab)}<br>step %{{x}}<br>log p %{{y:.4f}}<extra></extra>"}
                    for i, (lab, lp) in enumerate(zip(labels, logprobs))], layout)
+
+
+def prompt_line(tokens: Sequence[str], encoder_decoder: bool = False, chat: bool = False, most: int = 80) -> str:
+    """The prompt as the model reads it, token by token as text (special tokens included), in one caption line."""
+    what = "the chat as the model reads it (template included)" if chat else "prompt as the model reads it"
+    return (f"{what} ({len(tokens)} tokens): " + " · ".join(tokens[:most]) + (" …" if len(tokens) > most else "")
+            + (" — the encoder reads it; the decoder starts from its start token." if encoder_decoder else ""))
+
+
+def chat_line(model_id: str, template: Any, chat: bool, system: str | None, stop_eos: bool) -> str:
+    """What the page says about an instruct model with a chat template: how the prompt is read, the system prompt it
+    read (the template's own or the one given), and where the reply ends."""
+    end = " or ".join(template.end) or "its end token"
+    if not chat:
+        return (f"{model_id} is an instruct model with a chat template (tuned on conversations): here it continues the "
+                "raw text. Turn on Chat template to send the prompt as a user turn, as it was tuned to read it.")
+    if system is None:
+        said = "no system prompt (the template adds none)"
+    elif system == template.default_system:
+        said = f"the template's own system prompt “{system}”"
+    else:
+        said = f"the system prompt “{system}”"
+    stop = f"each reply ends at {end}, the model's end-of-turn token" if stop_eos else \
+        f"'Stop at end of sequence' is off: generation goes on past {end}"
+    return (f"{model_id} is an instruct model with a chat template: the prompt is a user turn, after {said}, and the "
+            f"columns are the assistant's reply; {stop}.")
 
 
 def prompt_end(prompt: str, chars: int = 48) -> str:
@@ -162,8 +192,11 @@ def summary_rows(rows: Sequence[dict]) -> list[dict]:
     return out
 
 
-def tokens_html(prompt: str, tokens: Sequence[str], logprobs: np.ndarray, lo: float = -8.0) -> str:
-    """The prompt (grey) then each generated token shaded by its probability (dark = likely); hover = log p."""
+def tokens_html(prompt: str, tokens: Sequence[str], logprobs: np.ndarray, lo: float = -8.0,
+                max_lines: int | None = None) -> str:
+    """The prompt (grey) then each generated token shaded by its probability (dark = likely); hover = log p.
+    max_lines: the box shows at most this many lines and scrolls for the rest (the side-by-side columns stay short
+    enough for the chart below them to be in the first screen with a real model's long outputs)."""
     parts = [f"<span style='opacity:0.55'>{html.escape(prompt)}</span> "]
     for tok, lp in zip(tokens, logprobs):
         a = float(np.clip(1 - lp / lo, 0.0, 1.0)) if lo < 0 else 1.0
@@ -173,4 +206,5 @@ def tokens_html(prompt: str, tokens: Sequence[str], logprobs: np.ndarray, lo: fl
         )
     # <wbr> between tokens: sub-word tokens have no spaces, and without a break opportunity a long output ran
     # across the next strategy's column (projector mode)
-    return "<div style='line-height:2; overflow-wrap:anywhere'>" + "<wbr>".join(parts) + "</div>"
+    box = f" max-height:{1.75 * max_lines:g}em; overflow-y:auto;" if max_lines else ""
+    return f"<div style='line-height:1.75; overflow-wrap:anywhere;{box}'>" + "<wbr>".join(parts) + "</div>"

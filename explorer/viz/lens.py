@@ -10,28 +10,59 @@ from explorer.viz.theme import Theme, figure
 from explorer.viz.tokens import labels, ticks
 
 
-def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None) -> go.Figure:
-    """Rows: layers (last on top); columns: input positions. Cell text: the layer's top next token; colour: its
-    probability; hover: the model's own final prediction there, with its rank and probability at that layer."""
-    L, T = trace.top_probs.shape
-    final = labels(trace.final_tokens)
-    custom = np.empty((L, T, 3), dtype=object)
-    for layer in range(L):
+def numbering(layers: tuple[str, ...]) -> str:
+    """How the rows are numbered, in words (layer l is transformer block l, counted from 0)."""
+    if not layers:
+        return ""
+    if all(name.startswith("layer ") for name in layers):
+        return (f"Layers count from 0: layer l is the output of transformer block l, from {layers[0]} (the first "
+                f"block) to {layers[-1]} (the last, read as the model reads it).")
+    return f"Layers count from 0: {', '.join(layers)}."
+
+
+MAIN_ROWS = 12  # layers the main grid shows at most (a 30-layer model's grid would not fit in the first screen)
+
+
+def grid_rows(n_layers: int, selected: int | None = None, most: int = MAIN_ROWS) -> list[int]:
+    """The layers the main grid shows: all of them up to `most`, else every k-th counted down from the last one
+    (which is the model's output), with the selected layer; ascending."""
+    if n_layers <= most:
+        return list(range(n_layers))
+    stride = -(-n_layers // (most - 1))  # ceil: room left for the selected layer
+    rows = set(range(n_layers - 1, -1, -stride)) | ({selected} if selected is not None else set())
+    return sorted(r for r in rows if 0 <= r < n_layers)
+
+
+def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
+              rows: list[int] | None = None) -> go.Figure:
+    """Rows: layers (last on top, named "layer l": the output of block l, from 0; `rows`: the layers to show,
+    default all); columns: input positions. Cell text: the layer's top next token; colour: its probability; hover:
+    the model's own final prediction there, with its rank and probability after that layer."""
+    rows = list(range(trace.top_probs.shape[0])) if rows is None else list(rows)
+    L, T = len(rows), trace.top_probs.shape[1]
+    final, inputs = labels(trace.final_tokens), labels(trace.tokens)
+    custom = np.empty((L, T, 4), dtype=object)
+    for i, layer in enumerate(rows):
         for t in range(T):
-            custom[layer, t] = (final[t], int(trace.final_rank[layer, t]) + 1, float(trace.final_prob[layer, t]))
-    text = [labels(row) for row in trace.top_tokens]
-    data = [{"type": "heatmap", "z": trace.top_probs, "text": text, "texttemplate": "%{text}",
+            custom[i, t] = (final[t], int(trace.final_rank[layer, t]) + 1, float(trace.final_prob[layer, t]),
+                            inputs[t])
+    text = [labels(trace.top_tokens[layer]) for layer in rows]
+    every = len(rows) < trace.top_probs.shape[0]
+    data = [{"type": "heatmap", "z": trace.top_probs[rows], "text": text, "texttemplate": "%{text}",
              "textfont": {"size": max(9, theme.font_size - 3)}, "customdata": custom, "zmin": 0.0, "zmax": 1.0,
              "colorscale": theme.sequential, "colorbar": {"title": {"text": "p(top)"}},
-             "hovertemplate": "%{y} · after “%{x}”<br>top: <b>%{text}</b> p = %{z:.4f}<br>the model's prediction "
-                              "“%{customdata[0]}”: rank %{customdata[1]}, p = %{customdata[2]:.4f}<extra></extra>",
-             "x": list(range(T)), "y": list(trace.layers)}]
-    layout = {"title": {"text": "Logit lens: each layer's most probable next token"},
+             "hovertemplate": "after %{y}, at “%{customdata[3]}”<br>top next token: <b>%{text}</b> p = %{z:.4f}<br>the model's "
+                              "prediction “%{customdata[0]}”: rank %{customdata[1]}, p = %{customdata[2]:.4f}"
+                              "<extra></extra>",
+             "x": list(range(T)), "y": [trace.layers[layer] for layer in rows]}]
+    title = "Logit lens: each layer's most probable next token" + \
+        (f" ({L} of {trace.top_probs.shape[0]} layers)" if every else "")
+    layout = {"title": {"text": title},
               "height": max(260, 60 * L + 160), "xaxis": {**ticks(trace.tokens), "title": {"text": "after token"}},
-              "yaxis": {"title": {"text": "layer"}}}
-    if selected is not None:
-        layer, t = selected
-        layout["shapes"] = [{"type": "rect", "x0": t - 0.5, "x1": t + 0.5, "y0": layer - 0.5, "y1": layer + 0.5,
+              "yaxis": {"title": {"text": "after layer (from 0)"}, "type": "category"}}
+    if selected is not None and selected[0] in rows:
+        i, t = rows.index(selected[0]), selected[1]
+        layout["shapes"] = [{"type": "rect", "x0": t - 0.5, "x1": t + 0.5, "y0": i - 0.5, "y1": i + 0.5,
                              "line": {"color": theme.categorical[5], "width": theme.line_width + 1}}]
     return figure(data, layout)
 
