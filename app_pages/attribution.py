@@ -1,7 +1,7 @@
 """Token attribution: gradient × input and integrated gradients from each output token onto the input tokens."""
 import streamlit as st
 
-from explorer.probes.attribution import AttributionError, attribution
+from explorer.probes.attribution import AttributionError, attribution, default_outputs
 from explorer.ui import settings
 from explorer.ui.cache import probe
 from explorer.ui.charts import Origin, show
@@ -11,7 +11,7 @@ from explorer.viz import attribution as V
 
 c = Controls("token-attribution")
 page_header("Token attribution", "Which input tokens drive each output token: gradient × input, and integrated "
-            "gradients (Sundararajan et al. 2017) from the zero embedding, with their completeness error.")
+            "gradients (Sundararajan et al. 2017) from a baseline, with their completeness error.")
 _, loaded, text = model_and_sentence(
     c, label=lambda m: "Source sentence" if m.adapter.is_encoder_decoder else "Sentence")
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
@@ -20,8 +20,11 @@ with c_method:
     method = c.selectbox("method", label_visibility="collapsed")
 with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
     steps = c.number("steps", disabled=method != "integrated gradients")
+    outputs = "all" if loaded.adapter.is_encoder_decoder else c.radio(
+        "outputs", default=default_outputs(loaded), format_func={
+            "all": "every next token and the prediction", "prediction": "the model's prediction only"}.get)
 try:
-    trace = probe(attribution, loaded, text, target, steps)
+    trace = probe(attribution, loaded, text, target, steps, outputs)
 except AttributionError as exc:
     st.info(str(exc))
     st.stop()
@@ -34,22 +37,36 @@ with c_out:
                       format_func=lambda i: f"onto output {i}: {trace.outputs[i]}"
                       + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
 values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
-origin = Origin("model", f"gradients of {loaded.id}'s own logits through its own layers (autograd); integrated "
-                         f"gradients: {trace.steps} steps from {trace.baseline}, completeness error at most "
-                         f"{trace.max_completeness:.2g} (Σ attributions vs logit − baseline logit).")
+origin = Origin("model", f"gradients of {loaded.id}'s own logits (autograd); integrated gradients from "
+                         f"{trace.baseline}: completeness error at most {trace.max_completeness:.2g} "
+                         f"({trace.max_relative:.2%} of the change in the logit).")
 show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out), origin, key="attr_heatmap",
      filename="attribution", fold=True)
-st.markdown(f"**{method} onto “{trace.outputs[out]}”** (red raises its logit, blue lowers it):")
-st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out]))
-st.caption(f"Logit of “{trace.outputs[out]}”: {trace.logit[out]:.4f}; at the zero embedding: "
-           f"{trace.baseline_logit[out]:.4f}; the integrated gradients sum to "
-           f"{float(trace.integrated[out].sum()):.4f} (completeness error {trace.completeness[out]:.2g}, "
-           f"{trace.steps} steps).")
+if outputs == "prediction" and len(trace.inputs) > 1:
+    st.caption("Only the model's own prediction after the last token is attributed: for a row per next token of "
+               "the sentence choose “every next token” under Steps (each row costs tens of forward and backward "
+               "passes of the model).")
+warning = V.completeness_warning(trace, c.view.params["steps"].hi)
+if warning and method == "integrated gradients":
+    st.warning(warning, icon=":material/warning:")
+st.markdown(f"**{method} onto “{trace.outputs[out]}”** ({V.colour_key(theme)}):")
+st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out], theme, trace.kept))
+st.caption(f"Logit of “{trace.outputs[out]}”: {trace.logit[out]:.4f}; at the baseline ({trace.baseline}): "
+           f"{trace.baseline_logit[out]:.4f}; the integrated gradients sum to {float(trace.integrated[out].sum()):.4f} "
+           f"(completeness error {trace.completeness[out]:.2g}, {trace.relative[out]:.2%} of the change; "
+           f"{trace.points[out]} Gauss–Legendre points, {trace.evaluations[out]} gradient evaluations). The rule: "
+           f"{trace.rule}, up to {trace.points.max()} points per output ({trace.evaluations.sum()} gradient "
+           f"evaluations in all, at most {trace.steps} per output).")
 what_to_notice([
     "In an agreement sentence, compare what the verb's logit draws from the subject noun and from the nearer "
     "attractor noun: attribution says what raises this logit, not which word decides the verb's number.",
-    "Gradient × input is one backward pass; integrated gradients average the gradient along the straight path from "
-    "the zero embedding, so the attributions add up to the change in the logit (the completeness error shows how "
-    "closely with this many steps).",
+    "Gradient × input is one backward pass; integrated gradients integrate the gradient along the straight path from "
+    "the baseline, so the attributions add up to the change in the logit between the baseline and the sentence (the "
+    "completeness error, computed for every output, shows how closely).",
+    "Some outputs need many more gradient evaluations than others (the caption gives each one's count): the "
+    "integration halves the intervals where its sum disagrees with the logits at their ends, which is where the "
+    "logit bends sharply along the path.",
+    "On a model with rotary positions (SmolLM2, Llama) the baseline keeps the first token as it is: it gets no share, "
+    "and the first output, which reads only that token, has nothing to split.",
     "An encoder-decoder's output token draws on the source and on the outputs before it (second part of the row).",
 ])

@@ -31,7 +31,8 @@ def main() -> None:
     models = [load_model(f"builtin:{n}") for n in ("rnn-lm", "gru-lm", "lstm-lm")]
     cases = [
         ("Logit lens", "app_pages/logit_lens.py", {"model": "builtin:tiny-gpt"}, lambda s: logit_lens(gpt, s)),
-        ("Token attribution (IG, 32 steps)", "app_pages/attribution.py", {"model": "builtin:tiny-gpt"},
+        ("Token attribution (IG, at most 32 gradient evaluations per output)", "app_pages/attribution.py",
+         {"model": "builtin:tiny-gpt", "steps": "32"},
          lambda s: attribution(gpt, s, "", 32)),
         ("Gradients through time (3 models)", "app_pages/gradients.py", {},
          lambda s: [gradients_through_time(m, s) for m in models]),

@@ -265,9 +265,17 @@ VIEWS.append(View(
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
         "model": P("model", LM_DEFAULT), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
         "method": choice("integrated gradients", "gradient × input", label="Method"),
-        "steps": P("int", 32, 1, 256, "Integration steps",
-                   help="Integrated gradients: a midpoint Riemann sum over this many points from the zero embedding."),
+        "steps": P("int", 256, 1, 1024, "Gradient evaluations (at most, per output)",
+                   help="Integrated gradients: the path from the baseline is cut into intervals of 2 Gauss–Legendre "
+                        "points, and the intervals whose sum disagrees most with the exact change in the logit are "
+                        "halved until the attributions add up to that change within 1 %, or an output token has "
+                        "spent this many gradient evaluations."),
         "out": P("int", None, 0, None, "Output token"),
+        "outputs": choice("all", "prediction", label="Outputs attributed",
+                          help="all: every next token of the sentence and the model's prediction after it (a row "
+                               "each); prediction: only the model's own next token. Language models above 50 "
+                               "million parameters open on the prediction alone: every row costs tens of forward "
+                               "and backward passes."),
     }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement", main="attr_heatmap"))
 VIEWS.append(View(
     "app_pages/gradients.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",

@@ -13,6 +13,7 @@ from explorer.loaders import load_model
 from explorer.probes.attribution import attribution
 from explorer.probes.gradients import gradients_through_time
 from explorer.probes.lens import logit_lens
+from explorer.viz.attribution import completeness_warning
 
 SENT = "the keys to the old cabinet are on the table ."
 
@@ -76,11 +77,64 @@ def test_attribution_page_text_and_completeness():
     heat = _charts(at)[0]
     assert heat["layout"]["title"]["text"].startswith("integrated gradients")
     caption = " ".join(str(c.value) for c in at.caption)
-    assert f"sum to {float(tr.integrated[6].sum()):.4f}" in caption and "16 steps" in caption
-    assert "onto “are”" in " ".join(str(m.value) for m in at.markdown)
+    # the rule's computed numbers for the selected output (was "16 steps": the old rule's fixed midpoint count)
+    assert f"sum to {float(tr.integrated[6].sum()):.4f}" in caption
+    assert f"completeness error {tr.completeness[6]:.2g}, {tr.relative[6]:.2%} of the change" in caption
+    assert f"{tr.points[6]} Gauss–Legendre points, {tr.evaluations[6]} gradient evaluations" in caption
+    assert f"at most {tr.steps} per output); completeness error at most {tr.max_completeness:.2g}" in caption
+    assert "adaptive composite Gauss–Legendre (2-point rule on each interval), from the zero embedding" in caption
+    # 16 evaluations leave some outputs above 1 % on this sentence: the page warns about exactly those
+    assert tr.unconverged and [str(w.value) for w in at.warning] == [completeness_warning(tr, 1024)]
+    assert "onto “are”** (red raises its logit, blue lowers it)" in " ".join(str(m.value) for m in at.markdown)
     at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": "🙂"})
     assert_no_exception(at)
     assert at.info
+
+
+def test_attribution_page_warns_when_the_gradients_do_not_add_up():
+    """One gradient evaluation per output (the midpoint of the path) misses the change in the logit by more than
+    1 %: the page says which outputs, by how much, and what to raise; the default budget does not warn."""
+    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "1"})
+    assert_no_exception(at)
+    tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 1)
+    bad = tr.unconverged
+    assert bad and tr.max_relative > 0.01
+    (warning,) = [str(w.value) for w in at.warning]
+    assert f"{len(bad)} of {len(tr.outputs)} outputs do not add up" in warning and "within 1%" in warning
+    i = bad[0]
+    assert f"“{tr.outputs[i]}”: error {tr.completeness[i]:.3g} = {tr.relative[i]:.1%} of the change" in warning
+    assert "Raise “Gradient evaluations” under Steps (now 1, at most 1024)" in warning
+    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT})
+    assert not at.warning and attribution(load_model("builtin:tiny-gpt"), SENT).max_relative <= 0.01  # the default
+    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "method": "gradient × input",
+                                               "steps": "1"})
+    assert not at.warning  # gradient × input has no integral to warn about
+
+
+def test_attribution_colours_are_named_by_the_theme_in_use():
+    """The sentence under the heatmap names the colours its palette draws: red/blue (RdBu) normally, orange/purple
+    (PuOr) in projector mode, and the coloured tokens use the same palette's ends."""
+    from explorer.viz.attribution import attribution_html
+    from explorer.viz.theme import NORMAL, PROJECTOR, colorscale
+
+    def hue(colour: str) -> float:
+        import colorsys
+        r, g, b = (int(v) / 255 for v in colour[colour.index("(") + 1:colour.index(")")].split(",")[:3])
+        return 360 * colorsys.rgb_to_hsv(r, g, b)[0]
+
+    names = {"red": (330, 360), "orange": (15, 45), "blue": (195, 250), "purple": (250, 300)}
+    for theme in (NORMAL, PROJECTOR):
+        low, high = colorscale(theme.diverging)[1][1], colorscale(theme.diverging)[-2][1]
+        for name, colour in zip(theme.diverging_ends, (low, high)):
+            lo, hi = names[name]
+            assert lo <= hue(colour) <= hi, (theme.name, name, colour)
+        markup = attribution_html(["a", "b"], np.array([1.0, -1.0]), 2, theme)
+        for colour in (low, high):  # 'rgb(r,g,b)' drawn as 'rgba(r,g,b,opacity)'
+            assert colour.replace("rgb(", "rgba(").rstrip(")") + "," in markup
+    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "projector": "1"})
+    assert_no_exception(at)
+    text = " ".join(str(m.value) for m in at.markdown)
+    assert "(orange raises its logit, purple lowers it)" in text and "red raises" not in text
 
 
 def test_gradients_page_compares_the_three_cells():

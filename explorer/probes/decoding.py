@@ -14,6 +14,7 @@ import torch
 from explorer import generation as G
 from explorer import metrics_text as MT
 from explorer.adapters.base import Unsupported
+from explorer.device import is_large
 from explorer.generation import LABELS, SAMPLING, BeamTrace, DecodingError, Strategy
 from explorer.views import BY_PATH, KINDS, MAX_NEW, MAX_SAMPLES
 
@@ -21,9 +22,9 @@ BEAM_BUDGET = 800  # num_beams × new tokens: beyond this, the beam column gener
 SAMPLE_BUDGET = 4000  # n samples × new tokens per strategy
 TOP = 20
 MAX_SYSTEM = 1000  # characters of a system prompt (the view's URL parameter `system`)
-# A model with more parameters than this opens the view with fewer new tokens and samples (first_open): on one CPU
-# thread SmolLM2-135M takes ~11 s for the view's defaults (4 strategies, 30 tokens, 5 samples), ~7.7 s with these.
-LARGE_MODEL = 50_000_000
+# A model with more parameters than explorer.device.LARGE_MODEL opens the view with fewer new tokens and samples
+# (first_open): on one CPU thread SmolLM2-135M takes ~11 s for the view's defaults (4 strategies, 30 tokens,
+# 5 samples), ~7.7 s with these.
 LARGE_DEFAULTS = {"max_new": 20, "n": 3}
 
 
@@ -374,10 +375,8 @@ def decode_all(loaded: Any, text: str, strategies: tuple[Strategy, ...], seed: i
 
 def first_open(loaded: Any) -> dict[str, int]:
     """The view's defaults that depend on the model's size: fewer new tokens and samples for a model larger than
-    LARGE_MODEL parameters (the work a first open does stays a few seconds on one CPU thread); {} otherwise."""
-    model = getattr(loaded, "model", None)
-    size = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
-    return dict(LARGE_DEFAULTS) if size > LARGE_MODEL else {}
+    explorer.device.LARGE_MODEL parameters (the work a first open does stays a few seconds on one CPU thread); {} otherwise."""
+    return dict(LARGE_DEFAULTS) if is_large(getattr(loaded, "model", None)) else {}
 
 
 # The strategy fields that the decoding view declares (explorer.views), and the kinds that use each.

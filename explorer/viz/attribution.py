@@ -1,20 +1,22 @@
-"""Figures of token attribution: outputs × inputs heatmap, and one output's inputs as coloured text."""
+"""Figures of token attribution: outputs × inputs heatmap, one output's inputs as coloured text, and what the page
+says about the integration (the colours' meaning, the completeness warning)."""
 from __future__ import annotations
 
 import html
-from typing import Sequence
+import re
+from typing import Any, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.viz.theme import Theme, figure
+from explorer.viz.theme import NORMAL, Theme, colorscale, figure
 from explorer.viz.tokens import labels, ticks
 
 
 def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequence[str], method: str,
                         theme: Theme, selected: int | None = None) -> go.Figure:
-    """values (M, N): rows are the output tokens attributed, columns the input tokens; signed, diverging colours
-    centred on 0 (red: raises the output's logit, blue: lowers it)."""
+    """values (M, N): rows are the output tokens attributed, columns the input tokens; signed, the theme's diverging
+    colours centred on 0 (its positive end raises the output's logit, its negative end lowers it)."""
     M, N = values.shape
     peak = float(np.abs(values).max()) or 1.0
     out = labels(outputs)
@@ -32,17 +34,50 @@ def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequ
     return figure(data, layout)
 
 
-def attribution_html(inputs: Sequence[str], values: np.ndarray, reach: int) -> str:
-    """The input tokens coloured by their attribution to one output (red +, blue −, opacity ∝ |value| / max);
-    tokens beyond `reach` cannot influence it and are grey."""
+def colour_key(theme: Theme) -> str:
+    """What the colours of both figures mean, in the theme's own colour names."""
+    low, high = theme.diverging_ends
+    return f"{high} raises its logit, {low} lowers it"
+
+
+def _ends(theme: Theme) -> tuple[str, str]:
+    """rgba templates (with {a} for the opacity) of the theme's diverging scale one step in from each end."""
+    scale = colorscale(theme.diverging)
+    rgb = [re.findall(r"[\d.]+", scale[i][1])[:3] for i in (1, -2)]
+    return tuple("rgba(" + ",".join(c) + ",{a:.2f})" for c in rgb)
+
+
+def attribution_html(inputs: Sequence[str], values: np.ndarray, reach: int, theme: Theme = NORMAL,
+                     kept: Sequence[int] = ()) -> str:
+    """The input tokens coloured by their attribution to one output with the theme's diverging colours (positive
+    end +, negative end −, opacity ∝ |value| / max); tokens beyond `reach` cannot influence it and the `kept`
+    ones are part of the baseline: both grey."""
     peak = float(np.abs(values[:reach]).max()) or 1.0
+    low, high = _ends(theme)
     parts = []
     for j, (tok, v) in enumerate(zip(labels(inputs), values)):
-        if j >= reach:
+        if j >= reach or j in kept:
             style = "opacity:0.35"
         else:
-            a = min(1.0, abs(float(v)) / peak)
-            colour = f"rgba(214,39,40,{0.1 + 0.7 * a:.2f})" if v >= 0 else f"rgba(31,119,180,{0.1 + 0.7 * a:.2f})"
-            style = f"background:{colour}; border-radius:3px; padding:0 3px"
-        parts.append(f"<span title='{float(v):+.4f}' style='{style}'>{html.escape(tok)}</span>")
+            a = 0.1 + 0.7 * min(1.0, abs(float(v)) / peak)
+            style = f"background:{(high if v >= 0 else low).format(a=a)}; border-radius:3px; padding:0 3px"
+        title = "kept in the baseline" if j in kept and j < reach else f"{float(v):+.4f}"
+        parts.append(f"<span title='{title}' style='{style}'>{html.escape(tok)}</span>")
     return "<div style='line-height:2.2; overflow-wrap:anywhere'>" + " ".join(parts) + "</div>"
+
+
+def completeness_warning(trace: Any, most: int) -> str | None:
+    """The page's warning when some outputs' integrated gradients miss f(E) − f(B) by more than the tolerance:
+    which outputs, by how much, and what to do (None: every output is within it). most: the largest budget."""
+    bad = trace.unconverged
+    if not bad:
+        return None
+    names = labels(trace.outputs)
+    shown = "; ".join(f"“{names[i]}”: error {trace.completeness[i]:.3g} = {trace.relative[i]:.1%} of the change "
+                      f"{trace.logit[i] - trace.baseline_logit[i]:+.3g}" for i in bad[:6])
+    more = f" and {len(bad) - 6} more" if len(bad) > 6 else ""
+    advice = (f"Raise “Gradient evaluations” under Steps (now {trace.steps}, at most {most}) to refine them."
+              if trace.steps < most else "Even the largest budget does not reach it here: read these rows' "
+              "attributions as approximate.")
+    return (f"The integrated gradients of {len(bad)} of {len(trace.outputs)} outputs do not add up to the change in "
+            f"their logit within {trace.tolerance:.0%} ({shown}{more}). {advice}")

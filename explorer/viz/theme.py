@@ -32,10 +32,11 @@ class Theme:
     categorical: tuple[str, ...]
     streamlit_theme: bool  # let st.plotly_chart apply the Streamlit (light/dark) theme
     export_scale: int  # multiplier for the toolbar's image export (projector resolution)
+    diverging_ends: tuple[str, str] = ("blue", "red")  # the colours of `diverging`'s negative and positive ends
 
 
-NORMAL = Theme("normal", 13, 16, 2.0, 7, "Viridis", "RdBu_r", tuple(OKABE_ITO), True, 3)
-PROJECTOR = Theme("projector", 22, 28, 4.5, 12, "Cividis", "PuOr_r", tuple(OKABE_ITO), False, 3)
+NORMAL = Theme("normal", 13, 16, 2.0, 7, "Viridis", "RdBu_r", tuple(OKABE_ITO), True, 3, ("blue", "red"))
+PROJECTOR = Theme("projector", 22, 28, 4.5, 12, "Cividis", "PuOr_r", tuple(OKABE_ITO), False, 3, ("purple", "orange"))
 
 
 @lru_cache(maxsize=64)
