@@ -81,8 +81,11 @@ def test_attribution_page_text_and_completeness():
     assert f"sum to {float(tr.integrated[6].sum()):.4f}" in caption
     assert f"completeness error {tr.completeness[6]:.2g}, {tr.relative[6]:.2%} of the change" in caption
     assert f"{tr.points[6]} Gauss–Legendre points, {tr.evaluations[6]} gradient evaluations" in caption
-    assert f"at most {tr.steps} per output); completeness error at most {tr.max_completeness:.2g}" in caption
-    assert "adaptive composite Gauss–Legendre (2-point rule on each interval), from the zero embedding" in caption
+    assert f"at most {tr.steps} per output)." in caption
+    shown = " ".join(str(e.value) for e in [*at.markdown, *at.caption])  # the chart's badge names the worst output
+    assert f"completeness error at most {tr.max_completeness:.2g} ({tr.max_relative:.2%} of the change" in shown
+    assert "The rule: adaptive composite Gauss–Legendre (2-point rule on each interval), up to" in caption
+    assert f"at the baseline (the zero embedding): {tr.baseline_logit[6]:.4f}" in caption
     # 16 evaluations leave some outputs above 1 % on this sentence: the page warns about exactly those
     assert tr.unconverged and [str(w.value) for w in at.warning] == [completeness_warning(tr, 1024)]
     assert "onto “are”** (red raises its logit, blue lowers it)" in " ".join(str(m.value) for m in at.markdown)
