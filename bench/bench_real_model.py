@@ -1,7 +1,7 @@
 """The real packaged model, pretrained:smollm2 (SmolLM2-135M-Instruct), on the CPU: opening it, its forward pass,
 and each view's rerun against the bare computation it shows (medians of N runs).
 
-    python bench/bench_real_model.py [--runs 5] [--threads 1] [--skip-open]
+    python bench/bench_real_model.py [--runs 5] [--threads 1] [--skip-open] [--only WORD]
 
 1. First open (a new user cache: GGUF → float32 safetensors) and a later open, each in a new process: seconds from
    `load_model` call to the model ready (imports of torch/transformers excluded and reported apart).
@@ -50,12 +50,17 @@ def main() -> None:
     skip_open = "--skip-open" in sys.argv
     if skip_open:
         sys.argv.remove("--skip-open")
+    only = ""
+    if "--only" in sys.argv:  # measure the views whose title contains this word (e.g. --only attribution)
+        at = sys.argv.index("--only")
+        only = sys.argv.pop(at + 1).lower()
+        sys.argv.pop(at)
     runs = runs_and_threads(__doc__, 5, 1)
     import torch
 
     from explorer import pretrained
     from explorer.loaders import load_model
-    from explorer.probes.attribution import attribution
+    from explorer.probes.attribution import attribution, default_outputs
     from explorer.probes.decoding import first_open
     from explorer.probes.positions import model_positions
 
@@ -74,7 +79,8 @@ def main() -> None:
 
     loaded = load_model("pretrained:smollm2")
     model, tok, adapter = loaded.model, loaded.tokenizer, loaded.adapter
-    ids20 = tok("The keys to the old cabinet in the kitchen near the big windows of the house are on the",
+    ids20 = tok("The keys to the old cabinet in the kitchen near the big windows of the house are on the small "
+                "wooden table by the door",
                 return_tensors="pt").input_ids[:, :20]
     assert ids20.shape[1] == 20, ids20.shape
     with torch.inference_mode():
@@ -114,13 +120,13 @@ def main() -> None:
          forward_lens),
         ("Decoding strategies (greedy, top-k ×3, top-p ×3, beam-4; 20 tokens)", "app_pages/sampling.py", {},
          "model.generate, same settings", generate_defaults),
-        ("Token attribution (default rule)", "app_pages/attribution.py", {}, "the probe, called directly",
-         lambda s: attribution(loaded, s)),
+        ("Token attribution (default rule and outputs: the prediction)", "app_pages/attribution.py", {},
+         "the probe, called directly", lambda s: attribution(loaded, s, outputs=default_outputs(loaded))),
         ("Positional encodings (rotary panel)", "app_pages/positional_encodings.py", {"panel": "learned"},
          "the probe, called directly", lambda s: model_positions(loaded, s)),
     ]
     print("| view | bare computation | bare ms | rerun ms (script) | rerun ÷ bare |\n|---|---|---:|---:|---:|")
-    for title, page, params, what, compute in cases:
+    for title, page, params, what, compute in [c for c in cases if only in c[0].lower()]:
         compute(sentence(0))
         bare_ms = median_ms(lambda i: compute(sentence(100 + i)), runs)
         at = open_page(page, {"model": "pretrained:smollm2", "text": sentence(0), **params})
