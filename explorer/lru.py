@@ -16,11 +16,11 @@ class LoadOnceLRU(Generic[V]):
     """At most `max_items` values (and, with `size`, at most `max_bytes` in total); least recently used evicted.
 
     `get(key, build)` returns the stored value or runs `build()` once for that key while other keys proceed.
-    `on_evict` runs after values were dropped (e.g. to free GPU memory).
+    `on_evict(values)` runs after values were dropped, with a list of them that it may clear (to free them).
     """
 
     def __init__(self, max_items: int, max_bytes: int | None = None, size: Callable[[V], int] | None = None,
-                 on_evict: Callable[[], None] | None = None) -> None:
+                 on_evict: Callable[[list[V]], None] | None = None) -> None:
         self.max_items = max_items
         self.max_bytes = max_bytes
         self._size = size
@@ -47,7 +47,7 @@ class LoadOnceLRU(Generic[V]):
                 evicted = self._evict_locked(keep=key)
                 self._key_locks.pop(key, None)
         if evicted and self._on_evict is not None:
-            self._on_evict()
+            self._on_evict(evicted)
         return value
 
     def _over_locked(self) -> bool:
@@ -56,14 +56,13 @@ class LoadOnceLRU(Generic[V]):
         return self.max_bytes is not None and self._size is not None and \
             sum(self._size(v) for v in self._items.values()) > self.max_bytes
 
-    def _evict_locked(self, keep: Hashable) -> bool:
-        evicted = False
+    def _evict_locked(self, keep: Hashable) -> list[V]:
+        evicted = []
         while self._over_locked() and len(self._items) > 1:
             oldest = next(iter(self._items))
             if oldest == keep:
                 break
-            del self._items[oldest]
-            evicted = True
+            evicted.append(self._items.pop(oldest))
         return evicted
 
     def peek(self, key: Hashable) -> V | None:
@@ -82,9 +81,8 @@ class LoadOnceLRU(Generic[V]):
     def drop(self, match: Callable[[Hashable], bool]) -> int:
         """Remove the entries whose key matches; returns how many."""
         with self._lock:
-            keys = [k for k in self._items if match(k)]
-            for k in keys:
-                del self._items[k]
-        if keys and self._on_evict is not None:
-            self._on_evict()
-        return len(keys)
+            dropped = [self._items.pop(k) for k in [k for k in self._items if match(k)]]
+        count = len(dropped)
+        if dropped and self._on_evict is not None:
+            self._on_evict(dropped)
+        return count

@@ -28,8 +28,9 @@ class ModelCache:
         env_mb = os.environ.get("EXPLORER_MAX_MODEL_MB")
         max_bytes = max_bytes if max_bytes is not None else (int(float(env_mb) * 2**20) if env_mb else None)
         self._loader = loader
+        self._epochs: dict[int, int] = {}  # id(LoadedModel) -> heap.epoch() when it was loaded
         self._store: LoadOnceLRU[LoadedModel] = LoadOnceLRU(max_models, max_bytes, lambda m: m.memory_bytes,
-                                                             on_evict=_release_memory)
+                                                             on_evict=self._release)
         on_upload_released(self._upload_released)
 
     def _upload_released(self, upload_id: str) -> None:
@@ -60,9 +61,21 @@ class ModelCache:
         progress(fraction, what): reported by a load that does long first-time work (see loaders.load_model)."""
         extra = {"progress": progress} if progress is not None else {}
         if task is None or not model_id.startswith(HF_KINDS):
-            return self._store.get((model_id, device, dtype), lambda: self._loader(model_id, device, dtype, **extra))
+            return self._store.get((model_id, device, dtype),
+                                   lambda: self._loaded(self._loader(model_id, device, dtype, **extra)))
         return self._store.get((model_id, device, dtype, task),
-                               lambda: self._loader(model_id, device, dtype, task, **extra))
+                               lambda: self._loaded(self._loader(model_id, device, dtype, task, **extra)))
+
+    def _loaded(self, model: LoadedModel) -> LoadedModel:
+        self._epochs[id(model)] = heap.epoch()
+        return model
+
+    def _release(self, dropped: list[LoadedModel]) -> None:
+        """Free the memory of dropped models: a plain collection, or a thawing one when a freeze ran after one of
+        them was loaded (explorer.heap): the thawing one holds the interpreter lock for every session ~0.5 s."""
+        loaded_at = [self._epochs.pop(id(m), -1) for m in dropped]
+        dropped.clear()  # the store's list: no reference left to them during the collection
+        _release_memory(thaw=min(loaded_at) < heap.epoch())
 
     def loaded(self) -> list[LoadedModel]:
         """Cached models, most recently used last."""
@@ -76,7 +89,7 @@ class ModelCache:
         self._store.drop(lambda k: True)
 
 
-def _release_memory() -> None:
-    heap.collect()  # evicted models sit in reference cycles, and may be frozen (explorer.heap)
+def _release_memory(thaw: bool = True) -> None:
+    heap.collect(thaw)  # evicted models sit in reference cycles, and may be frozen (explorer.heap)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -63,3 +63,21 @@ def test_a_frozen_model_is_freed_when_the_cache_evicts_it():
         print(first() is None, [m.id for m in cache.loaded()])
     """)
     assert out == "True ['builtin:rnn-lm']"
+
+
+def test_a_model_loaded_after_the_last_freeze_is_freed_without_thawing_the_heap():
+    out = _run("""
+        import gc, weakref
+        from explorer import heap
+        from explorer.model_cache import ModelCache
+
+        heap.freeze()
+        cache = ModelCache(max_models=1)
+        first = weakref.ref(cache.get("builtin:gru-lm").model)
+        thawed = []
+        unfreeze = gc.unfreeze
+        gc.unfreeze = lambda: (thawed.append(1), unfreeze())[1]
+        cache.get("builtin:rnn-lm")  # evicts the GRU: loaded after the freeze, so a plain collection frees it
+        print(first() is None, len(thawed), [m.id for m in cache.loaded()])
+    """)
+    assert out == "True 0 ['builtin:rnn-lm']"
