@@ -3,11 +3,12 @@ import streamlit as st
 
 import explorer.preload  # first: see its docstring (a class opening the app at once)
 from explorer.device import configure_threads
-from explorer.ui import lessons, settings
-from explorer.views import HOME, VIEWS
+from explorer.ui import lessons, settings, upload_store
+from explorer.views import HOME, PAGE_ICON, VIEWS
 
 configure_threads()
-st.set_page_config(page_title="Neural NLP Explorer", page_icon=":material/neurology:", layout="wide")
+upload_store.install()  # budgets on Streamlit's store of uploaded files (once per process)
+st.set_page_config(page_title="Neural NLP Explorer", page_icon=PAGE_ICON, layout="wide")
 
 # Streamlit serves the default page at "/" only (its url_path reads ""), so /overview, Home's own path, answered "Page
 # not found". Home is therefore also a hidden page at /overview. Streamlit tells pages apart by their url_path,
@@ -25,4 +26,5 @@ sections[HOME.section].append(st.Page(HOME.script, title=HOME.title, icon=HOME.i
 current = st.navigation(sections)
 settings.sidebar()
 lessons.frame(current.url_path)  # lesson bar and navigation, "save this view as a step"
+upload_store.show_refusal()  # why a file sent to an upload box was not kept, once
 current.run()

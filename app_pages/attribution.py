@@ -2,6 +2,7 @@
 import streamlit as st
 
 from explorer.probes.attribution import AttributionError, attribution, default_outputs
+from explorer.text_safety import md, md_message
 from explorer.ui import settings
 from explorer.ui.cache import probe
 from explorer.ui.charts import Origin, show
@@ -26,10 +27,10 @@ with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
 try:
     trace = probe(attribution, loaded, text, target, steps, outputs)
 except AttributionError as exc:
-    st.info(str(exc))
+    st.info(md_message(exc))
     st.stop()
 for note in trace.notes:
-    st.info(note)
+    st.info(md_message(note))
 theme = settings.theme()
 M = len(trace.outputs)
 with c_out:
@@ -37,8 +38,8 @@ with c_out:
                       format_func=lambda i: f"onto output {i}: {trace.outputs[i]}"
                       + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
 values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
-origin = Origin("model", f"gradients of {loaded.id}'s own logits (autograd); integrated gradients from "
-                         f"{trace.baseline}: completeness error at most {trace.max_completeness:.2g} "
+origin = Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd); integrated gradients "
+                         f"from {md_message(trace.baseline)}: completeness error at most {trace.max_completeness:.2g} "
                          f"({trace.max_relative:.2%} of the change in the logit).")
 show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out), origin, key="attr_heatmap",
      filename="attribution", fold=True)
@@ -48,15 +49,16 @@ if outputs == "prediction" and len(trace.inputs) > 1:
                "passes of the model).")
 warning = V.completeness_warning(trace, c.view.params["steps"].hi)
 if warning and method == "integrated gradients":
-    st.warning(warning, icon=":material/warning:")
-st.markdown(f"**{method} onto “{trace.outputs[out]}”** ({V.colour_key(theme)}):")
+    st.warning(md_message(warning), icon=":material/warning:")
+st.markdown(f"**{method} onto “{md(trace.outputs[out])}”** ({V.colour_key(theme)}):")
 st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out], theme, trace.kept))
-st.caption(f"Logit of “{trace.outputs[out]}”: {trace.logit[out]:.4f}; at the baseline ({trace.baseline}): "
+st.caption(f"Logit of “{md(trace.outputs[out])}”: {trace.logit[out]:.4f}; at the baseline "
+           f"({md_message(trace.baseline)}): "
            f"{trace.baseline_logit[out]:.4f}; the integrated gradients sum to {float(trace.integrated[out].sum()):.4f} "
            f"(completeness error {trace.completeness[out]:.2g}, {trace.relative[out]:.2%} of the change; "
            f"{trace.points[out]} Gauss–Legendre points, {trace.evaluations[out]} gradient evaluations). The rule: "
-           f"{trace.rule}, up to {trace.points.max()} points per output ({trace.evaluations.sum()} gradient "
-           f"evaluations in all, at most {trace.steps} per output).")
+           f"{md_message(trace.rule)}, up to {trace.points.max()} points per output ({trace.evaluations.sum()} "
+           f"gradient evaluations in all, at most {trace.steps} per output).")
 what_to_notice([
     "In an agreement sentence, compare what the verb's logit draws from the subject noun and from the nearer "
     "attractor noun: attribution says what raises this logit, not which word decides the verb's number.",

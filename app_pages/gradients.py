@@ -2,11 +2,12 @@
 import streamlit as st
 
 from explorer import pretrained
-from explorer.catalogue import FAMILIES, ModelId, catalogue
+from explorer.catalogue import FAMILIES, ModelId
 from explorer.probes.gradients import GradientError, gradients_through_time, left_out_notes
 from explorer.safe_load import ModelLoadError
+from explorer.text_safety import md, md_message
 from explorer.ui import settings, state
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import get_model, probe, session_catalogue
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_sentence, page_header, sentence_input, top_row, what_to_notice
@@ -24,7 +25,7 @@ def _is_model_id(text: str) -> bool:
 c = Controls("gradients-through-time")
 page_header("Gradients through time", "The gradient of log p(last word) with respect to every earlier input word, "
             "and the norms of the recurrent Jacobians it flows through (Bengio et al. 1994; Hochreiter 1991).")
-entries = catalogue()
+entries = session_catalogue()
 options = [e.id for e in entries if e.family in c.view.families]
 HELP = "The last word is the one predicted; the gradient of its log-probability flows back to every word before it."
 # ?models= ids that this view cannot read: said by name (the multiselect would drop them, or the whole list, silently)
@@ -37,7 +38,7 @@ if left_out:
     kinds = {m: FAMILIES[f] for m, f in families.items() if f in FAMILIES}
     named = [m for m in left_out if _is_model_id(m)]  # a URL value is shown only when it is a well-formed model id
     for note in left_out_notes(named, kinds, kept=[m for m in asked if m in options]):
-        st.warning(note)
+        st.warning(md_message(note))
     if len(named) < len(left_out):
         st.warning(f"{len(left_out) - len(named)} value(s) of ?models= are not model ids: left out.")
 col_models, col_text = top_row()
@@ -52,7 +53,7 @@ for model_id, loaded in models.items():
     try:
         traces.append(probe(gradients_through_time, loaded, text))
     except GradientError as exc:
-        st.info(f"{model_id}: {exc}")
+        st.info(f"{md(model_id)}: {md_message(exc)}")
 if not traces:
     st.info("Choose recurrent language models and type a sentence of two words or more.")
     st.stop()
@@ -61,10 +62,10 @@ for t in traces:
     for note in t.notes:
         notes.setdefault(note, []).append(t.model_id)
 for note, ids in notes.items():
-    st.info(note if len(ids) == len(traces) else f"{', '.join(ids)}: {note}")
+    st.info(md_message(note) if len(ids) == len(traces) else f"{md(', '.join(ids))}: {md_message(note)}")
 theme = settings.theme()
 first = traces[0]
-st.markdown(f"Predicting **{first.target}** after “{' '.join(first.tokens)}”: "
+st.markdown(f"Predicting **{md(first.target)}** after “{md(' '.join(first.tokens))}”: "
             + "; ".join(f"{t.cell} p = {t.prob:.3f}" for t in traces))
 own = Origin("model", "autograd through each model's own recurrence and output layer on this sentence.")
 show(V.gradient_lines(traces, theme), own, key="gradients", filename="gradients-through-time", fold=True)

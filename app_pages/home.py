@@ -2,8 +2,9 @@
 import streamlit as st
 
 from explorer import device as devices
-from explorer.catalogue import FAMILIES, catalogue, hub_allowed
+from explorer.catalogue import FAMILIES, hub_allowed
 from explorer.ui import settings
+from explorer.ui.cache import session_catalogue
 from explorer.ui.widgets import page_header
 from explorer.views import HOME, VIEWS
 
@@ -32,7 +33,7 @@ st.markdown(
 st.subheader("Models available offline")
 rows = [
     {"id": e.id, "model": e.label, "family": FAMILIES.get(e.family, "detected when loaded"), "about": e.description}
-    for e in catalogue()
+    for e in session_catalogue()
 ]
 if rows:
     st.dataframe(rows, hide_index=True, width="stretch")

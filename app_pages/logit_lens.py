@@ -2,6 +2,7 @@
 import streamlit as st
 
 from explorer.probes.lens import LensError, logit_lens
+from explorer.text_safety import md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import probe
 from explorer.ui.charts import Origin, show
@@ -16,10 +17,10 @@ _, loaded, text = model_and_sentence(c)
 try:
     trace = probe(logit_lens, loaded, text)
 except LensError as exc:
-    st.info(str(exc))
+    st.info(md_message(exc))
     st.stop()
 for note in trace.notes:
-    st.info(note)
+    st.info(md_message(note))
 theme = settings.theme()
 L, T = trace.top_probs.shape
 c1, c2 = st.columns(2)
@@ -35,9 +36,10 @@ rows = V.grid_rows(L, layer)  # a deep model: every k-th layer and the selected 
 show(V.lens_grid(trace, theme, (layer, pos), rows), own, key="lens_grid", filename="logit-lens", fold=True)
 tokens, probs = trace.bars(layer, pos)
 final = trace.final_tokens[pos]
-show(V.lens_bars(tokens, probs, f"After {trace.layers[layer]}, next after “{trace.tokens[pos]}”: top {len(tokens)}",
-                 theme, mark=final), own, key="lens_bars", filename="logit-lens-bars")
-st.caption(f"The model's own prediction after “{trace.tokens[pos]}” is “{final}”: after {trace.layers[layer]} it "
+show(V.lens_bars(tokens, probs, f"After {trace.layers[layer]}, next after “{plotly_text(trace.tokens[pos])}”: "
+                 f"top {len(tokens)}", theme, mark=final), own, key="lens_bars", filename="logit-lens-bars")
+st.caption(f"The model's own prediction after “{md(trace.tokens[pos])}” is “{md(final)}”: after "
+           f"{trace.layers[layer]} it "
            f"ranks {int(trace.final_rank[layer, pos]) + 1} with p = {trace.final_prob[layer, pos]:.4f} (outlined when "
            f"in the top {len(tokens)}). {V.numbering(trace.layers)}")
 if len(rows) < L:

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from explorer.probes import rnn_gates as P
+from explorer.text_safety import md, md_message
 from explorer.ui import settings
 from explorer.ui.cache import probe
 from explorer.ui.state import Controls
@@ -41,7 +42,8 @@ for note in trace.notes:
 
 # ------------------------------------------------------------------------------------- heatmap
 theme = settings.theme()
-START = f"from {trace.tokens[0]} on" if trace.special[0] else "from the first token on (no beginning-of-sentence token)"
+START = f"from {md(trace.tokens[0])} on" if trace.special[0] else \
+    "from the first token on (no beginning-of-sentence token)"
 GATES = Origin("recomputed", f"every gate and state from the weights with PyTorch's {trace.cell.upper()} equations, "
                              f"{START}: the hidden states equal torch.nn.{trace.cell.upper()}'s on this run to "
                              f"{trace.max_abs_error:.1e}.")
@@ -69,7 +71,7 @@ show(V.gate_heatmap(trace, name, layer, direction, units, theme), GATES, key="he
 st.caption(f"{trace.num_layers} layer{'s' if trace.num_layers > 1 else ''}"
            + (", both directions" if trace.num_directions == 2 else "")
            + f" · {trace.hidden_size} units, {len(units)} shown, sorted by {sort} (change both under Units)")
-with st.expander(f"What the view read from {model_id}", expanded=loaded.family == "state-dict"):
+with st.expander(f"What the view read from {md(model_id)}", expanded=loaded.family == "state-dict"):
     badge(Origin("model", "read from the checkpoint's weights and their shapes."))
     st.markdown(V.inferred_markdown(trace))
     st.caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
@@ -112,8 +114,8 @@ elif section == SECTIONS[2]:
     if trace.next_ids.shape[1]:
         table(V.next_token_rows(trace), Origin("model", "softmax of the model's own logits on this run."))
         st.caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b), the "
-                   "model's own output on this run" + (f", which starts at {trace.tokens[0]} as the model was trained."
-                                                       if trace.special[0] else ", from the first token as typed."))
+                   "model's own output on this run" + (f", which starts at {md(trace.tokens[0])} as the model was "
+                                                       "trained." if trace.special[0] else ", from the first token as typed."))
     else:
         st.info("This model has no output layer over its vocabulary (or reads in both directions): "
                 "it does not predict next tokens.")
@@ -129,7 +131,7 @@ else:
     if len(trace_a) and len(trace_b):
         cmp = P.compare(trace_a, trace_b, name, layer, direction)
         for note in cmp.notes:
-            st.info(note)
+            st.info(md_message(note))
         show(V.diff_heatmap(cmp, cmp.order[:top], theme), Origin(
             "recomputed", f"the difference of two recomputed runs; their hidden states equal torch.nn's to "
                           f"{trace_a.max_abs_error:.1e} and {trace_b.max_abs_error:.1e}."), key="compare", filename="difference")

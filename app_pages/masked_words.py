@@ -2,6 +2,7 @@
 import streamlit as st
 
 from explorer.probes.masked import MASK, masked_fill, words_of
+from explorer.text_safety import md
 from explorer.ui import settings
 from explorer.ui.cache import figure_once, probe
 from explorer.ui.charts import Origin, show
@@ -16,7 +17,7 @@ page_header("Masked-word prediction",
 theme = settings.theme()
 
 model_id, loaded, text = model_and_sentence(c, task="masked-lm",
-                                            help=f"Type {MASK} (or <mask>) where a word should be.")
+                                            help=f"Type {md(MASK)} (or {md('<mask>')}) where a word should be.")
 words = words_of(text)
 c1, c2, c3 = st.columns([1.6, 2.6, 1], vertical_alignment="bottom")
 with c1:
@@ -46,7 +47,7 @@ if second.strip():
     if len(trace_b):
         traces, names = [trace, trace_b], ["A", "B"]
 
-OWN = Origin("model", f"softmax of {model_id}'s own logits at each {MASK}, over its {trace.vocab_size:,} tokens.")
+OWN = Origin("model", f"softmax of {md(model_id)}'s own logits at each {MASK}, over its {trace.vocab_size:,} tokens.")
 MODEL_KEY = (model_id, loaded.device, loaded.dtype, k, compare)
 
 
@@ -68,8 +69,8 @@ else:
     for m in range(len(trace)):
         with cols[m % 2]:
             show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}", fold=V.FOLD if m < 2 else False)
-st.caption(f"{model_id} · {loaded.adapter.name} · bidirectional: every token attends to every other, so the words "
-           f"after each {MASK} count as much as the words before it.")
+st.caption(f"{md(model_id)} · {md(loaded.adapter.name)} · bidirectional: every token attends to every other, so "
+           f"the words after each {MASK} count as much as the words before it.")
 
 if any(tr.words for tr in traces):
     st.subheader("Compared words")

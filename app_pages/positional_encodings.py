@@ -7,6 +7,7 @@ import streamlit as st
 
 from explorer.probes import positions as P
 from explorer.adapters.base import Unsupported
+from explorer.text_safety import md, md_code, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import compute, figure_once, get_model, probe
 from explorer.ui.state import Controls
@@ -71,7 +72,8 @@ def control_row(row: Any, widths: Sequence[float]) -> list:
 
 def show_notes(notes: tuple[str, ...]) -> None:
     for note in notes:
-        (st.warning if ("only the first" in note or "not in" in note or "unknown" in note) else st.info)(note)
+        warn = "only the first" in note or "not in" in note or "unknown" in note
+        (st.warning if warn else st.info)(md_message(note))
 
 
 def load_selected():
@@ -217,9 +219,9 @@ def learned_panel(row: Any) -> None:
         text = model_sentence(loaded, c.view.sentences) if kind == "rotary" else ""
         mp = probe(P.model_positions, loaded, text)
     except Unsupported as exc:
-        st.info(str(exc))
+        st.info(md_message(exc))
         return
-    st.markdown(f"**{loaded.id}** knows positions by: **{SCHEMES.get(mp.kind, mp.kind)}**")
+    st.markdown(f"**{md(loaded.id)}** knows positions by: **{md(SCHEMES.get(mp.kind, mp.kind))}**")
     if mp.rows:
         table({"read from the model": [r[0] for r in mp.rows], "value": [r[1] for r in mp.rows]},
               Origin("model", "read from the loaded model's modules and config."), width="content")
@@ -232,7 +234,7 @@ def learned_panel(row: Any) -> None:
                              "2π/θ_i."), key="model_wavelengths", filename="model_rope_wavelengths")
     if mp.kind == "rotary" and mp.scores is not None:
         show(V.rope_scores(mp.offsets, mp.starts, mp.scores, theme),
-             Origin("model", f"layer 0, head 0: the model's own q of “{mp.tokens[0]}” and k of “{mp.tokens[1]}” "
+             Origin("model", f"layer 0, head 0: the model's own q of “{md(mp.tokens[0])}” and k of “{md(mp.tokens[1])}” "
                              f"before the rotation, turned with its own cos/sin to positions m and m + offset; the "
                              f"lines differ by at most {mp.spread:.1e}."), key="model_rope_scores",
              filename="model_rope_scores")
@@ -245,7 +247,7 @@ def learned_panel(row: Any) -> None:
              Origin("model", "the model's own relative_attention_bias, through its bucketing (compute_bias)."),
              key="relative_bias", filename="relative_bias")
     elif mp.kind == "none":
-        st.info(f"{loaded.id} adds no position information this view can read (no position table, rotary module, "
+        st.info(f"{md(loaded.id)} adds no position information this view can read (no position table, rotary module, "
                 "ALiBi or relative bias): recurrent models know order from the recurrence.")
     what_to_notice([
         "A learned table: nobody told the model positions are ordered, yet neighbouring positions end up with "
@@ -263,12 +265,12 @@ def table_panel(loaded, controls: Any) -> None:
         lt = probe(P.learned_positions, loaded)
         la = probe(P.learned_analysis, loaded)
     except Unsupported as exc:
-        st.info(str(exc))
+        st.info(md_message(exc))
         return
     n_rows, width = lt.weight.shape
     note = "a fixed sinusoidal table (this checkpoint was trained with sinusoidal positions)" \
         if lt.kind == "sinusoidal" else "learned during training"
-    st.markdown(f"`{lt.source}` of **{lt.model_id}**: {n_rows} positions × {width} dimensions, {note}.")
+    st.markdown(f"{md_code(lt.source)} of **{md(lt.model_id)}**: {n_rows} positions × {width} dimensions, {note}.")
     if lt.offset:
         st.caption(f"Rows 0..{lt.offset - 1} are not used for tokens: position 0 is row {lt.offset}.")
     with controls:
@@ -278,9 +280,9 @@ def table_panel(loaded, controls: Any) -> None:
     with c2:
         dims = c.radio("pca", format_func=lambda x: f"{x}-D")
     model_key = (loaded.id, loaded.device, loaded.dtype)
-    stored = Origin("model", f"`{lt.source}` of {lt.model_id}, as stored in the checkpoint.")
+    stored = Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, as stored in the checkpoint.")
     show(figure_once(("learned", *model_key), lambda: V.pe_heatmap(
-        lt.weight, theme, f"{lt.source}: position × dimension")), stored, key="learned_heatmap", filename="learned_positions")
+        lt.weight, theme, f"{plotly_text(lt.source)}: position × dimension")), stored, key="learned_heatmap", filename="learned_positions")
     sim = la.cosine if kind == "cosine" else la.dot
     show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between learned positions", "position", "position", kind,
@@ -288,7 +290,7 @@ def table_panel(loaded, controls: Any) -> None:
          key="learned_similarity", filename="learned_similarity")
     learned_line(sim, kind)
     show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(la.coords, la.explained, theme, dims)),
-         Origin("model", f"`{lt.source}` of {lt.model_id}, projected with PCA."), key="learned_pca", filename="learned_pca")
+         Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, projected with PCA."), key="learned_pca", filename="learned_pca")
 
 
 @st.fragment
@@ -310,7 +312,7 @@ def sentence_panel(row: Any) -> None:
     try:
         sv = probe(P.sentence_vectors, loaded, text)
     except Unsupported as exc:
-        st.info(str(exc))
+        st.info(md_message(exc))
         return
     show_notes(sv.notes)
     if not sv.tokens:
@@ -319,12 +321,12 @@ def sentence_panel(row: Any) -> None:
     show(V.sentence_vectors(sv.tokens, sv.token, sv.position, sv.total, theme), vectors, key="sentence_vectors",
          filename="sentence_vectors")
     if sv.note:
-        st.caption(sv.note)
+        st.caption(md_message(sv.note))
     t = c.number("tok", hi=len(sv.tokens) - 1, slider=True)
     norms = sv.norms[t]
     st.latex(rf"x_{{{t}}} = E[\mathrm{{token}}_{{{t}}}] + P_{{{t}}},\quad \lVert E\rVert = {norms[0]:.4f},\ "
              rf"\lVert P_{{{t}}}\rVert = {norms[1]:.4f},\ \lVert x_{{{t}}}\rVert = {norms[2]:.4f}")
-    show(V.vector_lines(sv.token[t], sv.position[t], sv.total[t], f"token {t}: {sv.tokens[t]}", theme), vectors,
+    show(V.vector_lines(sv.token[t], sv.position[t], sv.total[t], f"token {t}: {plotly_text(sv.tokens[t])}", theme), vectors,
          key="sentence_lines", filename="sentence_token_vectors")
     permutation_section(loaded, text, sv.notes)
 
@@ -334,8 +336,8 @@ def permutation_section(loaded, text: str, shown_notes: tuple[str, ...]) -> None
     seed = c.number("seed", label="shuffle seed")
     pt = probe(P.permutation_experiment, loaded, text, seed)
     show_notes(tuple(x for x in pt.notes if x not in shown_notes))
-    st.markdown("**Original:** " + " ".join(pt.tokens) + "  \n**Shuffled:** " + " ".join(pt.shuffled))
-    st.caption(f"Run: {pt.layer}, on {loaded.device} in {loaded.dtype}.")
+    st.markdown("**Original:** " + md(" ".join(pt.tokens)) + "  \n**Shuffled:** " + md(" ".join(pt.shuffled)))
+    st.caption(f"Run: {md(pt.layer)}, on {loaded.device} in {loaded.dtype}.")
     st.latex(r"\mathrm{Attn}(\Pi X) = \Pi\,\mathrm{Attn}(X)\quad\text{(no positions)},\qquad "
              r"\mathrm{Attn}(\Pi X + P) \ne \Pi\,\mathrm{Attn}(X + P)")
     c1, c2, c3 = st.columns(3)

@@ -3,6 +3,7 @@ import streamlit as st
 
 from explorer.catalogue import builtin_names
 from explorer.generation import LABELS, DecodingError, Strategy
+from explorer.text_safety import md, md_message
 from explorer.probes import decoding as D
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
@@ -40,7 +41,7 @@ with col_text:  # drawn above the row: an instruct model's message in chat mode,
     text = model_sentence(loaded, "chat" if chat else c.view.sentences, label="Message (a user turn)" if chat
                           else "Prompt")
 with c_kinds:
-    chosen = c.multiselect("strategies", format_func=LABELS.get, max_selections=6, label_visibility="collapsed")
+    chosen = c.multiselect("strategies", format_func=LABELS.get, label_visibility="collapsed")  # at most 6
 with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch"):
     system = ""
     if template is not None:
@@ -48,7 +49,7 @@ with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch")
                "empty: none (the template adds no system prompt)") if template.system_ok else \
             "this template takes no system message"
         system = c.text_input("system", max_chars=D.MAX_SYSTEM, placeholder=own, disabled=not chat)
-        st.caption(f"System prompt: {own}.")
+        st.caption(f"System prompt: {md_message(own)}.")
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         seed = int(c.number("seed"))
@@ -83,20 +84,20 @@ strategies = tuple(
 try:
     run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "")
 except DecodingError as exc:
-    st.error(str(exc))
+    st.error(md_message(exc))
     st.stop()
 for note in run.notes:
-    st.info(note)
+    st.info(md_message(note))
 
-OWN = Origin("model", f"{model_id}'s own next-token distributions on this prompt (seed {seed}); log-probabilities at "
+OWN = Origin("model", f"{md(model_id)}'s own next-token distributions on this prompt (seed {seed}); log-probabilities at "
                       "T = 1, whatever the strategy sampled from.")
 # -------------------------------------------------------------------------------------------- columns
 cols = st.columns(len(run.generations))
 for col, gen in zip(cols, run.generations):
     with col:
-        st.markdown(f"**{LABELS.get(gen.strategy.kind)}** :gray[{gen.strategy.params_text}]")
+        st.markdown(f"**{LABELS.get(gen.strategy.kind)}** :gray[{md(gen.strategy.params_text)}]")
         for note in gen.notes:
-            st.warning(note)
+            st.warning(md_message(note))
         out = gen.outputs[0]
         st.html(V.tokens_html("" if run.is_encoder_decoder or run.chat else "…", out.tokens, out.logprobs,
                               max_lines=V.OUTPUT_LINES))
@@ -104,16 +105,16 @@ theme = settings.theme()
 show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
                      [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text, reply=run.chat),
      OWN, key="logprobs", filename="logprobs", fold=V.FOLD)
-st.caption(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
-           + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat))
+st.caption(md_message(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
+                      + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat)))
 if template is not None:
-    st.caption(V.chat_line(model_id, template, run.chat, run.system, stop_eos))
+    st.caption(md_message(V.chat_line(model_id, template, run.chat, run.system, stop_eos)))
 with st.expander("Metrics of each output, and every sample"):
     table(V.metric_columns(run.generations), Origin("model", "metrics of each column's output under the model's own "
                                                              "distribution."))
     for gen in run.generations:  # every output in full (the columns above scroll after a few lines)
-        st.markdown(f"**{gen.strategy.label}**: " + " · ".join(f"({i + 1}) {o.text}" if len(gen.outputs) > 1
-                                                             else o.text for i, o in enumerate(gen.outputs)))
+        st.markdown(f"**{gen.strategy.label}**: " + " · ".join(f"({i + 1}) {md(o.text)}" if len(gen.outputs) > 1
+                                                             else md(o.text) for i, o in enumerate(gen.outputs)))
 
 SECTIONS = {"step": "One step: the next-token distribution", "beam": "Beam tree",
             "tradeoff": "Diversity and quality over samples"}
@@ -134,7 +135,7 @@ if section == "step":
         with s2:
             view_t = c.number("view_t", slider=True, default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
         sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
-        st.caption("Context: … " + " ".join(sv.context))
+        st.caption("Context: … " + md(" ".join(sv.context)))
         show(V.step_bars(sv, theme), Origin("model", f"the model's logits at step {step}, after the strategy's penalties, "
                                             f"at T = {sv.temperature:g}; grey: what its filter removes."), key="step_bars", filename=f"step{step}")
         st.latex(
@@ -154,7 +155,7 @@ if section == "step":
             "beam": r"\text{keep the } K \text{ prefixes with the largest } \sum_t \log p(w_t \mid w_{<t})",
         }[kind]
         st.latex(rule)
-        st.caption(f"Chosen token: **{sv.chosen_token}** (rank {sv.chosen_rank + 1} of {sv.vocab_size:,}; "
+        st.caption(f"Chosen token: **{md(sv.chosen_token)}** (rank {sv.chosen_rank + 1} of {sv.vocab_size:,}; "
                    f"p = {sv.chosen_prob:.4f} at T = {sv.temperature:g}, {sv.chosen_final:.4f} after the filter). "
                    f"Kept: {sv.n_kept:,} tokens holding {sv.kept_mass:.1%} of the probability; grey bars were removed."
                    + (" Beam search filters nothing here: the beams choose (see the tree)." if kind == "beam" else ""))

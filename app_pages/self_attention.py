@@ -12,6 +12,7 @@ from explorer.probes.self_attention import (
     hide_special,
     step_by_step,
 )
+from explorer.text_safety import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
@@ -72,7 +73,7 @@ with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
         how = c.radio("agg", format_func=AGGS.get) if mode in ("head", "model") else "heads"
         hide = c.toggle("hide")
 if shape.error:
-    st.warning(shape.error)
+    st.warning(md_message(shape.error))
     st.stop()
 L, H = shape.n_layers, shape.n_heads
 with c_layer:
@@ -94,10 +95,10 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
 
     trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
     if trace.error:
-        st.warning(trace.error)
+        st.warning(md_message(trace.error))
         return
     for note in trace.notes:
-        st.info(note)
+        st.info(md_message(note))
     if not trace.tokens:
         return
 
@@ -119,10 +120,10 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
     if mode != "steps":
         if 0 <= token < T:
             weight, key, total = strongest(trace.attentions[layer, head, token], trace.key_tokens)
-            st.caption(f"Live: layer {layer}, head {head}: “{labels[token]}” gives its largest weight "
-                       f"a = {weight:.4f} to “{key}”; its row sums to {total:.6f}.")
+            st.caption(f"Live: layer {layer}, head {head}: “{md(labels[token])}” gives its largest weight "
+                       f"a = {weight:.4f} to “{md(key)}”; its row sums to {total:.6f}.")
         if not trace.has_arithmetic and trace.arithmetic_note:
-            st.caption(trace.arithmetic_note)
+            st.caption(md_message(trace.arithmetic_note))
 
 
 def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: int, hide: bool,
@@ -156,7 +157,7 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
     if token >= 0:
         row = token if rows is None else (rows.index(token) if token in rows else None)
         if row is None:
-            st.caption(f"The selected token “{labels[token]}” is hidden (special token).")
+            st.caption(f"The selected token “{md(labels[token])}” is hidden (special token).")
     show(viz.head_heatmap(z, q_tok, k_tok, what, theme, zmax=None if how == "max" else 1.0, rows=rows, cols=kcols,
                           highlight=row), origin, key="head_heatmap", filename=f"attention-L{layer}-H{head}",
          fold=mode == "head")
@@ -178,31 +179,32 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
     q_idx = token if token >= 0 else default_query(trace.tokens, trace.special)
     steps = step_by_step(trace, layer, head, q_idx)
     if steps is None:
-        st.warning(trace.arithmetic_note or "The Q/K/V arithmetic is not available for this model.")
+        st.warning(md_message(trace.arithmetic_note or "The Q/K/V arithmetic is not available for this model."))
         row_p = head_row(trace, layer, head, q_idx)
         table({"key": viz.display_tokens(trace.key_tokens), "attention (model)": row_p}, OWN, width="content")
         show(viz.steps_figure(trace.key_tokens, None, row_p, trace.tokens[q_idx], theme), OWN, key="steps_bars",
              filename=f"attention-row-L{layer}-H{head}")
         return
     j = steps.top
-    kt = viz.display_tokens(steps.key_tokens)
+    kt = [latex_text(t) for t in viz.display_tokens(steps.key_tokens)]
     qt = viz.display_tokens([steps.query_token])[0]
+    qt_tex = latex_text(qt)
     scaled = rf"\tfrac{{q\cdot k}}{{\sqrt{{{steps.d}}}}}" if steps.standard_scale else rf"{steps.scale:.5f}\,q\cdot k"
     bias = rf",\ b={steps.bias[j]:.4f}" if steps.bias is not None else ""
     st.latex(viz.steps_formula(steps))
     st.latex(
-        rf"\text{{“{qt}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f}{bias},\ "
+        rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f}{bias},\ "
         rf"a=\tfrac{{e^{{{steps.scaled[j] - steps.max_logit:.3f}}}}}{{{steps.denominator:.4f}}}={steps.probs[j]:.5f}"
         if steps.bias is None and not steps.softcap else
-        rf"\text{{“{qt}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f}{bias},\ "
+        rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f}{bias},\ "
         rf"a={steps.probs[j]:.5f}"
     )
     scale_txt = f"1/√{steps.d} = {steps.scale:.5f}" if steps.standard_scale else f"{steps.scale:.5f} (this model's scaling)"
-    st.markdown(f"Layer {layer}, head {head}, query **{qt}** (token {q_idx}); head size d = {steps.d}; scale "
+    st.markdown(f"Layer {layer}, head {head}, query **{md(qt)}** (token {q_idx}); head size d = {steps.d}; scale "
                 f"{scale_txt}. Q, K, V are what the model's attention multiplied (read from its run); the recomputed "
                 f"softmax equals the model's attention to **{steps.max_error:.1e}**.")
     for note in viz.steps_notes(steps):
-        st.markdown(note)
+        st.markdown(md_message(note))
     arithmetic = Origin("recomputed", f"from the layer's own Q, K, V in float64: the softmax equals the model's "
                                       f"attention to {steps.max_error:.1e}.")
     if steps.angles is not None:
@@ -242,18 +244,19 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
     other = c.text_input("compare")
     trace_b = probe(attention_trace, loaded, other, "", stream, 0)
     if trace_b.error or not trace_b.tokens:
-        st.warning(trace_b.error or (trace_b.notes[0] if trace_b.notes else "Type a second sentence."))
+        st.warning(md_message(trace_b.error or (trace_b.notes[0] if trace_b.notes else "Type a second sentence.")))
     else:
         q_idx = token if token >= 0 else default_query(trace.tokens, trace.special)
         word = trace.tokens[q_idx]
         j = find_token(trace_b.tokens, word.replace("Ġ", "").replace("▁", ""))
         if j < 0:
             j = default_query(trace_b.tokens, trace_b.special)
-            st.info(f"“{labels[q_idx]}” is not in the second sentence; showing “{trace_b.tokens[j]}” there.")
+            st.info(f"“{md(labels[q_idx])}” is not in the second sentence; showing “{md(trace_b.tokens[j])}” "
+                    "there.")
         lb = min(layer, trace_b.n_layers - 1)
         show(viz.compare_bars(trace.tokens, head_row(trace, layer, head, q_idx), trace_b.tokens,
                               head_row(trace_b, lb, head, j),
-                              f"Where “{labels[q_idx]}” looks, layer {layer}, head {head}: A (left) vs B (right)", theme),
+                              f"Where “{plotly_text(labels[q_idx])}” looks, layer {layer}, head {head}: A (left) vs B (right)", theme),
              OWN, key="compare_bars", filename="attention-compare")
         c1, c2 = st.columns(2)
         with c1:
@@ -266,7 +269,7 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
 
 
 view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide)
-st.caption(f"{shape.model_id} · {shape.adapter} · {shape.stream_label} · {L} layers × {H} heads"
+st.caption(f"{md(shape.model_id)} · {md(shape.adapter)} · {shape.stream_label} · {L} layers × {H} heads"
            + (" · causal (decoder)" if shape.causal else ""))
 if mode != "steps":  # static: outside the fragment
     scaled, words = viz.scale_tex(shape.scaling, shape.head_size)

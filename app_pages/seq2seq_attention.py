@@ -7,6 +7,7 @@ from explorer.probes.seq2seq import (
     builtin_length_curves,
     length_accuracy,
 )
+from explorer.text_safety import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, badge, show
@@ -35,8 +36,8 @@ def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_
     what = ("attention a_tj" if tr.kind == "rnn" else
             f"cross-attention, layer {layer}, " + ("mean over heads" if head == "mean" else f"head {head}"))
     show(viz.alignment_heatmap(tr.matrix(layer, head), tr.out_tokens, tr.src_tokens,
-                               f"{title_prefix}{tr.model_id}: {what}", theme, highlight=step),
-         Origin("model", f"{tr.model_id}'s own attention weights while it produced this output."),
+                               f"{title_prefix}{plotly_text(tr.model_id)}: {what}", theme, highlight=step),
+         Origin("model", f"{md(tr.model_id)}'s own attention weights while it produced this output."),
          key="alignment" if key == "a" else f"alignment_{key}", filename=f"seq2seq-alignment-{key}", fold=True)
 
 
@@ -65,12 +66,12 @@ if decoding == "beam" and not target.strip():
 
 trace = probe(alignment_trace, loaded, text, target, decoding, beam)
 if trace.error:
-    st.warning(trace.error)
+    st.warning(md_message(trace.error))
     st.stop()
 for note in trace.notes:
-    st.info(note)
+    st.info(md_message(note))
 for warning in trace.warnings:
-    st.warning(warning)
+    st.warning(md_message(warning))
 if not trace.out_ids:
     st.stop()
 
@@ -87,7 +88,7 @@ T = len(trace.out_ids)
 charts = st.container()  # the heatmap(s), drawn once the step slider under them has a value (its row is outlined)
 mode_text = {"greedy": "greedy decoding", "beam": f"beam search (beam size {trace.beam_size})",
              "forced": "your target, teacher-forced"}[trace.mode]
-st.markdown(f"**Output** ({mode_text}): {trace.output_text or '∅ (only the end token)'}")
+st.markdown(f"**Output** ({mode_text}): {md(trace.output_text) or '∅ (only the end token)'}")
 st.caption(f"{len(trace.src_tokens)} source tokens → {T} output steps · sum log p = {trace.step_logprobs.sum():.4f}"
            + (f" · teacher-forced loss (mean cross-entropy) = {trace.loss:.5f}" if trace.mode == "forced" else ""))
 step = c.number("step", slider=True, hi=T - 1) if T > 1 else 0
@@ -102,18 +103,18 @@ def alignment_charts() -> None:
     loaded2 = get_model(model2_id)
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**{model_id}**: {trace.output_text}")
+        st.markdown(f"**{md(model_id)}**: {md(trace.output_text)}")
         show_alignment(trace, "a", layer, head, step)
     with right:
         if loaded2 is None:
             return
         trace2 = probe(alignment_trace, loaded2, text, target, decoding, beam)
         if trace2.error:
-            st.warning(trace2.error)
+            st.warning(md_message(trace2.error))
             return
         for warning in trace2.warnings:
-            st.warning(warning)
-        st.markdown(f"**{model2_id}**: {trace2.output_text}")
+            st.warning(md_message(warning))
+        st.markdown(f"**{md(model2_id)}**: {md(trace2.output_text)}")
         if trace2.out_ids:
             l2 = min(layer, max(trace2.n_layers - 1, 0))
             h2 = head if head == "mean" or int(head) < trace2.n_heads else "mean"
@@ -125,11 +126,11 @@ with charts:
 
 
 def step_panel() -> None:
-    st.subheader(f"Step t = {step}: producing “{viz.labels([trace.out_tokens[step]])[0]}”")
+    st.subheader(f"Step t = {step}: producing “{md(viz.labels([trace.out_tokens[step]])[0])}”")
     if trace.form is not None:
         formula, where = viz.equation(trace.form)
         st.latex(formula)
-        st.caption(where)
+        st.caption(md_message(where))
     row = trace.matrix(layer, head)
     left, right = st.columns([3, 2])
     with left:
@@ -139,7 +140,7 @@ def step_panel() -> None:
                  Origin("model", "the model's own weights (and scores) at this step."), key="step_weights", filename=f"seq2seq-step-{step}")
         elif trace.no_source_logprobs is not None:
             lp, lp0 = trace.step_logprobs[step], trace.no_source_logprobs[step]
-            st.latex(rf"\log p(\text{{“{viz.labels([trace.out_tokens[step]])[0]}”}})={lp:.4f}\ \text{{with }}c,\qquad"
+            st.latex(rf"\log p(\text{{“{latex_text(viz.labels([trace.out_tokens[step]])[0])}”}})={lp:.4f}\ \text{{with }}c,\qquad"
                      rf"{lp0:.4f}\ \text{{with }}c=s_0=0")
     with right:
         badge(Origin("model", "the model's own next-token distribution at this step, T = 1."))
@@ -147,7 +148,7 @@ def step_panel() -> None:
 
     m = trace.math[step] if step < len(trace.math) else None
     if m is not None:
-        src_j = viz.labels([trace.src_tokens[m.j]])[0]
+        src_j = latex_text(viz.labels([trace.src_tokens[m.j]])[0])
         sym = viz.SCORE_FORMULAS[trace.attention]
         st.latex(rf"j^*=\text{{“{src_j}”}}\ (j={m.j}):\quad e_{{{step},{m.j}}}={sym}={m.score_recomputed:.5f},\quad "
                  rf"a_{{{step},{m.j}}}=\frac{{e^{{{m.score_model:.4f}-{m.max_score:.4f}}}}}{{{m.denominator:.4f}}}"
@@ -164,7 +165,7 @@ def step_panel() -> None:
     if trace.kind == "hf" and row is not None:
         weight, key, total = strongest(row[step], trace.src_tokens)
         st.caption(f"Layer {layer}, {'mean over heads' if head == 'mean' else 'head ' + head}: output position {step} "
-                   f"gives its largest weight {weight:.5f} to “{key}”; the row sums to {total:.6f}. The weights are "
+                   f"gives its largest weight {weight:.5f} to “{md(key)}”; the row sums to {total:.6f}. The weights are "
                    f"the model's own (eager attention).")
 
 
@@ -183,7 +184,7 @@ def length_panel() -> None:
     if curves:
         show(viz.length_accuracy_figure([(cv.label, cv.buckets, cv.accuracy, cv.n) for cv in curves], theme),
              Origin("model", "exact match of the models' own greedy outputs on held-out pairs."), key="length_curve", filename="seq2seq-length")
-        st.caption("Source: " + "; ".join(f"{cv.model_id}: {cv.source}" for cv in curves) + ". Without attention the "
+        st.caption("Source: " + "; ".join(f"{md(cv.model_id)}: {md_message(cv.source)}" for cv in curves) + ". Without attention the "
                    "whole source must fit in one vector, so accuracy falls as sentences get longer (the bottleneck).")
     else:
         st.caption("The accuracy-by-length curve is available for the built-in seq2seq models.")

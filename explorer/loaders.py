@@ -18,7 +18,8 @@ from explorer.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hu
 from explorer.device import DTYPES, is_out_of_memory, resolve
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
 from explorer.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
-                                first_line, read_json_file, read_state_dict_file, read_weights_file)
+                                first_line, max_json_bytes, read_json_file, read_state_dict_file,
+                                read_weights_file)
 from explorer.uploads import UploadBundle, bundle, bundle_from_parts
 
 _CAUSAL_TYPES = {
@@ -382,7 +383,7 @@ def _load_checkpoint_folder(mid: ModelId, folder: Path, device: str, dtype: str)
     read = read_weights_file(weights[0])
     json_paths = [f for f in folder.iterdir() if f.is_file() and f.suffix.lower() == ".json"]
     for f in json_paths:
-        check_size(f.name, f.stat().st_size, limit=64 * 2**20)
+        check_size(f.name, f.stat().st_size, max_json_bytes(), "EXPLORER_MAX_JSON_MB")
     files = {f.name: f.read_bytes() for f in json_paths}
     return _materialise(bundle_from_parts(str(mid), weights[0].name, read, files), device, dtype)
 

@@ -4,10 +4,17 @@
     python -m explorer.train all            # all of them, one after the other
     python -m explorer.train --list
 
-`train_model(spec, progress, should_stop)` is the single entry point: it builds the corpus (generated and
+`train_model(spec, progress, should_stop, cancel)` is the single entry point: it builds the corpus (generated and
 seeded, or the user's token lists), the vocabulary and the model, trains with Adam (warmup + cosine decay,
 gradient clipping), reports TrainProgress, honours stop requests and max_seconds by ending cleanly, and
 returns the model with a checkpoint meta dict (see explorer.checkpoint) including held-out metrics.
+
+Budgets (set by the app from explorer.train_budget; None for the CLI): max_seconds bounds the whole run, every
+phase included: corpus generation, encoding, each batch, each held-out evaluation batch (training stops at
+TRAIN_SHARE of it so the held-out evaluation has the rest; an evaluation cut short says over how much it ran);
+max_vocab keeps the most frequent tokens; max_params and max_memory_mb are checked once the vocabulary is known,
+before the model is built (the batch size is lowered to fit). `cancel()` (the session that asked has gone) is
+checked in every phase too and ends the run within a batch, raising TrainingCancelled.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ import torch.nn.functional as F
 
 from . import metrics as M
 from explorer.models.build import build_model
+from explorer.train_budget import fit_batch
 
 ARCH_CORPORA = {"rnn_lm": ("english", "user"), "tiny_gpt": ("english", "user"), "word2vec": ("english", "user"),
                 "seq2seq": ("translation", "dates"), "masked_lm": ("english", "user")}
@@ -63,7 +71,9 @@ class TrainSpec:
     warmup_steps: int = 50
     grad_clip: float = 1.0
     seed: int = 0
-    max_seconds: float | None = None
+    max_seconds: float | None = None       # the whole run: data, training, held-out evaluation
+    max_params: int | None = None          # refused above it (explorer.train_budget)
+    max_memory_mb: float | None = None     # weights + Adam state + one batch: the batch size is lowered to fit
     # vocabulary / word2vec
     min_freq: int = 1
     max_vocab: int | None = None
@@ -138,6 +148,10 @@ def validate_spec(spec: TrainSpec) -> None:
         raise ValueError(f"weight_decay must be in [0, 1], got {spec.weight_decay!r}")
     if spec.max_seconds is not None and not 0 < spec.max_seconds <= LIMITS["max_seconds"]:
         raise ValueError(f"max_seconds must be in (0, {LIMITS['max_seconds']}], got {spec.max_seconds!r}")
+    if spec.max_params is not None:
+        _check_int("max_params", spec.max_params, 1, 10**12)
+    if spec.max_memory_mb is not None and not (isinstance(spec.max_memory_mb, (int, float)) and spec.max_memory_mb > 0):
+        raise ValueError(f"max_memory_mb must be a positive number, got {spec.max_memory_mb!r}")
     if spec.architecture == "rnn_lm" and spec.cell not in ("rnn", "gru", "lstm"):
         raise ValueError(f"cell must be 'rnn', 'gru' or 'lstm', got {spec.cell!r}")
     if spec.architecture == "seq2seq" and spec.attention not in (
@@ -151,6 +165,55 @@ def validate_spec(spec: TrainSpec) -> None:
         _check_int("n_head", spec.n_head, 1, LIMITS["n_head"])
         if spec.hidden_size % spec.n_head:
             raise ValueError(f"hidden_size (n_embd = {spec.hidden_size}) must be divisible by n_head = {spec.n_head}")
+
+
+# ============================================================================================== time
+TRAIN_SHARE = 0.85  # of max_seconds for data and training; the held-out evaluation may use the rest
+
+
+class TrainingCancelled(RuntimeError):
+    """The run ended before it trained anything: cancelled, or its time limit ran out while preparing the data."""
+
+
+class _Clock:
+    """When each phase of a run must end. `over()`: cancelled, or max_seconds used (evaluations stop, keeping what
+    they computed); `train_over()`: that, a stop request, or TRAIN_SHARE of max_seconds used (the training loop
+    stops); `check(doing)`: raise TrainingCancelled when over() (phases before training)."""
+
+    def __init__(self, max_seconds: float | None, should_stop: Callable[[], bool] | None,
+                 cancel: Callable[[], bool] | None) -> None:
+        self.t0, self.max_seconds = time.perf_counter(), max_seconds
+        self.should_stop, self.cancel = should_stop, cancel
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and bool(self.cancel())
+
+    def over(self) -> bool:
+        return self.cancelled() or (self.max_seconds is not None and self.elapsed() > self.max_seconds)
+
+    def train_over(self) -> bool:
+        return (self.over() or (self.should_stop is not None and bool(self.should_stop()))
+                or (self.max_seconds is not None and self.elapsed() > TRAIN_SHARE * self.max_seconds))
+
+    def check(self, doing: str) -> None:
+        if self.cancelled():
+            raise TrainingCancelled(f"Training was cancelled while {doing}.")
+        if self.over():
+            raise TrainingCancelled(f"The time limit ({self.max_seconds:g} s) ran out while {doing}, before any "
+                                    "training: ask for more time or less data.")
+
+    def each(self, items, doing: str, every: int = 2000):
+        """`items`, checking the clock every `every` items (long loops before training)."""
+        for i, item in enumerate(items):
+            if i % every == 0:
+                self.check(doing)
+            yield item
+
+
+_NO_CLOCK = _Clock(None, None, None)
 
 
 # ============================================================================================== data
@@ -168,7 +231,8 @@ def _data_module(name: str):
     return importlib.import_module(f"explorer.data.{name}")
 
 
-def load_corpus(spec: TrainSpec) -> Corpus:
+def load_corpus(spec: TrainSpec, stop: Callable[[], bool] | None = None) -> Corpus:
+    """The run's data. stop(): generation ends early (fewer examples) when it returns True (a run out of time)."""
     if spec.corpus == "user":
         sents = [list(s) for s in spec.user_tokens if len(s)]
         rng = random.Random(spec.seed)
@@ -180,14 +244,14 @@ def load_corpus(spec: TrainSpec) -> Corpus:
         return Corpus(train, held, "user", None, spec.level)
     mod = _data_module(spec.corpus)
     if spec.corpus == "english":
-        train = mod.generate_sentences(spec.n_train, mod.TRAIN_SEED)
-        held = mod.generate_sentences(spec.n_heldout, mod.HELDOUT_SEED)
+        train = mod.generate_sentences(spec.n_train, mod.TRAIN_SEED, stop=stop)
+        held = mod.generate_sentences(spec.n_heldout, mod.HELDOUT_SEED, stop=stop)
         if spec.level == "char":
             train = [list(" ".join(s)) for s in train]
             held = [list(" ".join(s)) for s in held]
     else:
-        train = mod.generate_pairs(spec.n_train, mod.TRAIN_SEED)
-        held = mod.generate_pairs(spec.n_heldout, mod.HELDOUT_SEED)
+        train = mod.generate_pairs(spec.n_train, mod.TRAIN_SEED, stop=stop)
+        held = mod.generate_pairs(spec.n_heldout, mod.HELDOUT_SEED, stop=stop)
         train = [(list(s), list(t)) for s, t in train]
         held = [(list(s), list(t)) for s, t in held]
     return Corpus(train, held, spec.corpus, mod.TRAIN_SEED, spec.level)
@@ -225,17 +289,23 @@ def _lr_at(step: int, total: int, spec: TrainSpec) -> float:
 
 
 def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | None = None,
-                should_stop: Callable[[], bool] | None = None, device: str = "cpu") -> TrainResult:
+                should_stop: Callable[[], bool] | None = None, device: str = "cpu",
+                cancel: Callable[[], bool] | None = None) -> TrainResult:
     """Train `spec` from scratch (seeded). Stop requests / max_seconds end training cleanly: the model
-    trained so far is evaluated and returned with meta["train"]["stopped"] = True."""
+    trained so far is evaluated (within max_seconds) and returned with meta["train"]["stopped"] = True.
+    cancel() ends every phase within a batch and raises TrainingCancelled, as does max_seconds running out before
+    training starts; a model over spec.max_params / max_memory_mb raises explorer.train_budget.TrainBudgetError."""
     validate_spec(spec)
-    t0 = time.perf_counter()
+    clock = _Clock(spec.max_seconds, should_stop, cancel)
+    t0 = clock.t0
     random.seed(spec.seed)
     torch.manual_seed(spec.seed)
-    corpus = load_corpus(spec)
+    corpus = load_corpus(spec, stop=clock.over)
+    clock.check("preparing the corpus")
     task_class = {"rnn_lm": _LMTask, "tiny_gpt": _LMTask, "seq2seq": _Seq2SeqTask,
                   "masked_lm": _MaskedLMTask}.get(spec.architecture, _Word2VecTask)
-    task = task_class(spec, corpus, device)
+    task = task_class(spec, corpus, device, clock)
+    clock.check("building the model")
     model = task.model.to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and spec.weight_decay > 0]
     other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and spec.weight_decay > 0)]
@@ -253,8 +323,7 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
         model.train()
         run_loss, run_n = 0.0, 0
         for batch in task.batches(rng, epoch):
-            if (should_stop is not None and should_stop()) or (
-                    spec.max_seconds is not None and time.perf_counter() - t0 > spec.max_seconds):
+            if clock.train_over():
                 stopped = True
                 break
             for g in opt.param_groups:
@@ -270,6 +339,8 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
             run_n += 1
             if progress is not None and step % report_every == 0:
                 progress(TrainProgress(epoch, step, total_steps, run_loss / run_n, None, time.perf_counter() - t0))
+        if clock.cancelled():
+            raise TrainingCancelled("Training was cancelled.")
         held = task.heldout_loss()
         history.append({"epoch": epoch, "train_loss": run_loss / max(run_n, 1), "heldout_loss": held,
                         "elapsed": round(time.perf_counter() - t0, 2)})
@@ -280,6 +351,8 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     train_seconds = time.perf_counter() - t0
     model.eval()
     metrics = task.evaluate(full=spec.full_metrics)
+    if clock.cancelled():
+        raise TrainingCancelled("Training was cancelled.")
     metrics["heldout_loss"] = history[-1]["heldout_loss"] if history else None
     meta = {
         "name": spec.name,
@@ -297,16 +370,58 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
                   "stopped": stopped, "spec": spec.to_json(), "history": history},
         "description": spec.description or f"{spec.architecture} trained on the {corpus.generator} corpus.",
     }
+    if task.notes:
+        meta["train"]["notes"] = list(dict.fromkeys(task.notes))
     return TrainResult(model=model, meta=meta, history=history, stopped=stopped)
 
 
+class _Task:
+    """What the four tasks share: the run's clock, notes for the page, the batch size that fits the budget, and
+    held-out evaluation in batches that stop when the run's time is up."""
+
+    spec: TrainSpec
+    clock: _Clock
+    config: dict
+
+    def _setup(self, spec: TrainSpec, corpus: Corpus, device: str, clock: _Clock | None) -> None:
+        self.spec, self.corpus, self.device = spec, corpus, device
+        self.clock = clock or _NO_CLOCK
+        self.notes: list[str] = []
+        self.batch_size = spec.batch_size
+
+    def _build(self, length: int) -> None:
+        """Check the model against the spec's budget for examples of `length` tokens (lowering the batch size to
+        fit), then build it."""
+        self.batch_size, note = fit_batch(self.spec.architecture, self.config, length, self.spec.batch_size,
+                                          self.spec.max_params, self.spec.max_memory_mb, self.spec.negatives)
+        if note:
+            self.notes.append(note)
+        self.clock.check("checking the model's size")
+        self.model = build_model(self.spec.architecture, self.config)
+
+    def _eval_batches(self, items: list, size: int, what: str):
+        """Consecutive slices of `items` of `size`, until the run's time is up (then a note says how far it got)."""
+        for i in range(0, len(items), size):
+            if self.clock.over():
+                if not self.clock.cancelled():
+                    self.notes.append(f"The {what} covers {i:,} of {len(items):,} held-out examples: the time "
+                                      "limit ran out.")
+                return
+            yield items[i:i + size]
+
+    def _eval_size(self, usual: int) -> int:
+        """Evaluation batch: the usual one, or, under a memory budget, at most twice the training batch that fits
+        (no gradients are kept)."""
+        return usual if self.spec.max_memory_mb is None else max(1, min(usual, 2 * self.batch_size))
+
+
 # ============================================================================================== tasks
-class _LMTask:
+class _LMTask(_Task):
     """rnn_lm / tiny_gpt: next-token prediction on <bos> s <eos>."""
 
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str) -> None:
+    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: _Clock | None = None) -> None:
         Vocab = _vocab_cls()
-        self.spec, self.corpus, self.device = spec, corpus, device
+        self._setup(spec, corpus, device, clock)
         self.vocab = Vocab.build(corpus.train, min_freq=spec.min_freq, max_size=spec.max_vocab)
         V = len(self.vocab)
         if spec.architecture == "rnn_lm":
@@ -315,17 +430,20 @@ class _LMTask:
         else:
             self.config = dict(vocab_size=V, block_size=spec.block_size, n_layer=spec.num_layers,
                                n_head=spec.n_head, n_embd=spec.hidden_size, dropout=spec.dropout)
-        self.model = build_model(spec.architecture, self.config)
         max_len = spec.block_size + 1
-        self.train_ids = [c for s in corpus.train for c in _chunks([BOS, *self.vocab.encode(s), EOS], max_len)]
-        self.held_ids = [self.vocab.encode(s) for s in corpus.heldout]
+        each = self.clock.each
+        self.train_ids = [c for s in each(corpus.train, "encoding the corpus")
+                          for c in _chunks([BOS, *self.vocab.encode(s), EOS], max_len)]
+        self.held_ids = [self.vocab.encode(s) for s in each(corpus.heldout, "encoding the held-out text")]
         self.lengths = [len(s) for s in self.train_ids]
+        self._build(max(self.lengths, default=2) - 1)
+        self._last_nll: tuple[float, int] | None = None
 
     def steps_per_epoch(self) -> int:
-        return math.ceil(len(self.train_ids) / self.spec.batch_size)
+        return math.ceil(len(self.train_ids) / self.batch_size)
 
     def batches(self, rng, epoch):
-        for idx in _bucketed_batches(len(self.train_ids), self.lengths, self.spec.batch_size, rng):
+        for idx in _bucketed_batches(len(self.train_ids), self.lengths, self.batch_size, rng):
             yield M.pad_batch([self.train_ids[i] for i in idx]).to(self.device)
 
     def loss(self, batch):
@@ -336,14 +454,28 @@ class _LMTask:
         # the LM scores <bos> s <eos>; sequences longer than the context are cut to fit
         return [s[: self.spec.block_size - 1] for s in self.held_ids]
 
-    def heldout_loss(self) -> float:
-        total, n = M.lm_nll(self.model, self._held_eval_ids(), device=self.device)
-        return total / max(n, 1)
+    def _held_nll(self) -> tuple[float, int]:
+        """M.lm_nll over the held-out sentences, shortest first in batches of 128 (the batches lm_nll makes), until
+        the run's time is up."""
+        held = sorted(self._held_eval_ids(), key=len)
+        total, n = 0.0, 0
+        size = self._eval_size(128)
+        for part in self._eval_batches(held, size, "held-out loss"):
+            t, c = M.lm_nll(self.model, part, batch_size=size, device=self.device)
+            total, n = total + t, n + c
+        self._last_nll = (total, n)
+        return total, n
+
+    def heldout_loss(self) -> float | None:
+        total, n = self._held_nll()
+        return total / n if n else None
 
     def evaluate(self, full: bool) -> dict:
         held = self._held_eval_ids()
-        out = {"heldout_perplexity": M.perplexity(self.model, held, device=self.device)}
-        if full:
+        # the final model's held-out loss was just computed (train_model evaluates after the last epoch)
+        total, n = self._last_nll if self._last_nll is not None else self._held_nll()
+        out = {"heldout_perplexity": math.exp(total / n) if n else None}
+        if full and n and not self.clock.over():
             train_ids = [self.vocab.encode(s) for s in self.corpus.train]
             ppl, k = M.bigram_perplexity(train_ids, held, len(self.vocab))
             out["bigram_perplexity"], out["bigram_k"] = ppl, k
@@ -395,30 +527,31 @@ def mask_tokens(ids: torch.Tensor, gen: torch.Generator, vocab_size: int,
     return inputs, labels
 
 
-class _MaskedLMTask:
+class _MaskedLMTask(_Task):
     """masked_lm: BERT's masked-LM task on <bos> s <eos> (mask_tokens), masks drawn anew every epoch (dynamic
     masking, as in RoBERTa); the loss is the cross-entropy at the chosen positions only."""
 
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str) -> None:
+    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: _Clock | None = None) -> None:
         Vocab = _vocab_cls()
-        self.spec, self.corpus, self.device = spec, corpus, device
+        self._setup(spec, corpus, device, clock)
         base = Vocab.build(corpus.train, min_freq=spec.min_freq,
                            max_size=spec.max_vocab - 1 if spec.max_vocab else None)
         self.vocab = Vocab([MASK_TOKEN, *base.itos[MASK:]], freq=base.freq)  # <mask> at id 4, then the words
         self.config = dict(vocab_size=len(self.vocab), block_size=spec.block_size, n_layer=spec.num_layers,
                            n_head=spec.n_head, n_embd=spec.hidden_size, dropout=spec.dropout)
-        self.model = build_model("masked_lm", self.config)
-        wrap = lambda sents: [[BOS, *c, EOS] for s in sents  # noqa: E731
-                              for c in _chunks(self.vocab.encode(s), spec.block_size - 2)]
-        self.train_ids, self.held_ids = wrap(corpus.train), wrap(corpus.heldout)
+        wrap = lambda sents, doing: [[BOS, *c, EOS] for s in self.clock.each(sents, doing)  # noqa: E731
+                                     for c in _chunks(self.vocab.encode(s), spec.block_size - 2)]
+        self.train_ids = wrap(corpus.train, "encoding the corpus")
+        self.held_ids = wrap(corpus.heldout, "encoding the held-out text")
         self.lengths = [len(s) for s in self.train_ids]
+        self._build(max(self.lengths, default=2))
 
     def steps_per_epoch(self) -> int:
-        return math.ceil(len(self.train_ids) / self.spec.batch_size)
+        return math.ceil(len(self.train_ids) / self.batch_size)
 
     def batches(self, rng, epoch):
         gen = torch.Generator().manual_seed(self.spec.seed * 1000 + epoch)
-        for idx in _bucketed_batches(len(self.train_ids), self.lengths, self.spec.batch_size, rng):
+        for idx in _bucketed_batches(len(self.train_ids), self.lengths, self.batch_size, rng):
             yield M.pad_batch([self.train_ids[i] for i in idx]), gen
 
     def _loss(self, ids: torch.Tensor, gen: torch.Generator, reduction: str) -> tuple[torch.Tensor, int]:
@@ -433,21 +566,22 @@ class _MaskedLMTask:
         return self._loss(*batch, reduction="mean")[0]
 
     @torch.no_grad()
-    def heldout_loss(self) -> float:
+    def heldout_loss(self) -> float | None:
         """Mean cross-entropy at the chosen positions of the held-out sentences, masked with fixed seeds."""
         self.model.eval()
         total, n = 0.0, 0
-        for i in range(0, len(self.held_ids), 256):
-            loss, chosen = self._loss(M.pad_batch(self.held_ids[i:i + 256]), torch.Generator().manual_seed(12345 + i),
-                                      "sum")
+        size = self._eval_size(256)
+        for k, part in enumerate(self._eval_batches(self.held_ids, size, "held-out loss")):
+            loss, chosen = self._loss(M.pad_batch(part), torch.Generator().manual_seed(12345 + k * size), "sum")
             total, n = total + float(loss), n + chosen
-        return total / max(n, 1)
+        return total / n if n else None
 
     def evaluate(self, full: bool) -> dict:
         out: dict = {}
         if self.corpus.generator == "english" and self.corpus.level == "word":
             out["masked_accuracy"] = masked_word_accuracy(self.model, self.vocab, self.corpus.heldout,
-                                                          device=self.device, train_freq=self.vocab.freq)
+                                                          device=self.device, train_freq=self.vocab.freq,
+                                                          stop=self.clock.over)
         return out
 
     def vocab_meta(self) -> dict:
@@ -470,13 +604,14 @@ def masked_class(word: str) -> str | None:
 
 
 @torch.no_grad()
-def masked_word_accuracy(model, vocab, sentences, device="cpu", train_freq: dict | None = None) -> dict:
+def masked_word_accuracy(model, vocab, sentences, device="cpu", train_freq: dict | None = None,
+                         stop: Callable[[], bool] | None = None) -> dict:
     """Every noun, lexical verb and auxiliary of each sentence replaced by <mask> in turn (one at a time, the rest of
     <bos> s <eos> visible): top-1 and top-5 accuracy of the model's logits at the mask, per class (`n` masked
     words). With train_freq (training counts): `baseline`, the top-1 accuracy of always answering the class's most
     frequent training word. `verb_number` (under "verb" and "auxiliary"): the share of masked present-tense /
     was-were forms where the model's probability mass on forms of the right number (VERB_NUMBER) exceeds the
-    wrong number's."""
+    wrong number's. stop(): asked before each sentence; True ends the count there (a run out of time)."""
     english = _data_module("english")
     model.eval()
     hits = {c: [0, 0, 0] for c in MASKED_CLASSES}  # top-1, top-5, n
@@ -485,6 +620,8 @@ def masked_word_accuracy(model, vocab, sentences, device="cpu", train_freq: dict
                              dtype=torch.long) for n in ("sg", "pl")}
     targets: dict[str, list[str]] = {c: [] for c in MASKED_CLASSES}
     for s in sentences:
+        if stop is not None and stop():
+            break
         ids = [BOS, *vocab.encode(s), EOS][: getattr(model.config, "block_size", 10**6)]
         where = [(t, c) for t, w in enumerate(s, start=1) if t < len(ids) - 1 and ids[t] != UNK
                  and (c := masked_class(w)) is not None]
@@ -522,10 +659,10 @@ def masked_word_accuracy(model, vocab, sentences, device="cpu", train_freq: dict
     return out
 
 
-class _Seq2SeqTask:
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str) -> None:
+class _Seq2SeqTask(_Task):
+    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: _Clock | None = None) -> None:
         Vocab = _vocab_cls()
-        self.spec, self.corpus, self.device = spec, corpus, device
+        self._setup(spec, corpus, device, clock)
         self.src_vocab = Vocab.build([s for s, _ in corpus.train], min_freq=spec.min_freq, max_size=spec.max_vocab)
         self.tgt_vocab = Vocab.build([t for _, t in corpus.train], min_freq=spec.min_freq, max_size=spec.max_vocab)
         self.config = dict(src_vocab_size=len(self.src_vocab), tgt_vocab_size=len(self.tgt_vocab),
@@ -535,14 +672,16 @@ class _Seq2SeqTask:
             self.config["bidirectional"] = True
         if spec.input_feeding:
             self.config["input_feeding"] = True
-        self.model = build_model("seq2seq", self.config)
-        enc = lambda pairs: [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in pairs]  # noqa: E731
-        self.train_pairs, self.held_pairs = enc(corpus.train), enc(corpus.heldout)
+        enc = lambda pairs, doing: [(self.src_vocab.encode(s), self.tgt_vocab.encode(t))  # noqa: E731
+                                    for s, t in self.clock.each(pairs, doing)]
+        self.train_pairs = enc(corpus.train, "encoding the corpus")
+        self.held_pairs = enc(corpus.heldout, "encoding the held-out pairs")
         self.lengths = [len(s) for s, _ in self.train_pairs]
         self.max_len = max(len(t) for _, t in self.train_pairs + self.held_pairs) + 5
+        self._build(max(self.lengths, default=1) + self.max_len - 4)
 
     def steps_per_epoch(self) -> int:
-        return math.ceil(len(self.train_pairs) / self.spec.batch_size)
+        return math.ceil(len(self.train_pairs) / self.batch_size)
 
     def _tensors(self, pairs):
         src = M.pad_batch([s for s, _ in pairs]).to(self.device)
@@ -551,7 +690,7 @@ class _Seq2SeqTask:
         return src, tin, tout
 
     def batches(self, rng, epoch):
-        for idx in _bucketed_batches(len(self.train_pairs), self.lengths, self.spec.batch_size, rng):
+        for idx in _bucketed_batches(len(self.train_pairs), self.lengths, self.batch_size, rng):
             yield self._tensors([self.train_pairs[i] for i in idx])
 
     def loss(self, batch, reduction="mean"):
@@ -561,19 +700,27 @@ class _Seq2SeqTask:
                                reduction=reduction)
 
     @torch.no_grad()
-    def heldout_loss(self) -> float:
+    def heldout_loss(self) -> float | None:
         self.model.eval()
         total, n = 0.0, 0
-        for i in range(0, len(self.held_pairs), 256):
-            batch = self._tensors(self.held_pairs[i:i + 256])
+        for part in self._eval_batches(self.held_pairs, self._eval_size(256), "held-out loss"):
+            batch = self._tensors(part)
             total += float(self.loss(batch, reduction="sum"))
             n += int((batch[2] != PAD).sum())
-        return total / max(n, 1)
+        return total / n if n else None
 
     def evaluate(self, full: bool) -> dict:
-        srcs = [s for s, _ in self.held_pairs]
-        refs = [t for _, t in self.held_pairs]
-        preds = M.seq2seq_predictions(self.model, srcs, max_len=self.max_len, device=self.device)
+        size = self._eval_size(256)
+        preds, done = [], []
+        held = sorted(self.held_pairs, key=lambda p: len(p[0]))  # the batches greedy_batch would make of them all
+        for part in self._eval_batches(held, size, "exact-match evaluation"):
+            preds += M.seq2seq_predictions(self.model, [s for s, _ in part], max_len=self.max_len,
+                                           batch_size=size, device=self.device)
+            done += part
+        srcs = [s for s, _ in done]
+        refs = [t for _, t in done]
+        if not done:
+            return {"exact_match": None, "token_accuracy": None}
         out = {"exact_match": M.exact_match(preds, refs), "token_accuracy": M.token_accuracy(preds, refs)}
         if full:
             out["exact_match_by_source_length"] = M.accuracy_by_length(preds, refs, srcs)
@@ -583,25 +730,26 @@ class _Seq2SeqTask:
         return {"src_vocab": list(self.src_vocab.itos), "tgt_vocab": list(self.tgt_vocab.itos)}
 
 
-class _Word2VecTask:
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str) -> None:
+class _Word2VecTask(_Task):
+    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: _Clock | None = None) -> None:
         from .models.word2vec import keep_probability, noise_distribution, skipgram_pairs
         Vocab = _vocab_cls()
-        self.spec, self.corpus, self.device = spec, corpus, device
+        self._setup(spec, corpus, device, clock)
         self.vocab = Vocab.build(corpus.train, min_freq=spec.min_freq, max_size=spec.max_vocab)
         counts = [self.vocab.freq.get(t, 0) for t in self.vocab.itos]
         self.noise = noise_distribution(counts).to(device)
         keep = keep_probability(counts, spec.subsample) if spec.subsample else None
         self.config = dict(vocab_size=len(self.vocab), dim=spec.hidden_size)
-        self.model = build_model("word2vec", self.config)
-        ids = [self.vocab.encode(s) for s in corpus.train]
+        ids = [self.vocab.encode(s) for s in self.clock.each(corpus.train, "encoding the corpus")]
         self.pairs = skipgram_pairs(ids, spec.window, keep=keep, seed=spec.seed)
+        self.clock.check("making the skip-gram pairs")
         self.held_pairs = skipgram_pairs([self.vocab.encode(s) for s in corpus.heldout], spec.window,
                                          seed=spec.seed + 1)[:20000]
         self.gen = torch.Generator().manual_seed(spec.seed)
+        self._build(1)
 
     def steps_per_epoch(self) -> int:
-        return math.ceil(len(self.pairs) / self.spec.batch_size)
+        return math.ceil(len(self.pairs) / self.batch_size)
 
     def _negatives(self, n: int, gen) -> torch.Tensor:
         return torch.multinomial(self.noise.cpu(), n * self.spec.negatives, replacement=True,
@@ -609,8 +757,8 @@ class _Word2VecTask:
 
     def batches(self, rng, epoch):
         perm = torch.randperm(len(self.pairs), generator=self.gen)
-        for i in range(0, len(perm), self.spec.batch_size):
-            b = self.pairs[perm[i:i + self.spec.batch_size]].to(self.device)
+        for i in range(0, len(perm), self.batch_size):
+            b = self.pairs[perm[i:i + self.batch_size]].to(self.device)
             yield b[:, 0], b[:, 1], self._negatives(len(b), self.gen)
 
     def loss(self, batch):
@@ -626,7 +774,7 @@ class _Word2VecTask:
 
     def evaluate(self, full: bool) -> dict:
         out: dict = {}
-        if self.corpus.generator == "english" and self.corpus.level == "word":
+        if self.corpus.generator == "english" and self.corpus.level == "word" and not self.clock.over():
             english = _data_module("english")
             out["precision_at_5"] = M.precision_at_k(self.model.in_embed.weight, self.vocab.itos,
                                                      english.word_class, k=5)

@@ -1,8 +1,12 @@
 """Training in the background: one thread per job, so a training run never blocks other browser sessions.
 
 A TrainingJob runs explorer.train.train_model in a daemon thread, records progress (for the live loss curve)
-and can be stopped; when done its model is added to the catalogue (in memory) as `upload:<hash>`.
-At most EXPLORER_MAX_TRAINING_JOBS (default 1) jobs train at once on a server.
+and can be stopped; when done its model is added to the catalogue (in memory) as `upload:<hash>`, an upload
+of the session that started it (`owner`).
+At most EXPLORER_MAX_TRAINING_JOBS (default 1) jobs train at once on a server. A job runs within this server's
+budget (explorer.train_budget: time, vocabulary, parameters, memory) and belongs to the session that started it:
+when that session ends (its UploadOwner is released by the Streamlit layer's session-end hook) the run is
+cancelled within a batch, its slot freed and nothing registered. Its download zip is built once, when asked.
 """
 from __future__ import annotations
 
@@ -13,8 +17,10 @@ import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
+from typing import Any
 
-from explorer.train import TrainProgress, TrainResult, TrainSpec, train_model, validate_spec
+from explorer import train_budget
+from explorer.train import TrainingCancelled, TrainProgress, TrainResult, TrainSpec, train_model, validate_spec
 
 _ACTIVE = threading.BoundedSemaphore(max(1, int(os.environ.get("EXPLORER_MAX_TRAINING_JOBS", "1") or 1)))
 
@@ -25,11 +31,12 @@ class TrainingBusyError(RuntimeError):
 
 @dataclass
 class TrainingJob:
-    """State of one background training run. `points`: dicts (step, epoch, train_loss, heldout_loss, elapsed)."""
+    """State of one background training run. `points`: dicts (step, epoch, train_loss, heldout_loss, elapsed);
+    `notes`: what the budget changed (a lowered batch size) or cut short (an evaluation out of time)."""
 
     spec: TrainSpec
     device: str = "cpu"
-    status: str = "pending"  # pending | running | done | stopped | failed
+    status: str = "pending"  # pending | running | done | stopped | cancelled | failed
     points: list[dict] = field(default_factory=list)
     total_steps: int = 0
     error: str | None = None
@@ -37,11 +44,17 @@ class TrainingJob:
     model_id: str | None = None
     started: float = 0.0
     finished: float = 0.0
+    owner: Any = None  # the session's explorer.uploads.UploadOwner: the trained model is that session's upload
+    notes: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _zip: bytes | None = None
+    _zip_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> "TrainingJob":
-        """Validate the spec (ValueError) and start training in a daemon thread (TrainingBusyError if full)."""
+        """Put the spec within this server's budget (train_budget.apply: a TrainBudgetError names the limit and its
+        setting), validate it (ValueError) and start training in a daemon thread (TrainingBusyError if full)."""
+        self.spec = train_budget.apply(self.spec)
         validate_spec(self.spec)
         if not _ACTIVE.acquire(blocking=False):
             raise TrainingBusyError("Another model is training on this server right now; try again when it is done.")
@@ -50,6 +63,11 @@ class TrainingJob:
         self._thread.start()
         return self
 
+    @property
+    def abandoned(self) -> bool:
+        """The session that started the job has ended (its UploadOwner was released)."""
+        return self.owner is not None and self.owner.released
+
     def _progress(self, p: TrainProgress) -> None:
         self.total_steps = p.total_steps
         self.points.append({"step": p.step, "epoch": p.epoch, "train_loss": p.train_loss,
@@ -57,16 +75,34 @@ class TrainingJob:
 
     def _run(self) -> None:
         try:
-            result = train_model(self.spec, progress=self._progress, should_stop=self._stop.is_set, device=self.device)
+            result = train_model(self.spec, progress=self._progress, should_stop=self._stop.is_set, device=self.device,
+                                 cancel=lambda: self.abandoned)
+            if self.abandoned:
+                raise TrainingCancelled("Training was cancelled: the session that started it ended.")
+            self.notes = list(result.meta["train"].get("notes", []))
+            self.model_id = register_trained(result, self.owner)
             self.result = result
-            self.model_id = register_trained(result)
             self.status = "stopped" if result.stopped else "done"
+        except (TrainingCancelled, train_budget.TrainBudgetError) as exc:  # messages written for the page
+            self.error = str(exc)
+            self.status = "failed" if isinstance(exc, train_budget.TrainBudgetError) else "cancelled"
         except Exception as exc:  # surfaced in the page as a message
             self.error = f"{type(exc).__name__}: {exc}"
-            self.status = "failed"
+            self.status = "cancelled" if self.abandoned else "failed"
         finally:
+            self.spec.user_tokens = None  # the corpus is not needed any more
             self.finished = time.time()
             _ACTIVE.release()
+
+    def zip_bytes(self) -> bytes:
+        """The trained model as a zip (export_zip), built on the first call and kept: later calls return the same
+        bytes. ValueError when the job has no model."""
+        with self._zip_lock:
+            if self._zip is None:
+                if self.result is None:
+                    raise ValueError("this training job has no model to download")
+                self._zip = export_zip(self.result)
+            return self._zip
 
     def stop(self) -> None:
         """Ask the run to stop after the current batch; the model trained so far is kept."""
@@ -76,7 +112,7 @@ class TrainingJob:
         """Block until finished (tests, CLI); True when finished."""
         if self._thread is not None:
             self._thread.join(timeout)
-        return self.status in ("done", "stopped", "failed")
+        return self.status in ("done", "stopped", "cancelled", "failed")
 
     @property
     def running(self) -> bool:
@@ -91,8 +127,9 @@ class TrainingJob:
         return min(1.0, self.points[-1]["step"] / self.total_steps)
 
 
-def register_trained(result: TrainResult) -> str:
-    """Add a freshly trained model to the in-memory catalogue; returns its id (upload:<hash>)."""
+def register_trained(result: TrainResult, owner: Any = None) -> str:
+    """Add a freshly trained model to the in-memory catalogue as an upload of `owner` (an UploadOwner: the session
+    that trained it, within its upload budget); returns its id (upload:<hash>)."""
     from safetensors.torch import save
 
     from explorer.checkpoint import _unique_state_dict
@@ -102,7 +139,7 @@ def register_trained(result: TrainResult) -> str:
     from explorer.uploads import register_upload
 
     name = result.meta.get("name", "custom")
-    return register_upload([(f"{name}.safetensors", weights), (f"{name}.json", meta)], max_bytes=2**40)
+    return register_upload([(f"{name}.safetensors", weights), (f"{name}.json", meta)], max_bytes=2**40, owner=owner)
 
 
 def export_zip(result: TrainResult) -> bytes:

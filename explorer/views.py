@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # Kinds: "text", "model", "model or none", "int", "float", "bool", "ints" (comma-separated integers), "choice"
@@ -26,7 +27,8 @@ class Param:
     kind: str
     default: Any = None
     lo: float | None = None
-    hi: float | None = None  # a bound that depends on the model (layers, units, tokens) is given by the page
+    hi: float | None = None  # a bound that depends on the model (layers, units, tokens) is given by the page;
+    # for "choices": how many may be chosen at most
     step: float | None = None
     choices: tuple = ()
     label: str = ""
@@ -110,6 +112,9 @@ def installed_or(packaged: str, fallback: str) -> str:
 # module is imported), else the built-in tiny GPT (app_pages/sampling.py falls back on builtin:lstm-lm when that is
 # not trained either).
 LM_DEFAULT = installed_or("smollm2", "builtin:tiny-gpt")
+
+# The browser tab's icon: a file shipped with the app (a :material/…: icon makes the browser fetch it from a font CDN)
+PAGE_ICON = str(Path(__file__).resolve().parent.parent / "assets" / "icon.png")
 
 HOME = View("app_pages/home.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.",
             "Explorer")
@@ -224,7 +229,8 @@ VIEWS.append(View(
                        "read it, and stop at its end-of-turn token. Off: the raw text is continued."),
         "system": P("text", "", label="System prompt (chat template)",
                     help="At most 1,000 characters. Empty: the template's own default, if it has one."),
-        "strategies": P("choices", ("greedy", "top-k", "top-p", "beam"), label="Strategies (2 to 6)", choices=KINDS),
+        "strategies": P("choices", ("greedy", "top-k", "top-p", "beam"), hi=6, label="Strategies (2 to 6)",
+                        choices=KINDS),
         "seed": P("int", 0, 0, 2**31 - 1, "Seed", 1,
                   help="torch.manual_seed(seed) before generating: the same seed gives the same draws."),
         "max_new": P("int", 30, 1, MAX_NEW, "New tokens"),

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import assert_no_exception, run_page
+from explorer.text_safety import md_unescape
 from explorer.views import VIEWS
 
 PAGES = [v.script for v in VIEWS]
@@ -55,7 +56,8 @@ def test_models_page_unknown_hf_model_is_a_message(monkeypatch) -> None:
     monkeypatch.setenv("EXPLORER_ALLOW_HUB", "0")
     at = run_page("app_pages/models.py", {"model": "hf:nobody/nothing-here"})
     assert_no_exception(at)
-    assert any("nobody/nothing-here" in e.value and "EXPLORER_MODEL_PATH" in e.value for e in at.error)
+    assert any("nobody/nothing-here" in md_unescape(e.value) and "EXPLORER_MODEL_PATH" in md_unescape(e.value)
+               for e in at.error)
 
 
 def test_models_page_refuses_hostile_pt_upload(tmp_path) -> None:

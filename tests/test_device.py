@@ -7,6 +7,7 @@ import torch
 
 from explorer import device as devices
 from explorer import loaders
+from explorer.text_safety import md_unescape
 from explorer.loaders import OutOfMemoryLoadError, load_model
 
 
@@ -84,7 +85,7 @@ def _fallback_to_cpu_on_models_page() -> None:
     at = run_page("app_pages/models.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)
     assert at.session_state["device"] == "cuda"
-    errors = [e.value for e in at.error]
+    errors = [md_unescape(e.value) for e in at.error]
     assert any("pretrained:minilm does not fit in cuda memory" in e and "Load it on the CPU" in e for e in errors), errors
     at.button(key="cpu-fallback-pretrained:minilm").click().run()
     assert_no_exception(at)

@@ -10,6 +10,7 @@ import torch
 
 from conftest import assert_no_exception, run_page
 from explorer import examples as E
+from explorer.text_safety import md_unescape
 from explorer.adapters.text import Encoded
 from explorer.catalogue import builtin_names
 from explorer.data import english, translation
@@ -153,7 +154,7 @@ def test_presets_and_default_follow_the_model() -> None:
     lstm = model("builtin:lstm-lm").adapter.examples("agreement")
     assert at.text_input(key="text").value == lstm.default
     presets = [s for s in at.radio if s.label == "Example sentences"]
-    assert presets and list(presets[0].options) == list(lstm.sentences)
+    assert presets and [md_unescape(o) for o in presets[0].options] == list(lstm.sentences)
     # a typed sentence is kept when the model changes
     at.text_input(key="text").set_value("the dog sleeps .").run()
     at.selectbox(key="model").set_value("builtin:gru-lm").run()
@@ -170,7 +171,7 @@ def test_switching_model_switches_an_untouched_default() -> None:
     gpt = model("builtin:tiny-gpt").adapter.examples("attention")
     assert at.text_input(key="text").value == gpt.default != minilm.default
     presets = [s for s in at.radio if s.label == "Example sentences"]
-    assert list(presets[0].options) == list(gpt.sentences)
+    assert [md_unescape(o) for o in presets[0].options] == list(gpt.sentences)
 
 
 def test_a_sentence_from_the_url_is_kept_when_the_model_changes() -> None:

@@ -14,6 +14,7 @@ import torch
 
 from explorer.catalogue import ROOT
 from explorer.generation import DecodingError, Strategy
+from explorer.text_safety import md_unescape
 from explorer.loaders import load_model
 from explorer.probes import decoding as D
 from explorer.probes import embeddings as E
@@ -197,7 +198,7 @@ def test_the_step_by_step_view_shows_the_modern_terms(zoo, name):
         params.update(stream="encoder", pair=TARGET)
     at = run_page("app_pages/self_attention.py", params)
     assert_no_exception(at)
-    text = " ".join(str(m.value) for m in at.markdown)
+    text = " ".join(md_unescape(m.value) for m in at.markdown)
     assert "equals the model's attention to" in text
     columns = [list(df.value.columns) for df in at.dataframe]
     if name == "llama":

@@ -12,6 +12,7 @@ import yaml
 
 from conftest import ROOT, assert_no_exception, run_page
 from explorer import lessons as L
+from explorer.text_safety import md_unescape
 from explorer.views import PARAMS, VIEWS
 
 SHIPPED, SHIPPED_ERRORS = L.load_dir()
@@ -40,7 +41,7 @@ steps:
 
 
 def _texts(elements) -> str:
-    return " | ".join(str(e.value) for e in elements).replace("\\", "")
+    return " | ".join(md_unescape(e.value) for e in elements)
 
 
 def _qp(at, key: str) -> str | None:
@@ -169,7 +170,8 @@ def test_malformed_step_names_step_and_field(case: str, text: str, step: int, fi
     ("title: T\nsteps: []\n", "steps", "at least one step"),
     ("title: T\nprojector: maybe\nsteps:\n  - {title: a, page: overview, caption: c}\n", "projector", "true or false"),
     ("title: T\nauthor: me\nsteps:\n  - {title: a, page: overview, caption: c}\n", "author", "not a lesson field"),
-    ("title: T\nsteps:\n  - title: a\n    page: [overview\n  - x: 1\n  - y: 2\n", None, "line 5: expected ',' or ']'"),
+    ("title: T\nsteps:\n  - title: a\n    page: [overview\n  - x: 1\n  - y: 2\n", None,
+     "line 5: did not find expected ',' or ']'"),
     ("- just\n- a list\n", None, "must be a YAML mapping"),
     ("", None, "must be a YAML mapping"),
 ])
@@ -182,7 +184,7 @@ def test_malformed_lesson_fields(text: str, field: str | None, phrase: str) -> N
 
 @pytest.mark.parametrize("name, data, phrase", [
     ("lesson.txt", b"title: T", "must be a .yaml, .yml, .md file"),
-    ("big.yaml", b"#" * (L.MAX_BYTES + 1), "at most 256 KB"),
+    ("big.yaml", b"#" * (128 * 1024 + 1), "at most 128 KB (set EXPLORER_MAX_LESSON_KB to change it)"),
     ("latin1.yaml", "title: café".encode("latin-1"), "not UTF-8"),
     ("nofront.md", b"# A lesson\n", "front matter"),
     ("unclosed.md", b"---\ntitle: T\n", "no closing"),
@@ -192,6 +194,68 @@ def test_bad_files(name: str, data: bytes, phrase: str) -> None:
     with pytest.raises(L.LessonError) as info:
         L.parse_bytes(data, name)
     assert phrase in str(info.value)
+
+
+def _billion_laughs() -> bytes:
+    """578 bytes whose text parameter, once its nested aliases are expanded, is 9**8 strings: ~1 GB as repr()."""
+    defs = ["&a0 [" + ",".join(['"lolololololololol"'] * 9) + "]"]
+    defs += [f"&a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 8)]
+    return (f"title: t\nsteps:\n  - title: s\n    page: self-attention\n    caption: c\n"
+            f"    params: {{text: [{', '.join(defs)}]}}\n").encode()
+
+
+def test_billion_laughs_is_refused_at_once_with_bounded_memory() -> None:
+    """Before: 9.5 s, 2.2 GB peak and a 1 GB message (kept in the session). Now refused from the YAML events."""
+    import time
+    import tracemalloc
+
+    data = _billion_laughs()
+    assert len(data) < 600
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(L.LessonError) as info:
+            L.parse_bytes(data, "laughs.yaml")
+        elapsed = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(info.value) == ("laughs.yaml: is not a usable lesson: line 6: YAML anchors and aliases (&name, *name) "
+                               "are not allowed in lesson files; write each value out")
+    assert elapsed < 0.5 and peak < 1_000_000
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("title: &t T\nsteps: []\n", "line 1: YAML anchors and aliases"),
+    ("title: T\nsteps: " + "[" * 5000 + "]" * 5000 + "\n", "line 2: lists and mappings nested more than 12 deep"),
+    ("title: 2001-13-45\n", "is not valid YAML: a value cannot be read (month must be in 1..12)"),
+    ("title: " + "1" * 5000 + "\n", "is not valid YAML: a value cannot be read (Exceeds the limit (4300 digits)"),
+], ids=["anchor", "deep", "bad-date", "huge-int"])
+def test_yaml_that_would_build_too_much_or_crash_is_a_lesson_error(text: str, phrase: str) -> None:
+    with pytest.raises(L.LessonError) as info:
+        L.parse_lesson(text, "x", "x.yaml")
+    assert phrase in str(info.value)
+
+
+@pytest.mark.parametrize("params", [
+    {"text": [["x" * 50_000] * 2]},  # a list where text belongs: shown by a bounded repr
+    {"y" * 1000: 1},  # an unknown parameter with a long name
+    {"gate": "z" * 50_000},  # a long wrong choice (difflib's input is bounded)
+], ids=["list", "long-name", "long-choice"])
+def test_messages_quote_values_from_the_file_in_a_few_characters(params: dict) -> None:
+    text = yaml.safe_dump({"title": "T", "steps": [{"title": "s", "page": "lstm-gates", "caption": "c",
+                                                    "params": params}]}, width=10**9)
+    with pytest.raises(L.LessonError) as info:
+        L.parse_lesson(text, "x", "x.yaml")
+    assert len(str(info.value)) < 700, str(info.value)[:200]
+
+
+def test_the_lesson_size_limit_is_a_setting(monkeypatch) -> None:
+    monkeypatch.setenv("EXPLORER_MAX_LESSON_KB", "1")
+    with pytest.raises(L.LessonError, match=r"is 2 KB; a lesson file may be at most 1 KB \(set EXPLORER_MAX_LESSON_KB"):
+        L.parse_bytes(GOOD.encode() + b"#" * 1500, "big.yaml")
+    monkeypatch.delenv("EXPLORER_MAX_LESSON_KB")
+    assert L.parse_bytes(GOOD.encode() + b"#" * 1500, "big.yaml").title == "A small lesson"
 
 
 def test_load_dir_reports_bad_files_and_keeps_good_ones(tmp_path: Path) -> None:
@@ -257,7 +321,7 @@ def test_every_shipped_step_opens_its_view(lesson: L.Lesson, index: int) -> None
         assert key in at.session_state, f"{key} has no widget on {step.page}"
         assert L.to_url_value(at.session_state[key]) == value, key
         assert _qp(at, key) == value
-    progress = at.get("progress")[0].proto.text
+    progress = md_unescape(at.get("progress")[0].proto.text)
     assert f"Step {index + 1} of {len(lesson)}: {step.title}" in progress and lesson.title in progress
     shown = _texts(at.markdown)
     assert f"**What to notice.** {step.caption}" in shown and f"**Question for the class.** {step.question}" in shown
@@ -279,14 +343,14 @@ def _click(at, key: str):
 
 
 def _progress(at) -> str:
-    return at.get("progress")[0].proto.text
+    return md_unescape(at.get("progress")[0].proto.text)
 
 
 def test_lessons_page_start_next_previous_finish() -> None:
     at = run_page(LESSONS_PAGE)
     assert_no_exception(at)
     assert not at.error
-    titles = [h.value for h in at.subheader]
+    titles = [md_unescape(h.value) for h in at.subheader]
     for lesson in SHIPPED:
         assert lesson.title in titles
     lesson = SHIPPED[0]
@@ -317,7 +381,7 @@ def test_last_step_finishes_on_the_lessons_page() -> None:
     assert f"Step {len(lesson)} of {len(lesson)}" in _progress(at)
     assert not [b for b in at.button if b.key == "_lesson_next"]
     _click(at, "_lesson_finish")
-    assert lesson.title in [h.value for h in at.subheader] and "lesson_step" not in at.query_params
+    assert lesson.title in [md_unescape(h.value) for h in at.subheader] and "lesson_step" not in at.query_params
 
 
 def test_reset_step_restores_the_steps_settings() -> None:
@@ -361,7 +425,7 @@ def test_uploaded_lesson_is_listed_and_plays() -> None:
     at = run_page(LESSONS_PAGE)
     at.file_uploader(key="_lesson_upload").upload("small.yaml", GOOD.encode(), "application/x-yaml").run()
     assert_no_exception(at)
-    assert "A small lesson" in [h.value for h in at.subheader] and "2 steps" in _texts(at.success)
+    assert "A small lesson" in [md_unescape(h.value) for h in at.subheader] and "2 steps" in _texts(at.success)
     assert [b for b in at.get("download_button") if b.proto.label == "Download"]  # every lesson downloads as a file
     _click(at, "_start_small")
     assert "Step 1 of 2: Forget gates" in _progress(at)
@@ -377,10 +441,10 @@ def test_uploaded_lesson_can_be_removed_and_names_do_not_clash() -> None:
     at.file_uploader(key="_lesson_upload").upload(shipped_name, GOOD.encode(), "application/x-yaml").run()
     assert_no_exception(at)
     (lesson_id,) = at.session_state["_lessons_uploaded"]
-    assert lesson_id.startswith("upload-") and [h.value for h in at.subheader].count("A small lesson") == 1
+    assert lesson_id.startswith("upload-") and [md_unescape(h.value) for h in at.subheader].count("A small lesson") == 1
     _click(at, f"_remove_{lesson_id}")
     at.run()
-    titles = [h.value for h in at.subheader]
+    titles = [md_unescape(h.value) for h in at.subheader]
     assert "A small lesson" not in titles and SHIPPED[0].title in titles
 
 
@@ -398,7 +462,7 @@ def test_save_the_current_view_as_a_step_and_play_the_draft() -> None:
     assert {k: saved.query[k] for k in params} == params and saved.query["section"] == "One unit + equations"
     assert at.text_area(key="_export_caption").value == ""  # ready for the next step
     at.switch_page(LESSONS_PAGE).run()
-    assert "Your draft lesson" in [h.value for h in at.subheader]
+    assert "Your draft lesson" in [md_unescape(h.value) for h in at.subheader]
     _click(at, "_draft_play")
     assert "Step 1 of 1: Update gates" in _progress(at)
     assert at.session_state["model"] == "builtin:gru-lm" and at.session_state["top"] == 12
@@ -436,7 +500,7 @@ def test_a_lesson_on_a_model_not_installed_is_listed_as_unavailable(monkeypatch)
     at = run_page(LESSONS_PAGE)
     assert_no_exception(at)
     assert not at.error, _texts(at.error)
-    assert REAL.title in [h.value for h in at.subheader]
+    assert REAL.title in [md_unescape(h.value) for h in at.subheader]
     warning = _texts(at.warning)
     assert "Unavailable here: this lesson opens pretrained:smollm2, which is not installed" in warning
     assert f"`{SMOLLM2_INSTALL}`" in warning

@@ -13,6 +13,7 @@ from explorer.loaders import load_model
 from explorer.probes.attribution import attribution
 from explorer.probes.gradients import gradients_through_time
 from explorer.probes.lens import logit_lens
+from explorer.text_safety import md_unescape, plotly_text
 from explorer.viz.attribution import completeness_warning
 
 SENT = "the keys to the old cabinet are on the table ."
@@ -34,19 +35,20 @@ def test_logit_lens_page_shows_the_probe_and_its_url_state():
     assert_no_exception(at)
     tr = logit_lens(load_model("builtin:tiny-gpt"), SENT)
     grid, bars = _charts(at)[:2]
-    assert grid["data"][0]["text"][0] == list(tr.top_tokens[0])
-    assert bars["data"][0]["text"] == list(tr.topk_tokens[0][6]) and "layer 0" in bars["layout"]["title"]["text"]
+    assert grid["data"][0]["text"][0] == [plotly_text(t) for t in tr.top_tokens[0]]  # <eos> as Plotly shows it
+    assert bars["data"][0]["text"] == [plotly_text(t) for t in tr.topk_tokens[0][6]]
+    assert "layer 0" in bars["layout"]["title"]["text"]
     assert f"ranks {int(tr.final_rank[0, 6]) + 1} with p = {tr.final_prob[0, 6]:.4f}" in " ".join(
-        str(c.value) for c in at.caption)
+        md_unescape(c.value) for c in at.caption)
     assert at.query_params["layer"] in ("0", ["0"])
-    captions = " ".join(str(c.value) for c in at.caption)
+    captions = " ".join(md_unescape(c.value) for c in at.caption)
     assert "after layer 0 it ranks" in captions and "Layers count from 0: layer l is the output of transformer block " \
         "l, from layer 0 (the first block) to layer 1 (the last" in captions
     assert [o for o in at.selectbox(key="layer").options] == ["top 10 after layer 0", "top 10 after layer 1"]
     assert grid["data"][0]["y"] == ["layer 0", "layer 1"] and "from 0" in grid["layout"]["yaxis"]["title"]["text"]
     at = run_page("app_pages/logit_lens.py", {"model": "pretrained:minilm", "text": SENT})
     assert_no_exception(at)
-    assert any("head" in str(i.value) for i in at.info)
+    assert any("head" in md_unescape(i.value) for i in at.info)
 
 
 needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
@@ -65,8 +67,8 @@ def test_logit_lens_opens_smollm2_on_a_prompt_whose_next_word_means_something():
     assert grid["data"][0]["y"] == [f"layer {i}" for i in range(2, 30, 3)]  # every 3rd, down from the output
     assert "(10 of 30 layers)" in grid["layout"]["title"]["text"]
     assert full["data"][0]["y"] == [f"layer {i}" for i in range(30)]
-    assert "The grid shows 10 of the 30 layers: layer 2, layer 5" in " ".join(str(c.value) for c in at.caption)
-    assert f"is “{tr.final_tokens[-1]}”: after layer 29 it ranks 1" in " ".join(str(c.value) for c in at.caption)
+    assert "The grid shows 10 of the 30 layers: layer 2, layer 5" in " ".join(md_unescape(c.value) for c in at.caption)
+    assert f"is “{tr.final_tokens[-1]}”: after layer 29 it ranks 1" in " ".join(md_unescape(c.value) for c in at.caption)
     assert tr.final_tokens[-1] == "·Paris"
 
 
@@ -76,19 +78,19 @@ def test_attribution_page_text_and_completeness():
     tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 16)
     heat = _charts(at)[0]
     assert heat["layout"]["title"]["text"].startswith("integrated gradients")
-    caption = " ".join(str(c.value) for c in at.caption)
+    caption = " ".join(md_unescape(c.value) for c in at.caption)
     # the rule's computed numbers for the selected output (was "16 steps": the old rule's fixed midpoint count)
     assert f"sum to {float(tr.integrated[6].sum()):.4f}" in caption
     assert f"completeness error {tr.completeness[6]:.2g}, {tr.relative[6]:.2%} of the change" in caption
     assert f"{tr.points[6]} Gauss–Legendre points, {tr.evaluations[6]} gradient evaluations" in caption
     assert f"at most {tr.steps} per output)." in caption
-    shown = " ".join(str(e.value) for e in [*at.markdown, *at.caption])  # the chart's badge names the worst output
+    shown = " ".join(md_unescape(e.value) for e in [*at.markdown, *at.caption])  # the chart's badge names the worst output
     assert f"completeness error at most {tr.max_completeness:.2g} ({tr.max_relative:.2%} of the change" in shown
     assert "The rule: adaptive composite Gauss–Legendre (2-point rule on each interval), up to" in caption
     assert f"at the baseline (the zero embedding): {tr.baseline_logit[6]:.4f}" in caption
     # 16 evaluations leave some outputs above 1 % on this sentence: the page warns about exactly those
-    assert tr.unconverged and [str(w.value) for w in at.warning] == [completeness_warning(tr, 1024)]
-    assert "onto “are”** (red raises its logit, blue lowers it)" in " ".join(str(m.value) for m in at.markdown)
+    assert tr.unconverged and [md_unescape(w.value) for w in at.warning] == [completeness_warning(tr, 1024)]
+    assert "onto “are”** (red raises its logit, blue lowers it)" in " ".join(md_unescape(m.value) for m in at.markdown)
     at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": "🙂"})
     assert_no_exception(at)
     assert at.info
@@ -102,7 +104,7 @@ def test_attribution_page_warns_when_the_gradients_do_not_add_up():
     tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 1)
     bad = tr.unconverged
     assert bad and tr.max_relative > 0.01
-    (warning,) = [str(w.value) for w in at.warning]
+    (warning,) = [md_unescape(w.value) for w in at.warning]
     assert f"{len(bad)} of {len(tr.outputs)} outputs do not add up" in warning and "within 1%" in warning
     i = bad[0]
     assert f"“{tr.outputs[i]}”: error {tr.completeness[i]:.3g} = {tr.relative[i]:.1%} of the change" in warning
@@ -136,7 +138,7 @@ def test_attribution_colours_are_named_by_the_theme_in_use():
             assert colour.replace("rgb(", "rgba(").rstrip(")") + "," in markup
     at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "projector": "1"})
     assert_no_exception(at)
-    text = " ".join(str(m.value) for m in at.markdown)
+    text = " ".join(md_unescape(m.value) for m in at.markdown)
     assert "(orange raises its logit, purple lowers it)" in text and "red raises" not in text
 
 
@@ -151,7 +153,7 @@ def test_gradients_page_compares_the_three_cells():
     np.testing.assert_allclose(_array(lstm["y"]), tr.input_grad, rtol=1e-6)
     at = run_page("app_pages/gradients.py", {"models": "builtin:tiny-gpt", "text": text})
     assert_no_exception(at)
-    warned = " ".join(str(w.value) for w in at.warning)
+    warned = " ".join(md_unescape(w.value) for w in at.warning)
     assert "builtin:tiny-gpt is a Transformer decoder (causal LM): gradients through time are computed for recurrent " \
            "models" in warned and "showing the built-in recurrent models instead" in warned
     assert len(_charts(at)[0]["data"]) == 3  # the defaults are shown, and said so
@@ -164,7 +166,7 @@ def test_gradients_page_names_each_model_it_leaves_out():
     at = run_page("app_pages/gradients.py", {"models": "builtin:lstm-lm,pretrained:smollm2,builtin:word2vec,"
                                                        "pretrained:minilm,<b>x</b>", "text": text})
     assert_no_exception(at)
-    warned = [str(w.value) for w in at.warning]
+    warned = [md_unescape(w.value) for w in at.warning]
     assert warned[0].startswith("pretrained:smollm2 is a Transformer decoder (causal LM): gradients through time are "
                                 "computed for recurrent models") and "showing builtin:lstm-lm" in warned[0]
     assert warned[1].startswith("builtin:word2vec holds word embeddings: gradients through time are computed")

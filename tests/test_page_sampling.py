@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from conftest import assert_no_exception, run_page
+from explorer.text_safety import md_unescape
 
 PAGE = "app_pages/sampling.py"
 
 
 def texts(at) -> str:
     parts = [x.value for x in list(at.warning) + list(at.info) + list(at.error)]
-    return "\n".join(str(p) for p in parts)
+    return "\n".join(md_unescape(p) for p in parts)
 
 
 def test_defaults():
@@ -112,7 +113,7 @@ def test_metrics_table_holds_each_columns_own_metrics():
 
 # ------------------------------------------------------------------------------------------ instruct models
 def _captions(at) -> str:
-    return "\n".join(str(c.value) for c in at.caption)
+    return "\n".join(md_unescape(c.value) for c in at.caption)
 
 
 def test_chat_template_on_a_local_instruct_model(tmp_path, monkeypatch):

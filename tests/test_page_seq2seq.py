@@ -14,6 +14,7 @@ from conftest import assert_no_exception, run_page
 from explorer.data.vocab import SPECIALS
 from explorer.models.seq2seq import Seq2Seq
 from explorer.catalogue import builtin_names
+from explorer.text_safety import md_unescape
 from test_probe_seq2seq import SRC_WORDS, TGT_WORDS, tiny_hf
 
 PAGE = "app_pages/seq2seq_attention.py"
@@ -21,7 +22,7 @@ HAS_BAHDANAU = "seq2seq-bahdanau" in builtin_names()
 
 
 def _text(elements) -> str:
-    return " | ".join(str(e.value) for e in elements)
+    return " | ".join(md_unescape(e.value) for e in elements)
 
 
 def rnn_folder(tmp_path: Path, attention: str) -> str:

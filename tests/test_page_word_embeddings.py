@@ -12,6 +12,7 @@ from explorer.catalogue import builtin_names
 from explorer.pretrained import is_installed, minilm_dir
 from explorer.probes.embeddings import PAIR_BOTH_WAYS, PAIR_LEFT_TO_RIGHT, table_to_text
 from explorer.projection_jobs import wait_all
+from explorer.text_safety import md_unescape
 
 PAGE = "app_pages/word_embeddings.py"
 HAS_MINILM = minilm_dir() is not None
@@ -23,7 +24,7 @@ SMALL = "builtin:word2vec" if "word2vec" in builtin_names() else (
 
 
 def _messages(elements) -> str:
-    return " | ".join(str(e.value) for e in elements)
+    return " | ".join(md_unescape(e.value) for e in elements)
 
 
 def _projection(at) -> dict:
@@ -112,7 +113,7 @@ def test_umap_small_n_and_typed_word_transform() -> None:
     if at.get("progress"):  # still fitting (the fit is shared: an earlier test may have finished it)
         assert _projection(at)["layout"]["title"]["text"].startswith("PCA of the 200")
         assert "projected with PCA while the requested UMAP is computed" in _badge(at)
-        assert "UMAP of 200 vectors" in at.get("progress")[0].proto.text
+        assert "UMAP of 200 vectors" in md_unescape(at.get("progress")[0].proto.text)
         _finished(at)
     assert not at.get("progress")
     assert _projection(at)["layout"]["title"]["text"].startswith("UMAP of the 200")
@@ -231,10 +232,20 @@ def test_uploaded_files() -> None:
     assert "1 dimension" in _messages(at2.warning)
 
 
+def test_vector_file_over_its_limit_is_refused_before_it_is_parsed(monkeypatch) -> None:
+    """An 82 MB vector file took 4.4 s and +500 MB to parse; files over EXPLORER_MAX_VECTORS_MB are refused."""
+    monkeypatch.setenv("EXPLORER_MAX_VECTORS_MB", "0.01")
+    at = run_page(PAGE, {"src": "file"})
+    _upload(at, "big.vec", b"".join(f"w{i} {i * 0.5} 1.0\n".encode() for i in range(2_000)))
+    assert_no_exception(at)
+    assert ("big.vec: The file is 0.0 MB, over the 0.01 MB limit for vector files (set EXPLORER_MAX_VECTORS_MB to "
+            "change it).") in _messages(at.error).replace("\\", "")
+
+
 def _texts(at) -> list[str]:
     """What the page writes: markdown, captions, warnings, infos, errors, formulas, table cells and the text of
     its charts."""
-    out = [str(e.value) for kind in ("markdown", "caption", "warning", "info", "error", "latex")
+    out = [md_unescape(e.value) for kind in ("markdown", "caption", "warning", "info", "error", "latex")
            for e in getattr(at, kind)]
     out += [str(v) for df in at.dataframe for v in df.value.astype(str).values.ravel()]
     for chart in at.get("plotly_chart"):

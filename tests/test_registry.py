@@ -191,7 +191,7 @@ def test_plain_state_dict_upload_round_trips(tmp_path) -> None:
     data = save({f"rnn.{k}": v.contiguous() for k, v in lstm.state_dict().items()})
     vocab = b'["<pad>", "<unk>", "<bos>", "<eos>", "cat", "dog"]'
     uid = register_upload([("lstm.safetensors", data), ("vocab.json", vocab)])
-    assert uid.startswith("upload:") and uid in {e.id for e in catalogue.catalogue()}
+    assert uid.startswith("upload:") and uid in {e.id for e in catalogue.catalogue([uid])}
     loaded = load_model(uid)
     assert loaded.family == "state-dict" and loaded.model is None
     assert torch.equal(loaded.state_dict["rnn.weight_hh_l1"], lstm.weight_hh_l1)

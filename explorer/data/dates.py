@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import random
+from typing import Callable
 
 from .vocab import tokenize_chars
 
@@ -83,16 +84,20 @@ def tokenize(text: str) -> list[str]:
     return tokenize_chars(text, lower=True)
 
 
-def generate_pairs(n: int, seed: int = TRAIN_SEED) -> list[tuple[list[str], list[str]]]:
+def generate_pairs(n: int, seed: int = TRAIN_SEED,
+                   stop: Callable[[], bool] | None = None) -> list[tuple[list[str], list[str]]]:
     """``n`` (source characters, target characters) pairs; the target is ``list("YYYY-MM-DD")``.
 
     Dates are uniform over 1900-2099, formats uniform over :data:`FORMATS`;
     deterministic for ``seed``. Source lengths are 8 to about 40 characters.
+    ``stop()`` (asked every 1,000 pairs) ends the list early when it returns True.
     """
     rng = random.Random(seed)
     span = (LAST_DAY - FIRST_DAY).days
     out: list[tuple[list[str], list[str]]] = []
-    for _ in range(n):
+    for i in range(n):
+        if stop is not None and i % 1000 == 0 and stop():
+            break
         date = FIRST_DAY + _dt.timedelta(days=rng.randint(0, span))
         fmt = _FORMAT_NAMES[rng.randrange(len(_FORMAT_NAMES))]
         out.append((tokenize(FORMATS[fmt](date)), list(to_iso(date))))

@@ -27,6 +27,7 @@ Tables (plain data, also used by the tests to check agreement independently):
 from __future__ import annotations
 
 import random
+from typing import Callable
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -581,15 +582,17 @@ class _Grammar:
         return self.fix_articles(words)
 
 
-def generate_sentences(n: int, seed: int = TRAIN_SEED, max_len: int = 40) -> list[list[str]]:
+def generate_sentences(n: int, seed: int = TRAIN_SEED, max_len: int = 40,
+                       stop: Callable[[], bool] | None = None) -> list[list[str]]:
     """``n`` sentences as lowercase token lists, each ending in ``"."`` or ``"?"``.
 
     Deterministic for a given ``seed`` (private ``random.Random``). Lengths are
-    mostly 5-30 tokens; sentences longer than ``max_len`` are resampled.
+    mostly 5-30 tokens; sentences longer than ``max_len`` are resampled. ``stop()``
+    (asked every 1,000 sentences) ends the list early when it returns True.
     """
     gen = _Grammar(random.Random(seed))
     out: list[list[str]] = []
-    while len(out) < n:
+    while len(out) < n and not (stop is not None and len(out) % 1000 == 0 and stop()):
         words = gen.sentence()
         if 3 <= len(words) <= max_len:
             out.append(words)

@@ -22,6 +22,7 @@ lengths run from 3 to about 25 tokens.
 from __future__ import annotations
 
 import random
+from typing import Callable
 
 from .english import _plural as _english_plural
 from .english import _regular_past, _third_person
@@ -403,15 +404,17 @@ class _Generator:
         return subj + v_words + obj + self.time(tense) + ["."]
 
 
-def generate_pairs(n: int, seed: int = TRAIN_SEED, max_len: int | None = None) -> list[tuple[list[str], list[str]]]:
+def generate_pairs(n: int, seed: int = TRAIN_SEED, max_len: int | None = None,
+                   stop: Callable[[], bool] | None = None) -> list[tuple[list[str], list[str]]]:
     """``n`` (source tokens, target tokens) pairs, deterministic for ``seed``.
 
     With ``max_len``, pairs whose source or target is longer are resampled.
-    Source lengths range from 3 to about 25 tokens (median about 9).
+    Source lengths range from 3 to about 25 tokens (median about 9). ``stop()``
+    (asked every 1,000 pairs) ends the list early when it returns True.
     """
     gen = _Generator(random.Random(seed))
     out: list[tuple[list[str], list[str]]] = []
-    while len(out) < n:
+    while len(out) < n and not (stop is not None and len(out) % 1000 == 0 and stop()):
         src = gen.sentence()
         for k in range(len(src) - 1):  # a -> an before a vowel ("an old car", but "a european ...")
             if src[k] == "a" and src[k + 1][0] in "aeio":

@@ -19,6 +19,7 @@ Tokenizers are deliberately simple and deterministic:
 
 from __future__ import annotations
 
+import reprlib
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -50,6 +51,15 @@ _PUNCT_FOLD = {
 # (zero-width space/joiners, BOM, bidi marks), surrogates, unassigned code points.
 _DROP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn"})
 _WHITESPACE_CONTROLS = frozenset("\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 2, 10, 4, 40, 40
+
+
+def _short(value: object) -> str:
+    """A bounded repr of a value from a file, for messages (reprlib: bounded work whatever the value's size)."""
+    return _REPR.repr(value)
 
 
 def clean_text(text: str) -> str:
@@ -168,10 +178,10 @@ class Vocab:
         self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
         for i, tok in enumerate(tokens):
             if not isinstance(tok, str):
-                raise ValueError(f"vocabulary tokens must be strings, got {tok!r} ({type(tok).__name__})")
+                raise ValueError(f"vocabulary tokens must be strings, got {_short(tok)} ({type(tok).__name__})")
             if tok in self.stoi:
                 if keep_ids:
-                    raise ValueError(f"vocabulary has duplicate token {tok!r} (ids {self.stoi[tok]} and {i})")
+                    raise ValueError(f"vocabulary has duplicate token {_short(tok)} (ids {self.stoi[tok]} and {i})")
                 continue
             self.stoi[tok] = len(self.itos)
             self.itos.append(tok)
@@ -293,18 +303,19 @@ class Vocab:
                 raise ValueError("vocabulary is empty")
             for tok, idx in items:
                 if not isinstance(tok, str):
-                    raise ValueError(f"vocabulary token {tok!r} is not a string")
+                    raise ValueError(f"vocabulary token {_short(tok)} is not a string")
                 if isinstance(idx, bool) or not isinstance(idx, int):
-                    raise ValueError(f"id of token {tok!r} must be an integer, got {idx!r}")
+                    raise ValueError(f"id of token {_short(tok)} must be an integer, got {_short(idx)}")
             ids = sorted(idx for _, idx in items)
-            if ids != list(range(len(items))):
-                dup = sorted({i for i in ids if ids.count(i) > 1})
+            if ids != list(range(len(items))):  # every check below is linear in the number of entries
+                dup = sorted(i for i, n in Counter(ids).items() if n > 1)
                 if dup:
                     raise ValueError(f"vocabulary ids must be unique; duplicated id(s): {dup[:10]}")
-                missing = sorted(set(range(len(items))) - set(ids))
+                present = set(ids)
+                missing = [i for i in range(len(items)) if i not in present][:10]
                 raise ValueError(
                     f"vocabulary ids must be 0..{len(items) - 1} with no gaps; "
-                    f"missing {missing[:10]}, range found {ids[0]}..{ids[-1]}"
+                    f"missing {missing}, range found {ids[0]}..{ids[-1]}"
                 )
             tokens = [tok for tok, _ in sorted(items, key=lambda kv: kv[1])]
         elif isinstance(obj, (list, tuple)):
@@ -313,11 +324,11 @@ class Vocab:
                 raise ValueError("vocabulary is empty")
             for i, tok in enumerate(tokens):
                 if not isinstance(tok, str):
-                    raise ValueError(f"vocabulary entry {i} is {tok!r}, not a string")
+                    raise ValueError(f"vocabulary entry {i} is {_short(tok)}, not a string")
             seen: set[str] = set()
             dups = [t for t in tokens if t in seen or seen.add(t)]
             if dups:
-                raise ValueError(f"vocabulary has duplicate tokens: {dups[:10]}")
+                raise ValueError(f"vocabulary has duplicate tokens: {_short(dups[:10])}")
         else:
             raise ValueError(
                 "vocabulary must be a JSON list of tokens or a {token: id} object, "

@@ -11,7 +11,9 @@
   the beginning-of-sentence token itself, as for every vocabulary).
 
 Special tokens are recognised by name wherever they sit (explorer.data.vocab.SPECIAL_NAMES); the tokenizer's
-declared special tokens count too. Nothing here runs code from a file: JSON values only.
+declared special tokens count too. Nothing here runs code from a file: JSON values only. A tokenizer.json's regular
+expressions are checked before the library compiles them (explorer.data.tokenizer_safety), and a vocabulary larger
+than the weights' rows (+ VOCAB_SLACK) is refused before anything is built from it.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from explorer.data.tokenizer_safety import TokenizerError, check_patterns, guarded, is_panic
 from explorer.data.vocab import Vocab, clean_text, find_specials
 
 _COUNT_KEYS = ("freq", "freqs", "counts", "frequencies")
@@ -100,7 +103,9 @@ def is_tokenizer_json(obj: Any) -> bool:
 
 
 def tokenizer_vocab(obj: Mapping) -> Vocab:
-    """The vocabulary of a tokenizer.json (model vocab + added tokens) with the tokenizer to split text."""
+    """The vocabulary of a tokenizer.json (model vocab + added tokens) with the tokenizer to split text. Raises
+    ValueError (TokenizerError: a regex that is not a known family's, a crash of the library)."""
+    check_patterns(obj)  # before anything is built, and before the library compiles anything of the file
     model = obj["model"]
     kind = str(model.get("type") or "tokenizer")
     raw = model["vocab"]
@@ -120,17 +125,25 @@ def tokenizer_vocab(obj: Mapping) -> Vocab:
     unk = model.get("unk_token")
     if isinstance(unk, str) and unk in by_token:
         roles["unk"] = by_token[unk]
-    try:
-        from tokenizers import Tokenizer
+    from tokenizers import Tokenizer
 
-        tokenizer = Tokenizer.from_str(json.dumps(obj))
-    except Exception as exc:  # the library's own parse error, as a message
-        raise ValueError(f"the tokenizers library cannot read this tokenizer.json ({str(exc)[:160]})") from None
+    tokenizer = guarded(lambda: Tokenizer.from_str(json.dumps(obj)), "the tokenizers library cannot read this "
+                        "tokenizer.json")
     level = "word" if kind == "WordLevel" else "subword"
     vocab = Vocab(itos, keep_ids=True, roles=roles, special_ids=declared, level=level,
                   source=f"a Hugging Face tokenizer.json ({kind} model)")
     vocab.splitter = _TokenizerSplitter(tokenizer, vocab)
+    for sample in _SAMPLES:  # a tokenizer that crashes on ordinary text is refused now, not in a view
+        try:
+            vocab.splitter(sample)
+        except TokenizerError as exc:
+            raise TokenizerError(f"it fails on ordinary text: {exc}") from None
     return vocab
+
+
+# Text every accepted tokenizer must split without crashing: words, digits, punctuation, emoji, runs of whitespace.
+_SAMPLES = ("The capital of France is Paris.", "Le café coûte 3 € 😊 — “quoted” words, it's 12345 o'clock!",
+            " " * 300 + "a" + "\n\t " * 100, "a" * 500 + "1" * 500 + "!" * 500)
 
 
 class _TokenizerSplitter:
@@ -141,20 +154,52 @@ class _TokenizerSplitter:
         self.tokenizer, self.stoi, self.unk = tokenizer, vocab.stoi, vocab.unk_id
 
     def __call__(self, text: str) -> list[tuple[str, int | None]]:
+        """Raises TokenizerError (a ValueError) when the library crashes (a Rust panic) on this text."""
         text = clean_text(text)
         try:
             enc = self.tokenizer.encode(text, add_special_tokens=False)
-        except Exception:  # e.g. a WordLevel model whose unk_token is not in its vocabulary: look the words up
-            tok = self.tokenizer
-            norm = tok.normalizer.normalize_str(text) if tok.normalizer is not None else text
-            words = tok.pre_tokenizer.pre_tokenize_str(norm) if tok.pre_tokenizer is not None else [(norm, None)]
-            return [(w, self.stoi.get(w)) for w, _ in words if w]
+        except BaseException as exc:
+            if is_panic(exc):
+                raise TokenizerError(f"the uploaded tokenizer crashed on this text (the tokenizers library "
+                                     f"panicked: {str(exc)[:160]})") from None
+            if not isinstance(exc, Exception):
+                raise
+            # e.g. a WordLevel model whose unk_token is not in its vocabulary: look the words up
+            return guarded(lambda: self._words(text), "the uploaded tokenizer cannot split this text")
         return [(text[a:b] or piece, None) if i == self.unk else (piece, i)
                 for piece, i, (a, b) in zip(enc.tokens, enc.ids, enc.offsets)]
+
+    def _words(self, text: str) -> list[tuple[str, int | None]]:
+        tok = self.tokenizer
+        norm = tok.normalizer.normalize_str(text) if tok.normalizer is not None else text
+        words = tok.pre_tokenizer.pre_tokenize_str(norm) if tok.pre_tokenizer is not None else [(norm, None)]
+        return [(w, self.stoi.get(w)) for w, _ in words if w]
 
 
 # ------------------------------------------------------------------------------------------- which file
 NAMED = ("tokenizer.json", "vocab.json")  # read as the vocabulary whatever else is there; errors are reported
+VOCAB_SLACK = 1_024  # a vocabulary may have this many more tokens than its model's largest weight matrix has rows
+
+
+def token_count(obj: Any, depth: int = 0) -> int:
+    """How many tokens a vocabulary saved as `obj` would hold, counted without building anything (0: none)."""
+    if is_tokenizer_json(obj):
+        vocab, added = obj["model"]["vocab"], obj.get("added_tokens")
+        return (len(vocab) if isinstance(vocab, (list, Mapping)) else 0) + (len(added) if isinstance(added, list)
+                                                                           else 0)
+    if isinstance(obj, (list, tuple)):
+        return len(obj)
+    if not isinstance(obj, Mapping):
+        return 0
+    if _is_flat(obj) or depth > 0:
+        return len(obj)
+    return max((token_count(v, depth + 1) for v in obj.values()), default=0)
+
+
+def _too_large(obj: Any, rows: int) -> int:
+    """The token count of obj when it exceeds rows + VOCAB_SLACK, else 0."""
+    n = token_count(obj)
+    return n if n > rows + VOCAB_SLACK else 0
 
 
 def find_vocabulary(files: Mapping[str, Any], extras: Mapping[str, Any], sizes: set[int],
@@ -163,11 +208,19 @@ def find_vocabulary(files: Mapping[str, Any], extras: Mapping[str, Any], sizes: 
 
     tokenizer.json, else vocab.json (a ValueError naming the file when it is not a vocabulary); else the one other
     file, then the one checkpoint entry, that reads as a vocabulary with as many tokens as a 2-D tensor has rows
-    (`sizes`). Returns (vocab, where it was read) or None. Several such candidates: ValueError naming them."""
+    (`sizes`). Returns (vocab, where it was read) or None. Several such candidates: ValueError naming them.
+    A vocabulary with more than VOCAB_SLACK tokens beyond the largest row count is refused (a named file) or passed
+    over (a candidate) before anything is built from it."""
+    rows = max(sizes, default=0)
     lower = {name.lower(): name for name in files}
     for wanted in NAMED:
         if wanted in lower:
             name = lower[wanted]
+            if n := _too_large(files[name], rows):
+                raise ValueError(
+                    f"'{name}' has {n:,} tokens, but the largest weight matrix of {weights_name} has {rows:,} rows: a "
+                    f"vocabulary may have at most {VOCAB_SLACK:,} more tokens than its model's embedding has rows. "
+                    "Refused before it was read.")
             try:
                 vocab = read_vocabulary(files[name])
             except ValueError as exc:
@@ -176,6 +229,8 @@ def find_vocabulary(files: Mapping[str, Any], extras: Mapping[str, Any], sizes: 
     for pool, where in ((files, "{}"), (extras, f"the '{{}}' entry of {weights_name}")):
         found = []
         for key, value in pool.items():
+            if _too_large(value, rows):
+                continue
             try:
                 vocab = read_vocabulary(value)
             except ValueError:

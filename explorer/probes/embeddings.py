@@ -23,6 +23,7 @@ RNN LMs and seq2seq encoders the output of each recurrent layer, tiny GPT the ou
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -34,6 +35,7 @@ from explorer.adapters.base import Unsupported
 from explorer.data.english import word_class
 
 MAX_FILE_ROWS = 1_000_000
+DEFAULT_MAX_VECTORS_MB = 100  # parsing takes ~6 bytes of memory per byte (82 MB of text: 4.4 s, +500 MB)
 MAX_TYPED_WORDS = 64
 MARKED = ("byte-level", "sentencepiece")  # vocabularies with an entry for a word after a space ("Ġking", "▁king")
 SPACE_MARKS = ("·", "Ġ", "▁")  # that space as shown (explorer.token_text); as byte-level BPE, SentencePiece write it
@@ -184,12 +186,26 @@ def embedding_table(loaded: Any, source: str = "input") -> EmbeddingTable:
 
 
 # ------------------------------------------------------------------------------------------ text files
+def max_vector_file_bytes() -> int:
+    """Largest vector text file parsed: EXPLORER_MAX_VECTORS_MB (default 100)."""
+    try:
+        mb = float(os.environ.get("EXPLORER_MAX_VECTORS_MB", DEFAULT_MAX_VECTORS_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_VECTORS_MB
+    return int(max(mb, 0) * 2**20)
+
+
 def parse_text_embeddings(data: bytes, name: str = "upload", max_rows: int = MAX_FILE_ROWS) -> EmbeddingTable:
     """Parse "word v1 ... vD" lines (GloVe / word2vec text format, optional "N D" header) from bytes.
 
-    Raises EmbeddingFileError with the 1-based line number and the reason for the first problem found.
-    Words may contain spaces (the last D fields are the numbers). Duplicate words keep their first row.
+    Raises EmbeddingFileError with the 1-based line number and the reason for the first problem found, and for a
+    file over EXPLORER_MAX_VECTORS_MB before anything is decoded. Words may contain spaces (the last D fields are
+    the numbers). Duplicate words keep their first row.
     """
+    limit = max_vector_file_bytes()
+    if len(data) > limit:
+        raise EmbeddingFileError(0, f"The file is {len(data) / 2**20:,.1f} MB, over the {limit / 2**20:.3g} MB limit "
+                                    "for vector files (set EXPLORER_MAX_VECTORS_MB to change it).")
     if not data or not data.strip():
         raise EmbeddingFileError(0, "The file is empty.")
     try:

@@ -13,7 +13,9 @@ from explorer.lru import LoadOnceLRU
 from explorer.model_cache import ModelCache
 from explorer.loaders import LoadedModel, OutOfMemoryLoadError
 from explorer.safe_load import ModelLoadError
-from explorer.uploads import UploadOwner
+from explorer.text_safety import md, md_message
+from explorer.catalogue import CatalogueEntry, catalogue
+from explorer.uploads import UploadOwner, bundle
 from explorer.ui import settings
 
 R = TypeVar("R")
@@ -37,6 +39,25 @@ def upload_owner() -> UploadOwner:
     return UploadOwner()
 
 
+def session_catalogue() -> list[CatalogueEntry]:
+    """The catalogue as this browser session sees it: every offline model and this session's own uploads (those it
+    uploaded, trained or opened from a shared link), never another session's."""
+    return catalogue(upload_owner().ids)
+
+
+def _claim_linked_upload(model_id: str) -> bool:
+    """An upload id opened in this session (its picker, or a shared link: the id is the capability) is held by this
+    session too, within its budget, so that it stays while this session lives. False, with a message, when refused."""
+    if not model_id.startswith("upload:") or model_id in upload_owner().ids or bundle(model_id) is None:
+        return True  # not an upload, already ours, or gone (the loader says so)
+    try:
+        upload_owner().claim(model_id)
+    except ModelLoadError as exc:
+        st.error(md(exc))  # names the uploaded file
+        return False
+    return True
+
+
 def _use_cpu() -> None:
     st.session_state["device"] = "cpu"
     st.session_state["dtype"] = "float32"
@@ -48,28 +69,31 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
     task: a Hugging Face head to load (explorer.loaders.load_model), e.g. "masked-lm"."""
     device = device or settings.device()
     dtype = dtype or settings.dtype()
+    if not _claim_linked_upload(model_id):
+        return None
     bar: list[Any] = []
 
     def progress(fraction: float, what: str) -> None:  # long first-time work (converting a packaged model)
+        text = f"Preparing {md(model_id)} (once per machine): {md_message(what)}"
         if not bar:
-            bar.append(st.progress(0.0, text=f"Preparing {model_id} (once per machine): {what}"))
-        bar[0].progress(min(max(float(fraction), 0.0), 1.0), text=f"Preparing {model_id} (once per machine): {what}")
+            bar.append(st.progress(0.0, text=text))
+        bar[0].progress(min(max(float(fraction), 0.0), 1.0), text=text)
 
     try:
-        with st.spinner(f"Loading {model_id} on {device}…"):
+        with st.spinner(f"Loading {md(model_id)} on {md(device)}…"):
             loaded = model_cache().get(model_id, device, dtype, task, progress=progress)
     except OutOfMemoryLoadError as exc:
-        st.error(str(exc))
+        st.error(md_message(exc))
         if device != "cpu":  # a callback: the sidebar's device widget already exists in this run
             st.button("Load it on the CPU instead", key=f"cpu-fallback-{model_id}", on_click=_use_cpu)
         return None
     except ModelLoadError as exc:
-        st.error(str(exc))
+        st.error(md_message(exc))
         return None
     if bar:
         bar[0].empty()
     for note in loaded.notes:
-        st.info(note)
+        st.info(md_message(note))
     return loaded
 
 

@@ -13,6 +13,7 @@ from explorer import projection as PR
 from explorer import projection_assets as A
 from explorer.probes import embeddings as P
 from explorer.projection_jobs import FitJob, FitJobs
+from explorer.text_safety import md_message
 
 MAX_FITS = 8  # fitted projections kept per server process (LRU; a UMAP of 30k rows holds ~100 MB)
 
@@ -87,7 +88,7 @@ def fit_status(job: FitJob) -> None:
     """Where the requested fit stands, above the stand-in PCA: a progress bar polled each second (the page reruns
     when the fit ends), or why it failed, with a button to try again."""
     if job.status == "failed":
-        st.error(f"The {job.label} could not be computed: {job.error.rstrip('.')}. The PCA of the same rows is "
+        st.error(f"The {job.label} could not be computed: {md_message(job.error.rstrip('.'))}. The PCA of the same rows is "
                  "shown instead.")
         if st.button("Try again", key="fit_retry"):
             _fits().retry(job.key)
@@ -101,7 +102,7 @@ def _progress(job: FitJob) -> None:
     if job.status != "running":
         st.rerun()  # the whole page: it draws the finished fit (or the failure)
     st.progress(job.fraction, text=f"Computing the {job.label} in the background ({job.elapsed:.0f} s): "
-                                   f"{job.message}. It is shared by every session of this server and shown here "
+                                   f"{md_message(job.message)}. It is shared by every session of this server and shown here "
                                    "when ready; PCA meanwhile.")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from explorer import lessons as L
+from explorer.text_safety import md, md_message
 from explorer.ui import state
 from explorer.ui.widgets import forget_sentence_input, page_header
 from explorer.views import HOME, PARAMS
@@ -23,7 +24,7 @@ UPLOADS = "_lessons_uploaded"  # lesson id -> Lesson, this browser session only
 UPLOAD_OUTCOMES = "_lessons_upload_outcomes"
 DRAFT = "_lesson_draft"  # L.Draft, this browser session only
 DRAFT_ID = "draft"
-MAX_UPLOAD_MB = 1  # Streamlit's own limit for the uploader; parse_bytes refuses more than L.MAX_BYTES
+MAX_UPLOAD_MB = 1  # Streamlit's own limit for the uploader; parse_bytes refuses more than L.max_lesson_bytes()
 
 
 # ------------------------------------------------------------------------------------------------ lessons
@@ -120,11 +121,12 @@ def lesson_bar(page: str, lesson_id: str, index: int | None) -> None:
     """Progress, Previous / Next, what to notice and the question of the current step, above the view."""
     lesson = all_lessons().get(lesson_id)
     if lesson is None:
-        st.info(f"This link belongs to the lesson '{lesson_id[:64]}', which is not on this server (uploaded lessons "
-                "and drafts last one browser session). The view below opens in the state the link describes.")
+        st.info(f"This link belongs to the lesson '{md(lesson_id[:64])}', which is not on this server (uploaded "
+                "lessons and drafts last one browser session). The view below opens in the state the link describes.")
         return
     if index is None or not 0 <= index < len(lesson):
-        st.info(f"{lesson.title} has {len(lesson)} steps: step {state.url_value(L.STEP_PARAM)} does not exist.")
+        st.info(f"{md(lesson.title)} has {len(lesson)} steps: step {md(str(state.url_value(L.STEP_PARAM))[:40])} does "
+                "not exist.")
         st.button("Open step 1", key="_lesson_first", on_click=_go, args=(lesson, 0))
         return
     step, n = lesson.steps[index], len(lesson)
@@ -136,7 +138,7 @@ def lesson_bar(page: str, lesson_id: str, index: int | None) -> None:
             st.button("Previous", key="_lesson_prev", icon=":material/arrow_back:", disabled=index == 0,
                       on_click=_go, args=(lesson, index - 1), width="stretch")
         with middle:
-            st.progress((index + 1) / n, text=f"**{lesson.title}** · Step {index + 1} of {n}: {step.title}")
+            st.progress((index + 1) / n, text=f"**{md(lesson.title)}** · Step {index + 1} of {n}: {md(step.title)}")
         with right:
             if index + 1 < n:
                 st.button("Next", key="_lesson_next", icon=":material/arrow_forward:", type="primary",
@@ -183,16 +185,19 @@ def export_tool(page: str) -> None:
     """Sidebar: save the current view (its page and URL state) as a lesson step: download it or add it to the draft."""
     with st.sidebar.expander("Save this view as a lesson step", icon=":material/bookmark_add:"):
         st.caption("The step reopens this view exactly as it is now (model, text and every setting in the URL).")
-        title = st.text_input("Step title", key="_export_title", max_chars=200, placeholder=L.view_title(page))
-        caption = st.text_area("What to notice", key="_export_caption", max_chars=4000, height=90)
-        question = st.text_area("Question for the class (optional)", key="_export_question", max_chars=4000, height=68)
+        title = state.checked_text(st.text_input("Step title", key="_export_title", max_chars=200,
+                                                 placeholder=L.view_title(page)), 200, "The step title", stop=False)
+        caption = state.checked_text(st.text_area("What to notice", key="_export_caption", max_chars=4000, height=90),
+                                     4000, "What to notice", stop=False)
+        question = state.checked_text(st.text_area("Question for the class (optional)", key="_export_question",
+                                                   max_chars=4000, height=68), 4000, "The question", stop=False)
         if not caption.strip():
             st.caption("Write what to notice, then download the step or add it to your draft lesson.")
             return
         try:
             step = L.make_step(page, view_values(page), title.strip() or L.view_title(page), caption, question)
         except L.LessonError as exc:
-            st.warning(f"This view cannot be saved as a step: {exc.reason}")
+            st.warning(f"This view cannot be saved as a step: {md_message(exc.reason)}")
             return
         if step.query.get("model", "").startswith("upload:"):
             st.caption("This view uses an uploaded model: it lasts as long as this server process, so the step "
@@ -218,7 +223,7 @@ def _remove_upload(lesson_id: str) -> None:
 def unavailable_text(missing: tuple[tuple[str, str], ...]) -> str:
     """Why a lesson cannot be played here, with the command that installs each model it needs."""
     return "Unavailable here: this lesson opens " + "; ".join(
-        f"{model_id}, which is not installed (install it with `{install}` and restart the app)"
+        f"{md(model_id)}, which is not installed (install it with `{install}` and restart the app)"
         for model_id, install in missing) + "."
 
 
@@ -226,7 +231,7 @@ def _lesson_card(lesson: L.Lesson, expanded: bool) -> None:
     missing = lesson.missing
     with st.container(border=True, key=f"lesson_{lesson.id}"):
         badge = " · uploaded (this session)" if lesson.origin == "uploaded" else ""
-        st.subheader(lesson.title, anchor=False)
+        st.subheader(md(lesson.title), anchor=False)
         st.caption(f"{len(lesson)} steps · {_views_of(lesson)}{badge}" + (" · unavailable here" if missing else ""))
         if lesson.summary:
             st.markdown(lesson.summary)
@@ -247,7 +252,7 @@ def _lesson_card(lesson: L.Lesson, expanded: bool) -> None:
             base = str(getattr(st.context, "url", "") or "").split("?")[0].rsplit("/", 1)[0]
             for i, step in enumerate(lesson.steps):
                 head, go = st.columns([6, 1], vertical_alignment="center")
-                head.markdown(f"**{i + 1}. {step.title}** · {L.view_title(step.page)}")
+                head.markdown(f"**{i + 1}. {md(step.title)}** · {L.view_title(step.page)}")
                 go.button("Open", key=f"_open_{lesson.id}_{i}", on_click=_go, args=(lesson, i, True), width="stretch",
                           disabled=bool(missing))
                 st.markdown(f"{step.caption}" + (f"\n\n*Question:* {step.question}" if step.question else ""))
@@ -264,9 +269,7 @@ def _upload_section(known: set[str]) -> None:
     outcomes = st.session_state.setdefault(UPLOAD_OUTCOMES, {})  # file id -> ("error", message) | ("ok", lesson id)
     if upload.file_id not in outcomes:  # read each uploaded file once (so that Remove sticks)
         try:
-            if upload.size > L.MAX_BYTES:
-                raise L.LessonError(f"is {upload.size / 1024:.0f} KB; a lesson file may be at most "
-                                    f"{L.MAX_BYTES // 1024} KB", upload.name[:120])
+            L.check_lesson_size(upload.size, upload.name[:120])
             data = upload.getvalue()
             uploads = st.session_state.setdefault(UPLOADS, {})
             lesson_id = L.slug(upload.name)
@@ -280,10 +283,10 @@ def _upload_section(known: set[str]) -> None:
             outcomes[upload.file_id] = ("error", f"This lesson cannot be used. {exc}")
     kind, value = outcomes[upload.file_id]
     if kind == "error":
-        st.error(value)
+        st.error(md_message(value))
     elif value in st.session_state.get(UPLOADS, {}):
         lesson = st.session_state[UPLOADS][value]
-        st.success(f"Added “{lesson.title}” ({len(lesson)} steps) for this session.")
+        st.success(f"Added “{md(lesson.title)}” ({len(lesson)} steps) for this session.")
 
 
 def _draft_section() -> None:
@@ -293,10 +296,11 @@ def _draft_section() -> None:
         st.caption("Open any view, set it up, and use **Save this view as a lesson step** in the sidebar: each "
                    "saved step is added here. Then play the draft or download it as a lesson file.")
         return
-    d.title = st.text_input("Title of the draft", value=d.title, key="_draft_title", max_chars=200)
+    d.title = state.checked_text(st.text_input("Title of the draft", value=d.title, key="_draft_title", max_chars=200),
+                                 200, "The draft's title", stop=False)
     for i, step in enumerate(d.steps):
         row = st.columns([6, 1], vertical_alignment="center")
-        row[0].markdown(f"{i + 1}. **{step.title}** · {L.view_title(step.page)} — {step.caption}")
+        row[0].markdown(f"{i + 1}. **{md(step.title)}** · {L.view_title(step.page)} — {step.caption}")
         row[1].button("Remove", key=f"_draft_remove_{i}", on_click=d.steps.pop, args=(i,), width="stretch")
     lesson = d.lesson(DRAFT_ID)
     cols = st.columns([1, 1, 1, 3])
@@ -345,7 +349,7 @@ def lessons_page() -> None:
                            "for the class. Start one: Previous and Next move through it; projector mode is on.")
     lessons, errors = shipped()
     for error in errors:
-        st.error(f"A lesson file in assets/lessons cannot be used. {error}")
+        st.error(f"A lesson file in assets/lessons cannot be used. {md_message(error)}")
     known = {lesson.id for lesson in lessons}
     wanted = state.url_value(L.LESSON_PARAM)
     listed = [lesson for lesson in all_lessons().values() if lesson.origin != "draft"]  # the draft has its section

@@ -7,21 +7,62 @@ and mirrors the widget's value into st.query_params after it. The page gives onl
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Sequence, TypeVar
 
 import streamlit as st
 
+from explorer.text_safety import md_message
+
 T = TypeVar("T")
-MAX_CHARS = 20_000  # longest text any input accepts
 
 
-def url_value(key: str) -> str | None:
-    """The raw query parameter `key`, or None."""
+def _max_chars() -> int:
+    try:
+        return max(1, int(os.environ.get("EXPLORER_MAX_CHARS", "") or 20_000))
+    except ValueError:
+        return 20_000
+
+
+MAX_CHARS = _max_chars()  # longest text any input accepts, checked here on the server (EXPLORER_MAX_CHARS)
+
+
+def text_refusal(value: str, limit: int = MAX_CHARS, what: str = "The text") -> str | None:
+    """Why `value` is refused (longer than `limit` characters), naming the limit and its setting; None if it is not."""
+    if len(value) <= limit:
+        return None
+    setting = " (set EXPLORER_MAX_CHARS to change it)" if limit == MAX_CHARS else ""
+    return (f"{what} is {len(value):,} characters long, over the limit of {limit:,} characters{setting}: it was not "
+            "read. Shorten it.")
+
+
+def checked_text(value: Any, limit: int = MAX_CHARS, what: str = "The text", stop: bool = True) -> str:
+    """A text that entered the server (a widget's value), checked before anything is computed from it: within
+    `limit` characters it is returned; longer, the page says so and stops (stop=False: the text is read as "").
+    Browsers enforce a widget's max_chars, but a client of the websocket sends what it likes."""
+    text = "" if value is None else str(value)
+    message = text_refusal(text, limit, what)
+    if message is None:
+        return text
+    st.error(message)
+    if stop:
+        st.stop()
+    return ""
+
+
+def url_value(key: str, limit: int = MAX_CHARS) -> str | None:
+    """The raw query parameter `key`, or None; a value over `limit` characters is ignored, with a message."""
     try:
         value = st.query_params.get(key)
     except Exception:
         return None
-    return value if isinstance(value, str) else None
+    if not isinstance(value, str):
+        return None
+    if len(value) > limit:
+        st.warning(f"?{key}= is {len(value):,} characters long, over the limit of {limit:,} characters"
+                   f"{' (set EXPLORER_MAX_CHARS to change it)' if limit == MAX_CHARS else ''}: it was ignored.")
+        return None
+    return value
 
 
 def seed(key: str, default: Any, parse: Callable[[str], Any] | None = None, valid: Callable[[Any], bool] | None = None) -> None:
@@ -112,13 +153,21 @@ class Controls:
         return toggle(label, key, bool(p.default), **kwargs)
 
     def multiselect(self, key: str, options: Sequence[T] | None = None, **kwargs: Any) -> list[T]:
-        """st.multiselect kept in ?key= as a comma-separated list."""
+        """st.multiselect kept in ?key= as a comma-separated list; at most `hi` choices when the declaration has one
+        (a longer list from the URL or the websocket keeps its first `hi`, with a message)."""
         p, label, kwargs = self._kw(key, kwargs)
         options = list(p.choices if options is None else options)
         cast = type(options[0]) if options else str
         seed(key, list(p.default or ()), lambda raw: [cast(x) for x in raw.split(",") if x != ""],
              lambda vs: all(v in options for v in vs))
-        st.session_state[key] = [v for v in st.session_state[key] if v in options]
+        chosen = [v for v in st.session_state[key] if v in options]
+        most = int(p.hi) if p.hi is not None else None
+        if most is not None:
+            kwargs.setdefault("max_selections", most)
+            if len(chosen) > most:
+                st.warning(f"{label}: at most {most} may be chosen; got {len(chosen)}, using the first {most}.")
+                chosen = chosen[:most]
+        st.session_state[key] = chosen
         value = st.multiselect(label, options, key=key, **kwargs)
         write(key, value)
         return list(value)
@@ -128,7 +177,7 @@ class Controls:
         """st.text_input kept in ?key= (secondary text boxes; the main sentence uses widgets.sentence_input)."""
         p, label, kwargs = self._kw(key, kwargs)
         seed(key, (p.default or "") if default is None else default)
-        value = str(st.text_input(label, key=key, max_chars=max_chars, **kwargs) or "")
+        value = checked_text(st.text_input(label, key=key, max_chars=max_chars, **kwargs), max_chars, label)
         write(key, value)
         return value.strip() if strip else value
 
@@ -146,7 +195,7 @@ class Controls:
             if raw is not None:
                 value, msg = p.validate(raw, lo, hi, label)
                 if msg:
-                    st.warning(msg)
+                    st.warning(md_message(msg))
             st.session_state[key] = value
         current = st.session_state[key]
         if not isinstance(current, (int, float)) or not lo <= current <= hi:
@@ -163,6 +212,6 @@ class Controls:
             value = st.number_input(label, min_value=lo, max_value=hi, step=step, key=key, **fmt, **kwargs)
         value, msg = p.validate(value, lo, hi, label)
         if msg:
-            st.warning(msg)
+            st.warning(md_message(msg))
         write(key, value)
         return value

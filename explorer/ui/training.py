@@ -4,9 +4,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from explorer import train_budget
 from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded_text
+from explorer.text_safety import md, md_message
 from explorer.train import LIMITS, TrainSpec
-from explorer.training_jobs import TrainingBusyError, TrainingJob, export_zip
+from explorer.training_jobs import TrainingBusyError, TrainingJob
 from explorer.ui import charts, settings
 from explorer.ui.cache import upload_owner
 from explorer.views import VIEWS
@@ -35,6 +37,8 @@ def loss_figure(points: list[dict]) -> go.Figure:
 
 
 def _spec_form() -> TrainSpec | None:
+    budget = train_budget.TrainBudget.from_env()
+    cap = budget.seconds / 60  # the server's limit, in the field's minutes
     recipe_name = st.selectbox("Architecture", list(RECIPES), key="train_recipe")
     recipe = dict(RECIPES[recipe_name])
     arch = recipe["architecture"]
@@ -48,7 +52,9 @@ def _spec_form() -> TrainSpec | None:
     c5, c6, c7 = st.columns(3)
     n_train = c5.number_input("Training examples (generated corpora)", 10, LIMITS["n_train"], 2000, step=500,
                               key="train_n")
-    minutes = c6.number_input("Time limit (minutes)", 0.1, 60.0, 3.0, step=0.5, key="train_minutes")
+    minutes = c6.number_input("Time limit (minutes)", min(0.1, cap), cap, min(3.0, cap), step=0.5, key="train_minutes",
+                              help=f"At most {cap:g} min on this server (EXPLORER_MAX_TRAIN_SECONDS = "
+                                   f"{budget.seconds:g} s): data, training and the held-out evaluation.")
     heads = c7.number_input("Attention heads", 1, LIMITS["n_head"], 4, key="train_heads", disabled=arch != "tiny_gpt")
     if arch == "seq2seq" and recipe.get("corpus") == "translation":
         recipe["attention"] = st.selectbox("Attention", ATTENTIONS, key="train_attention")
@@ -69,10 +75,13 @@ def _spec_form() -> TrainSpec | None:
                     text = read_uploaded_text(upload.getvalue())
                 tokens = corpus_from_text(text, level=level)
             except CorpusError as exc:
-                st.warning(str(exc))
+                st.warning(md_message(exc))
                 return None
             spec.corpus, spec.level, spec.user_tokens = "user", level, tokens
             st.caption(f"{len(tokens):,} sentences, {sum(len(t) for t in tokens):,} tokens.")
+            note = train_budget.vocab_note(tokens, budget.vocab)
+            if note:
+                st.info(md_message(note))
     return spec
 
 
@@ -90,33 +99,54 @@ def _open_links(model_id: str, family: str) -> None:
             st.page_link(view.script, label=f"Open in {view.title}", icon=view.icon, query_params={"model": model_id})
 
 
-@st.fragment(run_every=1.0)
 def _job_panel() -> None:
+    """The session's job: a live panel that polls every second while it runs, then (after one full rerun) a still
+    panel that does not poll."""
     job: TrainingJob | None = st.session_state.get("train_job")
     if job is None:
         return
     if job.running:
-        last = job.points[-1] if job.points else None
-        label = (f"epoch {last['epoch']}, step {last['step']}/{job.total_steps}, loss {last['train_loss']:.3f}, "
-                 f"{last['elapsed']:.0f} s" if last else "preparing the corpus…")
-        st.progress(job.fraction, text=f"Training {job.spec.name}: {label}")
-        if st.button("Stop training", key="train_stop"):
-            job.stop()
+        _live_panel(job)
+    else:
+        _finished_panel(job)
+
+
+def _loss_chart(job: TrainingJob) -> None:
     if job.points:
         charts.show(loss_figure(job.points), charts.Origin("model", "the training run's own loss, as it was computed."),
                     key="train_loss_chart", filename="training-loss")
+
+
+@st.fragment(run_every=1.0)
+def _live_panel(job: TrainingJob) -> None:
+    if not job.running:
+        st.rerun()  # the whole page, once: it draws the finished panel, which does not poll
+    last = job.points[-1] if job.points else None
+    label = (f"epoch {last['epoch']}, step {last['step']}/{job.total_steps}, loss {last['train_loss']:.3f}, "
+             f"{last['elapsed']:.0f} s" if last else "preparing the corpus…")
+    st.progress(job.fraction, text=f"Training {md(job.spec.name)}: {label} (at most {job.spec.max_seconds:g} s)")
+    if st.button("Stop training", key="train_stop"):
+        job.stop()
+    _loss_chart(job)
+
+
+def _finished_panel(job: TrainingJob) -> None:
+    _loss_chart(job)
     if job.status == "failed":
-        st.error(f"Training failed: {job.error}")
+        st.error(f"Training failed: {md(job.error)}")
+    elif job.status == "cancelled":
+        st.warning(md(job.error))
     elif job.status in ("done", "stopped") and job.result is not None:
         metrics = job.result.meta.get("metrics", {})
         summary = ", ".join(f"{k} {v:.3g}" for k, v in metrics.items() if isinstance(v, float))
         word = "Stopped early" if job.status == "stopped" else "Trained"
-        if job.model_id:
-            upload_owner().claim(job.model_id)  # kept in memory while this session lives, like an upload
-        st.success(f"{word}: {job.model_id} ({job.result.meta['train']['seconds']} s). {summary}")
+        st.success(f"{word}: {md(job.model_id)} ({job.result.meta['train']['seconds']} s). {summary}")
+        for note in job.notes:
+            st.info(md_message(note))
         _open_links(job.model_id, {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",
                                    "word2vec": "word2vec"}[job.spec.architecture])
-        st.download_button("Download .safetensors + JSON (zip)", export_zip(job.result),
+        # a callable: the zip is built when the button is pressed, once per job (TrainingJob.zip_bytes keeps it)
+        st.download_button("Download .safetensors + JSON (zip)", job.zip_bytes,
                            file_name=f"{job.spec.name}.zip", mime="application/zip", key="train_download")
 
 
@@ -130,7 +160,7 @@ def train_section() -> None:
     busy = job is not None and job.running
     if st.button("Start training", type="primary", disabled=spec is None or busy, key="train_start"):
         try:
-            st.session_state["train_job"] = TrainingJob(spec, device=settings.device()).start()
+            st.session_state["train_job"] = TrainingJob(spec, device=settings.device(), owner=upload_owner()).start()
         except (ValueError, TrainingBusyError) as exc:
-            st.error(str(exc))
+            st.error(md_message(exc))
     _job_panel()

@@ -5,10 +5,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 import streamlit as st
 
-from explorer.catalogue import ModelId, catalogue
+from explorer.catalogue import ModelId
 from explorer.safe_load import ModelLoadError
+from explorer.text_safety import md, md_message
 from explorer.ui import settings, state
-from explorer.ui.cache import get_model
+from explorer.ui.cache import get_model, session_catalogue
 
 MAX_CHARS = state.MAX_CHARS
 
@@ -33,7 +34,7 @@ def _seed_text(default: str) -> None:
     if "text" not in st.session_state:
         raw = state.url_value("text")
         if raw is not None:
-            st.session_state["text"], st.session_state["_text_default"] = raw[:MAX_CHARS], None
+            st.session_state["text"], st.session_state["_text_default"] = raw, None  # url_value: within MAX_CHARS
         elif "_text" in st.session_state:
             st.session_state["text"] = st.session_state["_text"]
         else:
@@ -49,7 +50,7 @@ def _examples_menu(presets: Sequence[str]) -> None:
     inside an st.fragment)."""
     with st.popover("Examples", icon=":material/format_list_bulleted:", width="stretch",
                     help="The loaded model's example sentences"):
-        choice = st.radio("Example sentences", list(presets), index=None,
+        choice = st.radio("Example sentences", list(presets), index=None, format_func=md,  # options are Markdown
                           key=f"_preset_{st.session_state.get('_text_rev', 0)}")
     if choice in presets and choice != st.session_state.get("text"):
         _set_text(choice)
@@ -70,6 +71,11 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
         box, menu = st.columns([3.3, 1.4], vertical_alignment="bottom")
         with menu:
             _examples_menu(presets)
+    refused = state.text_refusal(str(st.session_state.get("text") or ""), MAX_CHARS, md(label))
+    if refused:  # sent over the websocket (a browser keeps to max_chars): not read, not echoed back to the box
+        st.error(refused)
+        st.session_state["text"] = st.session_state.get("_text", default)  # the last sentence read, or the default
+        forget_sentence_input()
     value = None
     if settings.live_default() and st.session_state.get("live", True):
         try:
@@ -82,7 +88,7 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
             value = None
     if value is None:
         value = box.text_input(label, key="text", max_chars=MAX_CHARS, help=help)
-    value = str(value or "")
+    value = state.checked_text(value, MAX_CHARS, md(label))  # over the limit: a message, and the page stops
     st.session_state["_text"] = value
     state.write("text", value)
     return value
@@ -95,7 +101,7 @@ def model_sentence(loaded: Any, purpose: str, **kwargs: Any) -> str:
     ex = loaded.adapter.examples(purpose)
     text = sentence_input(ex.default, ex.sentences, **kwargs)
     if ex.note:
-        st.caption(ex.note)
+        st.caption(md_message(ex.note))
     return text
 
 
@@ -108,7 +114,7 @@ def model_picker(families: Iterable[str] | None, default: str, label: str = "Mod
     st.selectbox (e.g. label_visibility).
     """
     allowed = set(families) if families is not None else None
-    entries = [e for e in catalogue() if allowed is None or e.family in allowed or e.family == ""]
+    entries = [e for e in session_catalogue() if allowed is None or e.family in allowed or e.family == ""]
     labels = {e.id: e.label for e in entries}
     options = [e.id for e in entries] + [x for x in extra if x not in labels]
     if none_label is not None:
@@ -120,7 +126,7 @@ def model_picker(families: Iterable[str] | None, default: str, label: str = "Mod
             ModelId.parse(raw)
             options.append(raw)
         except ModelLoadError as exc:
-            st.warning(f"Ignoring ?{key}=: {exc}")
+            st.warning(f"Ignoring ?{key}=: {md_message(exc)}")
     if not options:
         options = [default]
     if default not in options:

@@ -11,7 +11,8 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.viz.tokens import labels as display_tokens
+from explorer.viz.tokens import chart_labels
+from explorer.viz.tokens import labels as display_tokens  # text for the page (captions, menus); charts: chart_labels
 from explorer.viz.tokens import ticks
 from explorer.viz.theme import NORMAL, Theme, figure
 MAX_LINES = 2500  # line view: at most this many query→key lines (largest weights first)
@@ -56,8 +57,8 @@ def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
 def _pairs(q_tokens: Sequence[str], k_tokens: Sequence[str]) -> np.ndarray:
     """(Tq, Tk, 2) text array: (query label, key label) of each cell, for the hover (a str array, not object:
     Plotly copies figures, and copying an object array is a Python call per cell)."""
-    q = np.array(display_tokens(q_tokens), dtype=str)
-    k = np.array(display_tokens(k_tokens), dtype=str)
+    q = np.array(chart_labels(q_tokens), dtype=str)
+    k = np.array(chart_labels(k_tokens), dtype=str)
     if not len(q) or not len(k):
         return np.empty((len(q), len(k), 2), dtype=str)
     return np.stack(np.broadcast_arrays(q[:, None], k[None, :]), axis=-1)
@@ -114,8 +115,8 @@ def line_view(matrices: Sequence[np.ndarray], labels: Sequence[str], q_tokens: S
     WIDTH_PER_WEIGHT · theme.line_width · w pixels wide, with opacity 0.35 + 0.65·w: one trace per rounded weight.
     """
     nq, nk = matrices[0].shape
-    qlab = display_tokens(q_tokens)
-    klab = display_tokens(k_tokens)
+    qlab = chart_labels(q_tokens)
+    klab = chart_labels(k_tokens)
     rows = list(rows) if rows is not None else list(range(nq))
     cols = list(cols) if cols is not None else list(range(nk))
     traces: list[dict] = []
@@ -183,7 +184,7 @@ def mask_figure(mask: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[st
 def steps_figure(key_tokens: Sequence[str], scaled: np.ndarray | None, probs: np.ndarray, query_token: str,
                  theme: Theme = NORMAL) -> go.Figure:
     """Bars of q·k/√d (before the softmax; None when unavailable) and the softmax weights for one query token."""
-    labels = display_tokens(key_tokens)
+    labels = chart_labels(key_tokens)
     x = list(range(len(labels)))
     traces = []
     if scaled is not None:
@@ -194,7 +195,7 @@ def steps_figure(key_tokens: Sequence[str], scaled: np.ndarray | None, probs: np
     traces.append({"type": "bar", "x": x, "y": probs, "name": "softmax weight", "marker": {"color": theme.categorical[0]},
                    "yaxis": "y2", "customdata": labels, "hovertemplate": "%{customdata}: %{y:.5f}<extra>weight</extra>"})
     return figure(traces, {
-        "title": {"text": f"Query “{display_tokens([query_token])[0]}”: scores and softmax weights"},
+        "title": {"text": f"Query “{chart_labels([query_token])[0]}”: scores and softmax weights"},
         "barmode": "group", "yaxis": {"title": {"text": "score"}},
         "yaxis2": {"title": {"text": "weight"}, "overlaying": "y", "side": "right", "range": [0, 1]},
         "legend": {"orientation": "h", "y": -0.25}, "height": 380,
@@ -207,7 +208,7 @@ def compare_bars(tokens_a: Sequence[str], weights_a: np.ndarray, tokens_b: Seque
     """The attention row of the same word in two sentences, side by side (two bar traces)."""
     traces = []
     for n, (toks, w, name) in enumerate(((tokens_a, weights_a, "sentence A"), (tokens_b, weights_b, "sentence B"))):
-        labels = display_tokens(toks)
+        labels = chart_labels(toks)
         traces.append({"type": "bar", "x": [f"{i}:{t}" for i, t in enumerate(labels)], "y": w, "name": name,
                        "marker": {"color": theme.categorical[n]}, "xaxis": "x" if n == 0 else "x2",
                        "yaxis": "y" if n == 0 else "y2", "hovertemplate": "%{x}: %{y:.5f}<extra>" + name + "</extra>"})

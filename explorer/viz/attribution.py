@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.viz.theme import NORMAL, Theme, colorscale, figure
-from explorer.viz.tokens import labels, ticks
+from explorer.viz.tokens import chart_labels, labels, ticks
 
 
 def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequence[str], method: str,
@@ -19,15 +19,15 @@ def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequ
     colours centred on 0 (its positive end raises the output's logit, its negative end lowers it)."""
     M, N = values.shape
     peak = float(np.abs(values).max()) or 1.0
-    out = labels(outputs)
+    out = chart_labels(outputs)
     data = [{"type": "heatmap", "z": values, "x": list(range(N)), "y": list(range(M)), "zmin": -peak, "zmax": peak,
              "colorscale": theme.diverging, "colorbar": {"title": {"text": method}},
-             "customdata": [[labels([inputs[j]])[0] for j in range(N)] for _ in range(M)],
+             "customdata": [chart_labels(inputs) for _ in range(M)],
              "hovertemplate": "output %{y}: “%{text}”<br>input %{x}: “%{customdata}”<br>%{z:.4f}<extra></extra>",
              "text": [[out[i]] * N for i in range(M)]}]
     layout = {"title": {"text": f"{method}: each output (row) onto the inputs"},
               "height": int(min(2000, max(320, 24 * M + 160))), "xaxis": {**ticks(inputs), "title": {"text": "input"}},
-              "yaxis": {**ticks(out), "autorange": "reversed", "title": {"text": "output"}}}
+              "yaxis": {**ticks(outputs), "autorange": "reversed", "title": {"text": "output"}}}
     if selected is not None:
         layout["shapes"] = [{"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": selected - 0.5,
                              "y1": selected + 0.5, "line": {"color": theme.categorical[5], "width": theme.line_width}}]

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.text_safety import plotly_text
 from explorer.viz.theme import Theme, figure
 
 GREY = "rgba(150,150,150,0.45)"
@@ -15,7 +16,7 @@ GREY = "rgba(150,150,150,0.45)"
 def step_bars(view: Any, theme: Theme, title: str = "") -> go.Figure:
     """Top tokens at one step: bar = probability at the view's temperature; grey = removed by the strategy;
     the chosen token outlined and marked ★. Hover: logit, probability, sampled probability, kept."""
-    tokens = [f"{t!s}" for t in view.tokens]
+    tokens = [plotly_text(t) for t in view.tokens]
     labels = [("★ " if int(i) == view.chosen else "") + t for t, i in zip(tokens, view.ids)]
     colours = [theme.categorical[4] if k else GREY for k in view.kept]
     line_w = [3 if int(i) == view.chosen else 0 for i in view.ids]
@@ -49,7 +50,7 @@ def beam_tree(beam: Any, theme: Theme, max_steps: int = 30) -> go.Figure:
             fin = bool(beam.finished[s, j])
             xs.append(s + 1)
             ys.append(-j)
-            text.append(beam.token_str[s][j])
+            text.append(plotly_text(beam.token_str[s][j]))
             colours.append(theme.categorical[4] if kept else (theme.categorical[2] if fin else GREY))
             symbols.append("diamond" if fin else "circle")
             state = "kept (running)" if kept else ("finished hypothesis" if fin else "pruned")

@@ -11,6 +11,7 @@ import numpy as np
 import plotly.colors as pc
 import plotly.graph_objects as go
 
+from explorer.text_safety import latex_text, plotly_text
 from explorer.viz.theme import Theme, figure
 
 NO_CLASS = "(no class)"
@@ -49,7 +50,7 @@ def projection_background(words: Sequence[str], classes: Sequence[str | None], c
     coords (N, 2 or 3). Built once per fit: the typed words go on top as `typed_overlay`."""
     dims = coords.shape[1]
     cls = np.array([c or NO_CLASS for c in classes], dtype=object)
-    words_arr = np.array(list(words), dtype=object)
+    words_arr = np.array([plotly_text(w) for w in words], dtype=object)
     groups = sorted(set(cls), key=lambda c: (c == NO_CLASS, c)) if colour_by_class else [None]
     colours = class_colours(list(cls), theme)
     small = max(2, theme.marker_size // 2 - (1 if len(words) > 5000 else 0))
@@ -87,7 +88,7 @@ def typed_overlay(typed: Sequence[Point], dims: int, theme: Theme) -> go.Figure:
         if not pts:
             continue
         xyz = np.array([p.coords for p in pts], dtype=np.float32)
-        traces.append(_scatter(dims, xyz, mode="markers+text", name=label, text=[p.label for p in pts],
+        traces.append(_scatter(dims, xyz, mode="markers+text", name=label, text=[plotly_text(p.label) for p in pts],
                                textposition="top center", hovertemplate="<b>%{text}</b> (typed, " + placed + ")"
                                + "<extra></extra>",
                                textfont={"size": theme.font_size + 2},
@@ -103,7 +104,7 @@ def axes_background(words: Sequence[str], coords: np.ndarray, x_label: str, y_la
               "y1": v if d == "y" else 1, "line": {"dash": "dot", "color": "#777"}}
              for v in (0.0, 1.0) for d in ("x", "y")]
     return figure([{"type": "scattergl", "x": coords[:, 0], "y": coords[:, 1], "mode": "markers", "name": "vocabulary",
-                    "text": list(words), "hovertemplate": "<b>%{text}</b><br>x = %{x:.3f}<br>y = %{y:.3f}<extra></extra>",
+                    "text": [plotly_text(w) for w in words], "hovertemplate": "<b>%{text}</b><br>x = %{x:.3f}<br>y = %{y:.3f}<extra></extra>",
                     "marker": {"size": max(3, theme.marker_size // 2), "color": "#9e9e9e", "opacity": 0.5}}],
                   {"height": 560, "shapes": lines, "xaxis": {"title": {"text": x_label}},
                    "yaxis": {"title": {"text": y_label}}})
@@ -114,7 +115,7 @@ def axes_overlay(typed: Sequence[tuple[str, float, float]], theme: Theme) -> go.
     if not typed:
         return figure([], {})
     return figure([{"type": "scattergl", "x": [t[1] for t in typed], "y": [t[2] for t in typed],
-                    "mode": "markers+text", "name": "typed words", "text": [t[0] for t in typed],
+                    "mode": "markers+text", "name": "typed words", "text": [plotly_text(t[0]) for t in typed],
                     "textposition": "top center", "textfont": {"size": theme.font_size + 2},
                     "hovertemplate": "<b>%{text}</b><br>x = %{x:.3f}<br>y = %{y:.3f}<extra></extra>",
                     "marker": {"size": theme.marker_size + 4, "color": "#d62728"}}], {})
@@ -141,7 +142,7 @@ def context_figure(tokens: Sequence[str], layer_names: Sequence[str], coords: np
         traces.append({
             "type": "scatter", "x": coords[li, keep, 0], "y": coords[li, keep, 1],
             "mode": "markers+text" if selected else "markers", "name": layer_names[li],
-            "text": [tokens[t] for t in keep], "textposition": "top center", "customdata": np.array(keep),
+            "text": [plotly_text(tokens[t]) for t in keep], "textposition": "top center", "customdata": np.array(keep),
             "hovertemplate": "<b>%{text}</b> (token %{customdata})<br>" + layer_names[li] + "<extra></extra>",
             "marker": {"size": theme.marker_size + (6 if selected else 0), "color": scale[li],
                        "line": {"width": 1.5 if selected else 0, "color": "black"}},
@@ -154,10 +155,10 @@ def drift_figure(layer_names: Sequence[str], cos: np.ndarray, word: str, theme: 
     """Cosine similarity of one word in two sentences per hidden state (the embeddings, then after each layer;
     line chart)."""
     return figure([{"type": "scatter", "x": list(layer_names), "y": [float(c) for c in cos], "mode": "lines+markers",
-                    "name": word, "hovertemplate": "%{x}: cos = %{y:.4f}<extra></extra>",
+                    "name": plotly_text(word), "hovertemplate": "%{x}: cos = %{y:.4f}<extra></extra>",
                     "marker": {"size": theme.marker_size}}],
                   {"height": 380, "xaxis": {"title": {"text": "hidden state"}},
-                   "yaxis": {"title": {"text": f"cos('{word}' in A, '{word}' in B)"},
+                   "yaxis": {"title": {"text": f"cos('{plotly_text(word)}' in A, '{plotly_text(word)}' in B)"},
                              "range": [min(0.0, float(np.min(cos)) - 0.05), 1.02]}})
 
 
@@ -196,8 +197,4 @@ def axis_points(words: Sequence[str], coords: np.ndarray) -> list[tuple[str, flo
 
 def tex(word: str | None) -> str:
     """A word inside \\text{} in st.latex (LaTeX's special characters escaped, at most 40 characters)."""
-    out = str(word or "")[:40]
-    for ch, rep in (("\\", r"\textbackslash "), ("{", r"\{"), ("}", r"\}"), ("#", r"\#"), ("$", r"\$"), ("%", r"\%"),
-                    ("&", r"\&"), ("_", r"\_"), ("^", r"\^{}"), ("~", r"\~{}")):
-        out = out.replace(ch, rep)
-    return out
+    return latex_text(str(word or "")[:40])

@@ -7,7 +7,9 @@ from typing import Any, Sequence
 
 import plotly.graph_objects as go
 
+from explorer.text_safety import plotly_text
 from explorer.viz.theme import Theme, figure
+from explorer.viz.tokens import chart_labels
 
 
 def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
@@ -16,7 +18,7 @@ def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
     targets = {tr.target for tr in traces}
     w = f"“{html.escape(targets.pop())}”" if len(targets) == 1 else "w_T"
     data = [{"type": "scatter", "x": tr.distance, "y": tr.input_grad, "mode": "lines+markers",
-             "name": f"{tr.cell} · {tr.model_id.removeprefix('builtin:')}", "text": list(tr.tokens),
+             "name": f"{tr.cell} · {plotly_text(tr.model_id.removeprefix('builtin:'))}", "text": chart_labels(tr.tokens),
              "line": {"color": theme.categorical[i % len(theme.categorical)]},
              "hovertemplate": f"{tr.cell}<br>“%{{text}}”, %{{x}} steps back<br>‖∂ log p / ∂x‖ = %{{y:.4g}}<extra></extra>"}
             for i, tr in enumerate(traces)]

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.viz.theme import Theme, figure
-from explorer.viz.tokens import labels, ticks
+from explorer.viz.tokens import chart_labels, ticks
 
 
 def numbering(layers: tuple[str, ...]) -> str:
@@ -40,13 +40,13 @@ def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
     the model's own final prediction there, with its rank and probability after that layer."""
     rows = list(range(trace.top_probs.shape[0])) if rows is None else list(rows)
     L, T = len(rows), trace.top_probs.shape[1]
-    final, inputs = labels(trace.final_tokens), labels(trace.tokens)
+    final, inputs = chart_labels(trace.final_tokens), chart_labels(trace.tokens)
     custom = np.empty((L, T, 4), dtype=object)
     for i, layer in enumerate(rows):
         for t in range(T):
             custom[i, t] = (final[t], int(trace.final_rank[layer, t]) + 1, float(trace.final_prob[layer, t]),
                             inputs[t])
-    text = [labels(trace.top_tokens[layer]) for layer in rows]
+    text = [chart_labels(trace.top_tokens[layer]) for layer in rows]
     every = len(rows) < trace.top_probs.shape[0]
     data = [{"type": "heatmap", "z": trace.top_probs[rows], "text": text, "texttemplate": "%{text}",
              "textfont": {"size": max(9, theme.font_size - 3)}, "customdata": custom, "zmin": 0.0, "zmax": 1.0,
@@ -69,7 +69,7 @@ def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
 
 def lens_bars(tokens: tuple[str, ...], probs: np.ndarray, title: str, theme: Theme, mark: str = "") -> go.Figure:
     """The top-k next tokens of one cell; the model's own final prediction (mark) outlined."""
-    names = labels(tokens)
+    names = chart_labels(tokens)
     colours = [theme.categorical[5] if t == mark else theme.categorical[4] for t in tokens]
     return figure([{"type": "bar", "x": list(range(len(names))), "y": probs, "text": names, "textposition": "outside",
                     "marker": {"color": colours}, "cliponaxis": False,

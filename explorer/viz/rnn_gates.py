@@ -12,17 +12,15 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.probes.rnn_gates import LABELS, CellTerms, Comparison, GateTrace
+from explorer.text_safety import md
 from explorer.viz.theme import NORMAL, Theme, figure
 
 BOUNDED01 = {"i", "f", "o", "r", "z"}
 
 
-_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*_{}[]#+!|~$"})
-
-
 def plain(text: str) -> str:
-    """Text (notes naming user words or weight keys) shown literally by st.markdown / st.warning."""
-    return " ".join(str(text).split()).translate(_MARKDOWN)
+    """Text (notes naming user words or weight keys) shown literally by st.markdown / st.warning, on one line."""
+    return md(" ".join(str(text).split()))
 
 
 def label(token: str) -> str:

@@ -11,8 +11,9 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.text_safety import md_code
 from explorer.viz.attention import scale_tex
-from explorer.viz.tokens import labels, ticks
+from explorer.viz.tokens import chart_labels, labels, ticks
 from explorer.viz.theme import NORMAL, Theme, figure
 
 
@@ -21,7 +22,7 @@ def alignment_heatmap(matrix: np.ndarray, out_tokens: Sequence[str], src_tokens:
     """(T, S) weights: output tokens down, source tokens across; hover shows both tokens and the exact weight."""
     z = np.asarray(matrix, dtype=np.float32)
     T, S = z.shape
-    out_l, src_l = labels(out_tokens), labels(src_tokens)
+    out_l, src_l = chart_labels(out_tokens), chart_labels(src_tokens)
     custom = [[[f"{t}: {out_l[t]}", f"{j}: {src_l[j]}"] for j in range(S)] for t in range(T)]
     data = [{"type": "heatmap", "z": z.tolist(), "zmin": 0.0, "zmax": 1.0, "colorscale": theme.sequential,
              "customdata": custom, "colorbar": {"title": {"text": "weight"}, "thickness": 12},
@@ -39,11 +40,11 @@ def step_weights(alpha: np.ndarray, src_tokens: Sequence[str], out_token: str, s
                  theme: Theme = NORMAL, scores: np.ndarray | None = None) -> go.Figure:
     """Bars of a_t· over the source (and the raw scores e_t· as a line on a second axis when given)."""
     x = list(range(len(src_tokens)))
-    lab = labels(src_tokens)
+    lab = chart_labels(src_tokens)
     data = [{"type": "bar", "x": x, "y": np.asarray(alpha, np.float32).tolist(), "name": "weight a",
              "marker": {"color": theme.categorical[4]}, "customdata": lab,
              "hovertemplate": "source %{x}: %{customdata}<br>a = %{y:.5f}<extra></extra>"}]
-    layout = {"title": {"text": f"Step {step}: where the decoder looks while producing “{labels([out_token])[0]}”"},
+    layout = {"title": {"text": f"Step {step}: where the decoder looks while producing “{chart_labels([out_token])[0]}”"},
               "height": 320, "legend": {"orientation": "h", "y": -0.35}, "bargap": 0.15,
               "xaxis": {**ticks(src_tokens), "tickangle": -60},
               "yaxis": {"title": {"text": "weight a"}, "range": [0, 1]}}
@@ -60,7 +61,7 @@ def reliance_figure(out_tokens: Sequence[str], with_source: np.ndarray, without:
                     theme: Theme = NORMAL) -> go.Figure:
     """No-attention model: log p(y_t) with the single context vector and with it zeroed, per output token."""
     x = list(range(len(out_tokens)))
-    lab = labels(out_tokens)
+    lab = chart_labels(out_tokens)
     data = [{"type": "bar", "x": x, "y": np.asarray(with_source, np.float32).tolist(), "name": "with the source vector c",
              "marker": {"color": theme.categorical[4]}, "customdata": lab,
              "hovertemplate": "%{customdata}: log p = %{y:.4f}<extra>with c</extra>"},
@@ -114,10 +115,15 @@ SCORE_FORMULAS = {"bahdanau": r"v_a^\top\tanh(W_a s_{t-1}+U_a h_j)", "luong-dot"
                   "luong-general": r"s_t^\top W_a h_j", "luong-concat": r"v_a^\top\tanh(W_a[s_t;h_j])"}
 
 
+def _cell(token: str) -> str:
+    """A token in a Markdown table cell: a code span, its pipes escaped (GFM splits cells at | even inside code)."""
+    return md_code(token).replace("|", "\\|")
+
+
 def topk_table(trace: Any, t: int) -> str:
     """The top next-token candidates at step t as a Markdown table (◀ marks the token produced or forced)."""
     rows = ["| next token | p |", "|---|---:|"]
-    rows += [f"| `{labels([tok])[0].replace('`', '')}`{' ◀' if int(i) == trace.out_ids[t] else ''} | {p:.4f} |"
+    rows += [f"| {_cell(labels([tok])[0])}{' ◀' if int(i) == trace.out_ids[t] else ''} | {p:.4f} |"
              for i, tok, p in zip(trace.topk_ids[t], trace.topk_tokens[t], trace.topk_probs[t]) if tok != ""]
     return "\n".join(rows)
 

@@ -1,7 +1,8 @@
 """Tokens as chart labels and axis ticks that label every token up to MAX_TICKS, then every n-th with its index.
 
 Tokens arrive as the text they stand for (explorer.token_text, applied by every adapter: `·` for a space, `↵` for a
-newline, bytes decoded); `labels` only makes sure that nothing invisible reaches a chart."""
+newline, bytes decoded); `labels` only makes sure that nothing invisible reaches a chart, and `chart_labels` (used by
+`ticks`) escapes them for Plotly, which reads a few HTML tags in every string it draws."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from explorer.text_safety import plotly_text
 from explorer.token_text import readable
 
 MAX_TICKS = 64
@@ -19,11 +21,17 @@ def labels(tokens: Sequence[str]) -> list[str]:
     return [readable(str(t)) for t in tokens]
 
 
+def chart_labels(tokens: Sequence[str]) -> list[str]:
+    """`labels` as Plotly shows them literally (ticks, hover, text, titles): `<`, `>` and `&` escaped, so that a token
+    such as `<s>` is not read as one of the tags Plotly draws (<s> strikes through, <a href> is a link)."""
+    return [plotly_text(t) for t in labels(tokens)]
+
+
 def ticks(tokens: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:
     """Plotly axis settings labelling the tokens (every n-th, with its index, when there are more than max_ticks)."""
     n = len(tokens)
     step = max(1, math.ceil(n / max_ticks))
-    lab = labels(tokens)
+    lab = chart_labels(tokens)
     idx = list(range(0, n, step))
     return {"tickmode": "array", "tickvals": idx, "ticktext": [lab[i] if step == 1 else f"{i}:{lab[i]}" for i in idx]}
 

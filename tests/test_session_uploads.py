@@ -1,0 +1,287 @@
+"""Uploads belong to their session (issue 27): listed only in its pickers, evicted only by its own budget, refused
+past the server's budget, freed when it ends; Streamlit's own store of uploaded files has the same budgets, per
+session and in all, on a real server."""
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+import torch
+from safetensors.torch import save
+
+from explorer import catalogue, uploads
+from explorer.catalogue import BUILTIN_DIR
+from explorer.models.build import from_checkpoint
+from explorer.safe_load import ModelLoadError, read_json_file
+from explorer.uploads import UploadBudgetError, UploadOwner, register_upload
+
+WIDTH = 4  # float32 columns of the test tensors: a row is 16 bytes
+
+
+def weights(tag: int, rows: int = 8) -> list[tuple[str, bytes]]:
+    """One distinct upload (its id depends on `tag`) whose tensors take rows × 16 bytes."""
+    return [(f"model-{tag}.safetensors", save({"w": torch.full((rows, WIDTH), float(tag))}))]
+
+
+def listed(owner: UploadOwner | None) -> set[str]:
+    return {e.id for e in catalogue.catalogue(owner.ids if owner else ())}
+
+
+@pytest.fixture
+def owners():
+    made: list[UploadOwner] = []
+
+    def make() -> UploadOwner:
+        made.append(UploadOwner())
+        return made[-1]
+
+    yield make
+    for owner in made:
+        owner.release()
+
+
+def test_a_sessions_upload_is_listed_in_its_own_catalogue_only(owners) -> None:
+    alice, bob = owners(), owners()
+    uid = register_upload(weights(1), owner=alice)
+    assert alice.ids == (uid,) and bob.ids == ()
+    assert uid in listed(alice)
+    assert uid not in listed(bob) and uid not in listed(None)
+    assert [e.label for e in catalogue.catalogue(alice.ids) if e.id == uid] == ["model-1.safetensors (uploaded)"]
+
+
+def test_another_sessions_uploads_never_evict_mine(owners, monkeypatch) -> None:
+    monkeypatch.setenv("EXPLORER_MAX_UPLOADS", "2")
+    alice, bob = owners(), owners()
+    mine = register_upload(weights(10), owner=alice)
+    theirs = [register_upload(weights(11 + i), owner=bob) for i in range(5)]
+    assert alice.ids == (mine,) and mine in uploads.upload_ids()
+    assert bob.ids == tuple(theirs[-2:])  # bob's own oldest were given up for his newest
+    assert not set(theirs[:3]) & set(uploads.upload_ids())  # and left memory: nobody else held them
+
+
+def test_a_sessions_byte_budget_gives_up_its_own_oldest_and_refuses_one_too_large(owners, monkeypatch) -> None:
+    monkeypatch.setenv("EXPLORER_SESSION_UPLOAD_MB", "0.5")  # two uploads of 320,000 bytes do not fit
+    alice, bob = owners(), owners()
+    first = register_upload(weights(20, rows=20_000), owner=alice)
+    kept = register_upload(weights(21, rows=20_000), owner=bob)
+    second = register_upload(weights(22, rows=20_000), owner=alice)
+    assert alice.ids == (second,) and alice.nbytes == 320_000 and first not in uploads.upload_ids()
+    assert bob.ids == (kept,)
+    with pytest.raises(UploadBudgetError) as exc:
+        register_upload(weights(23, rows=40_000), owner=alice)  # 640,000 bytes alone
+    assert str(exc.value) == ("'model-23.safetensors' takes 0.6 MB in memory, over the 0.5 MB one session may hold "
+                              "(set EXPLORER_SESSION_UPLOAD_MB to change it).")
+    assert alice.ids == (second,) and bob.ids == (kept,)  # nothing changed
+
+
+def test_the_servers_byte_budget_refuses_a_new_upload_and_evicts_nobody(owners, monkeypatch) -> None:
+    for uid in uploads.upload_ids():  # other tests' unowned uploads
+        uploads.forget_upload(uid)
+    monkeypatch.setenv("EXPLORER_UPLOADS_MB", "0.5")
+    alice, bob = owners(), owners()
+    mine = register_upload(weights(30, rows=20_000), owner=alice)  # 320,000 bytes
+    with pytest.raises(UploadBudgetError, match=r"^The server holds 0\.3 MB of uploaded models for all sessions; "
+                                                r"'model-31\.safetensors' \(0\.3 MB\) would pass the 0\.5 MB limit "
+                                                r"\(set EXPLORER_UPLOADS_MB to change it\)\."):
+        register_upload(weights(31, rows=20_000), owner=bob)
+    assert uploads.upload_ids() == [mine] and alice.ids == (mine,) and bob.ids == ()
+    assert uploads.held_bytes() == 320_000
+    own = register_upload(weights(32, rows=20_000), owner=alice)  # alice may replace her own upload
+    assert alice.ids == (own,) and uploads.upload_ids() == [own]
+
+
+def test_the_same_files_from_two_sessions_are_held_once_until_both_end(owners) -> None:
+    alice, bob = owners(), owners()
+    uid = register_upload(weights(40), owner=alice)
+    assert register_upload(weights(40), owner=bob) == uid
+    assert alice.release() == [] and uid in listed(bob)
+    assert bob.release() == [uid] and uid not in uploads.upload_ids()
+
+
+def test_an_ended_session_keeps_nothing_new(owners) -> None:
+    alice = owners()
+    alice.release()
+    with pytest.raises(RuntimeError, match="already released"):
+        register_upload(weights(50), owner=alice)
+    assert not any(uid for uid in uploads.upload_ids() if uploads.bundle(uid).label == "model-50.safetensors")
+
+
+def test_a_trained_model_is_an_upload_of_the_session_that_trained_it(owners) -> None:
+    from explorer.train import TrainResult
+    from explorer.training_jobs import register_trained
+
+    meta = read_json_file(BUILTIN_DIR / "rnn-lm.json")
+    from safetensors.torch import load_file
+
+    model = from_checkpoint(meta, load_file(str(BUILTIN_DIR / "rnn-lm.safetensors")), "rnn-lm")
+    alice, bob = owners(), owners()
+    uid = register_trained(TrainResult(model, dict(meta, name="my-rnn-lm")), owner=alice)
+    assert alice.ids == (uid,) and uid in listed(alice) and uid not in listed(bob)
+    assert alice.release() == [uid] and uid not in uploads.upload_ids()
+
+
+# ---------------------------------------------------------------------- pickers and shared links (AppTest)
+def _picker_script() -> None:
+    import streamlit as st
+
+    from explorer.uploads import register_upload
+    from explorer.ui.cache import get_model, upload_owner
+    from explorer.ui.widgets import model_picker
+
+    if "files" in st.session_state:
+        st.session_state["uid"] = register_upload(st.session_state.pop("files"), owner=upload_owner())
+    if "open" in st.session_state:  # a shared link's id, opened in this session
+        get_model(st.session_state["open"])
+    model_picker(None, default="builtin:lstm-lm")
+    st.write("held: " + ",".join(upload_owner().ids))
+
+
+@pytest.fixture
+def separate_sessions(monkeypatch):
+    """Each AppTest its own browser session (AppTest names every session "test session id", so that session-scoped
+    caches, such as this session's UploadOwner, would otherwise be shared)."""
+    from streamlit.runtime import caching
+    from streamlit.testing.v1.local_script_runner import LocalScriptRunner
+
+    init, sessions = LocalScriptRunner.__init__, set()
+
+    def own_session(self, *args, **kwargs) -> None:
+        init(self, *args, **kwargs)
+        self._session_id = f"test session {id(self.session_state._state)}"  # one per AppTest, kept across its runs
+        sessions.add(self._session_id)
+
+    monkeypatch.setattr(LocalScriptRunner, "__init__", own_session)
+    yield
+    for session_id in sessions:  # the sessions end: as Streamlit's disconnect does, their uploads are released
+        caching.clear_session_resource_cache(session_id)
+
+
+def _session(**state):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_picker_script, default_timeout=60)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _holders(uid: str) -> int:
+    with uploads._UPLOADS_LOCK:
+        return len(uploads._CLAIMS.get(uid, set()))
+
+
+def test_pickers_list_this_sessions_uploads_and_a_shared_link_adds_one(separate_sessions) -> None:
+    files = [("lstm-lm.safetensors", (BUILTIN_DIR / "lstm-lm.safetensors").read_bytes()),
+             ("lstm-lm.json", (BUILTIN_DIR / "lstm-lm.json").read_bytes())]
+    label = "lstm-lm.safetensors (uploaded)"
+    alice = _session(files=files)
+    uid = alice.session_state["uid"]
+    assert label in alice.selectbox(key="model").options and alice.markdown[-1].value == f"held: {uid}"
+    bob = _session()
+    assert label not in bob.selectbox(key="model").options and bob.markdown[-1].value.strip() == "held:"
+    carol = _session(open=uid)  # the id came in a link alice shared: carol's picker lists it, her session holds it
+    assert label in carol.selectbox(key="model").options and carol.markdown[-1].value == f"held: {uid}"
+    assert _holders(uid) == 2
+
+
+def test_every_session_that_held_an_upload_has_ended() -> None:
+    """(After the test above: its sessions' end released what they held; nothing is left claimed.)"""
+    with uploads._UPLOADS_LOCK:
+        assert not any(uploads._CLAIMS.values())
+
+
+# ---------------------------------------------------------------------- Streamlit's store of uploaded files
+def _put(base: str, session_id: str, cookies: dict[str, str], name: str, data: bytes) -> tuple[int, str]:
+    """PUT one file to the upload endpoint as a browser would (multipart, XSRF header from the cookie)."""
+    boundary = uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    if cookies:
+        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    if "_streamlit_xsrf" in cookies:
+        headers["X-Xsrftoken"] = cookies["_streamlit_xsrf"]
+    url = f"{base}/_stcore/upload_file/{session_id}/{uuid.uuid4()}"
+    request = urllib.request.Request(url, data=body, method="PUT", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def _xsrf_cookie(base: str) -> dict[str, str]:
+    """Streamlit's XSRF cookie, which its health endpoint sets (the browser sends it back in X-Xsrftoken)."""
+    from http.cookies import SimpleCookie
+
+    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=30) as response:
+        cookies = [SimpleCookie(v) for v in response.headers.get_all("Set-Cookie") or []]
+    return {name: morsel.value for c in cookies for name, morsel in c.items()}
+
+
+def _store_bytes(base: str) -> int:
+    """Bytes in Streamlit's store of uploaded files, from its own metrics (0 when it holds none)."""
+    with urllib.request.urlopen(f"{base}/_stcore/metrics", timeout=30) as response:
+        text = response.read().decode()
+    found = re.search(r'cache_memory_bytes\{cache_type="UploadedFileManager",cache=""\} (\d+)', text)
+    return int(found.group(1)) if found else 0
+
+
+def _wait_for_bytes(base: str, expected: int, timeout: float = 10) -> int:
+    deadline = time.monotonic() + timeout
+    while (held := _store_bytes(base)) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return held
+
+
+def test_streamlit_upload_store_budgets_and_closed_tabs_on_a_real_server() -> None:
+    from tests.browser import streamlit_process
+    from tests.st_protocol import Session
+
+    mb = 2**20
+    env = {"EXPLORER_SESSION_UPLOAD_MB": "3", "EXPLORER_UPLOADS_MB": "5"}
+
+    async def scenario(base: str) -> None:
+        alice, bob, carol = (Session(base, "overview") for _ in range(3))
+        for s in (alice, bob, carol):
+            s.cookies.update(_xsrf_cookie(base))  # as the browser's health check gets it
+            await s.connect()
+            await s.rerun()  # the app's first run puts the budgets on the store
+        two = bytes(2 * mb)
+        assert _put(base, alice.session_id, alice.cookies, "a.bin", two)[0] == 204
+        status, detail = _put(base, alice.session_id, alice.cookies, "b.bin", two)
+        assert status == 413, (status, detail)
+        assert detail == ("'b.bin' (2.0 MB) was not kept: this session's uploaded files would take 4.0 MB, over the "
+                          "3.0 MB one session may hold (set EXPLORER_SESSION_UPLOAD_MB to change it). Remove a file "
+                          "from an upload box first.")
+        # nothing of the refused file was kept: 2 MB + 0.9 MB still fit in alice's 3 MB
+        assert _put(base, alice.session_id, alice.cookies, "c.bin", bytes(9 * mb // 10))[0] == 204
+        assert "EXPLORER_SESSION_UPLOAD_MB" in (await alice.rerun()).text().replace("\\", "")  # the page says why
+        assert _put(base, bob.session_id, bob.cookies, "d.bin", two)[0] == 204  # 4.9 MB held in all
+        status, detail = _put(base, carol.session_id, carol.cookies, "e.bin", two)
+        assert status == 413 and "over the server's 5.0 MB (set EXPLORER_UPLOADS_MB to change it)" in detail, detail
+        await alice.close()  # the tab closes: its files go (bob's stay), so carol's file fits now
+        deadline = time.monotonic() + 10
+        while (status := _put(base, carol.session_id, carol.cookies, "e.bin", two)[0]) != 204 and \
+                time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert status == 204
+        dave = Session(base, "overview", cookies=_xsrf_cookie(base))
+        await dave.connect()
+        await dave.rerun()
+        status, detail = _put(base, dave.session_id, dave.cookies, "f.bin", two)  # bob's and carol's 4 MB stay
+        assert status == 413 and "the uploaded files of all sessions would take 6.0 MB" in detail, detail
+        await dave.close()
+        await bob.close()
+        await carol.close()
+        assert _wait_for_bytes(base, 0, timeout=20) == 0  # Streamlit's own metric (refreshed every 5 s)
+
+    with streamlit_process(env) as (base, _proc):
+        asyncio.run(scenario(base))
