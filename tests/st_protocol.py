@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
@@ -57,6 +58,7 @@ class Session:
     session_id: str = ""  # set by the server's new_session
     upstream: str = ""  # X-Upstream header of the websocket handshake, when a proxy sets it
     widget_ids: dict[str, str] = field(default_factory=dict)  # user key -> widget id (from the deltas)
+    widget_labels: dict[str, str] = field(default_factory=dict)  # label -> widget id (widgets without a key)
     fragments: dict[str, str] = field(default_factory=dict)  # widget id -> id of the fragment it lives in
     states: dict[str, WidgetState] = field(default_factory=dict)
     _ws: Any = None
@@ -87,8 +89,10 @@ class Session:
         self._keep_cookies(response.headers.get_all("Set-Cookie") if response is not None else [])
 
     def _load_page(self) -> None:
-        with urllib.request.urlopen(f"{self.base}/{self.page}", timeout=60) as response:
-            self._keep_cookies(response.headers.get_all("Set-Cookie") or [])
+        # the page, then the health check the browser polls: Streamlit sets its XSRF cookie (needed to upload) there
+        for url in (f"{self.base}/{self.page}", f"{self.base}/_stcore/health"):
+            with urllib.request.urlopen(url, timeout=60) as response:
+                self._keep_cookies(response.headers.get_all("Set-Cookie") or [])
 
     def _keep_cookies(self, headers: list[str]) -> None:
         for value in headers:
@@ -122,6 +126,85 @@ class Session:
             wid = self.widget_ids[f"_st_keyup_{key}"]
             self.states[wid] = WidgetState(id=wid, json_value=json.dumps({"value": value}))
         return await self.rerun(self.fragments.get(wid, ""), timeout)
+
+    async def drain(self, quiet: float = 0.5) -> int:
+        """Read and drop what the server sent unasked (a fragment that reruns itself every second) until it has
+        been quiet for `quiet` seconds; returns how many messages were dropped."""
+        dropped = 0
+        while True:
+            try:
+                await asyncio.wait_for(self._ws.recv(), quiet)
+            except asyncio.TimeoutError:
+                return dropped
+            dropped += 1
+
+    async def click(self, button: str, timeout: float = 120) -> Run:
+        """Press the button with user key or label `button` and rerun (its trigger is sent once, as a browser does)."""
+        wid = self.widget_ids.get(button) or self.widget_labels[button]
+        self.states[wid] = WidgetState(id=wid, trigger_value=True)
+        try:
+            return await self.rerun(self.fragments.get(wid, ""), timeout)
+        finally:
+            self.states.pop(wid, None)
+
+    def set_state(self, button: str, **value: Any) -> None:
+        """Set the state of the widget with user key or label `button` for the next rerun, e.g.
+        set_state("train_corpus", string_value="My text")."""
+        wid = self.widget_ids.get(button) or self.widget_labels[button]
+        self.states[wid] = WidgetState(id=wid, **value)
+
+    async def upload_urls(self, names: list[str], timeout: float = 30) -> list[tuple[str, str]]:
+        """Ask the server for upload URLs, as the browser's file uploader does: [(file id, upload url)]."""
+        msg = BackMsg()
+        msg.file_urls_request.request_id = f"r{time.monotonic_ns()}"
+        msg.file_urls_request.file_names.extend(names)
+        msg.file_urls_request.session_id = self.session_id
+        await self._ws.send(msg.SerializeToString())
+
+        async def answer() -> list[tuple[str, str]]:
+            while True:
+                fm = ForwardMsg()
+                fm.ParseFromString(await self._ws.recv())
+                if fm.WhichOneof("type") == "file_urls_response":
+                    return [(f.file_id, f.upload_url) for f in fm.file_urls_response.file_urls]
+
+        return await asyncio.wait_for(answer(), timeout)
+
+    def put_file(self, url: str, name: str, data: bytes, timeout: float = 120) -> int:
+        """PUT one file to an upload URL (multipart, the XSRF token from the cookie as the browser sends it);
+        returns the HTTP status (an error status is returned, not raised)."""
+        boundary = f"----explorer{time.monotonic_ns()}"
+        head = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n").encode()
+        body = head + data + f"\r\n--{boundary}--\r\n".encode()
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        if "_streamlit_xsrf" in self.cookies:
+            headers["X-Xsrftoken"] = self.cookies["_streamlit_xsrf"]
+        target = url if url.startswith("http") else self.base + url
+        request = urllib.request.Request(target, data=body, method="PUT", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    async def upload(self, key: str, files: list[tuple[str, bytes]], timeout: float = 120) -> tuple[list[int], Run]:
+        """Upload `files` ((name, bytes)) into the file uploader with user key `key` and rerun, as the browser
+        does: upload URLs, one PUT per file, then the widget state naming the files. Returns (PUT statuses, run)."""
+        urls = await self.upload_urls([n for n, _ in files])
+        statuses = [await asyncio.to_thread(self.put_file, url, name, data) for (fid, url), (name, data) in
+                    zip(urls, files)]
+        wid = self.widget_ids[key]
+        state = WidgetState(id=wid)
+        for (fid, url), (name, data), status in zip(urls, files, statuses):
+            if 200 <= status < 300:
+                info = state.file_uploader_state_value.uploaded_file_info.add()
+                info.file_id, info.name, info.size = fid, name, len(data)
+                info.file_urls.file_id, info.file_urls.upload_url, info.file_urls.delete_url = fid, url, url
+        self.states[wid] = state
+        return statuses, await self.rerun(self.fragments.get(wid, ""), timeout)
 
     async def _collect(self, start: float) -> Run:
         strings: list[str] = []
@@ -157,13 +240,23 @@ class Session:
                 strings.extend(_strings(json.loads(body.spec)))
             except ValueError:
                 pass
-        elif kind in ("markdown", "text", "code"):
+        elif kind in ("markdown", "text"):
             strings.append(body.body)
+        elif kind == "code":
+            strings.append(body.code_text)
         elif kind == "alert":
             strings.append(body.body)
         elif kind == "html":
             strings.append(body.body)
+        elif kind == "progress":
+            strings.append(body.text)
+        elif kind in ("selectbox", "multiselect", "radio"):  # a picker's options are on screen too
+            strings.extend(body.options)
         wid = getattr(body, "id", "")
+        if isinstance(wid, str) and wid.startswith("$$ID") and isinstance(getattr(body, "label", None), str):
+            self.widget_labels[body.label] = wid
+            if fragment_id:
+                self.fragments[wid] = fragment_id
         if isinstance(wid, str) and wid.startswith("$$ID") and "-" in wid:
             key = wid.rsplit("-", 1)[-1]
             if key and key != "None":

@@ -1,0 +1,507 @@
+"""A hostile student against one running server: every attack of the class-safety issue replayed over HTTP and
+Streamlit's websocket protocol (tests/st_protocol.py), as a browser or a script would send it.
+
+For each attack the test asserts: the attacker gets a clear message (naming the limit and its setting), another
+student's session keeps rerunning its view in under a second during the attack (`Bystander`), the health endpoint
+keeps answering, the server's memory stays under the replica's limit (2 GiB: deploy/k8s/explorer.yaml,
+deploy/compose.yaml) and nothing of one session is visible in another. The figures of each attack are printed
+(`-s`) and written to artifacts/hostile-student.json.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import io
+import json
+import re
+import threading
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+import torch
+
+from browser import streamlit_process
+from conftest import ROOT
+from hostile import lstm_state_dict
+from load_scenario import RssSampler, cpu_seconds, tree_rss_bytes
+from st_protocol import Run, Session, query
+
+pytestmark = pytest.mark.slow
+
+REPLICA_LIMIT = 2 * 2**30  # the container's memory limit
+STALL = 1.0  # seconds: the longest another session's rerun (or the health check) may take during an attack
+FIGURES: dict[str, dict] = {}
+NOUNS = ("dog", "cat", "bird", "fish", "horse", "cow", "frog", "duck")
+
+
+@dataclass
+class Attack:
+    """What one attack did to the server: its own seconds, the bystander's rerun seconds, health-check seconds,
+    the server's RSS before, at its sampled peak and after (bytes), and what the attack returned."""
+
+    name: str
+    seconds: float = 0.0
+    bystander: list[float] = field(default_factory=list)
+    health: list[float] = field(default_factory=list)
+    rss_before: int = 0
+    rss_peak: int = 0
+    rss_after: int = 0
+    result: Any = None
+
+    @property
+    def stall(self) -> float:
+        return max([0.0, *self.bystander, *self.health])
+
+    def figures(self) -> dict:
+        return {"seconds": round(self.seconds, 2), "bystander_max_s": round(max([0.0, *self.bystander]), 3),
+                "bystander_reruns": len(self.bystander), "health_max_s": round(max([0.0, *self.health]), 3),
+                "rss_before_mb": self.rss_before // 2**20, "rss_peak_mb": self.rss_peak // 2**20,
+                "rss_after_mb": self.rss_after // 2**20}
+
+    def check(self) -> None:
+        """The class carries on: the bystander reran at least once, never stalled; memory under the limit."""
+        FIGURES[self.name] = self.figures()
+        print(f"\n{self.name}: {self.figures()}")
+        assert self.bystander, f"{self.name}: the bystander never finished a rerun"
+        assert self.stall < STALL, f"{self.name}: another session stalled {self.stall:.2f} s ({self.figures()})"
+        assert self.rss_peak < REPLICA_LIMIT, f"{self.name}: server RSS peaked at {self.rss_peak / 2**30:.2f} GiB"
+
+
+class HealthPoller:
+    """Polls /_stcore/health every 0.2 s in a thread; `seconds` holds each answer's latency."""
+
+    def __init__(self, base: str) -> None:
+        self.base, self.seconds, self._stop = base, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            start = time.perf_counter()
+            try:
+                with urllib.request.urlopen(self.base + "/_stcore/health", timeout=120) as r:
+                    r.read()
+            except OSError:
+                pass
+            self.seconds.append(time.perf_counter() - start)
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> HealthPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def under_attack(server: tuple[str, Any], name: str, attack: Callable[..., Awaitable[Any]]) -> Attack:
+    """Run `attack()` while another student's session reruns the recurrent-cell view on the built-in LSTM LM with a
+    new sentence every 0.1 s, the health endpoint is polled and the server's RSS sampled. An attack that takes an
+    argument gets an asyncio.Event: while it is set, the other session pauses (to measure the server alone)."""
+    base, proc = server
+    out = Attack(name, rss_before=tree_rss_bytes(proc.pid))
+
+    async def main() -> None:
+        bystander = Session(base, "lstm-gates", query(model="builtin:lstm-lm", text="the dog runs"))
+        await bystander.connect()
+        await bystander.rerun()
+        stop, pause = asyncio.Event(), asyncio.Event()
+
+        async def keep_working() -> None:
+            i = 0
+            while not stop.is_set():
+                if pause.is_set():
+                    await asyncio.sleep(0.05)
+                    continue
+                run = await bystander.set_text("text", f"the {NOUNS[i % 8]} near the {NOUNS[(i // 8) % 8]} runs")
+                assert run.status == "ok", run.status
+                out.bystander.append(run.seconds)
+                i += 1
+                await asyncio.sleep(0.1)
+
+        task = asyncio.create_task(keep_working())
+        start = time.perf_counter()
+        try:
+            out.result = await (attack(pause) if inspect.signature(attack).parameters else attack())
+        finally:
+            out.seconds = time.perf_counter() - start
+            await asyncio.sleep(0.5)  # the bystander's rerun right after the attack counts too
+            stop.set()
+            await task
+            await bystander.close()
+
+    with RssSampler(proc.pid, 0.05) as rss, HealthPoller(base) as health:
+        asyncio.run(main())
+    out.health, out.rss_peak, out.rss_after = health.seconds, rss.max_sampled, tree_rss_bytes(proc.pid)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_process(timeout=180) as (base, proc):  # the live input, as a class uses it
+        # open the bystander's view and the Models page once (the first Hugging Face model imports transformers,
+        # once per process), so that no attack is charged for the server's own first-use costs
+        async def warm() -> None:
+            for page, q in (("lstm-gates", query(model="builtin:lstm-lm", text="the dog runs")), ("catalogue", "")):
+                async with Session(base, page, q) as s:
+                    await s.rerun()
+
+        asyncio.run(warm())
+        yield base, proc
+    out = ROOT / "artifacts" / "hostile-student.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(FIGURES, indent=1))
+
+
+SETTING = re.compile(r"EXPLORER(?:\\?_[A-Z]+)+")  # a setting's name, as written in Markdown (underscores escaped)
+
+
+def messages(run: Run) -> str:
+    return "\n".join(run.strings)
+
+
+def no_exception(run: Run) -> None:
+    assert run.status == "ok", run.status
+
+
+# ---------------------------------------------------------------------------------------------- files
+BILLION_LAUGHS = "\n".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi")]
+    + ["title: Laughs", "steps:", "  - page: *i", "    params: {text: *i}"]) + "\n"
+
+
+def test_a_lesson_of_nested_yaml_aliases_is_refused_at_once(server) -> None:
+    assert len(BILLION_LAUGHS) < 700  # a few hundred bytes that would expand to 9**9 strings
+
+    async def attack() -> Run:
+        async with Session(server[0], "lesson-plans") as s:
+            await s.rerun()
+            _, run = await s.upload("_lesson_upload", [("laughs.yaml", BILLION_LAUGHS.encode())])
+            no_exception(run)
+            return run
+
+    out = under_attack(server, "YAML aliases in a lesson", attack)
+    out.check()
+    text = messages(out.result)
+    assert re.search(r"alias|anchor", text, re.I), text[-2000:]
+    assert out.rss_peak - out.rss_before < 200 * 2**20
+    assert out.seconds < 10
+
+
+def tokenizer_json(pattern: str) -> bytes:
+    """A word-level tokenizer.json for the 10-row LSTM below whose Split pre-tokenizer uses `pattern`."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(["<pad>", "<unk>", "<bos>", "<eos>", "a", "the", "dog", "runs", "cat", "b"])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    return tok.to_str().encode()
+
+
+def safetensors_bytes(state: dict[str, torch.Tensor]) -> bytes:
+    from safetensors.torch import save
+
+    return save(state)
+
+
+async def add_to_catalogue(s: Session, files: list[tuple[str, bytes]]) -> tuple[list[int], Run]:
+    """Upload `files` on the Models page and press "Add to the catalogue" (when the button is drawn)."""
+    statuses, run = await s.upload("upload_files", files)
+    if "Add to the catalogue" in s.widget_labels or "upload_add" in s.widget_ids:
+        run = await s.click("upload_add" if "upload_add" in s.widget_ids else "Add to the catalogue")
+    return statuses, run
+
+
+UPLOAD_ID = re.compile(r"upload:[0-9a-f]{8,}")
+
+
+@pytest.mark.parametrize("pattern, what", [(r"a*a*a*\d", "backtracks"), (r"(a|a)+$", "panics")])
+def test_a_tokenizer_regex_from_an_upload_never_stalls_the_server(server, pattern: str, what: str) -> None:
+    files = [("lm.safetensors", safetensors_bytes(lstm_state_dict(10))), ("tokenizer.json", tokenizer_json(pattern))]
+
+    async def attack() -> list[Run]:
+        async with Session(server[0], "catalogue") as s:
+            await s.rerun()
+            _, run = await add_to_catalogue(s, files)
+            no_exception(run)
+            runs = [run]
+            uid = next(iter(UPLOAD_ID.findall(messages(run))), None)
+            if uid is not None:  # accepted: the regex may only run where a timeout stops it
+                s.page, s.query, s.states = "lstm-gates", query(model=uid, text="a" * 2000), {}
+                runs.append(await s.rerun())
+                no_exception(runs[-1])
+                runs.append(await s.set_text("text", "the dog runs"))  # the session still works afterwards
+                no_exception(runs[-1])
+            return runs
+
+    out = under_attack(server, f"tokenizer regex that {what}", attack)
+    out.check()
+    text = "\n".join(messages(r) for r in out.result)
+    assert re.search(r"regular expression|regex|pattern", text, re.I), text[-2000:]
+    assert out.seconds < 30
+
+
+STRIDE_ZERO = torch.zeros(1).expand(2**30)  # 1 float32 element that stands for 4 GiB
+
+
+def test_a_stride_zero_tensor_is_refused_before_anything_is_allocated(server) -> None:
+    buf = io.BytesIO()
+    torch.save({"emb.weight": STRIDE_ZERO.view(2**15, 2**15)}, buf)
+    data = buf.getvalue()
+    assert len(data) < 4096
+
+    async def attack() -> Run:
+        async with Session(server[0], "catalogue") as s:
+            await s.rerun()
+            _, run = await add_to_catalogue(s, [("tiny.pt", data)])
+            no_exception(run)
+            return run
+
+    out = under_attack(server, "stride-0 tensor in a .pt", attack)
+    out.check()
+    assert SETTING.search(messages(out.result)), messages(out.result)[-2000:]
+    assert out.rss_peak - out.rss_before < 300 * 2**20
+
+
+def test_a_ten_million_word_vocabulary_is_refused_by_its_size(server) -> None:
+    vocab = json.dumps([f"w{i}" for i in range(10_000_000)]).encode()
+    files = [("lm.safetensors", safetensors_bytes(lstm_state_dict(10))), ("vocab.json", vocab)]
+
+    async def attack() -> Run:
+        async with Session(server[0], "catalogue") as s:
+            await s.rerun()
+            _, run = await add_to_catalogue(s, files)
+            no_exception(run)
+            return run
+
+    out = under_attack(server, "10-million-word vocab.json", attack)
+    out.check()
+    assert SETTING.search(messages(out.result)), messages(out.result)[-2000:]
+    assert out.rss_peak - out.rss_before < 600 * 2**20
+
+
+def test_a_vocabulary_with_ids_from_one_is_checked_in_linear_time(server) -> None:
+    n = 400_000
+    vocab = json.dumps({f"w{i}": i + 1 for i in range(n)}).encode()
+    files = [("lm.safetensors", safetensors_bytes(lstm_state_dict(n + 1, emb=2, hidden=2))), ("vocab.json", vocab)]
+
+    async def attack() -> Run:
+        async with Session(server[0], "catalogue") as s:
+            await s.rerun()
+            _, run = await add_to_catalogue(s, files)
+            no_exception(run)
+            return run
+
+    out = under_attack(server, "400k-entry {token: id} vocabulary, ids from 1", attack)
+    out.check()
+    assert out.seconds < 20
+
+
+# --------------------------------------------------------------------------------------------- memory
+def test_files_posted_straight_to_the_upload_endpoint_stay_within_the_budget(server) -> None:
+    blob = bytes(400 * 2**20)
+
+    async def attack() -> list[int]:
+        s = Session(server[0], "catalogue")
+        await s.connect()
+        await s.rerun()
+        urls = await s.upload_urls([f"big{i}.safetensors" for i in range(5)])
+        statuses = [await asyncio.to_thread(s.put_file, url, f"big{i}.safetensors", blob)
+                    for i, (_, url) in enumerate(urls)]
+        await s.close()  # the tab closes: whatever it left in the upload store goes
+        return statuses
+
+    out = under_attack(server, "five 400 MB files posted to the upload endpoint", attack)
+    out.check()
+    assert any(st >= 400 for st in out.result), out.result  # refused beyond the session's budget
+    time.sleep(3)
+    kept = tree_rss_bytes(server[1].pid) - out.rss_before
+    FIGURES[out.name]["rss_kept_after_close_mb"] = kept // 2**20
+    assert kept < 300 * 2**20, f"{kept / 2**20:.0f} MB kept after the tab closed"
+
+
+def test_a_ten_megabyte_sentence_over_the_websocket_is_refused_on_the_server(server) -> None:
+    async def attack() -> Run:
+        async with Session(server[0], "lstm-gates", query(model="builtin:lstm-lm", text="the dog runs")) as s:
+            await s.rerun()
+            run = await s.set_text("text", "the dog runs " * 800_000)
+            no_exception(run)
+            return run
+
+    out = under_attack(server, "10 MB sentence over the websocket", attack)
+    out.check()
+    assert re.search(r"20,000 characters", messages(out.result)), messages(out.result)[-2000:]
+    assert out.seconds < 5
+    assert out.rss_peak - out.rss_before < 300 * 2**20
+
+
+# ----------------------------------------------------------------------------------------- cross-talk
+def test_one_sessions_uploads_are_neither_listed_nor_evicted_by_another(server) -> None:
+    mine = [("alices-secret-model.safetensors", safetensors_bytes(lstm_state_dict(10, emb=4))),
+            ("vocab.json", json.dumps(["<pad>", "<unk>", "<bos>", "<eos>", "a", "the", "dog", "runs", "cat", "b"]).encode())]
+
+    async def attack() -> dict:
+        alice = Session(server[0], "catalogue")
+        await alice.connect()
+        await alice.rerun()
+        _, run = await add_to_catalogue(alice, mine)
+        uid = UPLOAD_ID.findall(messages(run))[0]
+        async with Session(server[0], "catalogue") as mallory:
+            await mallory.rerun()
+            for i in range(10):  # more uploads than a server used to keep in all
+                _, seen = await add_to_catalogue(mallory, [(f"m{i}.safetensors",
+                                                            safetensors_bytes(lstm_state_dict(10, emb=4 + i))),
+                                                           mine[1]])
+            listed = messages(seen)
+        alice.page, alice.query, alice.states = "lstm-gates", query(model=uid, text="the dog runs"), {}
+        still = await alice.rerun()
+        await alice.close()
+        return {"uid": uid, "mallory_sees": listed, "alice_run": still}
+
+    out = under_attack(server, "uploads of one session against another's", attack)
+    out.check()
+    assert "alices-secret-model" not in out.result["mallory_sees"]
+    assert out.result["uid"] not in out.result["mallory_sees"]
+    no_exception(out.result["alice_run"])
+    assert "no longer on the server" not in messages(out.result["alice_run"])
+    assert "dog" in messages(out.result["alice_run"])
+
+
+# ------------------------------------------------------------------------------------------ links
+INJECTIONS = {"model": "hf:[Login](https://evil.example/a)", "lesson": "[Login](https://evil.example/l)",
+              "lesson_step": "![x](https://evil.example/s.png)", "nn": "![x](https://evil.example/t.png)"}
+UNESCAPED = re.compile(r"(?<!\\)\]\((?:https?:)?//evil|<img|<a\s", re.I)
+
+
+@pytest.mark.parametrize("page, param", [("self-attention", "model"), ("lstm-gates", "lesson"),
+                                         ("lstm-gates", "lesson_step"), ("word-embeddings", "nn")])
+def test_a_shared_link_cannot_put_a_link_or_an_image_on_the_page(server, page: str, param: str) -> None:
+    async def attack() -> Run:
+        async with Session(server[0], page, query(**{param: INJECTIONS[param]})) as s:
+            run = await s.rerun()
+            no_exception(run)
+            return run
+
+    out = under_attack(server, f"markdown in ?{param}= on {page}", attack)
+    out.check()
+    found = [m.group(0) for text in out.result.strings for m in UNESCAPED.finditer(text)]
+    assert not found, found
+
+
+def test_seven_strategies_in_a_link_do_not_crash_the_decoding_page(server) -> None:
+    seven = "greedy,temperature,top-k,top-p,typical,min-p,beam"
+
+    async def attack() -> Run:
+        async with Session(server[0], "decoding-strategies",
+                           query(model="builtin:tiny-gpt", strategies=seven, text="the dog")) as s:
+            return await s.rerun()
+
+    out = under_attack(server, "seven strategies in ?strategies=", attack)
+    out.check()
+    no_exception(out.result)
+
+
+# ------------------------------------------------------------------------------------------- training
+def distinct_words(n: int) -> str:
+    """n distinct lowercase words ('a', 'b', …, 'ba', …), each twice, as a text to train on."""
+    def word(i: int) -> str:
+        out = ""
+        while True:
+            out, i = chr(97 + i % 26) + out, i // 26
+            if not i:
+                return out
+    words = [word(i) for i in range(n)]
+    return " ".join(words + words[::-1])
+
+
+async def start_training(s: Session, text: str | None, minutes: float = 0.25) -> Run:
+    """On the Models page: pick the corpus (my text, or the generated English), the time limit, press Start."""
+    if text is not None:
+        s.set_state("train_corpus", string_value="My text")
+        await s.rerun()
+        s.set_state("train_text", string_value=text)
+    s.set_state("train_minutes", double_value=minutes)
+    await s.rerun()
+    return await s.click("train_start")
+
+
+def test_training_on_a_huge_vocabulary_stays_in_its_budget_and_frees_the_slot_when_the_tab_closes(server) -> None:
+    text = distinct_words(215_000)
+
+    async def attack() -> dict:
+        mallory = Session(server[0], "catalogue")
+        await mallory.connect()
+        await mallory.rerun()
+        started = await start_training(mallory, text)
+        await asyncio.sleep(2)
+        await mallory.close()  # the tab closes while the job trains
+        closed = time.perf_counter()
+        async with Session(server[0], "catalogue") as alice:
+            await alice.rerun()
+            for _ in range(20):  # the slot is free again within a couple of seconds
+                run = await start_training(alice, None, minutes=0.1)
+                if "Another model is training" not in messages(run):
+                    break
+                await asyncio.sleep(0.25)
+            freed = time.perf_counter() - closed
+            stop = alice.widget_ids.get("train_stop") or alice.widget_labels.get("Stop training")
+            if stop:
+                await alice.click("train_stop")
+        return {"started": started, "alice": run, "freed_s": freed}
+
+    out = under_attack(server, "training on 215,000 distinct words, then closing the tab", attack)
+    out.check()
+    no_exception(out.result["started"])
+    assert "EXPLORER_MAX_TRAIN_VOCAB" in messages(out.result["started"]).replace("\\_", "_"), \
+        messages(out.result["started"])[-2000:]
+    assert "Another model is training" not in messages(out.result["alice"])
+    FIGURES[out.name]["slot_free_after_close_s"] = round(out.result["freed_s"], 2)
+    assert out.result["freed_s"] < 5
+    assert out.rss_peak - out.rss_before < 800 * 2**20
+
+
+def test_a_finished_training_job_costs_no_cpu_while_its_tab_stays_open_and_an_hour_is_refused(server) -> None:
+    async def attack(pause: asyncio.Event) -> dict:
+        async with Session(server[0], "catalogue") as s:
+            await s.rerun()
+            hour = await start_training(s, None, minutes=60)  # the form's old maximum, sent as a raw widget value
+            await s.drain()
+            await s.click("train_stop")  # (the job it started is stopped: one job per session at a time)
+            for _ in range(60):
+                await asyncio.sleep(0.5)
+                await s.drain(0.2)
+                await s.rerun()
+                if "train_stop" not in s.widget_ids:
+                    break
+                s.widget_ids.pop("train_stop", None)
+            started = await start_training(s, None, minutes=0.1)
+            assert "Another model is training" not in messages(started), messages(started)[-1000:]
+            for _ in range(120):  # until the job is done and its download button drawn
+                await asyncio.sleep(1)
+                await s.drain(0.2)
+                done = await s.rerun()
+                if "train_download" in s.widget_ids:
+                    break
+            await s.drain()
+            pause.set()  # the other session stops typing: the server alone
+            await asyncio.sleep(0.5)
+            before = cpu_seconds(server[1].pid)
+            await asyncio.sleep(5)  # the finished job's panel stays open in this tab
+            idle = cpu_seconds(server[1].pid) - before
+            pause.clear()
+            return {"hour": hour, "done": done, "idle_cpu_s": idle}
+
+    out = under_attack(server, "a finished training job's tab left open; an hour asked for", attack)
+    out.check()
+    # an out-of-range value is not taken (Streamlit resets the field): the job that starts trains at most the
+    # server's limit (EXPLORER_MAX_TRAIN_SECONDS, 180 s by default), never an hour
+    limits = [float(x) for x in re.findall(r"at most ([\d.]+) s\)", messages(out.result["hour"]))]
+    assert limits and max(limits) <= 180, messages(out.result["hour"])[-2000:]
+    no_exception(out.result["done"])
+    FIGURES[out.name]["server_cpu_s_over_5_s_idle"] = round(out.result["idle_cpu_s"], 2)
+    assert out.result["idle_cpu_s"] < 0.5, out.result["idle_cpu_s"]  # a zip rebuilt every second cost 5.2 s each
