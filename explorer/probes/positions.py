@@ -214,16 +214,6 @@ class RopeTrace:
     norms: np.ndarray
 
     @property
-    def wavelength(self) -> np.ndarray | None:
-        """(r/2,) 2π/θ_i in positions (rotary)."""
-        return 2 * np.pi / self.inv_freq if self.inv_freq is not None else None
-
-    @property
-    def key_positions(self) -> np.ndarray | None:
-        """(n,) the key positions j of an ALiBi bias."""
-        return np.arange(self.bias.shape[1]) if self.bias is not None else None
-
-    @property
     def spread(self) -> float:
         """max |score(m, offset) - score(0, offset)| over the query positions m: 0 up to rounding."""
         return float(np.abs(self.scores - self.scores[0]).max())
