@@ -40,7 +40,7 @@ USER explorer
 # Bake the warm-up into the image: every built-in and packaged model loads once (SmolLM2 is converted from its
 # GGUF into the user cache under XDG_CACHE_HOME), and numba compiles UMAP into its on-disk cache
 # (NUMBA_CACHE_DIR under XDG_CACHE_HOME), so no replica converts or compiles in front of a class.
-RUN python -m explorer.warmup
+RUN python -m explorer.startup.warmup
 
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

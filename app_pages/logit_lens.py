@@ -1,14 +1,14 @@
 """The logit lens: every layer's hidden state read through the model's own final norm and output layer."""
 import streamlit as st
 
-from explorer.probes.lens import LensError, logit_lens
-from explorer.text_safety import md, md_message, plotly_text
+from explorer.probes.logit_lens import LensError, logit_lens
+from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
-from explorer.viz import lens as V
+from explorer.viz import logit_lens as V
 
 c = Controls("logit-lens")
 page_header("Logit lens", "What each layer would predict if the model stopped there: its hidden state read through "

@@ -1,14 +1,14 @@
 """Inside the recurrent cell: LSTM / GRU / Elman gates, cell and hidden states for your sentence, unit by unit."""
 import streamlit as st
 
-from explorer.probes import rnn_gates as P
-from explorer.text_safety import md, md_message
+from explorer.probes import lstm_gates as P
+from explorer.text.escape import md, md_message
 from explorer.ui import settings
 from explorer.ui.cache import probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, badge, show, table
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
-from explorer.viz import rnn_gates as V
+from explorer.viz import lstm_gates as V
 
 COMPUTER = "The computer which I had just put into the machine room on the fifth floor crashed."
 PAIRS = {

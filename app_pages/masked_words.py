@@ -1,14 +1,14 @@
 """Masked-word prediction (BERT's pre-training task): the top-k fillers of each [MASK], two sentences side by side."""
 import streamlit as st
 
-from explorer.probes.masked import MASK, masked_fill, words_of
-from explorer.text_safety import md
+from explorer.probes.masked_words import MASK, masked_fill, words_of
+from explorer.text.escape import md
 from explorer.ui import settings
 from explorer.ui.cache import figure_once, probe
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
-from explorer.viz import masked as V
+from explorer.viz import masked_words as V
 
 c = Controls("masked-words")
 page_header("Masked-word prediction",

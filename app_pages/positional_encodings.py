@@ -5,15 +5,15 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from explorer.probes import positions as P
+from explorer.probes import positional_encodings as P
 from explorer.adapters.base import Unsupported
-from explorer.text_safety import md, md_code, md_message, plotly_text
+from explorer.text.escape import md, md_code, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import compute, figure_once, get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
-from explorer.viz import positions as V
+from explorer.viz import positional_encodings as V
 
 PANELS = {
     "sinusoidal": "Sinusoidal",

@@ -12,13 +12,13 @@ from explorer.probes.self_attention import (
     hide_special,
     step_by_step,
 )
-from explorer.text_safety import latex_text, md, md_message, plotly_text
+from explorer.text.escape import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
-from explorer.viz import attention as viz
+from explorer.viz import self_attention as viz
 from explorer.viz.tokens import strongest, vector_text
 
 c = Controls("self-attention")

@@ -2,20 +2,20 @@
 contextual embeddings layer by layer."""
 import streamlit as st
 
-from explorer import projection as PR
-from explorer.catalogue import builtin_names
-from explorer.examples import NATURAL
-from explorer.probes import embeddings as P
-from explorer.text_safety import md, md_message, plotly_text
+from explorer.projections import reduce as PR
+from explorer.loading.catalogue import builtin_names
+from explorer.data.examples import NATURAL
+from explorer.probes import word_embeddings as P
+from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui import charts
 from explorer.ui.charts import Origin, show
-from explorer.ui.embeddings import file_table, fit_status, follow_default, model_table, projection
+from explorer.ui.word_embeddings import file_table, fit_status, follow_default, model_table, projection
 from explorer.ui.state import Controls
 from explorer.ui.widgets import (model_picker, model_sentence, page_header, sentence_input, top_row,
                                 what_to_notice)
-from explorer.viz import embeddings as V
+from explorer.viz import word_embeddings as V
 
 FILE_WORDS = NATURAL["words"]  # an uploaded file's words are unknown until it is read: natural English
 TSNE_SLOW = 10_000
@@ -176,7 +176,7 @@ if proj is not None:
             "umap": f"UMAP (n_neighbors {proj.params.get('n_neighbors')}, min_dist {proj.params.get('min_dist')}, "
                     f"{proj.params.get('metric')}): new points are placed "
                     + ("from their nearest fitted entries" if proj.placement else "by transform")}[drawn]
-    how = ("Precomputed and shipped with the app (python -m explorer.precompute_projections regenerates them) for "
+    how = ("Precomputed and shipped with the app (python -m explorer.startup.precompute_projections regenerates them) for "
            if proj.shipped else "Fitted once on ")
     st.caption(f"{TABLE_LINE} {how}the {shown} with {what}: a map of the vectors, not the vectors themselves; "
                "typing only places the typed words. "

@@ -15,7 +15,7 @@
   axis title (gradients: the last word is the predicted one). The seq2seq heatmap labels a source word its
   vocabulary lacks as "noun→<unk>".
   By default consecutive sentences differ in their last word only, as when one types on at the end of a sentence
-  (the attribution and gradients views then reuse every earlier position: explorer.prefix_memo); with
+  (the attribution and gradients views then reuse every earlier position: explorer.runtime.prefix_memo); with
   --new-sentences they differ from the second word on.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ from load_scenario import NOUNS, wait_settled  # noqa: E402
 
 TEMPLATE = "the girl near the river and the boy near the old house see the big dog with the {}"
 # --new-sentences: the second word changes too, so no sentence shares more than "the" with the one before (no
-# result of the earlier sentence's positions can be reused: explorer.prefix_memo)
+# result of the earlier sentence's positions can be reused: explorer.runtime.prefix_memo)
 NEW_TEMPLATE = "the {} near the river and the boy near the old house see the big dog with the {}"
 TYPING_DELAY_MS = 20
 # url path, query: every view's main chart shows the typed noun (in its SVG text)

@@ -2,7 +2,7 @@
 
     python bench/bench_lens_attribution_gradients.py [--runs 7] [--threads 1]
 
-Per view: the bare computation (the probe, no cache), the bare page rerun (AppTest of app_pages/home.py), the page
+Per view: the bare computation (the probe, no cache), the bare page rerun (AppTest of app_pages/overview.py), the page
 rerun after a new sentence, and the ratio rerun / (bare computation + bare page). Target: ≤ 1.5. Also: integrated
 gradients with 32 steps on builtin:tiny-gpt for every output of a 12-token sentence (target: under 1 s).
 """
@@ -12,10 +12,10 @@ from _common import median_script_ms, median_ms, open_page, print_rerun_table, r
 
 import torch  # noqa: E402
 
-from explorer.loaders import load_model  # noqa: E402
-from explorer.probes.attribution import attribution  # noqa: E402
-from explorer.probes.gradients import gradients_through_time  # noqa: E402
-from explorer.probes.lens import logit_lens  # noqa: E402
+from explorer.loading.loaders import load_model  # noqa: E402
+from explorer.probes.token_attribution import attribution  # noqa: E402
+from explorer.probes.gradients_through_time import gradients_through_time  # noqa: E402
+from explorer.probes.logit_lens import logit_lens  # noqa: E402
 
 NOUNS = ["dog", "car", "table", "key", "cabinet", "train", "boat", "bus", "truck", "van", "plane", "ship", "sofa"]
 
@@ -31,10 +31,10 @@ def main() -> None:
     models = [load_model(f"builtin:{n}") for n in ("rnn-lm", "gru-lm", "lstm-lm")]
     cases = [
         ("Logit lens", "app_pages/logit_lens.py", {"model": "builtin:tiny-gpt"}, lambda s: logit_lens(gpt, s)),
-        ("Token attribution (IG, at most 32 gradient evaluations per output)", "app_pages/attribution.py",
+        ("Token attribution (IG, at most 32 gradient evaluations per output)", "app_pages/token_attribution.py",
          {"model": "builtin:tiny-gpt", "steps": "32"},
          lambda s: attribution(gpt, s, "", 32)),
-        ("Gradients through time (3 models)", "app_pages/gradients.py", {},
+        ("Gradients through time (3 models)", "app_pages/gradients_through_time.py", {},
          lambda s: [gradients_through_time(m, s) for m in models]),
     ]
     home = open_page()
@@ -53,7 +53,7 @@ def main() -> None:
         assert not at.exception, [e.value for e in at.exception]
         print(f"## {title}")
         print_rerun_table([(f"bare computation ({title})", probe_ms)],
-                          [("bare page rerun (app_pages/home.py)", bare_ms, bare_script),
+                          [("bare page rerun (app_pages/overview.py)", bare_ms, bare_script),
                            ("page rerun after a new sentence", change_ms, change_script)],
                           "ratio rerun / (computation + bare page)", change_ms / (probe_ms + bare_ms),
                           change_script / (probe_ms + bare_script))

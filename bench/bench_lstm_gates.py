@@ -2,7 +2,7 @@
 
     python bench/bench_lstm_gates.py [--runs 7]
 
-Rows: bare probe (rnn_gates on a 30-token sentence, no cache), bare page rerun (AppTest of app_pages/home.py),
+Rows: bare probe (rnn_gates on a 30-token sentence, no cache), bare page rerun (AppTest of app_pages/overview.py),
 page rerun after changing the sentence (probe cache miss), page rerun with nothing changed (cache hit), and the
 ratio page-after-change / (bare probe + bare page). Target: ratio <= 1.5.
 Uses builtin:lstm-lm; when that checkpoint is absent, a random model of the same size saved as local:<folder>.
@@ -19,9 +19,9 @@ from _common import median_ms, median_script_ms, open_page, print_rerun_table, r
 import torch  # noqa: E402
 
 from explorer.data.vocab import tokenize_words  # noqa: E402
-from explorer.probes.rnn_gates import rnn_gates  # noqa: E402
-from explorer.catalogue import builtin_names  # noqa: E402
-from explorer.loaders import load_model  # noqa: E402
+from explorer.probes.lstm_gates import rnn_gates  # noqa: E402
+from explorer.loading.catalogue import builtin_names  # noqa: E402
+from explorer.loading.loaders import load_model  # noqa: E402
 
 NOUNS = ["computer", "dog", "car", "table", "key", "cabinet", "train", "boat", "bus", "truck", "van", "plane",
          "ship", "sofa", "shelf", "tractor", "bicycle", "taxi", "motorbike", "cupboard"]
@@ -84,7 +84,7 @@ def main() -> None:
     print(f"Recurrent-cell view, CPU ({torch.get_num_threads()} torch threads), 30-token sentence, model: {described}")
     print(f"median of {runs} runs each; page bytecode cached as on the real server\n")
     print_rerun_table([("bare probe (rnn_gates, no cache)", probe_ms)],
-                      [("bare page rerun (app_pages/home.py)", bare_ms, bare_script),
+                      [("bare page rerun (app_pages/overview.py)", bare_ms, bare_script),
                        ("page rerun after changing the sentence", change_ms, change_script),
                        ("page rerun, nothing changed (cached probe)", same_ms, same_script)],
                       "ratio change / (probe + bare page)", ratio, ratio_script)

@@ -32,7 +32,7 @@ def bench_page(script: str, runs: int) -> dict:
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.run()
-    if script != "app_pages/home.py":
+    if script != "app_pages/overview.py":
         at.switch_page(script)
     at.run()  # warm: model loads, first compute
     has_text = any(w.key == "text" for w in at.text_input)

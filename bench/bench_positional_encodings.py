@@ -4,7 +4,7 @@ For each panel, a control is changed to a value not seen before (so nothing is s
 page is rerun with AppTest. Printed per panel (medians of RUNS runs, milliseconds):
   A probes       the probe functions the change needs, called directly (no Streamlit)
   B +figs        A plus building the panel's Plotly figures from the results (no Streamlit)
-  R home         a rerun of the trivial page (app_pages/home.py) through app.py
+  R home         a rerun of the trivial page (app_pages/overview.py) through app.py
   page rerun     the positional-encodings page rerun after the control change (AppTest), as the browser asks for
                  it: the whole page, or only the st.fragment holding the control (marked "fragment"; the full-page
                  rerun is printed below the table for those)
@@ -38,16 +38,16 @@ def main() -> None:
     args = ap.parse_args()
     runs = max(5, args.runs)
 
-    from explorer.probes import positions as P
-    from explorer.pretrained import minilm_dir
-    from explorer.loaders import load_model
+    from explorer.probes import positional_encodings as P
+    from explorer.loading.pretrained import minilm_dir
+    from explorer.loading.loaders import load_model
 
     home = open_page()
     home.run()
     bare_rerun = statistics.median(timed(home.run) for _ in range(runs))
 
     # (panel, control, URL params, widget getter, values, probe work for a value, probe + figures for a value)
-    from explorer.viz import positions as V
+    from explorer.viz import positional_encodings as V
     from explorer.viz.theme import NORMAL as T
 
     def sin_view(n: int, d: int, b: float, pos: int = 10, i: int = 4) -> None:

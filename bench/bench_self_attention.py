@@ -66,7 +66,7 @@ BERTVIZ = textwrap.dedent("""
     limit = int(sys.argv[2]) * 2**30
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     sys.path.insert(0, sys.argv[3])
-    from explorer.loaders import load_model
+    from explorer.loading.loaders import load_model
     from bertviz import head_view, model_view
     m = load_model("pretrained:minilm")
     enc = m.tokenizer(sys.argv[1], return_tensors="pt", truncation=True, max_length=512)
@@ -117,7 +117,7 @@ def main() -> None:
     import torch
     from streamlit.testing.v1 import AppTest
 
-    from explorer.loaders import load_model
+    from explorer.loading.loaders import load_model
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)

@@ -1,9 +1,9 @@
-"""Timing of the seq2seq alignment view (app_pages/seq2seq_attention.py) on the CPU; prints a table (medians of N runs).
+"""Timing of the seq2seq alignment view (app_pages/seq2seq.py) on the CPU; prints a table (medians of N runs).
 
     python bench/bench_seq2seq.py [--runs 7] [--threads 1]
 
-Rows: bare greedy decode (the one generation loop, explorer.generation.sample, on a 15-token source), the view's
-probe (alignment_trace: greedy decode + one teacher-forced record of the output, no cache), bare page rerun (AppTest of app_pages/home.py), page rerun after changing the
+Rows: bare greedy decode (the one generation loop, explorer.adapters.generation.sample, on a 15-token source), the view's
+probe (alignment_trace: greedy decode + one teacher-forced record of the output, no cache), bare page rerun (AppTest of app_pages/overview.py), page rerun after changing the
 sentence (probe cache miss), page rerun with nothing changed, and the ratio page-after-change / (bare decode + bare
 page). Target: ratio <= 1.5. Uses builtin:seq2seq-bahdanau; when that checkpoint is absent, a RANDOM Seq2Seq of the
 same config (emb 64, hidden 128, Bahdanau, vocabularies of the translation corpus) saved as local:<folder>.
@@ -19,12 +19,12 @@ from _common import median_ms, median_script_ms, open_page, print_rerun_table, r
 
 import torch  # noqa: E402
 
-from explorer import generation as G  # noqa: E402
+from explorer.adapters import generation as G  # noqa: E402
 from explorer.data import translation  # noqa: E402
-from explorer.generation import Strategy  # noqa: E402
+from explorer.adapters.generation import Strategy  # noqa: E402
 from explorer.probes.seq2seq import alignment_trace  # noqa: E402
-from explorer.catalogue import builtin_names  # noqa: E402
-from explorer.loaders import load_model  # noqa: E402
+from explorer.loading.catalogue import builtin_names  # noqa: E402
+from explorer.loading.loaders import load_model  # noqa: E402
 
 NOUNS = ["dog", "cat", "horse", "bird", "boy", "girl", "man", "woman", "teacher", "doctor", "farmer", "student",
          "friend", "king", "queen", "singer", "neighbour", "nurse", "cow", "child"]
@@ -82,7 +82,7 @@ def main() -> None:
     home = open_page()
     bare_ms, bare_script = median_script_ms(lambda i: home.run(), runs)
 
-    at = open_page("app_pages/seq2seq_attention.py", {"model": mid, "text": sentence(0), "allcurves": "0"})
+    at = open_page("app_pages/seq2seq.py", {"model": mid, "text": sentence(0), "allcurves": "0"})
     at.run()  # model loaded, length curve cached
 
     def change(i: int) -> None:
@@ -104,7 +104,7 @@ def main() -> None:
     print(f"median of {runs} runs each\n")
     print_rerun_table([("bare greedy decode (generation.sample)", decode_ms),
                        ("view probe (alignment_trace, no cache)", probe_ms)],
-                      [("bare page rerun (app_pages/home.py)", bare_ms, bare_script),
+                      [("bare page rerun (app_pages/overview.py)", bare_ms, bare_script),
                        ("page rerun after changing the sentence", change_ms, change_script),
                        ("page rerun, nothing changed (cached probe)", same_ms, same_script)],
                       "ratio change / (bare decode + bare page)", ratio, ratio_script)

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from explorer.train import BUILTINS, train_builtin  # noqa: E402
+from explorer.training.train import BUILTINS, train_builtin  # noqa: E402
 
 BUDGET_S = 180.0
 
@@ -24,7 +24,7 @@ BUDGET_S = 180.0
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--name", default="lstm-lm", choices=sorted(BUILTINS))
-    ap.add_argument("--threads", type=int, default=1, help="1 by default: see explorer.train --help")
+    ap.add_argument("--threads", type=int, default=1, help="1 by default: see explorer.training.train --help")
     args = ap.parse_args()
     t0 = time.perf_counter()
     res = train_builtin(args.name, save=False, threads=args.threads)

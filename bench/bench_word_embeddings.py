@@ -32,9 +32,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from explorer import projection as PR  # noqa: E402
-from explorer.probes import embeddings as P  # noqa: E402
-from explorer.loaders import load_model  # noqa: E402
+from explorer.projections import reduce as PR  # noqa: E402
+from explorer.probes import word_embeddings as P  # noqa: E402
+from explorer.loading.loaders import load_model  # noqa: E402
 
 PAGE = "app_pages/word_embeddings.py"
 
@@ -130,7 +130,7 @@ def main() -> None:
     _, pca_page = page({**base, "method": "pca"})
     rows_out.append(("page with ?method=pca (model cached, PCA cached)", pca_page))
 
-    from explorer.projection_jobs import wait_all
+    from explorer.projections.jobs import wait_all
 
     t0 = time.perf_counter()
     at, first_run = page({**base, "method": "umap"})  # PCA drawn, the UMAP fitted in the background

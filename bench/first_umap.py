@@ -22,8 +22,8 @@ def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "shipped"
     os.chdir(ROOT)  # as the app runs
     t0 = time.perf_counter()
-    from explorer import precompute_projections as PP
-    from explorer import projection as PR
+    from explorer.startup import precompute_projections as PP
+    from explorer.projections import reduce as PR
 
     spec = next(s for s in PP.specs() if s.name == "minilm-whole-umap-2d")
     table, rows = PP.table_rows(spec)
@@ -32,7 +32,7 @@ def main() -> None:
     params = PP.request_params("umap")
     t0 = time.perf_counter()
     if mode == "shipped":
-        from explorer import projection_assets as A
+        from explorer.projections import assets as A
 
         proj = A.find(table, rows, "umap", 2, params)
         assert proj is not None, "no shipped asset matches"

@@ -1,3 +1,5 @@
-"""Neural NLP Explorer: the library behind the Streamlit app (no streamlit import outside explorer.ui)."""
+"""Neural NLP Explorer: the library behind the Streamlit app (no streamlit import outside explorer.ui).
 
-__version__ = "0.1.0"
+The folders are the architecture, lowest first: runtime, text, files, data, models, adapters, loading, views,
+metrics, projections, probes, training, lessons, viz, ui, startup (docs/ARCHITECTURE.md; tests/test_architecture.py).
+"""

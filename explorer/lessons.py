@@ -32,9 +32,9 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
-from explorer import pretrained
-from explorer.catalogue import ROOT, ModelId, builtin_names, catalogue
-from explorer.safe_load import ModelLoadError
+from explorer.loading import pretrained
+from explorer.loading.catalogue import ROOT, ModelId, builtin_names, catalogue
+from explorer.files.safe_load import ModelLoadError
 from explorer.views import MODEL_FAMILIES, PARAMS, VIEWS
 
 LESSON_DIR = ROOT / "assets" / "lessons"

@@ -89,8 +89,8 @@ class View:
     summary: str  # one line for the home page
     section: str = "Views"
     params: dict[str, Param] = field(default_factory=dict)
-    families: tuple[str, ...] | None = None  # model families (explorer.catalogue.FAMILIES) its picker offers
-    sentences: str = ""  # the purpose of its sentence (explorer.examples.PURPOSES): the model gives the sentences
+    families: tuple[str, ...] | None = None  # model families (explorer.loading.catalogue.FAMILIES) its picker offers
+    sentences: str = ""  # the purpose of its sentence (explorer.data.examples.PURPOSES): the model gives the sentences
     main: str = ""  # the key of its main chart, which fits in the first screen of a projector (tests/test_browser.py)
 
 
@@ -101,25 +101,25 @@ MAX_NEW, MAX_SAMPLES, MAX_BEAMS = 200, 20, 8
 
 
 def installed_or(packaged: str, fallback: str) -> str:
-    """`pretrained:<packaged>` when its package is installed here (explorer.pretrained), else `fallback`, a built-in
+    """`pretrained:<packaged>` when its package is installed here (explorer.loading.pretrained), else `fallback`, a built-in
     that is always there: the default model of a view that reads a real model best but must open without it."""
-    from explorer import pretrained
+    from explorer.loading import pretrained
 
     return f"pretrained:{packaged}" if pretrained.is_installed(packaged) else fallback
 
 
 # The decoder views open the packaged SmolLM2-135M-Instruct when it is installed (decided once per process, when this
-# module is imported), else the built-in tiny GPT (app_pages/sampling.py falls back on builtin:lstm-lm when that is
+# module is imported), else the built-in tiny GPT (app_pages/decoding_strategies.py falls back on builtin:lstm-lm when that is
 # not trained either).
 LM_DEFAULT = installed_or("smollm2", "builtin:tiny-gpt")
 
 # The browser tab's icon: a file shipped with the app (a :material/…: icon makes the browser fetch it from a font CDN)
 PAGE_ICON = str(Path(__file__).resolve().parent.parent / "assets" / "icon.png")
 
-HOME = View("app_pages/home.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.",
+HOME = View("app_pages/overview.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.",
             "Explorer")
 MODELS = View(
-    "app_pages/models.py", "Models", ":material/model_training:", "catalogue",
+    "app_pages/catalogue.py", "Models", ":material/model_training:", "catalogue",
     "Pick, load or upload a model; see what is loaded, on which device, in which dtype; train a built-in model.",
     "Explorer", {"model": P("model", "pretrained:minilm")},
 )
@@ -172,7 +172,7 @@ VIEWS.append(View(
                      label="Second sentence to compare"),
     }, families=("decoder", "encoder", "encoder-decoder", "masked-lm"), sentences="attention", main="head_heatmap"))
 VIEWS.append(View(
-    "app_pages/seq2seq_attention.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
+    "app_pages/seq2seq.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
     "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search.", params={
         "model": P("model", "builtin:seq2seq-bahdanau"), "model2": P("model or none", "none", label="Compare with"),
         "text": TEXT, "target": P("text", "", label="Target to force (teacher forcing); leave empty and the model "
@@ -220,7 +220,7 @@ VIEWS.append(View(
     }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
                  "masked-lm"), sentences="words", main="projection"))
 VIEWS.append(View(
-    "app_pages/sampling.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
+    "app_pages/decoding_strategies.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
     "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
         "model": P("model", LM_DEFAULT), "text": TEXT,
         "chat": P("bool", False, label="Chat template",
@@ -267,7 +267,7 @@ VIEWS.append(View(
         "pos": P("int", None, 0, None, "After token"),
     }, families=("decoder", "rnn-lm", "state-dict"), sentences="agreement", main="lens_grid"))
 VIEWS.append(View(
-    "app_pages/attribution.py", "Token attribution", ":material/target:", "token-attribution",
+    "app_pages/token_attribution.py", "Token attribution", ":material/target:", "token-attribution",
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
         "model": P("model", LM_DEFAULT), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
         "method": choice("integrated gradients", "gradient × input", label="Method"),
@@ -284,7 +284,7 @@ VIEWS.append(View(
                                "and backward passes."),
     }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement", main="attr_heatmap"))
 VIEWS.append(View(
-    "app_pages/gradients.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",
+    "app_pages/gradients_through_time.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",
     "How far back a recurrent model's prediction reaches: the gradient at each word, model against model.", params={
         "models": P("choices", ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm"), label="Recurrent models",
                     choices=("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
@@ -303,7 +303,7 @@ VIEWS.append(View(
         "b": P("text", "the key to the cabinets [MASK] on the table .",
                label="Second sentence, side by side (empty: none)"),
     }, families=("masked-lm", "encoder"), sentences="masked", main="fill-A-0"))
-VIEWS.append(View("app_pages/lessons.py", "Lessons", ":material/school:", "lesson-plans",
+VIEWS.append(View("app_pages/lesson_plans.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))
 

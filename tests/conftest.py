@@ -21,7 +21,7 @@ os.environ["EXPLORER_VALIDATE_FIGURES"] = "1"  # explorer.viz.theme.figure valid
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from explorer.device import configure_threads
+    from explorer.runtime.device import configure_threads
 
     configure_threads()
     config.addinivalue_line("markers", "slow: browser and load tests (run in CI too)")
@@ -40,14 +40,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 
 
 def run_page(page: str, params: dict[str, str] | None = None, timeout: float = 120):
-    """Run app.py, switch to `page` (e.g. "app_pages/models.py") with query params; returns the AppTest."""
+    """Run app.py, switch to `page` (e.g. "app_pages/catalogue.py") with query params; returns the AppTest."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
     for key, value in (params or {}).items():
         at.query_params[key] = value
     at.run()
-    if page != "app_pages/home.py":
+    if page != "app_pages/overview.py":
         at.switch_page(page)
         at.run()
     return at

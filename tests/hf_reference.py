@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from explorer.adapters.base import Adapter
-from explorer.generation import DecodingError, Strategy
+from explorer.adapters.generation import DecodingError, Strategy
 
 
 def generation_config(adapter: Adapter, strategy: Strategy, max_new: int, n: int = 1, stop_at_eos: bool = True) -> Any:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import assert_no_exception, run_page
-from explorer.text_safety import md_unescape
+from explorer.text.escape import md_unescape
 from explorer.views import VIEWS
 
 PAGES = [v.script for v in VIEWS]
@@ -26,7 +26,7 @@ def test_every_page_runs_with_model_and_text_params(page: str) -> None:
 
 
 def test_home_lists_views_device_and_offline_models() -> None:
-    at = run_page("app_pages/home.py")
+    at = run_page("app_pages/overview.py")
     text = " ".join(m.value for m in at.markdown)
     assert "cpu" in text
     for view in VIEWS[1:]:
@@ -36,7 +36,7 @@ def test_home_lists_views_device_and_offline_models() -> None:
 
 
 def test_models_page_loads_minilm_from_url_and_reports_6x12() -> None:
-    at = run_page("app_pages/models.py", {"model": "pretrained:minilm"})
+    at = run_page("app_pages/catalogue.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Layers × heads"] == "6 × 12"
@@ -47,14 +47,14 @@ def test_models_page_loads_minilm_from_url_and_reports_6x12() -> None:
 
 
 def test_models_page_bad_model_id_in_url_is_a_message(tmp_path) -> None:
-    at = run_page("app_pages/models.py", {"model": "local:../../etc"})
+    at = run_page("app_pages/catalogue.py", {"model": "local:../../etc"})
     assert_no_exception(at)
     assert any("not a valid" in w.value for w in at.warning)
 
 
 def test_models_page_unknown_hf_model_is_a_message(monkeypatch) -> None:
     monkeypatch.setenv("EXPLORER_ALLOW_HUB", "0")
-    at = run_page("app_pages/models.py", {"model": "hf:nobody/nothing-here"})
+    at = run_page("app_pages/catalogue.py", {"model": "hf:nobody/nothing-here"})
     assert_no_exception(at)
     assert any("nobody/nothing-here" in md_unescape(e.value) and "EXPLORER_MODEL_PATH" in md_unescape(e.value)
                for e in at.error)
@@ -67,7 +67,7 @@ def test_models_page_refuses_hostile_pt_upload(tmp_path) -> None:
 
     buf = io.BytesIO()
     torch.save({"w": torch.zeros(1), "x": Payload()}, buf)
-    at = run_page("app_pages/models.py")
+    at = run_page("app_pages/catalogue.py")
     at.file_uploader(key="upload_files").upload("evil.pt", buf.getvalue(), "application/octet-stream").run()
     buttons = [b for b in at.button if b.label == "Add to the catalogue"]
     assert buttons, "the add button appears once files are chosen"
@@ -102,13 +102,13 @@ BADGED = [  # (page, URL params): every view in each of its panels and modes
                                                                  "sentence")],
     *[("app_pages/self_attention.py", {"mode": m}) for m in ("head", "model", "steps", "masks", "compare")],
     ("app_pages/self_attention.py", {"mode": "head", "agg": "rollout", "hide": "1"}),
-    ("app_pages/seq2seq_attention.py", {}), ("app_pages/seq2seq_attention.py", {"panel": "length"}),
-    ("app_pages/seq2seq_attention.py", {"decoding": "beam", "panel": "beam"}),
-    ("app_pages/seq2seq_attention.py", {"model": "builtin:seq2seq-none"}),
-    ("app_pages/word_embeddings.py", {}), ("app_pages/sampling.py", {}),
-    ("app_pages/logit_lens.py", {}), ("app_pages/attribution.py", {}), ("app_pages/attribution.py", {"method": "gradient × input"}),
-    ("app_pages/attribution.py", {"model": "builtin:seq2seq-bahdanau", "text": "the red car is fast ."}),
-    ("app_pages/gradients.py", {}),
+    ("app_pages/seq2seq.py", {}), ("app_pages/seq2seq.py", {"panel": "length"}),
+    ("app_pages/seq2seq.py", {"decoding": "beam", "panel": "beam"}),
+    ("app_pages/seq2seq.py", {"model": "builtin:seq2seq-none"}),
+    ("app_pages/word_embeddings.py", {}), ("app_pages/decoding_strategies.py", {}),
+    ("app_pages/logit_lens.py", {}), ("app_pages/token_attribution.py", {}), ("app_pages/token_attribution.py", {"method": "gradient × input"}),
+    ("app_pages/token_attribution.py", {"model": "builtin:seq2seq-bahdanau", "text": "the red car is fast ."}),
+    ("app_pages/gradients_through_time.py", {}),
     ("app_pages/masked_words.py", {}), ("app_pages/masked_words.py", {"b": "", "text": "the [MASK] to the [MASK] are here ."}),
 ]
 BADGE_KINDS = (":blue-badge[Model]", ":green-badge[Recomputed]", ":orange-badge[Illustration]",

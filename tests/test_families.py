@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.catalogue import ROOT
-from explorer.generation import DecodingError, Strategy
-from explorer.text_safety import md_unescape
-from explorer.loaders import load_model
-from explorer.probes import decoding as D
-from explorer.probes import embeddings as E
-from explorer.probes.positions import model_positions
+from explorer.loading.catalogue import ROOT
+from explorer.adapters.generation import DecodingError, Strategy
+from explorer.text.escape import md_unescape
+from explorer.loading.loaders import load_model
+from explorer.probes import decoding_strategies as D
+from explorer.probes import word_embeddings as E
+from explorer.probes.positional_encodings import model_positions
 from explorer.probes.self_attention import attention_trace, step_by_step
 from explorer.probes.seq2seq import alignment_trace
 from families import FAMILIES, save, tiny

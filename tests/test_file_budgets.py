@@ -1,4 +1,4 @@
-"""Untrusted model files parsed within budgets (explorer/safe_load.py, explorer/data/vocab_files.py, vocab.py): what a
+"""Untrusted model files parsed within budgets (explorer/files/safe_load.py, explorer/data/vocab_files.py, vocab.py): what a
 file's tensors, pickle, safetensors header and JSON stand for is checked before anything that big is built, and every
 consistency check of a vocabulary is linear."""
 from __future__ import annotations
@@ -20,10 +20,10 @@ import torch
 from safetensors.torch import save
 
 from explorer.data.vocab import Vocab
-from explorer.loaders import load_model
-from explorer.safe_load import (CorruptFileError, ModelLoadError, check_tensors, json_values, read_json_bytes,
+from explorer.loading.loaders import load_model
+from explorer.files.safe_load import (CorruptFileError, ModelLoadError, check_tensors, json_values, read_json_bytes,
                                 read_json_file, read_weights)
-from explorer.uploads import forget_upload, register_upload
+from explorer.loading.uploads import forget_upload, register_upload
 from hostile import lstm_state_dict, vocab_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def test_stride_0_tensor_is_refused_before_anything_is_allocated() -> None:
     address space is capped at 3 GB: materialising the view there would fail with MemoryError instead."""
     code = (
         "import io, resource, torch\n"
-        "from explorer.safe_load import read_weights\n"
+        "from explorer.files.safe_load import read_weights\n"
         "buf = io.BytesIO(); torch.save({'w': torch.zeros(1).expand(2**30)}, buf)\n"
         "print(len(buf.getvalue()))\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))\n"

@@ -1,4 +1,4 @@
-"""explorer.heap: the import-time heap is frozen out of the garbage collector, and a model evicted from the cache
+"""explorer.runtime.heap: the import-time heap is frozen out of the garbage collector, and a model evicted from the cache
 is still freed when it was frozen with it. Run in fresh interpreters: freezing is process-wide."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _run(code: str) -> str:
 def test_frozen_cycles_survive_a_plain_collection_and_go_with_heaps_collection():
     out = _run("""
         import gc, weakref
-        from explorer import heap
+        from explorer.runtime import heap
 
         class Node:
             pass
@@ -40,9 +40,9 @@ def test_frozen_cycles_survive_a_plain_collection_and_go_with_heaps_collection()
 def test_preload_and_transformers_leave_their_heap_frozen():
     out = _run("""
         import gc
-        import explorer.preload
+        import explorer.runtime.preload
         after_preload = gc.get_freeze_count()
-        import explorer.hf_runtime
+        import explorer.runtime.hf_runtime
         print(after_preload, gc.get_freeze_count(), len(gc.get_objects()))
     """)
     preload, both, unfrozen = map(int, out.split())
@@ -53,8 +53,8 @@ def test_preload_and_transformers_leave_their_heap_frozen():
 def test_a_frozen_model_is_freed_when_the_cache_evicts_it():
     out = _run("""
         import weakref
-        from explorer import heap
-        from explorer.model_cache import ModelCache
+        from explorer.runtime import heap
+        from explorer.loading.model_cache import ModelCache
 
         cache = ModelCache(max_models=1)
         first = weakref.ref(cache.get("builtin:gru-lm").model)
@@ -68,8 +68,8 @@ def test_a_frozen_model_is_freed_when_the_cache_evicts_it():
 def test_a_model_loaded_after_the_last_freeze_is_freed_without_thawing_the_heap():
     out = _run("""
         import gc, weakref
-        from explorer import heap
-        from explorer.model_cache import ModelCache
+        from explorer.runtime import heap
+        from explorer.loading.model_cache import ModelCache
 
         heap.freeze()
         cache = ModelCache(max_models=1)

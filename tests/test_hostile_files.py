@@ -21,16 +21,16 @@ import torch
 from safetensors.torch import save, save_file
 
 from conftest import assert_no_exception, run_page
-from explorer import catalogue
-from explorer.catalogue import ModelId
-from explorer.loaders import load_model
-from explorer.safe_load import ModelLoadError
-from explorer.uploads import register_upload
-from explorer.safe_load import CorruptFileError, UnsafeFileError, read_state_dict
+from explorer.loading import catalogue
+from explorer.loading.catalogue import ModelId
+from explorer.loading.loaders import load_model
+from explorer.files.safe_load import ModelLoadError
+from explorer.loading.uploads import register_upload
+from explorer.files.safe_load import CorruptFileError, UnsafeFileError, read_state_dict
 from hostile import conv_state_dict, lstm_state_dict, pickle_payload_pt, vocab_json
 
 LSTM_PAGE = "app_pages/lstm_gates.py"
-MODELS_PAGE = "app_pages/models.py"
+MODELS_PAGE = "app_pages/catalogue.py"
 
 
 def _messages(elements) -> str:

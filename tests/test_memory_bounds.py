@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer import catalogue, heap, uploads
-from explorer.model_cache import ModelCache
-from explorer.catalogue import BUILTIN_DIR
-from explorer.loaders import LoadedModel, load_model
-from explorer.safe_load import ModelLoadError
-from explorer.uploads import UploadOwner, register_upload
+from explorer.loading import catalogue, uploads
+from explorer.runtime import heap
+from explorer.loading.model_cache import ModelCache
+from explorer.loading.catalogue import BUILTIN_DIR
+from explorer.loading.loaders import LoadedModel, load_model
+from explorer.files.safe_load import ModelLoadError
+from explorer.loading.uploads import UploadOwner, register_upload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +32,7 @@ def _rss_bytes() -> int:
 
 
 def _collected(ref: weakref.ref) -> bool:
-    """Whether ref's object is gone after the app's full collection (which reaches frozen objects: explorer.heap)."""
+    """Whether ref's object is gone after the app's full collection (which reaches frozen objects: explorer.runtime.heap)."""
     heap.collect()
     return ref() is None
 

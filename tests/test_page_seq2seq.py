@@ -1,4 +1,4 @@
-"""AppTest of app_pages/seq2seq_attention.py: defaults, built-in checkpoint, local random seq2seq, tiny Marian (with a
+"""AppTest of app_pages/seq2seq.py: defaults, built-in checkpoint, local random seq2seq, tiny Marian (with a
 saved tokenizer) and T5 (without one), a non-encoder–decoder, and bad input. No exception element anywhere."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from safetensors.torch import save_file
 from conftest import assert_no_exception, run_page
 from explorer.data.vocab import SPECIALS
 from explorer.models.seq2seq import Seq2Seq
-from explorer.catalogue import builtin_names
-from explorer.text_safety import md_unescape
+from explorer.loading.catalogue import builtin_names
+from explorer.text.escape import md_unescape
 from test_probe_seq2seq import SRC_WORDS, TGT_WORDS, tiny_hf
 
-PAGE = "app_pages/seq2seq_attention.py"
+PAGE = "app_pages/seq2seq.py"
 HAS_BAHDANAU = "seq2seq-bahdanau" in builtin_names()
 
 

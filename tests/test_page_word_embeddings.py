@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
-from explorer.catalogue import builtin_names
-from explorer.pretrained import is_installed, minilm_dir
-from explorer.probes.embeddings import PAIR_BOTH_WAYS, PAIR_LEFT_TO_RIGHT, table_to_text
-from explorer.projection_jobs import wait_all
-from explorer.text_safety import md_unescape
+from explorer.loading.catalogue import builtin_names
+from explorer.loading.pretrained import is_installed, minilm_dir
+from explorer.probes.word_embeddings import PAIR_BOTH_WAYS, PAIR_LEFT_TO_RIGHT, table_to_text
+from explorer.projections.jobs import wait_all
+from explorer.text.escape import md_unescape
 
 PAGE = "app_pages/word_embeddings.py"
 HAS_MINILM = minilm_dir() is not None
@@ -68,8 +68,8 @@ def test_minilm_order_is_labelled_truthfully_and_whole_words_filter() -> None:
     """MiniLM's tokenizer stores no counts: the projection of its default 5,000 rows is titled and hovered as
     token-id order, not frequency (about 1,000 of them single characters, more ## pieces); "whole words only" keeps
     letters-only entries of 2+ characters that are not continuation pieces."""
-    from explorer.loaders import load_model
-    from explorer.probes import embeddings as P
+    from explorer.loading.loaders import load_model
+    from explorer.probes import word_embeddings as P
 
     table = P.embedding_table(load_model("pretrained:minilm"))
     rows = P.background_rows(table, 5000)
@@ -168,7 +168,7 @@ def test_default_umap_of_minilm_whole_words_is_shipped() -> None:
 
 @pytest.mark.skipif(SMALL is None, reason="no built-in checkpoint")
 def test_a_failed_fit_says_why_keeps_pca_and_can_be_retried(monkeypatch) -> None:
-    from explorer import projection as PR
+    from explorer.projections import reduce as PR
 
     real = PR.fit
 

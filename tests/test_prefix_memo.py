@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.loaders import LoadedModel, load_model
-from explorer.prefix_memo import PrefixMemo, prefix_memo
-from explorer.probes.attribution import attribution
-from explorer.probes.gradients import gradients_through_time
+from explorer.loading.loaders import LoadedModel, load_model
+from explorer.runtime.prefix_memo import PrefixMemo, prefix_memo
+from explorer.probes.token_attribution import attribution
+from explorer.probes.gradients_through_time import gradients_through_time
 from families import tiny
 
 SHORT = "the keys to the old cabinet"

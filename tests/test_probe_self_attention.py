@@ -20,10 +20,10 @@ from explorer.probes.self_attention import (
     rollout,
     step_by_step,
 )
-from explorer.catalogue import BUILTIN_DIR
-from explorer.pretrained import minilm_dir
-from explorer.loaders import LoadedModel, load_model
-from explorer.viz import attention as viz
+from explorer.loading.catalogue import BUILTIN_DIR
+from explorer.loading.pretrained import minilm_dir
+from explorer.loading.loaders import LoadedModel, load_model
+from explorer.viz import self_attention as viz
 from plotly_arrays import plotly_array
 
 SENT = PRESETS[0]
@@ -344,7 +344,7 @@ def test_encoder_decoder_streams_and_their_arithmetic():
 
 def test_without_arithmetic_the_attentions_are_the_same_and_qkv_is_skipped():
     """The page asks for Q/K/V only in step-by-step mode; the attention maps must not depend on it."""
-    from explorer.loaders import load_model
+    from explorer.loading.loaders import load_model
 
     loaded = load_model("builtin:tiny-gpt", "cpu", "float32")
     full = attention_trace(loaded, "the dog saw the cat")

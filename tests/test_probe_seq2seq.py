@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from explorer.data import translation
 from explorer.data.vocab import Vocab
 from explorer.models.seq2seq import ATTENTIONS, Seq2Seq
-from explorer.catalogue import builtin_names
-from explorer.loaders import LoadedModel, load_model
+from explorer.loading.catalogue import builtin_names
+from explorer.loading.loaders import LoadedModel, load_model
 from explorer.probes.seq2seq import alignment_trace, length_accuracy, presets_for
 from explorer.viz import seq2seq as viz_seq2seq
 
@@ -355,7 +355,7 @@ def test_formula_is_what_the_checkpoint_computes(attention, feeding):
 
 @pytest.mark.parametrize("name", [n for n in builtin_names() if n.startswith("seq2seq-luong")])
 def test_shipped_luong_models_show_input_feeding(name):
-    from explorer.loaders import load_model
+    from explorer.loading.loaders import load_model
 
     form = load_model(f"builtin:{name}").adapter.cross_form()
     assert form.inputs[1][0] == r"\tilde h_{t-1}" and r"[y_{t-1};\tilde h_{t-1}]" in viz_seq2seq.equation(form)[0]

@@ -1,4 +1,4 @@
-"""Shipped projections (assets/projections/, explorer/projection_assets.py): each matches only its exact request,
+"""Shipped projections (assets/projections/, explorer/projections/assets.py): each matches only its exact request,
 PCA equals a fresh fit, and t-SNE/UMAP keep the neighbourhoods a fresh fit with the same parameters keeps.
 
 Neighbour criterion for the stochastic methods (t-SNE, UMAP; exact coordinates differ across library versions and
@@ -24,10 +24,10 @@ from sklearn.manifold import trustworthiness
 from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import NearestNeighbors
 
-from explorer import precompute_projections as PP
-from explorer import projection as PR
-from explorer import projection_assets as A
-from explorer.pretrained import is_installed, minilm_dir
+from explorer.startup import precompute_projections as PP
+from explorer.projections import reduce as PR
+from explorer.projections import assets as A
+from explorer.loading.pretrained import is_installed, minilm_dir
 
 HAS_MINILM = minilm_dir() is not None
 HAS_GLOVE = is_installed("glove")
@@ -40,7 +40,7 @@ def _table_rows(spec: PP.Spec):
     if spec.model_id not in _TABLES:
         _TABLES[spec.model_id] = PP.table_rows(spec)[0]
     table = _TABLES[spec.model_id]
-    from explorer.probes.embeddings import background_rows
+    from explorer.probes.word_embeddings import background_rows
 
     return table, background_rows(table, int(PP.view_defaults()["n"]), spec.whole)
 

@@ -1,4 +1,4 @@
-"""Background fits (explorer/projection_jobs.py) and numba's disk cache (explorer/numba_cache.py)."""
+"""Background fits (explorer/projections/jobs.py) and numba's disk cache (explorer/runtime/numba_cache.py)."""
 from __future__ import annotations
 
 import os
@@ -10,9 +10,9 @@ import time
 import numpy as np
 
 from conftest import ROOT
-from explorer import numba_cache
-from explorer.projection import Projection, ProjectionError
-from explorer.projection_jobs import FitJobs, wait_all
+from explorer.runtime import numba_cache
+from explorer.projections.reduce import Projection, ProjectionError
+from explorer.projections.jobs import FitJobs, wait_all
 
 
 def _proj(n: int = 3) -> Projection:
@@ -74,9 +74,9 @@ def test_numba_cache_dir_follows_xdg_and_keeps_a_users_value(tmp_path, monkeypat
 
 
 def test_importing_the_projections_sets_numbas_cache_before_numba_loads(tmp_path) -> None:
-    """In a fresh process, importing explorer.projection (the one module that imports umap) sets NUMBA_CACHE_DIR
+    """In a fresh process, importing explorer.projections.reduce (the one module that imports umap) sets NUMBA_CACHE_DIR
     before numba is imported (by umap, later), and numba uses it; a value the user set is kept."""
-    code = ("import sys, explorer.projection; assert 'numba' not in sys.modules; "
+    code = ("import sys, explorer.projections.reduce; assert 'numba' not in sys.modules; "
             "import numba.core.config as c; print(c.CACHE_DIR)")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer import catalogue, loaders
-from explorer.model_cache import ModelCache
-from explorer.catalogue import ModelId
-from explorer.loaders import load_model
-from explorer.safe_load import ModelLoadError
-from explorer.uploads import register_upload
-from explorer.safe_load import CorruptFileError, UnsafeFileError
+from explorer.loading import catalogue, loaders
+from explorer.loading.model_cache import ModelCache
+from explorer.loading.catalogue import ModelId
+from explorer.loading.loaders import load_model
+from explorer.files.safe_load import ModelLoadError
+from explorer.loading.uploads import register_upload
+from explorer.files.safe_load import CorruptFileError, UnsafeFileError
 from hostile import WritesAFile, pickle_payload_pt
 
 

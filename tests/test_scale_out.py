@@ -47,7 +47,7 @@ def test_dockerfile_builds_an_offline_non_root_image_with_a_health_check() -> No
     copied = {ln.split()[1] for ln in lines if ln.startswith("COPY")}
     assert {"app.py", "explorer", "app_pages", "assets", "requirements.txt"} <= copied
     assert all((ROOT / p).exists() for p in copied)
-    assert "python -m explorer.warmup" in text  # models loaded and numba compiled at build time
+    assert "python -m explorer.startup.warmup" in text  # models loaded and numba compiled at build time
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert not {"assets", "explorer", "app_pages"} & set(ignored)
 

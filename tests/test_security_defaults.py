@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 from conftest import ROOT
-from explorer.safe_load import DEFAULT_MAX_UPLOAD_MB
+from explorer.files.safe_load import DEFAULT_MAX_UPLOAD_MB
 
 APP_FILES = sorted([ROOT / "app.py", *(ROOT / "app_pages").glob("*.py"), *(ROOT / "explorer").rglob("*.py")])
 CODE_FILES = sorted([*APP_FILES, *(ROOT / "bench").rglob("*.py")])
@@ -15,9 +15,9 @@ CODE_FILES = sorted([*APP_FILES, *(ROOT / "bench").rglob("*.py")])
 # Every place that hands markup to the browser as HTML, audited: (file, function, what it renders).
 UNSAFE_HTML_AUDIT: set[tuple[str, str, str]] = set()
 ST_HTML_AUDIT = {  # st.html: only the builders that escape every token (tested below and in test_hostile_probes)
-    ("app_pages/attribution.py", "html", "V.attribution_html"),
+    ("app_pages/token_attribution.py", "html", "V.attribution_html"),
     ("app_pages/lstm_gates.py", "html", "V.colored_tokens_html"),
-    ("app_pages/sampling.py", "html", "V.tokens_html"),
+    ("app_pages/decoding_strategies.py", "html", "V.tokens_html"),
     ("explorer/ui/settings.py", "html", "PROJECTOR_CSS if projector() else BASE_CSS"),  # module constants: static CSS
 }
 
@@ -67,7 +67,7 @@ def test_every_torch_load_passes_weights_only_true() -> None:
                 value = _keyword(call, "weights_only")
                 if not (isinstance(value, ast.Constant) and value.value is True):
                     offenders.append(f"{_rel(path)}:{call.lineno}")
-    assert "explorer/safe_load.py" in found  # the one reader of .pt files
+    assert "explorer/files/safe_load.py" in found  # the one reader of .pt files
     assert not offenders, f"torch.load without weights_only=True: {offenders}"
 
 
@@ -118,7 +118,7 @@ def test_unsafe_allow_html_only_with_static_markup() -> None:
 
 def test_st_html_only_through_escaping_builders() -> None:
     assert _html_sites(None) == ST_HTML_AUDIT
-    from explorer.viz import attribution, decoding, rnn_gates
+    from explorer.viz import token_attribution as attribution, decoding_strategies as decoding, lstm_gates as rnn_gates
     import numpy as np
 
     evil = '<script>alert(1)</script><img src=x onerror="alert(2)">'
@@ -155,7 +155,7 @@ def test_upload_size_limit_is_the_same_in_streamlit_and_the_registry() -> None:
 
 
 def test_upload_size_limit_comes_from_the_environment(monkeypatch) -> None:
-    from explorer.safe_load import max_upload_bytes
+    from explorer.files.safe_load import max_upload_bytes
 
     assert max_upload_bytes() == 500 * 2**20
     monkeypatch.setenv("EXPLORER_MAX_UPLOAD_MB", "2.5")
@@ -169,7 +169,7 @@ def test_hugging_face_loading_never_trusts_remote_code(tmp_path: Path, monkeypat
     import transformers
     from transformers import BertConfig, BertModel
 
-    from explorer.loaders import load_model
+    from explorer.loading.loaders import load_model
 
     BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                          intermediate_size=32)).save_pretrained(tmp_path / "tiny-bert-sec")

@@ -3,7 +3,7 @@
 Fast: the cross-talk detector finds a sentence however a view draws it (chart axes, JSON escapes, HTML), and
 flags another session's. Slow: nine sessions on a fresh server (three per view) open their view at the same
 moment and type new sentences; none may fail, each must see its own sentence and no other. Opening together is
-what found the lazy-import race of transformers (explorer/hf_runtime.py).
+what found the lazy-import race of transformers (explorer/runtime/hf_runtime.py).
 """
 from __future__ import annotations
 

@@ -14,11 +14,11 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from explorer import catalogue, uploads
-from explorer.catalogue import BUILTIN_DIR
+from explorer.loading import catalogue, uploads
+from explorer.loading.catalogue import BUILTIN_DIR
 from explorer.models.build import from_checkpoint
-from explorer.safe_load import ModelLoadError, read_json_file
-from explorer.uploads import UploadBudgetError, UploadOwner, register_upload
+from explorer.files.safe_load import ModelLoadError, read_json_file
+from explorer.loading.uploads import UploadBudgetError, UploadOwner, register_upload
 
 WIDTH = 4  # float32 columns of the test tensors: a row is 16 bytes
 
@@ -112,8 +112,8 @@ def test_an_ended_session_keeps_nothing_new(owners) -> None:
 
 
 def test_a_trained_model_is_an_upload_of_the_session_that_trained_it(owners) -> None:
-    from explorer.train import TrainResult
-    from explorer.training_jobs import register_trained
+    from explorer.training.train import TrainResult
+    from explorer.training.jobs import register_trained
 
     meta = read_json_file(BUILTIN_DIR / "rnn-lm.json")
     from safetensors.torch import load_file
@@ -129,7 +129,7 @@ def test_a_trained_model_is_an_upload_of_the_session_that_trained_it(owners) -> 
 def _picker_script() -> None:
     import streamlit as st
 
-    from explorer.uploads import register_upload
+    from explorer.loading.uploads import register_upload
     from explorer.ui.cache import get_model, upload_owner
     from explorer.ui.widgets import model_picker
 

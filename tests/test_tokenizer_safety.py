@@ -16,8 +16,8 @@ from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
 from explorer.data import tokenizer_safety as TS
 from explorer.data.vocab_files import tokenizer_vocab
-from explorer.safe_load import CorruptFileError
-from explorer.uploads import forget_upload, register_upload
+from explorer.files.safe_load import CorruptFileError
+from explorer.loading.uploads import forget_upload, register_upload
 from hostile import lstm_state_dict
 
 WORDS = ["[UNK]", "the", "dog", "sat", "on", "mat", "a", "b"]

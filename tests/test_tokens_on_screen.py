@@ -7,22 +7,22 @@ from __future__ import annotations
 import pytest
 
 from conftest import assert_no_exception, run_page
-from explorer import pretrained
+from explorer.loading import pretrained
 from real_tokenizers import save_tiny
 from screen import screen_strings
 
 SENTENCE = "Le café coûte 3 € 😊"
 RAW = ("Ġ", "Ċ", "▁", "<0x", "Ã", "âĤ", "ðŁ")
 DECODER_PAGES = {"app_pages/self_attention.py": {}, "app_pages/positional_encodings.py": {"panel": "sentence"},
-                 "app_pages/sampling.py": {"max_new": "5", "n": "2"}, "app_pages/logit_lens.py": {},
-                 "app_pages/attribution.py": {}, "app_pages/word_embeddings.py": {"section": "contextual"}}
+                 "app_pages/decoding_strategies.py": {"max_new": "5", "n": "2"}, "app_pages/logit_lens.py": {},
+                 "app_pages/token_attribution.py": {}, "app_pages/word_embeddings.py": {"section": "contextual"}}
 # a rotary model has no position table: its panel quotes the sentence's first two tokens (·Le and ·café here)
 ROTARY_PAGES = {**DECODER_PAGES, "app_pages/positional_encodings.py": {"panel": "learned"}}
 PAGES = {
     "gpt2": DECODER_PAGES,
     "llama": ROTARY_PAGES,
-    "t5": {"app_pages/self_attention.py": {}, "app_pages/seq2seq_attention.py": {},
-           "app_pages/sampling.py": {"max_new": "5", "n": "2"}, "app_pages/attribution.py": {}},
+    "t5": {"app_pages/self_attention.py": {}, "app_pages/seq2seq.py": {},
+           "app_pages/decoding_strategies.py": {"max_new": "5", "n": "2"}, "app_pages/token_attribution.py": {}},
     "bert": {"app_pages/self_attention.py": {}, "app_pages/positional_encodings.py": {"panel": "sentence"},
              "app_pages/word_embeddings.py": {"section": "contextual"}, "app_pages/masked_words.py": {"b": ""}},
 }

@@ -44,7 +44,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from explorer import examples as _examples
+from explorer.data import examples as _examples
 from explorer.adapters.text import Encoded, model_max_tokens
 
 
@@ -222,7 +222,7 @@ class Adapter:
         return [f"#{i}" for i in ids]
 
     def sequence_strings(self, ids: Iterable[int]) -> list[str]:
-        """The ids of one sequence shown as in a sentence (explorer.token_text: a character whose bytes
+        """The ids of one sequence shown as in a sentence (explorer.text.token_text: a character whose bytes
         span several tokens is shown in each with its part)."""
         return self.token_strings(ids)
 
@@ -340,7 +340,7 @@ class Adapter:
 
     # ------------------------------------------------------------------ example sentences
     def examples(self, purpose: str) -> _examples.Examples:
-        """This model's example sentences for a view's purpose (explorer.examples.PURPOSES): sentences of the
+        """This model's example sentences for a view's purpose (explorer.data.examples.PURPOSES): sentences of the
         language it was trained on that it reads without an unknown token. Computed once per adapter."""
         cache = self.__dict__.setdefault("_examples", {})
         if purpose not in cache:

@@ -26,7 +26,7 @@ from explorer.adapters import hf_attention as A
 from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table,
                                    Unsupported, causal_mask)
 from explorer.adapters.text import Encoded, encode_hf, no_text, token_limit
-from explorer.token_text import TokenText
+from explorer.text.token_text import TokenText
 
 BERT_TYPES = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "data2vec-text", "ernie", "xmod"}
 GPT2_TYPES = {"gpt2"}
@@ -140,7 +140,7 @@ class HFAdapter(Adapter):
         return enc
 
     def token_strings(self, ids: Any) -> list[str]:
-        """Each id shown on its own (explorer.token_text: `·` for a space, bytes decoded)."""
+        """Each id shown on its own (explorer.text.token_text: `·` for a space, bytes decoded)."""
         if self.display is None:
             return [f"#{int(i)}" for i in ids]
         return [self.display.text(int(i)) for i in ids]

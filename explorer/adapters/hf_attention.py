@@ -50,7 +50,7 @@ class Call:
 def _family_eager(module: torch.nn.Module) -> Any:
     fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
     if fn is None:
-        from explorer.hf_runtime import llama_eager_attention_forward as fn
+        from explorer.runtime.hf_runtime import llama_eager_attention_forward as fn
     return fn
 
 
@@ -71,7 +71,7 @@ def explorer_eager(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
 def _register() -> None:
     global _REGISTERED
     if not _REGISTERED:
-        from explorer.hf_runtime import ALL_MASK_ATTENTION_FUNCTIONS, AttentionInterface, AttentionMaskInterface
+        from explorer.runtime.hf_runtime import ALL_MASK_ATTENTION_FUNCTIONS, AttentionInterface, AttentionMaskInterface
 
         AttentionInterface.register(IMPLEMENTATION, explorer_eager)
         AttentionMaskInterface.register(IMPLEMENTATION, ALL_MASK_ATTENTION_FUNCTIONS["eager"])  # eager's 4-D masks

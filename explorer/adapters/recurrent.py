@@ -35,7 +35,7 @@ import torch.nn as nn
 
 from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported
 from explorer.adapters.text import Encoded, VocabText, input_convention
-from explorer.state_dicts import describe as describe_tensors
+from explorer.files.state_dicts import describe as describe_tensors
 
 GATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n"), "rnn": ("h",)}
 STATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o", "c", "h"), "gru": ("r", "z", "n", "h"), "rnn": ("h",)}

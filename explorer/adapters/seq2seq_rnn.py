@@ -27,7 +27,7 @@ import torch
 from explorer.adapters.base import Acts, Adapter, CrossForm, Names, Record, Table, Unsupported
 from explorer.adapters.recurrent import DIRS, recompute, weights_of
 from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, no_text, unknown_label
-from explorer.token_text import readable
+from explorer.text.token_text import readable
 
 MAX_SOURCE = 400  # longer sources are truncated (with a note)
 
@@ -156,7 +156,7 @@ class Seq2SeqAdapter(Adapter):
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, ablate_source: bool = False,
             steps: list | None = None, **options: Any) -> Record:
         """The record of the module docstring. Without a target only the encoder entries are recorded. steps: the
-        (logits, activations) a generation loop recorded while it produced `target` (explorer.generation.sample
+        (logits, activations) a generation loop recorded while it produced `target` (explorer.adapters.generation.sample
         with record=True): the record is assembled from them instead of stepping the decoder again."""
         acts = Acts(names)
         m = self.model

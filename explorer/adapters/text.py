@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from explorer.token_text import TokenText, readable
+from explorer.text.token_text import TokenText, readable
 from explorer.data.vocab import Vocab, clean_text, tokenize_words
 
 DEFAULT_MAX_TOKENS = 512
@@ -215,7 +215,7 @@ class VocabText:
         return enc
 
     def token_strings(self, ids: Any) -> list[str]:
-        """Each id shown on its own (explorer.token_text)."""
+        """Each id shown on its own (explorer.text.token_text)."""
         return [self.display.text(i) for i in ids]
 
     def sequence_strings(self, ids: Any) -> list[str]:

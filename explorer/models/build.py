@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 
-from explorer.safe_load import CorruptFileError
+from explorer.files.safe_load import CorruptFileError
 
 from explorer.models.masked_lm import MaskedLM, MaskedLMConfig
 from explorer.models.rnn_lm import CELLS, RNNLanguageModel
@@ -172,7 +172,7 @@ def build_model(architecture: str, config: dict) -> nn.Module:
     return _BUILDERS[architecture](config)
 
 
-#: the catalogue family (explorer.catalogue.FAMILIES) of each architecture
+#: the catalogue family (explorer.loading.catalogue.FAMILIES) of each architecture
 FAMILY_OF_ARCHITECTURE = {"rnn_lm": "rnn-lm", "seq2seq": "seq2seq-rnn", "tiny_gpt": "decoder", "word2vec": "word2vec",
                           "masked_lm": "masked-lm"}
 

@@ -13,7 +13,7 @@
 
 The encoder is a GRU, unidirectional by default; bidirectional=True (Bahdanau et al.'s encoder) runs H/2 units
 each way and concatenates them, so annotations h_j stay (B, S, H) and the initial decoder state is
-[forward final; backward final]. (The built-in recipes are in explorer.train.BUILTINS.)
+[forward final; backward final]. (The built-in recipes are in explorer.training.train.BUILTINS.)
 Token ids follow explorer.data.vocab.SPECIALS: <pad>=0, <unk>=1, <bos>=2, <eos>=3.
 Masks are bool (B, S), True on real source tokens; attention is a masked softmax (pads get weight 0).
 """

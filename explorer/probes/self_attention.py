@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer.adapters.base import Unsupported
-from explorer.examples import NATURAL
+from explorer.data.examples import NATURAL
 from explorer.adapters.text import Encoded
 
 STREAM_LABELS = {
@@ -36,7 +36,7 @@ STREAM_LABELS = {
 FLOAT16_ABOVE = 2**22  # attention entries above which the trace stores float16
 CHECK_TOL = 1e-4  # recomputed softmax(QKᵀ·s + M) must equal the model's weights to this, else no arithmetic
 
-PRESETS = NATURAL["attention"]  # natural-English examples (explorer.examples); views ask the model for its own
+PRESETS = NATURAL["attention"]  # natural-English examples (explorer.data.examples); views ask the model for its own
 
 
 @dataclass(frozen=True)
@@ -429,7 +429,7 @@ def head_row(trace: AttentionTrace, layer: int, head: int, query: int) -> np.nda
 
 def find_token(tokens: tuple[str, ...], word: str) -> int:
     """Index of the first token equal to `word` (ignoring case and the shown mark of a leading space, ·), or -1."""
-    from explorer.token_text import SPACE
+    from explorer.text.token_text import SPACE
 
     want = word.strip().lower()
     for i, t in enumerate(tokens):

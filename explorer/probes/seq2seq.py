@@ -2,7 +2,7 @@
 
 One function for every encoder-decoder, `alignment_trace(loaded, text, target, decoding, beam)`:
   1. the output: the user's target (teacher forcing), or greedy / beam search through the one generation loop
-     (explorer.generation: Hugging Face's definitions, the model's own generation settings honoured);
+     (explorer.adapters.generation: Hugging Face's definitions, the model's own generation settings honoured);
   2. the model's activation record on (source, output) (explorer.adapters): cross-attention weights, scores,
      context vectors and the logits, from one teacher-forced pass.
 Log-probabilities are always the model's own (temperature 1, no processor) on that pass, so greedy, beam and
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from explorer import generation as G
+from explorer.adapters import generation as G
 from explorer.adapters.base import CrossForm, Unsupported
 from explorer.adapters.text import Encoded, no_text
-from explorer.generation import BeamTrace
+from explorer.adapters.generation import BeamTrace
 
 TOPK = 5
 MAX_OUTPUT = 200          # hard cap on decoded tokens, whatever the source length
@@ -332,7 +332,7 @@ def length_accuracy(loaded: Any, n_pairs: int = 300) -> LengthCurve:
     src_vocab, tgt_vocab = loaded.vocabs.get("src_vocab"), loaded.vocabs.get("tgt_vocab")
     if src_vocab is None or tgt_vocab is None:
         return LengthCurve(loaded.id, label, error=f"{loaded.id} has no vocabularies to evaluate with.")
-    from explorer import metrics as M
+    from explorer.metrics import held_out as M
 
     mod = _data_module(loaded)
     pairs = mod.generate_pairs(n_pairs, mod.HELDOUT_SEED)
@@ -348,7 +348,7 @@ def length_accuracy(loaded: Any, n_pairs: int = 300) -> LengthCurve:
 
 
 def presets_for(loaded: Any) -> list[str]:
-    """Teaching sentences for this model: its translation examples (explorer.examples)."""
+    """Teaching sentences for this model: its translation examples (explorer.data.examples)."""
     return list(loaded.adapter.examples("translation").sentences)
 
 

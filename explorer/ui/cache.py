@@ -9,13 +9,13 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.lru import LoadOnceLRU
-from explorer.model_cache import ModelCache
-from explorer.loaders import LoadedModel, OutOfMemoryLoadError
-from explorer.safe_load import ModelLoadError
-from explorer.text_safety import md, md_message
-from explorer.catalogue import CatalogueEntry, catalogue
-from explorer.uploads import UploadOwner, bundle
+from explorer.runtime.lru import LoadOnceLRU
+from explorer.loading.model_cache import ModelCache
+from explorer.loading.loaders import LoadedModel, OutOfMemoryLoadError
+from explorer.files.safe_load import ModelLoadError
+from explorer.text.escape import md, md_message
+from explorer.loading.catalogue import CatalogueEntry, catalogue
+from explorer.loading.uploads import UploadOwner, bundle
 from explorer.ui import settings
 
 R = TypeVar("R")
@@ -66,7 +66,7 @@ def _use_cpu() -> None:
 def get_model(model_id: str, device: str | None = None, dtype: str | None = None,
               task: str | None = None) -> LoadedModel | None:
     """Load (or reuse) `model_id` on the sidebar's device/dtype; shows a clear error and returns None on failure.
-    task: a Hugging Face head to load (explorer.loaders.load_model), e.g. "masked-lm"."""
+    task: a Hugging Face head to load (explorer.loading.loaders.load_model), e.g. "masked-lm"."""
     device = device or settings.device()
     dtype = dtype or settings.dtype()
     if not _claim_linked_upload(model_id):

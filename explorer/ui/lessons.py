@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from explorer import lessons as L
-from explorer.text_safety import md, md_message
+from explorer.text.escape import md, md_message
 from explorer.ui import state
 from explorer.ui.widgets import forget_sentence_input, page_header
 from explorer.views import HOME, PARAMS

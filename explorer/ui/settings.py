@@ -8,7 +8,7 @@ import os
 
 import streamlit as st
 
-from explorer import device as devices
+from explorer.runtime import device as devices
 from explorer.ui import state
 from explorer.viz.theme import Theme, get_theme
 

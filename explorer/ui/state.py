@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import streamlit as st
 
-from explorer.text_safety import md_message
+from explorer.text.escape import md_message
 
 T = TypeVar("T")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer import train_budget
+from explorer.training import budget as train_budget
 from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded_text
-from explorer.text_safety import md, md_message
-from explorer.train import LIMITS, TrainSpec
-from explorer.training_jobs import TrainingBusyError, TrainingJob
+from explorer.text.escape import md, md_message
+from explorer.training.train import LIMITS, TrainSpec
+from explorer.training.jobs import TrainingBusyError, TrainingJob
 from explorer.ui import charts, settings
 from explorer.ui.cache import upload_owner
 from explorer.views import VIEWS

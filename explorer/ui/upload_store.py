@@ -10,7 +10,7 @@ files stayed for the life of the process. server.maxUploadSize (.streamlit/confi
 one object, which Streamlit offers no way to replace after the server has started. Then:
 
 - `add_file` refuses a file (HTTP 413, nothing kept) that would take the session's files past
-  EXPLORER_SESSION_UPLOAD_MB or all sessions' files past EXPLORER_UPLOADS_MB (the settings of explorer.uploads,
+  EXPLORER_SESSION_UPLOAD_MB or all sessions' files past EXPLORER_UPLOADS_MB (the settings of explorer.loading.uploads,
   applied to this store separately); the refusal is kept for the session's page (`show_refusal()`);
 - the files of a session that no longer has a websocket (a closed tab) are dropped at the next add and by a
   sweeper thread within SWEEP_S seconds, so a closed tab keeps nothing, whether or not a widget held its files.
@@ -27,8 +27,8 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
-from explorer.text_safety import md
-from explorer.uploads import mb, session_upload_bytes, total_upload_bytes
+from explorer.text.escape import md
+from explorer.loading.uploads import mb, session_upload_bytes, total_upload_bytes
 
 SWEEP_S = 1.0  # how often the files of ended sessions are looked for
 FILE_OVERHEAD = 1024  # bytes charged per file besides its data and name (the record, the dict entries)

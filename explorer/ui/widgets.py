@@ -5,9 +5,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import streamlit as st
 
-from explorer.catalogue import ModelId
-from explorer.safe_load import ModelLoadError
-from explorer.text_safety import md, md_message
+from explorer.loading.catalogue import ModelId
+from explorer.files.safe_load import ModelLoadError
+from explorer.text.escape import md, md_message
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, session_catalogue
 
@@ -107,7 +107,7 @@ def model_sentence(loaded: Any, purpose: str, **kwargs: Any) -> str:
 
 def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
                  extra: Sequence[str] = (), none_label: str | None = None, **kwargs: Any) -> str:
-    """Choose a catalogue id (kept in ?model=). `families`: keys of explorer.catalogue.FAMILIES this view can read.
+    """Choose a catalogue id (kept in ?model=). `families`: keys of explorer.loading.catalogue.FAMILIES this view can read.
 
     An id from the URL that is not in the offline catalogue (e.g. hf:<repo>) is offered too, so links work.
     With `none_label`, the first option is "none" (shown as none_label): an optional second model. kwargs go to

@@ -11,8 +11,8 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.text_safety import md_code
-from explorer.viz.attention import scale_tex
+from explorer.text.escape import md_code
+from explorer.viz.self_attention import scale_tex
 from explorer.viz.tokens import chart_labels, labels, ticks
 from explorer.viz.theme import NORMAL, Theme, figure
 

@@ -1,6 +1,6 @@
 """Tokens as chart labels and axis ticks that label every token up to MAX_TICKS, then every n-th with its index.
 
-Tokens arrive as the text they stand for (explorer.token_text, applied by every adapter: `·` for a space, `↵` for a
+Tokens arrive as the text they stand for (explorer.text.token_text, applied by every adapter: `·` for a space, `↵` for a
 newline, bytes decoded); `labels` only makes sure that nothing invisible reaches a chart, and `chart_labels` (used by
 `ticks`) escapes them for Plotly, which reads a few HTML tags in every string it draws."""
 from __future__ import annotations
@@ -10,14 +10,14 @@ from typing import Sequence
 
 import numpy as np
 
-from explorer.text_safety import plotly_text
-from explorer.token_text import readable
+from explorer.text.escape import plotly_text
+from explorer.text.token_text import readable
 
 MAX_TICKS = 64
 
 
 def labels(tokens: Sequence[str]) -> list[str]:
-    """One visible label per token (explorer.token_text.readable: spaces `·`, control characters as pictures)."""
+    """One visible label per token (explorer.text.token_text.readable: spaces `·`, control characters as pictures)."""
     return [readable(str(t)) for t in tokens]
 
 

@@ -1,0 +1,203 @@
+"""Decoding strategies side by side: greedy, temperature, top-k, top-p, typical, min-p and beam search."""
+import streamlit as st
+
+from explorer.loading.catalogue import builtin_names
+from explorer.adapters.generation import LABELS, DecodingError, Strategy
+from explorer.text.escape import md, md_message
+from explorer.probes import decoding_strategies as D
+from explorer.ui import settings
+from explorer.ui.cache import get_model, probe
+from explorer.ui.state import Controls
+from explorer.ui.charts import Origin, show, table
+from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
+from explorer.viz import decoding_strategies as V
+
+c = Controls("decoding-strategies")
+page_header("Decoding strategies side by side",
+            "The same prompt and seed through greedy, temperature sampling, top-k, top-p, typical-p, min-p and "
+            "beam search, with Hugging Face's own logits processors, the distribution at every step and metrics.")
+
+declared = c.params["model"].default  # pretrained:smollm2 when installed (explorer/views.py), else builtin:tiny-gpt
+default_model = declared if not declared.startswith("builtin:") or declared.removeprefix("builtin:") in \
+    builtin_names() else "builtin:lstm-lm"
+col_model, col_text = top_row()
+with col_model:
+    model_id = model_picker(c.view.families, default=default_model)
+    loaded = get_model(model_id)
+if loaded is None:
+    st.stop()
+template = probe(D.chat_template, loaded)  # None: the tokenizer has no chat template
+sized = D.first_open(loaded)  # a large model opens with fewer new tokens and samples
+
+# ------------------------------------------------------------------------------------------- settings
+if template is not None:
+    c_kinds, c_chat, c_settings = st.columns([3.2, 1.5, 1], vertical_alignment="bottom")
+    with c_chat:
+        chat = c.toggle("chat")
+else:
+    c_kinds, c_settings = st.columns([3.6, 1], vertical_alignment="bottom")
+    chat = False
+with col_text:  # drawn above the row: an instruct model's message in chat mode, else a prompt to continue
+    text = model_sentence(loaded, "chat" if chat else c.view.sentences, label="Message (a user turn)" if chat
+                          else "Prompt")
+with c_kinds:
+    chosen = c.multiselect("strategies", format_func=LABELS.get, label_visibility="collapsed")  # at most 6
+with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch"):
+    system = ""
+    if template is not None:
+        own = (f"empty: the template's own, “{template.default_system}”" if template.default_system else
+               "empty: none (the template adds no system prompt)") if template.system_ok else \
+            "this template takes no system message"
+        system = c.text_input("system", max_chars=D.MAX_SYSTEM, placeholder=own, disabled=not chat)
+        st.caption(f"System prompt: {md_message(own)}.")
+    c1, c2, c3, c4 = st.columns(4)
+    with c1:
+        seed = int(c.number("seed"))
+        max_new = c.number("max_new", slider=True, default=sized.get("max_new"))
+        min_new = c.number("min_new", slider=True, hi=max_new)
+        stop_eos = c.toggle("eos")
+    with c2:
+        temperature = c.number("temperature", slider=True)
+        n = c.number("n", slider=True, default=sized.get("n"))
+        rep = c.number("rep", slider=True)
+    with c3:
+        k = c.number("k", slider=True)
+        p = c.number("p", slider=True)
+        typical = c.number("typical", slider=True)
+    with c4:
+        min_p = c.number("minp", slider=True)
+        beams = c.number("beam", slider=True)
+        length_penalty = c.number("lp", slider=True)
+        ngram = c.number("ngram", slider=True)
+
+if not chosen:
+    st.info("Choose at least one strategy (two to six to compare).")
+    st.stop()
+if len(chosen) < 2:
+    st.info("Choose a second strategy to compare side by side.")
+strategies = tuple(
+    Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=min_p, num_beams=beams,
+             length_penalty=length_penalty, repetition_penalty=rep, no_repeat_ngram_size=ngram,
+             min_new_tokens=min_new)
+    for kind in chosen
+)
+try:
+    run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "")
+except DecodingError as exc:
+    st.error(md_message(exc))
+    st.stop()
+for note in run.notes:
+    st.info(md_message(note))
+
+OWN = Origin("model", f"{md(model_id)}'s own next-token distributions on this prompt (seed {seed}); log-probabilities at "
+                      "T = 1, whatever the strategy sampled from.")
+# -------------------------------------------------------------------------------------------- columns
+cols = st.columns(len(run.generations))
+for col, gen in zip(cols, run.generations):
+    with col:
+        st.markdown(f"**{LABELS.get(gen.strategy.kind)}** :gray[{md(gen.strategy.params_text)}]")
+        for note in gen.notes:
+            st.warning(md_message(note))
+        out = gen.outputs[0]
+        st.html(V.tokens_html("" if run.is_encoder_decoder or run.chat else "…", out.tokens, out.logprobs,
+                              max_lines=V.OUTPUT_LINES))
+theme = settings.theme()
+show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
+                     [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text, reply=run.chat),
+     OWN, key="logprobs", filename="logprobs", fold=V.FOLD)
+st.caption(md_message(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
+                      + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat)))
+if template is not None:
+    st.caption(md_message(V.chat_line(model_id, template, run.chat, run.system, stop_eos)))
+with st.expander("Metrics of each output, and every sample"):
+    table(V.metric_columns(run.generations), Origin("model", "metrics of each column's output under the model's own "
+                                                             "distribution."))
+    for gen in run.generations:  # every output in full (the columns above scroll after a few lines)
+        st.markdown(f"**{gen.strategy.label}**: " + " · ".join(f"({i + 1}) {md(o.text)}" if len(gen.outputs) > 1
+                                                             else md(o.text) for i, o in enumerate(gen.outputs)))
+
+SECTIONS = {"step": "One step: the next-token distribution", "beam": "Beam tree",
+            "tradeoff": "Diversity and quality over samples"}
+section = c.radio("section", format_func=SECTIONS.get, label_visibility="collapsed")
+# ------------------------------------------------------------------------------------------- per step
+if section == "step":
+    labels = [g.strategy.label for g in run.generations]
+    which = c.selectbox("col", list(range(len(labels))), format_func=lambda i: labels[i])
+    gen = run.generations[which]
+    out = gen.outputs[0]
+    if not out.ids:
+        st.info("This column generated no token.")
+    else:
+        s1, s2 = st.columns(2)
+        with s1:
+            step = c.number("step", slider=True, hi=max(len(out.ids), 2))
+            step = min(step, len(out.ids))
+        with s2:
+            view_t = c.number("view_t", slider=True, default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
+        sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
+        st.caption("Context: … " + md(" ".join(sv.context)))
+        show(V.step_bars(sv, theme), Origin("model", f"the model's logits at step {step}, after the strategy's penalties, "
+                                            f"at T = {sv.temperature:g}; grey: what its filter removes."), key="step_bars", filename=f"step{step}")
+        st.latex(
+            rf"p(w) = \frac{{\exp(z_w / T)}}{{\sum_{{j=1}}^{{{sv.vocab_size}}} \exp(z_j / T)}}:\quad "
+            rf"z_{{\text{{chosen}}}} = {sv.chosen_logit:.3f},\ T = {sv.temperature:g},\ "
+            rf"\log \sum_j e^{{z_j/T}} = {sv.log_z:.3f},\ p = e^{{{sv.chosen_logit / sv.temperature:.3f} - {sv.log_z:.3f}}}"
+            rf" = {sv.chosen_prob:.4f}"
+        )
+        kind = gen.strategy.kind
+        rule = {
+            "greedy": r"w_t = \arg\max_w z_w",
+            "sample": r"w_t \sim p(\cdot)\ \text{(every token kept)}",
+            "top-k": rf"V_k = \text{{the }} {gen.strategy.top_k} \text{{ most probable tokens}}",
+            "top-p": rf"V_p = \text{{smallest prefix (by probability) with }} \sum_{{w \in V_p}} p(w) \ge {gen.strategy.top_p:g}",
+            "typical": rf"\text{{keep tokens closest to the entropy: }} |{{-\log p(w)}} - H(p)| \text{{ smallest, mass}} \ge {gen.strategy.typical_p:g}",
+            "min-p": rf"V = \{{w : p(w) \ge {gen.strategy.min_p:g} \cdot \max_j p(j)\}}",
+            "beam": r"\text{keep the } K \text{ prefixes with the largest } \sum_t \log p(w_t \mid w_{<t})",
+        }[kind]
+        st.latex(rule)
+        st.caption(f"Chosen token: **{md(sv.chosen_token)}** (rank {sv.chosen_rank + 1} of {sv.vocab_size:,}; "
+                   f"p = {sv.chosen_prob:.4f} at T = {sv.temperature:g}, {sv.chosen_final:.4f} after the filter). "
+                   f"Kept: {sv.n_kept:,} tokens holding {sv.kept_mass:.1%} of the probability; grey bars were removed."
+                   + (" Beam search filters nothing here: the beams choose (see the tree)." if kind == "beam" else ""))
+
+elif section == "beam":
+    # ------------------------------------------------------------------------------------------- beam tree
+    beam_gens = [g for g in run.generations if g.beam is not None]
+    if not beam_gens:
+        st.info("Add Beam search to the strategies to see its tree.")
+    else:
+        show(V.beam_tree(beam_gens[0].beam, theme), OWN, key="beam_tree", filename="beam-tree")
+        st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K best "
+                   f"not ending continue (coloured), those ending with the end token or at the length limit join the "
+                   f"finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / generated_length^"
+                   f"{beam_gens[0].strategy.length_penalty:g}, Hugging Face's definition): "
+                   f"{beam_gens[0].beam.final_score:.4f}.")
+
+else:
+    # ------------------------------------------------------------------------------------------- trade-off
+    rows = [g.summary() for g in run.generations]
+    table(V.summary_rows(rows), OWN)
+    x1, x2 = st.columns(2)
+    with x1:
+        x_axis = c.radio("x")
+    with x2:
+        y_axis = c.radio("y")
+    if n < 2 and x_axis == "self-BLEU":
+        st.info("Self-BLEU needs at least two samples per strategy: raise n.")
+    show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), OWN, key="tradeoff", filename="tradeoff")
+    st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram precision "
+               "up to 4, brevity penalty, Chen & Cherry smoothing 1 with ε = 0.1, 0 when no word matches), 1 = all "
+               "samples identical. Distinct-n: distinct n-grams / n-grams over all samples. Greedy and beam are "
+               "deterministic: they generate one output, and their metrics are that output's. Log-probabilities are the "
+               "model's own (T = 1, no penalty), whatever the strategy used.")
+
+what_to_notice([
+    "Greedy and beam search pick the likeliest tokens: high mean log-probability, but repetition loops; they give "
+    "one output whatever n, so self-BLEU does not apply to them (the chart draws their quality as a line).",
+    "Pure sampling at T = 1 is diverse but wanders into unlikely tokens; top-k, top-p, typical and min-p cut the "
+    "unreliable tail (the grey bars) and trade a little diversity for likelier text.",
+    "Top-k keeps a fixed number of tokens whatever the shape of the distribution; top-p adapts: few tokens when "
+    "the model is sure, many when it is not (move the step slider).",
+    "Lower the view's temperature: the distribution sharpens and top-p keeps fewer tokens.",
+    "A repetition penalty or no-repeat n-gram size breaks greedy/beam loops, at some cost in log-probability.",
+])

@@ -1,0 +1,74 @@
+"""Token attribution: gradient × input and integrated gradients from each output token onto the input tokens."""
+import streamlit as st
+
+from explorer.probes.token_attribution import AttributionError, attribution, default_outputs
+from explorer.text.escape import md, md_message
+from explorer.ui import settings
+from explorer.ui.cache import probe
+from explorer.ui.charts import Origin, show
+from explorer.ui.state import Controls
+from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
+from explorer.viz import token_attribution as V
+
+c = Controls("token-attribution")
+page_header("Token attribution", "Which input tokens drive each output token: gradient × input, and integrated "
+            "gradients (Sundararajan et al. 2017) from a baseline, with their completeness error.")
+_, loaded, text = model_and_sentence(
+    c, label=lambda m: "Source sentence" if m.adapter.is_encoder_decoder else "Sentence")
+target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
+c_out, c_method, c_steps = st.columns([2.2, 1.6, 1], vertical_alignment="bottom")  # c_out: once the run is known
+with c_method:
+    method = c.selectbox("method", label_visibility="collapsed")
+with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
+    steps = c.number("steps", disabled=method != "integrated gradients")
+    outputs = "all" if loaded.adapter.is_encoder_decoder else c.radio(
+        "outputs", default=default_outputs(loaded), format_func={
+            "all": "every next token and the prediction", "prediction": "the model's prediction only"}.get)
+try:
+    trace = probe(attribution, loaded, text, target, steps, outputs)
+except AttributionError as exc:
+    st.info(md_message(exc))
+    st.stop()
+for note in trace.notes:
+    st.info(md_message(note))
+theme = settings.theme()
+M = len(trace.outputs)
+with c_out:
+    out = c.selectbox("out", list(range(M)), default=M - 1, label_visibility="collapsed",
+                      format_func=lambda i: f"onto output {i}: {trace.outputs[i]}"
+                      + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
+values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
+origin = Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd); integrated gradients "
+                         f"from {md_message(trace.baseline)}: completeness error at most {trace.max_completeness:.2g} "
+                         f"({trace.max_relative:.2%} of the change in the logit).")
+show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out), origin, key="attr_heatmap",
+     filename="attribution", fold=True)
+if outputs == "prediction" and len(trace.inputs) > 1:
+    st.caption("Only the model's own prediction after the last token is attributed: for a row per next token of "
+               "the sentence choose “every next token” under Steps (each row costs tens of forward and backward "
+               "passes of the model).")
+warning = V.completeness_warning(trace, c.view.params["steps"].hi)
+if warning and method == "integrated gradients":
+    st.warning(md_message(warning), icon=":material/warning:")
+st.markdown(f"**{method} onto “{md(trace.outputs[out])}”** ({V.colour_key(theme)}):")
+st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out], theme, trace.kept))
+st.caption(f"Logit of “{md(trace.outputs[out])}”: {trace.logit[out]:.4f}; at the baseline "
+           f"({md_message(trace.baseline)}): "
+           f"{trace.baseline_logit[out]:.4f}; the integrated gradients sum to {float(trace.integrated[out].sum()):.4f} "
+           f"(completeness error {trace.completeness[out]:.2g}, {trace.relative[out]:.2%} of the change; "
+           f"{trace.points[out]} Gauss–Legendre points, {trace.evaluations[out]} gradient evaluations). The rule: "
+           f"{md_message(trace.rule)}, up to {trace.points.max()} points per output ({trace.evaluations.sum()} "
+           f"gradient evaluations in all, at most {trace.steps} per output).")
+what_to_notice([
+    "In an agreement sentence, compare what the verb's logit draws from the subject noun and from the nearer "
+    "attractor noun: attribution says what raises this logit, not which word decides the verb's number.",
+    "Gradient × input is one backward pass; integrated gradients integrate the gradient along the straight path from "
+    "the baseline, so the attributions add up to the change in the logit between the baseline and the sentence (the "
+    "completeness error, computed for every output, shows how closely).",
+    "Some outputs need many more gradient evaluations than others (the caption gives each one's count): the "
+    "integration halves the intervals where its sum disagrees with the logits at their ends, which is where the "
+    "logit bends sharply along the path.",
+    "On a model with rotary positions (SmolLM2, Llama) the baseline keeps the first token as it is: it gets no share, "
+    "and the first output, which reads only that token, has nothing to split.",
+    "An encoder-decoder's output token draws on the source and on the outputs before it (second part of the row).",
+])

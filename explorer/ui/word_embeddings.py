@@ -1,0 +1,117 @@
+"""Cached glue of the word-embeddings view: tables (per model or uploaded file) and projections, shared by every
+browser session (st.cache_resource): shipped ones opened at once, others fitted in the background with a progress
+bar while the page shows the PCA of the same rows."""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from explorer.projections import reduce as PR
+from explorer.projections import assets as A
+from explorer.probes import word_embeddings as P
+from explorer.projections.jobs import FitJob, FitJobs
+from explorer.text.escape import md_message
+
+MAX_FITS = 8  # fitted projections kept per server process (LRU; a UMAP of 30k rows holds ~100 MB)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _model_table(model_id: str, device: str, dtype: str, source: str, _loaded: Any) -> P.EmbeddingTable:
+    return P.embedding_table(_loaded, source)
+
+
+def model_table(loaded: Any, source: str) -> P.EmbeddingTable:
+    """The embedding table `source` of a loaded model, built once per (model, device, dtype, source)."""
+    return _model_table(loaded.id, loaded.device, loaded.dtype, source, loaded)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _file_table(digest: str, name: str, _data: bytes) -> P.EmbeddingTable:
+    return P.parse_text_embeddings(_data, name)
+
+
+def file_table(name: str, data: bytes) -> P.EmbeddingTable:
+    """An uploaded text file of vectors, parsed once per content. Raises EmbeddingFileError."""
+    return _file_table(hashlib.sha256(data).hexdigest(), name, data)
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _fits() -> FitJobs:
+    """Process-wide fitted projections (LRU of MAX_FITS) and the background fits under way."""
+    return FitJobs(MAX_FITS)
+
+
+def _label(table: P.EmbeddingTable, n: int, method: str, dims: int) -> str:
+    return f"{dims}-D {PR.METHODS[method]} of {n:,} vectors × {table.dim} dimensions"
+
+
+def _builder(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, params: dict):
+    def build(progress: PR.Progress) -> PR.Projection:
+        proj = PR.fit(table.vectors[rows], method, dims, params, progress=progress)
+        if proj.can_transform:  # compile the transform now (numba), not when the user types
+            progress(1.0, "preparing the transform for typed words")
+            PR.transform(proj, table.vectors[rows[:1]])
+        return proj
+    return build
+
+
+def projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int,
+               params: dict) -> tuple[PR.Projection, FitJob | None]:
+    """What to draw now for table rows `rows` (N,): (the requested projection, None) when it is stored, shipped
+    with the app (an exact match, explorer.projections.assets) or a PCA (fitted here, fast); otherwise (the PCA of
+    the same rows, the job fitting the requested one in the background, shared by every session, or its failure).
+    Raises ProjectionError when even the PCA cannot be fitted."""
+    jobs = _fits()
+    key = (table.key, hashlib.sha1(np.ascontiguousarray(rows).tobytes()).hexdigest(), method, dims,
+           tuple(sorted(params.items())))
+    proj = jobs.ready(key)
+    if proj is not None:
+        return proj, None
+    job = jobs.job(key)
+    if job is None:
+        shipped = A.find(table, rows, method, dims, params)
+        if shipped is not None:
+            return jobs.store.get(key, lambda: shipped), None
+        if method == "pca":
+            return jobs.store.get(key, lambda: PR.fit(table.vectors[rows], "pca", dims, params)), None
+        job = jobs.start(key, _builder(table, rows, method, dims, params), _label(table, len(rows), method, dims))
+        proj = jobs.ready(key) if job.status == "done" else None  # finished between the two looks
+        if proj is not None:
+            return proj, None
+    return projection(table, rows, "pca", dims, PR.params_for("pca"))[0], job
+
+
+def fit_status(job: FitJob) -> None:
+    """Where the requested fit stands, above the stand-in PCA: a progress bar polled each second (the page reruns
+    when the fit ends), or why it failed, with a button to try again."""
+    if job.status == "failed":
+        st.error(f"The {job.label} could not be computed: {md_message(job.error.rstrip('.'))}. The PCA of the same rows is "
+                 "shown instead.")
+        if st.button("Try again", key="fit_retry"):
+            _fits().retry(job.key)
+            st.rerun()
+        return
+    _progress(job)
+
+
+@st.fragment(run_every=1.0)
+def _progress(job: FitJob) -> None:
+    if job.status != "running":
+        st.rerun()  # the whole page: it draws the finished fit (or the failure)
+    st.progress(job.fraction, text=f"Computing the {job.label} in the background ({job.elapsed:.0f} s): "
+                                   f"{md_message(job.message)}. It is shared by every session of this server and shown here "
+                                   "when ready; PCA meanwhile.")
+
+
+def follow_default(key: str, default: str) -> None:
+    """Call before the widget `key` is drawn: a value that is still the default the page put there for another
+    model follows the model (the same-word pair: causal models need the deciding words first). A value typed, or
+    given by the URL, is kept."""
+    mark = f"_default_{key}"
+    previous = st.session_state.get(mark)
+    if previous is not None and previous != default and st.session_state.get(key) == previous:
+        st.session_state[key] = default
+    st.session_state[mark] = default

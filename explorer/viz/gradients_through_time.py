@@ -1,0 +1,45 @@
+"""Figures of gradients through time: the gradient reaching each input against its distance, and the per-step
+Jacobian norms, one line per model."""
+from __future__ import annotations
+
+import html
+from typing import Any, Sequence
+
+import plotly.graph_objects as go
+
+from explorer.text.escape import plotly_text
+from explorer.viz.theme import Theme, figure
+from explorer.viz.tokens import chart_labels
+
+
+def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
+    """‖∂ log p(w) / ∂x_t‖ against the distance (T − 1) − t, log scale, one line per model; the y axis names the
+    predicted word w (the models' common target)."""
+    targets = {tr.target for tr in traces}
+    w = f"“{html.escape(targets.pop())}”" if len(targets) == 1 else "w_T"
+    data = [{"type": "scatter", "x": tr.distance, "y": tr.input_grad, "mode": "lines+markers",
+             "name": f"{tr.cell} · {plotly_text(tr.model_id.removeprefix('builtin:'))}", "text": chart_labels(tr.tokens),
+             "line": {"color": theme.categorical[i % len(theme.categorical)]},
+             "hovertemplate": f"{tr.cell}<br>“%{{text}}”, %{{x}} steps back<br>‖∂ log p / ∂x‖ = %{{y:.4g}}<extra></extra>"}
+            for i, tr in enumerate(traces)]
+    return figure(data, {"height": 420, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+                         "margin": {"t": 40},
+                         "xaxis": {"title": {"text": "steps before the prediction (T − 1 − t)"}},
+                         "yaxis": {"title": {"text": f"‖∂ log p({w}) / ∂x_t‖"}, "type": "log",
+                                   "dtick": "D2"}})  # log ticks: 1, 2, 5 per decade (not 2…9: unreadable on a projector)
+
+
+def jacobian_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
+    """Per model: each step's ‖∂s_t/∂s_{t−1}‖₂ (dots) and their product from step t to the prediction (line)."""
+    data = []
+    for i, tr in enumerate(traces):
+        colour = theme.categorical[i % len(theme.categorical)]
+        data.append({"type": "scatter", "x": tr.distance, "y": tr.products, "mode": "lines",
+                     "name": f"{tr.cell}: product of step norms", "line": {"color": colour},
+                     "hovertemplate": f"{tr.cell}: ∏ norms over the last %{{x}} steps = %{{y:.4g}}<extra></extra>"})
+        data.append({"type": "scatter", "x": tr.distance[1:], "y": tr.step_norms, "mode": "markers",
+                     "name": f"{tr.cell}: ‖∂s_t/∂s_t−1‖", "marker": {"color": colour, "symbol": "circle-open"},
+                     "hovertemplate": f"{tr.cell}: step norm %{{y:.4g}}<extra></extra>"})
+    return figure(data, {"title": {"text": "Per-step Jacobian norms and their product (the chain-rule bound)"},
+                         "height": 420, "xaxis": {"title": {"text": "steps before the prediction"}},
+                         "yaxis": {"title": {"text": "spectral norm"}, "type": "log"}})

