@@ -1,7 +1,7 @@
 """Neural NLP Explorer — router only: page config, sidebar settings, navigation."""
 import streamlit as st
 
-import explorer.runtime.preload  # first: see its docstring (a class opening the app at once)
+import explorer.runtime.preload  # noqa: F401 -- side effect; first: see its docstring (a class opening the app at once)
 from explorer.runtime.device import configure_threads
 from explorer.ui import lessons, settings, upload_store
 from explorer.views import HOME, PAGE_ICON, VIEWS

@@ -20,7 +20,8 @@ left, right = st.columns([3, 2])
 with right:
     hf_id = state.checked_text(st.text_input("Hugging Face model", max_chars=200,
                                              placeholder="e.g. gpt2, google-bert/bert-base-uncased",
-                                             help="Opened as hf:\\<repo id\\> with eager attention; remote code never runs."),
+                                             help="Opened as hf:\\<repo id\\> with eager attention; "
+                                                  "remote code never runs."),
                                200, "The Hugging Face id", stop=False)
     if st.button("Open Hugging Face model", disabled=not hf_id.strip()):
         try:
@@ -33,14 +34,16 @@ with right:
 with left:
     if "_added_upload" in st.session_state:  # set by "Add to the catalogue" below, before the picker exists
         st.session_state["model"] = st.session_state.pop("_added_upload")
-    chosen = model_picker(c.view.families, default=c.params["model"].default, extra=[st.session_state.get("model", "")] if
+    chosen = model_picker(c.view.families, default=c.params["model"].default,
+                          extra=[st.session_state.get("model", "")] if
                           str(st.session_state.get("model", "")).startswith(("hf:", "upload:")) else ())
 
 loaded = get_model(chosen) if chosen else None
 if loaded is not None:
     cols = st.columns(5)
     cols[0].metric("Family", FAMILIES.get(loaded.family, loaded.family))
-    shape = f"{loaded.n_layers} × {loaded.n_heads}" if loaded.n_heads else (str(loaded.n_layers) if loaded.n_layers else "—")
+    shape = (f"{loaded.n_layers} × {loaded.n_heads}" if loaded.n_heads
+             else (str(loaded.n_layers) if loaded.n_layers else "—"))
     cols[1].metric("Layers × heads" if loaded.n_heads else "Layers", shape)
     cols[2].metric("Parameters", f"{loaded.n_params:,}")
     cols[3].metric("Device · dtype", f"{loaded.device} · {loaded.dtype}")
@@ -88,7 +91,8 @@ if rows:
     st.dataframe(rows, hide_index=True, width="stretch")
     st.caption(f"Shared by every browser session (other sessions' uploads are not listed); at most "
                f"{cache.max_models} kept (least recently used are unloaded).")
-    target = st.selectbox("Unload", [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows], key="unload_pick")
+    target = st.selectbox("Unload", [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows],
+                          key="unload_pick")
     if st.button("Unload model"):
         mid, dev, dt = target.split(" · ")
         cache.unload(mid, dev, dt)

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.loading.catalogue import builtin_names
-from explorer.adapters.generation import LABELS, DecodingError, Strategy
+from explorer.adapters.generation import LABELS, Strategy
 from explorer.text.escape import md, md_message
 from explorer.probes import decoding_strategies as D
 from explorer.ui import settings
@@ -81,16 +81,12 @@ strategies = tuple(
              min_new_tokens=min_new)
     for kind in chosen
 )
-try:
-    run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "")
-except DecodingError as exc:
-    st.error(md_message(exc))
-    st.stop()
+run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "")
 for note in run.notes:
     st.info(md_message(note))
 
-OWN = Origin("model", f"{md(model_id)}'s own next-token distributions on this prompt (seed {seed}); log-probabilities at "
-                      "T = 1, whatever the strategy sampled from.")
+OWN = Origin("model", f"{md(model_id)}'s own next-token distributions on this prompt (seed {seed}); "
+                      "log-probabilities at T = 1, whatever the strategy sampled from.")
 # -------------------------------------------------------------------------------------------- columns
 cols = st.columns(len(run.generations))
 for col, gen in zip(cols, run.generations):
@@ -133,15 +129,18 @@ if section == "step":
             step = c.number("step", slider=True, hi=max(len(out.ids), 2))
             step = min(step, len(out.ids))
         with s2:
-            view_t = c.number("view_t", slider=True, default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
+            view_t = c.number("view_t", slider=True,
+                              default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
         sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
         st.caption("Context: … " + md(" ".join(sv.context)))
-        show(V.step_bars(sv, theme), Origin("model", f"the model's logits at step {step}, after the strategy's penalties, "
-                                            f"at T = {sv.temperature:g}; grey: what its filter removes."), key="step_bars", filename=f"step{step}")
+        show(V.step_bars(sv, theme), Origin("model", f"the model's logits at step {step}, after the strategy's "
+                                            f"penalties, at T = {sv.temperature:g}; grey: what its filter removes."),
+             key="step_bars", filename=f"step{step}")
         st.latex(
             rf"p(w) = \frac{{\exp(z_w / T)}}{{\sum_{{j=1}}^{{{sv.vocab_size}}} \exp(z_j / T)}}:\quad "
             rf"z_{{\text{{chosen}}}} = {sv.chosen_logit:.3f},\ T = {sv.temperature:g},\ "
-            rf"\log \sum_j e^{{z_j/T}} = {sv.log_z:.3f},\ p = e^{{{sv.chosen_logit / sv.temperature:.3f} - {sv.log_z:.3f}}}"
+            rf"\log \sum_j e^{{z_j/T}} = {sv.log_z:.3f},\ "
+            rf"p = e^{{{sv.chosen_logit / sv.temperature:.3f} - {sv.log_z:.3f}}}"
             rf" = {sv.chosen_prob:.4f}"
         )
         kind = gen.strategy.kind
@@ -149,8 +148,10 @@ if section == "step":
             "greedy": r"w_t = \arg\max_w z_w",
             "sample": r"w_t \sim p(\cdot)\ \text{(every token kept)}",
             "top-k": rf"V_k = \text{{the }} {gen.strategy.top_k} \text{{ most probable tokens}}",
-            "top-p": rf"V_p = \text{{smallest prefix (by probability) with }} \sum_{{w \in V_p}} p(w) \ge {gen.strategy.top_p:g}",
-            "typical": rf"\text{{keep tokens closest to the entropy: }} |{{-\log p(w)}} - H(p)| \text{{ smallest, mass}} \ge {gen.strategy.typical_p:g}",
+            "top-p": (rf"V_p = \text{{smallest prefix (by probability) with }} \sum_{{w \in V_p}} p(w) "
+                      rf"\ge {gen.strategy.top_p:g}"),
+            "typical": (rf"\text{{keep tokens closest to the entropy: }} |{{-\log p(w)}} - H(p)| "
+                        rf"\text{{ smallest, mass}} \ge {gen.strategy.typical_p:g}"),
             "min-p": rf"V = \{{w : p(w) \ge {gen.strategy.min_p:g} \cdot \max_j p(j)\}}",
             "beam": r"\text{keep the } K \text{ prefixes with the largest } \sum_t \log p(w_t \mid w_{<t})",
         }[kind]
@@ -167,10 +168,10 @@ elif section == "beam":
         st.info("Add Beam search to the strategies to see its tree.")
     else:
         show(V.beam_tree(beam_gens[0].beam, theme), OWN, key="beam_tree", filename="beam-tree")
-        st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K best "
-                   f"not ending continue (coloured), those ending with the end token or at the length limit join the "
-                   f"finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / generated_length^"
-                   f"{beam_gens[0].strategy.length_penalty:g}, Hugging Face's definition): "
+        st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K "
+                   f"best not ending continue (coloured), those ending with the end token or at the length limit join "
+                   f"the finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / "
+                   f"generated_length^{beam_gens[0].strategy.length_penalty:g}, Hugging Face's definition): "
                    f"{beam_gens[0].beam.final_score:.4f}.")
 
 else:
@@ -185,11 +186,11 @@ else:
     if n < 2 and x_axis == "self-BLEU":
         st.info("Self-BLEU needs at least two samples per strategy: raise n.")
     show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), OWN, key="tradeoff", filename="tradeoff")
-    st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram precision "
-               "up to 4, brevity penalty, Chen & Cherry smoothing 1 with ε = 0.1, 0 when no word matches), 1 = all "
-               "samples identical. Distinct-n: distinct n-grams / n-grams over all samples. Greedy and beam are "
-               "deterministic: they generate one output, and their metrics are that output's. Log-probabilities are the "
-               "model's own (T = 1, no penalty), whatever the strategy used.")
+    st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram "
+               "precision up to 4, brevity penalty, Chen & Cherry smoothing 1 with ε = 0.1, 0 when no word matches), 1 "
+               "= all samples identical. Distinct-n: distinct n-grams / n-grams over all samples. Greedy and beam are "
+               "deterministic: they generate one output, and their metrics are that output's. Log-probabilities are "
+               "the model's own (T = 1, no penalty), whatever the strategy used.")
 
 what_to_notice([
     "Greedy and beam search pick the likeliest tokens: high mean log-probability, but repetition loops; they give "

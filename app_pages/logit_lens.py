@@ -1,7 +1,7 @@
 """The logit lens: every layer's hidden state read through the model's own final norm and output layer."""
 import streamlit as st
 
-from explorer.probes.logit_lens import LensError, logit_lens
+from explorer.probes.logit_lens import logit_lens
 from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import probe
@@ -14,11 +14,7 @@ c = Controls("logit-lens")
 page_header("Logit lens", "What each layer would predict if the model stopped there: its hidden state read through "
             "the model's own final norm and output layer (nostalgebraist 2020).")
 _, loaded, text = model_and_sentence(c)
-try:
-    trace = probe(logit_lens, loaded, text)
-except LensError as exc:
-    st.info(md_message(exc))
-    st.stop()
+trace = probe(logit_lens, loaded, text)  # a LensError is shown (st.info) and stops the page
 for note in trace.notes:
     st.info(md_message(note))
 theme = settings.theme()

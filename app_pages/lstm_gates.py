@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.probes import lstm_gates as P
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
-from explorer.ui.cache import probe
+from explorer.ui.cache import probe, probe_raising
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, badge, show, table
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
@@ -29,8 +29,8 @@ page_header("Inside the recurrent cell",
 
 model_id, loaded, text = model_and_sentence(c)
 try:
-    trace = probe(P.rnn_gates, loaded, text)
-except P.RNNGatesError as exc:
+    trace = probe_raising(P.rnn_gates, loaded, text)
+except P.RNNGatesError as exc:  # the message names the model and the cells this view reads
     st.error(f"{V.plain(model_id)} cannot be read as an LSTM, GRU or Elman RNN: {V.plain(str(exc))}")
     st.stop()
 if not len(trace):
@@ -115,7 +115,8 @@ elif section == SECTIONS[2]:
         table(V.next_token_rows(trace), Origin("model", "softmax of the model's own logits on this run."))
         st.caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b), the "
                    "model's own output on this run" + (f", which starts at {md(trace.tokens[0])} as the model was "
-                                                       "trained." if trace.special[0] else ", from the first token as typed."))
+                                                       "trained." if trace.special[0]
+                                                       else ", from the first token as typed."))
     else:
         st.info("This model has no output layer over its vocabulary (or reads in both directions): "
                 "it does not predict next tokens.")
@@ -134,7 +135,8 @@ else:
             st.info(md_message(note))
         show(V.diff_heatmap(cmp, cmp.order[:top], theme), Origin(
             "recomputed", f"the difference of two recomputed runs; their hidden states equal torch.nn's to "
-                          f"{trace_a.max_abs_error:.1e} and {trace_b.max_abs_error:.1e}."), key="compare", filename="difference")
+                          f"{trace_a.max_abs_error:.1e} and {trace_b.max_abs_error:.1e}."),
+             key="compare", filename="difference")
         st.caption(f"Units whose {P.LABELS[name]} differs most from the first different token on: "
                    + ", ".join(f"{u} ({cmp.score[u]:.3f})" for u in cmp.order[:5]))
     else:

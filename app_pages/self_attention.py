@@ -28,7 +28,8 @@ theme = settings.theme()
 
 MODES = {"head": "Head view", "model": "Model view (all heads)", "steps": "Step by step (one query)",
          "masks": "Masks", "compare": "Compare two sentences"}
-AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over heads", "rollout": "rollout (layers 0…l)"}
+AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over heads",
+        "rollout": "rollout (layers 0…l)"}
 
 
 def shown(trace, matrix, hide: bool):
@@ -193,13 +194,16 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
     bias = rf",\ b={steps.bias[j]:.4f}" if steps.bias is not None else ""
     st.latex(viz.steps_formula(steps))
     st.latex(
-        rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f}{bias},\ "
+        rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ "
+        rf"{scaled}={steps.scaled[j]:.4f}{bias},\ "
         rf"a=\tfrac{{e^{{{steps.scaled[j] - steps.max_logit:.3f}}}}}{{{steps.denominator:.4f}}}={steps.probs[j]:.5f}"
         if steps.bias is None and not steps.softcap else
-        rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ {scaled}={steps.scaled[j]:.4f}{bias},\ "
+        rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ "
+        rf"{scaled}={steps.scaled[j]:.4f}{bias},\ "
         rf"a={steps.probs[j]:.5f}"
     )
-    scale_txt = f"1/√{steps.d} = {steps.scale:.5f}" if steps.standard_scale else f"{steps.scale:.5f} (this model's scaling)"
+    scale_txt = (f"1/√{steps.d} = {steps.scale:.5f}" if steps.standard_scale
+                 else f"{steps.scale:.5f} (this model's scaling)")
     st.markdown(f"Layer {layer}, head {head}, query **{md(qt)}** (token {q_idx}); head size d = {steps.d}; scale "
                 f"{scale_txt}. Q, K, V are what the model's attention multiplied (read from its run); the recomputed "
                 f"softmax equals the model's attention to **{steps.max_error:.1e}**.")
@@ -209,7 +213,8 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
                                       f"attention to {steps.max_error:.1e}.")
     if steps.angles is not None:
         table(viz.rope_table(steps), Origin("recomputed", f"the query's rotation with the model's own cos/sin, "
-                                                          f"equal to its q to {steps.rope_error:.1e}."), width="content")
+                                                          f"equal to its q to {steps.rope_error:.1e}."),
+              width="content")
     st.markdown(f"q (first dims of {steps.d}): " + vector_text(steps.q))
     table(viz.steps_table(steps), arithmetic, width="content")
     st.markdown("z = Σ a·v (first dims): " + vector_text(steps.z))
@@ -256,7 +261,8 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
         lb = min(layer, trace_b.n_layers - 1)
         show(viz.compare_bars(trace.tokens, head_row(trace, layer, head, q_idx), trace_b.tokens,
                               head_row(trace_b, lb, head, j),
-                              f"Where “{plotly_text(labels[q_idx])}” looks, layer {layer}, head {head}: A (left) vs B (right)", theme),
+                              f"Where “{plotly_text(labels[q_idx])}” looks, layer {layer}, head {head}: "
+                              f"A (left) vs B (right)", theme),
              OWN, key="compare_bars", filename="attention-compare")
         c1, c2 = st.columns(2)
         with c1:

@@ -137,11 +137,12 @@ def step_panel() -> None:
         if row is not None:
             scores = trace.scores[step] if trace.scores is not None else None
             show(viz.step_weights(row[step], trace.src_tokens, trace.out_tokens[step], step, theme, scores),
-                 Origin("model", "the model's own weights (and scores) at this step."), key="step_weights", filename=f"seq2seq-step-{step}")
+                 Origin("model", "the model's own weights (and scores) at this step."), key="step_weights",
+                 filename=f"seq2seq-step-{step}")
         elif trace.no_source_logprobs is not None:
             lp, lp0 = trace.step_logprobs[step], trace.no_source_logprobs[step]
-            st.latex(rf"\log p(\text{{“{latex_text(viz.labels([trace.out_tokens[step]])[0])}”}})={lp:.4f}\ \text{{with }}c,\qquad"
-                     rf"{lp0:.4f}\ \text{{with }}c=s_0=0")
+            st.latex(rf"\log p(\text{{“{latex_text(viz.labels([trace.out_tokens[step]])[0])}”}})={lp:.4f}\ "
+                     rf"\text{{with }}c,\qquad{lp0:.4f}\ \text{{with }}c=s_0=0")
     with right:
         badge(Origin("model", "the model's own next-token distribution at this step, T = 1."))
         st.markdown("**Top next-token candidates**\n\n" + viz.topk_table(trace, step))
@@ -165,8 +166,8 @@ def step_panel() -> None:
     if trace.kind == "hf" and row is not None:
         weight, key, total = strongest(row[step], trace.src_tokens)
         st.caption(f"Layer {layer}, {'mean over heads' if head == 'mean' else 'head ' + head}: output position {step} "
-                   f"gives its largest weight {weight:.5f} to “{md(key)}”; the row sums to {total:.6f}. The weights are "
-                   f"the model's own (eager attention).")
+                   f"gives its largest weight {weight:.5f} to “{md(key)}”; the row sums to {total:.6f}. The weights "
+                   f"are the model's own (eager attention).")
 
 
 def length_panel() -> None:
@@ -183,9 +184,11 @@ def length_panel() -> None:
         curves += [curve for curve in builtin_length_curves(builtin_metas(), gen) if curve.model_id not in seen]
     if curves:
         show(viz.length_accuracy_figure([(cv.label, cv.buckets, cv.accuracy, cv.n) for cv in curves], theme),
-             Origin("model", "exact match of the models' own greedy outputs on held-out pairs."), key="length_curve", filename="seq2seq-length")
-        st.caption("Source: " + "; ".join(f"{md(cv.model_id)}: {md_message(cv.source)}" for cv in curves) + ". Without attention the "
-                   "whole source must fit in one vector, so accuracy falls as sentences get longer (the bottleneck).")
+             Origin("model", "exact match of the models' own greedy outputs on held-out pairs."), key="length_curve",
+             filename="seq2seq-length")
+        st.caption("Source: " + "; ".join(f"{md(cv.model_id)}: {md_message(cv.source)}" for cv in curves)
+                   + ". Without attention the whole source must fit in one vector, so accuracy falls as sentences get "
+                   "longer (the bottleneck).")
     else:
         st.caption("The accuracy-by-length curve is available for the built-in seq2seq models.")
 

@@ -1,7 +1,7 @@
 """Token attribution: gradient × input and integrated gradients from each output token onto the input tokens."""
 import streamlit as st
 
-from explorer.probes.token_attribution import AttributionError, attribution, default_outputs
+from explorer.probes.token_attribution import attribution, default_outputs
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
 from explorer.ui.cache import probe
@@ -24,11 +24,7 @@ with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
     outputs = "all" if loaded.adapter.is_encoder_decoder else c.radio(
         "outputs", default=default_outputs(loaded), format_func={
             "all": "every next token and the prediction", "prediction": "the model's prediction only"}.get)
-try:
-    trace = probe(attribution, loaded, text, target, steps, outputs)
-except AttributionError as exc:
-    st.info(md_message(exc))
-    st.stop()
+trace = probe(attribution, loaded, text, target, steps, outputs)  # an AttributionError: shown, the page stops
 for note in trace.notes:
     st.info(md_message(note))
 theme = settings.theme()

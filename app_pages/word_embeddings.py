@@ -5,10 +5,12 @@ import streamlit as st
 from explorer.projections import reduce as PR
 from explorer.loading.catalogue import builtin_names
 from explorer.data.examples import NATURAL
+from explorer.files.vector_text import EmbeddingFileError
+from explorer.probes import contextual_embeddings as CE
 from explorer.probes import word_embeddings as P
 from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import get_model, probe_raising
 from explorer.ui import charts
 from explorer.ui.charts import Origin, show
 from explorer.ui.word_embeddings import file_table, fit_status, follow_default, model_table, projection
@@ -79,7 +81,7 @@ else:
         st.stop()
     try:
         table = file_table(upload.name, upload.getvalue())
-    except P.EmbeddingFileError as exc:
+    except EmbeddingFileError as exc:
         where = f"Line {exc.line}" if exc.line else "The file"
         st.error(md_message(f"{upload.name} cannot be read. {where}: {exc.reason}" if exc.line else
                             f"{upload.name}: {exc.reason}"))
@@ -154,8 +156,8 @@ if proj is not None:
                 "entries. Raise N to include them, or use PCA or UMAP, which place new points with transform.")
     if placed.transformed:
         placement = proj.placement or f"the fitted {PR.METHODS[drawn]}'s transform"
-        st.caption(f"{md(', '.join(w for w, _ in placed.transformed))}: outside the {len(rows):,} fitted entries, placed "
-                   f"with {placement} (diamonds).")
+        st.caption(f"{md(', '.join(w for w, _ in placed.transformed))}: outside the {len(rows):,} fitted entries, "
+                   f"placed with {placement} (diamonds).")
     axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if drawn == "pca" else \
         [f"{PR.METHODS[drawn]} {i + 1}" for i in range(dims)]
     if theme.name not in proj.memo:  # the 30k-point background depends only on the fit: kept with it
@@ -176,15 +178,16 @@ if proj is not None:
             "umap": f"UMAP (n_neighbors {proj.params.get('n_neighbors')}, min_dist {proj.params.get('min_dist')}, "
                     f"{proj.params.get('metric')}): new points are placed "
                     + ("from their nearest fitted entries" if proj.placement else "by transform")}[drawn]
-    how = ("Precomputed and shipped with the app (python -m explorer.startup.precompute_projections regenerates them) for "
-           if proj.shipped else "Fitted once on ")
+    how = ("Precomputed and shipped with the app (python -m explorer.startup.precompute_projections regenerates them) "
+           "for " if proj.shipped else "Fitted once on ")
     st.caption(f"{TABLE_LINE} {how}the {shown} with {what}: a map of the vectors, not the vectors themselves; "
                "typing only places the typed words. "
                + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
     read = [loc for loc in found if table.scheme != "plain" or loc.how != "exact"]
     if read:  # which entry each typed word is (subword vocabularies: the word as read inside a sentence)
         st.caption("The typed words are read as the model reads them: " + " · ".join(
-            md_message(P.read_as(loc, table)) for loc in read[:12]) + (f" · and {len(read) - 12} more" if len(read) > 12 else "")
+            md_message(P.read_as(loc, table)) for loc in read[:12])
+            + (f" · and {len(read) - 12} more" if len(read) > 12 else "")
             + ".")
     st.download_button("Download the coordinates (CSV)",
                        lambda: V.coords_csv(words, classes, proj.coords, V.points(placed), P.ranks(table, rows),
@@ -212,7 +215,8 @@ if section == "neighbours":
                 ct = P.cosine_terms(table, loc.row, ranked.rows[0])
                 st.latex(r"\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\, \lVert v \rVert} = "
                          rf"\frac{{{ct.dot:.4f}}}{{{ct.norm_u:.4f} \times {ct.norm_v:.4f}}}"
-                         rf" = {ranked.cos[0]:.4f}\quad(u = \text{{{V.tex(loc.entry)}}},\ v = \text{{{V.tex(ranked.words[0])}}})")
+                         rf" = {ranked.cos[0]:.4f}\quad(u = \text{{{V.tex(loc.entry)}}},\ "
+                         rf"v = \text{{{V.tex(ranked.words[0])}}})")
     else:
         st.info("Type a word to see its nearest neighbours.")
 
@@ -239,8 +243,8 @@ elif section == "analogies":
                 st.latex(r"x^\ast = \arg\max_{x \notin \{a, b, c\}} \cos(x,\ \hat a - \hat b + \hat c)"
                          rf"\qquad \cos(x^\ast, a) - \cos(x^\ast, b) + \cos(x^\ast, c) = {ca:.3f} - {cb:.3f} + {cc:.3f}"
                          rf"\quad(x^\ast = \text{{{V.tex(ranked.words[0])}}})")
-                st.caption("3CosAdd (Mikolov et al. 2013; Levy & Goldberg 2014) on unit-length vectors; the query words "
-                           "are excluded from the answers. The table shows cos(x, â − b̂ + ĉ).")
+                st.caption("3CosAdd (Mikolov et al. 2013; Levy & Goldberg 2014) on unit-length vectors; the query "
+                           "words are excluded from the answers. The table shows cos(x, â − b̂ + ĉ).")
     else:
         st.info("Fill in a, b and c.")
 
@@ -283,8 +287,8 @@ elif section == "contextual":
     else:
         shown_notes: set[str] = set()  # a model without layers says so once, not once per section
         try:
-            trace = probe(P.contextual, loaded, text)
-        except P.ContextError as exc:
+            trace = probe_raising(CE.contextual, loaded, text)  # a ContextError: said once, the page goes on
+        except CE.ContextError as exc:
             trace = None
             shown_notes.add(str(exc))
             st.info(md_message(exc))
@@ -298,19 +302,20 @@ elif section == "contextual":
             with l2:
                 fit_on = c.radio("cfit", format_func=lambda f: {"all": "all layers", "layer": "the selected state"}[f])
             try:
-                cproj = P.context_projection(trace, None if fit_on == "all" else layer)
+                cproj = CE.context_projection(trace, None if fit_on == "all" else layer)
                 show(V.context_figure(trace.tokens, trace.layer_names, cproj.coords, layer, [
                     s and any(not x for x in trace.special) for s in trace.special], theme),
-                    Origin("model", f"the hidden states of {md(model_id)}'s own run on this sentence, projected with PCA."),
+                    Origin("model", f"the hidden states of {md(model_id)}'s own run on this sentence, "
+                                    "projected with PCA."),
                     key="context",
                     filename="contextual")
                 st.caption(f"{cproj.fitted}. States: {trace.what}. Grey lines follow each token through the layers. "
                            "The sentence: the words to highlight, at the top of the page.")
-            except P.ContextError as exc:
+            except CE.ContextError as exc:
                 st.info(md_message(exc))
 
         st.markdown("**The same word in two sentences**")
-        pair = P.drift_pair(loaded)  # the defaults follow the model: a causal model reads only the words before
+        pair = CE.drift_pair(loaded)  # the defaults follow the model: a causal model reads only the words before
         for key, value in zip(("s1", "s2", "dw"), pair):
             follow_default(key, value)
         d1, d2, d3 = st.columns([3, 3, 1])
@@ -322,17 +327,17 @@ elif section == "contextual":
             dw = c.text_input("dw", pair[2], max_chars=200, strip=True)
         if sa and sb and dw:
             try:
-                ta, tb = probe(P.contextual, loaded, sa), probe(P.contextual, loaded, sb)
-                dr = P.drift(ta, tb, dw)
+                ta, tb = probe_raising(CE.contextual, loaded, sa), probe_raising(CE.contextual, loaded, sb)
+                dr = CE.drift(ta, tb, dw)
                 show(V.drift_figure(dr.layer_names, dr.cos, dw, theme),
                      Origin("model", f"cosines of {md(model_id)}'s own hidden states in the two runs."), key="drift",
                      filename="same-word-two-sentences")
                 st.latex(rf"\cos\big(h_A, h_B\big):\quad \text{{embeddings}}:\ {dr.cos[0]:.3f}\qquad "
                          rf"\text{{{V.tex(dr.layer_names[-1])}}}:\ {dr.cos[-1]:.3f}")
-                st.caption(md_message(" ".join(P.drift_story(ta, tb, dr))))
+                st.caption(md_message(" ".join(CE.drift_story(ta, tb, dr))))
                 HERE = (f" Here, for '{dw}': cos {dr.cos[0]:.3f} at the embeddings, {dr.cos[-1]:.3f} "
                         f"{dr.layer_names[-1]}.")
-            except P.ContextError as exc:
+            except CE.ContextError as exc:
                 if str(exc) not in shown_notes:
                     st.info(md_message(exc))
         else:
@@ -341,7 +346,7 @@ elif section == "contextual":
 if loaded is None or loaded.family in ("word2vec", "state-dict"):  # one vector per word: no context
     SAME_WORD = ("A word vector has no context: 'bank' has one vector whether it is by a river or holds an account. "
                  "Pick a language model or a transformer to see contextual embeddings.")
-elif P.reads_left_to_right(loaded.adapter):
+elif CE.reads_left_to_right(loaded.adapter):
     SAME_WORD = ("This model reads left to right: a token's vector depends only on the tokens before it. So 'bank' "
                  "after 'river' and 'bank' after 'cheque' can drift apart through the layers, while 'bank' followed "
                  "by different words keeps the same vector (the section Contextual embeddings prints the cosines)."

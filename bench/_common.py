@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # tests/fragments.py: fragment reruns as the browser asks for them
 os.environ["EXPLORER_LIVE_INPUT"] = "0"  # AppTest drives the plain text input
 os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -116,7 +113,8 @@ def print_rerun_table(bare: list[tuple[str, float]], reruns: list[tuple[str, flo
           f"on {os.cpu_count()} CPUs")
 
 
-def runs_and_threads(doc: str, runs: int, threads: int = 0, threads_help: str = "torch threads (0: torch's default)") -> int:
+def runs_and_threads(doc: str, runs: int, threads: int = 0,
+                     threads_help: str = "torch threads (0: torch's default)") -> int:
     """Parse --runs and --threads for a bench whose docstring is `doc`; sets torch's thread count; returns the
     number of runs (at least 5)."""
     import argparse

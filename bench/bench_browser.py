@@ -23,38 +23,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_process  # noqa: E402
-from load_scenario import NOUNS, wait_settled  # noqa: E402
+from testkit.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_process  # noqa: E402
+from testkit.load_scenario import NOUNS, wait_settled  # noqa: E402
+from testkit.view_cases import CASES  # noqa: E402
 
 TEMPLATE = "the girl near the river and the boy near the old house see the big dog with the {}"
 # --new-sentences: the second word changes too, so no sentence shares more than "the" with the one before (no
 # result of the earlier sentence's positions can be reused: explorer.runtime.prefix_memo)
 NEW_TEMPLATE = "the {} near the river and the boy near the old house see the big dog with the {}"
 TYPING_DELAY_MS = 20
-# url path, query: every view's main chart shows the typed noun (in its SVG text)
-VIEWS = [
-    ("lstm-gates", "model=builtin:lstm-lm"),
-    ("self-attention", "model=pretrained:minilm"),
-    ("seq2seq", "model=builtin:seq2seq-bahdanau"),  # an unknown source word is labelled "noun→<unk>"
-    ("decoding-strategies", "model=builtin:tiny-gpt"),  # the main chart's title quotes the prompt's end
-    ("positional-encodings", "model=pretrained:minilm&panel=sentence"),
-    ("masked-words", "model=builtin:masked-lm&b="),
-    ("logit-lens", "model=builtin:tiny-gpt"),
-    ("token-attribution", "model=builtin:tiny-gpt"),
-    ("gradients-through-time", ""),  # the last word is the prediction, named on the main chart's y axis
-]
+# url path, query: every view's main chart shows the typed noun (in its SVG text): testkit/view_cases.py
+VIEWS = [(path, case.typing) for path, case in CASES.items() if case.typing is not None]
 _IN_CHART = """noun => [...document.querySelectorAll('[data-testid="stPlotlyChart"] svg text')]
     .some(e => new RegExp('(^|[^a-z])' + noun + '([^a-z]|$)').test(e.textContent))"""
 # typing → chart on the page's clock: the last input event (the keystroke, not Playwright's reply to it) ...

@@ -4,8 +4,8 @@
 
 Work: 50 new tokens × 4 strategies (greedy, top-k, top-p, beam search with 4 beams), 1 sample each, no stop at
 <eos> (so every column makes 50 tokens). Rows: bare generation (decode_all, no cache), bare page rerun (AppTest of
-app_pages/overview.py), page rerun after changing the prompt (cache miss: generation + per-step probe + figures), page rerun
-with nothing changed (cache hit), and the ratios. Target: page after a change <= 1.5 × bare generation.
+app_pages/overview.py), page rerun after changing the prompt (cache miss: generation + per-step probe + figures), page
+rerun with nothing changed (cache hit), and the ratios. Target: page after a change <= 1.5 × bare generation.
 Uses builtin:tiny-gpt; when that checkpoint is absent, a RANDOM explorer GPT of the same config (2 layers, 4 heads,
 128 wide, block 64, the 776-word vocabulary of builtin:lstm-lm) saved as local:<folder>, and says so.
 """

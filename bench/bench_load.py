@@ -1,6 +1,6 @@
 """Load: N concurrent browser sessions type on the self-attention and recurrent-cell views of one real server.
 
-Runs the scenario of tests/test_load.py (tests/load_scenario.py) outside pytest and prints a README-ready table:
+Runs the scenario of tests/test_load.py (testkit/load_scenario.py) outside pytest and prints a README-ready table:
 p50/p95/max seconds from the last keystroke to the rendered chart of that sentence, and the server's peak RSS.
 
     python bench/bench_load.py                 # 10 sessions; figures also in artifacts/load.json
@@ -13,16 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from load_scenario import run_load, write_json  # noqa: E402
+from testkit.load_scenario import run_load, write_json  # noqa: E402
 
 
 def main() -> int:

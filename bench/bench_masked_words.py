@@ -3,8 +3,8 @@
     python bench/bench_masked_words.py [--runs 7]
 
 Rows: bare probe (masked_fill on a 10-word sentence with one [MASK], no cache), bare page rerun (AppTest of
-app_pages/overview.py), page rerun after changing the sentence (probe cache miss; the second sentence stays cached), page
-rerun with nothing changed (cache hit), and the ratio page-after-change / (bare probe + bare page).
+app_pages/overview.py), page rerun after changing the sentence (probe cache miss; the second sentence stays cached),
+page rerun with nothing changed (cache hit), and the ratio page-after-change / (bare probe + bare page).
 Target: ratio <= 1.5. Uses builtin:masked-lm (the view's default model).
 """
 from __future__ import annotations

@@ -69,7 +69,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for script in pages:
         r = bench_page(script, args.runs)
-        print(f"| {r['page']} | {'yes' if r['text input'] else 'no input'} | {r['rerun']:.3f} | {r['compute']:.3f} | {r['overhead']:.3f} |")
+        print(f"| {r['page']} | {'yes' if r['text input'] else 'no input'} | {r['rerun']:.3f} | {r['compute']:.3f} "
+              f"| {r['overhead']:.3f} |")
 
 
 if __name__ == "__main__":

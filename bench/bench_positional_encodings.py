@@ -21,7 +21,7 @@ import time
 from typing import Callable
 
 from _common import open_page  # noqa: E402  (sets the environment first, tests/ on the path)
-from fragments import fragment_ids, page_states, run_fragment  # noqa: E402
+from testkit.fragments import fragment_ids, page_states, run_fragment  # noqa: E402
 
 PAGE = "app_pages/positional_encodings.py"
 
@@ -38,6 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     runs = max(5, args.runs)
 
+    from explorer.probes import position_formulas as PF
     from explorer.probes import positional_encodings as P
     from explorer.loading.pretrained import minilm_dir
     from explorer.loading.loaders import load_model
@@ -51,40 +52,40 @@ def main() -> None:
     from explorer.viz.theme import NORMAL as T
 
     def sin_view(n: int, d: int, b: float, pos: int = 10, i: int = 4) -> None:
-        tr = P.sinusoidal(n, d, b)
-        P.formula_values(tr, pos, i)
+        tr = PF.sinusoidal(n, d, b)
+        PF.formula_values(tr, pos, i)
         V.pe_heatmap(tr.pe, T, "", mark=(pos, 2 * i))
         V.wavelengths(tr.wavelength, T, n, i)
 
     def sim_view(n: int, d: int, b: float, k: int, pos: int = 10) -> None:
-        sim = P.similarity(P.sinusoidal(n, d, b).pe, "dot")
-        rot = P.rotation_check(n, d, b, k)
+        sim = PF.similarity(PF.sinusoidal(n, d, b).pe, "dot")
+        rot = PF.rotation_check(n, d, b, k)
         V.matrix_heatmap(sim, T, "", "position", "position")
         V.similarity_line(sim, pos, T, "dot")
         V.rotation_block(rot.R, T)
         V.rotation_errors(rot.errors, rot.angles, k, T)
 
     def rope_view(pos: int) -> None:
-        rt = P.rope(128, 100, 10000.0, pos, "ones", 0)
+        rt = PF.rope(128, 100, 10000.0, pos, "ones", 0)
         V.rope_pairs(rt.q, rt.q_rot, rt.angles, pos, T)
         V.rope_scores(rt.offsets, rt.starts, rt.scores, T)
 
     minilm = load_model("pretrained:minilm") if minilm_dir() is not None else None
     cases: list[tuple] = [
         ("sinusoidal", "d_model", {}, lambda at: at.number_input(key="d_model"), [130 + 2 * r for r in range(runs)],
-         lambda v: P.sinusoidal(100, v, 10000.0), lambda v: sin_view(100, v, 10000.0)),
+         lambda v: PF.sinusoidal(100, v, 10000.0), lambda v: sin_view(100, v, 10000.0)),
         ("sinusoidal", "base", {}, lambda at: at.number_input(key="base"), [5000.0 + 17 * r for r in range(runs)],
-         lambda v: P.sinusoidal(100, 128, v), lambda v: sin_view(100, 128, v)),
+         lambda v: PF.sinusoidal(100, 128, v), lambda v: sin_view(100, 128, v)),
         ("sinusoidal", "pos", {}, lambda at: at.slider(key="pos"), [20 + r for r in range(runs)],
-         lambda v: P.sinusoidal(100, 128, 10000.0), lambda v: sin_view(100, 128, 10000.0, v)),
+         lambda v: PF.sinusoidal(100, 128, 10000.0), lambda v: sin_view(100, 128, 10000.0, v)),
         ("similarity", "k", {"panel": "similarity"}, lambda at: at.slider(key="k"), [20 + r for r in range(runs)],
-         lambda v: P.rotation_check(100, 128, 10000.0, v), lambda v: sim_view(100, 128, 10000.0, v)),
+         lambda v: PF.rotation_check(100, 128, 10000.0, v), lambda v: sim_view(100, 128, 10000.0, v)),
         ("similarity", "d_model", {"panel": "similarity"}, lambda at: at.number_input(key="d_model"),
          [200 + 2 * r for r in range(runs)],
-         lambda v: (P.similarity(P.sinusoidal(100, v, 1e4).pe, "dot"), P.rotation_check(100, v, 1e4, 5)),
+         lambda v: (PF.similarity(PF.sinusoidal(100, v, 1e4).pe, "dot"), PF.rotation_check(100, v, 1e4, 5)),
          lambda v: sim_view(100, v, 10000.0, 5)),
         ("rope", "pos", {"panel": "rope"}, lambda at: at.slider(key="pos"), [40 + r for r in range(runs)],
-         lambda v: P.rope(128, 100, 10000.0, v, "ones", 0), rope_view),
+         lambda v: PF.rope(128, 100, 10000.0, v, "ones", 0), rope_view),
     ]
     if minilm is not None:
         lt, la = P.learned_positions(minilm), P.learned_analysis(minilm)
@@ -104,8 +105,8 @@ def main() -> None:
 
         text = "The dog bit the man."
         cases += [
-            ("learned", "pos (fragment)", {"panel": "learned"}, lambda at: at.slider(key="pos"), [100 + r for r in range(runs)],
-             lambda v: None, learned_view),
+            ("learned", "pos (fragment)", {"panel": "learned"}, lambda at: at.slider(key="pos"),
+             [100 + r for r in range(runs)], lambda v: None, learned_view),
             ("sentence", "seed", {"panel": "sentence"}, lambda at: at.number_input(key="seed"),
              [10 + r for r in range(runs)], lambda v: P.permutation_experiment(minilm, text, v),
              lambda v: sentence_view(text, v)),

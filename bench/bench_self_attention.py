@@ -24,8 +24,8 @@ import sys
 import textwrap
 import time
 
-from _common import ROOT, SCRIPT_MS, open_page  # noqa: E402  (sets the environment first, tests/ on the path)
-from fragments import fragment_ids, page_states, run_fragment  # noqa: E402
+from _common import SCRIPT_MS, open_page  # noqa: E402  (sets the environment first, tests/ on the path)
+from testkit.fragments import fragment_ids, page_states, run_fragment  # noqa: E402
 
 PAGE = "app_pages/self_attention.py"
 WORDS = ("the animal did not cross the street because it was too tired and the robot must obey the orders "
@@ -65,7 +65,6 @@ BERTVIZ = textwrap.dedent("""
     import json, resource, sys, time, torch
     limit = int(sys.argv[2]) * 2**30
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    sys.path.insert(0, sys.argv[3])
     from explorer.loading.loaders import load_model
     from bertviz import head_view, model_view
     m = load_model("pretrained:minilm")
@@ -88,7 +87,7 @@ BERTVIZ = textwrap.dedent("""
 def run_bertviz(text: str, timeout: float, mem_gb: int) -> list[dict]:
     t = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", BERTVIZ, text, str(mem_gb), str(ROOT)], capture_output=True,
+        proc = subprocess.run([sys.executable, "-c", BERTVIZ, text, str(mem_gb)], capture_output=True,
                               text=True, timeout=timeout)
         out = proc.stdout
         rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -125,8 +124,8 @@ def main() -> None:
         from streamlit import config
 
         config.set_option("runner.magicEnabled", False)
-    print(f"magic {'off' if args.no_magic else 'on'}, torch threads {torch.get_num_threads()}, CPUs {os.cpu_count()}, load average "
-          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"magic {'off' if args.no_magic else 'on'}, torch threads {torch.get_num_threads()}, CPUs {os.cpu_count()}, "
+          f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     m = load_model("pretrained:minilm")
     tok = m.tokenizer
     rows: list[tuple[str, float, str]] = []

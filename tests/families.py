@@ -1,8 +1,11 @@
 """Tiny random models of every Hugging Face family the explorer is checked with, made from configs (no download).
 
 `FAMILIES`: name -> (label, model class name, config kwargs, explorer family). `tiny(name)` builds one (seeded) with
-the small word-level tokenizer of tests/test_probe_seq2seq.py; `save(root, name)` writes it as a Hugging Face
-folder (model + tokenizer) so that `load_model("local:<name>")` opens it as a user's model would be opened.
+the small word-level tokenizer `make_tokenizer()`; `save(root, name)` writes it as a Hugging Face folder (model +
+tokenizer) so that `load_model("local:<name>")` opens it as a user's model would be opened.
+
+`tiny_model(class name, vocab_size, seed=..., **config)` / `tiny_config(...)` are what every test uses to build a tiny
+random Hugging Face model (or only its config); the size constants below are the ones several tests share.
 """
 from __future__ import annotations
 
@@ -10,13 +13,17 @@ from pathlib import Path
 
 import torch
 
-from test_probe_seq2seq import make_tokenizer
+HF_WORDS = ["the", "red", "car", "is", "fast", ".", "la", "voiture", "rouge", "est", "rapide", "old", "table"]
 
 SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
 IDS = dict(pad_token_id=0, eos_token_id=1, bos_token_id=1)
-SEQ2SEQ = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-               encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0, eos_token_id=1,
-               bos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=None)
+ENC_DEC_SMALL = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+SEQ2SEQ = dict(ENC_DEC_SMALL, pad_token_id=0, eos_token_id=1, bos_token_id=2, decoder_start_token_id=1,
+               forced_eos_token_id=None)
+T5_SMALL = dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4)
+GPT2_SMALL = dict(n_embd=32, n_layer=2)  # n_head and n_positions differ between tests: each names its own
+BERT_ONE_LAYER = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
 FAMILIES: dict[str, tuple[str, str, dict, str]] = {
     "llama": ("Llama", "LlamaForCausalLM", dict(SMALL, num_key_value_heads=2, **IDS), "decoder"),
     "qwen2": ("Qwen2", "Qwen2ForCausalLM", dict(SMALL, num_key_value_heads=2, **IDS), "decoder"),
@@ -40,8 +47,7 @@ FAMILIES: dict[str, tuple[str, str, dict, str]] = {
                "encoder"),
     "electra": ("ELECTRA", "ElectraModel", dict(SMALL, embedding_size=16, max_position_embeddings=64, pad_token_id=0),
                 "encoder"),
-    "t5": ("T5", "T5ForConditionalGeneration", dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                                                    pad_token_id=0, eos_token_id=1, decoder_start_token_id=0),
+    "t5": ("T5", "T5ForConditionalGeneration", dict(T5_SMALL, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0),
            "encoder-decoder"),
     "bart": ("BART", "BartForConditionalGeneration", SEQ2SEQ, "encoder-decoder"),
     "mbart": ("mBART", "MBartForConditionalGeneration", SEQ2SEQ, "encoder-decoder"),
@@ -50,16 +56,49 @@ FAMILIES: dict[str, tuple[str, str, dict, str]] = {
 }
 
 
-def tiny(name: str, seed: int = 0):
-    """(model in eval mode with eager attention, tokenizer, explorer family) for family `name`."""
+def make_tokenizer():
+    """A word-level tokenizer of HF_WORDS (ids: <pad> 0, </s> 1, <unk> 2, then the words) appending </s>."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+    from tokenizers.processors import TemplateProcessing
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
+    for w in HF_WORDS:
+        vocab.setdefault(w, len(vocab))
+    tk = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = WhitespaceSplit()
+    tk.post_processor = TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>", eos_token="</s>")
+
+
+def tiny_config(cls_name: str, vocab_size: int, **config):
+    """The config of transformers' model class `cls_name` (its config_class) with vocab_size and `config`; nothing
+    else is set (pass attn_implementation="eager" for eager attention)."""
     import transformers
 
+    return getattr(transformers, cls_name).config_class(vocab_size=vocab_size, **config)
+
+
+def tiny_model(cls_name: str, vocab_size: int, seed: int | None = None, **config):
+    """A random transformers `cls_name` (e.g. "GPT2LMHeadModel") built from tiny_config(cls_name, vocab_size,
+    **config), after torch.manual_seed(seed) unless seed is None (then the global generator goes on as it is). In
+    training mode, as its constructor leaves it: call .eval() where wanted."""
+    import transformers
+
+    cfg = tiny_config(cls_name, vocab_size, **config)
+    if seed is not None:
+        torch.manual_seed(seed)
+    return getattr(transformers, cls_name)(cfg)
+
+
+def tiny(name: str, seed: int = 0):
+    """(model in eval mode with eager attention, tokenizer, explorer family) for family `name`."""
     label, cls, kwargs, family = FAMILIES[name]
     tok = make_tokenizer()
-    model_cls = getattr(transformers, cls)
-    config = model_cls.config_class(vocab_size=len(tok), attn_implementation="eager", **kwargs)
-    torch.manual_seed(seed)
-    return model_cls(config).eval(), tok, family
+    model = tiny_model(cls, len(tok), seed=seed, attn_implementation="eager", **kwargs).eval()
+    return model, tok, family
 
 
 def save(root: Path, name: str) -> str:

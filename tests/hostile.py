@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from families import GPT2_SMALL, tiny_model
+
 # ------------------------------------------------------------------------------------------- text
 # 80 distinct words of the built-in English grammar (more than the 64 words the embeddings view highlights)
 LONG_WORDS = ("the that which a in are is our her their had his my your some on behind near there were was every "
@@ -87,15 +89,14 @@ def bytelevel_gpt2(folder: Path) -> None:
     """Save a tiny GPT-2 with a byte-level BPE tokenizer (trained here, offline) into `folder`: its tokens
     reproduce any text exactly, so typed HTML reaches the page's HTML builders character for character."""
     from tokenizers import ByteLevelBPETokenizer
-    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+    from transformers import GPT2TokenizerFast
 
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(["the dog sleeps in the garden", "<script>alert(1)</script>"] * 10, vocab_size=300,
                             min_frequency=1, special_tokens=["<|endoftext|>"])
     tok = GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                             unk_token="<|endoftext|>")
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+    model = tiny_model("GPT2LMHeadModel", len(tok), seed=0, n_positions=64, **GPT2_SMALL, n_head=2,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)

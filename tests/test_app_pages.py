@@ -8,7 +8,8 @@ import torch
 
 from conftest import assert_no_exception, run_page
 from explorer.text.escape import md_unescape
-from explorer.views import VIEWS
+from explorer.views import BY_PATH, VIEWS
+from testkit.view_cases import CASES
 
 PAGES = [v.script for v in VIEWS]
 
@@ -95,22 +96,8 @@ def test_reruns_without_a_new_sentence_do_not_rerun_the_model() -> None:
     assert len(cache.COMPUTE_LOG) == after  # going back to an earlier sentence is cached too
 
 
-BADGED = [  # (page, URL params): every view in each of its panels and modes
-    *[("app_pages/lstm_gates.py", {"section": s}) for s in ("One unit + equations", "Gate saturation", "Next tokens",
-                                                          "Compare two sentences")],
-    *[("app_pages/positional_encodings.py", {"panel": p}) for p in ("sinusoidal", "similarity", "rope", "learned",
-                                                                 "sentence")],
-    *[("app_pages/self_attention.py", {"mode": m}) for m in ("head", "model", "steps", "masks", "compare")],
-    ("app_pages/self_attention.py", {"mode": "head", "agg": "rollout", "hide": "1"}),
-    ("app_pages/seq2seq.py", {}), ("app_pages/seq2seq.py", {"panel": "length"}),
-    ("app_pages/seq2seq.py", {"decoding": "beam", "panel": "beam"}),
-    ("app_pages/seq2seq.py", {"model": "builtin:seq2seq-none"}),
-    ("app_pages/word_embeddings.py", {}), ("app_pages/decoding_strategies.py", {}),
-    ("app_pages/logit_lens.py", {}), ("app_pages/token_attribution.py", {}), ("app_pages/token_attribution.py", {"method": "gradient × input"}),
-    ("app_pages/token_attribution.py", {"model": "builtin:seq2seq-bahdanau", "text": "the red car is fast ."}),
-    ("app_pages/gradients_through_time.py", {}),
-    ("app_pages/masked_words.py", {}), ("app_pages/masked_words.py", {"b": "", "text": "the [MASK] to the [MASK] are here ."}),
-]
+# (page, URL params): every view in each of its panels and modes (testkit/view_cases.py)
+BADGED = [(BY_PATH[path].script, params) for path, case in CASES.items() for params in case.panels]
 BADGE_KINDS = (":blue-badge[Model]", ":green-badge[Recomputed]", ":orange-badge[Illustration]",
                ":violet-badge[Uploaded vectors]")
 
@@ -123,7 +110,8 @@ def _flat(node):
             yield child
 
 
-@pytest.mark.parametrize("page,params", BADGED, ids=[f"{p.split('/')[1][:-3]}-{'-'.join(q.values())}" for p, q in BADGED])
+@pytest.mark.parametrize("page,params", BADGED,
+                         ids=[f"{p.split('/')[1][:-3]}-{'-'.join(q.values())}" for p, q in BADGED])
 def test_every_chart_and_table_says_what_its_numbers_are(page: str, params: dict) -> None:
     """Each chart, data frame and Markdown table of a view sits right under a badge (Model / Recomputed /
     Illustration / Uploaded vectors) whose sentence is not empty."""

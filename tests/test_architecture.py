@@ -91,7 +91,8 @@ def _room(module: str) -> str | None:
 
 
 def test_the_folders_are_the_architecture() -> None:
-    """Every room is placed in ROOMS, its __init__ holds no code, and imports run from a later room to an earlier one."""
+    """Every room is placed in ROOMS, its __init__ holds no code, and imports run from a later room to an earlier
+    one."""
     rooms = {p.name if p.is_dir() else p.stem for p in (ROOT / "explorer").iterdir()
              if (p.is_dir() and (p / "__init__.py").exists()) or (p.suffix == ".py" and p.stem != "__init__")}
     assert rooms == set(ROOMS)
@@ -113,7 +114,8 @@ def test_only_the_ui_layer_imports_streamlit() -> None:
 
 
 @pytest.mark.parametrize("folder, forbidden", [
-    ("explorer/probes/", ("explorer.ui", "explorer.viz", "explorer.loading.catalogue", "explorer.loading.loaders", "explorer.loading.uploads")),
+    ("explorer/probes/", ("explorer.ui", "explorer.viz", "explorer.loading.catalogue", "explorer.loading.loaders",
+                          "explorer.loading.uploads")),
     ("explorer/adapters/", ("explorer.ui", "explorer.viz", "explorer.probes", "explorer.adapters.generation")),
     ("explorer/adapters/generation.py", ("explorer.ui", "explorer.viz", "explorer.probes")),
     ("explorer/viz/", ("torch", "explorer.models", "explorer.adapters", "explorer.ui", "explorer.loading.loaders")),
@@ -175,14 +177,15 @@ def test_one_sampling_loop_and_one_beam_search() -> None:
     (the viz draws them)."""
     found = []
     for p in EXPLORER:
-        if _in(p, "explorer/viz/") or _rel(p) == "explorer/training/train.py":
+        if _in(p, "explorer/viz/") or _rel(p) == "explorer/training/tasks.py":
             continue
         for node in ast.walk(_tree(p)):
             if isinstance(node, ast.FunctionDef) and any(w in node.name.lower() for w in ("beam", "greedy")):
                 found.append((_rel(p), node.name))
             if isinstance(node, ast.Attribute) and node.attr == "multinomial":
                 found.append((_rel(p), "multinomial"))
-    assert sorted(found) == [("explorer/adapters/generation.py", "beam_search"), ("explorer/adapters/generation.py", "greedy_batch"),
+    assert sorted(found) == [("explorer/adapters/generation.py", "beam_search"),
+                             ("explorer/adapters/generation.py", "greedy_batch"),
                              ("explorer/adapters/generation.py", "multinomial")]
 
 
@@ -218,7 +221,8 @@ def test_the_worked_example_in_the_architecture_guide_runs() -> None:
 
 
 def test_transformers_is_imported_in_one_place() -> None:
-    """explorer/runtime/hf_runtime.py resolves every transformers name once, under Python's import lock (see its docstring)."""
+    """explorer/runtime/hf_runtime.py resolves every transformers name once, under Python's import lock (see its
+    docstring)."""
     offenders = [_rel(p) for p in [*EXPLORER, *PAGES, ROOT / "app.py"]
                  if p.name != "hf_runtime.py" and any(m.split(".")[0] == "transformers" for m in _imports(p))]
     assert not offenders, f"import transformers through explorer.runtime.hf_runtime: {offenders}"
@@ -298,3 +302,32 @@ def test_models_are_loaded_one_at_a_time(monkeypatch) -> None:
     for t in threads:
         t.join()
     assert peak[0] == 1
+
+
+def _mapped_paths() -> set[str]:
+    """The files and folders in docs/ARCHITECTURE.md's layout map: an entry is a name ending in `.py` or `/` that
+    starts before the description column (24); its indentation (2 spaces a level) nests it under the folder above."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    paths, stack = set(), []
+    for line in block.splitlines():
+        name = line.strip().split(" ")[0] if line.strip() else ""
+        indent = len(line) - len(line.lstrip())
+        if indent >= 24 or not (name.endswith(".py") or name.endswith("/")):
+            continue
+        level = indent // 2
+        stack = stack[:level]
+        path = "".join(stack) + name
+        paths.add(path)
+        if name.endswith("/"):
+            stack.append(name)
+    return paths
+
+
+def test_the_architecture_map_lists_every_module_and_only_real_ones() -> None:
+    mapped = _mapped_paths()
+    assert {p for p in mapped if not (ROOT / p).exists()} == set()  # nothing listed that is not there
+    modules = {_rel(p) for folder in ("explorer", "testkit") for p in (ROOT / folder).rglob("*.py")
+               if p.name != "__init__.py"}
+    assert modules - mapped == set()  # every module is on the map
+    assert "explorer/probes/logit_lens.py" in mapped and "explorer/runtime/" in mapped  # the parser reads the map

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
+from testkit.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
 from explorer.views import HOME, VIEWS
 from visual import check
 

@@ -79,7 +79,7 @@ def test_lstm_lm_beats_bigram_and_agrees():
     assert ppl <= 0.7 * bigram, f"LSTM perplexity {ppl:.2f} vs add-k bigram {bigram:.2f}"
     # shipped metrics are consistent with what we recompute
     assert abs(ppl - meta["metrics"]["heldout_perplexity"]) / ppl < 0.1
-    from explorer.training.train import agreement_items
+    from explorer.training.evaluation import agreement_items
     items = agreement_items(vocab, 400, min_distance=4)
     acc = M.agreement_accuracy(model, items)["accuracy"]
     assert acc >= 0.9, f"long-range agreement accuracy {acc:.3f}"
@@ -148,7 +148,7 @@ def test_masked_lm_fills_masked_nouns_and_verbs():
     auxiliaries the forms of the right number get more probability than the wrong number's."""
     from collections import Counter
 
-    from explorer.training.train import masked_word_accuracy
+    from explorer.training.evaluation import masked_word_accuracy
 
     model, meta = load("masked-lm")
     vocab = vocab_of(meta["vocab"])

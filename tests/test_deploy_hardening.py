@@ -4,7 +4,7 @@ refuse framing, sniffing and cross-site referrers, keep /_stcore/metrics private
 and websocket/upload rates per client address; and the page reaches no other host (its icon is a shipped file).
 
 Fast: the two files read and compared (`nginx -t` of the rendered template: tests/test_scale_out.py). Slow: a real
-nginx with the template in front of a real server (tests/replicas.py), and Debian's chromium through it.
+nginx with the template in front of a real server (testkit/replicas.py), and Debian's chromium through it.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import yaml
 
 from conftest import ROOT
 from explorer.views import PAGE_ICON
-from replicas import TEMPLATE, behind_nginx
+from testkit.replicas import TEMPLATE, behind_nginx
 
 SITE = TEMPLATE.read_text()
 K8S = [d for d in yaml.safe_load_all((ROOT / "deploy" / "k8s" / "explorer.yaml").read_text()) if d]
@@ -223,7 +223,7 @@ def test_uploads_in_flight_are_limited_per_client(proxied) -> None:
 
 @pytest.mark.slow
 def test_a_burst_of_websocket_upgrades_is_cut_and_the_app_keeps_working(proxied) -> None:
-    from st_protocol import Session
+    from testkit.st_protocol import Session
 
     base, _ = proxied
 
@@ -255,7 +255,7 @@ def test_the_page_fetches_nothing_from_another_host(proxied) -> None:
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    from st_protocol import Session
+    from testkit.st_protocol import Session
 
     base, _ = proxied
     status, _, page = _get(base + "/")
@@ -292,7 +292,7 @@ def test_streamlit_runs_under_the_policy_in_a_browser(proxied) -> None:
     formulas), the policy blocks nothing, and no request leaves the app's origin."""
     from playwright.sync_api import sync_playwright
 
-    from browser import CHROMIUM, CHROMIUM_ARGS, wait_for_app
+    from testkit.browser import CHROMIUM, CHROMIUM_ARGS, wait_for_app
 
     base, _ = proxied
     watch = ("window.__csp = []; document.addEventListener('securitypolicyviolation', e => "

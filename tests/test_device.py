@@ -9,12 +9,14 @@ from explorer.runtime import device as devices
 from explorer.loading import loaders
 from explorer.text.escape import md_unescape
 from explorer.loading.loaders import OutOfMemoryLoadError, load_model
+from families import GPT2_SMALL, tiny_model
 
 
 def test_cpu_is_always_available_and_float32_only() -> None:
     assert devices.available_devices()[-1] == "cpu"
     assert devices.dtypes_for("cpu") == ["float32"]
-    assert devices.resolve("cuda" if not torch.cuda.is_available() else "nope", "bfloat16")[1] in ("float32", "bfloat16")
+    assert devices.resolve("cuda" if not torch.cuda.is_available() else "nope",
+                           "bfloat16")[1] in ("float32", "bfloat16")
     assert devices.resolve("cpu", "bfloat16") == ("cpu", "float32")
 
 
@@ -53,7 +55,8 @@ def test_models_page_offers_cpu_after_out_of_memory(monkeypatch) -> None:
     import streamlit as st
 
     st.cache_resource.clear()  # a model loaded by an earlier test would be served from the shared cache
-    monkeypatch.setattr(loaders, "_load_hf_source", lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("out of memory")))
+    monkeypatch.setattr(loaders, "_load_hf_source",
+                        lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("out of memory")))
     at = run_page("app_pages/catalogue.py", {"model": "pretrained:minilm"})
     assert_no_exception(at)
     assert any("does not fit" in e.value for e in at.error)
@@ -86,7 +89,8 @@ def _fallback_to_cpu_on_models_page() -> None:
     assert_no_exception(at)
     assert at.session_state["device"] == "cuda"
     errors = [md_unescape(e.value) for e in at.error]
-    assert any("pretrained:minilm does not fit in cuda memory" in e and "Load it on the CPU" in e for e in errors), errors
+    assert any("pretrained:minilm does not fit in cuda memory" in e and "Load it on the CPU" in e
+               for e in errors), errors
     at.button(key="cpu-fallback-pretrained:minilm").click().run()
     assert_no_exception(at)
     assert at.session_state["device"] == "cpu" and at.session_state["dtype"] == "float32"
@@ -105,16 +109,15 @@ def test_out_of_memory_on_the_gpu_offers_the_cpu_and_falls_back(monkeypatch) -> 
 def _tiny_hf_folder(folder) -> None:
     """A tiny random GPT-2 (2 layers x 2 heads, 32 dims) with a word-level tokenizer, saved with save_pretrained."""
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     words = ["<|endoftext|>", "the", "girl", "near", "river", "sees", "old", "horse", "[UNK]"]
     wl = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     wl.pre_tokenizer = pre_tokenizers.Whitespace()
     tok = PreTrainedTokenizerFast(tokenizer_object=wl, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                                   unk_token="[UNK]")
-    torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(words), n_positions=32, n_embd=32, n_layer=2, n_head=2,
-                               bos_token_id=0, eos_token_id=0)).save_pretrained(folder)
+    tiny_model("GPT2LMHeadModel", len(words), seed=0, n_positions=32, **GPT2_SMALL, n_head=2, bos_token_id=0,
+               eos_token_id=0).save_pretrained(folder)
     tok.save_pretrained(folder)
 
 

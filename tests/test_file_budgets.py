@@ -1,6 +1,6 @@
-"""Untrusted model files parsed within budgets (explorer/files/safe_load.py, explorer/data/vocab_files.py, vocab.py): what a
-file's tensors, pickle, safetensors header and JSON stand for is checked before anything that big is built, and every
-consistency check of a vocabulary is linear."""
+"""Untrusted model files parsed within budgets (explorer/files/safe_load.py, explorer/data/vocab_files.py, vocab.py):
+what a file's tensors, pickle, safetensors header and JSON stand for is checked before anything that big is built, and
+every consistency check of a vocabulary is linear."""
 from __future__ import annotations
 
 import io

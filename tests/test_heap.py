@@ -1,12 +1,12 @@
-"""explorer.runtime.heap: the import-time heap is frozen out of the garbage collector, and a model evicted from the cache
-is still freed when it was frozen with it. Run in fresh interpreters: freezing is process-wide."""
+"""explorer.runtime.heap: the import-time heap is frozen out of the garbage collector, and a model evicted from the
+cache is still freed when it was frozen with it. Run in fresh interpreters: freezing is process-wide."""
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
 
-from browser import ROOT
+from testkit.browser import ROOT
 
 
 def _run(code: str) -> str:

@@ -27,6 +27,7 @@ from explorer.loading.loaders import load_model
 from explorer.files.safe_load import ModelLoadError
 from explorer.loading.uploads import register_upload
 from explorer.files.safe_load import CorruptFileError, UnsafeFileError, read_state_dict
+from families import BERT_ONE_LAYER, tiny_config, tiny_model
 from hostile import conv_state_dict, lstm_state_dict, pickle_payload_pt, vocab_json
 
 LSTM_PAGE = "app_pages/lstm_gates.py"
@@ -76,9 +77,11 @@ def _safetensors_header(header: dict, payload: bytes = b"\0" * 16) -> bytes:
 CORRUPT_SAFETENSORS = {
     "random-bytes": (bytes(range(256)) * 8, "not a valid safetensors file"),
     "truncated": (GOOD[: len(GOOD) // 2], "not a valid safetensors file"),
-    "huge-shape": (_safetensors_header({"w": {"dtype": "F32", "shape": [10**6, 10**6], "data_offsets": [0, 4 * 10**12]}}),
+    "huge-shape": (_safetensors_header({"w": {"dtype": "F32", "shape": [10**6, 10**6],
+                                              "data_offsets": [0, 4 * 10**12]}}),
                    "incomplete metadata"),
-    "shape-beyond-data": (_safetensors_header({"w": {"dtype": "F32", "shape": [10**5, 10**5], "data_offsets": [0, 16]}}),
+    "shape-beyond-data": (_safetensors_header({"w": {"dtype": "F32", "shape": [10**5, 10**5],
+                                                     "data_offsets": [0, 16]}}),
                           "invalid shape"),
     "header-length-2^62": (struct.pack("<Q", 2**62) + b"{}", "header too large"),
     "shape-overflow": (_safetensors_header({"w": {"dtype": "F32", "shape": [2**62, 2**62], "data_offsets": [0, 16]}}),
@@ -117,7 +120,8 @@ def test_corrupt_safetensors_upload_is_an_error_on_the_page() -> None:
 # ------------------------------------------------------------------------------------ pickle code
 def test_pickle_payload_pth_in_local_folder_is_an_error_on_the_page(tmp_path: Path, monkeypatch) -> None:
     marker = tmp_path / "pwned-local.txt"
-    mid = _folder(tmp_path / "models", monkeypatch, {"model.pth": pickle_payload_pt(marker), "vocab.json": vocab_json(10)})
+    mid = _folder(tmp_path / "models", monkeypatch,
+                  {"model.pth": pickle_payload_pt(marker), "vocab.json": vocab_json(10)})
     at = run_page(LSTM_PAGE, {"model": mid, "text": "the dog"})
     assert_no_exception(at)
     assert "'model.pth' was refused" in _messages(at.error) and "Nothing in it was executed" in _messages(at.error)
@@ -126,11 +130,8 @@ def test_pickle_payload_pth_in_local_folder_is_an_error_on_the_page(tmp_path: Pa
 
 def test_pickle_payload_bin_in_hf_folder_does_not_run(tmp_path: Path, monkeypatch) -> None:
     """A Hugging Face folder whose pytorch_model.bin is a pickle payload: transformers reads it without running it."""
-    from transformers import BertConfig
-
     marker = tmp_path / "pwned-hf.txt"
-    BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-               intermediate_size=32).save_pretrained(tmp_path / "cfg")
+    tiny_config("BertModel", 50, **BERT_ONE_LAYER).save_pretrained(tmp_path / "cfg")
     mid = _folder(tmp_path / "models", monkeypatch, {"config.json": (tmp_path / "cfg" / "config.json").read_bytes(),
                                                      "pytorch_model.bin": pickle_payload_pt(marker)})
     with pytest.raises(UnsafeFileError) as info:
@@ -340,7 +341,8 @@ def test_vocab_that_does_not_match_the_embedding(tmp_path: Path, monkeypatch) ->
 
 
 @pytest.mark.parametrize("content, expected", [
-    (b"{not json", "'vocab.json' is not valid JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
+    (b"{not json", "'vocab.json' is not valid JSON: Expecting property name enclosed in double quotes at line 1, "
+                   "column 2"),
     (b"42", "'vocab.json' is not a valid vocabulary: vocabulary must be a JSON list of tokens or a {token: id} "
             "object, got int"),
     (b'"just a string"', "'vocab.json' is not a valid vocabulary: vocabulary must be a JSON list"),
@@ -394,11 +396,7 @@ def _remote_code_folder(root: Path, monkeypatch, marker: Path, model_type: str) 
     auto_map = {"AutoConfig": "modeling_evil.EvilConfig", "AutoModel": "modeling_evil.EvilModel"}
     files = {"modeling_evil.py": code.encode()}
     if model_type == "bert":  # a real model of a known type, with auto_map in its config and tokenizer config
-        from transformers import BertConfig, BertModel
-
-        torch.manual_seed(0)
-        BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                             intermediate_size=32)).save_pretrained(root / "src")
+        tiny_model("BertModel", 50, seed=0, **BERT_ONE_LAYER).save_pretrained(root / "src")
         for f in (root / "src").iterdir():
             files[f.name] = f.read_bytes()
         cfg = json.loads(files["config.json"])
@@ -438,7 +436,8 @@ def test_auto_map_next_to_a_known_model_type_is_ignored(tmp_path: Path, monkeypa
     ("hf:../../etc", "'hf:../../etc' is not a valid hf model id: a Hugging Face id is 'name' or 'owner/name'"),
     ("hf:/etc/passwd", "'hf:/etc/passwd' is not a valid hf model id"),
     ("hf:..", "'hf:..' is not a valid hf model id"),
-    ("local:../x", "'local:../x' is not a valid local model id: use the name of a folder listed in EXPLORER_MODEL_PATH"),
+    ("local:../x", "'local:../x' is not a valid local model id: use the name of a folder listed in "
+                   "EXPLORER_MODEL_PATH"),
     ("local:/etc", "'local:/etc' is not a valid local model id"),
     ("upload:../../x", "'upload:../../x' is not a valid upload model id"),
 ])

@@ -16,6 +16,7 @@ from explorer.adapters.generation import DecodingError, Strategy
 from explorer.probes import decoding_strategies as D
 from explorer.data.vocab import clean_text, tokenize_words
 from explorer.probes import word_embeddings as E
+from explorer.probes import contextual_embeddings as CE
 from explorer.probes import positional_encodings as PO
 from explorer.probes import lstm_gates as RG
 from explorer.probes import self_attention as SA
@@ -242,8 +243,8 @@ def test_typed_words_and_locate(models, tables, key: str, text: str) -> None:
 def test_contextual(models, key: str, text: str) -> None:
     loaded = _model(models, key)
     try:
-        trace = E.contextual(loaded, text)
-    except E.ContextError as exc:  # the documented error: no layers, or no tokens in the text
+        trace = CE.contextual(loaded, text)
+    except CE.ContextError as exc:  # the documented error: no layers, or no tokens in the text
         assert len(str(exc)) > 10
         assert key == "w2v" or not loaded.adapter.encode(text).ids
         return
@@ -258,8 +259,8 @@ def test_contextual(models, key: str, text: str) -> None:
 def test_same_word_in_two_sentences(models, a: str, b: str, word: str) -> None:
     loaded = _model(models, "minilm")
     try:
-        drift = E.drift(E.contextual(loaded, a), E.contextual(loaded, b), word)
-    except E.ContextError as exc:  # documented: no tokens, or the word is not in a sentence
+        drift = CE.drift(CE.contextual(loaded, a), CE.contextual(loaded, b), word)
+    except CE.ContextError as exc:  # documented: no tokens, or the word is not in a sentence
         assert len(str(exc)) > 10
         return
     assert drift.cos.shape == (7,) and np.isfinite(drift.cos).all() and (np.abs(drift.cos) <= 1 + 1e-5).all()

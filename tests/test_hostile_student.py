@@ -1,5 +1,5 @@
 """A hostile student against one running server: every attack of the class-safety issue replayed over HTTP and
-Streamlit's websocket protocol (tests/st_protocol.py), as a browser or a script would send it.
+Streamlit's websocket protocol (testkit/st_protocol.py), as a browser or a script would send it.
 
 For each attack the test asserts: the attacker gets a clear message (naming the limit and its setting), another
 student's session keeps rerunning its view in under a second during the attack (`Bystander`), the health endpoint
@@ -17,18 +17,17 @@ import re
 import threading
 import time
 import urllib.request
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import pytest
 import torch
 
-from browser import streamlit_process
+from testkit.browser import streamlit_process
 from conftest import ROOT
 from hostile import lstm_state_dict
-from load_scenario import RssSampler, cpu_seconds, tree_rss_bytes
-from st_protocol import Run, Session, query
+from testkit.load_scenario import RssSampler, cpu_seconds, tree_rss_bytes
+from testkit.st_protocol import Run, Session, query
 
 pytestmark = pytest.mark.slow
 
@@ -343,7 +342,8 @@ def test_a_ten_megabyte_sentence_over_the_websocket_is_refused_on_the_server(ser
 # ----------------------------------------------------------------------------------------- cross-talk
 def test_one_sessions_uploads_are_neither_listed_nor_evicted_by_another(server) -> None:
     mine = [("alices-secret-model.safetensors", safetensors_bytes(lstm_state_dict(10, emb=4))),
-            ("vocab.json", json.dumps(["<pad>", "<unk>", "<bos>", "<eos>", "a", "the", "dog", "runs", "cat", "b"]).encode())]
+            ("vocab.json", json.dumps(["<pad>", "<unk>", "<bos>", "<eos>", "a", "the", "dog", "runs", "cat",
+                                       "b"]).encode())]
 
     async def attack() -> dict:
         alice = Session(server[0], "catalogue")

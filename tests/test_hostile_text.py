@@ -6,62 +6,23 @@ can, the page still draws its charts; and text typed by a user never reaches the
 from __future__ import annotations
 
 import html
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, assert_no_exception, run_page
 from explorer.text.escape import md
-from explorer.views import VIEWS
+from explorer.views import BY_PATH, VIEWS
+from testkit.view_cases import CASES
 from hostile import HOSTILE_TEXTS, HTML_CASES, UNUSABLE, bytelevel_gpt2, raw_html_in
 
 # Every page whose script has the main sentence input (widget key "text", ?text=).
 TEXT_PAGES = [v.script for v in VIEWS if any(f"{w}(" in (ROOT / v.script).read_text()
                                              for w in ("sentence_input", "model_sentence", "model_and_sentence"))]
 
-NOTHING = "The text has no characters the model can read (only control, format or combining characters)"
-# page -> query parameters, and what it says: `empty` when nothing is left once control characters are dropped,
-# `marks` for only combining marks, `long` for 3,000 words, `unknown` for words the model does not know;
-# `subword`: a word-piece model that reads any script (only emoji and rare CJK pieces are unknown to it).
-SETUP: dict[str, dict] = {
-    "app_pages/lstm_gates.py": dict(
-        params={"model": "builtin:lstm-lm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
-        long="The text has 3,000 tokens; only the first 511 are used", unknown="are shown as <unk>", subword=False),
-    "app_pages/self_attention.py": dict(
-        params={"model": "pretrained:minilm"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
-        long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]", subword=True),
-    "app_pages/seq2seq.py": dict(
-        params={"model": "builtin:seq2seq-bahdanau"}, empty="Type a source sentence to decode it.", marks=NOTHING, long="The source has 3,000 tokens; only the first 400 are used",
-        unknown="are not in the model's vocabulary and are read as <unk>", subword=False),
-    "app_pages/word_embeddings.py": dict(
-        params={"model": "builtin:word2vec"}, empty="Type some words to highlight them in the projection.",
-        marks="are not entries of the table", long="Only the first 64 distinct words are highlighted.",
-        unknown="of the table (builtin:word2vec", subword=False),
-    "app_pages/decoding_strategies.py": dict(
-        params={"model": "builtin:tiny-gpt"}, empty="Empty prompt: generation starts from the beginning-of-sequence",
-        marks=NOTHING, long="The text has 3,000 tokens; only the first 63 are used", unknown="are shown as <unk>",
-        subword=False),
-    "app_pages/positional_encodings.py": dict(
-        params={"model": "pretrained:minilm", "panel": "sentence"}, empty="Type a sentence to see the model's internals.",
-        marks=NOTHING, long="only the first 512 are used", unknown="unknown to the tokenizer and shown as [UNK]",
-        subword=True),
-    "app_pages/masked_words.py": dict(
-        params={"model": "builtin:masked-lm", "b": ""}, empty="Type a sentence to see the model's internals.",
-        marks=NOTHING, long="The text has 3,000 tokens; only the first 62 are used", unknown="are shown as <unk>",
-        subword=False),
-    "app_pages/logit_lens.py": dict(
-        params={"model": "builtin:tiny-gpt"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
-        long="The text has 3,000 tokens; only the first 63 are used (the model's limit)", unknown="are shown as <unk>",
-        subword=False),
-    "app_pages/token_attribution.py": dict(
-        params={"model": "builtin:tiny-gpt"}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
-        long="The text has 3,000 tokens; only the first 63 are used (the model's limit)", unknown="are shown as <unk>",
-        subword=False),
-    "app_pages/gradients_through_time.py": dict(
-        params={}, empty="Type a sentence to see the model's internals.", marks=NOTHING,
-        long="The text has 3,000 tokens; only the first 79 are used (this view's limit)", unknown="are shown as <unk>",
-        subword=False),
-}
+# page script -> what it says about hostile text (testkit/view_cases.py: Hostile)
+SETUP: dict[str, dict] = {BY_PATH[path].script: asdict(case.hostile) for path, case in CASES.items() if case.hostile}
 WIDGET_CASES = ["control-only", "combining-only", "script"]
 
 

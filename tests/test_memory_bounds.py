@@ -32,7 +32,8 @@ def _rss_bytes() -> int:
 
 
 def _collected(ref: weakref.ref) -> bool:
-    """Whether ref's object is gone after the app's full collection (which reaches frozen objects: explorer.runtime.heap)."""
+    """Whether ref's object is gone after the app's full collection (which reaches frozen objects:
+    explorer.runtime.heap)."""
     heap.collect()
     return ref() is None
 
@@ -212,7 +213,7 @@ def test_real_server_forgets_an_upload_when_the_uploading_browser_closes() -> No
     open; once that tab closes (Streamlit ends its session), the server no longer has it."""
     from playwright.sync_api import sync_playwright
 
-    from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_for_app
+    from testkit.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_for_app
 
     if not Path(CHROMIUM).exists():
         pytest.fail(f"chromium not found at {CHROMIUM} (apt-get install chromium)")
@@ -234,8 +235,8 @@ def test_real_server_forgets_an_upload_when_the_uploading_browser_closes() -> No
             page = open_models_page(uploader)
             page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(files)
             page.get_by_role("button", name="Add to the catalogue").click()
-            page.wait_for_function("() => (new URLSearchParams(location.search).get('model') || '').startsWith('upload:')",
-                                   timeout=90_000)
+            page.wait_for_function("() => (new URLSearchParams(location.search).get('model') || '')"
+                                   ".startsWith('upload:')", timeout=90_000)
             uid = page.evaluate("() => new URLSearchParams(location.search).get('model')")
             assert uid and uid.startswith("upload:")
             wait_for_app(page, settle_ms=1000)

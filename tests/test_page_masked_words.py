@@ -12,8 +12,8 @@ import pytest
 from conftest import assert_no_exception, run_page
 from explorer.loading.loaders import load_model
 from explorer.probes.masked_words import masked_fill
-from test_page_lstm_gates import _array
-from test_probe_masked import save_tiny_mlm
+from plotly_arrays import plotly_array
+from test_probe_masked_words import save_tiny_mlm
 
 PAGE = "app_pages/masked_words.py"
 A = "the keys to the cabinet [MASK] on the table ."
@@ -38,13 +38,13 @@ def test_defaults_show_the_agreement_pair_side_by_side_with_the_models_numbers()
     assert len(charts) == 3  # A's mask, B's mask, the compared words
     for chart, trace in zip(charts, (a, b)):
         bars = chart["data"][0]
-        np.testing.assert_allclose(_array(bars["x"]), trace.probs[0], atol=1e-12)
+        np.testing.assert_allclose(plotly_array(bars["x"]), trace.probs[0], atol=1e-12)
         assert bars["hovertext"] == list(trace.top_tokens[0])
     words = charts[2]["data"]  # one series per sentence: the compared words' probabilities and ranks
     assert [s["name"] for s in words] == ["A", "B"] and all(s["x"] == ["is", "are"] for s in words)
     for series, trace in zip(words, (a, b)):
-        np.testing.assert_allclose(_array(series["y"]), trace.word_probs[0], atol=1e-12)
-        assert list(_array(series["customdata"])) == list(trace.word_ranks[0])
+        np.testing.assert_allclose(plotly_array(series["y"]), trace.word_probs[0], atol=1e-12)
+        assert list(plotly_array(series["customdata"])) == list(trace.word_ranks[0])
     # agreement with the head noun across the attractor, in both directions
     assert a.word_probs[0, 1] > a.word_probs[0, 0] and b.word_probs[0, 0] > b.word_probs[0, 1]
     assert at.latex and f"{a.probs[0, 0]:.4f}" in at.latex[0].value
@@ -59,11 +59,11 @@ def test_url_state_one_sentence_several_masks_and_k() -> None:
     charts = _charts(at)
     assert len(charts) == 3 and all(len(c["data"][0]["y"]) == 4 for c in charts[:2])
     for m in range(2):  # one chart per mask, its bars the model's top 4
-        np.testing.assert_allclose(_array(charts[m]["data"][0]["x"]), trace.probs[m], atol=1e-12)
-        np.testing.assert_allclose(_array(charts[m]["data"][0]["customdata"])[:, 0], trace.logits[m], atol=1e-12)
+        np.testing.assert_allclose(plotly_array(charts[m]["data"][0]["x"]), trace.probs[m], atol=1e-12)
+        np.testing.assert_allclose(plotly_array(charts[m]["data"][0]["customdata"])[:, 0], trace.logits[m], atol=1e-12)
     words = charts[2]["data"]  # one series per mask
     assert [s["name"] for s in words] == ["A, [MASK] at token 2", "A, [MASK] at token 6"]
-    np.testing.assert_allclose([_array(s["y"])[0] for s in words], trace.word_probs[:, 0], atol=1e-12)
+    np.testing.assert_allclose([plotly_array(s["y"])[0] for s in words], trace.word_probs[:, 0], atol=1e-12)
     assert at.number_input(key="k").value == 4 and at.text_input(key="b").value == ""
 
 
@@ -79,7 +79,7 @@ def test_picking_a_word_masks_it_and_compares_the_hidden_word() -> None:
     assert words["x"] == ["sleep", "sleeps"]
     trace = masked_fill(load_model("builtin:masked-lm"), text, 10, "sleeps", 6)
     assert trace.masked == "sleep"
-    np.testing.assert_allclose(_array(words["y"]), trace.word_probs[0], atol=1e-12)
+    np.testing.assert_allclose(plotly_array(words["y"]), trace.word_probs[0], atol=1e-12)
     assert "in A, “sleep” gets p =" in _messages(at.caption)
 
 
@@ -109,5 +109,5 @@ def test_a_hugging_face_masked_lm(tmp_path: Path, monkeypatch) -> None:
     assert not at.error and not at.warning
     loaded = load_model(model_id, task="masked-lm")
     trace = masked_fill(loaded, A, 10, "is, are")
-    np.testing.assert_allclose(_array(_charts(at)[0]["data"][0]["x"]), trace.probs[0], atol=1e-12)
+    np.testing.assert_allclose(plotly_array(_charts(at)[0]["data"][0]["x"]), trace.probs[0], atol=1e-12)
     assert "[CLS]" in _messages(at.caption) and len(_charts(at)) == 3

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
-from fragments import fragment_ids, page_states, run_fragment
+from testkit.fragments import fragment_ids, page_states, run_fragment
 from plotly_arrays import plotly_array
-from explorer.probes import positional_encodings as P
+from explorer.probes import position_formulas as PF
 from explorer.loading.pretrained import minilm_dir
 from explorer.text.escape import md_unescape
 
@@ -32,7 +32,7 @@ def test_defaults_heatmap_equals_probe() -> None:
     at = run_page(PAGE)
     assert_no_exception(at)
     z = plotly_array(chart(at, "pe_heatmap")["data"][0]["z"], float)
-    np.testing.assert_allclose(z, P.sinusoidal(100, 128, 10000.0).pe, atol=1e-12)
+    np.testing.assert_allclose(z, PF.sinusoidal(100, 128, 10000.0).pe, atol=1e-12)
     assert at.query_params["panel"] == ["sinusoidal"] or at.query_params["panel"] == "sinusoidal"
     assert any("sin" in el.value for el in at.latex)
     assert not warnings(at)
@@ -47,7 +47,7 @@ def test_url_params_for_each_control() -> None:
     assert at.number_input(key="base").value == 100.0
     assert at.slider(key="pos").value == 3 and at.slider(key="dim").value == 2
     z = plotly_array(chart(at, "pe_heatmap")["data"][0]["z"], float)
-    np.testing.assert_allclose(z, P.sinusoidal(20, 16, 100.0).pe, atol=1e-12)
+    np.testing.assert_allclose(z, PF.sinusoidal(20, 16, 100.0).pe, atol=1e-12)
     angle = 3 / 100 ** (4 / 16)
     assert any(f"{np.sin(angle):.6f}" in el.value for el in at.latex)  # the live numbers of the formula
 
@@ -67,7 +67,7 @@ def test_similarity_panel() -> None:
     at = run_page(PAGE, {"panel": "similarity", "sim": "cosine", "k": "3", "n_pos": "40", "d_model": "32"})
     assert_no_exception(at)
     z = plotly_array(chart(at, "pe_similarity")["data"][0]["z"], float)
-    np.testing.assert_allclose(z, P.similarity(P.sinusoidal(40, 32).pe, "cosine"), atol=1e-12)
+    np.testing.assert_allclose(z, PF.similarity(PF.sinusoidal(40, 32).pe, "cosine"), atol=1e-12)
     metric = [m for m in at.metric if "R_3" in m.label]
     assert metric and float(metric[0].value) < 1e-6
 
@@ -163,7 +163,8 @@ def test_learned_panel_with_unsupported_or_bad_model() -> None:
 
 @needs_minilm
 def test_sentence_panel_with_text() -> None:
-    at = run_page(PAGE, {"panel": "sentence", "model": "pretrained:minilm", "text": "The man bit the dog.", "seed": "2"})
+    at = run_page(PAGE, {"panel": "sentence", "model": "pretrained:minilm", "text": "The man bit the dog.",
+                         "seed": "2"})
     assert_no_exception(at)
     spec = chart(at, "sentence_vectors")
     assert len(spec["data"]) == 3
@@ -193,7 +194,7 @@ def test_sentence_bad_text(text: str, kind: str | None) -> None:
 def test_captions_print_the_computed_values() -> None:
     """The wavelength range is 2π to 2π·n^((d−2)/d) (19,869 positions for d = 16, n = 10000, not 2π·n = 62,832),
     and the rotation error printed is the computed one (about 2e-13 at n = 2048, k = 50, not "about 1e-15")."""
-    from explorer.probes.positional_encodings import rotation_check, sinusoidal
+    from explorer.probes.position_formulas import rotation_check, sinusoidal
 
     at = run_page(PAGE, {"panel": "sinusoidal", "d_model": "16", "n_pos": "100", "base": "10000"})
     assert_no_exception(at)

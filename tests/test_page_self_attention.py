@@ -11,7 +11,8 @@ from conftest import assert_no_exception, run_page
 from explorer.loading.pretrained import minilm_dir
 from explorer.loading.loaders import load_model
 from explorer.probes.self_attention import PRESETS, attention_shape, attention_trace
-from fragments import fragment_ids, page_states, run_fragment
+from testkit.fragments import fragment_ids, page_states, run_fragment
+from families import GPT2_SMALL, SMALL, T5_SMALL, tiny_model
 from plotly_arrays import plotly_array
 
 PAGE = "app_pages/self_attention.py"
@@ -132,22 +133,18 @@ def test_bad_model_id():
 def model_dir(tmp_path_factory):
     """Tiny random GPT-2, BERT, T5 (HF folders) and an explorer GPT checkpoint folder."""
     from safetensors.torch import save_file
-    from transformers import (AutoTokenizer, BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, T5Config,
-                              T5ForConditionalGeneration)
+    from transformers import AutoTokenizer
 
     from explorer.data.vocab import Vocab, tokenize_words
     from explorer.models.tiny_gpt import GPT, GPTConfig
 
     root = tmp_path_factory.mktemp("models")
     tok = AutoTokenizer.from_pretrained(minilm_dir(), local_files_only=True)
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # once: the three models are built one after the other from this generator
     models = {
-        "tiny-bert": BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                          num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)),
-        "tiny-gpt2": GPT2LMHeadModel(GPT2Config(vocab_size=tok.vocab_size, n_embd=32, n_layer=2, n_head=4,
-                                                n_positions=64)),
-        "tiny-t5": T5ForConditionalGeneration(T5Config(vocab_size=tok.vocab_size, d_model=32, d_kv=8, d_ff=64,
-                                                       num_layers=2, num_heads=4, decoder_start_token_id=0)),
+        "tiny-bert": tiny_model("BertModel", tok.vocab_size, **SMALL, max_position_embeddings=64),
+        "tiny-gpt2": tiny_model("GPT2LMHeadModel", tok.vocab_size, **GPT2_SMALL, n_head=4, n_positions=64),
+        "tiny-t5": tiny_model("T5ForConditionalGeneration", tok.vocab_size, **T5_SMALL, decoder_start_token_id=0),
     }
     for name, model in models.items():
         model.save_pretrained(root / name)

@@ -15,6 +15,7 @@ from explorer.data.vocab import SPECIALS
 from explorer.models.seq2seq import Seq2Seq
 from explorer.loading.catalogue import builtin_names
 from explorer.text.escape import md_unescape
+from families import tiny_model
 from test_probe_seq2seq import SRC_WORDS, TGT_WORDS, tiny_hf
 
 PAGE = "app_pages/seq2seq.py"
@@ -89,7 +90,8 @@ def test_local_rnn_greedy_beam_forced_compare(models: dict[str, str]) -> None:
     assert "beam search (beam size 3)" in md
     assert "No attention, so no alignment" in _text(at.info)
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
-    assert any("Beam tree: 3 beams" in t for t in titles) and any("relies on the final encoder state" in t for t in titles)
+    assert (any("Beam tree: 3 beams" in t for t in titles)
+            and any("relies on the final encoder state" in t for t in titles))
     at.radio(key="panel").set_value("length").run()
     assert_no_exception(at)
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
@@ -115,11 +117,9 @@ def test_hf_marian_and_t5_without_tokenizer(models: dict[str, str]) -> None:
 
 
 def test_not_encoder_decoder(tmp_path: Path, monkeypatch) -> None:
-    from transformers import BertConfig, BertModel
-
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
-    BertModel(BertConfig(vocab_size=30, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=64)).save_pretrained(tmp_path / "tiny-bert")
+    tiny_model("BertModel", 30, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=64).save_pretrained(tmp_path / "tiny-bert")
     at = run_page(PAGE, {"model": "local:tiny-bert", "text": "hello"})
     assert_no_exception(at)
     assert "not an encoder–decoder" in _text(at.warning) or at.error

@@ -10,7 +10,8 @@ import pytest
 from conftest import assert_no_exception, run_page
 from explorer.loading.catalogue import builtin_names
 from explorer.loading.pretrained import is_installed, minilm_dir
-from explorer.probes.word_embeddings import PAIR_BOTH_WAYS, PAIR_LEFT_TO_RIGHT, table_to_text
+from explorer.files.vector_text import table_to_text
+from explorer.probes.contextual_embeddings import PAIR_BOTH_WAYS, PAIR_LEFT_TO_RIGHT
 from explorer.projections.jobs import wait_all
 from explorer.text.escape import md_unescape
 
@@ -127,7 +128,7 @@ def test_umap_small_n_and_typed_word_transform() -> None:
 def test_the_progress_fragment_draws_the_fit_when_it_ends() -> None:
     """The progress bar is an st.fragment polled by the browser: while the fit runs it redraws only itself; once
     the fit has ended it reruns the whole page, which draws the UMAP."""
-    from fragments import fragment_ids, page_states, run_fragment
+    from testkit.fragments import fragment_ids, page_states, run_fragment
 
     at = run_page(PAGE, {"model": SMALL, "method": "umap", "n": "150", "nb": "9"})
     assert_no_exception(at)
@@ -219,7 +220,8 @@ def test_uploaded_files() -> None:
     assert "Line 2" in _messages(at.error) and "3 numbers" in _messages(at.error)
 
     rng = np.random.default_rng(0)
-    words = ["king", "queen", "man", "woman", "small", "big", "dog", "cat", "red", "blue"] + [f"w{i}" for i in range(40)]
+    words = (["king", "queen", "man", "woman", "small", "big", "dog", "cat", "red", "blue"]
+             + [f"w{i}" for i in range(40)])
     _upload(at, "good.vec", table_to_text(words, rng.normal(size=(50, 5)).astype(np.float32), header=True))
     assert_no_exception(at)
     assert not at.error, _messages(at.error)

@@ -1,5 +1,5 @@
-"""Packaged pretrained models (explorer.loading.pretrained): found without importing their packages, SmolLM2 converted once
-from its GGUF to float32 safetensors equal to the GGUF's own dequantised tensors, GloVe read as its table."""
+"""Packaged pretrained models (explorer.loading.pretrained): found without importing their packages, SmolLM2 converted
+once from its GGUF to float32 safetensors equal to the GGUF's own dequantised tensors, GloVe read as its table."""
 from __future__ import annotations
 
 from pathlib import Path

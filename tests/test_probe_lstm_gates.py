@@ -43,7 +43,7 @@ def _final_states(states: dict[str, torch.Tensor], name: str) -> torch.Tensor:
     """(layers*dirs, H) like nn.LSTM's h_n: forward ends at T-1, backward at 0."""
     s = states[name]
     L, D = s.shape[:2]
-    return torch.stack([s[l, d, -1 if d == 0 else 0] for l in range(L) for d in range(D)])
+    return torch.stack([s[layer, d, -1 if d == 0 else 0] for layer in range(L) for d in range(D)])
 
 
 @pytest.mark.parametrize("layers", [1, 2, 3])
@@ -116,7 +116,8 @@ def _vocab() -> Vocab:
     return Vocab(WORDS)
 
 
-def _state_dict_model(vocab: Vocab | None = None, state: dict | None = None, model_id: str = "local:user") -> LoadedModel:
+def _state_dict_model(vocab: Vocab | None = None, state: dict | None = None,
+                      model_id: str = "local:user") -> LoadedModel:
     vocabs = {"vocab": vocab} if vocab is not None else {}
     return LoadedModel(model_id, "state-dict", None, "cpu", "float32", {"source": "state-dict"}, vocabs=vocabs,
                        state_dict=state)

@@ -9,10 +9,12 @@ import torch
 
 from explorer.adapters.base import Unsupported
 from explorer.adapters.text import Encoded
+from explorer.probes import position_formulas as PF
 from explorer.probes import positional_encodings as P
 from explorer.views import BY_PATH
 from explorer.loading.pretrained import minilm_dir
 from explorer.loading.loaders import LoadedModel, load_model
+from families import GPT2_SMALL, tiny_model
 
 
 # ------------------------------------------------------------------------------------------ sinusoidal
@@ -29,11 +31,11 @@ def loop_table(n_pos: int, d: int, base: float) -> np.ndarray:
 @pytest.mark.parametrize("d,n,base", [(2, 1, 10000.0), (4, 7, 10000.0), (16, 50, 10000.0), (64, 200, 100.0),
                                       (128, 100, 10000.0), (512, 30, 10000.0), (1024, 5, 1e7)])
 def test_sinusoidal_equals_formula(d: int, n: int, base: float) -> None:
-    tr = P.sinusoidal(n, d, base)
+    tr = PF.sinusoidal(n, d, base)
     assert tr.pe.shape == (n, d) and tr.pe.dtype == np.float64
     np.testing.assert_allclose(tr.pe, loop_table(n, d, base), atol=1e-12, rtol=0)
     np.testing.assert_allclose(tr.wavelength, [2 * math.pi * base ** (2 * i / d) for i in range(d // 2)], rtol=1e-12)
-    f = P.formula_values(tr, n - 1, d // 2 - 1)
+    f = PF.formula_values(tr, n - 1, d // 2 - 1)
     assert f.sin == pytest.approx(math.sin((n - 1) / base ** ((d - 2) / d)), abs=1e-12)
     assert f.cos == pytest.approx(math.cos((n - 1) / base ** ((d - 2) / d)), abs=1e-12)
 
@@ -41,14 +43,14 @@ def test_sinusoidal_equals_formula(d: int, n: int, base: float) -> None:
 def test_sinusoidal_matches_tiny_gpt_table() -> None:
     from explorer.models.tiny_gpt import sinusoidal_positions
 
-    np.testing.assert_allclose(P.sinusoidal(64, 32).pe, sinusoidal_positions(64, 32).numpy(), atol=1e-6)
+    np.testing.assert_allclose(PF.sinusoidal(64, 32).pe, sinusoidal_positions(64, 32).numpy(), atol=1e-6)
 
 
 @pytest.mark.parametrize("d,n,base,k", [(2, 10, 10000.0, 1), (16, 50, 10000.0, 0), (128, 100, 10000.0, 5),
                                         (64, 200, 100.0, 37), (512, 300, 10000.0, 299), (1024, 64, 1e7, 13)])
 def test_rotation_property(d: int, n: int, base: float, k: int) -> None:
-    rot = P.rotation_check(n, d, base, k)
-    pe = P.sinusoidal(n, d, base).pe
+    rot = PF.rotation_check(n, d, base, k)
+    pe = PF.sinusoidal(n, d, base).pe
     assert rot.errors.shape == (n - k,)
     assert rot.max_error < 1e-6
     for p in (0, (n - k) // 2, n - k - 1):  # explicit: PE(p+k) = R_k PE(p)
@@ -61,16 +63,16 @@ def test_rotation_property(d: int, n: int, base: float, k: int) -> None:
 
 
 def test_rotation_offset_outside_table_is_empty() -> None:
-    rot = P.rotation_check(5, 8, 10000.0, 7)
+    rot = PF.rotation_check(5, 8, 10000.0, 7)
     assert rot.errors.size == 0 and rot.max_error == 0.0
 
 
 def test_dot_product_depends_only_on_distance() -> None:
-    sim = P.similarity(P.sinusoidal(60, 32).pe, "dot")
+    sim = PF.similarity(PF.sinusoidal(60, 32).pe, "dot")
     for k in range(-5, 6):
         diag = np.diagonal(sim, k)
         np.testing.assert_allclose(diag, diag[0], atol=1e-9)
-    cos = P.similarity(P.sinusoidal(60, 32).pe, "cosine")
+    cos = PF.similarity(PF.sinusoidal(60, 32).pe, "cosine")
     np.testing.assert_allclose(np.diag(cos), 1.0, atol=1e-12)
 
 
@@ -90,7 +92,7 @@ def test_rope_matches_complex_form_and_preserves_norms() -> None:
     rng = np.random.default_rng(1)
     x = rng.standard_normal((20, 64))
     pos = rng.integers(0, 5000, 20)
-    rot = P.rope_rotate(x, pos, 10000.0)
+    rot = PF.rope_rotate(x, pos, 10000.0)
     for t in range(20):
         np.testing.assert_allclose(rot[t], rope_complex(x[t], int(pos[t]), 10000.0), atol=1e-9)
     np.testing.assert_allclose(np.linalg.norm(rot, axis=1), np.linalg.norm(x, axis=1), rtol=1e-5)
@@ -98,20 +100,20 @@ def test_rope_matches_complex_form_and_preserves_norms() -> None:
 
 @pytest.mark.parametrize("vectors", ["ones", "random"])
 def test_rope_score_depends_only_on_offset(vectors: str) -> None:
-    tr = P.rope(64, 200, 10000.0, 37, vectors, seed=3)
+    tr = PF.rope(64, 200, 10000.0, 37, vectors, seed=3)
     assert tr.spread < 1e-5
     assert abs(tr.norms[0] - tr.norms[1]) < 1e-5
     rng = np.random.default_rng(0)
     q, k = rng.standard_normal(32), rng.standard_normal(32)
     for m, n in [(0, 5), (3, 9), (100, 117)]:
-        ref = P.rope_rotate(q[None], np.array([m]))[0] @ P.rope_rotate(k[None], np.array([n]))[0]
+        ref = PF.rope_rotate(q[None], np.array([m]))[0] @ PF.rope_rotate(k[None], np.array([n]))[0]
         for s in (1, 50, 999):
-            got = P.rope_rotate(q[None], np.array([m + s]))[0] @ P.rope_rotate(k[None], np.array([n + s]))[0]
+            got = PF.rope_rotate(q[None], np.array([m + s]))[0] @ PF.rope_rotate(k[None], np.array([n + s]))[0]
             assert abs(got - ref) < 1e-5
 
 
 def test_rope_ones_decays() -> None:
-    tr = P.rope(128, 512, 10000.0, 0, "ones")
+    tr = PF.rope(128, 512, 10000.0, 0, "ones")
     s = tr.scores[0]
     assert s[0] == pytest.approx(128.0)
     assert np.abs(s[100:]).max() < 0.5 * s[0]  # far offsets score much lower than offset 0
@@ -120,8 +122,8 @@ def test_rope_ones_decays() -> None:
 def test_rope_trace_properties_are_its_own() -> None:
     """Every property of a RopeTrace reads its own fields (the rotary wavelength and ALiBi key positions belong to
     ModelPositions, which has inv_freq and bias; RopeTrace has neither)."""
-    tr = P.rope(16, 40, 10000.0, 5, "random", seed=1)
-    props = {name for name, v in vars(P.RopeTrace).items() if isinstance(v, property)}
+    tr = PF.rope(16, 40, 10000.0, 5, "random", seed=1)
+    props = {name for name, v in vars(PF.RopeTrace).items() if isinstance(v, property)}
     assert props == {"spread"}
     assert not hasattr(tr, "wavelength") and not hasattr(tr, "key_positions")
     want = max(float(np.abs(tr.scores[r] - tr.scores[0]).max()) for r in range(len(tr.starts)))
@@ -141,16 +143,16 @@ def test_validate_d_model(raw: str, expected: int, warns: bool) -> None:
 
 
 def test_validate_positions_and_base() -> None:
-    assert (PE["d_model"].lo, PE["d_model"].hi, PE["n_pos"].hi) == (P.D_MIN, P.D_MAX, P.P_MAX)  # declared = enforced
+    assert (PE["d_model"].lo, PE["d_model"].hi, PE["n_pos"].hi) == (PF.D_MIN, PF.D_MAX, PF.P_MAX)  # declared = enforced
     assert PE["n_pos"].validate("0") == (1, "positions must be at least 1; got 0, using 1.")
-    assert PE["n_pos"].validate("99999")[0] == P.P_MAX
+    assert PE["n_pos"].validate("99999")[0] == PF.P_MAX
     assert PE["base"].validate("inf")[1] is not None
-    assert PE["base"].validate("-3")[0] == P.BASE_MIN
+    assert PE["base"].validate("-3")[0] == PF.BASE_MIN
     assert PE["base"].validate("500") == (500.0, None)
     with pytest.raises(ValueError):
-        P.sinusoidal(10, 7, 10000.0)
+        PF.sinusoidal(10, 7, 10000.0)
     with pytest.raises(ValueError):
-        P.sinusoidal(0, 8, 10000.0)
+        PF.sinusoidal(0, 8, 10000.0)
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -231,12 +233,8 @@ def test_minilm_permutation_short_text(minilm: LoadedModel) -> None:
 # ------------------------------------------------------------------------------- tiny random GPT-2 (HF)
 @pytest.fixture(scope="module")
 def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=30522, n_positions=64, n_embd=32, n_layer=2, n_head=4)
     folder = tmp_path_factory.mktemp("models") / "tiny-gpt2"
-    model = GPT2LMHeadModel(cfg).eval()
+    model = tiny_model("GPT2LMHeadModel", 30522, seed=0, n_positions=64, **GPT2_SMALL, n_head=4).eval()
     with torch.no_grad():  # random init gives tiny attention scores; make them matter
         model.transformer.wpe.weight.normal_(0, 1.0)
         model.transformer.wte.weight.normal_(0, 1.0)

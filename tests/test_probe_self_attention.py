@@ -24,6 +24,7 @@ from explorer.loading.catalogue import BUILTIN_DIR
 from explorer.loading.pretrained import minilm_dir
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.viz import self_attention as viz
+from families import GPT2_SMALL, SMALL, T5_SMALL, tiny_model
 from plotly_arrays import plotly_array
 
 SENT = PRESETS[0]
@@ -61,18 +62,16 @@ def gpt() -> LoadedModel:
 
 
 def _hf(kind: str, **extra) -> LoadedModel:
-    from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
-
     torch.manual_seed(0)
     tok = _tokenizer()
     if kind == "bert":
-        cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                         intermediate_size=64, max_position_embeddings=128, attn_implementation="eager", **extra)
-        model, family = BertModel(cfg), "encoder"
+        model = tiny_model("BertModel", tok.vocab_size, **SMALL, max_position_embeddings=128,
+                           attn_implementation="eager", **extra)
+        family = "encoder"
     else:
-        cfg = GPT2Config(vocab_size=tok.vocab_size, n_embd=32, n_layer=2, n_head=4, n_positions=128,
-                         attn_implementation="eager", **extra)
-        model, family = GPT2Model(cfg), "decoder"
+        model = tiny_model("GPT2Model", tok.vocab_size, **GPT2_SMALL, n_head=4, n_positions=128,
+                           attn_implementation="eager", **extra)
+        family = "decoder"
     return LoadedModel(f"test:{kind}", family, model.eval(), "cpu", "float32", {"source": "hf"}, tokenizer=tok)
 
 
@@ -315,16 +314,13 @@ def test_unsupported_models_say_why():
 
 
 def test_encoder_decoder_streams_and_their_arithmetic():
-    from transformers import T5Config, T5ForConditionalGeneration
-
     if minilm_dir() is None:
         pytest.skip("needs the MiniLM tokenizer")
     torch.manual_seed(0)
     tok = _tokenizer()
-    cfg = T5Config(vocab_size=tok.vocab_size, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                   decoder_start_token_id=0, attn_implementation="eager")
-    loaded = LoadedModel("test:t5", "encoder-decoder", T5ForConditionalGeneration(cfg).eval(), "cpu", "float32",
-                         tokenizer=tok)
+    model = tiny_model("T5ForConditionalGeneration", tok.vocab_size, **T5_SMALL, decoder_start_token_id=0,
+                       attn_implementation="eager")
+    loaded = LoadedModel("test:t5", "encoder-decoder", model.eval(), "cpu", "float32", tokenizer=tok)
     assert isinstance(loaded.adapter, HFSeq2SeqAdapter)
     enc = attention_trace(loaded, SENT, "Das Tier.", "encoder")
     dec = attention_trace(loaded, SENT, "Das Tier.", "decoder")

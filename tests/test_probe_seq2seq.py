@@ -17,13 +17,13 @@ from explorer.loading.catalogue import builtin_names
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.probes.seq2seq import alignment_trace, length_accuracy, presets_for
 from explorer.viz import seq2seq as viz_seq2seq
+from families import ENC_DEC_SMALL, T5_SMALL, make_tokenizer, tiny_model
 
 SRC_WORDS = ["the", "red", "car", "is", "fast", ".", "european", "economic", "area", "agreement", "on", "was",
              "signed", "in", "august", "1992", "old", "wooden", "table", "kitchen"]
 TGT_WORDS = ["la", "voiture", "rouge", "est", "rapide", ".", "zone", "économique", "européenne", "accord", "sur",
              "a", "été", "signé", "en", "août", "1992", "le", "table", "boisée", "vieille", "cuisine", "dans"]
 SENT = "the red car is fast ."
-HF_WORDS = ["the", "red", "car", "is", "fast", ".", "la", "voiture", "rouge", "est", "rapide", "old", "table"]
 
 
 def rnn_loaded(attention: str, seed: int = 0, hidden: int = 16, corpus: dict | None = None) -> LoadedModel:
@@ -35,38 +35,16 @@ def rnn_loaded(attention: str, seed: int = 0, hidden: int = 16, corpus: dict | N
                        vocabs={"src_vocab": src_vocab, "tgt_vocab": tgt_vocab})
 
 
-def make_tokenizer():
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from tokenizers.pre_tokenizers import WhitespaceSplit
-    from tokenizers.processors import TemplateProcessing
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
-    for w in HF_WORDS:
-        vocab.setdefault(w, len(vocab))
-    tk = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
-    tk.pre_tokenizer = WhitespaceSplit()
-    tk.post_processor = TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>", eos_token="</s>")
-
-
 def tiny_hf(kind: str, seed: int = 0):
-    from transformers import MarianConfig, MarianMTModel, T5Config, T5ForConditionalGeneration
-
     torch.manual_seed(seed)
     tok = make_tokenizer()
     V = len(tok)
     if kind == "marian":
-        cfg = MarianConfig(vocab_size=V, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                           decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                           max_position_embeddings=64, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
-                           forced_eos_token_id=None, attn_implementation="eager")
-        model = MarianMTModel(cfg)
+        model = tiny_model("MarianMTModel", V, **ENC_DEC_SMALL, pad_token_id=0, eos_token_id=1,
+                           decoder_start_token_id=0, forced_eos_token_id=None, attn_implementation="eager")
     else:
-        cfg = T5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
-                       pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, attn_implementation="eager")
-        model = T5ForConditionalGeneration(cfg)
+        model = tiny_model("T5ForConditionalGeneration", V, **T5_SMALL, num_decoder_layers=2, pad_token_id=0,
+                           eos_token_id=1, decoder_start_token_id=0, attn_implementation="eager")
     model.config._attn_implementation = "eager"
     model.eval()
     return model, tok
@@ -276,16 +254,14 @@ def test_hf_forced_loss_and_beam(kind: str) -> None:
 
 
 def test_hf_bad_inputs_and_non_seq2seq() -> None:
-    from transformers import BertConfig, BertModel
-
     loaded = hf_loaded("marian")
     assert not alignment_trace(loaded, "").error and not alignment_trace(loaded, "").out_ids
     emo = alignment_trace(loaded, "🚗\x07 zzz", max_len=5)
     assert not emo.error and emo.notes  # unknown pieces
     no_tok = LoadedModel("test:no-tok", "encoder-decoder", loaded.model, "cpu", "float32", {})
     assert "cannot read text" in alignment_trace(no_tok, SENT).error
-    bert = BertModel(BertConfig(vocab_size=30, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=64)).eval()
+    bert = tiny_model("BertModel", 30, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=64).eval()
     enc_only = LoadedModel("test:bert", "encoder", bert, "cpu", "float32", {}, tokenizer=make_tokenizer())
     assert "not an encoder–decoder" in alignment_trace(enc_only, SENT).error
     assert "curve needs a built-in" in length_accuracy(loaded).error

@@ -1,4 +1,5 @@
-"""Unit tests of explorer/probes/word_embeddings.py and explorer/projections/reduce.py: numbers against brute force,
+"""Unit tests of explorer/probes/word_embeddings.py, contextual_embeddings.py, explorer/files/vector_text.py and
+explorer/projections/reduce.py: numbers against brute force,
 scikit-learn and the models' own outputs; malformed files and bad input."""
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from explorer.data.vocab import SPECIALS, Vocab
 from explorer.models.rnn_lm import RNNLanguageModel
 from explorer.models.tiny_gpt import GPT, GPTConfig
 from explorer.models.word2vec import SkipGram
+from explorer.files import vector_text as VT
+from explorer.probes import contextual_embeddings as C
 from explorer.probes import word_embeddings as P
 from explorer.loading.loaders import LoadedModel
+from families import tiny_model
 
 WORDS = ["king", "queen", "man", "woman", "dog", "dogs", "cat", "cats", "red", "blue", "big", "small", "the", "a"]
 
@@ -147,16 +151,12 @@ def test_tables_from_builtin_architectures() -> None:
 
 
 def test_table_from_hf_model(tmp_path) -> None:
-    from transformers import BertConfig, BertModel
-
     from explorer.loading.loaders import _load_hf_source
 
-    torch.manual_seed(0)
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "the", "bank", "river", "my", "account",
              "of", "##s", "dog"]
-    cfg = BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=64)
-    BertModel(cfg).save_pretrained(tmp_path)
+    tiny_model("BertModel", len(words), seed=0, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+               intermediate_size=64, max_position_embeddings=64).save_pretrained(tmp_path)
     from transformers import BertTokenizerFast
 
     BertTokenizerFast(vocab={w: i for i, w in enumerate(words)}).save_pretrained(tmp_path)
@@ -173,7 +173,7 @@ def test_table_from_hf_model(tmp_path) -> None:
     assert not P.whole_words(table)[table.index["##s"]] and not P.whole_words(table)[table.index["[unused0]"]]
 
     # contextual: the model's own hidden states; drift = cosine of the same word in two sentences per layer
-    a, b = P.contextual(loaded, "the bank of the river"), P.contextual(loaded, "my bank account")
+    a, b = C.contextual(loaded, "the bank of the river"), C.contextual(loaded, "my bank account")
     enc = loaded.tokenizer("the bank of the river", return_tensors="pt")
     with torch.inference_mode():
         ref = loaded.model(**enc, output_hidden_states=True).hidden_states
@@ -182,13 +182,13 @@ def test_table_from_hf_model(tmp_path) -> None:
     assert a.positions == "learned"
     for mine, theirs in zip(a.states, ref):
         np.testing.assert_allclose(mine, theirs[0].numpy(), atol=1e-5)
-    d = P.drift(a, b, "bank")
+    d = C.drift(a, b, "bank")
     for layer in range(3):
         u, v = a.states[layer][2].astype(np.float64), b.states[layer][2].astype(np.float64)
         assert abs(d.cos[layer] - u @ v / np.linalg.norm(u) / np.linalg.norm(v)) < 1e-5
-    with pytest.raises(P.ContextError):
-        P.drift(a, b, "river")
-    cp = P.context_projection(a)
+    with pytest.raises(C.ContextError):
+        C.drift(a, b, "river")
+    cp = C.context_projection(a)
     assert cp.coords.shape == (3, len(a.tokens), 2) and "all layers" in cp.fitted
 
 
@@ -196,7 +196,7 @@ def test_contextual_rnn_and_gpt_match_model_outputs() -> None:
     torch.manual_seed(0)
     V = len(SPECIALS) + len(WORDS)
     lm = RNNLanguageModel(V, 6, 10, num_layers=2, cell="gru")
-    trace = P.contextual(_loaded(lm), "the big dog")
+    trace = C.contextual(_loaded(lm), "the big dog")
     ids = torch.tensor([[2] + [4 + WORDS.index(w) for w in ("the", "big", "dog")]])  # <bos> first, as trained
     assert trace.tokens == ("<bos>", "the", "big", "dog") and trace.special == (True, False, False, False)
     with torch.inference_mode():
@@ -210,21 +210,21 @@ def test_contextual_rnn_and_gpt_match_model_outputs() -> None:
     np.testing.assert_allclose(trace.states[0], lm.embedding(ids)[0].detach().numpy(), atol=1e-6)
     np.testing.assert_allclose(trace.states[1], first[0].numpy(), atol=1e-5)  # layer 1 alone, torch's own GRU
     np.testing.assert_allclose(trace.states[-1], out[0].numpy(), atol=1e-5)
-    cp = P.context_projection(trace)  # the embedding layer has another width: left out, NaN
+    cp = C.context_projection(trace)  # the embedding layer has another width: left out, NaN
     assert np.isnan(cp.coords[0]).all() and not np.isnan(cp.coords[1:]).any() and "another width" in cp.fitted
 
     gpt = GPT(GPTConfig(vocab_size=V, block_size=16, n_layer=2, n_head=2, n_embd=8))
-    trace = P.contextual(_loaded(gpt), "the big dog")
+    trace = C.contextual(_loaded(gpt), "the big dog")
     with torch.inference_mode():
         logits = gpt(ids)
         mine = gpt.lm_head(gpt.ln_f(torch.from_numpy(trace.states[-1])))
     np.testing.assert_allclose(mine.numpy(), logits[0].numpy(), atol=1e-5)
     assert trace.layer_names == ("embeddings", "after layer 0", "after layer 1")  # blocks 0 and 1, before ln_f
     assert trace.left_to_right and trace.positions == "learned"
-    with pytest.raises(P.ContextError, match="no layers"):
-        P.contextual(_loaded(SkipGram(V, 4)), "the dog")
-    with pytest.raises(P.ContextError):
-        P.contextual(_loaded(gpt), "   ")
+    with pytest.raises(C.ContextError, match="no layers"):
+        C.contextual(_loaded(SkipGram(V, 4)), "the dog")
+    with pytest.raises(C.ContextError):
+        C.contextual(_loaded(gpt), "   ")
 
 
 # ------------------------------------------------------------------------------------- text files
@@ -232,7 +232,7 @@ def test_parse_text_file_round_trip() -> None:
     V = np.random.default_rng(6).normal(size=(5, 3)).astype(np.float32)
     words = ["the", "dog", "new york", "ünïcode", "3"]
     for header in (False, True):
-        table = P.parse_text_embeddings(P.table_to_text(words, V, header=header), "v.txt")
+        table = P.text_file_table(VT.table_to_text(words, V, header=header), "v.txt")
         assert table.words == tuple(words)
         np.testing.assert_allclose(table.vectors, V, rtol=1e-5)
         assert table.classes[1] == "animals" and table.key.startswith("file:")
@@ -249,13 +249,13 @@ def test_parse_text_file_round_trip() -> None:
     (b"the cat sat\n", 1, "not a number"),
 ])
 def test_parse_text_file_errors(data: bytes, line: int, reason: str) -> None:
-    with pytest.raises(P.EmbeddingFileError) as info:
-        P.parse_text_embeddings(data)
+    with pytest.raises(VT.EmbeddingFileError) as info:
+        VT.parse_text_embeddings(data)
     assert info.value.line == line and reason in info.value.reason
 
 
 def test_header_count_mismatch_is_a_note() -> None:
-    table = P.parse_text_embeddings(b"5 2\na 1 2\nb 3 4\n")
+    table = P.text_file_table(b"5 2\na 1 2\nb 3 4\n")
     assert len(table) == 2 and "announces 5" in table.notes[0]
 
 
@@ -315,21 +315,18 @@ def _wordpiece():
 
 def _tiny_model(tmp_path, scheme: str):
     """A tiny random Hugging Face model reading with a tokenizer of `scheme`, loaded as the app loads one."""
-    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
-
     from explorer.loading.loaders import _load_hf_source
 
     tok = {"byte-level": _byte_level_bpe, "sentencepiece": _metaspace, "wordpiece": _wordpiece}[scheme]()
     torch.manual_seed(0)
     if scheme == "byte-level":
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=2, n_head=2))
+        model = tiny_model("GPT2LMHeadModel", len(tok), n_positions=64, n_embd=16, n_layer=2, n_head=2)
     elif scheme == "sentencepiece":
-        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
-                                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                                             max_position_embeddings=64))
+        model = tiny_model("LlamaForCausalLM", len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
     else:
-        model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=32, max_position_embeddings=64))
+        model = tiny_model("BertModel", len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=64)
     folder = tmp_path / scheme
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -446,8 +443,8 @@ def test_glove_neighbours_and_analogy_over_all_400k_words(glove) -> None:
 
 # ----------------------------------------------------------------------------- the same word in two sentences
 def _drift(loaded, a: str, b: str, word: str):
-    ta, tb = P.contextual(loaded, a), P.contextual(loaded, b)
-    return ta, tb, P.drift(ta, tb, word)
+    ta, tb = C.contextual(loaded, a), C.contextual(loaded, b)
+    return ta, tb, C.drift(ta, tb, word)
 
 
 def test_smollm2_default_pair_drifts_and_the_encoder_pair_would_not(smollm2) -> None:
@@ -456,8 +453,8 @@ def test_smollm2_default_pair_drifts_and_the_encoder_pair_would_not(smollm2) -> 
     apart far more than between two sentences of the same sense; the encoder's pair ('bank' before its context)
     stays identical at every layer."""
     loaded, _ = smollm2
-    a, b, word = P.drift_pair(loaded)
-    assert (a, b, word) == P.PAIR_LEFT_TO_RIGHT
+    a, b, word = C.drift_pair(loaded)
+    assert (a, b, word) == C.PAIR_LEFT_TO_RIGHT
     ta, tb, d = _drift(loaded, a, b, word)
     assert ta.left_to_right and ta.positions == "rotary"
     assert ta.layer_names[0] == "embeddings" and ta.layer_names[1] == "after layer 0"
@@ -465,23 +462,23 @@ def test_smollm2_default_pair_drifts_and_the_encoder_pair_would_not(smollm2) -> 
     assert d.cos[0] > 0.9999 and d.cos[-1] < 0.7
     control = _drift(loaded, a, "We walked along the muddy river bank", word)[2]
     assert control.cos[-1] > d.cos[-1] + 0.25  # the same sense stays close; the two senses are pulled apart
-    story = " ".join(P.drift_story(ta, tb, d))
+    story = " ".join(C.drift_story(ta, tb, d))
     assert "adds no position vector" in story and "A causal model reads only the tokens before" in story
     assert f"cos {d.cos[0]:.3f} at the embeddings" in story and f"{d.cos[-1]:.3f} after layer 29" in story
-    same = _drift(loaded, *P.PAIR_BOTH_WAYS[:1], "the bank of the stream", "bank")
+    same = _drift(loaded, *C.PAIR_BOTH_WAYS[:1], "the bank of the stream", "bank")
     assert np.allclose(same[2].cos, 1.0, atol=1e-5)  # the tokens before 'bank' agree: every layer identical
-    assert "the tokens before ‘bank’ are the same in A and B" in " ".join(P.drift_story(*same))
+    assert "the tokens before ‘bank’ are the same in A and B" in " ".join(C.drift_story(*same))
 
 
 def test_minilm_default_pair_drifts_apart_with_depth() -> None:
     loaded = _require("minilm")
-    a, b, word = P.drift_pair(loaded)
-    assert (a, b, word) == P.PAIR_BOTH_WAYS
+    a, b, word = C.drift_pair(loaded)
+    assert (a, b, word) == C.PAIR_BOTH_WAYS
     ta, tb, d = _drift(loaded, a, b, word)
     assert not ta.left_to_right and ta.positions == "learned" and d.span_a[0] == d.span_b[0] == 2
     assert ta.layer_names == ("embeddings", *(f"after layer {i}" for i in range(6)))
     assert d.cos[0] > 0.9999 and d.cos[-1] < 0.85  # same token, same position: identical; then apart
     control = _drift(loaded, a, "the bank of the stream", word)[2]
     assert control.cos[-1] > d.cos[-1] + 0.1
-    story = " ".join(P.drift_story(ta, tb, d))
+    story = " ".join(C.drift_story(ta, tb, d))
     assert "token 2 in both sentences" in story and "both directions" in story

@@ -16,6 +16,7 @@ from explorer.loading.loaders import load_model
 from explorer.files.safe_load import ModelLoadError
 from explorer.loading.uploads import register_upload
 from explorer.files.safe_load import CorruptFileError, UnsafeFileError
+from families import ENC_DEC_SMALL, GPT2_SMALL, SMALL, T5_SMALL, tiny_model
 from hostile import WritesAFile, pickle_payload_pt
 
 
@@ -66,20 +67,14 @@ def test_minilm_loads_offline_with_6_layers_12_heads() -> None:
 
 # ----------------------------------------------------------------------- tiny HF models as local:
 def _tiny_hf_models(root: Path) -> dict[str, str]:
-    from transformers import (BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, MarianConfig, MarianMTModel,
-                              T5Config, T5ForConditionalGeneration)
-
-    torch.manual_seed(0)
-    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    torch.manual_seed(0)  # once: the four models are built one after the other from this generator
     models = {
-        "tiny-bert": (BertModel(BertConfig(vocab_size=100, max_position_embeddings=64, **small)), "encoder"),
-        "tiny-gpt2": (GPT2LMHeadModel(GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=2, n_head=4)), "decoder"),
-        "tiny-t5": (T5ForConditionalGeneration(T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2,
-                                                        num_heads=4, decoder_start_token_id=0)), "encoder-decoder"),
-        "tiny-marian": (MarianMTModel(MarianConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
-                                                   encoder_attention_heads=4, decoder_attention_heads=4,
-                                                   encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-                                                   pad_token_id=0, decoder_start_token_id=0)), "encoder-decoder"),
+        "tiny-bert": (tiny_model("BertModel", 100, max_position_embeddings=64, **SMALL), "encoder"),
+        "tiny-gpt2": (tiny_model("GPT2LMHeadModel", 100, n_positions=64, **GPT2_SMALL, n_head=4), "decoder"),
+        "tiny-t5": (tiny_model("T5ForConditionalGeneration", 100, **T5_SMALL, decoder_start_token_id=0),
+                    "encoder-decoder"),
+        "tiny-marian": (tiny_model("MarianMTModel", 100, **ENC_DEC_SMALL, pad_token_id=0, decoder_start_token_id=0),
+                        "encoder-decoder"),
     }
     for name, (model, _) in models.items():
         model.save_pretrained(root / name)

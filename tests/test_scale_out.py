@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from replicas import NGINX, behind_nginx, check_config, render
+from testkit.replicas import NGINX, behind_nginx, check_config, render
 
 DEPLOY = ROOT / "deploy"
 
@@ -103,8 +103,8 @@ def test_nginx_accepts_the_sticky_configuration() -> None:
 
 @pytest.mark.slow
 def test_two_replicas_share_the_sessions_and_keep_each_ones_state() -> None:
-    from serve_scenario import sentences_drawn, simulate
-    from st_protocol import Session
+    from testkit.serve_scenario import sentences_drawn, simulate
+    from testkit.st_protocol import Session
 
     async def scenario(base: str, pids: tuple[int, ...], direct: dict[str, str]) -> None:
         kept: list[Session] = []

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from conftest import ROOT
 from explorer.files.safe_load import DEFAULT_MAX_UPLOAD_MB
+from families import BERT_ONE_LAYER, tiny_model
 
 APP_FILES = sorted([ROOT / "app.py", *(ROOT / "app_pages").glob("*.py"), *(ROOT / "explorer").rglob("*.py")])
 CODE_FILES = sorted([*APP_FILES, *(ROOT / "bench").rglob("*.py")])
@@ -59,7 +60,8 @@ def test_every_torch_load_passes_weights_only_true() -> None:
     found, offenders = [], []
     for path in CODE_FILES:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "torch" and any(a.name == "load" for a in node.names):
+            if (isinstance(node, ast.ImportFrom) and node.module == "torch"
+                    and any(a.name == "load" for a in node.names)):
                 offenders.append(f"{_rel(path)}:{node.lineno} imports torch.load under another name")
         for call in _calls(path):
             if _name(call.func) == "torch.load":
@@ -167,12 +169,10 @@ def test_upload_size_limit_comes_from_the_environment(monkeypatch) -> None:
 def test_hugging_face_loading_never_trusts_remote_code(tmp_path: Path, monkeypatch) -> None:
     """Every from_pretrained call the registry makes passes trust_remote_code=False (and eager attention for models)."""
     import transformers
-    from transformers import BertConfig, BertModel
 
     from explorer.loading.loaders import load_model
 
-    BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32)).save_pretrained(tmp_path / "tiny-bert-sec")
+    tiny_model("BertModel", 50, **BERT_ONE_LAYER).save_pretrained(tmp_path / "tiny-bert-sec")
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
     seen: list[tuple[str, dict]] = []
     for cls_name in ("AutoConfig", "AutoModel", "AutoTokenizer"):

@@ -1,4 +1,4 @@
-"""The server alone, without browsers: simulated sessions over Streamlit's websocket protocol (tests/st_protocol.py).
+"""The server alone, without browsers: simulated sessions over Streamlit's websocket protocol (testkit/st_protocol.py).
 
 Fast: the cross-talk detector finds a sentence however a view draws it (chart axes, JSON escapes, HTML), and
 flags another session's. Slow: nine sessions on a fresh server (three per view) open their view at the same
@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from serve_scenario import VIEWS, sentence, sentences_drawn, simulate
-from st_protocol import Run
+from testkit.serve_scenario import VIEWS, sentence, sentences_drawn, simulate
+from testkit.st_protocol import Run
 
 
 def _run(*strings: str) -> Run:
@@ -38,7 +38,7 @@ def test_sentences_of_a_run_are_distinct() -> None:
 
 @pytest.mark.slow
 def test_sessions_opening_together_each_see_only_their_own_sentence() -> None:
-    from browser import streamlit_process
+    from testkit.browser import streamlit_process
 
     with streamlit_process() as (base, proc):
         result = asyncio.run(simulate(base, 9, duration=12, think=(0.5, 1.5), server_pids=(proc.pid,)))

@@ -17,7 +17,7 @@ from safetensors.torch import save
 from explorer.loading import catalogue, uploads
 from explorer.loading.catalogue import BUILTIN_DIR
 from explorer.models.build import from_checkpoint
-from explorer.files.safe_load import ModelLoadError, read_json_file
+from explorer.files.safe_load import read_json_file
 from explorer.loading.uploads import UploadBudgetError, UploadOwner, register_upload
 
 WIDTH = 4  # float32 columns of the test tensors: a row is 16 bytes
@@ -112,7 +112,7 @@ def test_an_ended_session_keeps_nothing_new(owners) -> None:
 
 
 def test_a_trained_model_is_an_upload_of_the_session_that_trained_it(owners) -> None:
-    from explorer.training.train import TrainResult
+    from explorer.training.spec import TrainResult
     from explorer.training.jobs import register_trained
 
     meta = read_json_file(BUILTIN_DIR / "rnn-lm.json")
@@ -242,8 +242,8 @@ def _wait_for_bytes(base: str, expected: int, timeout: float = 10) -> int:
 
 
 def test_streamlit_upload_store_budgets_and_closed_tabs_on_a_real_server() -> None:
-    from tests.browser import streamlit_process
-    from tests.st_protocol import Session
+    from testkit.browser import streamlit_process
+    from testkit.st_protocol import Session
 
     mb = 2**20
     env = {"EXPLORER_SESSION_UPLOAD_MB": "3", "EXPLORER_UPLOADS_MB": "5"}

@@ -366,7 +366,8 @@ def test_decoding_page_and_the_next_token_distribution(no_bos_lm) -> None:
         p = torch.softmax(model(torch.tensor([list(run.prompt_ids) + list(out.ids[:2])]))[1][0, -1], -1)
     np.testing.assert_allclose(sv.raw_probs, p[sv.ids].numpy(), atol=1e-6)
     np.testing.assert_allclose(sv.chosen_prob, float(p[out.ids[2]]), atol=1e-6)
-    at = run_page("app_pages/decoding_strategies.py", {"model": uid, "text": "the dog", "strategies": "greedy,top-k", "max_new": "6"})
+    at = run_page("app_pages/decoding_strategies.py",
+                  {"model": uid, "text": "the dog", "strategies": "greedy,top-k", "max_new": "6"})
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
     assert "fed as is" in _messages(at.info)
@@ -400,7 +401,8 @@ def test_unknown_words_without_unk_are_listed_not_crashing() -> None:
     at = run_page("app_pages/lstm_gates.py", {"model": uid, "text": "quokka wombat"})
     assert_no_exception(at)
     assert "left out: quokka, wombat." in _messages(at.info)
-    at = run_page("app_pages/decoding_strategies.py", {"model": uid, "text": "quokka wombat", "strategies": "greedy,top-k"})
+    at = run_page("app_pages/decoding_strategies.py",
+                  {"model": uid, "text": "quokka wombat", "strategies": "greedy,top-k"})
     assert_no_exception(at)
     assert "left out: quokka, wombat." in _messages(at.error)
 

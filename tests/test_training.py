@@ -4,7 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.training.train import BUILTINS, TrainSpec, main, train_model, validate_spec
+from explorer.training.loop import train_model
+from explorer.training.recipes import BUILTINS
+from explorer.training.spec import TrainSpec, validate_spec
+from explorer.training.train import main
 
 torch.set_num_threads(1)  # tiny models: 1 thread is fastest, above all on a shared CPU
 

@@ -14,11 +14,15 @@ import torch
 
 from conftest import assert_no_exception, run_page
 from explorer.metrics import held_out as M
-from explorer.training import train, budget as train_budget, jobs as training_jobs
+from explorer.training import budget as train_budget, jobs as training_jobs
 from explorer.data.user_text import corpus_from_text
 from explorer.models.build import build_model
 from explorer.text.escape import md, md_message
-from explorer.training.train import TrainingCancelled, TrainSpec, train_model
+from explorer.training.clock import Clock, TrainingCancelled
+from explorer.training.corpus import load_corpus
+from explorer.training.loop import train_model
+from explorer.training.spec import TrainSpec
+from explorer.training.tasks import LanguageModelTask
 from explorer.training.budget import TrainBudget, TrainBudgetError, count_parameters
 from explorer.training.jobs import TrainingJob
 from explorer.loading.uploads import UploadOwner, bundle
@@ -104,7 +108,7 @@ def test_every_phase_checks_the_clock_generation_included() -> None:
     assert time.perf_counter() - t0 < 1.5
 
 
-class _TimeUpWhileEvaluating(train._Clock):
+class _TimeUpWhileEvaluating(Clock):
     """A run's clock whose time is up after `batches` held-out batches (asked once before each)."""
 
     def __init__(self, batches: int) -> None:
@@ -122,7 +126,7 @@ def test_an_evaluation_cut_short_says_how_far_it_got() -> None:
     spec = TrainSpec(architecture="rnn_lm", n_train=200, n_heldout=1000, hidden_size=16, emb_dim=8, batch_size=32,
                      max_params=10**7, max_memory_mb=512)
     clock = _TimeUpWhileEvaluating(batches=2)
-    task = train._LMTask(spec, train.load_corpus(spec), "cpu", clock)
+    task = LanguageModelTask(spec, load_corpus(spec), "cpu", clock)
     clock.evaluating = True
     loss = task.heldout_loss()
     size = 2 * spec.batch_size  # evaluation batches under a memory budget: twice the training batch, at most 128
@@ -166,7 +170,7 @@ def test_parameters_are_counted_without_building(arch, config) -> None:
 
 def test_a_model_over_the_parameter_limit_is_refused_before_it_is_built(monkeypatch) -> None:
     built = []
-    monkeypatch.setattr("explorer.training.train.build_model", lambda *a: built.append(a))
+    monkeypatch.setattr("explorer.training.tasks.build_model", lambda *a: built.append(a))
     spec = TrainSpec(architecture="tiny_gpt", n_train=100, n_heldout=10, num_layers=4, hidden_size=1024, n_head=16,
                      max_params=10_000_000, max_memory_mb=512)
     with pytest.raises(TrainBudgetError) as err:

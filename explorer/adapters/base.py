@@ -45,11 +45,14 @@ import numpy as np
 import torch
 
 from explorer.data import examples as _examples
+from explorer.runtime.errors import ViewError
 from explorer.adapters.text import Encoded, model_max_tokens
 
 
-class Unsupported(ValueError):
+class Unsupported(ViewError, ValueError):
     """The model cannot do what a view asks (no attention, cannot generate, ...); str() is for the user."""
+
+    alert = "info"
 
 
 Names = Sequence[str] | None  # glob patterns of record names to compute; None: everything the adapter records
@@ -268,8 +271,8 @@ class Adapter:
     def position_table(self) -> PositionTable:
         """The model's own table of position vectors."""
         raise Unsupported(f"{self.id} has no learned position table this view can read (BERT-family "
-                          "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt). Recurrent models know "
-                          "order from the recurrence, not from position vectors.")
+                          "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt). Recurrent models "
+                          "know order from the recurrence, not from position vectors.")
 
     def position_scheme(self) -> PositionScheme:
         """How this model knows positions (kind and what was read)."""

@@ -27,14 +27,15 @@ from explorer.runtime.hf_runtime import (
     RepetitionPenaltyLogitsProcessor, SuppressTokensAtBeginLogitsProcessor, SuppressTokensLogitsProcessor,
     TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, TypicalLogitsWarper)
 
-from explorer.adapters.base import Adapter
+from explorer.adapters.protocols import Generates
+from explorer.runtime.errors import ViewError
 
 LABELS = {"greedy": "Greedy", "sample": "Pure sampling", "top-k": "Top-k", "top-p": "Top-p (nucleus)",
           "typical": "Typical-p", "min-p": "Min-p", "beam": "Beam search"}
 SAMPLING = ("sample", "top-k", "top-p", "typical", "min-p")
 
 
-class DecodingError(ValueError):
+class DecodingError(ViewError, ValueError):
     """Input that cannot be decoded; the message is shown to the user."""
 
 
@@ -92,7 +93,7 @@ class Strategy:
         return procs
 
 
-def processors(adapter: Adapter, strategy: Strategy, prompt_len: int, max_new: int,
+def processors(adapter: Generates, strategy: Strategy, prompt_len: int, max_new: int,
                stop_at_eos: bool = True, warpers: bool = True) -> LogitsProcessorList:
     """The processors `model.generate` builds for `strategy` on this model, in its order.
 
@@ -130,7 +131,7 @@ def processors(adapter: Adapter, strategy: Strategy, prompt_len: int, max_new: i
 
 # --------------------------------------------------------------------------------------------- sampling
 @torch.inference_mode()
-def sample(adapter: Adapter, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
+def sample(adapter: Generates, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
            seed: int = 0, stop_at_eos: bool = True,
            record: bool = False) -> tuple[list[list[int]], list[list[float]], list[tuple[torch.Tensor, dict]]]:
     """Greedy or sampling, one row per row of model_input (as `_sample`; n samples: n copies of the prompt).
@@ -180,7 +181,7 @@ def sample(adapter: Adapter, model_input: torch.Tensor, seq: torch.Tensor, strat
     return rows, row_lp, steps[:len(rows[0])]
 
 
-def greedy_batch(adapter: Adapter, sources: list[list[int]], max_new: int, batch_size: int = 256) -> list[list[int]]:
+def greedy_batch(adapter: Generates, sources: list[list[int]], max_new: int, batch_size: int = 256) -> list[list[int]]:
     """Greedy outputs of an encoder-decoder for many sources (padded with its pad id), without the end token."""
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     result: dict[int, list[int]] = {}
@@ -229,7 +230,7 @@ def _gather(tensor: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def beam_search(adapter: Adapter, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
+def beam_search(adapter: Generates, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
                 stop_at_eos: bool = True) -> tuple[list[int], list[float], BeamTrace]:
     """Beam search as `GenerationMixin._beam_search` (batch 1, early_stopping=False, 1 returned sequence).
 

@@ -50,7 +50,8 @@ def _scalings(root: torch.nn.Module | None, cross: bool) -> dict[int, tuple[floa
         if isinstance(value, (int, float)) and not isinstance(value, bool) and index and \
                 bool(_CROSS.search(name)) == cross:
             size = next((v for v in (getattr(module, n, None) for n in ("head_dim", "attention_head_size",
-                                                                          "key_value_proj_dim")) if isinstance(v, int)), None)
+                                                                          "key_value_proj_dim"))
+                         if isinstance(v, int)), None)
             found.setdefault(int(index.group(1)), (float(value), size))
     return found
 
@@ -217,8 +218,8 @@ class HFAdapter(Adapter):
     def _forward(self, module: torch.nn.Module, kw: dict, acts: Acts, blocks: str) -> Any:
         """One forward pass with the model's own attentions and hidden states, when the record asks for them."""
         flags = {"output_attentions": acts.want(f"{blocks}.attn.*", "cross.*"), "return_dict": True,
-                 "output_hidden_states": acts.want(f"{blocks}.resid_*", "*ln_final", f"{blocks}.ln1", f"{blocks}.attn.q",
-                                                   f"{blocks}.attn.k", f"{blocks}.attn.v")}
+                 "output_hidden_states": acts.want(f"{blocks}.resid_*", "*ln_final", f"{blocks}.ln1",
+                                                   f"{blocks}.attn.q", f"{blocks}.attn.k", f"{blocks}.attn.v")}
         try:
             return module(**kw, **flags)
         except TypeError:  # models without token_type_ids
@@ -301,7 +302,8 @@ class HFAdapter(Adapter):
     def _final_norm_module(self) -> torch.nn.Module | None:
         base = _base(self.model)
         for part in (base, getattr(base, "decoder", None)):
-            module = next((getattr(part, n) for n in FINAL_NORMS if isinstance(getattr(part, n, None), torch.nn.Module)),
+            module = next((getattr(part, n) for n in FINAL_NORMS
+                           if isinstance(getattr(part, n, None), torch.nn.Module)),
                           None) if part is not None else None
             if module is not None:
                 return module
@@ -320,7 +322,8 @@ class HFAdapter(Adapter):
         """After block l: hidden_states[l + 1] (before the final norm), the last one as the model returns it (after
         its final norm when it has one: ln_final)."""
         L = len(rec.layers("blocks.{l}.resid_pre"))
-        out = [(f"layer {layer}", torch.from_numpy(rec[f"blocks.{layer + 1}.resid_pre"]), False) for layer in range(L - 1)]
+        out = [(f"layer {layer}", torch.from_numpy(rec[f"blocks.{layer + 1}.resid_pre"]), False)
+               for layer in range(L - 1)]
         last = "ln_final" if "ln_final" in rec else f"blocks.{L - 1}.resid_post"
         return out + [(f"layer {L - 1}", torch.from_numpy(rec[last]), last == "ln_final")]
 
@@ -338,7 +341,8 @@ class HFAdapter(Adapter):
 
     def _final_norm(self, prefix: str) -> bool:
         base = _base(self.model)
-        part = {"encoder.": getattr(base, "encoder", None), "decoder.": getattr(base, "decoder", None)}.get(prefix, base)
+        part = {"encoder.": getattr(base, "encoder", None),
+                "decoder.": getattr(base, "decoder", None)}.get(prefix, base)
         return any(isinstance(getattr(part, n, None), torch.nn.Module) for n in FINAL_NORMS)
 
     def _put_embeddings(self, acts: Acts, ids: torch.Tensor) -> None:

@@ -38,12 +38,14 @@ from explorer.adapters.text import Encoded, VocabText, input_convention
 from explorer.files.state_dicts import describe as describe_tensors
 
 GATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n"), "rnn": ("h",)}
-STATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o", "c", "h"), "gru": ("r", "z", "n", "h"), "rnn": ("h",)}
+STATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o", "c", "h"), "gru": ("r", "z", "n", "h"),
+                                      "rnn": ("h",)}
 CELL_NAMES = {"lstm": "LSTM", "gru": "GRU", "rnn": "Elman RNN"}
 DIRS = ("fwd", "bwd")
 _N_GATES = {4: "lstm", 3: "gru", 1: "rnn"}
 _MODES = {"LSTM": ("lstm", "tanh"), "GRU": ("gru", "tanh"), "RNN_TANH": ("rnn", "tanh"), "RNN_RELU": ("rnn", "relu")}
-_RNN_KEY = re.compile(r"^(?P<prefix>.*?)(?P<kind>weight_ih|weight_hh|bias_ih|bias_hh|weight_hr)_l(?P<layer>\d+)(?P<rev>_reverse)?$")
+_RNN_KEY = re.compile(r"^(?P<prefix>.*?)(?P<kind>weight_ih|weight_hh|bias_ih|bias_hh|weight_hr)"
+                      r"_l(?P<layer>\d+)(?P<rev>_reverse)?$")
 _EMB_HINTS = ("emb", "embed", "wte", "word", "lookup", "encoder.weight", "tok")
 _OUT_HINTS = ("decoder", "fc", "out", "head", "proj", "linear", "classifier", "lm", "logit", "softmax", "dense")
 
@@ -192,7 +194,8 @@ def _layers_from_tensors(params: dict[str, torch.Tensor], prefix: str, num_layer
     return layers
 
 
-def weights_of(rnn: nn.RNNBase, embedding: nn.Embedding | None = None, decoder: nn.Module | None = None) -> RecurrentWeights:
+def weights_of(rnn: nn.RNNBase, embedding: nn.Embedding | None = None,
+               decoder: nn.Module | None = None) -> RecurrentWeights:
     """The float32 weights of an nn.RNN/GRU/LSTM (with the embedding and output layer around it, if given)."""
     if getattr(rnn, "proj_size", 0):
         raise RecurrentInferenceError("LSTMs with projections (proj_size > 0) are not supported by this view.")
@@ -280,9 +283,9 @@ def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") 
     if emb_key is None:
         others = {k: t for k, t in tensors.items() if t.dim() == 2 and not _RNN_KEY.match(k)}
         raise RecurrentInferenceError(
-            f"No embedding matrix found: expected a 2-D tensor of shape (vocabulary size, {layers[0][0].w_ih.shape[1]}) "
-            f"(the input size of '{prefix}weight_ih_l0'), e.g. 'embedding.weight'; the other 2-D tensors are: "
-            f"{describe_tensors(others) if others else 'none'}.")
+            f"No embedding matrix found: expected a 2-D tensor of shape (vocabulary size, "
+            f"{layers[0][0].w_ih.shape[1]}) (the input size of '{prefix}weight_ih_l0'), e.g. 'embedding.weight'; the "
+            f"other 2-D tensors are: {describe_tensors(others) if others else 'none'}.")
     embedding = tensors[emb_key].detach().float()
     V, D_H = embedding.shape[0], hidden * num_dirs
     out_key = _find_output(tensors, V, D_H, exclude={emb_key})
@@ -291,7 +294,8 @@ def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") 
     if out_key is not None:
         out_w = tensors[out_key].detach().float()
         bias = tensors.get(out_key[: -len("weight")] + "bias")
-        out_b = bias.detach().float() if isinstance(bias, torch.Tensor) and tuple(bias.shape) == (out_w.shape[0],) else None
+        out_b = (bias.detach().float() if isinstance(bias, torch.Tensor) and tuple(bias.shape) == (out_w.shape[0],)
+                 else None)
         if tensors[out_key].data_ptr() == tensors[emb_key].data_ptr():
             tied = f"tied to {emb_key} (the same tensor)"
     elif (bias_key := _lone_output_bias(tensors, V, emb_key)) is not None and embedding.shape[1] == D_H:
@@ -440,7 +444,7 @@ class RecurrentAdapter(VocabText, Adapter):
                 f"rows ({emb}): they must match (one row per token id). Is this the vocabulary saved with these "
                 "weights?")
         self.can_generate = w.output_weight is not None and w.num_directions == 1
-        self.vocab_size = int(w.output_weight.shape[0]) if self.can_generate else 0
+        self.vocab_size = int(w.output_weight.shape[0]) if w.output_weight is not None and self.can_generate else 0
         self.bos_id, self.pad_id = self.vocab.bos_id, self.vocab.pad_id
         self.eos_ids = () if self.vocab.eos_id is None else (self.vocab.eos_id,)
 
@@ -478,7 +482,8 @@ class RecurrentAdapter(VocabText, Adapter):
     lens_names = ("rnn.*.out", "logits")
 
     def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
-        """The output layer W_out h + b on any layer's output of the same width (the last layer's is the model's own)."""
+        """The output layer W_out h + b on any layer's output of the same width (the last layer's is the model's
+        own)."""
         if self.net.decoder is None or x.shape[-1] != self.net.decoder.in_features:
             raise Unsupported(f"{self.id}: its layers' outputs do not have the output layer's width.")
         return self.net.decoder(x)

@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from explorer.runtime.errors import ViewError
+
 T = TypeVar("T")
 
 # family -> its pattern, exactly as shipped (transformers' convert_slow_tokenizer.py, integrations/gguf/
@@ -63,7 +65,7 @@ _KNOWN = frozenset(KNOWN_PATTERNS.values())
 _DATA = ("vocab", "merges")  # the model's data: long lists, never patterns
 
 
-class TokenizerError(ValueError):
+class TokenizerError(ViewError, ValueError):
     """An uploaded tokenizer that cannot be used here; str() says why, fit for the page."""
 
 

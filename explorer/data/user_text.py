@@ -10,6 +10,8 @@ import re
 import unicodedata
 from typing import Literal
 
+from explorer.runtime.errors import ViewError
+
 from .vocab import clean_text, tokenize_chars, tokenize_words
 
 __all__ = ["CorpusError", "corpus_from_text", "read_uploaded_text", "MIN_CHARS", "MIN_TOKENS"]
@@ -23,8 +25,10 @@ MAX_BYTES = 20_000_000
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]\u201d\u2019]*\s+")
 
 
-class CorpusError(ValueError):
+class CorpusError(ViewError, ValueError):
     """Input text cannot be used as a corpus; the message explains why, for the user."""
+
+    alert = "warning"
 
 
 def _binary_fraction(text: str) -> float:

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from explorer.files.state_dicts import NoWeightsError, Weights, unwrap
+from explorer.runtime.errors import ViewError
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 WEIGHT_SUFFIXES = (".safetensors", *TORCH_SUFFIXES)
@@ -42,7 +43,7 @@ JSON_VALUES_PER_ROW, JSON_VALUES_BASE = 16, 65_536
 CONTAINER_COST = 64  # bytes of memory one list/dict/tuple takes, for the pickle budget
 
 
-class ModelLoadError(Exception):
+class ModelLoadError(ViewError):
     """A model could not be loaded; `str(exc)` is a message fit to show a user as is."""
 
 

@@ -1,6 +1,7 @@
 """What a weights file holds, as people save it: the model's tensors, where they were found, and the rest.
 
-`unwrap(obj)` reads what safetensors or torch.load(weights_only=True) returned (explorer.files.safe_load does the reading):
+`unwrap(obj)` reads what safetensors or torch.load(weights_only=True) returned (explorer.files.safe_load does the
+reading):
 
 * a state dict {parameter name: tensor} (`torch.save(model.state_dict(), ...)`, safetensors);
 * a training checkpoint: a dict with an entry that is a state dict (model_state_dict, state_dict, model, net, ...)

@@ -48,7 +48,8 @@ def _vocab_sizes_ok(meta: dict) -> None:
             if vk in meta and len(meta[vk]) != cfg.get(ck):
                 raise ValueError(f"meta {vk!r} has {len(meta[vk])} tokens but config {ck} = {cfg.get(ck)}")
     elif "vocab" in meta and len(meta["vocab"]) != cfg.get("vocab_size"):
-        raise ValueError(f"meta 'vocab' has {len(meta['vocab'])} tokens but config vocab_size = {cfg.get('vocab_size')}")
+        raise ValueError(f"meta 'vocab' has {len(meta['vocab'])} tokens but config vocab_size = "
+                         f"{cfg.get('vocab_size')}")
 
 
 def validate_meta(meta: dict) -> None:
@@ -82,7 +83,8 @@ def save_checkpoint(model: nn.Module, meta: dict, folder: Path, name: str) -> tu
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     weights_path, meta_path = folder / f"{name}.safetensors", folder / f"{name}.json"
-    save_file(_unique_state_dict(model), str(weights_path), metadata={"format": "pt", "architecture": meta["architecture"]})
+    save_file(_unique_state_dict(model), str(weights_path),
+              metadata={"format": "pt", "architecture": meta["architecture"]})
     meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     try:  # safetensors writes 0600; checkpoints are meant to be readable by the app's user
         weights_path.chmod(0o644)

@@ -9,7 +9,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -104,6 +104,14 @@ class LoadedModel:
                 "memory (MB)": round(self.memory_bytes / 2**20, 2)}
 
 
+if TYPE_CHECKING:
+    from explorer.adapters.protocols import Loaded
+
+    def _gives_probes_what_they_read(m: LoadedModel) -> Loaded:
+        """Never called: mypy checks here that a LoadedModel is the `Loaded` every probe receives."""
+        return m
+
+
 # ------------------------------------------------------------------------------------------ loading
 # One load at a time per process. transformers imports its classes lazily (_LazyModule): two sessions loading
 # their first models at once (a class opening the app) could see a half-imported module and fail with
@@ -165,12 +173,14 @@ def _load_builtin(mid: ModelId, device: str, dtype: str) -> LoadedModel:
     state = read_state_dict_file(BUILTIN_DIR / f"{mid.name}.safetensors")
     model = from_checkpoint(meta, state, str(mid))
     family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "state-dict")
-    return LoadedModel(str(mid), family, _place(model, device, dtype), device, dtype, meta, vocabs=vocabs_from_meta(meta))
+    return LoadedModel(str(mid), family, _place(model, device, dtype), device, dtype, meta,
+                       vocabs=vocabs_from_meta(meta))
 
 
 def _load_pretrained(mid: ModelId, device: str, dtype: str, task: str | None,
                      progress: pretrained.Progress | None) -> LoadedModel:
-    """A model of explorer.loading.pretrained: MiniLM and SmolLM2 as Hugging Face folders, GloVe as a table of vectors."""
+    """A model of explorer.loading.pretrained: MiniLM and SmolLM2 as Hugging Face folders, GloVe as a table of
+    vectors."""
     spec = pretrained.PACKAGED.get(mid.name)
     if spec is None:
         raise ModelLoadError(f"Unknown packaged model '{mid.name[:40]}': the packaged ones are "
@@ -266,7 +276,8 @@ def _hf_family(config: Any) -> str:
     return "encoder"
 
 
-def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtype: str, task: str | None) -> LoadedModel:
+def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtype: str,
+                    task: str | None) -> LoadedModel:
     """Load a Hugging Face model from a repo id or a folder, eager attention, never remote code."""
     from explorer.runtime.hf_runtime import AUTO_CLASSES, AutoConfig, AutoModel, AutoTokenizer
 

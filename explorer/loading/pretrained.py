@@ -30,8 +30,8 @@ Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is bei
 
 @dataclass(frozen=True)
 class Packaged:
-    """One packaged model: its catalogue id, label, family (explorer.loading.catalogue.FAMILIES), description, licence and
-    the PyPI package (and pip command) that brings it."""
+    """One packaged model: its catalogue id, label, family (explorer.loading.catalogue.FAMILIES), description, licence
+    and the PyPI package (and pip command) that brings it."""
 
     name: str
     label: str

@@ -87,7 +87,8 @@ def brevity_penalty(c: int, ref_lengths: Sequence[int]) -> float:
 
 
 def bleu(candidate: Seq, references: Sequence[Seq], max_n: int = MAX_N, epsilon: float = EPSILON) -> float:
-    """Sentence BLEU with uniform weights 1/min(max_n, len(candidate)), brevity penalty and Chen & Cherry method-1 smoothing."""
+    """Sentence BLEU with uniform weights 1/min(max_n, len(candidate)), brevity penalty and Chen & Cherry method-1
+    smoothing."""
     candidate = list(candidate)
     if not candidate or not references:
         return 0.0

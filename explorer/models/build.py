@@ -15,8 +15,8 @@ from explorer.files.safe_load import CorruptFileError
 
 from explorer.models.masked_lm import MaskedLM, MaskedLMConfig
 from explorer.models.rnn_lm import CELLS, RNNLanguageModel
-from explorer.models.seq2seq import ATTENTIONS, BahdanauAttention, LuongAttention, Seq2Seq
-from explorer.models.tiny_gpt import GPT, GPTConfig, sinusoidal_positions
+from explorer.models.seq2seq import ATTENTIONS, Seq2Seq
+from explorer.models.tiny_gpt import GPT, GPTConfig
 from explorer.models.word2vec import SkipGram
 
 MAX_LAYERS = 6
@@ -209,7 +209,8 @@ def _check_shapes(skeleton: torch.nn.Module, state: dict[str, torch.Tensor], lab
     saved = {id(tensors[k]) for k in expected if k in got}
     missing = [k for k in expected if k not in got and id(tensors[k]) not in saved]  # tied weights are saved once
     unexpected = sorted(k for k in got if k not in expected)
-    wrong = [f"'{k}' has shape {got[k]}, the config needs {expected[k]}" for k in expected if k in got and got[k] != expected[k]]
+    wrong = [f"'{k}' has shape {got[k]}, the config needs {expected[k]}"
+             for k in expected if k in got and got[k] != expected[k]]
     for what, items in (("missing", missing), ("unexpected", unexpected)):
         if items:
             problems.append(f"{len(items)} {what} tensor(s): {', '.join(items[:4])}{' …' if len(items) > 4 else ''}")

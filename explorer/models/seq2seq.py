@@ -13,7 +13,7 @@
 
 The encoder is a GRU, unidirectional by default; bidirectional=True (Bahdanau et al.'s encoder) runs H/2 units
 each way and concatenates them, so annotations h_j stay (B, S, H) and the initial decoder state is
-[forward final; backward final]. (The built-in recipes are in explorer.training.train.BUILTINS.)
+[forward final; backward final]. (The built-in recipes are in explorer.training.recipes.BUILTINS.)
 Token ids follow explorer.data.vocab.SPECIALS: <pad>=0, <unk>=1, <bos>=2, <eos>=3.
 Masks are bool (B, S), True on real source tokens; attention is a masked softmax (pads get weight 0).
 """
@@ -220,7 +220,8 @@ class Seq2Seq(nn.Module):
         return state[0] if self.input_feeding else state
 
     def map_state(self, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
-                  hidden: Callable[[torch.Tensor], torch.Tensor], feed: Callable[[torch.Tensor], torch.Tensor] | None = None):
+                  hidden: Callable[[torch.Tensor], torch.Tensor],
+                  feed: Callable[[torch.Tensor], torch.Tensor] | None = None):
         """A decoder state with `hidden` applied to its hidden state (num_layers, B, H) and `feed` (default:
         `hidden`) to input feeding's h~ (B, H), e.g. to pick beams or zero it."""
         if not self.input_feeding:

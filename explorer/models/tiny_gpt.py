@@ -100,7 +100,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor, record: dict | None = None, prefix: str = "", causal: bool = True) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, record: dict | None = None, prefix: str = "",
+                causal: bool = True) -> torch.Tensor:
         """x (B, T, C) -> (B, T, C). record: receives `{prefix}ln1` (what attention reads), `{prefix}attn.*`
         (see CausalSelfAttention) and `{prefix}resid_mid`."""
         att: dict | None = {} if record is not None else None

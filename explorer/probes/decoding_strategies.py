@@ -14,6 +14,7 @@ import torch
 from explorer.adapters import generation as G
 from explorer.metrics import text as MT
 from explorer.adapters.base import Unsupported
+from explorer.adapters.protocols import Generates, Loaded, Reads
 from explorer.runtime.device import is_large
 from explorer.adapters.generation import LABELS, SAMPLING, BeamTrace, DecodingError, Strategy
 from explorer.views import BY_PATH, KINDS, MAX_NEW, MAX_SAMPLES
@@ -130,7 +131,7 @@ class DecodingRun:
     start_note: str = ""  # empty prompt: which token generation starts from, and what it is
 
 
-def generator(loaded: Any) -> Any:
+def generator(loaded: Loaded) -> Generates:
     """The model's adapter if it can generate; DecodingError with the reason otherwise."""
     adapter = loaded.adapter
     if not adapter.can_generate:
@@ -144,7 +145,7 @@ def generator(loaded: Any) -> Any:
 _MARK_SYSTEM, _MARK_USER = "\u2063SYSTEM\u2063", "\u2063USER\u2063"  # invisible separators: in no template
 
 
-def _tokenizer(adapter: Any) -> Any:
+def _tokenizer(adapter: Reads) -> Any:
     return getattr(adapter, "tokenizer", None)
 
 
@@ -154,13 +155,13 @@ def _render(tokenizer: Any, user: str, system: str | None) -> str:
     return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
-def chat_template(loaded: Any) -> ChatTemplate | None:
+def chat_template(loaded: Loaded) -> ChatTemplate | None:
     """The chat template of a decoder's tokenizer, read from what it renders, or None when it has none (or cannot
     render a user turn)."""
     return _template(loaded.adapter)
 
 
-def _template(adapter: Any) -> ChatTemplate | None:
+def _template(adapter: Generates) -> ChatTemplate | None:
     tok = _tokenizer(adapter)
     if tok is None or adapter.is_encoder_decoder or not adapter.can_generate or not getattr(tok, "chat_template", None):
         return None
@@ -191,7 +192,7 @@ def _chat_ids(tokenizer: Any, rendered: str) -> list[int]:
     return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
 
-def chat_ids(adapter: Any, text: str, system: str = "") -> tuple[list[int], str | None]:
+def chat_ids(adapter: Generates, text: str, system: str = "") -> tuple[list[int], str | None]:
     """The ids of `text` as a user turn in the model's chat template (system prompt `system`, or the template's
     default when empty), with the assistant's turn opened, as the tokenizer's apply_chat_template gives them; and
     the system prompt the model reads (None: none)."""
@@ -206,9 +207,10 @@ def chat_ids(adapter: Any, text: str, system: str = "") -> tuple[list[int], str 
     return [int(i) for i in ids], (given if given is not None else info.default_system)
 
 
-def start_token_note(adapter: Any, template: ChatTemplate | None) -> str:
-    """What an empty prompt starts from: the beginning-of-sequence token by name (as shown text) and what it is."""
-    name = adapter.token_strings([adapter.bos_id])[0]
+def start_token_note(adapter: Generates, bos: int, template: ChatTemplate | None) -> str:
+    """What an empty prompt starts from: the beginning-of-sequence token `bos` by name (as shown text) and what it
+    is."""
+    name = adapter.token_strings([bos])[0]
     whose = "the tokenizer's" if _tokenizer(adapter) is not None else "the model's"
     start = f"Empty prompt: generation starts from the beginning-of-sequence token alone, {name} ({whose})"
     if template is not None and template.opener == name:
@@ -217,7 +219,7 @@ def start_token_note(adapter: Any, template: ChatTemplate | None) -> str:
     return f"{start}, the token that starts every text it was trained on."
 
 
-def prepare_prompt(adapter: Any, text: str, max_new: int, chat: bool = False, system: str = "") -> Prompt:
+def prepare_prompt(adapter: Generates, text: str, max_new: int, chat: bool = False, system: str = "") -> Prompt:
     """Encode the prompt as the model reads it; empty -> the start token; longer than the context -> its end.
     chat: `text` as a user turn in the tokenizer's chat template (system prompt `system`, empty = the template's
     default), the assistant's turn opened: generation is the model's reply, ending at its end-of-turn token."""
@@ -242,7 +244,7 @@ def prepare_prompt(adapter: Any, text: str, max_new: int, chat: bool = False, sy
                 raise DecodingError(f"The prompt is empty and {adapter.id} has no beginning-of-sequence token to start "
                                     "from: type a few words.")
             ids = [adapter.bos_id]
-            start_note = start_token_note(adapter, _template(adapter))
+            start_note = start_token_note(adapter, adapter.bos_id, _template(adapter))
             notes.append(start_note)
     room_for = adapter.context_len
     if room_for is not None and not adapter.sliding:
@@ -266,7 +268,7 @@ def prepare_prompt(adapter: Any, text: str, max_new: int, chat: bool = False, sy
     return Prompt(tuple(ids), start, tuple(tokens), tuple(notes), max_new, special, None, start_note)
 
 
-def _chat_prompt(adapter: Any, text: str, max_new: int, system: str) -> Prompt:
+def _chat_prompt(adapter: Generates, text: str, max_new: int, system: str) -> Prompt:
     from explorer.data.vocab import clean_text
 
     notes: list[str] = []
@@ -316,12 +318,12 @@ def end_hint(text: str, min_new: int = 0) -> str | None:
     return f"The prompt ends in '{end}': the model may stop at once: remove the final '{end}'{unless}."
 
 
-def generate(adapter: Any, prompt: Prompt, strategy: Strategy, seed: int, n: int = 1,
+def generate(adapter: Generates, prompt: Prompt, strategy: Strategy, seed: int, n: int = 1,
              stop_at_eos: bool = True) -> Generation:
     """One strategy: n sampled rows, or the one output of a deterministic strategy."""
     t0 = time.perf_counter()
-    strategy, notes = checked(strategy, adapter.vocab_size)
-    notes = list(notes)
+    strategy, fixes = checked(strategy, adapter.vocab_size)
+    notes = list(fixes)
     max_new = prompt.max_new
     x = torch.tensor([prompt.model_input], dtype=torch.long, device=adapter.device)
     start = torch.tensor([prompt.start], dtype=torch.long, device=adapter.device)
@@ -338,7 +340,8 @@ def generate(adapter: Any, prompt: Prompt, strategy: Strategy, seed: int, n: int
         n_run = 1 if not strategy.do_sample else max(1, min(int(n), MAX_SAMPLES))
         if n_run * max_new > SAMPLE_BUDGET:
             n_run = max(1, SAMPLE_BUDGET // max_new)
-            notes.append(f"{n} samples × {max_new} tokens is above the bound of {SAMPLE_BUDGET}: drawing {n_run} samples.")
+            notes.append(f"{n} samples × {max_new} tokens is above the bound of {SAMPLE_BUDGET}: "
+                         f"drawing {n_run} samples.")
         rows, row_lps, _ = G.sample(adapter, x.repeat(n_run, 1), start.repeat(n_run, 1), strategy, max_new, seed,
                                     stop_at_eos)
     outputs = tuple(Output(tuple(r), tuple(adapter.sequence_strings(r)), adapter.detokenize(r),
@@ -346,7 +349,7 @@ def generate(adapter: Any, prompt: Prompt, strategy: Strategy, seed: int, n: int
     return Generation(strategy, outputs, beam, tuple(notes), time.perf_counter() - t0, max_new)
 
 
-def decode_all(loaded: Any, text: str, strategies: tuple[Strategy, ...], seed: int = 0, max_new: int = 30,
+def decode_all(loaded: Loaded, text: str, strategies: tuple[Strategy, ...], seed: int = 0, max_new: int = 30,
                n: int = 1, stop_at_eos: bool = True, chat: bool = False, system: str = "") -> DecodingRun:
     """The page's computation: every strategy on the same prompt and seed. chat: `text` as a user turn of the
     tokenizer's chat template (system prompt `system`, empty = the template's default). Raises DecodingError."""
@@ -373,9 +376,10 @@ def decode_all(loaded: Any, text: str, strategies: tuple[Strategy, ...], seed: i
                        prompt.special, prompt.start_note)
 
 
-def first_open(loaded: Any) -> dict[str, int]:
+def first_open(loaded: Loaded) -> dict[str, int]:
     """The view's defaults that depend on the model's size: fewer new tokens and samples for a model larger than
-    explorer.runtime.device.LARGE_MODEL parameters (the work a first open does stays a few seconds on one CPU thread); {} otherwise."""
+    explorer.runtime.device.LARGE_MODEL parameters (the work a first open does stays a few seconds on one CPU thread);
+    {} otherwise."""
     return dict(LARGE_DEFAULTS) if is_large(getattr(loaded, "model", None)) else {}
 
 
@@ -408,10 +412,11 @@ def checked(strategy: Strategy, vocab_size: int) -> tuple[Strategy, tuple[str, .
 class StepView:
     """The next-token distribution at one generated position of one output.
 
-    ids/tokens (TOP,): the most probable tokens after the penalties, best first; raw_probs: the model's own
-    softmax (T = 1, no penalty); probs: softmax(penalised logits / T) over the whole vocabulary; kept: True
-    where the strategy's filters (at this T) keep the token; final: the distribution actually sampled from
-    (kept tokens renormalised); chosen: the token generated at this step (rank in the whole vocabulary).
+    Every array is (TOP,), one entry per token shown: ids/tokens: the most probable tokens after the penalties,
+    best first; logits: their penalised logits; raw_probs: the model's own softmax (T = 1, no penalty); probs:
+    softmax(penalised logits / T) over the whole vocabulary; kept: True where the strategy's filters (at this T) keep
+    the token; final: the distribution actually sampled from (kept tokens renormalised); chosen: the token generated
+    at this step (rank in the whole vocabulary); context: the last tokens before it.
     """
 
     step: int
@@ -437,7 +442,7 @@ class StepView:
 
 
 @torch.inference_mode()
-def step_view(loaded: Any, model_input: tuple[int, ...], start: tuple[int, ...], generated: tuple[int, ...],
+def step_view(loaded: Loaded, model_input: tuple[int, ...], start: tuple[int, ...], generated: tuple[int, ...],
               strategy: Strategy, step: int, temperature: float, top: int = TOP) -> StepView:
     """The distribution before generated[step], with the strategy's processors and filters at `temperature`."""
     adapter = generator(loaded)

@@ -12,24 +12,32 @@ position, with the network's own recurrence (autograd through its nn.RNN/GRU/LST
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy.sparse.linalg import svds
 import torch
 
+from explorer.adapters.protocols import Loaded, is_recurrent
 from explorer.adapters.recurrent import state_step
 from explorer.runtime.prefix_memo import prefix_memo
+from explorer.runtime.errors import ViewError
 
 MAX_TOKENS = 80
 
 
-class GradientError(ValueError):
+class GradientError(ViewError, ValueError):
     """The model has no recurrence or no output layer to differentiate; str() is for the user."""
+
+    alert = "info"
 
 
 @dataclass(frozen=True)
 class GradientTrace:
+    """How far back the prediction of `target` after T inputs reaches (the module docstring has the definitions).
+
+    tokens (T,): the inputs, the target excluded; input_grad (T,), distance (T,), products (T,); step_norms (T − 1,);
+    log_prob: log p(target | tokens), the model's own."""
+
     model_id: str
     cell: str
     tokens: tuple[str, ...]
@@ -54,8 +62,8 @@ class GradientTrace:
 def left_out_notes(ids: list[str], kinds: dict[str, str], kept: list[str]) -> list[str]:
     """The message for each model id the view was asked for (?models=) but cannot read, by name and kind.
 
-    kinds: model id -> what it is in words (explorer.loading.catalogue.FAMILIES: "Transformer decoder (causal LM)", ...),
-    for the ids that are known here; kept: the asked ids that the view shows."""
+    kinds: model id -> what it is in words (explorer.loading.catalogue.FAMILIES: "Transformer decoder (causal LM)",
+    ...), for the ids that are known here; kept: the asked ids that the view shows."""
     shown = f"showing {', '.join(kept)}" if kept else "showing the built-in recurrent models instead"
     notes = []
     for mid in ids:
@@ -77,19 +85,19 @@ def spectral_norm(J: np.ndarray) -> float:
     return float(svds(J, k=1, v0=np.ones(J.shape[1]), return_singular_vectors=False)[0])
 
 
-def gradients_through_time(loaded: Any, text: str) -> GradientTrace:
+def gradients_through_time(loaded: Loaded, text: str) -> GradientTrace:
     """See the module docstring. Raises GradientError."""
     adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
-    if not getattr(adapter, "recurrent", False):
+    if not is_recurrent(adapter):
         raise GradientError(f"{mid} has no recurrence to differentiate through time: pick a recurrent language model "
                             "(builtin:rnn-lm, gru-lm, lstm-lm, or your own nn.RNN/GRU/LSTM state dict).")
-    if not adapter.can_generate:
+    net, dev = adapter.net, adapter.device
+    if not adapter.can_generate or net.decoder is None:
         raise GradientError(f"{mid} has no output layer over its vocabulary (or reads both directions): there is no "
                             "prediction to differentiate.")
     enc = adapter.encode(text, max_tokens=MAX_TOKENS)
     if len(enc.ids) < 3:
         raise GradientError(" ".join(enc.notes) or "Type a sentence of at least two words.")
-    net, dev = adapter.net, adapter.device
     ids = torch.tensor(list(enc.ids), dtype=torch.long, device=dev)
     x = net.embedding(ids[:-1]).detach().float().requires_grad_(True)           # (T, E): inputs, target excluded
     out, _ = net.rnn(x[None])

@@ -15,24 +15,35 @@ and output layer (`adapter.unembed`): softmax(W_U · norm(h_l)). `logit_lens(loa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 
 from explorer.adapters.base import Unsupported
+from explorer.adapters.protocols import Loaded
+from explorer.runtime.errors import ViewError
 
 K = 10
 MAX_TOKENS = 128
 LENS_TOL = 1e-3
 
 
-class LensError(ValueError):
+class LensError(ViewError, ValueError):
     """The model cannot be read through a logit lens; str() is for the user."""
+
+    alert = "info"
 
 
 @dataclass(frozen=True)
 class LensTrace:
+    """The lens over L layers and T positions (K alternatives per cell).
+
+    tokens, special (T,): the input as fed; layers (L,): layer names, first to last; top_tokens (L, T) and top_probs
+    (L, T): each layer's most probable next token and its probability; final_tokens (T,): the model's own prediction;
+    final_rank, final_prob (L, T): that token's rank (0 = top) and probability at each layer; topk_tokens (L, T, K),
+    topk_probs (L, T, K): the K most probable tokens per cell; lens_error: max |last layer through the lens − the
+    model's logits|."""
+
     model_id: str
     tokens: tuple[str, ...]
     special: tuple[bool, ...]
@@ -52,7 +63,7 @@ class LensTrace:
         return self.topk_tokens[layer][position], self.topk_probs[layer, position]
 
 
-def logit_lens(loaded: Any, text: str, k: int = K) -> LensTrace:
+def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     """The lens over every layer and position of `text`. Raises LensError (no output layer, empty text, or a
     model whose last layer through the lens is not its own output)."""
     adapter = loaded.adapter
@@ -93,5 +104,5 @@ def logit_lens(loaded: Any, text: str, k: int = K) -> LensTrace:
     topk_tokens = tuple(tuple(tuple(adapter.token_strings(row.tolist())) for row in layer) for layer in top_i)
     return LensTrace(mid, tuple(enc.tokens), tuple(bool(s) for s in (enc.special or (False,) * len(enc.ids))),
                      tuple(n for n, _, _ in states), tuple(tuple(t[0] for t in layer) for layer in topk_tokens),
-                     top_p[..., 0].numpy(), tuple(adapter.token_strings(final.tolist())), rank.numpy(), final_p.numpy(), topk_tokens,
-                     top_p.numpy(), error, tuple(enc.notes))
+                     top_p[..., 0].numpy(), tuple(adapter.token_strings(final.tolist())), rank.numpy(), final_p.numpy(),
+                     topk_tokens, top_p.numpy(), error, tuple(enc.notes))

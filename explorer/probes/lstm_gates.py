@@ -9,11 +9,12 @@ The next-token predictions are the model's own logits on that run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from explorer.adapters.protocols import Loaded, is_recurrent
 from explorer.adapters.recurrent import DIRS, GATES, STATES
+from explorer.runtime.errors import ViewError
 
 MAX_TOKENS = 512
 SATURATION_LOW, SATURATION_HIGH = 0.1, 0.9
@@ -24,7 +25,7 @@ LABELS = {
 }
 
 
-class RNNGatesError(ValueError):
+class RNNGatesError(ViewError, ValueError):
     """The model cannot be read by this view; str() is a message for the user."""
 
 
@@ -76,10 +77,10 @@ class GateTrace:
         return len(self.tokens)
 
 
-def rnn_gates(loaded: Any, text: str, max_tokens: int = MAX_TOKENS, top_k: int = 5) -> GateTrace:
+def rnn_gates(loaded: Loaded, text: str, max_tokens: int = MAX_TOKENS, top_k: int = 5) -> GateTrace:
     """The model's record for `text`, as it reads it (see GateTrace). Raises RNNGatesError for non-recurrent models."""
     adapter = loaded.adapter
-    if not adapter.recurrent:
+    if not is_recurrent(adapter):
         raise RNNGatesError(adapter.reason or f"{loaded.id} has no recurrent layers (nn.RNN / GRU / LSTM) to look "
                             "inside.")
     w = adapter.weights

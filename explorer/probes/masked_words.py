@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from explorer.adapters.base import Unsupported
+from explorer.adapters.protocols import Loaded, Reads
 
 MASK_SPELLINGS = re.compile(r"\[\s*mask\s*\]|<\s*mask\s*>", re.IGNORECASE)
 WORDS = re.compile(MASK_SPELLINGS.pattern + r"|\w+|[^\w\s]", re.IGNORECASE)  # masks, words, single symbols
@@ -88,17 +88,18 @@ def _empty(model_id: str, text: str, error: str = "", notes: tuple[str, ...] = (
                        np.zeros(0), np.zeros(0), notes=tuple(dict.fromkeys(notes)), error=error)
 
 
-def mask_token(loaded: Any) -> tuple[int | None, str]:
+def mask_token(loaded: Loaded) -> tuple[int | None, str]:
     """(id, string) of the model's mask token: the built-in's <mask>, a Hugging Face tokenizer's mask_token."""
     adapter = loaded.adapter
-    if getattr(adapter, "mask_id", None) is not None:
-        return int(adapter.mask_id), str(adapter.mask_token)
+    own = getattr(adapter, "mask_id", None)  # the built-in masked LM's (explorer.adapters.masked_lm)
+    if own is not None:
+        return int(own), str(getattr(adapter, "mask_token", ""))
     tok = getattr(adapter, "tokenizer", None)
     mid = getattr(tok, "mask_token_id", None) if tok is not None else None
     return (int(mid), str(tok.mask_token)) if isinstance(mid, int) else (None, "")
 
 
-def cannot_fill(loaded: Any) -> str:
+def cannot_fill(loaded: Loaded) -> str:
     """Why `loaded` cannot fill in masks ("" when it can): it must be a bidirectional transformer with a mask token
     and a masked-LM head over its vocabulary."""
     mid, adapter = str(getattr(loaded, "id", "model")), loaded.adapter
@@ -121,7 +122,7 @@ def cannot_fill(loaded: Any) -> str:
     return ""
 
 
-def _single_ids(adapter: Any, word: str) -> list[int]:
+def _single_ids(adapter: Reads, word: str) -> list[int]:
     """The ids that are `word` as one token of this model: the word alone, and after a space (byte-level BPE has
     one token for "are" at the start and another, "Ġare", after a space); none when it is several tokens."""
     found: list[int] = []
@@ -142,7 +143,7 @@ def _compare_words(words: str, masked: str) -> list[str]:
     return out
 
 
-def _auto_mask(loaded: Any, text: str, mask_id: int, mask_str: str) -> tuple[str, str, str]:
+def _auto_mask(loaded: Loaded, text: str, mask_id: int, mask_str: str) -> tuple[str, str, str]:
     """A text without a mask gets its last word masked (the last one the model still reads when the text is cut to
     its length): (text, word masked, note)."""
     spans = word_spans(text)
@@ -157,7 +158,7 @@ def _auto_mask(loaded: Any, text: str, mask_id: int, mask_str: str) -> tuple[str
     return text, "", ""
 
 
-def masked_fill(loaded: Any, text: str, k: int = 10, words: str = "", mask_index: int = -1) -> MaskedTrace:
+def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_index: int = -1) -> MaskedTrace:
     """The k most probable fillers of every [MASK] in `text` (at most MAX_MASKS), from the model's own logits.
 
     words: words to compare at each mask (e.g. "is, are"): their probability and rank. mask_index >= 0: replace

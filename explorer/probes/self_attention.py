@@ -16,14 +16,15 @@ Everything else (hiding special tokens, aggregations, the step-by-step table) is
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from explorer.adapters.base import Unsupported
+from explorer.adapters.protocols import Loaded
+from explorer.adapters.base import Record, Unsupported
 from explorer.data.examples import NATURAL
 from explorer.adapters.text import Encoded
 
@@ -113,20 +114,7 @@ def _empty(model_id: str, error: str, notes: tuple[str, ...] = ()) -> AttentionT
 
 
 # --------------------------------------------------------------------------------------------- probe
-def _inputs(adapter: Any, text: str, pair: str) -> tuple[Encoded, Encoded | None, list[str]]:
-    """(input encoding, the decoder's target for encoder-decoders, notes): the adapter's own input convention."""
-    notes: list[str] = []
-    if adapter.is_encoder_decoder:
-        if not pair.strip():
-            notes.append("The decoder reads the same text as the encoder; type a target in the second box to change it.")
-        return adapter.encode(text), adapter.encode(pair if pair.strip() else text, side="target"), notes
-    if pair.strip() and adapter.family != "encoder":
-        notes.append("Sentence pairs are for encoders (two inputs joined by [SEP]); the second text is ignored.")
-        pair = ""
-    return adapter.encode(text, pair=pair), None, notes
-
-
-def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pad: int = 0,
+def attention_trace(loaded: Loaded, text: str, pair: str = "", stream: str = "", pad: int = 0,
                     thumb: int = 48, arithmetic: bool = True) -> AttentionTrace:
     """The record of `loaded` on `text` (and `pair`: second sentence for encoders, target text for encoder-decoders).
 
@@ -138,59 +126,185 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
     mid = str(getattr(loaded, "id", "model"))
     adapter = loaded.adapter
     if not adapter.streams:
-        what = "a bare state dict" if loaded.model is None else f"not a transformer (family: {loaded.family})"
-        return _empty(mid, f"{mid} is {what}: the self-attention view needs a transformer it can run (a built-in GPT, "
-                      "MiniLM, or a Hugging Face encoder, decoder or encoder–decoder).")
+        return _empty(mid, _not_a_transformer(loaded, mid))
     src, tgt, notes = _inputs(adapter, text or "", pair or "")
-    notes = list(src.notes) + notes
     if not src.ids or (tgt is not None and not tgt.ids):
         return _empty(mid, "", tuple(dict.fromkeys(notes + list(tgt.notes if tgt is not None else ()))))
     stream = stream if stream in adapter.streams else next(iter(adapter.streams))
     prefix = adapter.streams[stream]
+    pad = _padding(adapter, pad, len(src.ids), notes)
+    rec, error = _read_record(adapter, mid, src, tgt, _wanted(prefix, arithmetic), pad)
+    if rec is None:
+        return _empty(mid, error, tuple(notes))
+    atts = torch.from_numpy(rec.stack(prefix + ".pattern"))                   # (L, H, Tq, Tk)
+    masks = torch.from_numpy(rec.stack(prefix + ".mask")).float()             # (L, Tq, Tk)
+    qkv = _arithmetic(rec, prefix, adapter, masks, atts) if arithmetic else _Arithmetic()
+    attentions, thumbs, roll = _maps(atts, thumb, notes)
+    return AttentionTrace(
+        model_id=mid, stream=stream, streams=tuple(adapter.streams), causal=stream == "decoder",
+        **_tokens(rec, stream, pad), attentions=attentions, thumbnails=thumbs, rollout=roll,
+        mask=masks[0].numpy().astype(np.float32), q=qkv.q, k=qkv.k, v=qkv.v, scales=qkv.scales,
+        arithmetic_note=qkv.note, check_error=qkv.check,
+        scaling=adapter.scalings(stream), head_size=adapter.head_size(stream), bias=qkv.bias,
+        masks=masks.numpy() if bool((masks != masks[:1]).any()) else None, **qkv.extra,
+        notes=tuple(dict.fromkeys(notes)), adapter=adapter.name,
+    )
+
+
+def attention_shape(loaded: Loaded, stream: str = "") -> AttentionTrace:
+    """The trace of a one-word text, for what does not depend on the text: n_layers and n_heads of `stream`, and
+    `error` when the model cannot be shown at all."""
+    return attention_trace(loaded, "a", "", stream, 0, thumb=1, arithmetic=False)
+
+
+def _not_a_transformer(loaded: Loaded, mid: str) -> str:
+    """The error of a model without self-attention to show."""
+    what = "a bare state dict" if loaded.model is None else f"not a transformer (family: {loaded.family})"
+    return (f"{mid} is {what}: the self-attention view needs a transformer it can run (a built-in GPT, MiniLM, or a "
+            "Hugging Face encoder, decoder or encoder–decoder).")
+
+
+def _inputs(adapter: Any, text: str, pair: str) -> tuple[Encoded, Encoded | None, list[str]]:
+    """(input encoding, the decoder's target for encoder-decoders, notes: the input's own first): the adapter's own
+    input convention."""
+    notes: list[str] = []
+    if adapter.is_encoder_decoder:
+        if not pair.strip():
+            notes.append("The decoder reads the same text as the encoder; type a target in the second box to change "
+                         "it.")
+        src = adapter.encode(text)
+        return src, adapter.encode(pair if pair.strip() else text, side="target"), list(src.notes) + notes
+    if pair.strip() and adapter.family != "encoder":
+        notes.append("Sentence pairs are for encoders (two inputs joined by [SEP]); the second text is ignored.")
+        pair = ""
+    src = adapter.encode(text, pair=pair)
+    return src, None, list(src.notes) + notes
+
+
+def _padding(adapter: Any, pad: int, n_tokens: int, notes: list[str]) -> int:
+    """The padding tokens to append: `pad`, none where the adapter takes no padding mask (a note says so), at most
+    what fits after `n_tokens` in the model's context."""
     pad = max(0, int(pad))
     if pad and not adapter.supports_padding:
         notes.append("Padding is shown for Hugging Face encoders and decoders (the built-in GPT takes no padding "
                      "mask: right padding cannot change earlier tokens of a causal model anyway).")
         pad = 0
-    pad = min(pad, max(0, adapter.max_tokens - len(src.ids)))
-    want = [prefix.format(l="*") + n for n in (".pattern", ".mask")]
+    return min(pad, max(0, adapter.max_tokens - n_tokens))
+
+
+def _wanted(prefix: str, arithmetic: bool) -> list[str]:
+    """The record names to compute: the pattern and mask of every layer, and what the arithmetic reads (Q, K, V,
+    the scale and the model's extra terms, the rotary tables)."""
+    every = prefix.format(l="*")
+    names = [every + n for n in (".pattern", ".mask")]
     if arithmetic:
-        want += [prefix.format(l="*") + n for n in (".q", ".k", ".v", ".scale", ".bias", ".kv_head", ".softcap",
-                                                     ".q_pre", ".k_pre")] + ["rope.*"]
+        names += [every + n for n in (".q", ".k", ".v", ".scale", ".bias", ".kv_head", ".softcap", ".q_pre",
+                                      ".k_pre")] + ["rope.*"]
+    return names
+
+
+def _read_record(adapter: Any, mid: str, src: Encoded, tgt: Encoded | None, names: list[str],
+                 pad: int) -> tuple[Record | None, str]:
+    """(the record of one forward pass, "") or (None, why the model could not run on this input)."""
     try:
-        rec = adapter.run(src, names=want, target=tgt, pad=pad)
+        return adapter.run(src, names=names, target=tgt, pad=pad), ""
     except Unsupported as exc:
-        return _empty(mid, str(exc), tuple(notes))
+        return None, str(exc)
     except (RuntimeError, ValueError, IndexError) as exc:
-        return _empty(mid, f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}", tuple(notes))
-    atts = torch.from_numpy(rec.stack(prefix + ".pattern"))               # (L, H, Tq, Tk)
+        return None, f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _tokens(rec: Record, stream: str, pad: int) -> dict[str, Any]:
+    """The trace's token fields: queries (Tq,) are the decoder's tokens for the decoder and cross streams, keys
+    (Tk,) the decoder's for the decoder stream (else the input's); the last `pad` keys are padding."""
     queries = rec.input if stream == "encoder" or rec.target is None else rec.target
     keys = rec.target if stream == "decoder" and rec.target is not None else rec.input
-    padding = [False] * (len(keys.ids) - pad) + [True] * pad
-    masks = torch.from_numpy(rec.stack(prefix + ".mask")).float()             # (L, Tq, Tk)
-    mask = masks[0]
-    q = k = v = bias = None
-    extra: dict[str, Any] = {}
+    return dict(tokens=tuple(queries.tokens), key_tokens=tuple(keys.tokens),
+                special=tuple(bool(x) for x in queries.special), key_special=tuple(bool(x) for x in keys.special),
+                padding=(False,) * (len(keys.ids) - pad) + (True,) * pad,
+                segments=tuple(queries.segments or (0,) * len(queries.ids)))
+
+
+@dataclass(frozen=True)
+class _Arithmetic:
+    """What the step-by-step view reads, kept only when softmax(QKᵀ·s + M) recomputed from it matches the model.
+
+    q, k, v (L, H, T, d) or None; bias (L, H, Tq, Tk) or None; scales (L,) the factor on q·k; check: max |recomputed
+    − model| (None: not read); note: why q is None; extra: the trace's softcaps, kv_head, bias_name and rotary fields.
+    """
+
+    q: np.ndarray | None = None
+    k: np.ndarray | None = None
+    v: np.ndarray | None = None
+    bias: np.ndarray | None = None
     scales: tuple[float, ...] = ()
-    check = None
-    note = "" if not arithmetic else adapter.arithmetic_note
-    if arithmetic and rec.layers(prefix + ".q"):
-        qt, kt, vt = (torch.from_numpy(rec.stack(prefix + n)).float() for n in (".q", ".k", ".v"))
-        scales = tuple(float(x) for x in rec.stack(prefix + ".scale"))
-        bias_t = torch.from_numpy(rec.stack(prefix + ".bias")).float() if rec.layers(prefix + ".bias") else None
-        caps = tuple(float(x) for x in rec.stack(prefix + ".softcap")) if rec.layers(prefix + ".softcap") else ()
-        check = _check(qt, kt, scales, masks, bias_t, caps, atts)
-        if check <= CHECK_TOL:
-            q, k, v = (t.numpy() for t in (qt, kt, vt))
-            bias = bias_t.numpy() if bias_t is not None else None
-            extra = {"softcaps": caps, "kv_head": rec.stack(prefix + ".kv_head") if rec.layers(prefix + ".kv_head")
-                     else None, "bias_name": adapter.bias_name if bias is not None else ""}
-            if rec.layers(prefix + ".q_pre") and "rope.cos" in rec:
-                extra.update(q_pre=rec.stack(prefix + ".q_pre"), k_pre=rec.stack(prefix + ".k_pre"),
-                             rope_cos=rec["rope.cos"], rope_sin=rec["rope.sin"], rope_inv_freq=rec.get("rope.inv_freq"))
-        else:
-            note = (f"Recomputing softmax(s·QKᵀ + bias + M) from what this model's attention multiplied differs from "
-                    f"its own attention by {check:.2g} (> {CHECK_TOL:g}), so the arithmetic is not shown.")
+    check: float | None = None
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _arithmetic(rec: Record, prefix: str, adapter: Any, masks: torch.Tensor, atts: torch.Tensor) -> _Arithmetic:
+    """Q, K, V, the scales and the model's extra terms (bias, soft-cap) of every layer, checked against the model's
+    own weights atts (L, H, Tq, Tk) under masks (L, Tq, Tk) on the first and last layers."""
+    if not rec.layers(prefix + ".q"):
+        return _Arithmetic(note=adapter.arithmetic_note)
+    q, k, v = (torch.from_numpy(rec.stack(prefix + n)).float() for n in (".q", ".k", ".v"))
+    scales = tuple(float(x) for x in rec.stack(prefix + ".scale"))
+    bias = _optional(rec, prefix + ".bias")
+    bias_t = torch.from_numpy(bias).float() if bias is not None else None
+    caps = tuple(float(x) for x in _optional(rec, prefix + ".softcap", ()))
+    check = _check(q, k, scales, masks, bias_t, caps, atts)
+    if check <= CHECK_TOL:
+        extra = {"softcaps": caps, "kv_head": _optional(rec, prefix + ".kv_head"),
+                 "bias_name": adapter.bias_name if bias_t is not None else "", **_rope(rec, prefix)}
+        return _Arithmetic(q.numpy(), k.numpy(), v.numpy(), bias_t.numpy() if bias_t is not None else None, scales,
+                           check, "", extra)
+    return _Arithmetic(scales=scales, check=check, note=(
+        f"Recomputing softmax(s·QKᵀ + bias + M) from what this model's attention multiplied differs from its own "
+        f"attention by {check:.2g} (> {CHECK_TOL:g}), so the arithmetic is not shown."))
+
+
+def _optional(rec: Record, name: str, default: Any = None) -> Any:
+    """rec.stack(name) (L, ...) when the record holds `name` for some layer, else `default`."""
+    return rec.stack(name) if rec.layers(name) else default
+
+
+def _rope(rec: Record, prefix: str) -> dict[str, Any]:
+    """Rotary models: q_pre, k_pre (L, H, T, d) before the rotation and the model's rope_cos, rope_sin (T, r),
+    rope_inv_freq (r/2,); {} for other models."""
+    if not (rec.layers(prefix + ".q_pre") and "rope.cos" in rec):
+        return {}
+    return dict(q_pre=rec.stack(prefix + ".q_pre"), k_pre=rec.stack(prefix + ".k_pre"), rope_cos=rec["rope.cos"],
+                rope_sin=rec["rope.sin"], rope_inv_freq=rec.get("rope.inv_freq"))
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor, scale: float, bias: torch.Tensor | None,
+            softcap: float | None) -> torch.Tensor:
+    """One layer's attention scores before the mask: softcap·tanh((q kᵀ·s + bias) / softcap), q and k (H, T, d),
+    bias (H, Tq, Tk) or None -> (H, Tq, Tk)."""
+    scores = q @ k.transpose(-1, -2) * scale
+    if bias is not None:
+        scores = scores + bias
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    return scores
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, scales: tuple[float, ...], masks: torch.Tensor,
+           bias: torch.Tensor | None, softcaps: tuple[float, ...], atts: torch.Tensor) -> float:
+    """Max |softmax(softcap(q kᵀ·s + bias) + M) − model| over the first and last layers (all heads)."""
+    worst = 0.0
+    for layer in sorted({0, q.shape[0] - 1}):
+        scores = _scores(q[layer], k[layer], scales[layer], bias[layer] if bias is not None else None,
+                         softcaps[layer] if softcaps else None)
+        p = torch.softmax(scores + masks[layer], dim=-1)
+        worst = max(worst, float((p - atts[layer]).abs().max()))
+    return worst
+
+
+def _maps(atts: torch.Tensor, thumb: int, notes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """atts (L, H, Tq, Tk) -> (attentions as kept: float16 above FLOAT16_ABOVE entries, a note then says so;
+    thumbnails (L, H, ≤thumb, ≤thumb); rollout (L, T, T), None for cross-attention)."""
     Tq, Tk = atts.shape[-2], atts.shape[-1]
     store = np.float16 if atts.numel() > FLOAT16_ABOVE else np.float32
     attentions = atts.numpy().astype(store)
@@ -200,38 +314,7 @@ def attention_trace(loaded: Any, text: str, pair: str = "", stream: str = "", pa
     if store is np.float16:
         notes.append(f"{Tq:,} tokens: the attention maps are kept as float16 (about 3 significant digits) to keep "
                      "the view light; rollout and thumbnails were computed in float32.")
-    segments = queries.segments or (0,) * len(queries.ids)
-    return AttentionTrace(
-        model_id=mid, stream=stream, streams=tuple(adapter.streams), causal=stream == "decoder",
-        tokens=tuple(queries.tokens), key_tokens=tuple(keys.tokens), special=tuple(bool(x) for x in queries.special),
-        key_special=tuple(bool(x) for x in keys.special), padding=tuple(padding), segments=tuple(segments),
-        attentions=attentions, thumbnails=thumbs, rollout=roll, mask=mask.numpy().astype(np.float32), q=q, k=k, v=v,
-        scales=scales, arithmetic_note="" if q is not None else note, check_error=check,
-        scaling=adapter.scalings(stream), head_size=adapter.head_size(stream), bias=bias,
-        masks=masks.numpy() if bool((masks != masks[:1]).any()) else None, **extra,
-        notes=tuple(dict.fromkeys(notes)), adapter=adapter.name,
-    )
-
-
-def attention_shape(loaded: Any, stream: str = "") -> AttentionTrace:
-    """The trace of a one-word text, for what does not depend on the text: n_layers and n_heads of `stream`, and
-    `error` when the model cannot be shown at all."""
-    return attention_trace(loaded, "a", "", stream, 0, thumb=1, arithmetic=False)
-
-
-def _check(q: torch.Tensor, k: torch.Tensor, scales: tuple[float, ...], masks: torch.Tensor,
-           bias: torch.Tensor | None, softcaps: tuple[float, ...], atts: torch.Tensor) -> float:
-    """Max |softmax(softcap(q kᵀ·s + bias) + M) − model| over the first and last layers (all heads)."""
-    worst = 0.0
-    for layer in sorted({0, q.shape[0] - 1}):
-        scores = q[layer] @ k[layer].transpose(-1, -2) * scales[layer]
-        if bias is not None:
-            scores = scores + bias[layer]
-        if softcaps:
-            scores = torch.tanh(scores / softcaps[layer]) * softcaps[layer]
-        p = torch.softmax(scores + masks[layer], dim=-1)
-        worst = max(worst, float((p - atts[layer]).abs().max()))
-    return worst
+    return attentions, thumbs, roll
 
 
 def _thumbnails(atts: torch.Tensor, size: int) -> np.ndarray:
@@ -264,7 +347,8 @@ def rollout(mean_attn: Any) -> Any:
     return torch.stack(out)
 
 
-def head_matrix(trace: AttentionTrace, layer: int, heads: tuple[int, ...] | list[int], how: str = "heads") -> np.ndarray:
+def head_matrix(trace: AttentionTrace, layer: int, heads: tuple[int, ...] | list[int],
+                how: str = "heads") -> np.ndarray:
     """(Tq, Tk) float32: how = "heads" (one head, or the mean of the chosen heads), "mean"/"max" over all heads,
     "rollout" (the rollout up to `layer`)."""
     if how == "rollout" and trace.rollout is not None:
@@ -405,14 +489,7 @@ def step_by_step(trace: AttentionTrace, layer: int, head: int, query: int) -> St
     weighted = probs[:, None] * values
     kv = trace.kv_head[layer] if trace.kv_head is not None else np.arange(trace.n_heads)
     rope = trace.q_pre is not None and trace.rope_inv_freq is not None
-    rope_error = theta_error = 0.0
-    if rope:
-        cos, sin = trace.rope_cos.astype(np.float64), trace.rope_sin.astype(np.float64)
-        q_pre, k_pre = trace.q_pre[layer, head].astype(np.float64), trace.k_pre[layer, head].astype(np.float64)
-        rope_error = float(max(np.abs(rotate(q_pre[query], cos[query], sin[query]) - q).max(),
-                               np.abs(rotate(k_pre, cos[:len(keys)], sin[:len(keys)]) - keys).max()))
-        mine = np.cos(query * np.tile(trace.rope_inv_freq.astype(np.float64), 2))
-        theta_error = float(np.abs(mine - cos[query] / np.sqrt(cos[query] ** 2 + sin[query] ** 2)).max())
+    rope_error, theta_error = _rope_errors(trace, layer, head, query, q, keys) if rope else (0.0, 0.0)
     return Steps(layer, head, query, trace.tokens[query], trace.key_tokens, int(q.shape[0]), float(scale),
                  q.astype(np.float32), keys.astype(np.float32), values.astype(np.float32), dots, scaled, mask,
                  probs, trace.attentions[layer, head, query].astype(np.float64), weighted, weighted.sum(axis=0),
@@ -420,6 +497,19 @@ def step_by_step(trace: AttentionTrace, layer: int, head: int, query: int) -> St
                  int(np.sum(kv == kv[head])),
                  trace.q_pre[layer, head, query] if rope else None, trace.k_pre[layer, head] if rope else None,
                  trace.rope_inv_freq.astype(np.float64) if rope else None, rope_error, theta_error, logits)
+
+
+def _rope_errors(trace: AttentionTrace, layer: int, head: int, query: int, q: np.ndarray,
+                 keys: np.ndarray) -> tuple[float, float]:
+    """(max |rotate(q_pre, cos, sin) − q| and the same for every key, max |cos(position·θ_i) − the model's cos| at
+    the query's position): the model's rotary tables agree with its q, keys (Tk, d) and with RoPE's definition."""
+    cos, sin = trace.rope_cos.astype(np.float64), trace.rope_sin.astype(np.float64)
+    q_pre, k_pre = trace.q_pre[layer, head].astype(np.float64), trace.k_pre[layer, head].astype(np.float64)
+    rope_error = float(max(np.abs(rotate(q_pre[query], cos[query], sin[query]) - q).max(),
+                           np.abs(rotate(k_pre, cos[:len(keys)], sin[:len(keys)]) - keys).max()))
+    mine = np.cos(query * np.tile(trace.rope_inv_freq.astype(np.float64), 2))
+    theta_error = float(np.abs(mine - cos[query] / np.sqrt(cos[query] ** 2 + sin[query] ** 2)).max())
+    return rope_error, theta_error
 
 
 def head_row(trace: AttentionTrace, layer: int, head: int, query: int) -> np.ndarray:

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 
 from explorer.adapters import generation as G
-from explorer.adapters.base import CrossForm, Unsupported
+from explorer.adapters.base import CrossForm, Record, Unsupported
+from explorer.adapters.protocols import Aligns, Loaded
 from explorer.adapters.text import Encoded, no_text
 from explorer.adapters.generation import BeamTrace
 
@@ -127,12 +127,13 @@ class AlignmentTrace:
         return w[int(head)]
 
 
-def _empty(loaded: Any, mode: str, attention: str, kind: str, error: str = "", notes: tuple[str, ...] = ()) -> AlignmentTrace:
+def _empty(loaded: Loaded, mode: str, attention: str, kind: str, error: str = "",
+           notes: tuple[str, ...] = ()) -> AlignmentTrace:
     return AlignmentTrace(getattr(loaded, "id", "?"), kind, attention, mode, error=error, notes=tuple(notes))
 
 
 # =========================================================================================== entry point
-def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "greedy", beam: int = 4,
+def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str = "greedy", beam: int = 4,
                     max_len: int | None = None) -> AlignmentTrace:
     """Decode `text` with `loaded` (greedy / beam of size `beam`), or force-decode `target` when it is non-empty.
 
@@ -155,9 +156,9 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
     if not src.ids:
         if any("cannot read text" in n for n in src.notes):
             return _empty(loaded, mode, attention, kind, " ".join(src.notes))
-        notes = tuple(n.replace("Type a sentence to see the model's internals.", "Type a source sentence to decode it.")
-                      for n in src.notes)
-        return _empty(loaded, mode, attention, kind, notes=notes or ("Type a source sentence to decode it.",))
+        said = tuple(n.replace("Type a sentence to see the model's internals.", "Type a source sentence to decode it.")
+                     for n in src.notes)
+        return _empty(loaded, mode, attention, kind, notes=said or ("Type a source sentence to decode it.",))
     notes, warnings = list(src.notes), []
     if src.n_unknown == len(src.ids):
         warnings.append("Every source token is unknown to the model: the output says nothing about your text.")
@@ -216,7 +217,7 @@ def alignment_trace(loaded: Any, text: str, target: str = "", decoding: str = "g
     )
 
 
-def _form(adapter: Any, notes: list[str]) -> CrossForm | None:
+def _form(adapter: Aligns, notes: list[str]) -> CrossForm | None:
     try:
         return adapter.cross_form()
     except Unsupported as exc:
@@ -230,7 +231,7 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
-def _cap(loaded: Any, n_src: int, max_len: int | None, hf: bool) -> tuple[int, str]:
+def _cap(loaded: Loaded, n_src: int, max_len: int | None, hf: bool) -> tuple[int, str]:
     """The output length cap, and a warning when the source is longer than any seen in training (built-ins)."""
     cap = MAX_OUTPUT if max_len is None else max(1, min(int(max_len), MAX_OUTPUT))
     limits = _train_limits(loaded)
@@ -250,7 +251,7 @@ def _cap(loaded: Any, n_src: int, max_len: int | None, hf: bool) -> tuple[int, s
     return cap, warning
 
 
-def _steps_math(rec: Any, attention: str) -> tuple[StepMath, ...]:
+def _steps_math(rec: Record, attention: str) -> tuple[StepMath, ...]:
     """StepMath for every step: the score of each step's most attended source position, recomputed in float64
     from the record's q_t and k_j (and v): e = v · tanh(q + k) or q · k."""
     q, k = rec["cross.0.q"].astype(np.float64), rec["cross.0.k"].astype(np.float64)      # (T, A), (S, A)
@@ -261,7 +262,7 @@ def _steps_math(rec: Any, attention: str) -> tuple[StepMath, ...]:
         v = rec["cross.0.v"].astype(np.float64)
         z = np.tanh(q + kj)
         e = z @ v
-        vectors = (q, kj, z, np.broadcast_to(v, z.shape))
+        vectors: tuple[np.ndarray, ...] = (q, kj, z, np.broadcast_to(v, z.shape))
     else:
         e = (q * kj).sum(axis=1)
         vectors = (q, kj)
@@ -274,7 +275,7 @@ def _steps_math(rec: Any, attention: str) -> tuple[StepMath, ...]:
 
 
 # =========================================================================================== built-in data
-def _data_module(loaded: Any):
+def _data_module(loaded: Loaded):
     from explorer.data import dates, translation
 
     corpus = (getattr(loaded, "meta", {}) or {}).get("corpus") or {}
@@ -291,10 +292,11 @@ def training_lengths(generator: str, n: int, seed: int) -> tuple[int, int]:
     return max(len(s) for s, _ in pairs), max(len(t) for _, t in pairs)
 
 
-def _train_limits(loaded: Any) -> tuple[int, int] | None:
+def _train_limits(loaded: Loaded) -> tuple[int, int] | None:
     corpus = (getattr(loaded, "meta", {}) or {}).get("corpus") or {}
     gen, n, seed = corpus.get("generator"), corpus.get("n_train"), corpus.get("seed")
-    if gen not in ("translation", "dates") or not isinstance(n, int) or not isinstance(seed, int) or not 0 < n <= 50_000:
+    if (gen not in ("translation", "dates") or not isinstance(n, int) or not isinstance(seed, int)
+            or not 0 < n <= 50_000):
         return None
     return training_lengths(gen, n, seed)
 
@@ -315,7 +317,7 @@ class LengthCurve:
     error: str = ""
 
 
-def length_accuracy(loaded: Any, n_pairs: int = 300) -> LengthCurve:
+def length_accuracy(loaded: Loaded, n_pairs: int = 300) -> LengthCurve:
     """Per-length exact match: from the checkpoint's meta["metrics"]["exact_match_by_source_length"] when
     stored, else computed (greedy) on `n_pairs` regenerated held-out pairs of the checkpoint's corpus."""
     meta = getattr(loaded, "meta", {}) or {}
@@ -344,10 +346,11 @@ def length_accuracy(loaded: Any, n_pairs: int = 300) -> LengthCurve:
     items = list(by.items())
     return LengthCurve(loaded.id, label, tuple(k for k, _ in items), tuple(float(v["exact_match"]) for _, v in items),
                        tuple(int(v["n"]) for _, v in items),
-                       f"computed now on {n_pairs} regenerated held-out pairs (the checkpoint stores no per-length metrics)")
+                       f"computed now on {n_pairs} regenerated held-out pairs "
+                       "(the checkpoint stores no per-length metrics)")
 
 
-def presets_for(loaded: Any) -> list[str]:
+def presets_for(loaded: Loaded) -> list[str]:
     """Teaching sentences for this model: its translation examples (explorer.data.examples)."""
     return list(loaded.adapter.examples("translation").sentences)
 

@@ -35,15 +35,17 @@ has spent fewer than CHEAP evaluations), or the output has spent `steps` gradien
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import torch
 
 from explorer.adapters import generation as G
-from explorer.adapters.base import Unsupported
-from explorer.adapters.text import no_text
+from explorer.adapters.base import Adapter, Unsupported
+from explorer.adapters.protocols import Differentiates, Loaded
+from explorer.adapters.text import Encoded, no_text
 from explorer.runtime.device import is_large
+from explorer.runtime.errors import ViewError
 from explorer.runtime.prefix_memo import prefix_memo
 
 STEPS = 256  # the most gradient evaluations an output may spend
@@ -59,12 +61,20 @@ MAX_OUTPUTS = 40
 RULE = "adaptive composite Gauss–Legendre"
 
 
-class AttributionError(ValueError):
+class AttributionError(ViewError, ValueError):
     """The model cannot be attributed (no output layer, empty input); str() is for the user."""
+
+    alert = "info"
 
 
 @dataclass(frozen=True)
 class AttributionTrace:
+    """N inputs attributed from M outputs (the module docstring has the definitions).
+
+    inputs, segment (N,): the tokens as fed, 0 (1: an encoder-decoder's decoder inputs); outputs, position (M,): the
+    tokens attributed and the logit row read; gradient_x_input, integrated (M, N): the attributions (0 where the input
+    cannot reach that output); logit, baseline_logit (M,): f(E), f(B); edges: per output, its intervals' ends."""
+
     model_id: str
     inputs: tuple[str, ...]
     segment: tuple[int, ...]
@@ -249,7 +259,7 @@ def _integrate(path: _Path, steps: int) -> list[_Result]:
 
 
 # ------------------------------------------------------------------------------------------------ the baseline
-def _mean_embedding(adapter: Any, side: str) -> torch.Tensor:
+def _mean_embedding(adapter: Differentiates, side: str) -> torch.Tensor:
     """(C,) the mean of the embeddings the model adds for the ordinary (not special) tokens of `side`'s table."""
     cache = adapter.__dict__.setdefault("_mean_embedding", {})
     if side not in cache:
@@ -257,12 +267,14 @@ def _mean_embedding(adapter: Any, side: str) -> torch.Tensor:
         table = tables.get(side) or tables["input"]
         ids = torch.tensor([i for i, s in enumerate(table.special) if not s], device=adapter.device)
         with torch.no_grad():
-            total = sum(adapter.embed_ids(chunk, side=side).double().sum(0) for chunk in ids.split(4096))
+            total = sum((adapter.embed_ids(chunk, side=side).double().sum(0) for chunk in ids.split(4096)),
+                        torch.zeros((), dtype=torch.float64, device=adapter.device))
         cache[side] = (total / len(ids)).float()
     return cache[side]
 
 
-def baseline_inputs(adapter: Any, E: torch.Tensor, starts: tuple[int, ...] = (0,)) -> tuple[torch.Tensor, str, tuple]:
+def baseline_inputs(adapter: Differentiates, E: torch.Tensor,
+                    starts: tuple[int, ...] = (0,)) -> tuple[torch.Tensor, str, tuple]:
     """(N, C) the baseline of every input, its name, and the inputs it keeps (module docstring). starts: where each
     segment begins (an encoder-decoder's decoder inputs are a second segment, with their own table)."""
     try:
@@ -280,7 +292,7 @@ def baseline_inputs(adapter: Any, E: torch.Tensor, starts: tuple[int, ...] = (0,
 
 
 # ------------------------------------------------------------------------------------------------- the probe
-def _causal_rows(adapter: Any, E: torch.Tensor, B: torch.Tensor, ids: list[int], positions: list[int],
+def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids: list[int], positions: list[int],
                  targets: list[int], steps: int) -> list[_Result]:
     """_integrate of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C).
 
@@ -302,14 +314,16 @@ def _causal_rows(adapter: Any, E: torch.Tensor, B: torch.Tensor, ids: list[int],
     return rows
 
 
-def default_outputs(loaded: Any) -> str:
+def default_outputs(loaded: Loaded) -> str:
     """The outputs the view attributes when the URL does not say: the prediction alone for a language model above
-    explorer.runtime.device.LARGE_MODEL parameters (each row costs tens of its forward and backward passes), else all."""
+    explorer.runtime.device.LARGE_MODEL parameters (each row costs tens of its forward and backward passes), else
+    all."""
     return "prediction" if is_large(getattr(loaded, "model", None)) and not loaded.adapter.is_encoder_decoder \
         else "all"
 
 
-def attribution(loaded: Any, text: str, target: str = "", steps: int = STEPS, outputs: str = "all") -> AttributionTrace:
+def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
+                outputs: str = "all") -> AttributionTrace:
     """See the module docstring. outputs (decoders and RNN LMs): "all" (every next token and the prediction) or
     "prediction" (the model's own next token only). Raises AttributionError."""
     adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
@@ -335,12 +349,12 @@ def attribution(loaded: Any, text: str, target: str = "", steps: int = STEPS, ou
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
     targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(own[-1].argmax())]
     rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps)
-    outputs = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
-    return _trace(mid, tuple(enc.tokens), (0,) * N, outputs, tuple(positions), rows, steps, baseline, kept, True,
+    shown = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
+    return _trace(mid, tuple(enc.tokens), (0,) * N, shown, tuple(positions), rows, steps, baseline, kept, True,
                   notes)
 
 
-def _seq2seq(adapter: Any, mid: str, enc: Any, ids: torch.Tensor, target: str, steps: int,
+def _seq2seq(adapter: Adapter, mid: str, enc: Encoded, ids: torch.Tensor, target: str, steps: int,
              notes: list[str]) -> AttributionTrace:
     dev = adapter.device
     if no_text(target or "") is None:

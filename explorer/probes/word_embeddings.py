@@ -1,12 +1,13 @@
-"""Word embeddings: tables of vectors from any model or a text file, neighbours, analogies, two-axis views,
-and contextual embeddings per layer.
+"""Word embeddings: tables of vectors from any model or a text file, looked up the way the model reads words,
+neighbours, analogies and two-axis views.
 
 Tables (`EmbeddingTable`): the rows of a model's input embedding matrix with the token of each row
   builtin:word2vec   SkipGram.in_embed (v, the word vectors; Mikolov et al. 2013)
   built-in LMs       RNNLanguageModel.embedding, tiny GPT `wte`, seq2seq `src_embedding` / `tgt_embedding`
   Hugging Face       model.get_input_embeddings() with the tokenizer's pieces (id order)
   state dicts        the 2-D tensor named like an embedding (embed / wte / emb), with the vocab.json if given
-  text files         "word v1 v2 ... vD" per line (GloVe / word2vec text format, optional "N D" header line)
+  text files         "word v1 v2 ... vD" per line (GloVe / word2vec text format, optional "N D" header line), parsed
+                     by explorer.files.vector_text (`text_file_table`)
 
 Similarity is cosine: cos(u, v) = u·v / (|u| |v|). Analogies use 3CosAdd (Mikolov et al. 2013; Levy & Goldberg
 2014): answer = argmax_x cos(x, â − b̂ + ĉ) over x ∉ {a, b, c}, with x̂ = x / |x|. Two-axis views (as in whatlies)
@@ -14,16 +15,10 @@ place a word w on the axis a→b at (w − a)·(b − a) / |b − a|², so a sit
 
 Typed words are looked up the way the model reads them in a sentence (`locate`): in byte-level BPE and SentencePiece
 vocabularies the entry of the word after a space ("Ġking", shown "·king"), found with the model's own tokenizer.
-
-Contextual embeddings (`ContextTrace.states`, (L+1, T, C)), numbered as the app numbers layers (from 0): states[0]
-the embeddings, what enters layer 0; states[l + 1] the output of layer l: Hugging Face `output_hidden_states`
-(encoder-decoders: the encoder's; the last as the model returns it, after its final norm where it has one), built-in
-RNN LMs and seq2seq encoders the output of each recurrent layer, tiny GPT the output of each block.
+Contextual embeddings (one vector per token per layer) are explorer.probes.contextual_embeddings.
 """
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -31,26 +26,14 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from explorer.adapters.protocols import Loaded
 from explorer.adapters.base import Unsupported
 from explorer.data.english import word_class
+from explorer.files.vector_text import MAX_FILE_ROWS, EmbeddingError, parse_text_embeddings
 
-MAX_FILE_ROWS = 1_000_000
-DEFAULT_MAX_VECTORS_MB = 100  # parsing takes ~6 bytes of memory per byte (82 MB of text: 4.4 s, +500 MB)
 MAX_TYPED_WORDS = 64
 MARKED = ("byte-level", "sentencepiece")  # vocabularies with an entry for a word after a space ("Ġking", "▁king")
-SPACE_MARKS = ("·", "Ġ", "▁")  # that space as shown (explorer.text.token_text); as byte-level BPE, SentencePiece write it
-
-
-class EmbeddingError(ValueError):
-    """A model or file has no embedding table this view can read; str() is a message for the user."""
-
-
-class EmbeddingFileError(EmbeddingError):
-    """A malformed embedding text file; `line` is the 1-based line number (0: the file as a whole)."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        self.line, self.reason = line, reason
-        super().__init__(f"line {line}: {reason}" if line else reason)
+SPACE_MARKS = ("·", "Ġ", "▁")  # that space: as shown (explorer.text.token_text), in byte-level BPE, in SentencePiece
 
 
 # -------------------------------------------------------------------------------------------- tables
@@ -129,7 +112,8 @@ def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray,
     scheme: the vocabulary's (explorer.text.token_text), read from the entries when not given."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2:
-        raise EmbeddingError(f"{source}: an embedding table must be 2-D (rows × dimensions), got shape {vectors.shape}.")
+        raise EmbeddingError(f"{source}: an embedding table must be 2-D (rows × dimensions), "
+                             f"got shape {vectors.shape}.")
     words = tuple(str(w) for w in words)
     if len(words) != vectors.shape[0]:
         raise EmbeddingError(f"{source}: {len(words)} words for {vectors.shape[0]} vectors.")
@@ -149,7 +133,7 @@ def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray,
                           special, subword, tuple(notes), order_kind, scheme or infer_scheme(words), index)
 
 
-def table_sources(loaded: Any) -> dict[str, str]:
+def table_sources(loaded: Loaded) -> dict[str, str]:
     """The embedding tables a model offers: source key -> label (the first is the default)."""
     try:
         return {key: t.label for key, t in loaded.adapter.tables().items()}
@@ -157,7 +141,7 @@ def table_sources(loaded: Any) -> dict[str, str]:
         return {"input": "input embeddings"}
 
 
-def embedding_table(loaded: Any, source: str = "input") -> EmbeddingTable:
+def embedding_table(loaded: Loaded, source: str = "input") -> EmbeddingTable:
     """The embedding table `source` of any LoadedModel (its adapter's `tables()`). Raises EmbeddingError."""
     mid = str(getattr(loaded, "id", "model"))
     try:
@@ -185,114 +169,14 @@ def embedding_table(loaded: Any, source: str = "input") -> EmbeddingTable:
                       order_kind=order_kind, scheme=scheme if scheme in (*MARKED, "wordpiece", "plain") else "")
 
 
-# ------------------------------------------------------------------------------------------ text files
-def max_vector_file_bytes() -> int:
-    """Largest vector text file parsed: EXPLORER_MAX_VECTORS_MB (default 100)."""
-    try:
-        mb = float(os.environ.get("EXPLORER_MAX_VECTORS_MB", DEFAULT_MAX_VECTORS_MB))
-    except ValueError:
-        mb = DEFAULT_MAX_VECTORS_MB
-    return int(max(mb, 0) * 2**20)
+def text_file_table(data: bytes, name: str = "upload", max_rows: int = MAX_FILE_ROWS) -> EmbeddingTable:
+    """The table of a vector text file (explorer.files.vector_text.parse_text_embeddings), rows in file order;
+    key "file:" + a hash of the bytes. Raises EmbeddingFileError (an EmbeddingError)."""
+    f = parse_text_embeddings(data, name, max_rows)
+    return make_table(f.key, f.source, f.words, f.vectors, None, None,
+                      "file order (such files are usually sorted most frequent first)", notes=f.notes,
+                      order_kind="file")
 
-
-def parse_text_embeddings(data: bytes, name: str = "upload", max_rows: int = MAX_FILE_ROWS) -> EmbeddingTable:
-    """Parse "word v1 ... vD" lines (GloVe / word2vec text format, optional "N D" header) from bytes.
-
-    Raises EmbeddingFileError with the 1-based line number and the reason for the first problem found, and for a
-    file over EXPLORER_MAX_VECTORS_MB before anything is decoded. Words may contain spaces (the last D fields are
-    the numbers). Duplicate words keep their first row.
-    """
-    limit = max_vector_file_bytes()
-    if len(data) > limit:
-        raise EmbeddingFileError(0, f"The file is {len(data) / 2**20:,.1f} MB, over the {limit / 2**20:.3g} MB limit "
-                                    "for vector files (set EXPLORER_MAX_VECTORS_MB to change it).")
-    if not data or not data.strip():
-        raise EmbeddingFileError(0, "The file is empty.")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise EmbeddingFileError(line, f"not UTF-8 text (byte 0x{data[exc.start]:02x}); is this a binary word2vec "
-                                       "file? Save it in the text format.") from None
-    lines = text.split("\n")
-    header_n: int | None = None
-    dim: int | None = None
-    words: list[str] = []
-    rows: list[np.ndarray] = []
-    start = 0
-    while start < len(lines) and not lines[start].strip():
-        start += 1
-    first = lines[start].split() if start < len(lines) else []
-    if len(first) == 2 and all(re.fullmatch(r"\d+", f) for f in first):
-        header_n, dim = int(first[0]), int(first[1])
-        if dim < 1:
-            raise EmbeddingFileError(start + 1, f"the header says {dim} dimensions.")
-        start += 1
-    for lineno in range(start, len(lines)):
-        raw = lines[lineno].rstrip("\r")
-        if not raw.strip():
-            continue
-        parts = raw.split()
-        if dim is None:
-            if len(parts) < 2:
-                raise EmbeddingFileError(lineno + 1, "expected a word followed by numbers, found one field.")
-            dim = _count_numbers(parts)
-            if dim == 0:
-                raise EmbeddingFileError(lineno + 1, f"'{parts[-1][:40]}' is not a number.")
-        if len(parts) < dim + 1:
-            raise EmbeddingFileError(lineno + 1, f"expected a word and {dim} numbers, found {len(parts)} field(s)"
-                                                 f" ({len(parts) - 1} number(s)).")
-        word = " ".join(parts[: len(parts) - dim])
-        try:
-            vec = np.array(parts[len(parts) - dim:], dtype=np.float32)
-        except ValueError:
-            bad = next((p for p in parts[len(parts) - dim:] if not _is_number(p)), parts[-1])
-            raise EmbeddingFileError(lineno + 1, f"'{bad[:40]}' is not a number.") from None
-        if len(parts) > dim + 1 and _is_number(parts[len(parts) - dim - 1]):
-            raise EmbeddingFileError(lineno + 1, f"expected {dim} numbers after the word, found more "
-                                                 f"({_count_numbers(parts)}).")
-        if not np.isfinite(vec).all():
-            raise EmbeddingFileError(lineno + 1, "the vector holds NaN or infinite values.")
-        words.append(word)
-        rows.append(vec)
-        if len(words) > max_rows:
-            raise EmbeddingFileError(lineno + 1, f"more than {max_rows:,} vectors: too large for the explorer.")
-    if not words:
-        raise EmbeddingFileError(0, "The file holds no vectors.")
-    notes = []
-    if header_n is not None and header_n != len(words):
-        notes.append(f"The header announces {header_n:,} vectors; the file holds {len(words):,}.")
-    n_dups = len(words) - len(set(words))
-    if n_dups:
-        notes.append(f"{n_dups:,} duplicate word(s): the first vector of each is used for look-ups.")
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    return make_table(f"file:{digest}", f"{name} ({len(words):,} × {dim})", words, np.stack(rows), None, None,
-                      "file order (such files are usually sorted most frequent first)", notes=notes, order_kind="file")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
-def _count_numbers(parts: Sequence[str]) -> int:
-    """How many trailing fields are numbers (the word is the rest, at least the first field)."""
-    n = 0
-    for p in reversed(parts[1:]):
-        if not _is_number(p):
-            break
-        n += 1
-    return n
-
-
-def table_to_text(words: Sequence[str], vectors: np.ndarray, header: bool = False) -> bytes:
-    """The text format of `parse_text_embeddings` (for tests and export)."""
-    lines = [f"{len(words)} {vectors.shape[1]}"] if header else []
-    lines += [w + " " + " ".join(f"{v:.6g}" for v in row) for w, row in zip(words, vectors)]
-    return ("\n".join(lines) + "\n").encode()
 
 
 # -------------------------------------------------------------------------------------- typed words
@@ -346,7 +230,7 @@ class _Reader:
     """How a model reads typed text: its tokenizer (special tokens left out) or, without one, its adapter's
     `encode`; tokens shown with the adapter's display strings; ids mapped to table rows."""
 
-    def __init__(self, loaded: Any, table: EmbeddingTable) -> None:
+    def __init__(self, loaded: Loaded, table: EmbeddingTable) -> None:
         self.adapter = loaded.adapter
         self.tokenizer = getattr(loaded, "tokenizer", None)
         self.table = table
@@ -388,7 +272,7 @@ class _Reader:
         return row if row is not None and not table.special[row] else None
 
 
-def _reader(table: EmbeddingTable, loaded: Any) -> _Reader | None:
+def _reader(table: EmbeddingTable, loaded: Loaded | None) -> _Reader | None:
     """The model's reader when the table is one of its own and has a tokenizer's pieces (else None: a file, or
     words looked up as typed)."""
     if loaded is None or getattr(loaded, "adapter", None) is None or table.scheme == "plain":
@@ -405,7 +289,7 @@ def _as_typed(table: EmbeddingTable, word: str) -> tuple[int, str] | None:
     return None
 
 
-def locate(table: EmbeddingTable, word: str, loaded: Any = None) -> Located:
+def locate(table: EmbeddingTable, word: str, loaded: Loaded | None = None) -> Located:
     """Find `word` in `table` the way the model `loaded` reads it in a sentence.
 
     Byte-level BPE and SentencePiece vocabularies have an entry for a word after a space ("Ġking", "▁king"; shown
@@ -658,269 +542,9 @@ def background_rows(table: EmbeddingTable, n: int, whole: bool = False) -> np.nd
     return order[: max(0, min(int(n), len(order)))]
 
 
-# ----------------------------------------------------------------------------------- contextual
-class ContextError(EmbeddingError):
-    """The model has no contextual layers (or the text gives no tokens); str() is for the user."""
-
-
-@dataclass(frozen=True)
-class ContextTrace:
-    """A sentence through the model, numbered as the app numbers layers (from 0: layer l is block l, or recurrent
-    layer l). states: L+1 arrays (T, C_k) float32: states[0] the embeddings (what enters layer 0), states[l + 1]
-    the output of layer l (C_0 may differ from the layers' width, e.g. an RNN's embedding size); layer_names
-    (L+1,): "embeddings", "after layer 0", …, "after layer L−1" (+ "final norm" where the model returns its last
-    state after one); tokens, special, ids: (T,).
-    left_to_right: a token's vector reads only the tokens before it (a causal transformer, a one-way RNN);
-    positions: how the model knows order (Adapter.position_scheme().kind: learned, sinusoidal, rotary, alibi,
-    relative, none; "recurrent" for recurrent layers)."""
-
-    model_id: str
-    tokens: tuple[str, ...]
-    special: tuple[bool, ...]
-    layer_names: tuple[str, ...]
-    states: tuple[np.ndarray, ...]
-    what: str
-    notes: tuple[str, ...] = ()
-    ids: tuple[int, ...] = ()
-    left_to_right: bool = False
-    positions: str = ""
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-
-LAYER_NAMES = ("embed", "blocks.*.resid_pre", "blocks.*.resid_post", "ln_final", "rnn.*.out", "encoder.embed",
-               "encoder.rnn.*.out", "encoder.blocks.*.resid_pre", "encoder.blocks.*.resid_post", "encoder.ln_final",
-               "rnn.0.bwd.h", "encoder.rnn.0.bwd.h")  # a backward direction: the recurrence reads both ways
-# The "same word in two sentences" pair per kind of model (Sentence A, Sentence B, the word). A model that reads
-# left to right sees only the words before 'bank', so there they come first; an encoder reads the whole sentence.
-PAIR_LEFT_TO_RIGHT = ("He sat down on the grassy river bank", "She paid the cheque into her bank", "bank")
-PAIR_BOTH_WAYS = ("the bank of the river", "my bank account", "bank")
-
-
-def reads_left_to_right(adapter: Any) -> bool:
-    """Whether the model's hidden state at a token reads only the tokens before it (known before a run): a causal
-    transformer, or a recurrent language model (one direction: it predicts the next word)."""
-    return bool(adapter.causal) or (bool(adapter.recurrent) and bool(adapter.can_generate)
-                                    and not adapter.is_encoder_decoder)
-
-
-def drift_pair(loaded: Any) -> tuple[str, str, str]:
-    """The default (sentence A, sentence B, word) of the same-word comparison for this model (see PAIR_*)."""
-    return PAIR_LEFT_TO_RIGHT if reads_left_to_right(loaded.adapter) else PAIR_BOTH_WAYS
-
-
-def _position_kind(adapter: Any) -> str:
-    try:
-        return str(adapter.position_scheme().kind)
-    except Exception:  # a model whose position scheme cannot be read: said as unknown, never guessed
-        return ""
-
-
-def contextual(loaded: Any, text: str) -> ContextTrace:
-    """Hidden states of every layer for `text`, read from the model's record: see the module docstring.
-    Raises ContextError."""
-    adapter = loaded.adapter
-    mid = str(getattr(loaded, "id", "model"))
-    enc = adapter.encode(text)
-    if not len(enc):
-        raise ContextError(" ".join(enc.notes) or "Type a sentence.")
-    try:
-        rec = adapter.run(enc, names=LAYER_NAMES)
-    except Unsupported as exc:
-        raise ContextError(str(exc)) from None
-    p = "encoder." if adapter.is_encoder_decoder else ""
-    whose = "the encoder's " if p else ""
-    if rec.layers(p + "blocks.{l}.resid_pre"):
-        L = len(rec.layers(p + "blocks.{l}.resid_pre"))
-        last = f"{p}blocks.{L - 1}.resid_post" if f"{p}blocks.{L - 1}.resid_post" in rec else p + "ln_final"
-        normed = last.endswith("ln_final")
-        keys = [f"{p}blocks.{layer}.resid_pre" for layer in range(L)] + [last]
-        names = ["embeddings"] + [f"after layer {layer}" for layer in range(L)]
-        if normed:
-            names[-1] += " + final norm"
-        what = (f"{whose}hidden states: the embeddings (the residual stream entering layer 0), then the output of "
-                f"each layer 0 … {L - 1} (block l's residual stream)"
-                + (f"; the last as the model returns it, after its final norm" if normed else ""))
-        left_to_right, positions = bool(adapter.causal) and not p, _position_kind(adapter)
-    elif rec.layers(p + "rnn.{l}.out"):
-        layers = rec.layers(p + "rnn.{l}.out")
-        keys = [p + "embed"] + [f"{p}rnn.{layer}.out" for layer in layers]
-        names = ["embeddings"] + [f"after {'encoder ' if p else ''}layer {layer}" for layer in layers]
-        what = (f"{whose}input embeddings (what enters recurrent layer 0), then the output h_t of each recurrent "
-                f"layer 0 … {len(layers) - 1}")
-        left_to_right, positions = f"{p}rnn.0.bwd.h" not in rec, "recurrent"
-    else:
-        raise ContextError(f"{mid} has one vector per word and no layers: there are no contextual embeddings. "
-                           "Pick a language model or a transformer.")
-    states = tuple(np.ascontiguousarray(rec[k], dtype=np.float32) for k in keys)
-    return ContextTrace(mid, enc.tokens, enc.special or (False,) * len(enc), tuple(names), states, what, enc.notes,
-                        tuple(int(i) for i in enc.ids), left_to_right, positions)
-
-
-def find_span(tokens: Sequence[str], word: str) -> tuple[int, int] | None:
-    """[start, end) of the first run of tokens that spells `word` (a leading space mark ·, Ġ, ▁ and WordPiece's ##
-    ignored, any case)."""
-    target = word.strip().lower()
-    if not target:
-        return None
-    clean = [re.sub(r"^(##|Ġ|▁|·)", "", t).lower() for t in tokens]
-    for i in range(len(clean)):
-        acc = ""
-        for j in range(i, len(clean)):
-            acc += clean[j]
-            if acc == target:
-                return i, j + 1
-            if not target.startswith(acc):
-                break
-    return None
-
-
-@dataclass(frozen=True)
-class Drift:
-    """cos: (L+1,) cosine similarity per state (layer_names) between the word's vectors in sentence A and sentence
-    B (mean over its pieces); spans: its token run in each sentence."""
-
-    word: str
-    layer_names: tuple[str, ...]
-    cos: np.ndarray
-    span_a: tuple[int, int]
-    span_b: tuple[int, int]
-
-
-def drift(a: ContextTrace, b: ContextTrace, word: str) -> Drift:
-    """The same word in two sentences, layer by layer. Raises ContextError when a sentence lacks the word."""
-    spans = []
-    for label, trace in (("A", a), ("B", b)):
-        span = find_span(trace.tokens, word)
-        if span is None:
-            raise ContextError(f"'{word}' is not among the tokens of sentence {label} ({' '.join(trace.tokens)[:200]}).")
-        spans.append(span)
-    cos = np.zeros(len(a.states), dtype=np.float64)
-    for layer, (sa, sb) in enumerate(zip(a.states, b.states)):
-        va = sa[spans[0][0]:spans[0][1]].mean(axis=0).astype(np.float64)
-        vb = sb[spans[1][0]:spans[1][1]].mean(axis=0).astype(np.float64)
-        norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
-        cos[layer] = float(va @ vb) / norm if norm > 0 else 0.0
-    return Drift(word, a.layer_names, cos.astype(np.float32), spans[0], spans[1])
-
-
-_NO_POSITION_VECTOR = {
-    "rotary": "its positions are rotations of q and k inside attention, RoPE",
-    "alibi": "its positions are a bias on the attention scores, ALiBi",
-    "relative": "its positions are a learned bias on the attention scores",
-    "recurrent": "a recurrent model knows order from its recurrence",
-    "none": "no position vector was found in it",
-}
-
-
-def drift_story(a: ContextTrace, b: ContextTrace, d: Drift) -> tuple[str, ...]:
-    """What this comparison shows for this model, in sentences that print the computed values: the embeddings (the
-    same token? a position vector?), what each vector can read (left to right: the tokens before it; else the
-    whole sentence), and the cosines at the embeddings, at their lowest and after the last layer."""
-    w = f"‘{_short(d.word)}’"
-    (a0, a1), (b0, b1) = d.span_a, d.span_b
-    same_token = (a.ids[a0:a1] == b.ids[b0:b1]) if a.ids and b.ids else a.tokens[a0:a1] == b.tokens[b0:b1]
-    c0, low, k = float(d.cos[0]), float(d.cos.min()), int(np.argmin(d.cos))
-
-    def where(span: tuple[int, int], label: str) -> str:
-        n = span[1] - span[0]
-        return f"token {span[0]} of {label}" if n == 1 else \
-            f"tokens {span[0]}–{span[1] - 1} of {label} (the mean of its {n} pieces)"
-
-    out = [f"{w} is {where(d.span_a, 'A')} and {where(d.span_b, 'B')}."]
-    if not same_token:
-        out.append(f"{w} is read as different tokens, {_pieces(a.tokens[a0:a1])} in A and {_pieces(b.tokens[b0:b1])} "
-                   f"in B, so its vectors differ from the embeddings on (cos {c0:.3f}).")
-    elif a.positions in ("learned", "sinusoidal"):
-        if a0 == b0:
-            out.append(f"At the embeddings {w} is token {a0} in both sentences: the same token plus the same "
-                       f"{a.positions} position vector, so the same vector (cos {c0:.3f}).")
-        else:
-            out.append(f"At the embeddings the two vectors differ only by their {a.positions} position vectors "
-                       f"(token {a0} in A, token {b0} in B): cos {c0:.3f}.")
-    else:
-        why = _NO_POSITION_VECTOR.get(a.positions, "its position scheme could not be read")
-        out.append(f"The model adds no position vector to its input ({why}): at the embeddings {w} has the same "
-                   f"vector in both sentences (cos {c0:.3f}).")
-    if a.left_to_right:
-        who = "A recurrent model that reads left to right" if a.positions == "recurrent" else "A causal model"
-        before_a, before_b = a.ids[:a0] if a.ids else a.tokens[:a0], b.ids[:b0] if b.ids else b.tokens[:b0]
-        if same_token and before_a == before_b:
-            out.append(f"{who} reads only the tokens before a token, and the tokens before {w} are the same in A and "
-                       f"B: its vectors agree at every layer (cos {low:.3f} at the lowest). The words after it cannot "
-                       f"change them: put the words that decide its meaning before it.")
-        else:
-            shown_a, shown_b = _before(a, a0), _before(b, b0)
-            out.append(f"{who} reads only the tokens before a token: {w} reads {shown_a} in A and {shown_b} in B; "
-                       f"the words after it cannot change its vector.")
-    else:
-        out.append(f"The model reads the whole sentence in both directions: the vector of {w} can depend on every "
-                   "token of its sentence.")
-    last, names = float(d.cos[-1]), d.layer_names
-    if k == len(d.cos) - 1:
-        out.append(f"cos {c0:.3f} at the embeddings, {last:.3f} {names[-1]} (its lowest).")
-    elif k == 0:
-        out.append(f"cos {c0:.3f} at the embeddings (its lowest), {last:.3f} {names[-1]}.")
-    else:
-        out.append(f"cos {c0:.3f} at the embeddings, {low:.3f} at its lowest ({names[k]}), {last:.3f} {names[-1]}.")
-    return tuple(out)
-
-
-def _before(trace: ContextTrace, start: int, n: int = 16) -> str:
-    """The tokens before position `start` (special ones left out), quoted: “He ·sat ·down”, or "nothing"."""
-    shown = [_short(t, 20) for t, s in zip(trace.tokens[:start], trace.special) if not s]
-    if not shown:
-        return "nothing"
-    return "“" + " ".join(shown[-n:]) + "”" if len(shown) <= n else "“… " + " ".join(shown[-n:]) + "”"
-
-
-@dataclass(frozen=True)
-class ContextProjection:
-    """coords: (L+1, T, dims) PCA positions of every token at every layer (NaN where a layer cannot be placed in
-    the fitted space); fitted: what the PCA was fitted on, in words."""
-
-    coords: np.ndarray
-    fitted: str
-    explained: tuple[float, ...]
-
-
-def context_projection(trace: ContextTrace, layer: int | None = None, dims: int = 2,
-                       skip_special: bool = True) -> ContextProjection:
-    """PCA of the sentence's token vectors, fitted on all layers together (layer None: the paths through the
-    layers share one space; only layers of the common width) or on one layer's vectors (the others are placed with
-    the same map when they have its width). Special tokens are left out of the fit when asked."""
-    from explorer.projections.reduce import ProjectionError, fit
-
-    T = len(trace.tokens)
-    keep = np.array([not (s and skip_special) for s in trace.special], dtype=bool)
-    if not keep.any():
-        keep[:] = True
-    width = trace.states[-1 if layer is None else layer].shape[1]
-    same = [i for i, st in enumerate(trace.states) if st.shape[1] == width]
-    fit_layers = same if layer is None else [layer]
-    X = np.concatenate([trace.states[i][keep] for i in fit_layers])
-    try:
-        proj = fit(X, "pca", dims)
-    except ProjectionError as exc:
-        raise ContextError(f"No PCA of this sentence's vectors: {exc}") from None
-    coords = np.full((len(trace.states), T, dims), np.nan, dtype=np.float32)
-    for i in same:
-        coords[i] = proj.model.transform(trace.states[i])
-    what = "all layers' token vectors together" if layer is None else f"the token vectors of {trace.layer_names[layer]}"
-    if layer is None and len(same) < len(trace.states):
-        what += f" (not {', '.join(trace.layer_names[i] for i in range(len(trace.states)) if i not in same)}: " \
-                "another width)"
-    return ContextProjection(coords, f"PCA fitted on {what}: {X.shape[0]} vectors × {width} dimensions"
-                             + ("; special tokens left out" if skip_special and not keep.all() else ""),
-                             proj.explained)
-
-
 __all__ = [
-    "EmbeddingTable", "EmbeddingError", "EmbeddingFileError", "make_table", "infer_scheme", "table_sources",
-    "embedding_table", "parse_text_embeddings", "table_to_text", "Located", "typed_words", "locate", "read_as",
-    "not_found_message", "unit_vectors", "unit_table", "Ranked", "neighbours", "cosine", "analogy", "axis_coords",
-    "is_whole_word", "whole_words", "background_rows", "ContextError", "ContextTrace", "contextual",
-    "reads_left_to_right", "drift_pair", "find_span", "Drift", "drift", "drift_story", "ContextProjection",
-    "context_projection",
+    "EmbeddingTable", "EmbeddingError", "make_table", "infer_scheme", "table_sources", "embedding_table",
+    "text_file_table", "Located", "typed_words", "locate", "read_as", "not_found_message", "unit_vectors",
+    "unit_table", "Ranked", "neighbours", "cosine", "analogy", "axis_coords", "is_whole_word", "whole_words",
+    "background_rows",
 ]

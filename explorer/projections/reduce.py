@@ -30,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from explorer.runtime import numba_cache
+from explorer.runtime.errors import ViewError
 
 numba_cache.configure()  # before umap imports numba: compiled functions are kept on disk
 
@@ -43,8 +44,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 Progress = Callable[[float, str], None]
 
 
-class ProjectionError(ValueError):
+class ProjectionError(ViewError, ValueError):
     """The data cannot be projected as asked; str() is a message for the user."""
+
+    alert = "warning"
 
 
 @dataclass

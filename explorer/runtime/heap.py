@@ -7,10 +7,10 @@ pauses (up to 253 ms) landed in 2.5 minutes, in the slow tail of typing → char
 alive at that moment to a permanent generation that collections skip: a full collection then takes ~3 ms.
 
 Frozen objects are never collected. The freezes happen once, when the libraries are first imported
-(explorer.runtime.preload, explorer.runtime.hf_runtime); a model loaded by then is frozen with them. A model sits in reference
-cycles (its adapter and the loaded record refer to each other), so evicting one needs a collection: `collect()`
-with `thaw=True` when the model may be frozen (loaded before the last freeze: compare `epoch()` then and now),
-which thaws everything, collects and freezes what is left (0.3-0.6 s holding the interpreter lock with a few
+(explorer.runtime.preload, explorer.runtime.hf_runtime); a model loaded by then is frozen with them. A model sits in
+reference cycles (its adapter and the loaded record refer to each other), so evicting one needs a collection:
+`collect()` with `thaw=True` when the model may be frozen (loaded before the last freeze: compare `epoch()` then and
+now), which thaws everything, collects and freezes what is left (0.3-0.6 s holding the interpreter lock with a few
 models loaded: every other session waits), else a plain full collection of what is not frozen (milliseconds).
 """
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Warm a fresh install before a class: load every built-in model and the packaged pretrained models once (a check
-that they load; SmolLM2 is converted from GGUF to float32 safetensors in the user cache), and compile umap-learn's numba functions into the on-disk cache (explorer.runtime.numba_cache).
+that they load; SmolLM2 is converted from GGUF to float32 safetensors in the user cache), and compile umap-learn's numba
+functions into the on-disk cache (explorer.runtime.numba_cache).
 
     python -m explorer.startup.warmup        # also run by the Dockerfile, so every replica starts warm
 """

@@ -12,9 +12,9 @@ Settings (environment variables, read when a job starts):
                                         the batch size is lowered to fit, and a model that does not fit with one
                                         example is refused.
 
-`apply(spec)` puts the limits into a TrainSpec (explorer.training.train checks the model against them once the vocabulary
-is known, before building it: `fit_batch`). Every refusal is a TrainBudgetError (a ValueError) whose message names
-the limit and its setting.
+`apply(spec)` puts the limits into a TrainSpec (explorer.training.tasks checks the model against them once the
+vocabulary is known, before building it: `fit_batch`). Every refusal is a TrainBudgetError (a ValueError) whose message
+names the limit and its setting.
 """
 from __future__ import annotations
 
@@ -56,9 +56,9 @@ class TrainBudget:
 
 
 def apply(spec: Any, budget: TrainBudget | None = None) -> Any:
-    """A copy of `spec` (an explorer.training.train.TrainSpec) within `budget` (default: the environment's): no time limit
-    becomes the server's, a longer one is refused; the vocabulary is capped; the parameter and memory limits are set
-    for explorer.training.train to check once the vocabulary is known. Raises TrainBudgetError."""
+    """A copy of `spec` (an explorer.training.spec.TrainSpec) within `budget` (default: the environment's): no time
+    limit becomes the server's, a longer one is refused; the vocabulary is capped; the parameter and memory limits are
+    set for explorer.training.tasks to check once the vocabulary is known. Raises TrainBudgetError."""
     b = budget or TrainBudget.from_env()
     seconds = spec.max_seconds if spec.max_seconds is not None else b.seconds
     if not isinstance(seconds, (int, float)) or seconds > b.seconds:

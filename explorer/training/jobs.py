@@ -1,6 +1,6 @@
 """Training in the background: one thread per job, so a training run never blocks other browser sessions.
 
-A TrainingJob runs explorer.training.train.train_model in a daemon thread, records progress (for the live loss curve)
+A TrainingJob runs explorer.training.loop.train_model in a daemon thread, records progress (for the live loss curve)
 and can be stopped; when done its model is added to the catalogue (in memory) as `upload:<hash>`, an upload
 of the session that started it (`owner`).
 At most EXPLORER_MAX_TRAINING_JOBS (default 1) jobs train at once on a server. A job runs within this server's
@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from explorer.training import budget as train_budget
-from explorer.training.train import TrainingCancelled, TrainProgress, TrainResult, TrainSpec, train_model, validate_spec
+from explorer.training.clock import TrainingCancelled
+from explorer.training.loop import train_model
+from explorer.training.spec import TrainProgress, TrainResult, TrainSpec, validate_spec
 
 _ACTIVE = threading.BoundedSemaphore(max(1, int(os.environ.get("EXPLORER_MAX_TRAINING_JOBS", "1") or 1)))
 

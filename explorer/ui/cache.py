@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NoReturn, TypeVar
 
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.runtime.lru import LoadOnceLRU
+from explorer.runtime.errors import ViewError
 from explorer.loading.model_cache import ModelCache
 from explorer.loading.loaders import LoadedModel, OutOfMemoryLoadError
 from explorer.files.safe_load import ModelLoadError
@@ -112,10 +113,28 @@ def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, _fn
 def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) -> R:
     """Run `fn(loaded, *args, **kwargs)` once per (fn, model id, device, dtype, args): results cached.
 
-    Arguments other than the model must be hashable by st.cache_data (str, numbers, tuples...).
+    Arguments other than the model must be hashable by st.cache_data (str, numbers, tuples...). A ViewError the probe
+    raises (a message for the user) is shown once, escaped, and stops the page (`stop_with`): pages need no except
+    block of their own around a probe.
     """
+    try:
+        return probe_raising(fn, loaded, *args, **kwargs)
+    except ViewError as exc:
+        stop_with(exc)
+
+
+def probe_raising(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) -> R:
+    """`probe`, cached the same way, raising the ViewError instead: for a page that does something else with it (a
+    fallback, a message naming more, a section that ends while the rest of the page goes on)."""
     key = (loaded.id, loaded.device, loaded.dtype)
     return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded)
+
+
+def stop_with(exc: ViewError) -> NoReturn:
+    """Show a user-facing error as its class's alert (st.info, st.warning or st.error), escaped, and stop the page."""
+    show = {"info": st.info, "warning": st.warning, "error": st.error}[exc.alert]
+    show(md_message(exc))
+    st.stop()
 
 
 @st.cache_data(max_entries=256, show_spinner=False, ttl=3600)
@@ -148,7 +167,8 @@ def _figure_bytes(fig: go.Figure) -> int:
 def _figure_store() -> LoadOnceLRU[go.Figure]:
     """Process-wide LRU of built figures (EXPLORER_MAX_FIGURES, default 128; EXPLORER_MAX_FIGURE_MB, default 256)."""
     return LoadOnceLRU(int(os.environ.get("EXPLORER_MAX_FIGURES", "128")),
-                       max_bytes=int(float(os.environ.get("EXPLORER_MAX_FIGURE_MB", "256")) * 2**20), size=_figure_bytes)
+                       max_bytes=int(float(os.environ.get("EXPLORER_MAX_FIGURE_MB", "256")) * 2**20),
+                       size=_figure_bytes)
 
 
 def figure_once(key: tuple, build: Callable[[], go.Figure]) -> go.Figure:

@@ -128,7 +128,8 @@ def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str =
     theme = settings.theme()
     cap = None
     if fold:
-        pixels = settings.fold_height() if fold is True else int(fold * settings.fold_height() / settings.fold_height(True))
+        pixels = (settings.fold_height() if fold is True
+                  else int(fold * settings.fold_height() / settings.fold_height(True)))
         cap = fold_cap(fig, theme, pixels)
     spec = _themed_spec(fig, theme, cap)
     if overlay is not None:

@@ -306,8 +306,9 @@ def _draft_section() -> None:
     cols = st.columns([1, 1, 1, 3])
     cols[0].button("Play", key="_draft_play", on_click=_go, args=(lesson, 0, True), icon=":material/play_arrow:",
                    width="stretch")
-    cols[1].download_button("Download", functools.partial(L.lesson_yaml, lesson), file_name="my-lesson.yaml", mime="application/x-yaml",
-                            key="_draft_download", icon=":material/download:", width="stretch", on_click="ignore")
+    cols[1].download_button("Download", functools.partial(L.lesson_yaml, lesson), file_name="my-lesson.yaml",
+                            mime="application/x-yaml", key="_draft_download", icon=":material/download:",
+                            width="stretch", on_click="ignore")
     cols[2].button("Clear", key="_draft_clear", on_click=d.steps.clear, icon=":material/delete:", width="stretch")
 
 

@@ -65,7 +65,8 @@ def url_value(key: str, limit: int = MAX_CHARS) -> str | None:
     return value
 
 
-def seed(key: str, default: Any, parse: Callable[[str], Any] | None = None, valid: Callable[[Any], bool] | None = None) -> None:
+def seed(key: str, default: Any, parse: Callable[[str], Any] | None = None,
+         valid: Callable[[Any], bool] | None = None) -> None:
     """Initialise st.session_state[key] from the URL (parsed and validated) or `default`, once."""
     if key in st.session_state:
         return

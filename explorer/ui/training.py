@@ -7,7 +7,7 @@ import streamlit as st
 from explorer.training import budget as train_budget
 from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded_text
 from explorer.text.escape import md, md_message
-from explorer.training.train import LIMITS, TrainSpec
+from explorer.training.spec import LIMITS, TrainSpec
 from explorer.training.jobs import TrainingBusyError, TrainingJob
 from explorer.ui import charts, settings
 from explorer.ui.cache import upload_owner

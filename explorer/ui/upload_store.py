@@ -29,6 +29,7 @@ from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
 from explorer.text.escape import md
 from explorer.loading.uploads import mb, session_upload_bytes, total_upload_bytes
+from explorer.runtime.errors import ViewError
 
 SWEEP_S = 1.0  # how often the files of ended sessions are looked for
 FILE_OVERHEAD = 1024  # bytes charged per file besides its data and name (the record, the dict entries)
@@ -40,7 +41,7 @@ def charge(file: UploadedFileRec) -> int:
     return len(file.data) + len(file.name) + FILE_OVERHEAD
 
 
-class UploadRefused(Exception):
+class UploadRefused(ViewError):
     """A file over a budget of the upload store; `str(exc)` names the limit and its setting."""
 
 

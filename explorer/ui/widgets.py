@@ -5,6 +5,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import streamlit as st
 
+from explorer.adapters.protocols import Loaded
 from explorer.loading.catalogue import ModelId
 from explorer.files.safe_load import ModelLoadError
 from explorer.text.escape import md, md_message
@@ -63,7 +64,8 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     """The main sentence input: widget key `text`, seeded from ?text=, written back to the URL.
 
     Live (debounced) updates with streamlit-keyup when "Update while typing" is on, else st.text_input.
-    Presets: the "Examples" popover beside the box. Returns the current text (may be empty: the view must say what to do).
+    Presets: the "Examples" popover beside the box. Returns the current text (may be empty: the view must say what to
+    do).
     """
     _seed_text(default)
     box = st
@@ -94,7 +96,7 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     return value
 
 
-def model_sentence(loaded: Any, purpose: str, **kwargs: Any) -> str:
+def model_sentence(loaded: Loaded, purpose: str, **kwargs: Any) -> str:
     """The sentence input with the loaded model's own example sentences for `purpose` (its view's
     `View.sentences`): the default and the "Examples" menu come from `loaded.adapter.examples(purpose)`, with its
     note when the model reads none of them in full."""
@@ -107,7 +109,8 @@ def model_sentence(loaded: Any, purpose: str, **kwargs: Any) -> str:
 
 def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
                  extra: Sequence[str] = (), none_label: str | None = None, **kwargs: Any) -> str:
-    """Choose a catalogue id (kept in ?model=). `families`: keys of explorer.loading.catalogue.FAMILIES this view can read.
+    """Choose a catalogue id (kept in ?model=). `families`: keys of explorer.loading.catalogue.FAMILIES this view can
+    read.
 
     An id from the URL that is not in the offline catalogue (e.g. hf:<repo>) is offered too, so links work.
     With `none_label`, the first option is "none" (shown as none_label): an optional second model. kwargs go to

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from explorer.adapters.protocols import Loaded
 from explorer.projections import reduce as PR
 from explorer.projections import assets as A
 from explorer.probes import word_embeddings as P
@@ -23,14 +24,14 @@ def _model_table(model_id: str, device: str, dtype: str, source: str, _loaded: A
     return P.embedding_table(_loaded, source)
 
 
-def model_table(loaded: Any, source: str) -> P.EmbeddingTable:
+def model_table(loaded: Loaded, source: str) -> P.EmbeddingTable:
     """The embedding table `source` of a loaded model, built once per (model, device, dtype, source)."""
     return _model_table(loaded.id, loaded.device, loaded.dtype, source, loaded)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _file_table(digest: str, name: str, _data: bytes) -> P.EmbeddingTable:
-    return P.parse_text_embeddings(_data, name)
+    return P.text_file_table(_data, name)
 
 
 def file_table(name: str, data: bytes) -> P.EmbeddingTable:
@@ -88,8 +89,8 @@ def fit_status(job: FitJob) -> None:
     """Where the requested fit stands, above the stand-in PCA: a progress bar polled each second (the page reruns
     when the fit ends), or why it failed, with a button to try again."""
     if job.status == "failed":
-        st.error(f"The {job.label} could not be computed: {md_message(job.error.rstrip('.'))}. The PCA of the same rows is "
-                 "shown instead.")
+        st.error(f"The {job.label} could not be computed: {md_message(job.error.rstrip('.'))}. The PCA of the same "
+                 "rows is shown instead.")
         if st.button("Try again", key="fit_retry"):
             _fits().retry(job.key)
             st.rerun()
@@ -102,8 +103,8 @@ def _progress(job: FitJob) -> None:
     if job.status != "running":
         st.rerun()  # the whole page: it draws the finished fit (or the failure)
     st.progress(job.fraction, text=f"Computing the {job.label} in the background ({job.elapsed:.0f} s): "
-                                   f"{md_message(job.message)}. It is shared by every session of this server and shown here "
-                                   "when ready; PCA meanwhile.")
+                                   f"{md_message(job.message)}. It is shared by every session of this server and shown "
+                                   "here when ready; PCA meanwhile.")
 
 
 def follow_default(key: str, default: str) -> None:

@@ -61,7 +61,8 @@ def beam_tree(beam: Any, theme: Theme, max_steps: int = 30) -> go.Figure:
             ey += [-prev, -j, None]
     size = theme.marker_size + 4
     return figure([
-        {"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": GREY, "width": 1}, "hoverinfo": "skip"},
+        {"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": GREY, "width": 1},
+         "hoverinfo": "skip"},
         {"type": "scatter", "x": [0], "y": [0], "mode": "markers+text", "text": ["prompt"],
          "textposition": "middle left", "marker": {"size": size, "color": theme.categorical[7]}, "hoverinfo": "skip"},
         {"type": "scatter", "x": xs, "y": ys, "mode": "markers+text", "text": text, "textposition": "top center",
@@ -186,9 +187,11 @@ def summary_rows(rows: Sequence[dict]) -> list[dict]:
     (self-BLEU of a strategy with one output) reads "n/a (one output)" (that column is text throughout)."""
     out = []
     for r in rows:
-        row = {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items() if k not in ("kind", "deterministic")}
+        row = {k: round(v, 4) if isinstance(v, float) else v
+               for k, v in r.items() if k not in ("kind", "deterministic")}
         bleu = r.get("self-BLEU")
-        row["self-BLEU"] = f"{bleu:.4f}" if bleu is not None else ("n/a (one output)" if r.get("deterministic") else "—")
+        row["self-BLEU"] = (f"{bleu:.4f}" if bleu is not None
+                            else ("n/a (one output)" if r.get("deterministic") else "—"))
         out.append(row)
     return out
 
@@ -202,7 +205,8 @@ def tokens_html(prompt: str, tokens: Sequence[str], logprobs: np.ndarray, lo: fl
     for tok, lp in zip(tokens, logprobs):
         a = float(np.clip(1 - lp / lo, 0.0, 1.0)) if lo < 0 else 1.0
         parts.append(
-            f"<span title='log p = {lp:.3f}, p = {np.exp(lp):.3f}' style='background: rgba(0,114,178,{0.12 + 0.5 * a:.2f});"
+            f"<span title='log p = {lp:.3f}, p = {np.exp(lp):.3f}' "
+            f"style='background: rgba(0,114,178,{0.12 + 0.5 * a:.2f});"
             f" border-radius:3px; padding:0 2px; margin:0 1px'>{html.escape(str(tok))}</span>"
         )
     # <wbr> between tokens: sub-word tokens have no spaces, and without a break opportunity a long output ran

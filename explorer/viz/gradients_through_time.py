@@ -18,15 +18,18 @@ def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
     targets = {tr.target for tr in traces}
     w = f"“{html.escape(targets.pop())}”" if len(targets) == 1 else "w_T"
     data = [{"type": "scatter", "x": tr.distance, "y": tr.input_grad, "mode": "lines+markers",
-             "name": f"{tr.cell} · {plotly_text(tr.model_id.removeprefix('builtin:'))}", "text": chart_labels(tr.tokens),
+             "name": f"{tr.cell} · {plotly_text(tr.model_id.removeprefix('builtin:'))}",
+             "text": chart_labels(tr.tokens),
              "line": {"color": theme.categorical[i % len(theme.categorical)]},
-             "hovertemplate": f"{tr.cell}<br>“%{{text}}”, %{{x}} steps back<br>‖∂ log p / ∂x‖ = %{{y:.4g}}<extra></extra>"}
+             "hovertemplate": f"{tr.cell}<br>“%{{text}}”, %{{x}} steps back<br>‖∂ log p / ∂x‖ = "
+                              f"%{{y:.4g}}<extra></extra>"}
             for i, tr in enumerate(traces)]
     return figure(data, {"height": 420, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
                          "margin": {"t": 40},
                          "xaxis": {"title": {"text": "steps before the prediction (T − 1 − t)"}},
                          "yaxis": {"title": {"text": f"‖∂ log p({w}) / ∂x_t‖"}, "type": "log",
-                                   "dtick": "D2"}})  # log ticks: 1, 2, 5 per decade (not 2…9: unreadable on a projector)
+                                   # log ticks: 1, 2, 5 per decade (not 2…9: unreadable on a projector)
+                                   "dtick": "D2"}})
 
 
 def jacobian_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:

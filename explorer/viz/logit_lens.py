@@ -51,9 +51,9 @@ def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
     data = [{"type": "heatmap", "z": trace.top_probs[rows], "text": text, "texttemplate": "%{text}",
              "textfont": {"size": max(9, theme.font_size - 3)}, "customdata": custom, "zmin": 0.0, "zmax": 1.0,
              "colorscale": theme.sequential, "colorbar": {"title": {"text": "p(top)"}},
-             "hovertemplate": "after %{y}, at “%{customdata[3]}”<br>top next token: <b>%{text}</b> p = %{z:.4f}<br>the model's "
-                              "prediction “%{customdata[0]}”: rank %{customdata[1]}, p = %{customdata[2]:.4f}"
-                              "<extra></extra>",
+             "hovertemplate": "after %{y}, at “%{customdata[3]}”<br>top next token: <b>%{text}</b> p = %{z:.4f}"
+                              "<br>the model's prediction “%{customdata[0]}”: rank %{customdata[1]}, "
+                              "p = %{customdata[2]:.4f}<extra></extra>",
              "x": list(range(T)), "y": [trace.layers[layer] for layer in rows]}]
     title = "Logit lens: each layer's most probable next token" + \
         (f" ({L} of {trace.top_probs.shape[0]} layers)" if every else "")

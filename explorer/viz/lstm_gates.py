@@ -57,7 +57,8 @@ def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units:
     heat = dict(type="heatmap", z=z, x=[str(u) for u in units], y=token_labels(trace.tokens),
                 colorscale=colorscale, colorbar={"title": {"text": name}}, **_range(name, z),
                 hovertemplate="token %{y}<br>unit %{x}<br>" + name + " = %{z:.5f}<extra></extra>")
-    title = f"{LABELS[name]} · layer {layer}" + (f" · {'backward' if direction else 'forward'}" if trace.num_directions > 1 else "")
+    title = f"{LABELS[name]} · layer {layer}" + (f" · {'backward' if direction else 'forward'}"
+                                                 if trace.num_directions > 1 else "")
     return figure([heat], {
         "title": {"text": title}, "height": min(180 + 22 * len(trace), 1400),
         "xaxis": {"title": {"text": "unit (sorted)"}, "showticklabels": len(units) <= 64, "type": "category"},
@@ -72,7 +73,8 @@ def unit_lines(trace: GateTrace, layer: int, direction: int, unit: int, theme: T
     ticktext = [label(t) for t in trace.tokens]
     lines = [dict(type="scatter", x=x, y=trace.gates[name][layer, direction, :, unit], name=LABELS[name],
                   mode="lines+markers", line={"color": theme.categorical[k % len(theme.categorical)]},
-                  customdata=ticktext, hovertemplate=f"{name}" + " = %{y:.5f}<br>token %{x} · %{customdata}<extra></extra>")
+                  customdata=ticktext,
+                  hovertemplate=f"{name}" + " = %{y:.5f}<br>token %{x} · %{customdata}<extra></extra>")
              for k, name in enumerate(names)]
     return figure(lines, {
         "title": {"text": f"unit {unit} · layer {layer}"}, "height": 360, "hovermode": "x unified",
@@ -106,12 +108,15 @@ def colored_tokens_html(tokens: Sequence[str], values: np.ndarray, lo: float = -
 def saturation_scatter(sat: dict[str, tuple[np.ndarray, np.ndarray]], theme: Theme = NORMAL) -> go.Figure:
     """Karpathy et al. (2015) Fig. 3: per unit, fraction of tokens left- (< 0.1) vs right-saturated (> 0.9)."""
     dots = [dict(type="scatter", x=left, y=right, mode="markers", name=LABELS[name], customdata=np.arange(len(left)),
-                 marker={"color": theme.categorical[k % len(theme.categorical)], "size": theme.marker_size, "opacity": 0.75},
-                 hovertemplate="unit %{customdata}<br>&lt; 0.1: %{x:.3f}<br>&gt; 0.9: %{y:.3f}<extra>" + name + "</extra>")
+                 marker={"color": theme.categorical[k % len(theme.categorical)], "size": theme.marker_size,
+                         "opacity": 0.75},
+                 hovertemplate="unit %{customdata}<br>&lt; 0.1: %{x:.3f}<br>&gt; 0.9: %{y:.3f}"
+                               "<extra>" + name + "</extra>")
             for k, (name, (left, right)) in enumerate(sat.items())]
     return figure(dots, {
         "title": {"text": "Gate saturation per unit"}, "height": 420,
-        "shapes": [{"type": "line", "x0": 0, "y0": 1, "x1": 1, "y1": 0, "line": {"dash": "dot", "color": "grey", "width": 1}}],
+        "shapes": [{"type": "line", "x0": 0, "y0": 1, "x1": 1, "y1": 0,
+                    "line": {"dash": "dot", "color": "grey", "width": 1}}],
         "xaxis": {"title": {"text": "fraction of tokens with gate &lt; 0.1 (left-saturated)"}, "range": [-0.02, 1.02]},
         "yaxis": {"title": {"text": "fraction with gate &gt; 0.9 (right-saturated)"}, "range": [-0.02, 1.02]},
     })
@@ -137,7 +142,8 @@ def diff_heatmap(cmp: Comparison, units: np.ndarray, theme: Theme = NORMAL) -> g
     """Sentence B − sentence A, position × unit, for the units in `units`."""
     z = cmp.diff[:, units]
     bound = max(float(np.abs(z).max()) if z.size else 1.0, 1e-6)
-    y = [f"{t} · {label(a)}" + ("" if a == b else f" → {label(b)}") for t, (a, b) in enumerate(zip(cmp.tokens_a, cmp.tokens_b))]
+    y = [f"{t} · {label(a)}" + ("" if a == b else f" → {label(b)}")
+         for t, (a, b) in enumerate(zip(cmp.tokens_a, cmp.tokens_b))]
     heat = dict(type="heatmap", z=z, x=[f"unit {u}" for u in units], y=y, colorscale=theme.diverging,
                 zmin=-bound, zmid=0, zmax=bound, colorbar={"title": {"text": "B − A"}},
                 hovertemplate="%{y}<br>%{x}<br>B − A = %{z:.5f}<extra></extra>")
@@ -155,7 +161,8 @@ def _n(v: float) -> str:
 
 def equations_latex(terms: CellTerms) -> str:
     """The cell's equations with the numbers of one token and unit (PyTorch's definitions), one per line."""
-    return r"\begin{aligned}" + r" \\[4pt] ".join(line.replace("=", "&=", 1) for line in equation_lines(terms)) + r"\end{aligned}"
+    return (r"\begin{aligned}" + r" \\[4pt] ".join(line.replace("=", "&=", 1) for line in equation_lines(terms))
+            + r"\end{aligned}")
 
 
 def equation_lines(terms: CellTerms) -> list[str]:
@@ -164,10 +171,12 @@ def equation_lines(terms: CellTerms) -> list[str]:
     if terms.cell == "lstm":
         def gate(g: str, fn: str, W: str) -> str:
             return (rf"{g}_t = {fn}(\underbrace{{W_{{i{W}}} x_t + b_{{i{W}}}}}_{{{_n(x[g])}}} + "
-                    rf"\underbrace{{W_{{h{W}}} h_{{t-1}} + b_{{h{W}}}}}_{{{_n(hp[g])}}}) = {fn}({_n(x[g] + hp[g])}) = {_n(v[g])}")
+                    rf"\underbrace{{W_{{h{W}}} h_{{t-1}} + b_{{h{W}}}}}_{{{_n(hp[g])}}}) = "
+                    rf"{fn}({_n(x[g] + hp[g])}) = {_n(v[g])}")
         return [
             gate("i", r"\sigma", "i"), gate("f", r"\sigma", "f"), gate("g", r"\tanh", "g"), gate("o", r"\sigma", "o"),
-            rf"c_t = f_t \odot c_{{t-1}} + i_t \odot g_t = {_n(v['f'])} \cdot {_n(prev['c'])} + {_n(v['i'])} \cdot {_n(v['g'])} = {_n(v['c'])}",
+            rf"c_t = f_t \odot c_{{t-1}} + i_t \odot g_t = {_n(v['f'])} \cdot {_n(prev['c'])} + "
+            rf"{_n(v['i'])} \cdot {_n(v['g'])} = {_n(v['c'])}",
             rf"h_t = o_t \odot \tanh(c_t) = {_n(v['o'])} \cdot \tanh({_n(v['c'])}) = {_n(v['h'])}",
         ]
     if terms.cell == "gru":
@@ -177,9 +186,12 @@ def equation_lines(terms: CellTerms) -> list[str]:
         return [
             gate("r"), gate("z"),
             rf"n_t = \tanh(\underbrace{{W_{{in}} x_t + b_{{in}}}}_{{{_n(x['n'])}}} + r_t \odot "
-            rf"\underbrace{{(W_{{hn}} h_{{t-1}} + b_{{hn}})}}_{{{_n(hp['n'])}}}) = \tanh({_n(x['n'])} + {_n(v['r'])} \cdot {_n(hp['n'])}) = {_n(v['n'])}",
-            rf"h_t = (1 - z_t) \odot n_t + z_t \odot h_{{t-1}} = (1 - {_n(v['z'])}) \cdot {_n(v['n'])} + {_n(v['z'])} \cdot {_n(prev['h'])} = {_n(v['h'])}",
+            rf"\underbrace{{(W_{{hn}} h_{{t-1}} + b_{{hn}})}}_{{{_n(hp['n'])}}}) = "
+            rf"\tanh({_n(x['n'])} + {_n(v['r'])} \cdot {_n(hp['n'])}) = {_n(v['n'])}",
+            rf"h_t = (1 - z_t) \odot n_t + z_t \odot h_{{t-1}} = "
+            rf"(1 - {_n(v['z'])}) \cdot {_n(v['n'])} + {_n(v['z'])} \cdot {_n(prev['h'])} = {_n(v['h'])}",
         ]
     fn = r"\operatorname{relu}" if terms.nonlinearity == "relu" else r"\tanh"
     return [rf"h_t = {fn}(\underbrace{{W_{{ih}} x_t + b_{{ih}}}}_{{{_n(x['h'])}}} + "
-            rf"\underbrace{{W_{{hh}} h_{{t-1}} + b_{{hh}}}}_{{{_n(hp['h'])}}}) = {fn}({_n(x['h'] + hp['h'])}) = {_n(v['h'])}"]
+            rf"\underbrace{{W_{{hh}} h_{{t-1}} + b_{{hh}}}}_{{{_n(hp['h'])}}}) = "
+            rf"{fn}({_n(x['h'] + hp['h'])}) = {_n(v['h'])}"]

@@ -1,7 +1,8 @@
 """Figures of the positional-encodings view: position tables, similarities, rotations, RoPE, PCA, permutation.
 
-Each builder takes arrays from a Trace of explorer.probes.positional_encodings and a Theme and returns a go.Figure whose
-hover shows the exact values. Large matrices are shown with a stride (at most `MAX_CELLS` cells) and the hover
+Each builder takes arrays from a Trace of explorer.probes.position_formulas (the formula illustrations) or
+explorer.probes.positional_encodings (the model's own positions) and a Theme and returns a go.Figure whose hover shows
+the exact values. Large matrices are shown with a stride (at most `MAX_CELLS` cells) and the hover
 still names the true indices.
 
 Figures are built from plain trace/layout dicts by explorer.viz.theme.figure (no make_subplots, no update_* chains,
@@ -46,7 +47,8 @@ def strides(shape: tuple[int, int], max_cells: int = MAX_CELLS) -> tuple[int, in
 
 
 def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_title: str, value: str = "value",
-                   diverging: bool = True, mark: tuple[int, int] | None = None, max_cells: int = MAX_CELLS) -> go.Figure:
+                   diverging: bool = True, mark: tuple[int, int] | None = None,
+                   max_cells: int = MAX_CELLS) -> go.Figure:
     """Heatmap of z (rows, cols), rows top to bottom; hover shows the true indices and the exact value."""
     z = np.asarray(z)
     rs, cs = strides(z.shape, max_cells)
@@ -114,8 +116,10 @@ def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int | None, selecte
 def similarity_line(sim: np.ndarray, pos: int, theme: Theme, kind: str) -> go.Figure:
     """Row `pos` of a similarity matrix: one position against all others."""
     x = np.arange(sim.shape[0])
-    data = [{"type": "scatter", "x": x, "y": sim[pos], "mode": "lines", "name": f"position {pos}", "customdata": x - pos,
-             "hovertemplate": f"position %{{x}} (offset %{{customdata}})<br>{kind} with {pos}: %{{y:.6g}}<extra></extra>"}]
+    data = [{"type": "scatter", "x": x, "y": sim[pos], "mode": "lines", "name": f"position {pos}",
+             "customdata": x - pos,
+             "hovertemplate": f"position %{{x}} (offset %{{customdata}})<br>{kind} with {pos}: "
+                              f"%{{y:.6g}}<extra></extra>"}]
     return figure(data, {
         "title": _title(f"{kind} of position {pos} with every position"), "height": 360, "showlegend": False,
         "xaxis": {"title": _title("position")}, "yaxis": {"title": _title(kind)},
@@ -155,7 +159,8 @@ def rotation_errors(errors: np.ndarray, angles: np.ndarray, k: int, theme: Theme
     })
 
 
-def rope_pairs(q: np.ndarray, q_rot: np.ndarray, angles: np.ndarray, pos: int, theme: Theme, n_pairs: int = 6) -> go.Figure:
+def rope_pairs(q: np.ndarray, q_rot: np.ndarray, angles: np.ndarray, pos: int, theme: Theme,
+               n_pairs: int = 6) -> go.Figure:
     """Each of the first pairs of q as a 2-D arrow: dotted before rotation (position 0), solid at position `pos`."""
     n = min(n_pairs, len(angles))
     dom = _domains(n, 0.03)
@@ -182,7 +187,8 @@ def rope_pairs(q: np.ndarray, q_rot: np.ndarray, angles: np.ndarray, pos: int, t
 def rope_scores(offsets: np.ndarray, starts: np.ndarray, scores: np.ndarray, theme: Theme) -> go.Figure:
     """q·k after rotation against the offset, one line per query position m (they coincide)."""
     data = [{"type": "scatter", "x": offsets, "y": scores[r], "mode": "lines", "name": f"query at m={m}",
-             "line": {"dash": _DASHES[r % 4]}, "hovertemplate": f"m={m}, offset %{{x}}<br>q·k %{{y:.6g}}<extra></extra>"}
+             "line": {"dash": _DASHES[r % 4]},
+             "hovertemplate": f"m={m}, offset %{{x}}<br>q·k %{{y:.6g}}<extra></extra>"}
             for r, m in enumerate(starts)]
     return figure(data, {"title": _title("(R_m q)·(R_{m+offset} k): depends only on the offset"), "height": 380,
                        "xaxis": {"title": _title("offset (key − query)")},

@@ -192,8 +192,9 @@ def steps_figure(key_tokens: Sequence[str], scaled: np.ndarray | None, probs: np
         traces.append({"type": "bar", "x": x, "y": finite, "name": "q·k/√d (score)",
                        "marker": {"color": theme.categorical[1]}, "customdata": labels,
                        "hovertemplate": "%{customdata}: %{y:.4f}<extra>score</extra>"})
-    traces.append({"type": "bar", "x": x, "y": probs, "name": "softmax weight", "marker": {"color": theme.categorical[0]},
-                   "yaxis": "y2", "customdata": labels, "hovertemplate": "%{customdata}: %{y:.5f}<extra>weight</extra>"})
+    traces.append({"type": "bar", "x": x, "y": probs, "name": "softmax weight",
+                   "marker": {"color": theme.categorical[0]}, "yaxis": "y2", "customdata": labels,
+                   "hovertemplate": "%{customdata}: %{y:.5f}<extra>weight</extra>"})
     return figure(traces, {
         "title": {"text": f"Query “{chart_labels([query_token])[0]}”: scores and softmax weights"},
         "barmode": "group", "yaxis": {"title": {"text": "score"}},

@@ -44,7 +44,8 @@ def step_weights(alpha: np.ndarray, src_tokens: Sequence[str], out_token: str, s
     data = [{"type": "bar", "x": x, "y": np.asarray(alpha, np.float32).tolist(), "name": "weight a",
              "marker": {"color": theme.categorical[4]}, "customdata": lab,
              "hovertemplate": "source %{x}: %{customdata}<br>a = %{y:.5f}<extra></extra>"}]
-    layout = {"title": {"text": f"Step {step}: where the decoder looks while producing “{chart_labels([out_token])[0]}”"},
+    layout = {"title": {"text": f"Step {step}: where the decoder looks while producing "
+                                f"“{chart_labels([out_token])[0]}”"},
               "height": 320, "legend": {"orientation": "h", "y": -0.35}, "bargap": 0.15,
               "xaxis": {**ticks(src_tokens), "tickangle": -60},
               "yaxis": {"title": {"text": "weight a"}, "range": [0, 1]}}
@@ -62,8 +63,8 @@ def reliance_figure(out_tokens: Sequence[str], with_source: np.ndarray, without:
     """No-attention model: log p(y_t) with the single context vector and with it zeroed, per output token."""
     x = list(range(len(out_tokens)))
     lab = chart_labels(out_tokens)
-    data = [{"type": "bar", "x": x, "y": np.asarray(with_source, np.float32).tolist(), "name": "with the source vector c",
-             "marker": {"color": theme.categorical[4]}, "customdata": lab,
+    data = [{"type": "bar", "x": x, "y": np.asarray(with_source, np.float32).tolist(),
+             "name": "with the source vector c", "marker": {"color": theme.categorical[4]}, "customdata": lab,
              "hovertemplate": "%{customdata}: log p = %{y:.4f}<extra>with c</extra>"},
             {"type": "bar", "x": x, "y": np.asarray(without, np.float32).tolist(), "name": "c and s₀ set to 0",
              "marker": {"color": theme.categorical[5]}, "customdata": lab,
@@ -131,5 +132,6 @@ def topk_table(trace: Any, t: int) -> str:
 def math_table(m: Any) -> str:
     """The leading dimensions of the vectors in one step's score formula, as a Markdown table."""
     rows = ["| dim | " + " | ".join(f"${name}$" for name, _ in m.parts) + " |", "|---:|" + "---:|" * len(m.parts)]
-    rows += [f"| {d} | " + " | ".join(f"{vals[d]:.4f}" for _, vals in m.parts) + " |" for d in range(len(m.parts[0][1]))]
+    rows += [f"| {d} | " + " | ".join(f"{vals[d]:.4f}" for _, vals in m.parts) + " |"
+             for d in range(len(m.parts[0][1]))]
     return "\n".join(rows)

@@ -30,7 +30,8 @@ class Point:
 
 def class_colours(classes: Sequence[str], theme: Theme) -> dict[str, str]:
     palette = list(theme.categorical) + list(pc.qualitative.Dark24) + list(pc.qualitative.Light24)
-    return {c: palette[i % len(palette)] for i, c in enumerate(sorted(set(classes) - {NO_CLASS}))} | {NO_CLASS: "#9e9e9e"}
+    return ({c: palette[i % len(palette)] for i, c in enumerate(sorted(set(classes) - {NO_CLASS}))}
+            | {NO_CLASS: "#9e9e9e"})
 
 
 def _scatter(dims: int, coords: np.ndarray, **kwargs) -> dict:
@@ -104,7 +105,8 @@ def axes_background(words: Sequence[str], coords: np.ndarray, x_label: str, y_la
               "y1": v if d == "y" else 1, "line": {"dash": "dot", "color": "#777"}}
              for v in (0.0, 1.0) for d in ("x", "y")]
     return figure([{"type": "scattergl", "x": coords[:, 0], "y": coords[:, 1], "mode": "markers", "name": "vocabulary",
-                    "text": [plotly_text(w) for w in words], "hovertemplate": "<b>%{text}</b><br>x = %{x:.3f}<br>y = %{y:.3f}<extra></extra>",
+                    "text": [plotly_text(w) for w in words],
+                    "hovertemplate": "<b>%{text}</b><br>x = %{x:.3f}<br>y = %{y:.3f}<extra></extra>",
                     "marker": {"size": max(3, theme.marker_size // 2), "color": "#9e9e9e", "opacity": 0.5}}],
                   {"height": 560, "shapes": lines, "xaxis": {"title": {"text": x_label}},
                    "yaxis": {"title": {"text": y_label}}})

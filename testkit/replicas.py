@@ -14,7 +14,7 @@ from pathlib import Path
 from string import Template
 from typing import Iterator
 
-from browser import ROOT, free_port, streamlit_process, wait_healthy
+from testkit.browser import ROOT, free_port, streamlit_process, wait_healthy
 
 TEMPLATE = ROOT / "deploy" / "nginx" / "explorer.conf.template"
 NGINX = os.environ.get("NGINX", shutil.which("nginx") or "/usr/sbin/nginx")

@@ -1,4 +1,4 @@
-"""Server capacity without browsers: N simulated sessions speak Streamlit's websocket protocol (tests/st_protocol.py).
+"""Server capacity without browsers: N simulated sessions speak Streamlit's websocket protocol (testkit/st_protocol.py).
 
 Shared by tests/test_serve.py, tests/test_scale_out.py and bench/bench_serve.py. The sessions are spread evenly
 over three views (self-attention on MiniLM, the recurrent cell on the built-in LSTM LM, decoding on the built-in
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from load_scenario import NOUNS, RssSampler, cpu_seconds, machine, tree_rss_bytes
-from st_protocol import Run, Session, query
+from testkit.load_scenario import NOUNS, RssSampler, cpu_seconds, machine, tree_rss_bytes
+from testkit.st_protocol import Run, Session, query
 
 VIEWS = {  # url path -> query parameters of the opened view
     "self-attention": {"model": "pretrained:minilm"},
@@ -37,7 +37,8 @@ _TRIPLES = list(itertools.permutations(NOUNS, 3))
 random.Random(0).shuffle(_TRIPLES)
 # the template as drawn anywhere: chart axes ("3 · near"), JSON ("\u00b7"), HTML (tags between), prompts
 _SEP = r"(?:[^a-z]|u00b7)+"
-_FOUND = re.compile(rf"\bthe{_SEP}([a-z]+){_SEP}near{_SEP}the{_SEP}([a-z]+){_SEP}sees{_SEP}the{_SEP}old{_SEP}([a-z]+)\b")
+_FOUND = re.compile(rf"\bthe{_SEP}([a-z]+){_SEP}near{_SEP}the{_SEP}([a-z]+){_SEP}"
+                    rf"sees{_SEP}the{_SEP}old{_SEP}([a-z]+)\b")
 
 
 def sentence(k: int) -> str:
@@ -97,8 +98,8 @@ class ServeResult:
         s = self.stats()
         per_view = " / ".join(f"{self.stats(v)['p95_s']:.2f}" for v in VIEWS)
         return (f"| {self.sessions} | {s['reruns']} | {s['p50_s']:.2f} s | {s['p95_s']:.2f} s | {s['max_s']:.2f} s | "
-                f"{per_view} s | {len(self.errors)} | {len(self.cross_talk)} | {self.peak_rss_bytes / 2**20:,.0f} MiB | "
-                f"{self.server_cpu_percent:.0f} % |")
+                f"{per_view} s | {len(self.errors)} | {len(self.cross_talk)} | {self.peak_rss_bytes / 2**20:,.0f} MiB "
+                f"| {self.server_cpu_percent:.0f} % |")
 
     def to_json(self) -> dict:
         d = asdict(self)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_process
+from testkit.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_process
 
 # In the built-in English vocabulary and single MiniLM word pieces; none occurs in the views' default texts.
 NOUNS = (

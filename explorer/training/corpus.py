@@ -1,0 +1,86 @@
+"""A run's data: the corpus (generated and seeded, or the user's token lists), the token ids the tasks add, and the
+batches they are cut into."""
+from __future__ import annotations
+
+import importlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from explorer.training.spec import TrainSpec
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3  # explorer.data.vocab's SPECIALS
+MASK, MASK_TOKEN = 4, "<mask>"  # masked_lm: the mask token follows the four specials
+
+
+@dataclass
+class Corpus:
+    """Token-level data of one run: sentences (LMs, word2vec) or (src, tgt) pairs (seq2seq)."""
+    train: list[Any]
+    heldout: list[Any]
+    generator: str
+    seed: int | None
+    level: str
+
+
+def data_module(name: str) -> ModuleType:
+    """explorer.data.<name> (english, translation, dates), imported when a run first needs it."""
+    return importlib.import_module(f"explorer.data.{name}")
+
+
+def load_corpus(spec: TrainSpec, stop: Callable[[], bool] | None = None) -> Corpus:
+    """The run's data. stop(): generation ends early (fewer examples) when it returns True (a run out of time)."""
+    return _user_corpus(spec) if spec.corpus == "user" else _generated_corpus(spec, stop)
+
+
+def heldout_seed(spec: TrainSpec) -> int | None:
+    """The seed of a generated corpus's held-out part (None for the user's text)."""
+    return getattr(data_module(spec.corpus), "HELDOUT_SEED", None) if spec.corpus != "user" else None
+
+
+def _user_corpus(spec: TrainSpec) -> Corpus:
+    """The user's non-empty token lists, a tenth of them (at least one, drawn with the spec's seed) held out."""
+    sents = [list(s) for s in spec.user_tokens or () if len(s)]
+    rng = random.Random(spec.seed)
+    order = list(range(len(sents)))
+    rng.shuffle(order)
+    n_held = max(1, len(sents) // 10)
+    held = [sents[i] for i in sorted(order[:n_held])]
+    train = [sents[i] for i in sorted(order[n_held:])]
+    return Corpus(train, held, "user", None, spec.level)
+
+
+def _generated_corpus(spec: TrainSpec, stop: Callable[[], bool] | None) -> Corpus:
+    """n_train and n_heldout examples of a generated corpus from its two seeds: English sentences (split into
+    characters at level "char"), or (source, target) token-list pairs."""
+    mod = data_module(spec.corpus)
+    if spec.corpus == "english":
+        train = mod.generate_sentences(spec.n_train, mod.TRAIN_SEED, stop=stop)
+        held = mod.generate_sentences(spec.n_heldout, mod.HELDOUT_SEED, stop=stop)
+        if spec.level == "char":
+            train = [list(" ".join(s)) for s in train]
+            held = [list(" ".join(s)) for s in held]
+    else:
+        train = [(list(s), list(t)) for s, t in mod.generate_pairs(spec.n_train, mod.TRAIN_SEED, stop=stop)]
+        held = [(list(s), list(t)) for s, t in mod.generate_pairs(spec.n_heldout, mod.HELDOUT_SEED, stop=stop)]
+    return Corpus(train, held, spec.corpus, mod.TRAIN_SEED, spec.level)
+
+
+def chunks(ids: list[int], size: int) -> list[list[int]]:
+    """Split a long sequence into windows of at most `size` tokens (for LM training)."""
+    return [ids[i:i + size] for i in range(0, max(len(ids), 1), size)] if len(ids) > size else [ids]
+
+
+def bucketed_batches(n: int, lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Shuffled batches of similar length (sort within pools of 50 batches), in shuffled order."""
+    order = list(range(n))
+    rng.shuffle(order)
+    pool = batch_size * 50
+    batches = []
+    for p in range(0, n, pool):
+        chunk = sorted(order[p:p + pool], key=lambda i: lengths[i])
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches

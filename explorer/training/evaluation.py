@@ -1,0 +1,106 @@
+"""Held-out evaluations the tasks report on the generated English corpus: subject-verb agreement of a language model
+(Linzen et al. 2016) and masked-word accuracy of a masked LM, per word class."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from explorer.data.vocab import Vocab
+from explorer.metrics import held_out as M
+from explorer.training.corpus import BOS, EOS, MASK, UNK, data_module
+
+MASKED_CLASSES = ("noun", "verb", "auxiliary")
+
+
+def agreement_items(vocab: Vocab, n: int = 1000, seed: int | None = None,
+                    min_distance: int = 1) -> list[tuple[list[int], int, int, int]]:
+    """Encode explorer.data.english.agreement_pairs(n, HELDOUT_SEED) as (prefix ids, correct, wrong, distance)."""
+    english = data_module("english")
+    pairs = english.agreement_pairs(n, english.HELDOUT_SEED if seed is None else seed, min_distance=min_distance)
+    items = []
+    for p in pairs:
+        correct, wrong = vocab.encode([p.correct])[0], vocab.encode([p.wrong])[0]
+        if UNK in (correct, wrong):
+            continue
+        items.append((vocab.encode(list(p.prefix)), correct, wrong, int(p.distance)))
+    return items
+
+
+def agreement_eval(model: nn.Module, vocab: Vocab, n: int = 1000, device: str = "cpu") -> dict[str, Any]:
+    """Agreement accuracy on all distances (min_distance=1) and on long-range pairs (min_distance=4)."""
+    res = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=1), device=device)
+    long = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=4), device=device)
+    res.update(long_range_accuracy=long["accuracy"], long_range_by_distance=long["by_distance"], long_range_n=long["n"])
+    return res
+
+
+def masked_class(word: str) -> str | None:
+    """"noun", "verb" (a form of a lexical verb), "auxiliary" (is, are, was, has, do, …) or None, from the word
+    classes of explorer.data.english (a word in several classes counts in the first listed, e.g. "clean" is an
+    adjective)."""
+    cls = data_module("english").word_class(word)
+    if cls is None:
+        return None
+    if cls in data_module("english").NOUNS:
+        return "noun"
+    return "auxiliary" if cls == "verbs_auxiliary" else "verb" if cls.startswith("verbs_") else None
+
+
+@torch.no_grad()
+def masked_word_accuracy(model: nn.Module, vocab: Vocab, sentences: Sequence[Sequence[str]], device: str = "cpu",
+                         train_freq: dict[str, int] | None = None,
+                         stop: Callable[[], bool] | None = None) -> dict[str, dict[str, Any]]:
+    """Every noun, lexical verb and auxiliary of each sentence replaced by <mask> in turn (one at a time, the rest of
+    <bos> s <eos> visible): top-1 and top-5 accuracy of the model's logits at the mask, per class (`n` masked
+    words). With train_freq (training counts): `baseline`, the top-1 accuracy of always answering the class's most
+    frequent training word. `verb_number` (under "verb" and "auxiliary"): the share of masked present-tense /
+    was-were forms where the model's probability mass on forms of the right number (VERB_NUMBER) exceeds the
+    wrong number's. stop(): asked before each sentence; True ends the count there (a run out of time)."""
+    english = data_module("english")
+    model.eval()
+    hits = {c: [0, 0, 0] for c in MASKED_CLASSES}  # top-1, top-5, n
+    number = {c: [0, 0] for c in MASKED_CLASSES}   # right, n
+    forms = {n: torch.tensor([vocab.stoi[w] for w, k in english.VERB_NUMBER.items() if k == n and w in vocab.stoi],
+                             dtype=torch.long) for n in ("sg", "pl")}
+    targets: dict[str, list[str]] = {c: [] for c in MASKED_CLASSES}
+    for s in sentences:
+        if stop is not None and stop():
+            break
+        ids = [BOS, *vocab.encode(s), EOS][: getattr(model.config, "block_size", 10**6)]
+        where = [(t, c) for t, w in enumerate(s, start=1) if t < len(ids) - 1 and ids[t] != UNK
+                 and (c := masked_class(w)) is not None]
+        if not where:
+            continue
+        batch = torch.tensor([ids] * len(where), dtype=torch.long)
+        rows = torch.arange(len(where))
+        cols = torch.tensor([t for t, _ in where])
+        batch[rows, cols] = MASK
+        logits = model(batch.to(device))[rows, cols].float().cpu()           # (n, V)
+        top = logits.topk(5, dim=-1).indices
+        probs = logits.softmax(-1)
+        for i, (t, c) in enumerate(where):
+            hits[c][0] += int(top[i, 0] == ids[t])
+            hits[c][1] += int((top[i] == ids[t]).any())
+            hits[c][2] += 1
+            targets[c].append(s[t - 1])
+            n = english.VERB_NUMBER.get(s[t - 1])
+            if n is not None and c != "noun":
+                other = "pl" if n == "sg" else "sg"
+                number[c][0] += int(probs[i, forms[n]].sum() > probs[i, forms[other]].sum())
+                number[c][1] += 1
+    out: dict[str, dict[str, Any]] = {}
+    for c in MASKED_CLASSES:
+        h1, h5, n = hits[c]
+        out[c] = {"top1": h1 / max(n, 1), "top5": h5 / max(n, 1), "n": n}
+        if train_freq:
+            members = [w for w in train_freq if masked_class(w) == c]
+            best = max(members, key=lambda w: train_freq[w]) if members else None
+            out[c]["baseline"] = sum(w == best for w in targets[c]) / max(n, 1)
+            out[c]["baseline_word"] = best
+        if c != "noun":
+            out[c]["verb_number"] = number[c][0] / max(number[c][1], 1)
+            out[c]["verb_number_n"] = number[c][1]
+    return out

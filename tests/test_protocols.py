@@ -1,0 +1,46 @@
+"""The typed model contract (explorer/adapters/protocols.py) holds for the models the explorer loads: a LoadedModel
+has every member of `Loaded`, every adapter every member of the capability protocols (mypy checks the Adapter base;
+this checks the objects the families build), and `is_recurrent` tells the recurrent adapters, whose `weights` and
+`net` are those of their own cell."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from explorer.adapters import protocols as P
+from explorer.adapters.recurrent import RecurrentWeights
+from explorer.loading.loaders import load_model
+
+CAPABILITIES = (P.Reads, P.Records, P.Generates, P.Unembeds, P.HasTables, P.Differentiates, P.HasAttention,
+                P.KnowsPositions, P.Aligns)
+
+
+def members(protocol: type) -> set[str]:
+    """The names a protocol declares, its bases' included."""
+    return {name for cls in protocol.__mro__ if cls.__module__ == P.__name__
+            for name in (*vars(cls), *getattr(cls, "__annotations__", {})) if not name.startswith("_")}
+
+
+def test_members_are_read_from_the_protocols() -> None:
+    assert {"encode", "token_strings", "device", "can_generate"} <= members(P.Reads)
+    assert members(P.Generates) >= members(P.Reads) | {"start", "step", "reorder", "eos_ids", "context_len"}
+    assert members(P.Recurrent) - members(P.Records) == {"weights", "net"}
+    assert members(P.Loaded) == {"id", "family", "model", "device", "dtype", "meta", "tokenizer", "vocabs",
+                                 "state_dict", "adapter"}
+
+
+@pytest.mark.parametrize("model_id, recurrent", [
+    ("builtin:tiny-gpt", False), ("builtin:masked-lm", False), ("builtin:word2vec", False),
+    ("builtin:seq2seq-bahdanau", False), ("builtin:lstm-lm", True), ("builtin:gru-lm", True),
+])
+def test_loaded_models_have_what_the_protocols_name(model_id: str, recurrent: bool) -> None:
+    loaded = load_model(model_id)
+    assert sorted(m for m in members(P.Loaded) if not hasattr(loaded, m)) == []
+    for capability in CAPABILITIES:
+        assert sorted(m for m in members(capability) if not hasattr(loaded.adapter, m)) == [], capability.__name__
+    assert P.is_recurrent(loaded.adapter) is recurrent
+    if recurrent:
+        weights, net = loaded.adapter.weights, loaded.adapter.net
+        assert isinstance(weights, RecurrentWeights) and isinstance(net.rnn, torch.nn.RNNBase)
+        assert torch.equal(net.embedding.weight.float(), weights.embedding)
+        assert net.decoder is not None and torch.equal(net.decoder.weight.float(), weights.output_weight)
