@@ -306,6 +306,34 @@ VIEWS.append(View(
         "b": P("text", "the key to the cabinets [MASK] on the table .",
                label="Second sentence, side by side (empty: none)"),
     }, families=("masked-lm", "encoder"), sentences="masked", main="fill-A-0"))
+VIEWS.append(View(
+    "app_pages/interventions.py", "Interventions", ":material/healing:", "interventions",
+    "Patch, ablate and trace where a model computes its answer: activation and attribution patching.", params={
+        "model": P("model", LM_DEFAULT), "text": P("text", label="Clean prompt"),
+        "corrupt": P("text", label="Corrupted prompt", help="As many tokens as the clean prompt: patching takes each "
+                     "activation from one run into the other at the same position."),
+        "answer": P("text", label="Answer", help="The clean prompt's continuation, read as the next word after it "
+                    "(its first token)."),
+        "wrong": P("text", label="Wrong", help="The corrupted prompt's continuation (its first token)."),
+        "site": choice("resid", "attn", "mlp", "heads", "h", "c", label="Patch"),
+        "direction": choice("denoise", "noise", label="Direction",
+                            help="denoise: the corrupted run with one clean activation (what restores the answer); "
+                                 "noise: the clean run with one corrupted activation (what the answer needs)."),
+        "method": choice("exact", "attribution", "both", label="Method",
+                         help="exact: one patched run per cell; attribution: the first-order estimate from one "
+                              "forward and one backward pass per prompt (Nanda 2023); both: side by side."),
+        "pos": P("int", -1, -1, None, "Heads: position", help="-1: each head patched at every position."),
+        "dir": choice("fwd", "bwd", label="Direction of the recurrence"),
+        "layer": P("int", None, 0, None, "Layer"), "col": P("int", None, 0, None, "Column"),
+        "range": choice("1", "fit", label="Colour range",
+                        help="1: the colours run from −1 to 1 (a restored fraction); fit: from −m to m, m the grid's "
+                             "largest |value| (small effects show)."),
+        "ablate": P("text", "", label="Ablate", help="Heads (L3H2), MLP layers (L3MLP), attention layers (L3ATTN) "
+                    "or recurrent units (L0U12), comma-separated."),
+        "how": choice("zero", "mean", "resample", label="Ablation",
+                      help="zero: the output set to 0; mean: to its mean over the positions of both prompts; "
+                           "resample: to its value in the corrupted prompt."),
+    }, families=("decoder", "rnn-lm", "state-dict"), sentences="contrast", main="patch_grid"))
 VIEWS.append(View("app_pages/lesson_plans.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))

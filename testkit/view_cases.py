@@ -108,6 +108,13 @@ CASES: dict[str, ViewCase] = {
         panels=({}, {"method": "gradient × input"},
                 {"model": "builtin:seq2seq-bahdanau", "text": "the red car is fast ."}),
         typing="model=builtin:tiny-gpt"),
+    "interventions": ViewCase(
+        hostile=Hostile({"model": "builtin:tiny-gpt"}, "Type the clean prompt", NOTHING,
+                        "are used (this view's limit)", "are shown as <unk>", False),
+        word_level=("builtin:tiny-gpt", {}),
+        panels=({}, {"site": "heads", "method": "both", "ablate": "L1H1,L0MLP"},
+                {"model": "builtin:lstm-lm", "site": "c", "direction": "noise", "ablate": "L0U5", "how": "mean"}),
+        typing=None),  # a typed clean prompt alone paints no grid: the corrupted one must match its length
     "gradients-through-time": ViewCase(
         hostile=Hostile({}, TYPE, NOTHING, "The text has 3,000 tokens; only the first 79 are used (this view's limit)",
                         "are shown as <unk>", False),

@@ -27,7 +27,7 @@ from families import FAMILIES, save, tiny
 TEXT = "the red car is fast ."
 TARGET = "la voiture rouge est rapide ."
 COLUMNS = ("Self-attention", "Q·K arithmetic", "Cross-attention", "Positions", "Word embeddings", "Contextual",
-           "Decoding")
+           "Decoding", "Interventions")
 TOL = 1e-5
 
 
@@ -133,7 +133,46 @@ def _cells(name: str) -> dict[str, str]:
         generated = out[len(adapter.decoder_start):] if two else out[len(run.prompt_ids):]
         assert list(run.generations[0].outputs[0].ids) == generated, (name, generated)
         row["Decoding"] = "✓"
+    row["Interventions"] = _interventions(lm, model)
     return row
+
+
+def _interventions(lm, model) -> str:
+    """The residual-stream grid of the interventions view against forward hooks on the family's own model (each
+    block's input replaced at one position, a whole forward per cell), and the sites the view found."""
+    from explorer.probes import interventions as I
+
+    try:
+        layout = I.layout(lm)
+    except I.InterventionError:
+        assert lm.family != "decoder" or not lm.adapter.can_generate
+        return "— not a decoder"
+    ids = list(lm.tokenizer.convert_tokens_to_ids(TEXT.split()))  # the words' ids (whatever the pre-tokenizer)
+    corrupt, (answer, wrong) = [ids[0], ids[1] + 1, *ids[2:]], ids[-2:]  # one token changed; two continuations
+    c = I.contrast_of_ids(lm, ids, corrupt, answer, wrong)
+    grid = I.patch_grid(lm, c, "resid")
+    n = model.config.num_hidden_layers
+    blocks = next(m for _, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n)
+    clean = torch.tensor([list(c.ids)])
+    seen: dict[int, torch.Tensor] = {}
+    hooks = [b.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(i, a[0].detach().clone()) if a else None)
+             for i, b in enumerate(blocks)]
+    _run(model, list(c.ids))
+    for h in hooks:
+        h.remove()
+    for layer in range(n):
+        for t in range(clean.shape[1]):
+            def patch(m, args, kwargs, layer=layer, t=t):
+                if not args:
+                    return None
+                x = args[0].clone()
+                x[:, t] = seen[layer][:, t]
+                return (x, *args[1:]), kwargs
+            h = blocks[layer].register_forward_pre_hook(patch, with_kwargs=True)
+            logits = _run(model, list(c.corrupt_ids)).logits[0, -1]
+            h.remove()
+            assert float(logits[c.answer_id] - logits[c.wrong_id]) == pytest.approx(grid.values[layer, t], abs=TOL)
+    return "✓ " + " ".join(k for k in layout.kinds)
 
 
 def table(rows: dict[str, dict[str, str]]) -> str:

@@ -526,3 +526,129 @@ def test_05_an_empty_prompt_opens_a_turn() -> None:
     assert rendered.count("<|im_start|>") == 3  # before every message: system, user, and the assistant's turn
     roles = ("system", "user", "assistant")
     assert not any(gen.outputs[0].text.startswith(r) for gen in run.generations for r in roles)
+
+
+# --------------------------------------------------------------------------------- 06, 07 interventions
+FACT, NUMBER = "06-where-a-fact-is-recalled", "07-where-number-is-carried"
+
+
+def _grid(p: dict):
+    from explorer.probes import interventions as I
+
+    return I.patching(model(p["model"]), p["text"], p["corrupt"], p["answer"], p["wrong"], p["site"],
+                      p.get("direction", "denoise"), p.get("pos", -1))
+
+
+@needs_smollm2
+def test_06_the_subject_then_the_last_position() -> None:
+    from explorer.probes import interventions as I
+
+    s, p = step(FACT, 1)
+    m = model(p["model"])
+    c = I.contrast(m, p["text"], p["corrupt"], p["answer"], p["wrong"])
+    assert c.tokens[2] == "iffel" and c.tokens[-1] == "·of" and (p["layer"], p["col"]) == (23, 2)
+    says(LESSONS[FACT].intro, "continues the clean one with “·Paris” and the corrupted one with “·Rome”")
+    for prompt, word in ((p["text"], "·Paris"), (p["corrupt"], "·Rome")):
+        assert I.ablation(m, prompt, ()).before_tokens[0] == word
+    says(s.caption, f"Clean: LD = {signed(c.clean.ld)} (p(·Paris) = {c.clean.p_answer:.2f}); corrupted: LD = "
+         f"{signed(c.corrupted.ld)} (p(·Rome) = {c.corrupted.p_wrong:.2f})")
+    g = _grid(p).restored
+    says(s.caption, f"restores {g[0, 2]:.2f} before layer 0 and still {g[23, 2]:.2f} before layer 23",
+         f"the last position, “·of”, restores {g[24, 8]:.2f} instead")
+    assert np.abs(g[24, 1:4]).max() < 0.005 and g[24, 8] > 0.7  # "before layer 24 it (the subject) restores nothing"
+    assert all(g[layer, 2] > 0.75 for layer in range(24))
+
+
+@needs_smollm2
+def test_06_layer_23_attention_and_its_heads() -> None:
+    s, p = step(FACT, 2)
+    attn = _grid(p).restored
+    says(s.caption, f"layer 23 at the last position restores {attn[23, 8]:.2f} on its own")
+    others = np.delete(attn[:, 8], 23)
+    says(s.caption, f"no other attention output at “·of” restores more than {others.max():.2f}")
+    s3, p3 = step(FACT, 3)
+    heads = _grid(p3).restored
+    assert p3["pos"] == 8
+    says(s3.caption, f"heads 4 and 5 of layer 23 restore {heads[23, 4]:.2f} and {heads[23, 5]:.2f} "
+         f"({heads[23, 4] + heads[23, 5]:.2f} of the {attn[23, 8]:.2f}")
+    rest = heads.copy()
+    rest[23, 4] = rest[23, 5] = -np.inf
+    says(s3.caption, f"no other head of the 30 layers restores more than {rest.max():.2f}",
+         f"(layer 29, head 0: {signed(heads[29, 0])})")
+
+
+@needs_smollm2
+def test_06_the_first_mlp_and_the_estimate() -> None:
+    from explorer.probes import interventions as I
+
+    s, p = step(FACT, 4)
+    mlp = _grid(p).restored
+    resid = _grid({**p, "site": "resid"}).restored
+    says(s.caption, f"The MLP of layer 0 at “iffel” restores {mlp[0, 2]:.2f} alone")
+    assert mlp[0, 2] < resid[1, 2] and resid[1, 2] - mlp[0, 2] < 0.05  # "nearly as much as the stream there"
+    s5, p5 = step(FACT, 5)
+    m = model(p5["model"])
+    exact = _grid(p5)
+    est = I.attribution(m, p5["text"], p5["corrupt"], p5["answer"], p5["wrong"])["resid"]
+    agree = I.agreement(exact, est)
+    says(s5.caption, f"instead of {exact.runs} patched runs", f"Over the {exact.restored.size} cells it correlates "
+         f"r = {agree.r:.2f}", f"exact {agree.exact:.2f}, estimate {signed(agree.estimate)}")
+    assert (agree.worst_row, agree.worst_col) == ("before layer 0", "iffel")
+
+
+def test_07_the_cell_state_carries_the_number() -> None:
+    from explorer.probes import interventions as I
+
+    s, p = step(NUMBER, 1)
+    m = model(p["model"])
+    c = I.contrast(m, p["text"], p["corrupt"], p["answer"], p["wrong"])
+    says(s.caption, f"Clean: LD = {signed(c.clean.ld)}; corrupted: LD = {signed(c.corrupted.ld)}")
+    g = _grid(p).restored[0]
+    first, last = c.tokens.index("to"), c.tokens.index("big")
+    says(s.caption, f"restores between {g[first:last + 1].min():.2f} and {g[first:last + 1].max():.2f}")
+    assert abs(g[-1]) < 1e-6  # "Why does the cell state at the last word restore nothing?"
+    s2, p2 = step(NUMBER, 2)
+    h = _grid(p2).restored[0]
+    says(s2.caption, f"restores at most {h[:-1].max():.2f} before the last word ({h[first]:.2f} at “to”), and "
+         f"exactly 1 at “windows”")
+    assert h[-1] == pytest.approx(1.0, abs=1e-5)
+    noised = _grid({**p, "direction": "noise"}).restored[0]
+    keys = c.tokens.index("keys")
+    np.testing.assert_allclose(noised[keys:], h[keys:], atol=1e-5)  # "from “keys” on, the two rows are the same"
+    assert np.allclose(noised[:keys], 1.0) and np.allclose(h[:keys], 0.0, atol=1e-5)  # before it nothing differs
+
+
+def test_07_a_gru_has_one_state_and_the_estimate_on_h_and_c() -> None:
+    from explorer.probes import interventions as I
+
+    s, p = step(NUMBER, 3)
+    g = _grid(p).restored[0]
+    keys = I.contrast(model(p["model"]), p["text"], p["corrupt"], p["answer"], p["wrong"]).tokens.index("keys")
+    says(s.caption, "at any one word from “keys” on restores exactly 1")
+    assert "Before “keys” the patch restores 0" in LESSONS[NUMBER].steps[2].question
+    np.testing.assert_allclose(g[keys:], 1.0, atol=1e-5)
+    np.testing.assert_allclose(g[:keys], 0.0, atol=1e-6)
+    s4, p4 = step(NUMBER, 4)
+    m = model(p4["model"])
+    args = (p4["text"], p4["corrupt"], p4["answer"], p4["wrong"])
+    est = I.attribution(m, *args)
+    h, c = (I.agreement(_grid({**p4, "site": k}), est[k]) for k in ("h", "c"))
+    says(s4.caption, f"(r = {h.r:.2f} over the row)", f"(r = {c.r:.2f})",
+         f"at “to” exact patching restores {c.exact:.2f} and the estimate {c.estimate:.2f}")
+    assert c.worst_col == "to"
+
+
+def test_07_one_unit_holds_the_number() -> None:
+    from explorer.probes import interventions as I
+
+    s, p = step(NUMBER, 5)
+    m = model(p["model"])
+    args = (p["corrupt"], p["answer"], p["wrong"])
+    resampled = I.ablation(m, p["text"], (p["ablate"],), p["how"], *args)
+    says(s.caption, f"LD falls from {resampled.before.ld:.2f} to {resampled.after.ld:.2f}")
+    after = {u: I.ablation(m, p["text"], (f"L0U{u}",), "resample", *args).after.ld for u in range(256)}
+    ranked = sorted(after, key=after.get)
+    assert ranked[0] == 133
+    says(s.caption, f"the next, unit {ranked[1]}, leaves LD at {after[ranked[1]]:.2f}")
+    zero = I.ablation(m, p["text"], (p["ablate"],), "zero", *args)
+    says(s.caption, f"Set to zero instead of resampled, unit 133 leaves LD at {zero.after.ld:.2f}")

@@ -12,10 +12,11 @@ import numpy as np
 import torch
 
 from explorer.adapters.base import Acts, Adapter, Names, PositionTable, Record, Table, causal_mask
+from explorer.adapters.interventions import PatchesBlocks, TransformerSites
 from explorer.adapters.text import Encoded, VocabText
 
 
-class GPTAdapter(VocabText, Adapter):
+class GPTAdapter(VocabText, PatchesBlocks, Adapter):
     name = "built-in GPT"
     causal = True
     streams = {"decoder": "blocks.{l}.attn"}
@@ -31,6 +32,10 @@ class GPTAdapter(VocabText, Adapter):
         if self.vocab is not None:
             self.bos_id, self.pad_id = self.vocab.bos_id, self.vocab.pad_id
             self.eos_ids = () if self.vocab.eos_id is None else (self.vocab.eos_id,)
+        blocks = list(self.model.h)
+        self.patch_sites = TransformerSites(blocks, [b.attn for b in blocks], [b.mlp for b in blocks],
+                                      [b.attn.c_proj for b in blocks], self.n_heads, int(cfg.n_embd) // self.n_heads)
+        self.patch_sites.install()  # once, at load: the hooks act only inside an intervention scope
 
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, positions: bool = True,
             causal: bool = True, n_blocks: int | None = None, **options: Any) -> Record:
@@ -84,6 +89,9 @@ class GPTAdapter(VocabText, Adapter):
 
     def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
         return self.model(None, embeds=embeds)
+
+    def _block_logits(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids)[:, -1, :]
 
     def _logits(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model(ids[:, -self.context_len:])[:, -1, :].float()

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from explorer.adapters import hf_attention as A
+from explorer.adapters.interventions import PatchesBlocks, find_sites
 from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table,
                                    Unsupported, causal_mask)
 from explorer.adapters.text import Encoded, encode_hf, no_text, token_limit
@@ -85,7 +86,7 @@ def _ints(value: Any) -> tuple[int, ...]:
     return ()
 
 
-class HFAdapter(Adapter):
+class HFAdapter(PatchesBlocks, Adapter):
     """Any Hugging Face encoder or decoder loaded with eager attention."""
 
     supports_padding = True
@@ -123,6 +124,13 @@ class HFAdapter(Adapter):
             if isinstance(value, int) and value > 0:
                 self.context_len = value
                 break
+        if self.can_generate:  # a causal LM: its blocks, found once, can be patched (explorer.adapters.interventions)
+            layers = _first_int(*(getattr(self.config, n, None)
+                                  for n in ("num_hidden_layers", "n_layer", "num_layers")))
+            width = _first_int(*(getattr(self.config, n, None) for n in ("hidden_size", "n_embd", "d_model")))
+            self.patch_sites = find_sites(_base(self.model), layers or 0, self.n_heads, width or 0)
+            if self.patch_sites is not None:
+                self.patch_sites.install()  # the hooks act only inside an intervention scope
 
     # ------------------------------------------------------------------ text
     def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
@@ -329,6 +337,14 @@ class HFAdapter(Adapter):
 
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         return self.model.get_input_embeddings()(ids)
+
+    def _block_logits(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (B, T) -> the model's own logits (B, V) after the last token (only that position unembedded)."""
+        kw = dict(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, return_dict=True)
+        try:
+            return self.model(**kw, logits_to_keep=1).logits[:, -1]
+        except TypeError:  # a family without logits_to_keep
+            return self.model(**kw).logits[:, -1]
 
     def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
         if not self.has_head:

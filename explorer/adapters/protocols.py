@@ -17,6 +17,7 @@ adapters that can do it) rather than a method on every adapter:
   HasTables       the embedding tables                                               word embeddings
   Aligns          the encoder-decoder's attention and what it computes               seq2seq
   Recurrent       the cell's weights and network (adapters whose `recurrent` is set) LSTM gates, gradients
+  Intervenes      runs with activations patched at named sites                       interventions
 
 Shapes: T tokens, C width, V vocabulary, H heads, B batch.
 """
@@ -29,6 +30,7 @@ from numpy.typing import NDArray
 
 if TYPE_CHECKING:
     from explorer.adapters.base import Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table
+    from explorer.adapters.interventions import Layout, Patch, PatchedRun
     from explorer.adapters.recurrent import RecurrentWeights
     from explorer.adapters.text import Encoded
     from explorer.data.examples import Examples
@@ -237,6 +239,32 @@ class Recurrent(Records, Protocol):
     def weights(self) -> RecurrentWeights: ...
     @property
     def net(self) -> RecurrentLM: ...
+
+
+class Intervenes(Reads, Protocol):
+    """Runs with some activations replaced, at the record's names (explorer.adapters.interventions): decoders whose
+    blocks were found (resid, attn, mlp, heads) and recurrent LMs with an output layer (h, c)."""
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]: ...
+
+    def intervention_layout(self) -> Layout | None:
+        """What can be patched (None: nothing)."""
+    def patched_logits(self, ids: torch.Tensor, patches: Sequence[Patch] = (), keep: Names = (),
+                       calls: bool = False) -> PatchedRun:
+        """ids (B, T) run with `patches` -> logits (B, V) after the last token, the kept sites (B, T, ...)."""
+    def resume_logits(self, layer: int, hidden: torch.Tensor, patches: Sequence[Patch],
+                      calls: dict[int, tuple[tuple[Any, ...], dict[str, Any]]]) -> torch.Tensor:
+        """hidden (B, T, C) entering block `layer` -> (B, V), the blocks before it not run (decoders)."""
+    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Any
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """ids (1, T): metric(logits (1, V)), the kept sites' values and their gradients, each (T, ...)."""
+
+
+def can_intervene(adapter: Adapter) -> TypeGuard[Intervenes]:
+    """Whether `adapter` can run with patched activations (it implements Intervenes and found its sites)."""
+    layout = getattr(adapter, "intervention_layout", None)
+    return callable(layout) and layout() is not None
 
 
 def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:

@@ -34,6 +34,7 @@ import torch
 import torch.nn as nn
 
 from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported
+from explorer.adapters.interventions import PatchesRecurrence
 from explorer.adapters.text import Encoded, VocabText, input_convention
 from explorer.files.state_dicts import describe as describe_tensors
 
@@ -410,7 +411,7 @@ def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: st
 
 
 # --------------------------------------------------------------------------------------------- adapter
-class RecurrentAdapter(VocabText, Adapter):
+class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
     """Built-in RNN LMs and user state dicts with nn.RNN/GRU/LSTM weights (see the module docstring).
 
     Text (explorer.adapters.text.VocabText): `<bos>` + words or characters when the vocabulary has a

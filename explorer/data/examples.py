@@ -22,6 +22,7 @@ PURPOSES = {
     "agreement": "subject-verb agreement across an attractor (language models)",
     "attention": "a sentence whose words refer back to earlier words",
     "chat": "a message to an instruction-tuned model (a user turn of its chat template)",
+    "contrast": "a prompt with a corrupted twin of as many tokens and two continuations (CONTRASTS)",
     "distance": "a long dependency that ends in the word to predict",
     "masked": "a sentence with [MASK] where a word should be",
     "order": "a sentence whose meaning depends on word order",
@@ -144,6 +145,19 @@ NATURAL: dict[str, tuple[str, ...]] = {
         "one two three four five first second third",
     ),
 }
+# The interventions view's prompts: clean prompt -> (corrupted prompt of as many tokens, answer, wrong continuation).
+# The clean prompt ends where the model chooses between the two (a fact, a verb's number, a name: Wang et al. 2022).
+CONTRASTS: dict[str, tuple[str, str, str]] = {
+    "the keys to the cabinet": ("the key to the cabinet", "are", "is"),
+    "the dog that the farmers feed": ("the dogs that the farmers feed", "sleeps", "sleep"),
+    "the pictures of the famous painter": ("the picture of the famous painter", "are", "is"),
+    "The Eiffel Tower is in the city of": ("The Colosseum is in the city of", "Paris", "Rome"),
+    "When Mary and John went to the store, John gave a drink to": (
+        "When Mary and John went to the store, Mary gave a drink to", "Mary", "John"),
+    "The keys to the cabinet": ("The key to the cabinet", "are", "is"),
+}
+ENGLISH["contrast"] = tuple(k for k in CONTRASTS if k.islower())
+NATURAL["contrast"] = tuple(k for k in CONTRASTS if not k.islower())
 LANGUAGES = {"english": ENGLISH, "translation": TRANSLATION, "dates": DATES, "natural": NATURAL}
 FALLBACK = ("agreement", "translation")  # a language without the purpose offers these instead
 

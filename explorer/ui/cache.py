@@ -130,6 +130,43 @@ def probe_raising(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwarg
     return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded)
 
 
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _long_results() -> LoadOnceLRU[Any]:
+    """Process-wide results of long probes (probe_with_progress): built once per key and shared by every session,
+    like st.cache_data's, but outside it: st.cache_data replays the elements a cached function drew (its progress
+    bar) on every later hit."""
+    return LoadOnceLRU(int(os.environ.get("EXPLORER_MAX_LONG_RESULTS", "256")))
+
+
+def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, label: str = "Computing",
+                        **kwargs: Any) -> R:
+    """`probe` for long work: `fn(loaded, *args, progress=callback, **kwargs)` reports (fraction, what) to a progress
+    bar, shown only while it computes (a stored result shows none); a rerun of the page cancels it (Streamlit stops
+    the script at the next bar update, and nothing is stored). A ViewError is shown once and stops the page."""
+    slot = st.empty()
+
+    def progress(fraction: float, what: str) -> None:
+        slot.progress(min(max(float(fraction), 0.0), 1.0), text=f"{label}: {md_message(what)}")
+
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    key = (name, loaded.id, loaded.device, loaded.dtype, args, tuple(sorted(kwargs.items())))
+
+    def build() -> Any:
+        start = time.perf_counter()
+        result = fn(loaded, *args, progress=progress, **kwargs)
+        COMPUTE_LOG.append((name, time.perf_counter() - start))
+        del COMPUTE_LOG[:-1000]
+        return result
+
+    try:
+        result = _long_results().get(key, build)
+    except ViewError as exc:
+        slot.empty()
+        stop_with(exc)
+    slot.empty()
+    return result
+
+
 def stop_with(exc: ViewError) -> NoReturn:
     """Show a user-facing error as its class's alert (st.info, st.warning or st.error), escaped, and stop the page."""
     show = {"info": st.info, "warning": st.warning, "error": st.error}[exc.alert]

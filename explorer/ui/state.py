@@ -159,7 +159,13 @@ class Controls:
         p, label, kwargs = self._kw(key, kwargs)
         options = list(p.choices if options is None else options)
         cast = type(options[0]) if options else str
-        seed(key, list(p.default or ()), lambda raw: [cast(x) for x in raw.split(",") if x != ""],
+        raw = url_value(key) if key not in st.session_state else None
+        offered = {str(o) for o in options}
+        unknown = [x for x in (raw or "").split(",") if x and x not in offered]
+        if unknown:
+            st.warning(f"{label}: {md_message(', '.join(unknown[:5]))} from the link "
+                       f"{'is' if len(unknown) == 1 else 'are'} not offered here; ignored.")
+        seed(key, list(p.default or ()), lambda raw: [cast(x) for x in raw.split(",") if x in offered],
              lambda vs: all(v in options for v in vs))
         chosen = [v for v in st.session_state[key] if v in options]
         most = int(p.hi) if p.hi is not None else None

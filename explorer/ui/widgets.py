@@ -137,6 +137,20 @@ def model_picker(families: Iterable[str] | None, default: str, label: str = "Mod
     return state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i), **kwargs)
 
 
+def follow_preset(values: Sequence[str] | None, keys: Sequence[str]) -> None:
+    """Widgets that belong with the sentence (the interventions view's corrupted prompt and continuations): when the
+    sentence becomes an example with `values`, the widgets `keys` take them; on a page's first run, a value in the URL
+    wins over its example's."""
+    sentence = str(st.session_state.get("text") or "").strip()
+    last = st.session_state.get("_preset_for")
+    if values is None or last == sentence:
+        return
+    for key, value in zip(keys, values):
+        if last is not None or state.url_value(key) is None:
+            st.session_state[key] = value
+    st.session_state["_preset_for"] = sentence
+
+
 def top_row() -> list:
     """The row under the title: the model picker (left) and the sentence box with its examples (right). Pages
     draw into it with `with`; the view's controls and main chart follow, so they fit in the first screen."""
