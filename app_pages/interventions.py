@@ -91,7 +91,9 @@ if contrast is not None:
         f"{contrast.corrupted.ld:.3f} (p = {contrast.corrupted.p_answer:.3f} and {contrast.corrupted.p_wrong:.3f}). "
         f"The highlighted cell, {md(shown.rows[row])} at {md(labels[col])}: the {run} run with "
         f"{'this' if shown.method == 'exact' else 'an estimate of this'} one activation from the other run gives "
-        f"LD {ld_cell:.3f}. {V.rows_note(shown)}")
+        f"LD {ld_cell:.3f}"
+        + ("" if (pp := shown.probabilities(row, col)) is None else f" (p = {pp[0]:.3f} and {pp[1]:.3f})")
+        + f". {V.rows_note(shown)}")
 
     if exact is not None and estimates is not None:
         estimate = estimates[site]

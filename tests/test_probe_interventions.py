@@ -249,6 +249,11 @@ def test_at_layer_0_only_differing_positions_restore_on_a_longer_difference():
     np.testing.assert_allclose(grid.restored[0], c.differs.astype(float), atol=1e-4)
     noise = I.patching(loaded, clean, corrupt, "sleeps", "sleep", "resid", "noise")
     np.testing.assert_allclose(noise.restored[0], 1.0 - c.differs.astype(float), atol=1e-4)
+    # each patched run's probabilities: at layer 0, the clean run's where the patch makes the input clean
+    differs = int(np.argmax(c.differs))
+    assert grid.probabilities(0, differs) == pytest.approx((c.clean.p_answer, c.clean.p_wrong), abs=1e-6)
+    assert grid.probabilities(0, 0) == pytest.approx((c.corrupted.p_answer, c.corrupted.p_wrong), abs=1e-6)
+    assert I.attribution(loaded, clean, corrupt, "sleeps", "sleep")["resid"].probabilities(0, 0) is None
 
 
 # ------------------------------------------------------------------------ attribution patching

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     from explorer.adapters.recurrent import RecurrentWeights
 
 _SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("explorer_intervention", default=None)
-SITE = re.compile(r"^(blocks\.(?P<l>\d+)\.(?P<what>resid_pre|resid_post|attn_out|mlp_out|attn\.z)|"
-                  r"rnn\.(?P<rl>\d+)\.(?P<dir>fwd|bwd)\.(?P<state>h|c))$")
 
 
 @dataclass(frozen=True)
@@ -287,11 +285,6 @@ def _in_features(proj: torch.nn.Module) -> int:
     weight = proj.weight
     assert isinstance(weight, torch.Tensor)
     return int(weight.shape[1] if isinstance(proj, torch.nn.Linear) else weight.shape[0])
-
-
-def current_scope() -> Scope | None:
-    """The scope open in this thread, if any (adapters that compute their sites themselves apply it)."""
-    return _SCOPE.get()
 
 
 # ------------------------------------------------------------------------------ recurrent networks

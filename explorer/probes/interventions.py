@@ -202,7 +202,8 @@ class PatchGrid:
     """One grid of patched runs. values (R, K): the patched logit difference of each cell; restored (R, K) its
     restored fraction; rows: a label per layer (R = L, or L + 1 for the residual stream); cols: per position (its
     clean token) or per head (K = H); method "exact" or "attribution"; position: the one position the head grid
-    patched (-1: every position)."""
+    patched (-1: every position); p_answer, p_wrong (R, K): the two continuations' probabilities in each patched run
+    (exact patching; None for an estimate, which gives the logit difference only)."""
 
     kind: str
     direction: str
@@ -215,6 +216,14 @@ class PatchGrid:
     seconds: float = 0.0
     runs: int = 0
     check: float = 0.0  # |LD of the unpatched replay − LD of the base run| (the fast path's self-check)
+    p_answer: np.ndarray | None = None
+    p_wrong: np.ndarray | None = None
+
+    def probabilities(self, row: int, col: int) -> tuple[float, float] | None:
+        """(p(answer), p(wrong)) in one patched run (None: an estimate)."""
+        if self.p_answer is None or self.p_wrong is None:
+            return None
+        return float(self.p_answer[row, col]), float(self.p_wrong[row, col])
 
 
     def strongest(self) -> tuple[int, int]:
@@ -287,7 +296,7 @@ def patch_grid(loaded: Loaded, c: Contrast, kind: str = "resid", direction: str 
         check = _resume_check(adapter, layout, base, base_ld, c) if resumes else 0.0
         fast = resumes and check <= 1e-3 * max(1.0, abs(base_ld))
         K = layout.n_heads if kind == "heads" else T
-        values = np.zeros((R, K))
+        values, p_answer, p_wrong = np.zeros((R, K)), np.zeros((R, K)), np.zeros((R, K))
         runs = 0
         for r in range(R):
             if progress is not None:
@@ -310,12 +319,15 @@ def patch_grid(loaded: Loaded, c: Contrast, kind: str = "resid", direction: str 
                 if logits is None:
                     logits = adapter.patched_logits(_batch(adapter, [base_ids] * len(ks)), [patch]).logits
                 values[r, ks] = (logits[:, c.answer_id] - logits[:, c.wrong_id]).double().cpu().numpy()
+                probs = torch.softmax(logits.double(), dim=-1)
+                p_answer[r, ks] = probs[:, c.answer_id].cpu().numpy()
+                p_wrong[r, ks] = probs[:, c.wrong_id].cpu().numpy()
                 runs += len(ks)
     if progress is not None:
         progress(1.0, "done")
     cols = tuple(f"head {h}" for h in range(layout.n_heads)) if kind == "heads" else c.tokens
     return PatchGrid(kind, direction, "exact", _row_labels(layout, kind), cols, values, c.restored(values),
-                     position if kind == "heads" else -1, time.perf_counter() - start, runs, check)
+                     position if kind == "heads" else -1, time.perf_counter() - start, runs, check, p_answer, p_wrong)
 
 
 def _head_mask(K: int, T: int, H: int, heads: Sequence[int], position: int) -> torch.Tensor:

@@ -37,10 +37,12 @@ def restored_grid(grid: Any, labels: Sequence[str], title: str, theme: Theme,
     diverging colours from −scale to scale centred on 0; hover: the restored fraction and the patched logit
     difference."""
     R, K = grid.restored.shape
-    custom = np.empty((R, K, 3), dtype=object)
+    custom = np.empty((R, K, 4), dtype=object)
     for i in range(R):
         for j in range(K):
-            custom[i, j] = (labels[j], float(grid.values[i, j]), grid.rows[i])
+            pp = grid.probabilities(i, j)
+            probs = "" if pp is None else f"<br>p(answer) {pp[0]:.4f}, p(wrong) {pp[1]:.4f}"
+            custom[i, j] = (labels[j], float(grid.values[i, j]), grid.rows[i], probs)
     named = R <= MAX_NAMED_ROWS  # a deep model's rows are numbered (layer l), so that they fit in the first screen
     show_text = named and R * K <= 240  # a value in every cell only where the cells are large enough to read
     rows = list(grid.rows) if named else list(range(R))
@@ -48,7 +50,7 @@ def restored_grid(grid: Any, labels: Sequence[str], title: str, theme: Theme,
              "zmin": -scale, "zmax": scale, "colorscale": theme.diverging, "customdata": custom,
              "colorbar": {"title": {"text": "restored"}},
              "hovertemplate": "%{customdata[2]}, %{customdata[0]}<br>restored %{z:.3f}<br>patched logit "
-                              "difference %{customdata[1]:.3f}<extra></extra>"}]
+                              "difference %{customdata[1]:.3f}%{customdata[3]}<extra></extra>"}]
     if show_text:
         data[0]["text"] = [[f"{v:.2f}".replace("-0.00", "0.00") for v in row] for row in grid.restored]
         data[0]["texttemplate"] = "%{text}"
