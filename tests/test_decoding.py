@@ -15,7 +15,7 @@ from explorer.loading.loaders import LoadedModel, load_model
 from explorer.probes import decoding_strategies as D
 from explorer.views import BY_PATH
 from families import ENC_DEC_SMALL, GPT2_SMALL, SMALL, T5_SMALL, tiny_model
-from hf_reference import generation_config, reference_generate
+from testkit.hf_reference import generation_config, reference_generate
 from conftest import needs_smollm2
 
 SEED = 3

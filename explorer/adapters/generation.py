@@ -5,7 +5,7 @@ logits processors built as `GenerationMixin._get_logits_processor` builds them: 
 order (the model's own generation settings, e.g. Marian's bad_words_ids and forced EOS, BART's forced BOS; then
 repetition penalty, no-repeat n-gram, min new tokens; and for sampling temperature, top-k, top-p, min-p,
 typical). So for a Hugging Face model the tokens equal `model.generate(...)` with the same settings and seed
-(tests/hf_reference.py checks it), and the built-in models follow the identical definitions.
+(testkit/hf_reference.py checks it), and the built-in models follow the identical definitions.
 
   sample(...)       greedy or sampling for n rows; rows stop at an end token; returns the ids and the model's own
                     log-probability (temperature 1, no processor) of each generated token, and (record=True) what
