@@ -96,3 +96,28 @@ def test_memo_keeps_its_most_recently_used_items():
     memo.put((4,), 4)
     assert len(memo) == 3 and memo.get((2,)) is None and memo.get((1,)) == 1
     assert (memo.hits, memo.misses) == (2, 2)
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt", "lstm-lm", "llama"])
+def test_the_logit_lens_reuses_the_columns_of_the_prefix_and_equals_a_fresh_computation(name):
+    from explorer.probes.logit_lens import logit_lens
+
+    lm = _model(name)
+    _forget(lm)
+    logit_lens(lm, SHORT)
+    memo = prefix_memo(lm.adapter, "lens:10")
+    stored, hits = len(memo), memo.hits
+    grown = logit_lens(lm, LONGER)
+    common = _common_prefix(lm, SHORT, LONGER)
+    assert common >= 5 and memo.hits - hits == common  # the shared prefix's columns are not unembedded again
+    assert len(memo) - stored == len(grown.tokens) - common
+    edited = logit_lens(lm, EDITED)
+    _forget(lm)
+    for text, got in ((LONGER, grown), (EDITED, edited)):
+        fresh = logit_lens(lm, text)
+        for field in ("top_tokens", "final_tokens", "topk_tokens", "layers", "tokens"):
+            assert getattr(got, field) == getattr(fresh, field), field
+        for field in ("top_probs", "final_prob", "topk_probs"):  # equal to float32 rounding (other matmul shapes)
+            np.testing.assert_allclose(getattr(got, field), getattr(fresh, field), atol=1e-6)
+        np.testing.assert_array_equal(got.final_rank, fresh.final_rank)
+        assert got.lens_error == pytest.approx(fresh.lens_error, abs=1e-5)

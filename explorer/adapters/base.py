@@ -298,9 +298,11 @@ class Adapter:
         """(T,) ids -> (T, C) the token embeddings the model adds (what attribution differentiates against)."""
         raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")
 
-    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T, C) token embeddings -> (B, T, V) logits, differentiable. Encoder-decoders: embeds are the source's
-        and `target` (B, T', C) the decoder inputs' ([start] + target[:-1]); the logits are the decoder's (B, T', V)."""
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
+                               keep: Sequence[int] | None = None) -> torch.Tensor:
+        """(B, T, C) token embeddings -> (B, T, V) logits, differentiable; keep: only those positions, (B, K, V)
+        (decoders and RNN LMs). Encoder-decoders: embeds are the source's and `target` (B, T', C) the decoder inputs'
+        ([start] + target[:-1]); the logits are the decoder's (B, T', V)."""
         raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")
 
     def input_note(self) -> str:

@@ -6,7 +6,7 @@ context; beyond block_size the context slides (the last block_size tokens, as na
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -87,8 +87,10 @@ class GPTAdapter(VocabText, PatchesBlocks, Adapter):
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         return self.model.wte(ids)
 
-    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
-        return self.model(None, embeds=embeds)
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
+                               keep: Sequence[int] | None = None) -> torch.Tensor:
+        logits = self.model(None, embeds=embeds)
+        return logits if keep is None else logits[:, list(keep)]
 
     def _block_logits(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model(ids)[:, -1, :]

@@ -17,7 +17,7 @@ against the model's own weights and shows the arithmetic only when they agree.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -346,14 +346,23 @@ class HFAdapter(PatchesBlocks, Adapter):
         except TypeError:  # a family without logits_to_keep
             return self.model(**kw).logits[:, -1]
 
-    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
+                               keep: Sequence[int] | None = None) -> torch.Tensor:
         if not self.has_head:
             raise Unsupported(f"{self.id} has no language-model head: there is no output token to attribute.")
         mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
         if target is not None:
             return self.model(inputs_embeds=embeds, attention_mask=mask, decoder_inputs_embeds=target,
                               use_cache=False, return_dict=True).logits
-        return self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True).logits
+        kw = dict(inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True)
+        if keep is None:
+            return self.model(**kw).logits
+        index = torch.tensor(list(keep), dtype=torch.long, device=embeds.device)
+        try:  # the output layer only at those positions (Hugging Face's logits_to_keep)
+            logits = self.model(**kw, logits_to_keep=index).logits
+        except TypeError:  # a family without logits_to_keep
+            return self.model(**kw).logits[:, index]
+        return logits if logits.shape[1] == len(index) else logits[:, index]
 
     def _final_norm(self, prefix: str) -> bool:
         base = _base(self.model)

@@ -169,8 +169,10 @@ class Differentiates(HasTables, Protocol):
 
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         """(T,) ids -> (T, C) the token embeddings the model adds."""
-    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T, C) token embeddings -> (B, T, V) logits (encoder-decoders: target (B, T', C) -> (B, T', V))."""
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
+                               keep: Sequence[int] | None = None) -> torch.Tensor:
+        """(B, T, C) token embeddings -> (B, T, V) logits, or (B, len(keep), V) at positions `keep` (encoder-decoders:
+        target (B, T', C) -> (B, T', V))."""
     def position_scheme(self) -> PositionScheme:
         """How the model knows positions (the baseline depends on it)."""
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.nn as nn
@@ -496,12 +496,14 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         return self.net.embedding(ids)
 
-    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T, E) -> (B, T, V): the network's own recurrence and output layer on given input embeddings."""
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
+                               keep: Sequence[int] | None = None) -> torch.Tensor:
+        """(B, T, E) -> (B, T, V) (keep: only those positions): the network's own recurrence and output layer on
+        given input embeddings."""
         if not self.can_generate:
             raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions).")
         out, _ = self.net.rnn(embeds)
-        return self.net.decoder(out)
+        return self.net.decoder(out if keep is None else out[:, list(keep)])
 
     def start(self, ids, record=False):
         if not self.can_generate:

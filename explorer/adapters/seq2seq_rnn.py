@@ -20,7 +20,7 @@ much an output token relies on the source, for the model without attention).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -133,9 +133,10 @@ class Seq2SeqAdapter(Adapter):
         m = self.model
         return (m.src_embedding if side == "input" else m.tgt_embedding)(ids)
 
-    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
+                               keep: Sequence[int] | None = None) -> torch.Tensor:
         """Source embeddings (B, S, E) and decoder-input embeddings (B, T, E) -> (B, T, V): the model's own encode
-        and decode_step, teacher-forced."""
+        and decode_step, teacher-forced (every decoder position: `keep` is for decoder-only models)."""
         m = self.model
         mask = torch.ones(embeds.shape[:2], dtype=torch.bool, device=embeds.device)
         enc, state = m.encode(None, mask, embeds=embeds)

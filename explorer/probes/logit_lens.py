@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from explorer.adapters.base import Unsupported
-from explorer.adapters.protocols import Loaded
+from explorer.adapters.protocols import Loaded, Unembeds
 from explorer.runtime.errors import ViewError
+from explorer.runtime.prefix_memo import prefix_memo
 
 K = 10
 MAX_TOKENS = 128
@@ -63,9 +64,74 @@ class LensTrace:
         return self.topk_tokens[layer][position], self.topk_probs[layer, position]
 
 
+@dataclass(frozen=True)
+class _Column:
+    """One position's lens, every layer (L,): the top K ids (L, K) and probabilities, the model's own prediction,
+    its probability and rank at each layer, and |last layer through the lens − the model's logits| there."""
+
+    top_ids: torch.Tensor
+    top_probs: torch.Tensor
+    final: int
+    final_prob: torch.Tensor
+    rank: torch.Tensor
+    error: float
+
+
+ROWS = 128  # (layer, position) rows through the output layer at once: a (ROWS, V) block of logits at a time
+
+
+def _columns(adapter: Unembeds, states: list[tuple[str, torch.Tensor, bool]], own: torch.Tensor,
+             positions: list[int], k: int) -> tuple[dict[int, _Column], bool]:
+    """The lens at `positions`: each layer's state there through the final norm and output layer, in blocks of ROWS
+    rows (one read of the output layer's weights per block; no (L, T, V) array is ever held), and whether the last
+    layer had to be read as already normed to equal the model's logits."""
+    idx = torch.tensor(positions, dtype=torch.long)
+    M, L = len(positions), len(states)
+    final = own[idx].argmax(dim=-1)                                         # (M,)
+    kk = min(k, own.shape[-1])
+    top_p, top_i = torch.zeros(L, M, kk), torch.zeros(L, M, kk, dtype=torch.long)
+    final_p, rank = torch.zeros(L, M), torch.zeros(L, M, dtype=torch.long)
+    error = torch.zeros(M)
+
+    def read(layers: list[int], normed: bool) -> None:
+        """Fill the arrays of `layers` (every position), their states read through the lens (normed: as they are)."""
+        X = torch.cat([states[i][1][idx] for i in layers])                  # (len · M, C), layer-major
+        for r0 in range(0, X.shape[0], ROWS):
+            logits = adapter.unembed(X[r0:r0 + ROWS].to(adapter.device), normed).float().cpu()     # (n, V)
+            at = torch.arange(r0, r0 + logits.shape[0])
+            lay, m = torch.tensor(layers)[at // M], at % M
+            probs = torch.softmax(logits, dim=-1)
+            p, i = probs.topk(kk, dim=-1)
+            fp = probs.gather(-1, final[m][:, None])[:, 0]
+            top_p[lay, m], top_i[lay, m], final_p[lay, m] = p, i, fp
+            rank[lay, m] = (probs > fp[:, None]).sum(-1)
+            last = lay == L - 1
+            if bool(last.any()):
+                error[m[last]] = (logits[last] - own[idx][m[last]]).abs().amax(dim=-1)
+
+    with torch.inference_mode():
+        for flag in (False, True):
+            layers = [i for i, (_, _, normed) in enumerate(states) if normed is flag]
+            if layers:
+                read(layers, flag)
+        renormed = False
+        if float(error.max()) > LENS_TOL and not states[-1][2]:  # some models return their last state after the norm
+            before = (top_p[-1].clone(), top_i[-1].clone(), final_p[-1].clone(), rank[-1].clone(), error.clone())
+            read([L - 1], True)
+            renormed = float(error.max()) < float(before[-1].max())
+            if not renormed:
+                top_p[-1], top_i[-1], final_p[-1], rank[-1], error = before
+    return {t: _Column(top_i[:, m], top_p[:, m], int(final[m]), final_p[:, m], rank[:, m], float(error[m]))
+            for m, t in enumerate(positions)}, renormed
+
+
 def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     """The lens over every layer and position of `text`. Raises LensError (no output layer, empty text, or a
-    model whose last layer through the lens is not its own output)."""
+    model whose last layer through the lens is not its own output).
+
+    A left-to-right model's column at position p reads only the tokens 0 … p: columns are kept in the model's
+    prefix memo (explorer.runtime.prefix_memo) under those tokens, so typing on at the end of a sentence unembeds only
+    the new positions (the forward pass still runs over the whole sentence)."""
     adapter = loaded.adapter
     mid = str(getattr(loaded, "id", "model"))
     if not adapter.lens_names:
@@ -77,32 +143,38 @@ def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     try:
         rec = adapter.run(enc, names=adapter.lens_names)
         states = adapter.lens_states(rec)
-        with torch.inference_mode():
-            logits = [adapter.unembed(x.to(adapter.device), normed).float().cpu() for _, x, normed in states]
+        if "logits" not in rec:
+            with torch.inference_mode():  # a model without a language-model head: its adapter says why (Unsupported)
+                adapter.unembed(states[-1][1][:1].to(adapter.device), states[-1][2])
+            raise LensError(f"{mid} records no logits: it has no output layer over its vocabulary.")
+        own = torch.from_numpy(rec["logits"]).float()
+        memo = prefix_memo(adapter, f"lens:{k}") if adapter.can_generate else None
+        keys = [tuple(enc.ids[:t + 1]) for t in range(len(enc.ids))]
+        cols: dict[int, _Column] = {}
+        if memo is not None:
+            cols = {t: c for t, c in ((t, memo.get(key)) for t, key in enumerate(keys)) if c is not None}
+        todo = [t for t in range(len(enc.ids)) if t not in cols]
+        if todo:
+            new, _ = _columns(adapter, states, own, todo, k)
+            cols.update(new)
+            if memo is not None:
+                for t in todo:
+                    memo.put(keys[t], new[t])
     except Unsupported as exc:
         raise LensError(str(exc)) from None
-    if "logits" not in rec:
-        raise LensError(f"{mid} records no logits: it has no output layer over its vocabulary.")
-    own = torch.from_numpy(rec["logits"]).float()
-    error = float((logits[-1] - own).abs().max())
-    name, last, normed = states[-1]
-    if error > LENS_TOL and not normed:  # some models return their last state after the final norm: read it so
-        with torch.inference_mode():
-            again = adapter.unembed(last.to(adapter.device), True).float().cpu()
-        if float((again - own).abs().max()) < error:
-            logits[-1], error = again, float((again - own).abs().max())
+    error = max(c.error for c in cols.values())
     if error > LENS_TOL * max(1.0, float(own.abs().max())):
         raise LensError(f"{mid}'s last layer read through its final norm and output layer differs from its own logits "
                         f"by {error:.2g}: it transforms its last state in a way the lens does not know, so the lens "
                         "would not show what the model computes.")
-    probs = torch.softmax(torch.stack(logits), dim=-1)                      # (L, T, V)
-    final = own.argmax(dim=-1)                                              # (T,)
-    kk = min(k, probs.shape[-1])
-    top_p, top_i = probs.topk(kk, dim=-1)                                   # (L, T, K)
-    final_p = probs.gather(-1, final.expand(probs.shape[0], -1)[..., None])[..., 0]
-    rank = (probs > final_p[..., None]).sum(-1)
+    T = len(enc.ids)
+    top_i = torch.stack([cols[t].top_ids for t in range(T)], dim=1)        # (L, T, K)
+    top_p = torch.stack([cols[t].top_probs for t in range(T)], dim=1)
+    final_p = torch.stack([cols[t].final_prob for t in range(T)], dim=1)  # (L, T)
+    rank = torch.stack([cols[t].rank for t in range(T)], dim=1)
+    final = [cols[t].final for t in range(T)]
     topk_tokens = tuple(tuple(tuple(adapter.token_strings(row.tolist())) for row in layer) for layer in top_i)
     return LensTrace(mid, tuple(enc.tokens), tuple(bool(s) for s in (enc.special or (False,) * len(enc.ids))),
                      tuple(n for n, _, _ in states), tuple(tuple(t[0] for t in layer) for layer in topk_tokens),
-                     top_p[..., 0].numpy(), tuple(adapter.token_strings(final.tolist())), rank.numpy(), final_p.numpy(),
+                     top_p[..., 0].numpy(), tuple(adapter.token_strings(final)), rank.numpy(), final_p.numpy(),
                      topk_tokens, top_p.numpy(), error, tuple(enc.notes))

@@ -35,7 +35,7 @@ has spent fewer than CHEAP evaluations), or the output has spent `steps` gradien
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -134,7 +134,18 @@ class _Result:
     edges: tuple[float, ...]
 
 
-Logits = Callable[[torch.Tensor], torch.Tensor]  # (n, L, C) path points -> (n, L, V) logits
+@dataclass(frozen=True)
+class _Item:
+    """One path point of a batch: the inputs it reads (reach), its α, the gradient item it is (-1: none) and the
+    value items it answers."""
+
+    reach: int
+    alpha: float
+    grad: int
+    values: list[int]
+
+
+Logits = Callable[..., torch.Tensor]  # (n, L, C) path points [, keep: positions] -> (n, L or len(keep), V) logits
 
 
 def gauss_legendre(k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -144,51 +155,56 @@ def gauss_legendre(k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Path:
-    """The straight path B + α (E − B) and the rows read along it. Forward values are shared: one forward at an α
-    serves every row that asks for it (all of them at the START edges). Gradients are per (row, α) item, in chunks
-    that run only the inputs their rows read (the longest reach in the chunk): one backward per chunk, since the
-    items are independent and each contributes only its own row's logit."""
+    """The straight path B + α (E − B) and the rows read along it. One pass evaluates a batch of items: gradient
+    items (row, α) give that row's ∂f/∂x at α, value items give f alone (the interval ends and midpoints); a forward
+    at an α serves every value item that asks for it. Items run in chunks of the inputs their rows read (the longest
+    reach in the chunk), one backward per chunk: the items are independent and each contributes only its own row's
+    logit. `positions`: the logits function computes only the positions its rows read (a decoder's output layer at
+    those positions), else every position."""
 
-    def __init__(self, logits: Logits, E: torch.Tensor, B: torch.Tensor, rows: list[_Row]) -> None:
-        self.logits, self.E, self.B, self.D, self.rows = logits, E, B, E - B, rows
+    def __init__(self, logits: Logits, E: torch.Tensor, B: torch.Tensor, rows: list[_Row],
+                 positions: bool = False) -> None:
+        self.logits, self.E, self.B, self.D, self.rows, self.positions = logits, E, B, E - B, rows, positions
 
     def _points(self, alphas: list[float], L: int) -> torch.Tensor:
         alpha = torch.tensor(alphas, dtype=self.E.dtype, device=self.E.device)
         return self.B[None, :L] + alpha[:, None, None] * self.D[None, :L]
 
-    def values(self, items: list[tuple[int, float]]) -> np.ndarray:
-        """(n,) f of each item's row at its α."""
-        by_alpha: dict[float, list[int]] = {}
-        for i, (_, a) in enumerate(items):
-            by_alpha.setdefault(float(a), []).append(i)
-        alphas, out = sorted(by_alpha), np.zeros(len(items))
-        for s in range(0, len(alphas), CHUNK):
-            chunk = alphas[s:s + CHUNK]
-            L = max(self.rows[items[i][0]].reach for a in chunk for i in by_alpha[a])
-            with torch.no_grad():
-                logits = self.logits(self._points(chunk, L))
-            for j, a in enumerate(chunk):
-                for i in by_alpha[a]:
-                    row = self.rows[items[i][0]]
-                    out[i] = float(logits[j, row.position, row.target])
-        return out
-
-    def gradients(self, items: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
-        """((n, N) (E − B)_i · ∇_i f, (n, N) E_i · ∇_i f) at each item's α."""
+    def evaluate(self, grads: list[tuple[int, float]], values: Sequence[tuple[int, float]] = ()
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """((n, N) (E − B)_i · ∇_i f and (n, N) E_i · ∇_i f at each gradient item's α, (m,) f at each value item's)."""
         N, dev = self.E.shape[0], self.E.device
-        along, times = np.zeros((len(items), N)), np.zeros((len(items), N))
-        order = sorted(range(len(items)), key=lambda i: self.rows[items[i][0]].reach)
-        for s in range(0, len(order), CHUNK):
-            idx = order[s:s + CHUNK]
-            rows = [self.rows[items[i][0]] for i in idx]
-            L = max(r.reach for r in rows)
-            x = self._points([items[i][1] for i in idx], L).requires_grad_(True)
-            pos = torch.tensor([r.position for r in rows], device=dev)
-            tgt = torch.tensor([r.target for r in rows], device=dev)
-            (g,) = torch.autograd.grad(self.logits(x)[torch.arange(len(idx), device=dev), pos, tgt].sum(), x)
-            along[idx, :L] = (g * self.D[:L]).sum(-1).double().cpu().numpy()
-            times[idx, :L] = (g * self.E[:L]).sum(-1).double().cpu().numpy()
-        return along, times
+        along, times, vals = np.zeros((len(grads), N)), np.zeros((len(grads), N)), np.zeros(len(values))
+        by_alpha: dict[tuple[int, float], list[int]] = {}  # one value per (reach, α): rows of one reach share it
+        for j, (r, a) in enumerate(values):
+            by_alpha.setdefault((self.rows[r].reach, float(a)), []).append(j)
+        batch = [_Item(self.rows[r].reach, a, i, []) for i, (r, a) in enumerate(grads)] + \
+                [_Item(reach, a, -1, js) for (reach, a), js in by_alpha.items()]
+        batch.sort(key=lambda item: item.reach)
+        for s in range(0, len(batch), CHUNK):
+            chunk = batch[s:s + CHUNK]
+            L = max(item.reach for item in chunk)
+            read = [(c, self.rows[grads[item.grad][0]]) for c, item in enumerate(chunk) if item.grad >= 0]
+            valued = [(c, j, self.rows[values[j][0]]) for c, item in enumerate(chunk) for j in item.values]
+            wanted = sorted({row.position for _, row in read} | {row.position for _, _, row in valued})
+            column = {p: c for c, p in enumerate(wanted)} if self.positions else {p: p for p in wanted}
+            x = self._points([item.alpha for item in chunk], L)
+            with torch.enable_grad() if read else torch.no_grad():
+                if read:
+                    x.requires_grad_(True)
+                logits = self.logits(x, keep=wanted) if self.positions else self.logits(x)
+                if read:
+                    at = torch.tensor([c for c, _ in read], device=dev)
+                    pos = torch.tensor([column[row.position] for _, row in read], device=dev)
+                    tgt = torch.tensor([row.target for _, row in read], device=dev)
+                    (g,) = torch.autograd.grad(logits[at, pos, tgt].sum(), x)
+                    for c, _ in read:
+                        i = chunk[c].grad
+                        along[i, :L] = (g[c] * self.D[:L]).sum(-1).double().cpu().numpy()
+                        times[i, :L] = (g[c] * self.E[:L]).sum(-1).double().cpu().numpy()
+            for c, j, row in valued:
+                vals[j] = float(logits[c, column[row.position], row.target].detach())
+        return along, times, vals
 
 
 def _worst(part: dict, change: float, spent: int, steps: int, k: int) -> list[tuple[float, float]]:
@@ -212,48 +228,55 @@ def _worst(part: dict, change: float, spent: int, steps: int, k: int) -> list[tu
 def _integrate(path: _Path, steps: int) -> list[_Result]:
     """Integrated gradients (and gradient × input) of every row of `path` by the adaptive rule (module docstring).
 
-    Each row keeps its own intervals; a round evaluates every row's new Gauss–Legendre points together (forward and
-    backward in chunks), then each unfinished row halves its worst intervals (their midpoints' f, one forward for
-    all rows). A row's result depends on that row alone: its prefix, its token and `steps`."""
+    Each row keeps its own intervals; a round evaluates, in one batch, every row's new Gauss–Legendre points and the
+    values f it needs at the ends of its new intervals (the start's edges, then the halved intervals' midpoints);
+    then each unfinished row halves its worst intervals. A row's result depends on that row alone: its prefix, its
+    token and `steps`."""
     R, N = len(path.rows), path.E.shape[0]
     k = min(NODES, steps)
     x, w = gauss_legendre(k)
     n0 = max(1, min(START, steps // k))
     e0 = np.linspace(0.0, 1.0, n0 + 1)
-    f0 = path.values([(r, a) for r in range(R) for a in e0]).reshape(R, n0 + 1)
-    parts = [{(e0[j], e0[j + 1]): [f0[r, j], f0[r, j + 1], None] for j in range(n0)} for r in range(R)]
+    f: dict[tuple[int, float], float] = {}  # (row, α) -> f
+    parts: list[dict[tuple[float, float], np.ndarray | None]] = []
     for r, row in enumerate(path.rows):
-        if not bool(path.D[:row.reach].any()):  # every input it reads is the baseline's: nothing to attribute
-            f0[r, 0] = f0[r, -1]
-            parts[r] = {(0.0, 1.0): [f0[r, 0], f0[r, -1], np.zeros(N)]}
+        if bool(path.D[:row.reach].any()):
+            parts.append({(float(e0[j]), float(e0[j + 1])): None for j in range(n0)})
+        else:  # every input it reads is the baseline's: nothing to attribute, f(B) = f(E)
+            parts.append({(0.0, 1.0): np.zeros(N)})
+    wanted = [(r, float(a)) for r in range(R) for a in (e0 if parts[r].get((0.0, 1.0)) is None else (1.0,))]
     spent, open_rows, gxi = [0] * R, set(range(R)), None
     while True:
-        need = [(r, iv) for r in range(R) for iv, v in parts[r].items() if v[2] is None]
+        need = [(r, iv) for r in range(R) for iv, q in parts[r].items() if q is None]
         items = [(r, a + (b - a) * xj) for r, (a, b) in need for xj in x]
-        along, times = path.gradients(items + ([(r, 1.0) for r in range(R)] if gxi is None else []))
+        along, times, vals = path.evaluate(items + ([(r, 1.0) for r in range(R)] if gxi is None else []), wanted)
+        f.update(zip(wanted, (float(v) for v in vals)))
         if gxi is None:  # gradient × input: the gradient at the input itself
             gxi = times[len(items):]
+            for r in range(R):
+                f.setdefault((r, 0.0), f[(r, 1.0)])  # a row with nothing to attribute
         for i, (r, (a, b)) in enumerate(need):
-            parts[r][(a, b)][2] = (b - a) * (w[:, None] * along[i * k:(i + 1) * k]).sum(0)
+            parts[r][(a, b)] = (b - a) * (w[:, None] * along[i * k:(i + 1) * k]).sum(0)
             spent[r] += k
         halve = []
         for r in sorted(open_rows):
-            worst = _worst(parts[r], f0[r, -1] - f0[r, 0], spent[r], steps, k)
+            worst = _worst({iv: [f[(r, iv[0])], f[(r, iv[1])], q] for iv, q in parts[r].items()},
+                           f[(r, 1.0)] - f[(r, 0.0)], spent[r], steps, k)
             halve += [(r, iv) for iv in worst]
             if not worst:
                 open_rows.discard(r)
         if not halve:
             break
-        mid = path.values([(r, (a + b) / 2) for r, (a, b) in halve])
-        for (r, (a, b)), fm in zip(halve, mid):
-            fa, fb, _ = parts[r].pop((a, b))
-            parts[r][(a, (a + b) / 2)], parts[r][((a + b) / 2, b)] = [fa, fm, None], [fm, fb, None]
+        wanted = [(r, (a + b) / 2) for r, (a, b) in halve]
+        for r, (a, b) in halve:
+            del parts[r][(a, b)]
+            parts[r][(a, (a + b) / 2)] = parts[r][((a + b) / 2, b)] = None
     out = []
     for r, row in enumerate(path.rows):
         ivs = sorted(parts[r])
-        ig = sum(parts[r][iv][2] for iv in ivs)
+        ig = np.sum([q for q in (parts[r][iv] for iv in ivs) if q is not None], axis=0)  # every quadrature is done
         edges = tuple(float(a) for a, _ in ivs) + (1.0,)
-        out.append(_Result(gxi[r, :row.reach].copy(), ig[:row.reach].copy(), float(f0[r, -1]), float(f0[r, 0]),
+        out.append(_Result(gxi[r, :row.reach].copy(), ig[:row.reach].copy(), f[(r, 1.0)], f[(r, 0.0)],
                            row.reach, k * len(ivs) if spent[r] else 0, spent[r], edges))
     return out
 
@@ -306,7 +329,7 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
     todo = [i for i, row in enumerate(rows) if row is None]
     if todo:
         path = _Path(adapter.logits_from_embeddings, E, B, [_Row(positions[i], targets[i], positions[i] + 1)
-                                                             for i in todo])
+                                                             for i in todo], positions=True)
         for i, result in zip(todo, _integrate(path, steps)):
             rows[i] = result
             if memo is not None:

@@ -1,10 +1,10 @@
 """Per-position results of a left-to-right model, kept under the token prefix they read.
 
 A causal decoder's or a one-way recurrent LM's output at position p reads only the tokens 0 … p. So a result for
-position p (a row of integrated gradients, the Jacobian of one recurrent step) depends only on that prefix and on
-the probe's settings, and stays valid when the user types on at the end of the sentence. The probes store such
-results here and recompute only the positions whose prefix changed: typing the next word of a 20-token sentence
-costs one row, not twenty.
+position p (a row of integrated gradients, the Jacobian of one recurrent step, a column of the logit lens) depends
+only on that prefix and on the probe's settings, and stays valid when the user types on at the end of the sentence.
+The probes store such results here and recompute only the positions whose prefix changed: typing the next word of a
+20-token sentence costs one row, not twenty.
 
 The memo lives on the model's adapter (`prefix_memo(adapter, "attribution")`), so it goes when the model is
 evicted, and is shared by every session using that model. Keys hold the prefix's token ids themselves (no hash
@@ -44,7 +44,7 @@ class PrefixMemo:
 
 
 def prefix_memo(adapter: Any, probe: str) -> PrefixMemo:
-    """The memo of `probe` ("attribution", "gradients") on this model's adapter, made on first use."""
+    """The memo of `probe` ("attribution", "gradients", "lens:<k>") on this model's adapter, made on first use."""
     memos = adapter.__dict__.setdefault("_prefix_memos", {})
     if probe not in memos:
         memos.setdefault(probe, PrefixMemo())
