@@ -7,13 +7,19 @@
 #
 # A CPU image by default. For NVIDIA GPUs: --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128
 # and run with --gpus all. Several replicas behind a sticky balancer: deploy/compose.yaml, deploy/k8s/.
-FROM python:3.11-slim
+#
+# Build arguments: BASE, any image with python 3.11 as `python`, `pip` and `useradd` on PATH (a Debian bookworm
+# base built with debootstrap: deploy/image/build-and-run.sh); TORCH_INDEX, the package index torch is installed
+# from (PEP 503; it must also serve torch's own dependencies).
+ARG BASE=python:3.11-slim
+FROM ${BASE}
 
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    MALLOC_ARENA_MAX=2 \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     EXPLORER_DEVICE=auto \

@@ -47,7 +47,9 @@ def streamlit_process(env: dict[str, str] | None = None, timeout: float = 90) ->
     in `proc.log_tail` (a deque of str).
     """
     port = free_port()
-    full_env = dict(os.environ, HF_HUB_OFFLINE="1", EXPLORER_LIVE_INPUT="1", **(env or {}))
+    # MALLOC_ARENA_MAX=2 as the Dockerfile and the manifests set it: glibc keeps a heap per thread, and a session's
+    # script thread frees its model activations into its own, so RSS grows with the sessions served
+    full_env = {"MALLOC_ARENA_MAX": "2", **os.environ, "HF_HUB_OFFLINE": "1", "EXPLORER_LIVE_INPUT": "1", **(env or {})}
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

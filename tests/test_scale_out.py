@@ -35,7 +35,9 @@ def test_dockerfile_builds_an_offline_non_root_image_with_a_health_check() -> No
     text = (ROOT / "Dockerfile").read_text()
     lines = [ln.strip() for ln in re.sub(r"\\\n", " ", text).splitlines() if ln.strip() and not ln.startswith("#")]
     instructions = [ln.split()[0] for ln in lines]
-    assert instructions[0] == "FROM"
+    first = instructions.index("FROM")  # only build arguments before it (ARG BASE: the base image is a choice)
+    assert set(instructions[:first]) <= {"ARG"} and lines[first] == "FROM ${BASE}"
+    assert "ARG BASE=python:3.11-slim" in lines and "ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu" in lines
     assert set(instructions) <= {"FROM", "ARG", "ENV", "RUN", "WORKDIR", "COPY", "USER", "EXPOSE", "HEALTHCHECK", "CMD"}
     user = [ln.split()[1] for ln in lines if ln.startswith("USER ")]
     assert user and user[-1] not in ("root", "0")
