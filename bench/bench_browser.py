@@ -3,6 +3,7 @@
     python bench/bench_browser.py                      # all three
     python bench/bench_browser.py --only typing --samples 10
     python bench/bench_browser.py --only typing --samples 10 --new-sentences
+    python bench/bench_browser.py --only typing --samples 10 --real   # the real model's views (SmolLM2)
 
 - cold start: from starting `streamlit run app.py` to the home page rendered (its title and the sidebar's
   settings) in an already running browser; then the first view with a model (self-attention, MiniLM) to its chart.
@@ -43,6 +44,9 @@ NEW_TEMPLATE = "the {} near the river and the boy near the old house see the big
 TYPING_DELAY_MS = 20
 # url path, query: every view's main chart shows the typed noun (in its SVG text): testkit/view_cases.py
 VIEWS = [(path, case.typing) for path, case in CASES.items() if case.typing is not None]
+# --real: the views a class opens on the packaged real model, SmolLM2-135M-Instruct (at their defaults for it)
+REAL = [(path, "model=pretrained:smollm2") for path in ("logit-lens", "self-attention", "decoding-strategies",
+                                                        "token-attribution")]
 _IN_CHART = """noun => [...document.querySelectorAll('[data-testid="stPlotlyChart"] svg text')]
     .some(e => new RegExp('(^|[^a-z])' + noun + '([^a-z]|$)').test(e.textContent))"""
 # typing → chart on the page's clock: the last input event (the keystroke, not Playwright's reply to it) ...
@@ -102,9 +106,11 @@ async def first_umap(runs: int) -> list[float]:
     return out
 
 
-async def typing(samples: int, new_sentences: bool = False) -> dict[str, list[float]]:
+async def typing(samples: int, new_sentences: bool = False, views: list[tuple[str, str]] | None = None
+                 ) -> dict[str, list[float]]:
     """Per view, seconds from the last keystroke to the typed noun painted in a chart.
     new_sentences: each sentence differs from the one before from its second word on (else only in its last)."""
+    views = VIEWS if views is None else views
     from playwright.async_api import async_playwright
 
     out: dict[str, list[float]] = {}
@@ -114,7 +120,7 @@ async def typing(samples: int, new_sentences: bool = False) -> dict[str, list[fl
             page = await (await browser.new_context(viewport={"width": 1400, "height": 1000})).new_page()
             await page.goto(base + "/", timeout=120_000)  # a fresh server's first session opens the root URL
             await _app_rendered(page, 120_000)
-            for k, (path, query) in enumerate(VIEWS):
+            for k, (path, query) in enumerate(views):
                 await page.goto(f"{base}/{path}?{query}&text=" + TEMPLATE.format("cat").replace(" ", "+"),
                                 timeout=180_000)
                 await wait_settled(page, 180)
@@ -130,7 +136,7 @@ async def typing(samples: int, new_sentences: bool = False) -> dict[str, list[fl
                             else TEMPLATE.format(noun)
                         await box.press_sequentially(sentence, delay=TYPING_DELAY_MS)
                         elapsed = await page.wait_for_function(_ELAPSED, arg=noun, polling="raf",
-                                                               timeout=60_000)
+                                                               timeout=180_000)
                         if i:
                             times.append(await elapsed.json_value() / 1000)
                         await wait_settled(page, 60, settle_ms=300)
@@ -151,6 +157,8 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=8, help="typed sentences per view")
     ap.add_argument("--new-sentences", action="store_true",
                     help="each typed sentence differs from the one before from its second word on")
+    ap.add_argument("--real", action="store_true", help="typing: the lens, self-attention, decoding and attribution "
+                    "views on pretrained:smollm2 (instead of every view's small default)")
     args = ap.parse_args()
     only = set(args.only or ["cold", "umap", "typing"])
     if "cold" in only:
@@ -162,7 +170,7 @@ def main() -> int:
             print(f"first UMAP of MiniLM's whole words after a restart: {s:.2f} s to the painted chart", flush=True)
     if "typing" in only:
         print("\n| view | samples | typing → chart p50 | p95 | max |\n|---|---|---|---|---|")
-        for view, times in asyncio.run(typing(args.samples, args.new_sentences)).items():
+        for view, times in asyncio.run(typing(args.samples, args.new_sentences, REAL if args.real else None)).items():
             xs = np.array(times)
             if not xs.size:
                 print(f"| {view} | 0 | — | — | — |")

@@ -8,9 +8,13 @@ and each view's rerun against the bare computation it shows (medians of N runs).
 2. The 20-token forward: the bare `model(ids)` and the adapter's recorded run (attentions, hidden states, q/k/v).
 3. Per view, a page rerun after a new sentence (AppTest, script time) ÷ the bare computation of what it shows:
    self-attention: one forward with output_attentions; logit lens: the forward with hidden states + the model's own
-   final norm and output layer on every layer; decoding: model.generate for each default strategy (same settings);
-   token attribution: the probe called directly (integrated gradients with the view's default rule);
-   positional (rotary panel): the probe called directly.
+   final norm and output layer on every layer; decoding (the four default strategies × 30 new tokens, the large
+   model's 3 samples): model.generate for each (same settings); token attribution: the probe called directly
+   (integrated gradients with the view's default rule); positional (rotary panel): the probe called directly.
+4. Integrated gradients against Captum: the probe (the view's default completeness, the prediction) against
+   Captum's IntegratedGradients computing the same rule (Gauss–Legendre on each of the probe's final intervals, the
+   same points) on the same embeddings, and against Captum's one-interval Gauss–Legendre with as many gradient
+   evaluations as the probe spent.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import time
 
 from _common import ROOT, median_ms, median_script_ms, open_page, runs_and_threads  # noqa: E402
 
+NEW_TOKENS = 30  # the decoding view's new tokens in the comparison with model.generate
 NOUNS = ["dog", "car", "table", "key", "cabinet", "train", "boat", "bus", "truck", "van", "plane", "ship", "sofa"]
 OPEN = """
 import time, json, torch
@@ -103,13 +108,13 @@ def main() -> None:
 
     def generate_defaults(s: str) -> None:
         from explorer.adapters.generation import Strategy
-        from hf_reference import generation_config  # tests/: the GenerationConfig the equality tests use
+        from testkit.hf_reference import generation_config  # the GenerationConfig the equality tests use
 
         x = tok(s, return_tensors="pt").input_ids
-        sized = first_open(loaded)  # the view opens a large model with fewer new tokens and samples
+        sized = first_open(loaded)  # the view opens a large model with fewer samples
         for kind in ("greedy", "top-k", "top-p", "beam"):  # the view's default strategies
             strategy = Strategy(kind, top_k=40, top_p=0.9, num_beams=4)
-            cfg = generation_config(adapter, strategy, sized["max_new"], n=sized["n"] if strategy.do_sample else 1)
+            cfg = generation_config(adapter, strategy, NEW_TOKENS, n=sized["n"] if strategy.do_sample else 1)
             torch.manual_seed(0)
             with torch.inference_mode():
                 model.generate(input_ids=x, attention_mask=torch.ones_like(x), generation_config=cfg)
@@ -118,8 +123,8 @@ def main() -> None:
         ("Self-attention", "app_pages/self_attention.py", {}, "one forward, output_attentions", forward_attn),
         ("Logit lens", "app_pages/logit_lens.py", {}, "forward + final norm + output layer on every layer",
          forward_lens),
-        ("Decoding strategies (greedy, top-k ×3, top-p ×3, beam-4; 20 tokens)", "app_pages/decoding_strategies.py", {},
-         "model.generate, same settings", generate_defaults),
+        ("Decoding strategies (greedy, top-k ×3, top-p ×3, beam-4; 30 tokens)", "app_pages/decoding_strategies.py",
+         {"max_new": str(NEW_TOKENS)}, "model.generate, same settings", generate_defaults),
         ("Token attribution (default rule and outputs: the prediction)", "app_pages/token_attribution.py", {},
          "the probe, called directly", lambda s: attribution(loaded, s, outputs=default_outputs(loaded))),
         ("Positional encodings (rotary panel)", "app_pages/positional_encodings.py", {"panel": "learned"},
@@ -137,7 +142,78 @@ def main() -> None:
         _, script_ms = median_script_ms(change, runs)
         assert not at.exception, [e.value for e in at.exception]
         print(f"| {title} | {what} | {bare_ms:.0f} | {script_ms:.0f} | {script_ms / bare_ms:.2f}× |")
+    if not only or "captum" in only:
+        captum_table(loaded, runs)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}")
+
+
+def captum_table(loaded, runs: int) -> None:
+    """The attribution probe (the prediction, the view's default rule) against Captum on the same rule and points."""
+    import torch
+    from captum.attr import IntegratedGradients
+
+    from explorer.probes.token_attribution import attribution, baseline_inputs
+
+    adapter = loaded.adapter
+
+    def captum_to_completeness(s: str, tr) -> tuple[float, int]:
+        """Seconds and n_steps of Captum's one-interval Gauss–Legendre with the fewest steps (16, 32, 64, …, 1024)
+        whose attributions add up to f(E) − f(B) within the probe's tolerance (each tried size is timed alone)."""
+        ids = torch.tensor(adapter.encode(s).ids)
+        E = adapter.embed_ids(ids).detach().float()
+        B, _, _ = baseline_inputs(adapter, E)
+        p = tr.position[-1]
+        y = int(adapter.logits_from_embeddings(E[None])[0, -1].argmax())
+        ig = IntegratedGradients(lambda x: adapter.logits_from_embeddings(x)[:, p, y])
+        change = abs(float(tr.logit[-1] - tr.baseline_logit[-1]))
+        for n in (16, 32, 64, 128, 256, 512, 1024):
+            t0 = time.perf_counter()
+            _, delta = ig.attribute(E[None], baselines=B[None], method="gausslegendre", n_steps=n,
+                                    internal_batch_size=64, return_convergence_delta=True)
+            seconds = time.perf_counter() - t0
+            if abs(float(delta)) <= tr.tolerance * change:
+                return seconds, n
+        return float("nan"), 0
+
+    def captum(s: str, tr, same_rule: bool) -> None:
+        ids = torch.tensor(adapter.encode(s).ids)
+        E = adapter.embed_ids(ids).detach().float()
+        B, _, _ = baseline_inputs(adapter, E)
+        D = E - B
+        r = len(tr.outputs) - 1  # the prediction
+        p = tr.position[r]
+        y = int(adapter.logits_from_embeddings(E[None])[0, -1].argmax())
+        ig = IntegratedGradients(lambda x: adapter.logits_from_embeddings(x)[:, p, y])
+        if same_rule:
+            k = tr.points[r] // (len(tr.edges[r]) - 1)
+            for a, b in zip(tr.edges[r][:-1], tr.edges[r][1:]):
+                ig.attribute((B + b * D)[None], baselines=(B + a * D)[None], method="gausslegendre", n_steps=k)
+        else:
+            ig.attribute(E[None], baselines=B[None], method="gausslegendre", n_steps=int(tr.evaluations[r]))
+
+    def probe(s: str):
+        return attribution(loaded, s, outputs="prediction")
+
+    rows = []
+    for i in range(runs):
+        s = sentence(300 + i)
+        t0 = time.perf_counter()
+        tr = probe(s)
+        t1 = time.perf_counter()
+        captum(s, tr, True)
+        t2 = time.perf_counter()
+        captum(s, tr, False)
+        t3 = time.perf_counter()
+        same, n = captum_to_completeness(s, tr)
+        rows.append((t1 - t0, t2 - t1, t3 - t2, int(tr.evaluations[-1]), int(tr.points[-1]), same, n))
+    med = [sorted(x)[len(x) // 2] for x in zip(*rows)]
+    print("\n| integrated gradients of the prediction (median) | seconds |\n|---|---:|")
+    print(f"| the probe: adaptive composite Gauss–Legendre to 1 % ({med[3]} gradient evaluations, {med[4]} points "
+          f"in the final rule) | {med[0]:.2f} |")
+    print(f"| Captum, the same final rule (Gauss–Legendre on each final interval, the same points) | {med[1]:.2f} |")
+    print(f"| Captum, one interval, n_steps = the probe's gradient evaluations | {med[2]:.2f} |")
+    print(f"| Captum, one interval, the fewest n_steps (of 16, 32, …, 1024) that add up within "
+          f"{tr.tolerance:.0%} (median n_steps {med[6]}) | {med[5]:.2f} |")
 
 
 if __name__ == "__main__":

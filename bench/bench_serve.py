@@ -4,6 +4,7 @@
     python bench/bench_serve.py --sessions 10 20 30      # other sizes
     python bench/bench_serve.py --replicas 2             # two servers behind nginx (deploy/nginx/), sticky
     python bench/bench_serve.py --think 2 4 --duration 60
+    python bench/bench_serve.py --real logit-lens self-attention --sessions 2 4 8   # the real model (SmolLM2)
 
 The sessions are spread evenly over the self-attention (MiniLM), recurrent-cell (builtin:lstm-lm) and decoding
 (builtin:tiny-gpt, its default settings) views. Each opens its view, then types a new 9-word sentence every
@@ -25,10 +26,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from testkit.browser import streamlit_process  # noqa: E402
 from testkit.replicas import behind_nginx  # noqa: E402
-from testkit.serve_scenario import VIEWS, cores, simulate, write_json  # noqa: E402
+from testkit.serve_scenario import REAL_VIEWS, VIEWS, cores, simulate, write_json  # noqa: E402
 
-HEADER = ("| sessions | reruns | p50 | p95 | max | p95 per view (" + " / ".join(VIEWS) + ") | errors | cross-talk "
-          "| peak RSS | server CPU |\n|---|---|---|---|---|---|---|---|---|---|")
+
+def header(views: dict) -> str:
+    return ("| sessions | reruns | p50 | p95 | max | p95 per view (" + " / ".join(views) + ") | errors | cross-talk "
+            "| peak RSS | server CPU |\n|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main() -> int:
@@ -38,18 +41,23 @@ def main() -> int:
     ap.add_argument("--think", type=float, nargs=2, default=[2.0, 4.0], help="seconds between sentences")
     ap.add_argument("--replicas", type=int, default=1, help="> 1: that many servers behind nginx")
     ap.add_argument("--json", type=Path, default=ROOT / "artifacts" / "serve.json")
+    ap.add_argument("--real", nargs="+", choices=list(REAL_VIEWS), help="sessions on the real model (SmolLM2) in "
+                    "these views instead of the small models' three")
     args = ap.parse_args()
+    views = {v: REAL_VIEWS[v] for v in args.real} if args.real else dict(VIEWS)
     ctx = streamlit_process() if args.replicas == 1 else behind_nginx(args.replicas)
     results = []
     with ctx as (base, procs):
         procs = procs if isinstance(procs, list) else [procs]
         pids = tuple(p.pid for p in procs)
-        asyncio.run(simulate(base, len(VIEWS), duration=3, think=(0.5, 1.0), server_pids=pids))  # load the models
+        asyncio.run(simulate(base, len(views) * args.replicas, duration=3, think=(0.5, 1.0), server_pids=pids,
+                             views_opened=views))  # load the models (each replica's)
         print(f"{args.replicas} server(s) on {cores()} cores; think {args.think[0]:g}-{args.think[1]:g} s, "
               f"{args.duration:g} s of typing per size\n")
-        print(HEADER)
+        print(header(views))
         for n in args.sessions:
-            result = asyncio.run(simulate(base, n, args.duration, tuple(args.think), server_pids=pids))
+            result = asyncio.run(simulate(base, n, args.duration, tuple(args.think), server_pids=pids,
+                                          views_opened=views))
             result.replicas = args.replicas
             results.append(result)
             print(result.row(), flush=True)

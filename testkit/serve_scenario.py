@@ -32,6 +32,12 @@ VIEWS = {  # url path -> query parameters of the opened view
     "lstm-gates": {"model": "builtin:lstm-lm"},
     "decoding-strategies": {"model": "builtin:tiny-gpt"},
 }
+# the real packaged model, SmolLM2-135M-Instruct, in the views a class reads it with (their defaults for it)
+REAL_VIEWS = {
+    "logit-lens": {"model": "pretrained:smollm2"},
+    "self-attention": {"model": "pretrained:smollm2"},
+    "decoding-strategies": {"model": "pretrained:smollm2"},
+}
 TEMPLATE = "the {} near the {} sees the old {}"  # 9 words: 11 tokens with MiniLM's [CLS]/[SEP], 10 with <bos>
 _TRIPLES = list(itertools.permutations(NOUNS, 3))
 random.Random(0).shuffle(_TRIPLES)
@@ -78,6 +84,7 @@ class ServeResult:
     machine: str
     replicas: int = 1
     upstreams: dict[str, int] = field(default_factory=dict)  # upstream address -> sessions (behind a proxy)
+    views: dict[str, dict[str, str]] = field(default_factory=lambda: dict(VIEWS))  # the views the sessions opened
 
     def seconds(self, view: str | None = None) -> np.ndarray:
         return np.array([r.seconds for r in self.reruns if view in (None, r.view)], dtype=np.float64)
@@ -96,14 +103,14 @@ class ServeResult:
     def row(self) -> str:
         """A README table row: sessions | reruns | p50 | p95 | max | per view p95 | errors | cross-talk | RSS | CPU."""
         s = self.stats()
-        per_view = " / ".join(f"{self.stats(v)['p95_s']:.2f}" for v in VIEWS)
+        per_view = " / ".join(f"{self.stats(v)['p95_s']:.2f}" for v in self.views)
         return (f"| {self.sessions} | {s['reruns']} | {s['p50_s']:.2f} s | {s['p95_s']:.2f} s | {s['max_s']:.2f} s | "
                 f"{per_view} s | {len(self.errors)} | {len(self.cross_talk)} | {self.peak_rss_bytes / 2**20:,.0f} MiB "
                 f"| {self.server_cpu_percent:.0f} % |")
 
     def to_json(self) -> dict:
         d = asdict(self)
-        d["summary"] = {"all": self.stats(), **{v: self.stats(v) for v in VIEWS},
+        d["summary"] = {"all": self.stats(), **{v: self.stats(v) for v in self.views},
                         "server_cpu_percent": self.server_cpu_percent}
         return d
 
@@ -112,7 +119,7 @@ async def _user(i: int, base: str, view: str, start_at: float, end_at: float, th
                 counter: itertools.count, out: ServeResult, t0: list[float], keep: list[Session] | None) -> None:
     rng = random.Random(i)
     own = sentence(next(counter))
-    s = Session(base, view, query(**VIEWS[view], text=own))
+    s = Session(base, view, query(**out.views[view], text=own))
     try:
         await s.connect()
         if s.upstream:
@@ -149,12 +156,15 @@ def _check(i: int, view: str, run: Run, own: str, out: ServeResult) -> None:
 
 
 async def simulate(base: str, n: int, duration: float, think: tuple[float, float] = (2.0, 4.0),
-                   server_pids: tuple[int, ...] = (), keep: list[Session] | None = None) -> ServeResult:
-    """Run n sessions against `base` for `duration` seconds after all have opened their view.
+                   server_pids: tuple[int, ...] = (), keep: list[Session] | None = None,
+                   views_opened: dict[str, dict[str, str]] | None = None) -> ServeResult:
+    """Run n sessions against `base` for `duration` seconds after all have opened their view (spread evenly over
+    `views_opened`, default VIEWS: url path -> query parameters).
 
     keep: if given, sessions are left connected and appended to it (to test reconnection)."""
-    views = list(VIEWS)
-    out = ServeResult(n, think, duration, [], [], [], [], 0, 0, 0.0, 0.0, 0.0, machine())
+    chosen = dict(VIEWS if views_opened is None else views_opened)
+    views = list(chosen)
+    out = ServeResult(n, think, duration, [], [], [], [], 0, 0, 0.0, 0.0, 0.0, machine(), views=chosen)
     counter = itertools.count()
     samplers = [RssSampler(pid) for pid in server_pids]
     for sampler in samplers:
