@@ -42,7 +42,7 @@ def test_every_page_renders_without_exception(browser, server, mode: str) -> Non
             path = "" if view is HOME else view.url_path  # users open the app at its root
             url = f"{server}/{path}" + ("?projector=1" if mode == "projector" else "")
             page.goto(url)
-            wait_for_app(page)
+            wait_for_app(page, settle_ms=500 if view.main else 2500)  # a view settles again once its chart is drawn
             if view.main and page.locator('[data-testid="stException"]').count() == 0:
                 page.locator(f".st-key-{view.main}").wait_for(timeout=180_000)  # a real model computes for seconds
                 wait_for_app(page)
@@ -75,7 +75,7 @@ def test_each_views_main_chart_is_in_the_first_screen(browser, server, size: tup
         wait_for_app(page)
         for view in (v for v in VIEWS if v.main):
             page.goto(f"{server}/{view.url_path}?projector=1")
-            wait_for_app(page)
+            wait_for_app(page, settle_ms=500)  # it settles again (2.5 s) once the chart is there
             chart = page.locator(f".st-key-{view.main}")
             try:
                 chart.wait_for(timeout=60_000)
