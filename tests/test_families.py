@@ -5,7 +5,6 @@ differ, and writes artifacts/compatibility.md to paste)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +35,9 @@ def zoo(tmp_path_factory):
     root = tmp_path_factory.mktemp("families")
     for name in FAMILIES:
         save(root, name)
-    old = os.environ.get("EXPLORER_MODEL_PATH")
-    os.environ["EXPLORER_MODEL_PATH"] = str(root)
-    yield root
-    if old is None:
-        os.environ.pop("EXPLORER_MODEL_PATH", None)
-    else:
-        os.environ["EXPLORER_MODEL_PATH"] = old
+    with pytest.MonkeyPatch.context() as mp:  # module-scoped: the monkeypatch fixture is per test
+        mp.setenv("EXPLORER_MODEL_PATH", str(root))
+        yield root
 
 
 def _run(model, ids, target=None, **flags):

@@ -27,19 +27,13 @@ def prompts(model_id: str) -> tuple[str, str, str, str]:
 @pytest.fixture(scope="module")
 def hf_zoo(tmp_path_factory):
     """Tiny GPT-2 and tiny Llama (grouped-query attention, rotary) as local: models with a word-level tokenizer."""
-    import os
-
     from families import save
 
     root = tmp_path_factory.mktemp("interventions")
     ids = {name: save(root, name) for name in ("gpt2", "llama")}
-    old = os.environ.get("EXPLORER_MODEL_PATH")
-    os.environ["EXPLORER_MODEL_PATH"] = str(root)
-    yield ids
-    if old is None:
-        os.environ.pop("EXPLORER_MODEL_PATH", None)
-    else:
-        os.environ["EXPLORER_MODEL_PATH"] = old
+    with pytest.MonkeyPatch.context() as mp:  # module-scoped: the monkeypatch fixture is per test
+        mp.setenv("EXPLORER_MODEL_PATH", str(root))
+        yield ids
 
 
 def _ids(loaded, text):
