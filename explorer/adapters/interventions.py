@@ -63,10 +63,7 @@ class Patch:
 
     def apply_step(self, t: int, x: torch.Tensor) -> torch.Tensor:
         """x (B, ...) the site at step t -> a copy with step t of the patch applied (recurrent networks)."""
-        rows = self.rows.to(x.device)
-        out = x.clone()
-        out[rows] = torch.where(self.mask[:, t].to(x.device), self.value[:, t].to(x.device, x.dtype), x[rows])
-        return out
+        return Patch(self.site, self.rows, self.mask[:, t], self.value[:, t]).apply(x)
 
 
 @dataclass
@@ -91,13 +88,17 @@ class Scope:
         return x
 
 
-@contextmanager
-def scope(patches: Sequence[Patch] = (), keep: Names = (), calls: bool = False) -> Iterator[Scope]:
-    """Open an intervention scope for the calls made inside it, in this thread only."""
+def _by_site(patches: Sequence[Patch]) -> dict[str, list[Patch]]:
     by_site: dict[str, list[Patch]] = {}
     for p in patches:
         by_site.setdefault(p.site, []).append(p)
-    current = Scope(by_site, keep, {}, {} if calls else None)
+    return by_site
+
+
+@contextmanager
+def scope(patches: Sequence[Patch] = (), keep: Names = (), calls: bool = False) -> Iterator[Scope]:
+    """Open an intervention scope for the calls made inside it, in this thread only."""
+    current = Scope(_by_site(patches), keep, {}, {} if calls else None)
     token = _SCOPE.set(current)
     try:
         yield current
@@ -293,11 +294,9 @@ def unroll(weights: RecurrentWeights, x: torch.Tensor, patches: Sequence[Patch] 
     """The stacked recurrence over x (B, T, E) from zero states, with `patches` on rnn.{l}.{dir}.h | .c applied as each
     step is made -> (the last layer's output (B, T, D·H), the kept sites: name -> T tensors (B, H), one per step in
     input order, in the autograd graph). Layer l+1 reads [h_fwd; h_bwd] of layer l, as nn.LSTM/GRU/RNN do."""
-    from explorer.adapters.recurrent import DIRS, cell_step
+    from explorer.adapters.recurrent import DIRS, direction_steps
 
-    by_site: dict[str, list[Patch]] = {}
-    for p in patches:
-        by_site.setdefault(p.site, []).append(p)
+    by_site = _by_site(patches)
     kept: dict[str, list[torch.Tensor]] = {}
     B, T = x.shape[:2]
     inp = x
@@ -305,22 +304,18 @@ def unroll(weights: RecurrentWeights, x: torch.Tensor, patches: Sequence[Patch] 
         outs = []
         for d, w in enumerate(row):
             names = {s: f"rnn.{layer}.{DIRS[d]}.{s}" for s in ("h", "c")}
-            x_part = inp @ w.w_ih.T + w.b_ih                                  # (B, T, G·H)
-            h = c = x.new_zeros(B, w.w_hh.shape[1])
-            hs: list[torch.Tensor] = [h] * T
-            cs: list[torch.Tensor] = [c] * T
-            for t in (range(T - 1, -1, -1) if d else range(T)):
-                out = cell_step(weights.cell, x_part[:, t], h @ w.w_hh.T + w.b_hh, h, c, weights.nonlinearity)
-                h, c = out["h"], out.get("c", c)
-                for p in by_site.get(names["c"], ()):
-                    c = p.apply_step(t, c)
-                for p in by_site.get(names["h"], ()):
-                    h = p.apply_step(t, h)
-                hs[t], cs[t] = h, c
-            for s, steps in (("h", hs), ("c", cs)):
-                if keep and wants(keep, names[s]) and (s == "h" or weights.cell == "lstm"):
-                    kept[names[s]] = steps
-            outs.append(torch.stack(hs, dim=1) if T else x.new_zeros(B, 0, w.w_hh.shape[1]))
+
+            def edit(t: int, out: dict[str, torch.Tensor], names: dict[str, str] = names) -> dict[str, torch.Tensor]:
+                for s in ("c", "h"):  # a patched c is what the next step reads; this step's h is o ⊙ tanh(c) before it
+                    for p in by_site.get(names[s], ()) if s in out else ():
+                        out[s] = p.apply_step(t, out[s])
+                return out
+
+            steps = direction_steps(weights.cell, w, inp @ w.w_ih.T + w.b_ih, bool(d), weights.nonlinearity, edit)
+            for s in ("h", "c") if weights.cell == "lstm" else ("h",):
+                if keep and wants(keep, names[s]):
+                    kept[names[s]] = [step[s] for step in steps]
+            outs.append(torch.stack([step["h"] for step in steps], dim=1) if T else x.new_zeros(B, 0, w.w_hh.shape[1]))
         inp = torch.cat(outs, dim=-1)
     return inp, kept
 

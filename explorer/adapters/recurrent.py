@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn as nn
@@ -118,19 +118,34 @@ def cell_step(cell: str, gx: torch.Tensor, gh: torch.Tensor, h: torch.Tensor, c:
     return {"h": torch.relu(gx + gh) if nonlinearity == "relu" else torch.tanh(gx + gh)}
 
 
+Edit = Callable[[int, dict[str, torch.Tensor]], dict[str, torch.Tensor]]  # (step t, its states) -> them, changed
+
+
+def direction_steps(cell: str, w: CellWeights, x_part: torch.Tensor, reverse: bool = False,
+                    nonlinearity: str = "tanh", edit: Edit | None = None) -> list[dict[str, torch.Tensor]]:
+    """One layer, one direction from zero state, given x_part (..., T, G·H) = x W_ih^T + b_ih: T steps in input
+    order, each name -> (..., H) for every gate and state, plus h_part (..., G·H) = h₋ W_hh^T + b_hh. `edit` may
+    replace a step's states (e.g. an intervention's patch) before the next step reads them."""
+    T, H = x_part.shape[-2], w.w_hh.shape[1]
+    h = c = x_part.new_zeros(*x_part.shape[:-2], H)
+    steps: list[dict[str, torch.Tensor]] = [{}] * T
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        gh = h @ w.w_hh.T + w.b_hh
+        out = cell_step(cell, x_part[..., t, :], gh, h, c, nonlinearity)
+        if edit is not None:
+            out = edit(t, out)
+        h, c = out["h"], out.get("c", c)
+        steps[t] = {**out, "h_part": gh}
+    return steps
+
+
 def recompute_direction(cell: str, w: CellWeights, x: torch.Tensor, reverse: bool = False,
                         nonlinearity: str = "tanh") -> dict[str, torch.Tensor]:
     """One layer, one direction over x (T, In) from zero state: name -> (T, H) in input order, plus
     x_part / h_part (T, G*H), the input and recurrent halves of every gate's pre-activation."""
     T, H = x.shape[0], w.w_hh.shape[1]
     x_part = x @ w.w_ih.T + w.b_ih  # the input half of every gate, for all steps at once
-    h = c = x.new_zeros(H)
-    steps: list[dict[str, torch.Tensor]] = [{}] * T
-    for t in (range(T - 1, -1, -1) if reverse else range(T)):
-        gh = h @ w.w_hh.T + w.b_hh
-        out = cell_step(cell, x_part[t], gh, h, c, nonlinearity)
-        h, c = out["h"], out.get("c", c)
-        steps[t] = {**out, "h_part": gh}
+    steps = direction_steps(cell, w, x_part, reverse, nonlinearity)
     names = STATES[cell] + ("h_part",)
     got = {n: torch.stack([s[n] for s in steps]) if T else x.new_zeros(0, w.w_hh.shape[0] if n == "h_part" else H)
            for n in names}
