@@ -92,8 +92,7 @@ def layout(loaded: Loaded) -> Layout:
 
 def _adapter(loaded: Loaded) -> tuple[Intervenes, Layout]:
     adapter = loaded.adapter
-    layout = adapter.intervention_layout() if can_intervene(adapter) else None
-    if layout is None or not can_intervene(adapter):
+    if not can_intervene(adapter) or (layout := adapter.intervention_layout()) is None:
         raise InterventionError(
             f"{loaded.id} cannot be patched by this view: it reads decoders (the built-in GPT, Hugging Face causal "
             "LMs whose blocks it finds) and recurrent language models with an output layer.")
@@ -152,9 +151,17 @@ def _metric(logits: torch.Tensor, answer: int, wrong: int) -> Metric:
     return Metric(float(logits[answer] - logits[wrong]), float(p[answer]), float(p[wrong]))
 
 
+Shown = tuple[tuple[str, ...], tuple[str, ...], str, str]  # the prompts' tokens and the continuations as shown
+
+
 def contrast(loaded: Loaded, text: str, corrupt: str, answer: str, wrong: str) -> Contrast:
     """The clean and corrupted prompts, the two continuations and both runs' metrics."""
-    adapter, _ = _adapter(loaded)
+    return contrast_of_ids(loaded, *_pair(_adapter(loaded)[0], text, corrupt, answer, wrong))
+
+
+def _pair(adapter: Intervenes, text: str, corrupt: str, answer: str, wrong: str
+          ) -> tuple[list[int], list[int], int, int, tuple[str, ...], Shown]:
+    """The prompts' ids (T,) each, the two continuations' ids, the notes and what is shown: checked, not yet run."""
     ids, tokens, notes = _encode(adapter, text, "clean")
     cids, ctokens, cnotes = _encode(adapter, corrupt, "corrupted")
     if len(ids) != len(cids):
@@ -167,12 +174,11 @@ def contrast(loaded: Loaded, text: str, corrupt: str, answer: str, wrong: str) -
     if a == w:
         raise InterventionError(f"The answer and the wrong continuation start with the same token ({a_shown}).")
     notes = tuple(dict.fromkeys([*notes, *cnotes, *(n for n in (a_note, w_note) if n)]))
-    return contrast_of_ids(loaded, ids, cids, a, w, notes, (tokens, ctokens, a_shown, w_shown))
+    return ids, cids, a, w, notes, (tokens, ctokens, a_shown, w_shown)
 
 
 def contrast_of_ids(loaded: Loaded, ids: Sequence[int], corrupt_ids: Sequence[int], answer_id: int, wrong_id: int,
-                    notes: tuple[str, ...] = (),
-                    shown: tuple[tuple[str, ...], tuple[str, ...], str, str] | None = None) -> Contrast:
+                    notes: tuple[str, ...] = (), shown: Shown | None = None) -> Contrast:
     """The Contrast of two token sequences of the same length (T,) and two next-token ids: both runs' metrics.
     shown: the prompts' tokens and the continuations as the page shows them (default: the ids shown as text)."""
     adapter, _ = _adapter(loaded)
@@ -224,7 +230,6 @@ class PatchGrid:
         if self.p_answer is None or self.p_wrong is None:
             return None
         return float(self.p_answer[row, col]), float(self.p_wrong[row, col])
-
 
     def strongest(self) -> tuple[int, int]:
         """(row, column) of the largest restored fraction, the residual stream after the last block left out (it
@@ -436,6 +441,9 @@ def agreement(exact: PatchGrid, estimate: PatchGrid) -> Agreement:
 
 
 # --------------------------------------------------------------------------------------------- ablation
+SITE_KIND = {"head": "heads", "mlp": "mlp", "attn": "attn", "unit": "h"}  # a Component's kind -> its Layout site kind
+
+
 @dataclass(frozen=True)
 class Component:
     """One thing to ablate: a head (layer, head), an MLP or attention layer's output, or a recurrent unit."""
@@ -449,11 +457,6 @@ class Component:
         return {"head": f"layer {self.layer} head {self.index}", "mlp": f"layer {self.layer} MLP",
                 "attn": f"layer {self.layer} attention", "unit": f"layer {self.layer} unit {self.index}"}[self.kind]
 
-    @property
-    def code(self) -> str:
-        """The URL form: L3H2, L3MLP, L3ATTN, L0U12."""
-        return {"head": f"L{self.layer}H{self.index}", "mlp": f"L{self.layer}MLP", "attn": f"L{self.layer}ATTN",
-                "unit": f"L{self.layer}U{self.index}"}[self.kind]
 
 
 def _units(adapter: Intervenes) -> int:
@@ -474,38 +477,42 @@ def components(loaded: Loaded) -> list[str]:
     return out
 
 
+_CODE = re.compile(r"L(\d{1,4})(?:H(\d{1,4})|(MLP)|(ATTN)|U(\d{1,6}))")  # L3H2, L3MLP, L3ATTN, L0U12
+
+
+def _component(m: re.Match[str]) -> Component:
+    """The Component a _CODE match names (not yet checked against a model)."""
+    head, mlp, attn, unit = m.group(2), m.group(3), m.group(4), m.group(5)
+    kind = "head" if head is not None else "mlp" if mlp else "attn" if attn else "unit"
+    return Component(kind, int(m.group(1)), int(head if head is not None else unit if unit is not None else -1))
+
+
 def component_label(code: str) -> str:
     """A code (L3H2, L3MLP, L3ATTN, L0U12) in words."""
-    m = re.fullmatch(r"L(\d+)(?:H(\d+)|(MLP)|(ATTN)|U(\d+))", code)
-    if m is None:
-        return code
-    return Component("head" if m.group(2) else "mlp" if m.group(3) else "attn" if m.group(4) else "unit",
-                     int(m.group(1)), int(m.group(2) or m.group(5) or -1)).label
+    m = _CODE.fullmatch(code)
+    return code if m is None else _component(m).label
 
 
 def parse_components(codes: Sequence[str], layout: Layout, units: int = 0) -> tuple[Component, ...]:
     """URL codes (L3H2, L3MLP, L3ATTN, L0U12) -> Components, checked against the model; a bad code raises."""
     out = []
     for code in codes:
-        m = re.fullmatch(r"L(\d{1,4})(?:H(\d{1,4})|(MLP)|(ATTN)|U(\d{1,6}))", str(code).strip().upper())
+        m = _CODE.fullmatch(str(code).strip().upper())
         if m is None:
             raise InterventionError(f"'{str(code)[:20]}' is not a component: write L3H2 (a head), L3MLP, L3ATTN or "
                                     "L0U12 (a recurrent unit).")
-        layer = int(m.group(1))
-        if layer >= layout.n_layers:
+        comp = _component(m)
+        if comp.layer >= layout.n_layers:
             raise InterventionError(f"{code}: the model has layers 0..{layout.n_layers - 1}.")
-        if m.group(2) is not None:
-            comp = Component("head", layer, int(m.group(2)))
+        if comp.kind == "head":
             if "heads" not in layout.kinds or comp.index >= layout.n_heads:
                 raise InterventionError(
                     f"{code}: the model has {layout.n_heads} heads per layer (0..{layout.n_heads - 1})"
                     if "heads" in layout.kinds else f"{code}: this model has no heads to ablate.")
-        elif m.group(3) or m.group(4):
-            comp = Component("mlp" if m.group(3) else "attn", layer)
+        elif comp.kind in ("mlp", "attn"):
             if comp.kind not in layout.kinds:
                 raise InterventionError(f"{code}: this model has no {KINDS[comp.kind]} to ablate.")
         else:
-            comp = Component("unit", layer, int(m.group(5)))
             if "h" not in layout.kinds or comp.index >= units:
                 raise InterventionError(f"{code}: the model has units 0..{units - 1} per layer." if "h" in layout.kinds
                                         else f"{code}: only recurrent models have units to ablate here.")
@@ -531,11 +538,6 @@ class Ablation:
     notes: tuple[str, ...] = ()
 
 
-def _site_of(comp: Component) -> str:
-    return {"head": f"blocks.{comp.layer}.attn.z", "mlp": f"blocks.{comp.layer}.mlp_out",
-            "attn": f"blocks.{comp.layer}.attn_out", "unit": f"rnn.{comp.layer}.fwd.h"}[comp.kind]
-
-
 def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero", corrupt: str = "",
              answer: str = "", wrong: str = "", k: int = 10) -> Ablation:
     """Ablate the components `codes` (parse_components) in the run of `text`: "zero" (their output set to 0), "mean"
@@ -547,10 +549,11 @@ def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero
     comps = parse_components(codes, layout, _units(adapter))
     ids, _, notes = _encode(adapter, text, "clean")
     refs = [ids]
-    try:
-        c: Contrast | None = contrast(loaded, text, corrupt, answer, wrong)
+    ends: tuple[int, int] | None
+    try:  # the continuations' ids (the metric's), read without running the model: the runs below are the ones shown
+        ends = _pair(adapter, text, corrupt, answer, wrong)[2:4]
     except InterventionError:  # no corrupted prompt or continuations: no metric, the next tokens only
-        c = None
+        ends = None
     if how == "resample" or (how == "mean" and corrupt.strip()):
         cids, _, _ = _encode(adapter, corrupt, "corrupted")
         if len(cids) != len(ids):
@@ -562,12 +565,13 @@ def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero
     if how == "resample" and len(refs) < 2:
         raise InterventionError("Type a corrupted prompt to resample the activations from.")
     T = len(ids)
-    sites = sorted({_site_of(x) for x in comps})
+    site_of = {x: layout.site(SITE_KIND[x.kind], x.layer) for x in comps}
+    sites = sorted(set(site_of.values()))
     with torch.inference_mode():
         ref = adapter.patched_logits(_batch(adapter, refs), keep=sites)
         patches = []
         for comp in comps:
-            site = _site_of(comp)
+            site = site_of[comp]
             acts = ref.kept[site]                                                  # (R, T, ...)
             if how == "zero":
                 value = torch.zeros_like(acts[:1])
@@ -576,11 +580,9 @@ def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero
             else:
                 value = acts[1:2]
             mask = torch.zeros(1, T, *acts.shape[2:], dtype=torch.bool)
-            if comp.kind == "head":
+            if comp.index >= 0:  # a head (T, H, d) or a unit (T, H)
                 mask[:, :, comp.index] = True
-            elif comp.kind == "unit":
-                mask[:, :, comp.index] = True
-            else:
+            else:  # a layer's whole output
                 mask[:] = True
             patches.append(Patch(site, torch.tensor([0]), mask, value))
         before = ref.logits[0]
@@ -593,5 +595,5 @@ def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero
     return Ablation(tuple(x.label for x in comps), how, tuple(adapter.token_strings(top_b.indices.tolist())),
                     top_b.values.numpy(), tuple(adapter.token_strings(top_a.indices.tolist())), top_a.values.numpy(),
                     float(pa[int(top_b.indices[0])]),
-                    _metric(before, c.answer_id, c.wrong_id) if c else None,
-                    _metric(after, c.answer_id, c.wrong_id) if c else None, tuple(dict.fromkeys(notes)))
+                    _metric(before, *ends) if ends else None,
+                    _metric(after, *ends) if ends else None, tuple(dict.fromkeys(notes)))
