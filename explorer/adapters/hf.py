@@ -338,13 +338,21 @@ class HFAdapter(PatchesBlocks, Adapter):
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         return self.model.get_input_embeddings()(ids)
 
+    def _logits_at(self, keep: int | torch.Tensor, **kw: Any) -> torch.Tensor:
+        """The model's logits (B, K, V) only at positions `keep` (an int k: the last k; a tensor: those positions),
+        the output layer run only there where the family takes Hugging Face's logits_to_keep."""
+        try:
+            logits = self.model(**kw, logits_to_keep=keep).logits
+        except TypeError:  # a family without logits_to_keep
+            logits = self.model(**kw).logits
+        if logits.shape[1] == (keep if isinstance(keep, int) else len(keep)):
+            return logits
+        return logits[:, -keep:] if isinstance(keep, int) else logits[:, keep]
+
     def _block_logits(self, ids: torch.Tensor) -> torch.Tensor:
         """ids (B, T) -> the model's own logits (B, V) after the last token (only that position unembedded)."""
-        kw = dict(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, return_dict=True)
-        try:
-            return self.model(**kw, logits_to_keep=1).logits[:, -1]
-        except TypeError:  # a family without logits_to_keep
-            return self.model(**kw).logits[:, -1]
+        return self._logits_at(1, input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
+                               return_dict=True)[:, -1]
 
     def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
                                keep: Sequence[int] | None = None) -> torch.Tensor:
@@ -354,15 +362,10 @@ class HFAdapter(PatchesBlocks, Adapter):
         if target is not None:
             return self.model(inputs_embeds=embeds, attention_mask=mask, decoder_inputs_embeds=target,
                               use_cache=False, return_dict=True).logits
-        kw = dict(inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True)
         if keep is None:
-            return self.model(**kw).logits
-        index = torch.tensor(list(keep), dtype=torch.long, device=embeds.device)
-        try:  # the output layer only at those positions (Hugging Face's logits_to_keep)
-            logits = self.model(**kw, logits_to_keep=index).logits
-        except TypeError:  # a family without logits_to_keep
-            return self.model(**kw).logits[:, index]
-        return logits if logits.shape[1] == len(index) else logits[:, index]
+            return self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True).logits
+        return self._logits_at(torch.tensor(list(keep), dtype=torch.long, device=embeds.device),
+                               inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True)
 
     def _final_norm(self, prefix: str) -> bool:
         base = _base(self.model)

@@ -101,13 +101,18 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
 COMPUTE_LOG: list[tuple[str, float]] = []  # (probe name, seconds) of each uncached probe run, for bench/
 
 
-@st.cache_data(max_entries=512, show_spinner=False, ttl=3600)
-def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, _fn: Callable, _loaded: Any) -> Any:
+def _timed(fn_name: str, call: Callable[[], R]) -> R:
+    """call(), its seconds added to COMPUTE_LOG under fn_name."""
     start = time.perf_counter()
-    result = _fn(_loaded, *args, **dict(kwargs))
+    result = call()
     COMPUTE_LOG.append((fn_name, time.perf_counter() - start))
     del COMPUTE_LOG[:-1000]
     return result
+
+
+@st.cache_data(max_entries=512, show_spinner=False, ttl=3600)
+def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, _fn: Callable, _loaded: Any) -> Any:
+    return _timed(fn_name, lambda: _fn(_loaded, *args, **dict(kwargs)))
 
 
 def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) -> R:
@@ -151,15 +156,8 @@ def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, l
     name = f"{fn.__module__}.{fn.__qualname__}"
     key = (name, loaded.id, loaded.device, loaded.dtype, args, tuple(sorted(kwargs.items())))
 
-    def build() -> Any:
-        start = time.perf_counter()
-        result = fn(loaded, *args, progress=progress, **kwargs)
-        COMPUTE_LOG.append((name, time.perf_counter() - start))
-        del COMPUTE_LOG[:-1000]
-        return result
-
     try:
-        result = _long_results().get(key, build)
+        result = _long_results().get(key, lambda: _timed(name, lambda: fn(loaded, *args, progress=progress, **kwargs)))
     except ViewError as exc:
         slot.empty()
         stop_with(exc)
