@@ -103,23 +103,25 @@ def exact_vs_estimate(exact: Any, estimate: Any, labels: Sequence[str], theme: T
                    "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"}})
 
 
+def _bars(tokens: list[str], probs: np.ndarray, colour: str, name: str = "", axis: str = "") -> dict[str, Any]:
+    """One bar per token, its label above the bar; axis "" or "2" (the second panel)."""
+    return {"type": "bar", "x": list(range(len(tokens))), "y": probs, "text": tokens, "textposition": "outside",
+            "cliponaxis": False, "marker": {"color": colour}, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
+            **({"name": name} if name else {}),
+            "hovertemplate": (f"{name}: " if name else "") + "%{text} p = %{y:.4f}<extra></extra>"}
+
+
 def ablation_bars(ablation: Any, theme: Theme) -> go.Figure:
     """The top next tokens before (left) and after (right) the ablation, as two bar charts side by side (nothing
     ablated: the tokens before only)."""
     before, after = chart_labels(ablation.before_tokens), chart_labels(ablation.after_tokens)
     if not ablation.components:
-        return figure([{"type": "bar", "x": list(range(len(before))), "y": ablation.before_probs, "text": before,
-                        "textposition": "outside", "cliponaxis": False, "marker": {"color": theme.categorical[4]},
-                        "hovertemplate": "%{text} p = %{y:.4f}<extra></extra>"}],
+        return figure([_bars(before, ablation.before_probs, theme.categorical[4])],
                       {"title": {"text": "Next tokens after the clean prompt (nothing ablated yet)"}, "height": 340,
                        "showlegend": False, "xaxis": {"tickvals": list(range(len(before))), "ticktext": before},
                        "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero"}})
-    data = [{"type": "bar", "x": list(range(len(before))), "y": ablation.before_probs, "text": before,
-             "textposition": "outside", "cliponaxis": False, "name": "before", "xaxis": "x", "yaxis": "y",
-             "marker": {"color": theme.categorical[4]}, "hovertemplate": "before: %{text} p = %{y:.4f}<extra></extra>"},
-            {"type": "bar", "x": list(range(len(after))), "y": ablation.after_probs, "text": after,
-             "textposition": "outside", "cliponaxis": False, "name": "after", "xaxis": "x2", "yaxis": "y2",
-             "marker": {"color": theme.categorical[5]}, "hovertemplate": "after: %{text} p = %{y:.4f}<extra></extra>"}]
+    data = [_bars(before, ablation.before_probs, theme.categorical[4], "before"),
+            _bars(after, ablation.after_probs, theme.categorical[5], "after", "2")]
     top = float(max(ablation.before_probs.max(), ablation.after_probs.max()) * 1.25)
     title = (f"Next tokens before and after {ablation.how}-ablating {', '.join(ablation.components[:3])}"
              + (f" and {len(ablation.components) - 3} more" if len(ablation.components) > 3 else ""))
