@@ -156,15 +156,19 @@ def captum_table(loaded, runs: int) -> None:
 
     adapter = loaded.adapter
 
-    def captum_to_completeness(s: str, tr) -> tuple[float, int]:
-        """Seconds and n_steps of Captum's one-interval Gauss–Legendre with the fewest steps (16, 32, 64, …, 1024)
-        whose attributions add up to f(E) − f(B) within the probe's tolerance (each tried size is timed alone)."""
-        ids = torch.tensor(adapter.encode(s).ids)
-        E = adapter.embed_ids(ids).detach().float()
+    def inputs(s: str, tr) -> tuple[torch.Tensor, torch.Tensor, IntegratedGradients]:
+        """The sentence's embeddings E (T, C), the probe's baseline B (T, C), and Captum's IntegratedGradients of the
+        prediction's logit (the probe's last output) as a function of the embeddings."""
+        E = adapter.embed_ids(torch.tensor(adapter.encode(s).ids)).detach().float()
         B, _, _ = baseline_inputs(adapter, E)
         p = tr.position[-1]
         y = int(adapter.logits_from_embeddings(E[None])[0, -1].argmax())
-        ig = IntegratedGradients(lambda x: adapter.logits_from_embeddings(x)[:, p, y])
+        return E, B, IntegratedGradients(lambda x: adapter.logits_from_embeddings(x)[:, p, y])
+
+    def captum_to_completeness(s: str, tr) -> tuple[float, int]:
+        """Seconds and n_steps of Captum's one-interval Gauss–Legendre with the fewest steps (16, 32, 64, …, 1024)
+        whose attributions add up to f(E) − f(B) within the probe's tolerance (each tried size is timed alone)."""
+        E, B, ig = inputs(s, tr)
         change = abs(float(tr.logit[-1] - tr.baseline_logit[-1]))
         for n in (16, 32, 64, 128, 256, 512, 1024):
             t0 = time.perf_counter()
@@ -176,14 +180,9 @@ def captum_table(loaded, runs: int) -> None:
         return float("nan"), 0
 
     def captum(s: str, tr, same_rule: bool) -> None:
-        ids = torch.tensor(adapter.encode(s).ids)
-        E = adapter.embed_ids(ids).detach().float()
-        B, _, _ = baseline_inputs(adapter, E)
+        E, B, ig = inputs(s, tr)
         D = E - B
         r = len(tr.outputs) - 1  # the prediction
-        p = tr.position[r]
-        y = int(adapter.logits_from_embeddings(E[None])[0, -1].argmax())
-        ig = IntegratedGradients(lambda x: adapter.logits_from_embeddings(x)[:, p, y])
         if same_rule:
             k = tr.points[r] // (len(tr.edges[r]) - 1)
             for a, b in zip(tr.edges[r][:-1], tr.edges[r][1:]):
