@@ -35,8 +35,7 @@ with c_out:
                       + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
 values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
 origin = Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd); integrated gradients "
-                         f"from {md_message(trace.baseline)}: completeness error at most {trace.max_completeness:.2g} "
-                         f"({trace.max_relative:.2%} of the change in the logit).")
+                         f"from {md_message(trace.baseline)}: {md(V.worst_output(trace))}.")
 show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out), origin, key="attr_heatmap",
      filename="attribution", fold=True)
 if outputs == "prediction" and len(trace.inputs) > 1:
@@ -47,7 +46,7 @@ warning = V.completeness_warning(trace, c.view.params["steps"].hi)
 if warning and method == "integrated gradients":
     st.warning(md_message(warning), icon=":material/warning:")
 st.markdown(f"**{method} onto “{md(trace.outputs[out])}”** ({V.colour_key(theme)}):")
-st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out], theme, trace.kept))
+st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out], theme, V.kept_inputs(trace, method)))
 st.caption(f"Logit of “{md(trace.outputs[out])}”: {trace.logit[out]:.4f}; at the baseline "
            f"({md_message(trace.baseline)}): "
            f"{trace.baseline_logit[out]:.4f}; the integrated gradients sum to {float(trace.integrated[out].sum()):.4f} "
@@ -61,10 +60,15 @@ what_to_notice([
     "Gradient × input is one backward pass; integrated gradients integrate the gradient along the straight path from "
     "the baseline, so the attributions add up to the change in the logit between the baseline and the sentence (the "
     "completeness error, computed for every output, shows how closely).",
-    "Some outputs need many more gradient evaluations than others (the caption gives each one's count): the "
-    "integration halves the intervals where its sum disagrees with the logits at their ends, which is where the "
-    "logit bends sharply along the path.",
-    "On a model with rotary positions (SmolLM2, Llama) the baseline keeps the first token as it is: it gets no share, "
-    "and the first output, which reads only that token, has nothing to split.",
-    "An encoder-decoder's output token draws on the source and on the outputs before it (second part of the row).",
+    *([f"Outputs can need different numbers of gradient evaluations (here {trace.evaluations.min()} to "
+       f"{trace.evaluations.max()}; the caption gives each one's count): the integration halves the intervals where "
+       "its sum disagrees with the logits at their ends, which is where the logit bends sharply along the path."]
+      if M > 1 else []),
+    *([f"This model adds no position vectors to its token embeddings (rotary, ALiBi or relative positions), so the "
+       f"baseline keeps {', '.join(f'“{md(trace.inputs[i])}”' for i in trace.kept)} as it is: it gets no share (its "
+       "integrated gradient is 0)" + (", and the first output, which reads only that token, has nothing to split."
+                                      if outputs == "all" and not loaded.adapter.is_encoder_decoder else ".")]
+      if trace.kept else []),
+    *(["An encoder-decoder's output token draws on the source and on the outputs before it (second part of the row)."]
+      if loaded.adapter.is_encoder_decoder else []),
 ])

@@ -165,8 +165,8 @@ VIEWS.append(View(
         "heads": P("ints", (), label="Overlay heads", help="Several heads of this layer at once: one colour each in "
                    "the line view, their mean in the heatmap."),
         "token": P("int", -1, -1, None, "Query token", help="Isolates this token's attention (its row)."),
-        "hide": P("bool", False, label="Hide special tokens ([CLS], [SEP], <s>, </s>, <bos>, [PAD]) and renormalise "
-                  "rows"),
+        "hide": P("bool", False, label="Hide special tokens and renormalise rows",
+                  help="The model's own special tokens (which ones depends on its tokenizer; padding included)."),
         "agg": choice("heads", "mean", "max", "rollout", label="Aggregation"),
         "compare": P("text", "The animal didn't cross the street because it was too wide.",
                      label="Second sentence to compare"),

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NOTHING = "The text has no characters the model can read (only control, format or combining characters)"
+NOTHING_TOKENIZED = "The model's tokenizer reads no token in this text"
+UNK_PIECES = "unknown to the tokenizer and shown as [UNK]"  # MiniLM: a lone combining mark or skin tone is [UNK]
 TYPE = "Type a sentence to see the model's internals."
 
 
@@ -15,7 +17,9 @@ TYPE = "Type a sentence to see the model's internals."
 class Hostile:
     """What a view that reads a sentence says about hostile text (tests/test_hostile_text.py): opened with `params`,
     `empty` once control characters are dropped, `marks` for only combining marks, `long` for 3,000 words,
-    `unknown` for words the model does not know; `subword`: a word-piece model that reads any script."""
+    `unknown` for words the model does not know; `subword`: a word-piece model that reads any script; `unreadable`:
+    what it says of text with characters that its reading removes (only whitespace, control or format characters),
+    when that differs from `empty` (a tokenizer reads the text as typed and says its normalisation removed it)."""
 
     params: dict[str, str]
     empty: str
@@ -23,6 +27,7 @@ class Hostile:
     long: str
     unknown: str
     subword: bool
+    unreadable: str = ""
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,8 @@ CASES: dict[str, ViewCase] = {
                                               "Compare two sentences")),
         typing="model=builtin:lstm-lm"),
     "self-attention": ViewCase(
-        hostile=Hostile({"model": "pretrained:minilm"}, TYPE, NOTHING, "only the first 512 are used",
-                        "unknown to the tokenizer and shown as [UNK]", True),
+        hostile=Hostile({"model": "pretrained:minilm"}, TYPE, UNK_PIECES, "only the first 512 are used", UNK_PIECES,
+                        True, NOTHING_TOKENIZED),
         word_level=("builtin:tiny-gpt", {}),
         panels=(*({"mode": m} for m in ("head", "model", "steps", "masks", "compare")),
                 {"mode": "head", "agg": "rollout", "hide": "1"}),
@@ -82,8 +87,8 @@ CASES: dict[str, ViewCase] = {
         panels=({},),
         typing="model=builtin:tiny-gpt"),  # the main chart's title quotes the prompt's end
     "positional-encodings": ViewCase(
-        hostile=Hostile({"model": "pretrained:minilm", "panel": "sentence"}, TYPE, NOTHING,
-                        "only the first 512 are used", "unknown to the tokenizer and shown as [UNK]", True),
+        hostile=Hostile({"model": "pretrained:minilm", "panel": "sentence"}, TYPE, UNK_PIECES,
+                        "only the first 512 are used", UNK_PIECES, True, NOTHING_TOKENIZED),
         word_level=("builtin:tiny-gpt", {"panel": "sentence"}),
         panels=tuple({"panel": p} for p in ("sinusoidal", "similarity", "rope", "learned", "sentence")),
         typing="model=pretrained:minilm&panel=sentence"),

@@ -253,7 +253,7 @@ def test_decoding_main_chart_says_what_it_continues():
                           "the girl near the river and the boy near the old house see the big <b>dog</b> with the cat")
     title = fig.layout.title.text
     assert title == "Log p of each new token after “…&lt;b&gt;dog&lt;/b&gt; with the cat”"
-    assert D.prompt_end("a  cat\tsat") == "a cat sat" and D.prompt_end("x" * 60, 10) == "…" + "x" * 10
+    assert D.prompt_end("a  cat\tsat\n") == "a cat⇥sat↵" and D.prompt_end("x" * 60, 10) == "…" + "x" * 10
     assert D.prompt_end("one two three four five six seven eight nine ten eleven twelve", 20) == "…ten eleven twelve"
     assert D.logprob_lines(["greedy"], [np.array([-1.0])], T.NORMAL).layout.title.text is None  # no prompt: no title
 

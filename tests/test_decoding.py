@@ -397,6 +397,24 @@ def test_generated_tokens_can_wrap_in_a_narrow_column():
     assert "overflow-wrap:anywhere" in markup
 
 
+def test_generated_text_ending_inside_a_character_shows_its_bytes():
+    """A generated text whose last token holds part of a character ends in the bytes ‹F0 9F›, never in "�"."""
+    from real_tokenizers import byte_level_bpe
+
+    tok = byte_level_bpe()
+    model = tiny_model("GPT2LMHeadModel", len(tok), n_head=4, n_positions=64, bos_token_id=tok.bos_token_id,
+                       eos_token_id=tok.eos_token_id, **GPT2_SMALL)
+    byte = tok.convert_tokens_to_ids("ðŁ")  # the first two bytes F0 9F of an emoji
+    with torch.no_grad():  # every position's logits are W_U · w_byte: greedy writes the byte token
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.copy_(model.lm_head.weight[byte])
+    lm = LoadedModel("test:gpt2", "decoder", model, "cpu", "float32", {}, tokenizer=tok)
+    for max_new in (1, 3):
+        out = D.decode_all(lm, "Le thé", (Strategy("greedy"),), max_new=max_new).generations[0].outputs[0]
+        assert out.ids == (byte,) * max_new and tok.decode(list(out.ids)) == "\ufffd" * max_new
+        assert out.text == "‹" + " ".join(["F0 9F"] * max_new) + "›"
+
+
 def test_deterministic_metrics_do_not_depend_on_n():
     """Greedy and beam give one output whatever n: their distinct-n and quality are that output's (not n pooled
     copies), their self-BLEU does not apply, and the table says so."""
@@ -459,7 +477,7 @@ def test_chat_template_read_from_its_output():
                                           add_generation_prompt=True, return_dict=True)["input_ids"]
     assert loaded.adapter.sequence_strings(ids)[:3] == ["<|im_start|>", "system", "you"]
     p = D.prepare_prompt(loaded.adapter, "what is it ?", 10, chat=True, system="a " * 600)
-    assert p.system == ("a " * 500)[:D.MAX_SYSTEM] and "1,199 characters; only its first 1,000" in p.notes[0]
+    assert p.system == ("a " * 600)[:D.MAX_SYSTEM] and "1,200 characters; only its first 1,000" in p.notes[0]
     assert p.tokens[:4] == ("<|im_start|>", "system", "a", "a") and p.tokens.count("a") == 500
     assert [t for t, s in zip(p.tokens, p.special) if s] == ["<|im_start|>", "<|im_end|>"] * 2 + ["<|im_start|>"]
     with pytest.raises(DecodingError, match="does not fit in the model's 1,024 positions"):  # not cut: refused

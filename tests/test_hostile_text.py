@@ -30,7 +30,7 @@ def expected_message(page: str, case: str) -> str | None:
     """What the page must say about this text (None: the text is usable as it is)."""
     cfg = SETUP[page]
     if case in UNUSABLE:
-        return cfg["empty"]
+        return cfg["empty"] if case == "empty" else cfg["unreadable"] or cfg["empty"]
     if case == "combining-only":
         return cfg["marks"]
     if case == "3000-words":

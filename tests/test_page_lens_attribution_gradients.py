@@ -78,7 +78,9 @@ def test_attribution_page_text_and_completeness():
     assert f"at most {tr.steps} per output)." in caption
     # the chart's badge names the worst output
     shown = " ".join(md_unescape(e.value) for e in [*at.markdown, *at.caption])
-    assert f"completeness error at most {tr.max_completeness:.2g} ({tr.max_relative:.2%} of the change" in shown
+    w = int(np.argmax(tr.relative))
+    assert f"worst output {w} “{tr.outputs[w]}”: completeness error {tr.completeness[w]:.2g} " \
+        f"({tr.relative[w]:.2%} of its change" in shown
     assert "The rule: adaptive composite Gauss–Legendre (2-point rule on each interval), up to" in caption
     assert f"at the baseline (the zero embedding): {tr.baseline_logit[6]:.4f}" in caption
     # 16 evaluations leave some outputs above 1 % on this sentence: the page warns about exactly those
@@ -107,6 +109,46 @@ def test_attribution_page_warns_when_the_gradients_do_not_add_up():
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT,
                                                      "method": "gradient × input", "steps": "1"})
     assert not at.warning  # gradient × input has no integral to warn about
+
+
+def test_attribution_badge_gives_one_outputs_error_and_share():
+    """The badge's completeness error and its share of the change are the same output's, also where the largest
+    error and the largest share are two outputs' (4 gradient evaluations on this sentence)."""
+    tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 4)
+    big, worst = int(np.argmax(tr.completeness)), int(np.argmax(tr.relative))
+    assert big != worst and f"{tr.completeness[big]:.2g}" != f"{tr.completeness[worst]:.2g}"
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "4"})
+    assert_no_exception(at)
+    (badge,) = [md_unescape(c.value) for c in at.caption if "-badge[" in c.value and "completeness" in c.value]
+    change = float(tr.logit[worst] - tr.baseline_logit[worst])
+    assert (f"worst output {worst} “{tr.outputs[worst]}”: completeness error {tr.completeness[worst]:.2g} "
+            f"({tr.relative[worst]:.2%} of its change {change:+.3g} in the logit).") in badge
+    assert abs(tr.completeness[worst] - tr.relative[worst] * abs(change)) < 1e-4  # the share is of its own change
+    assert f"{tr.completeness[big]:.2g}" not in badge and f"{tr.relative[big]:.2%}" not in badge
+
+
+def test_only_integrated_gradients_greys_the_input_its_baseline_keeps(tmp_path, monkeypatch):
+    """A rotary model's baseline keeps the first input: integrated gradients show it as kept; gradient × input has no
+    baseline, and its value there (measured) is shown."""
+    import re
+
+    from families import save
+
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
+    mid, text = save(tmp_path, "llama"), "the red car is fast ."
+    tr = attribution(load_model(mid), text)
+    out = len(tr.outputs) - 1
+    assert tr.kept == (0,) and tr.integrated[out, 0] == 0 and abs(tr.gradient_x_input[out, 0]) > 1e-4
+
+    def first_title(method: str) -> str:
+        at = run_page("app_pages/token_attribution.py", {"model": mid, "text": text, "method": method})
+        assert_no_exception(at)
+        (body,) = [h.proto.body for h in at.get("html") if "<span title=" in h.proto.body]
+        return re.findall(r"<span title='([^']*)' style='([^']*)'", body)[0]
+
+    title, style = first_title("gradient × input")
+    assert title == f"{tr.gradient_x_input[out, 0]:+.4f}" and "background" in style
+    assert first_title("integrated gradients") == ("kept in the baseline", "opacity:0.35")
 
 
 def test_attribution_colours_are_named_by_the_theme_in_use():

@@ -1,6 +1,8 @@
 """Logit lens: each layer through the model's own final norm and output layer; the last layer is the model's output."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -85,3 +87,31 @@ def test_a_deep_models_grid_shows_every_few_layers_and_the_chosen_one():
     rows = grid_rows(30, 28)
     assert rows == [2, 5, 8, 11, 14, 17, 20, 23, 26, 28, 29] and len(rows) <= MAIN_ROWS
     assert grid_rows(30, None)[-1] == 29 and 0 in grid_rows(30, 0)
+
+
+def test_byte_tokens_keep_their_byte_list_in_the_charts():
+    """A token holding part of a character reads ‹F0 9F› in the lens charts as in the decoding view: the space
+    between its bytes is not the mark · of a space in the token."""
+    from explorer.viz.logit_lens import lens_bars, lens_grid
+    from explorer.viz.theme import NORMAL
+    from families import GPT2_SMALL, tiny_model
+    from real_tokenizers import byte_level_bpe
+
+    tok = byte_level_bpe()
+    model = tiny_model("GPT2LMHeadModel", len(tok), n_head=4, n_positions=64, bos_token_id=tok.bos_token_id,
+                       eos_token_id=tok.eos_token_id, **GPT2_SMALL)
+    byte = tok.convert_tokens_to_ids("ðŁ")  # the first two bytes F0 9F of an emoji
+    with torch.no_grad():  # every layer through the lens reads W_U · w_byte: the byte token comes first
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.copy_(model.lm_head.weight[byte])
+    lm = LoadedModel("test:gpt2", "decoder", model, "cpu", "float32", {}, tokenizer=tok)
+    tr = logit_lens(lm, "Le thé 🍃")  # 🍃 is split over three tokens
+    assert tr.tokens[-3:] == ("·🍃(1/3)", "🍃(2/3)", "🍃(3/3)")
+    assert set(tr.final_tokens) == {"‹F0 9F›"} and tr.top_tokens[0][0] == "‹F0 9F›"
+    grid = lens_grid(tr, NORMAL).to_plotly_json()["data"][0]
+    bars = lens_bars(*tr.bars(0, 2), "bars", NORMAL, mark=tr.final_tokens[2]).to_plotly_json()["data"][0]
+    shown = [t for row in grid["text"] for t in row] + [c[0] for row in grid["customdata"] for c in row] + \
+        list(bars["text"])
+    assert "‹F0 9F›" in shown and "‹F0 9F›" in bars["text"]
+    assert not [t for t in shown if re.search("‹[^›]*·", t)], shown
+    assert bars["marker"]["color"][list(bars["text"]).index("‹F0 9F›")] == NORMAL.categorical[5]  # outlined

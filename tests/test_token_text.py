@@ -33,6 +33,7 @@ def test_readable_marks_whitespace_and_controls():
     assert readable("a\x07b") == "a␇b" and readable("\u200b") == "‹U+200B›" and readable("") == EMPTY
     assert readable("café 😊") == "café·😊"
     assert readable(readable(" x\n")) == readable(" x\n")  # shown text stays as it is
+    assert readable("‹F0 9F› a") == "‹F0 9F›·a" and readable(readable(" \x07")) == "·␇"  # a byte list keeps its spaces
 
 
 def test_byte_decoder_is_gpt2s_bijection():
@@ -82,6 +83,26 @@ def test_byte_level_token_holding_part_of_a_character():
     n = len(shown.pieces)
     assert text.texts([n, n + 1]) == ["·😊(1/2)", "😊(2/2)"]
     assert text.text(n) == "·‹F0 9F 98›" and text.text(n + 1) == "‹8A›"
+
+
+@pytest.mark.parametrize("scheme", ["byte-level", "sentencepiece"])
+def test_decoded_text_shows_a_cut_character_as_its_bytes(scheme):
+    """A text whose ids end inside a character (な is E3 81 AA) ends in its bytes ‹E3 81›, as a token on its own
+    shows them, never in "�"; a character cut in the middle the same; a "�" the text holds as a character stays."""
+    tok = SCHEMES[scheme]()
+    shown = TokenText.of_tokenizer(tok)
+    ids = tok("Le thé なか", add_special_tokens=False)["input_ids"]
+    cut = ids[:-1]  # か (E3 81 8B) without its last byte
+    assert "\ufffd" in tok.decode(cut)
+    assert shown.decoded(cut, tok.decode(cut)) == "Le thé な‹E3 81›"
+    assert shown.decoded(ids[:-2], tok.decode(ids[:-2])) == "Le thé な‹E3›"
+    assert shown.decoded(ids, tok.decode(ids)) == "Le thé なか"
+    leaf = tok("🍃🍃 a", add_special_tokens=False)["input_ids"]
+    inner = leaf[:1] + leaf[2:] if scheme == "byte-level" else leaf[:2] + leaf[3:]  # 8D / 9F of the first 🍃 left out
+    assert tok.decode(inner).count("\ufffd") >= 1
+    assert shown.decoded(inner, tok.decode(inner)) == ("‹F0 9F 83›🍃 a" if scheme == "byte-level" else "‹F0 8D 83›🍃 a")
+    whole = tok("a \ufffd b", add_special_tokens=False)["input_ids"]
+    assert shown.decoded(whole, tok.decode(whole)) == tok.decode(whole) == "a \ufffd b"
 
 
 def test_special_tokens_and_unknown_ids_are_named():
@@ -140,7 +161,7 @@ def test_smollm2_tokens_are_text():
 def test_shown_tokens_pass_through_chart_labels_unchanged():
     from explorer.viz.tokens import labels
 
-    shown = ["·café", "😊(1/2)", "↵", "Ġ"]  # a literal Ġ (Maltese) typed by a user stays a Ġ
+    shown = ["·café", "😊(1/2)", "↵", "Ġ", "·‹F0 9F 98›"]  # a literal Ġ (Maltese) typed by a user stays a Ġ
     assert labels(shown) == shown
 
 
@@ -150,3 +171,10 @@ def test_no_module_shows_raw_markers_by_hand():
     offenders = [p for p in (root / "explorer").rglob("*.py") if p.name != "token_text.py" and
                  re.search(r"replace\(\"(Ġ|▁|Ċ)\"", p.read_text(encoding="utf-8"))]
     assert not offenders, offenders
+
+
+def test_a_combining_mark_without_its_base_is_drawn_on_a_dotted_circle():
+    """A tokenizer that reads 'e' + U+0301 as typed gives the accent a token of its own: shown on ◌, not on the
+    character drawn before it in a label; a mark after its base in the same token stays as it is."""
+    assert readable("\u0301") == "◌\u0301" and readable(readable("\u0301")) == "◌\u0301"
+    assert readable("e\u0301") == "e\u0301" and readable("\u20dd") == "◌\u20dd"

@@ -26,7 +26,7 @@ from explorer.adapters import hf_attention as A
 from explorer.adapters.interventions import PatchesBlocks, find_sites
 from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table,
                                    Unsupported, causal_mask)
-from explorer.adapters.text import Encoded, encode_hf, no_text, token_limit
+from explorer.adapters.text import Encoded, encode_hf, no_typed_text, token_limit
 from explorer.text.token_text import TokenText
 
 BERT_TYPES = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "data2vec-text", "ernie", "xmod"}
@@ -134,8 +134,8 @@ class HFAdapter(PatchesBlocks, Adapter):
 
     # ------------------------------------------------------------------ text
     def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
-        """The tokenizer with its special tokens; `pair` is a second segment (encoders only)."""
-        empty = no_text(text)
+        """The tokenizer with its special tokens, on the text as typed; `pair` is a second segment (encoders only)."""
+        empty = no_typed_text(text)
         if empty is not None:
             return empty
         if self.tokenizer is None:
@@ -144,7 +144,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         limit, whose = token_limit(self.loaded, max_tokens)
         enc = encode_hf(self.tokenizer, text, limit, text_pair=pair or None, target=side == "target", whose=whose,
                         display=self.display)
-        if not enc.ids:
+        if not enc.ids and not enc.blank:
             return Encoded((), (), enc.notes + (f"The tokenizer of {self.id} gives no tokens for this text.",))
         return enc
 

@@ -51,7 +51,7 @@ class Seq2SeqAdapter(Adapter):
     # ------------------------------------------------------------------ text
     def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
         """Source (side "input"): the corpus tokenizer, unknown tokens read as <unk>. Target: its tokens + <eos>."""
-        from explorer.data.vocab import clean_text, tokenize_chars, tokenize_words
+        from explorer.data.vocab import clean_text, normalisation_changes, tokenize_chars, tokenize_words
 
         empty = no_text(text)
         if empty is not None:
@@ -66,8 +66,9 @@ class Seq2SeqAdapter(Adapter):
         else:
             words = tokenize_words(text)
         limit = min(max_tokens or MAX_SOURCE, MAX_SOURCE if side == "input" else DEFAULT_MAX_TOKENS)
-        notes = []
         what = "source" if side == "input" else "target"
+        changed = normalisation_changes(text)
+        notes = [f"The {what} vocabulary reads the text normalised: " + "; ".join(changed) + "."] if changed else []
         if len(words) > limit:
             notes.append(f"The {what} has {len(words):,} tokens; only the first {limit} are used.")
             words = words[:limit]

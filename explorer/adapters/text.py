@@ -3,7 +3,13 @@
 The pieces the adapters' `encode` is made of (explorer.adapters: each model family decides its input convention
 once): explorer vocabularies (explorer.data.vocab.Vocab: words, characters or a tokenizer.json's pieces, with the
 special tokens wherever the vocabulary holds them; `encode_vocab`, `VocabText`), Hugging Face tokenizers with their
-special tokens (`encode_hf`), and the empty-text rule every view shares (`no_text`).
+special tokens (`encode_hf`), and the empty-text rules (`no_text` for the explorer's vocabularies, `no_typed_text`
+for a tokenizer).
+
+A tokenizer reads the text exactly as typed (`tokenizer(text)`: its own normalizer does what it does; newlines,
+tabs, zero-width joiners, combining marks and curly quotes reach it). The explorer's word and character
+vocabularies read it through `explorer.data.vocab.clean_text`, and the note says what that changed. What the app
+itself changes before any model reads it (the token budget) is said in a note too.
 """
 from __future__ import annotations
 
@@ -11,11 +17,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from explorer.text.token_text import TokenText, readable
-from explorer.data.vocab import Vocab, clean_text, tokenize_words
+from explorer.data.vocab import Vocab, clean_text, normalisation_changes, tokenize_words
 
 DEFAULT_MAX_TOKENS = 512
+TYPE_A_SENTENCE = "Type a sentence to see the model's internals."
 NOTHING_TO_READ = ("The text has no characters the model can read (only control, format or combining characters): "
                    "type a sentence.")
+NOTHING_TOKENIZED = ("The model's tokenizer reads no token in this text (its own normalisation removes every character "
+                     "typed): type a sentence.")
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class Encoded:
     n_unknown: int = 0
     special: tuple[bool, ...] = field(default_factory=tuple)  # True where the token is a special token
     segments: tuple[int, ...] = ()  # sentence A/B of a pair (token type ids), when the tokenizer gives them
+    blank: bool = False  # the text gives the model nothing to read (empty, or removed by the model's reading of it)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -80,6 +90,10 @@ def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
     pieces = vocab.pieces(text)
     unit = _unit(vocab)
     notes: list[str] = []
+    if vocab.splitter is None:  # the explorer's own word/character reading: say what its normalisation changed
+        changed = normalisation_changes(text)
+        if changed:
+            notes.append("This vocabulary reads the text normalised: " + "; ".join(changed) + ".")
     truncated = False
     budget = max_tokens - (1 if bos else 0)
     if len(pieces) > budget:
@@ -125,11 +139,12 @@ def input_convention(vocab: Vocab, feeds_bos: bool = True) -> str:
 
 def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None, target: bool = False,
               whose: str = "the model's limit", display: TokenText | None = None) -> Encoded:
-    """Hugging Face encoding with special tokens; counts [UNK] pieces and truncates to `max_tokens`.
+    """Hugging Face encoding with special tokens of the text as typed (`tokenizer(text)`, nothing of ours before it);
+    counts [UNK] pieces and truncates to `max_tokens`, saying so. An Encoded with no ids and `blank` set when the
+    tokenizer reads no token of the text (its normalizer removed it all).
 
     text_pair: a second segment (token type 1); target: encode as a decoder target (`text_target=`); display: how
     tokens are shown (default: the tokenizer's TokenText, built anew: adapters pass theirs)."""
-    text = clean_text(text)
     kwargs: dict[str, Any] = {"add_special_tokens": True}
 
     def call(**extra: Any) -> Any:
@@ -161,6 +176,8 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
                      + (f": the charts mark them as {', '.join(dict.fromkeys(typed[:8]))}." if typed else "."))
     special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
     special = tuple(i in special_ids and i != unk for i in ids)
+    if all(special):  # only the tokens the tokenizer adds to every text: nothing of the text was read
+        return Encoded((), (), (*notes, NOTHING_TOKENIZED), blank=True)
     return Encoded(tuple(ids), tuple(str(t) for t in tokens), tuple(notes), truncated, n_unknown, special, segments)
 
 
@@ -176,13 +193,19 @@ def _typed_unknowns(tokenizer: Any, text: str, ids: list[int], tokens: list[str]
 
 
 def no_text(text: str) -> Encoded | None:
-    """An empty Encoded with the reason when `text` gives nothing to read (empty, only control or combining
-    characters), else None."""
+    """For the explorer's vocabularies (which read `clean_text(text)`): an empty Encoded with the reason when `text`
+    gives nothing to read (empty, only whitespace, control or combining characters), else None."""
     if not clean_text(text or "").strip():
-        return Encoded((), (), ("Type a sentence to see the model's internals.",))
+        return Encoded((), (), (TYPE_A_SENTENCE,), blank=True)
     if not tokenize_words(text):  # only combining marks, variation selectors, ...: nothing a word can start with
-        return Encoded((), (), (NOTHING_TO_READ,))
+        return Encoded((), (), (NOTHING_TO_READ,), blank=True)
     return None
+
+
+def no_typed_text(text: str) -> Encoded | None:
+    """For a tokenizer, which reads the text as typed: an empty Encoded when nothing was typed, else None (a lone
+    newline, a space or a combining mark is text a tokenizer reads)."""
+    return Encoded((), (), (TYPE_A_SENTENCE,), blank=True) if not text else None
 
 
 class VocabText:
@@ -227,3 +250,12 @@ class VocabText:
         itos = self.vocab.itos
         words = [itos[i] if 0 <= i < len(itos) else f"#{i}" for i in ids]
         return ("" if self.vocab.level == "char" else " ").join(words)
+
+
+def shown_text(adapter: Any, ids: Any) -> str:
+    """Generated ids as the page shows their text: the adapter's `detokenize` (the tokenizer's decoding), with bytes
+    that form no whole character (a text that ends inside one) as the bytes ‹E3 81›, the way a token on its own
+    shows them, never "�"."""
+    text = adapter.detokenize(ids)
+    display = getattr(adapter, "display", None)
+    return display.decoded([int(i) for i in ids], text) if display is not None else text

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 __all__ = ["SPECIALS", "SPECIAL_NAMES", "PAD", "UNK", "BOS", "EOS", "Vocab", "find_specials", "tokenize_words",
-           "tokenize_chars", "clean_text"]
+           "tokenize_chars", "clean_text", "normalisation_changes"]
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIALS: list[str] = [PAD, UNK, BOS, EOS]
@@ -77,6 +77,29 @@ def clean_text(text: str) -> str:
         else:
             out.append(_PUNCT_FOLD.get(ch, ch))
     return "".join(out)
+
+
+def normalisation_changes(text: str) -> tuple[str, ...]:
+    """What :func:`clean_text` changes in ``text``, in words (empty when nothing): the built-in vocabularies read the
+    cleaned text, and the page says so, e.g. ("2 line breaks or tabs read as spaces", "“ ” read as \" \"")."""
+    if not isinstance(text, str) or not text:
+        return ()
+    composed = unicodedata.normalize("NFC", text)
+    changes: list[str] = []
+    if composed != text:
+        changes.append("accents typed as combining marks composed into single characters (NFC)")
+    white = sum(1 for ch in composed if ch in _WHITESPACE_CONTROLS)
+    if white:
+        changes.append(f"{white} line break(s) or tab(s) read as spaces")
+    dropped = [ch for ch in composed if ch not in _WHITESPACE_CONTROLS and unicodedata.category(ch) in _DROP_CATEGORIES]
+    if dropped:
+        names = ", ".join(dict.fromkeys(unicodedata.name(ch, f"U+{ord(ch):04X}").lower() for ch in dropped[:20]))
+        changes.append(f"{len(dropped)} invisible or control character(s) dropped ({names})")
+    folded = dict.fromkeys(ch for ch in composed if ch in _PUNCT_FOLD)
+    if folded:
+        changes.append("typographic punctuation read as ASCII (" +
+                       ", ".join(f"{ch} as {_PUNCT_FOLD[ch]}" for ch in folded) + ")")
+    return tuple(changes)
 
 
 def _is_modifier(ch: str) -> bool:

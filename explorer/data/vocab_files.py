@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from explorer.data.tokenizer_safety import TokenizerError, check_patterns, guarded, is_panic
-from explorer.data.vocab import Vocab, clean_text, find_specials
+from explorer.data.vocab import Vocab, find_specials
 
 _COUNT_KEYS = ("freq", "freqs", "counts", "frequencies")
 
@@ -154,8 +154,8 @@ class _TokenizerSplitter:
         self.tokenizer, self.stoi, self.unk = tokenizer, vocab.stoi, vocab.unk_id
 
     def __call__(self, text: str) -> list[tuple[str, int | None]]:
-        """Raises TokenizerError (a ValueError) when the library crashes (a Rust panic) on this text."""
-        text = clean_text(text)
+        """The text as typed (the tokenizer's own normalizer does what it does). Raises TokenizerError (a ValueError)
+        when the library crashes (a Rust panic) on this text."""
         try:
             enc = self.tokenizer.encode(text, add_special_tokens=False)
         except BaseException as exc:

@@ -15,6 +15,7 @@ from explorer.adapters import generation as G
 from explorer.metrics import text as MT
 from explorer.adapters.base import Unsupported
 from explorer.adapters.protocols import Generates, Loaded, Reads
+from explorer.adapters.text import TYPE_A_SENTENCE, shown_text
 from explorer.runtime.device import is_large
 from explorer.adapters.generation import LABELS, SAMPLING, BeamTrace, DecodingError, Strategy
 from explorer.views import BY_PATH, KINDS, MAX_NEW, MAX_SAMPLES
@@ -222,19 +223,17 @@ def start_token_note(adapter: Generates, bos: int, template: ChatTemplate | None
 def prepare_prompt(adapter: Generates, text: str, max_new: int, chat: bool = False, system: str = "") -> Prompt:
     """Encode the prompt as the model reads it; empty -> the start token; longer than the context -> its end.
     chat: `text` as a user turn in the tokenizer's chat template (system prompt `system`, empty = the template's
-    default), the assistant's turn opened: generation is the model's reply, ending at its end-of-turn token."""
-    from explorer.data.vocab import clean_text
-
+    default), the assistant's turn opened: generation is the model's reply, ending at its end-of-turn token.
+    The prompt is read as typed: nothing (or nothing its tokenizer keeps) starts from the start token."""
     if chat:
         return _chat_prompt(adapter, text, max_new, system)
     notes: list[str] = []
     start_note = ""
     enc = adapter.encode(text)
-    if not enc.ids and clean_text(text or "").strip() and not any("Type a sentence" in n for n in enc.notes) \
-            and not any("characters the model can read" in n for n in enc.notes):
+    if not enc.ids and not enc.blank:
         raise DecodingError(" ".join(enc.notes) or f"The tokenizer of {adapter.id} gives no tokens for this text.")
     ids, tokens = list(enc.ids), list(enc.tokens)
-    notes.extend(n for n in enc.notes if not n.startswith("Type a sentence"))
+    notes.extend(n for n in enc.notes if n != TYPE_A_SENTENCE)
     if not ids:
         if adapter.is_encoder_decoder:
             ids = list(adapter.eos_ids[:1])
@@ -269,20 +268,21 @@ def prepare_prompt(adapter: Generates, text: str, max_new: int, chat: bool = Fal
 
 
 def _chat_prompt(adapter: Generates, text: str, max_new: int, system: str) -> Prompt:
-    from explorer.data.vocab import clean_text
-
+    """The message and system prompt as typed, in the chat template (a system prompt of only whitespace is none)."""
     notes: list[str] = []
     template = _template(adapter)
     if template is None:
         raise DecodingError(f"{adapter.id}'s tokenizer has no chat template: turn the chat template off to continue "
                             "the raw text.")
-    text, system = clean_text(text or ""), clean_text(system or "").strip()
+    text, system = text or "", system or ""
+    if not system.strip():
+        system = ""
     if len(system) > MAX_SYSTEM:
         notes.append(f"The system prompt has {len(system):,} characters; only its first {MAX_SYSTEM:,} are used.")
         system = system[:MAX_SYSTEM]
     if system and not template.system_ok:
         notes.append(f"{adapter.id}'s chat template takes no system message: the system prompt is left out.")
-    if not text.strip():
+    if not text:
         notes.append("Empty message: the model reads an empty user turn and replies to it.")
     ids, used = chat_ids(adapter, text, system)
     room_for = adapter.context_len
@@ -344,7 +344,7 @@ def generate(adapter: Generates, prompt: Prompt, strategy: Strategy, seed: int, 
                          f"drawing {n_run} samples.")
         rows, row_lps, _ = G.sample(adapter, x.repeat(n_run, 1), start.repeat(n_run, 1), strategy, max_new, seed,
                                     stop_at_eos)
-    outputs = tuple(Output(tuple(r), tuple(adapter.sequence_strings(r)), adapter.detokenize(r),
+    outputs = tuple(Output(tuple(r), tuple(adapter.sequence_strings(r)), shown_text(adapter, r),
                            np.asarray(lp, dtype=np.float32)) for r, lp in zip(rows, row_lps))
     return Generation(strategy, outputs, beam, tuple(notes), time.perf_counter() - t0, max_new)
 
@@ -370,7 +370,7 @@ def decode_all(loaded: Loaded, text: str, strategies: tuple[Strategy, ...], seed
         gens = tuple(generate(adapter, prompt, s, seed, n, stop_at_eos) for s in strategies)
     except Unsupported as exc:
         raise DecodingError(str(exc)) from None
-    shown = text if chat else adapter.detokenize(list(prompt.model_input))
+    shown = text if chat else shown_text(adapter, list(prompt.model_input))
     return DecodingRun(str(loaded.id), prompt.model_input, prompt.tokens, shown, gens, tuple(notes), int(seed),
                        adapter.context_len, adapter.is_encoder_decoder, prompt.start, bool(chat), prompt.system,
                        prompt.special, prompt.start_note)

@@ -27,7 +27,7 @@ import torch
 from explorer.adapters import generation as G
 from explorer.adapters.base import CrossForm, Record, Unsupported
 from explorer.adapters.protocols import Aligns, Loaded
-from explorer.adapters.text import Encoded, no_text
+from explorer.adapters.text import Encoded, no_text, shown_text
 from explorer.adapters.generation import BeamTrace
 
 TOPK = 5
@@ -204,7 +204,7 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
     return AlignmentTrace(
         model_id=str(loaded.id), kind=kind, attention=attention, mode=mode, src_tokens=tuple(src.tokens),
         out_tokens=tuple(adapter.sequence_strings(ids)),
-        out_ids=tuple(int(i) for i in ids), output_text=adapter.detokenize(ids), weights=weights,
+        out_ids=tuple(int(i) for i in ids), output_text=shown_text(adapter, ids), weights=weights,
         scores=rec["cross.0.scores"][0] if "cross.0.scores" in rec else None, contexts=rec.get("cross.0.context"),
         states=rec.get("decoder.s"), step_logprobs=logp[rows, ids], topk_ids=top,
         topk_tokens=tuple(tuple(adapter.token_strings(r)) for r in top.tolist()),

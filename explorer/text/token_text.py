@@ -10,27 +10,46 @@ as `<0xE2>`, WordPiece marks a piece that continues a word with `##`. `TokenText
 - bytes are decoded into the characters they form; a token that holds part of a multi-byte character says so:
   in a sequence (`texts`) each token of the character shows it with its part, "😊(1/2)" and "😊(2/2)"; a token on
   its own (`text`, e.g. a top-k alternative) shows the bytes it holds, "‹F0 9F 98›";
+- a tokenizer's decoding of ids (`decoded`, a generated text) shows bytes that form no character the same way,
+  never as "�";
 - WordPiece keeps its `##` (the piece is glued to the one before: the model never saw a space there);
 - special and added tokens (`<|im_start|>`, `[CLS]`) are shown as they are named.
 """
 from __future__ import annotations
 
+import difflib
 import functools
+import re
 import unicodedata
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 SPACE, NEWLINE, TAB, EMPTY = "·", "↵", "⇥", "∅"
+BASE = "◌"  # U+25CC, the base a combining mark is shown on when its token holds no letter before it
 BYTES_OPEN, BYTES_CLOSE = "‹", "›"
 _WHITE = {" ": SPACE, "\n": NEWLINE, "\t": TAB, "\r": "␍"}
 
 
 def readable(text: str) -> str:
     """A token's text as shown: spaces `·`, newline `↵`, tab `⇥`, other control characters as control pictures
-    (U+2400…), other invisible format characters as ‹U+XXXX›; the empty string as `∅`."""
+    (U+2400…), other invisible format characters as ‹U+XXXX›; the empty string as `∅`. Text already shown stays as it
+    is: the spaces of a byte list ‹F0 9F› are the list's, not the token's."""
     if not text:
         return EMPTY
+    if unicodedata.category(text[0])[0] == "M":  # a mark with no base in this token: drawn on a dotted circle, ◌́
+        text = BASE + text
     if text.isprintable() and " " not in text:
         return text
+    if BYTES_OPEN in text:
+        parts = _BYTE_LIST.split(text)  # text, byte list, text, …
+        return "".join(part if k % 2 else _marked(part) for k, part in enumerate(parts))
+    return _marked(text)
+
+
+_BYTE_LIST = re.compile(f"({BYTES_OPEN}[0-9A-F]{{2}}(?: [0-9A-F]{{2}})*{BYTES_CLOSE})")
+
+
+def _marked(text: str) -> str:
+    """`readable` of text that holds no byte list (the empty string stays empty)."""
     out = []
     for ch in text:
         if ch in _WHITE:
@@ -192,6 +211,64 @@ class TokenText:
             if k < len(values):
                 out[k] = readable(value)
         return out
+
+    def decoded(self, ids: Sequence[int], text: str) -> str:
+        """`text`, a tokenizer's decoding of `ids`, with each "�" that stands for bytes forming no whole character (a
+        text ending inside a character, a character cut by another token) shown as those bytes, ‹E3 81›, as a token
+        on its own shows them; a "�" decoded from the bytes of that character stays."""
+        units: list[str | bytes] = []  # the ids' own text: characters, and stretches of bytes that form none
+        run: list[bytes] = []
+        for value in [self.raw(int(i)) for i in ids] + [""]:
+            if isinstance(value, bytes):
+                run.append(value)
+                continue
+            for part in _invalid_spans(b"".join(run)) + [value]:
+                if isinstance(part, str):
+                    units += part
+                elif units and isinstance(units[-1], bytes):
+                    units[-1] += part
+                else:
+                    units.append(part)
+            run = []
+        if not any(isinstance(u, bytes) for u in units):
+            return text
+        lossy = "".join("\ufffd" if isinstance(u, bytes) else u for u in units)  # what a decoder writes for them
+        out: list[str] = []
+        said, mine = "", cast(list[str | bytes], [])  # a region: what the two texts hold since the last character they agree on
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, text, lossy, autojunk=False).get_opcodes():
+            if tag != "equal":
+                said, mine = said + text[i1:i2], mine + units[j1:j2]
+                continue
+            for i, j in zip(range(i1, i2), range(j1, j2)):
+                if text[i] == "\ufffd":  # the bytes of a character, or bytes that form none: part of a region
+                    said, mine = said + text[i], mine + [units[j]]
+                    continue
+                out.append(_region(said, mine, not out) + text[i])
+                said, mine = "", []
+        return "".join(out) + _region(said, mine, not out)
+
+
+def _region(said: str, mine: list[str | bytes], first: bool) -> str:
+    """Where a tokenizer's text and the ids' own text differ: the tokenizer's (its spaces, its clean-up) unless it
+    holds a "�" (a decoder may write one per byte, or one per run of byte tokens) or the ids hold bytes that form no
+    character: then the ids' text, those bytes as ‹hex› (at the start of the text without the space a decoder drops)."""
+    if "\ufffd" not in said and not any(isinstance(u, bytes) for u in mine):
+        return said
+    shown = "".join(_hex(u) if isinstance(u, bytes) else u for u in mine)
+    return shown.lstrip() if first and not said[:1].isspace() else shown
+
+
+def _invalid_spans(data: bytes) -> list[str | bytes]:
+    """Bytes as text, with each stretch that forms no character (what a decoder replaces with one "�") as bytes."""
+    out: list[str | bytes] = []
+    while data:
+        try:
+            out.append(data.decode("utf-8"))
+            break
+        except UnicodeDecodeError as exc:
+            out += [data[:exc.start].decode("utf-8"), data[exc.start:exc.end]]
+            data = data[exc.end:]
+    return out
 
 
 def _decode_alone(data: bytes) -> str:

@@ -60,6 +60,10 @@ def sidebar() -> None:
                      help="Larger fonts, thicker lines, high-contrast colour-blind-safe scales.")
         st.session_state.setdefault("live", live_default())
         st.toggle("Update while typing", key="live", help="Off: the views update when you press Enter.")
+        st.toggle("Sentence on several lines", key="multiline",
+                  help="A text box where Enter starts a new line and a pasted tab stays a tab (code, chat messages): "
+                       "the views update on Ctrl+Enter or when you click away. A sentence with a line break opens "
+                       "in it anyway.")
         st.session_state.setdefault("export_format", "png")
         st.radio("Chart export (toolbar camera)", ["png", "svg"], key="export_format", horizontal=True,
                  help="PNG at 3840×2160 or SVG (vector), from each chart's toolbar.")

@@ -13,6 +13,7 @@ from explorer.ui import settings, state
 from explorer.ui.cache import get_model, session_catalogue
 
 MAX_CHARS = state.MAX_CHARS
+MULTILINE_HELP = "Enter starts a new line; Ctrl+Enter (or clicking away) updates the view."
 
 
 def forget_sentence_input() -> None:
@@ -63,7 +64,9 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
                    help: str | None = None) -> str:
     """The main sentence input: widget key `text`, seeded from ?text=, written back to the URL.
 
-    Live (debounced) updates with streamlit-keyup when "Update while typing" is on, else st.text_input.
+    Live (debounced) updates with streamlit-keyup when "Update while typing" is on, else st.text_input; a text area
+    when the sentence has a line break or "Sentence on several lines" is on (a one-line box drops line breaks). The
+    text is returned as typed: the model reads it that way.
     Presets: the "Examples" popover beside the box. Returns the current text (may be empty: the view must say what to
     do).
     """
@@ -79,7 +82,16 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
         st.session_state["text"] = st.session_state.get("_text", default)  # the last sentence read, or the default
         forget_sentence_input()
     value = None
-    if settings.live_default() and st.session_state.get("live", True):
+    multiline = bool(st.session_state.get("multiline")) or "\n" in str(st.session_state.get("text") or "")
+    kind = "area" if multiline else "line"
+    if st.session_state.get("_text_box", kind) != kind:  # another kind of box: it starts from the sentence read last
+        current = st.session_state.get("text")
+        st.session_state["text"] = current if current is not None else st.session_state.get("_text", default)
+    st.session_state["_text_box"] = kind
+    if multiline:
+        # a one-line box would drop the line breaks: the model reads the text as typed, line breaks included
+        value = box.text_area(label, key="text", max_chars=MAX_CHARS, help=help or MULTILINE_HELP)
+    elif settings.live_default() and st.session_state.get("live", True):
         try:
             from st_keyup import st_keyup
 

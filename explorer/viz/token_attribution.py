@@ -47,11 +47,20 @@ def _ends(theme: Theme) -> tuple[str, str]:
     return tuple("rgba(" + ",".join(c) + ",{a:.2f})" for c in rgb)
 
 
+BASELINE_METHODS = ("integrated gradients",)  # the methods that attribute from a baseline
+
+
+def kept_inputs(trace: Any, method: str) -> tuple[int, ...]:
+    """The inputs `method` does not attribute because its baseline keeps them as they are: the trace's `kept` for
+    integrated gradients; none for gradient × input, which has no baseline (its value there is measured)."""
+    return tuple(trace.kept) if method in BASELINE_METHODS else ()
+
+
 def attribution_html(inputs: Sequence[str], values: np.ndarray, reach: int, theme: Theme = NORMAL,
                      kept: Sequence[int] = ()) -> str:
     """The input tokens coloured by their attribution to one output with the theme's diverging colours (positive
     end +, negative end −, opacity ∝ |value| / max); tokens beyond `reach` cannot influence it and the `kept`
-    ones are part of the baseline: both grey."""
+    ones are part of the baseline (`kept_inputs`: integrated gradients only): both grey."""
     peak = float(np.abs(values[:reach]).max()) or 1.0
     low, high = _ends(theme)
     parts = []
@@ -64,6 +73,19 @@ def attribution_html(inputs: Sequence[str], values: np.ndarray, reach: int, them
         title = "kept in the baseline" if j in kept and j < reach else f"{float(v):+.4f}"
         parts.append(f"<span title='{title}' style='{style}'>{html.escape(tok)}</span>")
     return "<div style='line-height:2.2; overflow-wrap:anywhere'>" + " ".join(parts) + "</div>"
+
+
+def worst_output(trace: Any) -> str:
+    """The integrated gradients' completeness error in one phrase (plain text): the output whose error is the largest
+    share of its change in the logit, with that output's own error and change (the largest error and the largest share
+    may be two outputs')."""
+    if not len(trace.outputs):
+        return "no output"
+    i = int(np.argmax(trace.relative))
+    change = float(trace.logit[i] - trace.baseline_logit[i])
+    share = f"{trace.relative[i]:.2%} of its change {change:+.3g} in the logit" if change else \
+        "its logit does not change"
+    return f"worst output {i} “{labels(trace.outputs)[i]}”: completeness error {trace.completeness[i]:.2g} ({share})"
 
 
 def completeness_warning(trace: Any, most: int) -> str | None:
