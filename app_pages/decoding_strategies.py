@@ -49,7 +49,8 @@ with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch")
                "empty: none (the template adds no system prompt)") if template.system_ok else \
             "this template takes no system message"
         system = c.text_input("system", max_chars=D.MAX_SYSTEM, placeholder=own, disabled=not chat)
-        st.caption(f"System prompt: {md_message(own)}.")
+        if chat:  # raw text has no system prompt: nothing to say about one
+            st.caption(f"System prompt: {md_message(own)}.")
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         seed = int(c.number("seed"))
@@ -192,9 +193,21 @@ else:
                "deterministic: they generate one output, and their metrics are that output's. Log-probabilities are "
                "the model's own (T = 1, no penalty), whatever the strategy used.")
 
+summaries = [g.summary() for g in run.generations]  # the numbers the first point quotes, this run's own
+fixed = [s for s in summaries if s["deterministic"]]
+sampled = [s["mean log-prob"] for s in summaries if not s["deterministic"]]
+if fixed:
+    FIXED = ("Greedy and beam search pick likely tokens: mean log-probability here "
+             + ", ".join(f"{md(s['strategy'])} {s['mean log-prob']:.3f}" for s in fixed)
+             + (f", against {min(sampled):.3f} to {max(sampled):.3f} for the sampling columns" if sampled else "")
+             + "; they give one output whatever n, so self-BLEU does not apply to them (the chart draws their quality "
+             "as a line). Long outputs of theirs can fall into repetition loops (raise New tokens): their repetition "
+             "rate here is " + ", ".join(f"{s['repetition rate']:.3f}" for s in fixed) + ".")
+else:
+    FIXED = ("Greedy and beam search give one output whatever n, so self-BLEU does not apply to them; add one to "
+             "compare its mean log-probability with the sampling columns'.")
 what_to_notice([
-    "Greedy and beam search pick the likeliest tokens: high mean log-probability, but repetition loops; they give "
-    "one output whatever n, so self-BLEU does not apply to them (the chart draws their quality as a line).",
+    FIXED,
     "Pure sampling at T = 1 is diverse but wanders into unlikely tokens; top-k, top-p, typical and min-p cut the "
     "unreliable tail (the grey bars) and trade a little diversity for likelier text.",
     "Top-k keeps a fixed number of tokens whatever the shape of the distribution; top-p adapts: few tokens when "

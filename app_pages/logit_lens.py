@@ -43,9 +43,20 @@ if len(rows) < L:
                "few layers, counted down from the output, and the chosen one); all of them are below.")
     with st.expander(f"All {L} layers"):
         show(V.lens_grid(trace, theme, (layer, pos)), own, key="lens_grid_all", filename="logit-lens-all-layers")
+enters = trace.first_in_top(pos)  # the column picked above: computed, not a general rule
+if L > 1:
+    COLUMN = (f"Read a column bottom to top: after “{md(trace.tokens[pos])}” the model's own prediction, "
+              f"“{md(final)}”, ranks {int(trace.final_rank[0, pos]) + 1} after {trace.layers[0]} (whose top guess is "
+              f"“{md(trace.top_tokens[0][pos])}”) and "
+              + (f"enters the top 10 after {trace.layers[enters]} (rank {int(trace.final_rank[enters, pos]) + 1})."
+                 if enters is not None else "stays out of the top 10 until the output.")
+              + " The layers in between show how it settles on its choice.")
+else:
+    COLUMN = (f"This model has one layer: the lens has one row, {trace.layers[0]}, which is the model's own output; "
+              "a deeper model shows its prediction forming layer by layer.")
 what_to_notice([
-    "Read a column bottom to top: early layers often predict a plausible word of the right kind, later layers settle "
-    "on the model's own choice.",
+    COLUMN,
     "The hover gives the rank of the model's final prediction after every layer: how early it 'knows' the answer.",
-    f"The top row ({trace.layers[-1]}) is exactly the model's output (the chart's badge prints the difference).",
+    f"The top row ({trace.layers[-1]}) is the model's output: it equals the model's own logits to "
+    f"{trace.lens_error:.1e} (the chart's badge prints the same difference).",
 ])

@@ -255,14 +255,28 @@ def learned_panel(row: Any) -> None:
     elif mp.kind == "none":
         st.info(f"{md(loaded.id)} adds no position information this view can read (no position table, rotary module, "
                 "ALiBi or relative bias): recurrent models know order from the recurrence.")
-    what_to_notice([
-        "A learned table: nobody told the model positions are ordered, yet neighbouring positions end up with "
-        "similar vectors, often tracing a spiral like sines and cosines.",
-        "Rotary models add nothing to the input: q and k are turned by position × θ_i inside every attention, so "
-        "q·k depends only on the offset (the lines above coincide).",
-        "ALiBi and T5 add a number per head and distance straight to the scores: far tokens get a penalty "
-        "(ALiBi: a straight line per head; T5: learned buckets).",
-    ])
+    points = []  # about the way this model knows positions, with its own numbers
+    if mp.kind in ("learned", "sinusoidal"):
+        try:
+            near, far = probe_raising(P.learned_analysis, loaded).neighbours
+            points.append(("A learned table: nobody told the model positions are ordered, yet neighbouring positions "
+                           if mp.kind == "learned" else "A fixed sinusoidal table: neighbouring positions ")
+                          + ("have similar vectors" if near > far else "are no more alike than far ones")
+                          + f": cosine {near:.2f} between positions p and p + 1 on average, {far:.2f} between "
+                          "positions more than a quarter of the table apart (the PCA shows the curve they trace).")
+        except Unsupported:  # said above, by the table's panel
+            pass
+    elif mp.kind == "rotary":
+        points.append("Rotary models add nothing to the input: q and k are turned by position × θ_i inside every "
+                      "attention, so q·k depends only on the offset"
+                      + (f" (the lines above coincide to {mp.spread:.1e})." if mp.scores is not None else "."))
+    elif mp.kind == "alibi":
+        points.append("ALiBi adds a number per head and distance straight to the scores: far tokens get a penalty, a "
+                      "straight line per head.")
+    elif mp.kind == "relative":
+        points.append("T5's relative bias adds a learned number per head and distance bucket straight to the scores.")
+    if points:
+        what_to_notice(points)
 
 
 def table_panel(loaded, controls: Any) -> None:
@@ -336,10 +350,10 @@ def sentence_panel(row: Any) -> None:
              rf"\lVert P_{{{t}}}\rVert = {norms[1]:.4f},\ \lVert x_{{{t}}}\rVert = {norms[2]:.4f}")
     show(V.vector_lines(sv.token[t], sv.position[t], sv.total[t], f"token {t}: {plotly_text(sv.tokens[t])}", theme),
          vectors, key="sentence_lines", filename="sentence_token_vectors")
-    permutation_section(loaded, text, sv.notes)
+    permutation_section(loaded, text, sv.notes, sv.mean_norms)
 
 
-def permutation_section(loaded, text: str, shown_notes: tuple[str, ...]) -> None:
+def permutation_section(loaded, text: str, shown_notes: tuple[str, ...], norms: tuple[float, float]) -> None:
     st.subheader("Shuffle the words")
     seed = c.number("seed", label="shuffle seed")
     pt = probe(P.permutation_experiment, loaded, text, seed)
@@ -357,14 +371,17 @@ def permutation_section(loaded, text: str, shown_notes: tuple[str, ...]) -> None
         show(V.permutation_bars(pt.tokens, pt.diff_nopos, pt.diff_pos, pt.diff_causal, theme),
              Origin("model", f"{pt.layer}, run on the sentence and on its shuffle (an experiment with the model's "
                              "own weights)."), key="permutation", filename="permutation")
+    word, position = norms  # this sentence's own vectors: how long each kind is here
     what_to_notice([
         "Without position vectors, shuffling the words only shuffles the outputs: after putting them back "
-        "in order the difference is at rounding level. Self-attention is permutation-equivariant: "
-        "'the dog bit the man' and 'the man bit the dog' look the same to it.",
-        "Add the position vectors and every output changes: now order matters.",
-        "Position vectors are about as long as word vectors, so the sum carries both.",
-        "A decoder's causal mask is itself a source of order: even without positions a masked layer "
-        "is not permutation-equivariant (third bar, decoders only).",
+        f"in order the difference is at rounding level (here {pt.max_nopos:.1e}). Self-attention is "
+        "permutation-equivariant: 'the dog bit the man' and 'the man bit the dog' look the same to it.",
+        f"Add the position vectors and the outputs change (here by up to {pt.max_pos:.3g}): now order matters.",
+        f"On this sentence the word vectors are {word:.2f} long on average and the position vectors {position:.2f} "
+        "(see the norms above): the sum carries both.",
+        *([f"A decoder's causal mask is itself a source of order: even without positions a masked layer is not "
+           f"permutation-equivariant (third bar: up to {float(pt.diff_causal.max()):.3g})."]
+          if pt.diff_causal is not None and pt.diff_causal.size else []),
     ])
 
 

@@ -1,8 +1,10 @@
 """Self-attention: per-head maps, the layers × heads grid, rollout, masks and the Q·K/√d softmax arithmetic."""
 import streamlit as st
 
+from explorer.data.examples import PRONOUN, compare_default, pronoun_pair
 from explorer.probes.self_attention import (
     STREAM_LABELS,
+    attention_notice,
     attention_shape,
     attention_trace,
     default_query,
@@ -10,6 +12,7 @@ from explorer.probes.self_attention import (
     head_matrix,
     head_row,
     hide_special,
+    pronoun_shift,
     step_by_step,
 )
 from explorer.text.escape import latex_text, md, md_message, plotly_text
@@ -18,6 +21,7 @@ from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
+from explorer.ui.word_embeddings import follow_default
 from explorer.viz import self_attention as viz
 from explorer.viz.tokens import strongest, vector_text
 
@@ -38,7 +42,10 @@ def shown(trace, matrix, hide: bool):
         return matrix, None, None
     hidden = hide_special(matrix, trace.special, trace.key_special)
     if hidden.renormalised:
-        st.caption(f"Special tokens hidden: each remaining row was renormalised to sum to 1 (the hidden tokens held "
+        both = zip((*trace.tokens, *trace.key_tokens), (*trace.special, *trace.key_special))
+        names = dict.fromkeys(t for t, s in both if s)  # this model's own, as shown
+        st.caption(f"Special tokens hidden ({', '.join(f'“{md(t)}”' for t in names)}): each remaining row was "
+                   f"renormalised to sum to 1 (the hidden tokens held "
                    f"{hidden.removed_mass:.1%} of a row's weight on average).")
     return hidden.matrix, hidden.rows, hidden.cols
 
@@ -232,8 +239,11 @@ def masks_view(trace, layer: int, head: int) -> None:
         st.markdown("**Causal mask**: a decoder token may not look at later tokens, so M is −∞ above the diagonal "
                     "and those weights are exactly 0 after the softmax.")
     if any(trace.padding):
-        st.markdown(f"**Padding mask**: {sum(trace.padding)} [PAD] key(s) get −∞ (attention_mask = 0), so no "
-                    "real token attends to them; the padding rows themselves are computed but ignored.")
+        pads = dict.fromkeys(t for t, p in zip(trace.key_tokens, trace.padding) if p)  # the token it pads with
+        st.markdown(f"**Padding mask**: {sum(trace.padding)} padding key(s) "
+                    f"({', '.join(f'“{md(t)}”' for t in pads)}, the token this tokenizer pads with) get −∞ "
+                    "(attention_mask = 0), so no real token attends to them; the padding rows themselves are computed "
+                    "but ignored.")
     if not trace.causal and not any(trace.padding):
         st.markdown("This encoder attends in both directions: M is all zeros (add padding above to see −∞ columns).")
     show(viz.mask_figure(trace.mask, trace.tokens, trace.key_tokens, "The mask M", theme),
@@ -246,7 +256,9 @@ def masks_view(trace, layer: int, head: int) -> None:
 
 def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, labels: list[str]) -> None:
     """Where the same word looks in two sentences ("…too tired" / "…too wide")."""
-    other = c.text_input("compare")
+    partner = compare_default(loaded.adapter) or c.params["compare"].default  # a causal model: its own pair's
+    follow_default("compare", partner)
+    other = c.text_input("compare", partner)
     trace_b = probe(attention_trace, loaded, other, "", stream, 0)
     if trace_b.error or not trace_b.tokens:
         st.warning(md_message(trace_b.error or (trace_b.notes[0] if trace_b.notes else "Type a second sentence.")))
@@ -282,11 +294,48 @@ if mode != "steps":  # static: outside the fragment
     st.latex(rf"\mathrm{{Attention}}(Q,K,V)=\mathrm{{softmax}}\Big({scaled}+M\Big)V"
              r"\qquad\text{rollout: }\tilde A_l=\mathrm{rownorm}(\tfrac12 A_l+\tfrac12 I),\ R_l=\tilde A_l R_{l-1}")
     st.caption(words)
-what_to_notice([
-    "Rows sum to 1: each query token distributes one unit of attention over the keys.",
-    "In a decoder (causal) the upper triangle is exactly 0: the −∞ mask hides future tokens.",
-    "Many BERT heads park their weight on [CLS] or [SEP] (a 'no-op'); hide special tokens to see the rest "
-    "(rows are renormalised, the caption says by how much).",
-    "Compare “…because it was too tired” with “…too wide”: in some heads “it” shifts from “animal” to “street”.",
-    "Rollout mixes the residual path (½ I) with the heads' mean: deeper layers blur towards a few tokens.",
-])
+# What to notice, computed on the model's own example sentence and its pronoun pair (a causal model gets the pair
+# whose deciding word comes before "it"; a built-in's generated English has none: no pair point)
+example = loaded.adapter.examples(c.view.sentences).default
+notice = probe(attention_notice, loaded, example, stream)
+pronouns = pronoun_pair(loaded.adapter)
+shift = probe(pronoun_shift, loaded, *pronouns, *PRONOUN, stream) if pronouns else None
+ON = "on that example"
+points = []
+if not notice.error:
+    points.append(f"Rows sum to 1: each query token distributes one unit of attention over the keys (on the example "
+                  f"“{md(example)}”, the first under Examples: to within {notice.row_error:.1e}).")
+    if notice.above is not None:
+        points.append(f"This model is causal: the weights above the diagonal are exactly 0 (the largest {ON}: "
+                      f"{notice.above:.1g}), the −∞ mask hides later tokens." if notice.causal else
+                      f"This model attends both ways: nothing is masked above the diagonal (the largest weight there "
+                      f"{ON}: {notice.above:.3f}); a causal decoder's would be exactly 0.")
+    if notice.specials:
+        points.append(f"{notice.special_heads} of the {notice.n_heads} heads give their largest weight (averaged over "
+                      f"the query tokens) to a special token ({', '.join(f'“{md(t)}”' for t in notice.specials)}) "
+                      f"{ON}, a 'no-op'; hide special tokens to see the rest (rows are renormalised, the caption says "
+                      "by how much).")
+    else:
+        points.append(f"The tokenizer adds no special token here: {notice.first_heads} of the {notice.n_heads} heads "
+                      f"give their largest weight (averaged over the query tokens) to the first token, "
+                      f"“{md(notice.first)}”, {ON} (an attention sink); hiding special tokens changes nothing.")
+    if notice.rollout is not None and notice.n_layers > 1:
+        r0, r1 = notice.rollout
+        points.append(f"Rollout mixes the residual path (½ I) with the heads' mean: {ON} a row's largest weight "
+                      f"averages {r0:.2f} at layer 0 and {r1:.2f} at layer {notice.n_layers - 1}, so deeper layers "
+                      + ("gather the weight on a few tokens" if r1 > r0 else "spread the weight out")
+                      + f" (most rows of the last weigh “{md(notice.rollout_key)}” most).")
+if pronouns is not None and shift is not None and not shift.error:
+    lead = f"Compare “{md(pronouns[0])}” with “{md(pronouns[1])}” (both under Examples)"
+    if shift.shift_at is not None:
+        (wa1, wa2), (wb1, wb2) = shift.weights_a, shift.weights_b
+        points.append(f"{lead}: in layer {shift.shift_at[0]}, head {shift.shift_at[1]} “{shift.word}” gives "
+                      f"“{shift.first}” {wa1:.3f} and “{shift.second}” {wa2:.3f} in the first, {wb1:.3f} and "
+                      f"{wb2:.3f} in the second: it shifts from “{shift.first}” to “{shift.second}” "
+                      f"({shift.n_shift} of {shift.n_heads} heads do)."
+                      + (f" A causal model reads only the words before “{shift.word}”: here the deciding word comes "
+                         "before it." if notice.causal else ""))
+    else:
+        points.append(f"{lead}: no head shifts “{shift.word}” from “{shift.first}” to “{shift.second}”; the largest "
+                      f"change of one weight of its row is {shift.change:.3f}.")
+what_to_notice(points)

@@ -4,7 +4,7 @@ import streamlit as st
 
 from explorer.projections import reduce as PR
 from explorer.loading.catalogue import builtin_names
-from explorer.data.examples import NATURAL
+from explorer.data.examples import ANALOGY, COLOURS, NATURAL
 from explorer.files.vector_text import EmbeddingFileError
 from explorer.probes import contextual_embeddings as CE
 from explorer.probes import word_embeddings as P
@@ -347,20 +347,42 @@ if loaded is None or loaded.family in ("word2vec", "state-dict"):  # one vector 
     SAME_WORD = ("A word vector has no context: 'bank' has one vector whether it is by a river or holds an account. "
                  "Pick a language model or a transformer to see contextual embeddings.")
 elif CE.reads_left_to_right(loaded.adapter):
-    SAME_WORD = ("This model reads left to right: a token's vector depends only on the tokens before it. So 'bank' "
-                 "after 'river' and 'bank' after 'cheque' can drift apart through the layers, while 'bank' followed "
-                 "by different words keeps the same vector (the section Contextual embeddings prints the cosines)."
-                 + HERE)
+    A, B, W = CE.drift_pair(loaded)  # words this model reads (a built-in's own language)
+    SAME_WORD = (f"This model reads left to right: a token's vector depends only on the tokens before it. So '{W}' "
+                 f"in “{A}” and in “{B}” can drift apart through the layers, while '{W}' followed by different words "
+                 "keeps the same vector (the section Contextual embeddings prints the cosines)." + md(HERE))
 else:
-    SAME_WORD = ("This model reads the whole sentence both ways: the same word's vector can change with its "
-                 "sentence, 'bank' by a river and 'bank' with an account drift apart through the layers (the section "
-                 "Contextual embeddings prints the cosines)." + HERE)
+    A, B, W = CE.drift_pair(loaded)
+    SAME_WORD = (f"This model reads the whole sentence both ways: the same word's vector can change with its "
+                 f"sentence, '{W}' in “{A}” and in “{B}” can drift apart through the layers (the section Contextual "
+                 "embeddings prints the cosines)." + md(HERE))
+# What to notice, computed on this table: the chart's word classes where it has them (built-in vocabularies), else
+# the colours as the model reads them; the default analogy's answer
+cohesion = P.class_cohesion(table, rows)
+if cohesion is not None:
+    closer = "closer together" if cohesion.within > cohesion.between else "no closer together"
+    CLUSTER = (f"Words of one class (the chart's colours) sit {closer} than words of different "
+               f"classes: mean cosine {cohesion.within:.2f} within a class, {cohesion.between:.2f} between classes; "
+               f"{cohesion.classes} classes among the {shown}. The vectors were trained on the words around them, "
+               "and words of a class share their contexts.")
+else:
+    colours = P.word_cohesion(table, COLOURS.split(), rows, loaded)
+    CLUSTER = "The chart has one colour: this vocabulary has no word classes here." + (
+        "" if colours is None else
+        f" Type words of one kind to see where they fall: the colours {md(' '.join(colours.words))} have mean cosine "
+        f"{colours.within:.2f} with one another, against {colours.between:.2f} for random pairs of the {shown}"
+        + (": they sit together." if colours.within > colours.between else "."))
+check = P.analogy_check(table, ANALOGY, loaded)
+ANALOGIES = ("Analogies (3CosAdd) leave a, b and c out of the answers by convention"
+             + ("." if check is None else
+                f"; here {' − '.join(ANALOGY[:2])} + {ANALOGY[2]} gives “{md(check.first)}” first"
+                + (f", the expected “{ANALOGY[3]}”." if check.rank == 1 else
+                   f", and “{ANALOGY[3]}” ranks {check.rank}: analogies work only roughly." if check.rank else
+                   f", and “{ANALOGY[3]}” is not among the first {check.k}: analogies work only roughly.")))
 what_to_notice([
-    "Words of one class (colours) cluster: the vectors were trained to predict contexts, and words of a class share "
-    "their contexts.",
+    CLUSTER,
     "PCA keeps global distances (a linear map); t-SNE and UMAP keep neighbourhoods and can tear apart or squeeze "
     "distances between clusters: do not read cluster sizes or gaps too literally.",
-    "Analogies work only roughly: the right answer is often second after a neighbour of c, and b is excluded from "
-    "the answers by convention.",
+    ANALOGIES,
     SAME_WORD,
 ])

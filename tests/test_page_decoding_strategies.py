@@ -131,12 +131,13 @@ def test_chat_template_on_a_local_instruct_model(tmp_path, monkeypatch):
     captions = _captions(at)
     assert "local:chat-llama is an instruct model with a chat template" in captions and "raw text" in captions
     assert "prompt as the model reads it (6 tokens): what · is · the · red · car · ?" in captions
-    assert "System prompt: empty: the template's own, “you are a small robot”." in captions
+    assert "System prompt:" not in captions  # raw text: no system prompt to speak of
     assert "The prompt ends in '?'" in texts(at) and "Or turn on Chat template" in texts(at)
     at = run_page(PAGE, {**params, "chat": "1"})
     assert_no_exception(at)
     assert not at.error, texts(at)
     captions = _captions(at)
+    assert "System prompt: empty: the template's own, “you are a small robot”." in captions
     assert ("the chat as the model reads it (template included) (19 tokens): <|im_start|> · system · you · are · a · "
             "small · robot · <|im_end|> · <|im_start|> · user · what · is · the · red · car · ? · <|im_end|> · "
             "<|im_start|> · assistant") in captions
@@ -179,8 +180,7 @@ def test_smollm2_is_the_default_and_opens_with_bounded_work():
     assert at.session_state["max_new"] == 20 and at.session_state["n"] == 3
     assert at.session_state["chat"] is False  # raw text: the same comparison as with the built-in models
     assert "pretrained:smollm2 is an instruct model with a chat template" in _captions(at)
-    assert ("System prompt: empty: the template's own, “You are a helpful AI assistant named SmolLM, trained by "
-            "Hugging Face”.") in _captions(at)
+    assert "System prompt:" not in _captions(at)  # chat mode is off: the caption comes with it
     # a value in the URL wins over the model's size
     at = run_page(PAGE, {"max_new": "7", "n": "2", "strategies": "greedy,top-k"})
     assert at.session_state["max_new"] == 7 and at.session_state["n"] == 2

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import assert_no_exception, run_page
+from conftest import assert_no_exception, needs_smollm2, run_page
 from explorer.loading.pretrained import minilm_dir
 from explorer.loading.loaders import load_model
 from explorer.probes.self_attention import PRESETS, attention_shape, attention_trace
@@ -185,3 +185,37 @@ def test_long_gpt_input_is_truncated(monkeypatch, model_dir):
     at = run_page(PAGE, {"model": "local:rand-gpt", "text": "the animal " * 100})
     assert_no_exception(at)
     assert any("only the first" in i.value for i in at.info)
+
+
+def test_padding_and_special_tokens_are_named_as_the_model_names_them(tmp_path, monkeypatch):
+    """The masks panel names the token this tokenizer pads with (byte-level BPE: <|endoftext|>), never a [PAD] it
+    lacks; hiding special tokens names those hidden, as shown, escaped like every model string."""
+    from explorer.text.escape import md, md_unescape
+    from real_tokenizers import byte_level_bpe, save_tiny
+
+    tok = byte_level_bpe()
+    assert tok.pad_token == "<|endoftext|>" and "[PAD]" not in tok.get_vocab()
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
+    mid = save_tiny(tmp_path, "llama", tok)
+    at = run_page(PAGE, {"model": mid, "mode": "masks", "pad": "2", "text": "The cat sat."})
+    assert_no_exception(at)
+    (panel,) = [m.value for m in at.markdown if "Padding mask" in m.value]
+    assert f"2 padding key(s) (“{md('<|endoftext|>')}”, the token this tokenizer pads with) get −∞" in panel
+    assert "[PAD]" not in md_unescape(panel)
+    at = run_page(PAGE, {"model": "pretrained:minilm", "mode": "head", "hide": "1", "text": "The cat sat."})
+    assert_no_exception(at)
+    assert [t.label for t in at.toggle if t.key == "hide"] == ["Hide special tokens and renormalise rows"]
+    (caption,) = [md_unescape(c.value) for c in at.caption if "Special tokens hidden" in c.value]
+    assert caption.startswith("Special tokens hidden (“[CLS]”, “[SEP]”): each remaining row was renormalised")
+
+
+@needs_smollm2
+def test_smollm2_pads_with_its_end_of_turn_token():
+    from explorer.text.escape import md, md_unescape
+
+    at = run_page(PAGE, {"model": "pretrained:smollm2", "mode": "masks", "pad": "3", "text": "The cat sat."},
+                  timeout=300)
+    assert_no_exception(at)
+    (panel,) = [m.value for m in at.markdown if "Padding mask" in m.value]
+    assert f"3 padding key(s) (“{md('<|im_end|>')}”, the token this tokenizer pads with)" in panel
+    assert "[PAD]" not in md_unescape(panel)

@@ -7,6 +7,8 @@ A view declares a purpose (explorer.views: `View.sentences`), and the loaded mod
   (`meta["corpus"]["generator"]`): explorer.data.english for the language models, explorer.data.translation and
   explorer.data.dates for the encoder-decoders;
 - MiniLM and Hugging Face models get natural English (NATURAL);
+- a model that reads left to right (a causal transformer, a one-way recurrent LM: `left_to_right`) gets the sentences
+  of LEFT_TO_RIGHT where a purpose has them: a claim that needs a later word is reworded so that the word comes first;
 - every candidate is read with the model's own `encode`, and only sentences without an unknown token are offered;
   a model whose vocabulary is unknown here (a user's checkpoint) gets the candidates of every language that it
   reads in full, or, when none, the sentences with the fewest unknown words and a note saying so.
@@ -88,6 +90,20 @@ ENGLISH["attention"] = ENGLISH["agreement"]
 TRANSLATION: dict[str, tuple[str, ...]] = {"translation": tuple(translation.PRESETS)}
 DATES: dict[str, tuple[str, ...]] = {"translation": tuple(dates.PRESETS)}
 
+# The self-attention view's pronoun pair (Vaswani et al.'s example): "it" refers to the animal in the first sentence
+# and to the street in the second (PRONOUN: the pronoun and its two referents). A model that reads left to right
+# computes "it" from the words before it only: in the original pair (False) the word that decides comes after "it",
+# and a causal model's "it" is the same in both sentences; its pair (True) puts that word before "it".
+PRONOUN = ("it", "animal", "street")
+PRONOUN_PAIRS: dict[bool, tuple[str, str]] = {
+    False: ("The animal didn't cross the street because it was too tired.",
+            "The animal didn't cross the street because it was too wide."),
+    True: ("The animal didn't cross the street because, too tired, it gave up.",
+           "The animal didn't cross the street because, too wide, it was a risk."),
+}
+COLOURS = "red green blue yellow black white"  # words of one class in natural English (the word-embeddings view)
+ANALOGY = ("king", "man", "woman", "queen")  # the word-embeddings view's default a − b + c and its expected answer
+
 # MiniLM and Hugging Face models. The views that read "agreement" (logit lens, attribution, recurrent cell) look at
 # the next token a language model predicts after the last one, so these stop where the prediction means something:
 # a fact (" Paris"), or the verb that agrees with its subject across an attractor (tests/test_examples.py checks
@@ -106,11 +122,7 @@ NATURAL: dict[str, tuple[str, ...]] = {
         "Explain in one sentence what a language model does.",
         "Give me three names for a black cat.",
     ),
-    "attention": (
-        "The animal didn't cross the street because it was too tired.",
-        "A robot must obey the orders given it.",
-        "The animal didn't cross the street because it was too wide.",
-    ),
+    "attention": (PRONOUN_PAIRS[False][0], "A robot must obey the orders given it.", PRONOUN_PAIRS[False][1]),
     "prompt": (
         "Once upon a time, in a small village,",
         "The keys to the old cabinet",
@@ -139,7 +151,7 @@ NATURAL: dict[str, tuple[str, ...]] = {
     "words": (
         "the small dog and the big cat saw a king and a queen",
         "king queen man woman prince princess boy girl",
-        "red green blue yellow black white",
+        COLOURS,
         "dog dogs cat cats horse horses mouse mice",
         "the doctor and the teacher ate an apple and a banana",
         "one two three four five first second third",
@@ -159,6 +171,10 @@ CONTRASTS: dict[str, tuple[str, str, str]] = {
 ENGLISH["contrast"] = tuple(k for k in CONTRASTS if k.islower())
 NATURAL["contrast"] = tuple(k for k in CONTRASTS if not k.islower())
 LANGUAGES = {"english": ENGLISH, "translation": TRANSLATION, "dates": DATES, "natural": NATURAL}
+# What a model that reads left to right gets instead, per language and purpose (see PRONOUN_PAIRS).
+LEFT_TO_RIGHT: dict[str, dict[str, tuple[str, ...]]] = {
+    "natural": {"attention": (PRONOUN_PAIRS[True][0], NATURAL["attention"][1], PRONOUN_PAIRS[True][1])},
+}
 FALLBACK = ("agreement", "translation")  # a language without the purpose offers these instead
 
 
@@ -184,8 +200,19 @@ def language_of(loaded: Any) -> str:
     return generator if generator in LANGUAGES and generator != "natural" else "natural"
 
 
-def sentences(language: str, purpose: str) -> tuple[str, ...]:
-    """The candidate sentences of a language for a purpose (its fallback purpose when it has none)."""
+def left_to_right(adapter: Any) -> bool:
+    """Whether the model's state at a token reads only the tokens before it (known before a run): a causal
+    transformer, or a recurrent language model (one direction: it predicts the next word)."""
+    return bool(getattr(adapter, "causal", False)) or (
+        bool(getattr(adapter, "recurrent", False)) and bool(getattr(adapter, "can_generate", False))
+        and not getattr(adapter, "is_encoder_decoder", False))
+
+
+def sentences(language: str, purpose: str, one_way: bool = False) -> tuple[str, ...]:
+    """The candidate sentences of a language for a purpose (its fallback purpose when it has none); one_way: for a
+    model that reads left to right (LEFT_TO_RIGHT first)."""
+    if one_way and LEFT_TO_RIGHT.get(language, {}).get(purpose):
+        return LEFT_TO_RIGHT[language][purpose]
     table = LANGUAGES[language]
     for name in (purpose, *FALLBACK):
         if table.get(name):
@@ -206,7 +233,8 @@ def for_model(adapter: Any, purpose: str) -> Examples:
     if purpose not in PURPOSES:
         raise ValueError(f"unknown purpose {purpose!r}; use one of {', '.join(PURPOSES)}")
     own = language_of(adapter.loaded)
-    first = sentences(own, purpose)
+    one_way = left_to_right(adapter)
+    first = sentences(own, purpose, one_way)
     counts = {s: unknown_words(adapter, s) for s in first}
     if any(n is None for n in counts.values()):
         return Examples(first, f"{adapter.id} has no vocabulary this view can check sentences against.", own)
@@ -215,10 +243,26 @@ def for_model(adapter: Any, purpose: str) -> Examples:
         return Examples(known, "", own)
     others = [lang for lang in LANGUAGES if lang != own]
     for lang in others:
-        found = tuple(s for s in sentences(lang, purpose) if unknown_words(adapter, s) == 0)
+        found = tuple(s for s in sentences(lang, purpose, one_way) if unknown_words(adapter, s) == 0)
         if found:
             return Examples(found, "", lang)
     ranked = tuple(sorted(first, key=lambda s: counts[s]))
     return Examples(ranked, f"None of the example sentences has every word in {adapter.id}'s vocabulary: the words "
                             "it does not know are read as its unknown token (marked in the charts). Type a sentence "
                             "in the model's own words.", own)
+
+
+def pronoun_pair(adapter: Any) -> tuple[str, str] | None:
+    """The self-attention view's pronoun pair for this model (PRONOUN_PAIRS: the one whose deciding word it can
+    read), or None when its example sentences do not include it (a built-in's generated English)."""
+    pair = PRONOUN_PAIRS[left_to_right(adapter)]
+    offered = adapter.examples("attention").sentences
+    return pair if all(s in offered for s in pair) else None
+
+
+def compare_default(adapter: Any) -> str:
+    """The self-attention view's second sentence to compare: the pronoun pair's second when the model offers it, else
+    its second example sentence ("" when it has none)."""
+    pair = pronoun_pair(adapter)
+    offered = adapter.examples("attention").sentences
+    return pair[1] if pair else (offered[1] if len(offered) > 1 else "")

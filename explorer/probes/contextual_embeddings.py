@@ -16,6 +16,7 @@ import numpy as np
 
 from explorer.adapters.protocols import Loaded
 from explorer.adapters.base import Unsupported
+from explorer.data.examples import left_to_right, unknown_words
 from explorer.files.vector_text import EmbeddingError
 from explorer.probes.word_embeddings import _pieces, _short
 
@@ -57,18 +58,28 @@ LAYER_NAMES = ("embed", "blocks.*.resid_pre", "blocks.*.resid_post", "ln_final",
 # left to right sees only the words before 'bank', so there they come first; an encoder reads the whole sentence.
 PAIR_LEFT_TO_RIGHT = ("He sat down on the grassy river bank", "She paid the cheque into her bank", "bank")
 PAIR_BOTH_WAYS = ("the bank of the river", "my bank account", "bank")
+# The same for a model that cannot read those words (a built-in's generated English, explorer.data.english): one
+# word after different words (left to right), or before them (both ways)
+PAIRS_GENERATED = {True: ("the farmers feed the dog", "the old woman saw the dog", "dog"),
+                   False: ("the dog sleeps in the garden", "the dog chased the cat", "dog")}
 
 
 def reads_left_to_right(adapter: Any) -> bool:
     """Whether the model's hidden state at a token reads only the tokens before it (known before a run): a causal
-    transformer, or a recurrent language model (one direction: it predicts the next word)."""
-    return bool(adapter.causal) or (bool(adapter.recurrent) and bool(adapter.can_generate)
-                                    and not adapter.is_encoder_decoder)
+    transformer, or a recurrent language model (one direction: it predicts the next word); the example sentences
+    follow the same rule."""
+    return left_to_right(adapter)
 
 
 def drift_pair(loaded: Loaded) -> tuple[str, str, str]:
-    """The default (sentence A, sentence B, word) of the same-word comparison for this model (see PAIR_*)."""
-    return PAIR_LEFT_TO_RIGHT if reads_left_to_right(loaded.adapter) else PAIR_BOTH_WAYS
+    """The default (sentence A, sentence B, word) of the same-word comparison for this model (see PAIR_*): the
+    generated-English pair when the model reads a word of the natural one as unknown."""
+    one_way = reads_left_to_right(loaded.adapter)
+    pair = PAIR_LEFT_TO_RIGHT if one_way else PAIR_BOTH_WAYS
+    if any((unknown_words(loaded.adapter, s) or 0) > 0 for s in pair[:2]) and \
+            all(unknown_words(loaded.adapter, s) == 0 for s in PAIRS_GENERATED[one_way][:2]):
+        return PAIRS_GENERATED[one_way]
+    return pair
 
 
 def _position_kind(adapter: Any) -> str:

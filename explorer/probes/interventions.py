@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -32,7 +32,9 @@ import torch
 from explorer.adapters.base import Unsupported
 from explorer.adapters.interventions import Layout, Patch, PatchedRun
 from explorer.adapters.protocols import Intervenes, Loaded, can_intervene
+from explorer.adapters.text import TYPE_A_SENTENCE
 from explorer.runtime.errors import ViewError
+from explorer.text.token_text import readable
 
 MAX_TOKENS = 48  # a prompt's tokens (the rest is cut, with a note): a residual grid runs (L + 1)·T patched rows
 BATCH_TOKENS = 4096  # tokens per patched batch
@@ -101,18 +103,24 @@ def _adapter(loaded: Loaded) -> tuple[Intervenes, Layout]:
 
 def _encode(adapter: Intervenes, text: str, which: str) -> tuple[list[int], tuple[str, ...], tuple[str, ...]]:
     """(ids, tokens as shown, the tokenizer's notes) of a prompt as fed, without an end-of-text token a tokenizer
-    appends to every text (the prompt goes on after its words)."""
-    from explorer.data.vocab import clean_text
-
-    text = (text or "").rstrip()
-    if not clean_text(text).strip():
+    appends to every text (the prompt goes on after its words). The prompt is read as typed but for whitespace at its
+    end, which is left out (and said): the continuation word brings its own leading space."""
+    typed = text or ""
+    text = typed.rstrip()
+    if not text:
         raise InterventionError(f"Type the {which} prompt.")
     enc = adapter.encode(text, max_tokens=MAX_TOKENS)  # longer: its first MAX_TOKENS tokens, and a note that says so
+    if text != typed:
+        tail = readable(typed[len(text):])
+        enc = replace(enc, notes=(*enc.notes, f"The {which} prompt's trailing whitespace ({tail}) is left out: the "
+                                  "continuation is read with its own leading space."))
     ids, tokens = list(enc.ids), enc.tokens
     while ids and ids[-1] in set(adapter.eos_ids) and enc.special[len(ids) - 1:len(ids)] == (True,):
         ids, tokens = ids[:-1], tokens[:-1]  # a tokenizer that ends every text: the prompt goes on after its words
     if not ids:
-        raise InterventionError(" ".join(enc.notes) or f"The {which} prompt gives no tokens.")
+        said = " ".join(n for n in enc.notes if n != TYPE_A_SENTENCE)
+        raise InterventionError(f"Type the {which} prompt" + (f": {said}" if said else ".") if enc.blank else
+                                said or f"The {which} prompt gives no tokens.")
     return ids, tuple(tokens), tuple(enc.notes)
 
 
@@ -438,6 +446,42 @@ def agreement(exact: PatchGrid, estimate: PatchGrid) -> Agreement:
     gaps = np.where(finite, np.abs(a - b), -1.0)
     i, j = np.unravel_index(int(np.argmax(gaps)), exact.restored.shape)
     return Agreement(r, exact.rows[i], exact.cols[j], float(exact.restored[i, j]), float(estimate.restored[i, j]))
+
+
+@dataclass(frozen=True)
+class FirstPatches:
+    """What the view's first "what to notice" point says about a pair: `differ` the positions where the two prompts'
+    tokens differ and `tokens` the clean tokens there; from an exact denoising grid (None: not given) of the row the
+    point reads (a decoder's residual stream before layer 0; a recurrent model's h of its top layer): `at_differ` the
+    restored fraction at each differing position (recurrent: at each position from the first difference on, the last
+    included), `at_agree` the largest |restored| where the runs are the same (a decoder: where the tokens agree; a
+    recurrent model: before the first difference; 0.0 when there is no such position), `last` at the last position."""
+
+    differ: tuple[int, ...]
+    tokens: tuple[str, ...]
+    at_differ: tuple[float, ...] | None = None
+    at_agree: float | None = None
+    last: float | None = None
+
+
+def first_patches(c: Contrast, grid: PatchGrid | None = None) -> FirstPatches:
+    """FirstPatches of a contrast; `grid` an exact denoising grid of the residual stream (its first row is read) or of
+    h (its last row, the top layer, is read), else None."""
+    differ = tuple(int(t) for t in np.flatnonzero(c.differs))
+    tokens = tuple(c.tokens[t] for t in differ)
+    if grid is None or grid.method != "exact" or grid.direction != "denoise" or grid.kind not in ("resid", "h") \
+            or not differ:
+        return FirstPatches(differ, tokens)
+    row = grid.restored[0] if grid.kind == "resid" else grid.restored[-1]
+    same = np.ones(len(row), dtype=bool)
+    if grid.kind == "resid":
+        same[list(differ)] = False
+        at = row[list(differ)]
+    else:  # the recurrence carries a difference on: the runs are the same only before the first one
+        same[differ[0]:] = False
+        at = row[differ[0]:]
+    agree = float(np.abs(row[same]).max()) if same.any() else 0.0
+    return FirstPatches(differ, tokens, tuple(float(v) for v in at), agree, float(row[-1]))
 
 
 # --------------------------------------------------------------------------------------------- ablation

@@ -63,6 +63,12 @@ class LensTrace:
         """The K most probable next tokens (and probabilities) of one cell."""
         return self.topk_tokens[layer][position], self.topk_probs[layer, position]
 
+    def first_in_top(self, position: int, k: int = 10) -> int | None:
+        """The first layer after which the model's own prediction at `position` is among the k most probable tokens
+        (None: after none)."""
+        hits = np.flatnonzero(self.final_rank[:, position] < k)
+        return int(hits[0]) if hits.size else None
+
 
 @dataclass(frozen=True)
 class _Column:

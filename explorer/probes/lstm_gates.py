@@ -8,7 +8,7 @@ The next-token predictions are the model's own logits on that run.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -212,3 +212,63 @@ def cell_terms(trace: GateTrace, layer: int, direction: int, t: int, unit: int) 
     if "c" in trace.gates:
         prev["c"] = float(trace.gates["c"][layer, direction, prev_t, unit]) if has_prev else 0.0
     return CellTerms(trace.cell, trace.nonlinearity, dict(zip(gate_names, xp)), dict(zip(gate_names, hp)), value, prev)
+
+
+# ------------------------------------------------------------------------------------------- what to notice
+@dataclass(frozen=True)
+class GateNotice:
+    """The numbers behind the view's "what to notice" for one cell (layer, direction).
+
+    From two sentences a and b that differ first at token `start` and next at `end` + 1 (the subject and its verb of
+    an agreement pair): `unit`, the unit whose `state` (c for an LSTM, else h) differs most at `end`; `diff_start`,
+    `diff_end` its difference (b − a) there; `keep`, the gate that keeps the state (f: LSTM, z: GRU, "": Elman) and
+    `keep_mean` its mean in sentence a over the tokens start + 1 … end (None without a gate). From one sentence's trace:
+    `saturated` the share of the keeping gate's values below 0.1 or above 0.9 and `steady_units` the units that are
+    so on at least 90 % of its tokens (of `units`); `max_c`, `max_h` the largest |c| and |h| (max_c None without c).
+    carried is False when the pair gives no such tokens (then the pair's fields are 0)."""
+
+    cell: str
+    state: str
+    keep: str
+    units: int
+    carried: bool = False
+    unit: int = 0
+    start: int = 0
+    end: int = 0
+    start_token: str = ""
+    end_token: str = ""
+    diff_start: float = 0.0
+    diff_end: float = 0.0
+    keep_mean: float | None = None
+    saturated: float | None = None
+    steady_units: int = 0
+    max_c: float | None = None
+    max_h: float = 0.0
+
+
+def gate_notice(trace: GateTrace, a: GateTrace, b: GateTrace, layer: int = 0, direction: int = 0) -> GateNotice:
+    """GateNotice of `trace` (the sentence shown) and the pair `a`, `b`."""
+    state = "c" if "c" in trace.names else "h"
+    keep = "f" if "f" in trace.names else ("z" if "z" in trace.names else "")
+    notice = GateNotice(trace.cell, state, keep, trace.hidden_size,
+                        max_h=float(np.abs(trace.gates["h"][layer, direction]).max()) if len(trace) else 0.0,
+                        max_c=float(np.abs(trace.gates["c"][layer, direction]).max()) if "c" in trace.names and
+                        len(trace) else None)
+    if keep and len(trace):
+        on = (trace.gates[keep][layer, direction] < SATURATION_LOW) | (trace.gates[keep][layer, direction] >
+                                                                       SATURATION_HIGH)
+        notice = replace(notice, saturated=float(on.mean()), steady_units=int((on.mean(0) >= 0.9).sum()))
+    T = min(len(a), len(b))
+    differ = [t for t in range(T) if a.ids[t] != b.ids[t]]
+    if not differ or state not in a.names or state not in b.names:
+        return notice
+    start = differ[0]
+    end = (differ[1] if len(differ) > 1 else T) - 1
+    if end <= start:
+        return notice
+    diff = b.gates[state][layer, direction, :T] - a.gates[state][layer, direction, :T]  # (T, H)
+    unit = int(np.abs(diff[end]).argmax())
+    keep_mean = float(a.gates[keep][layer, direction, start + 1:end + 1, unit].mean()) if keep else None
+    return replace(notice, carried=True, unit=unit, start=start, end=end, start_token=a.tokens[start],
+                   end_token=a.tokens[end], diff_start=float(diff[start, unit]), diff_end=float(diff[end, unit]),
+                   keep_mean=keep_mean)

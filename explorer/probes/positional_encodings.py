@@ -59,6 +59,14 @@ class LearnedAnalysis:
     coords: np.ndarray
     explained: np.ndarray
 
+    @property
+    def neighbours(self) -> tuple[float, float]:
+        """(mean cosine of positions p and p + 1, mean cosine of positions more than a quarter of the table apart)."""
+        n = self.cosine.shape[0]
+        near = float(np.diagonal(self.cosine, 1).mean()) if n > 1 else 1.0
+        far_apart = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) > n // 4
+        return near, float(self.cosine[far_apart].mean()) if far_apart.any() else near
+
 
 def analyse_table(weight: np.ndarray) -> LearnedAnalysis:
     coords, explained = pca(weight, min(3, *weight.shape))
@@ -166,6 +174,12 @@ class SentenceTrace:
     def norms(self) -> np.ndarray:
         """(T, 3) Euclidean norms of token, position and sum vectors."""
         return np.stack([np.linalg.norm(a, axis=1) for a in (self.token, self.position, self.total)], axis=1)
+
+    @property
+    def mean_norms(self) -> tuple[float, float]:
+        """(mean ‖token vector‖, mean ‖position vector‖) over the sentence's tokens."""
+        norms = self.norms
+        return (float(norms[:, 0].mean()), float(norms[:, 1].mean())) if len(norms) else (0.0, 0.0)
 
 
 def sentence_vectors(loaded: Loaded, text: str) -> SentenceTrace:

@@ -521,7 +521,7 @@ def find_token(tokens: tuple[str, ...], word: str) -> int:
     """Index of the first token equal to `word` (ignoring case and the shown mark of a leading space, ·), or -1."""
     from explorer.text.token_text import SPACE
 
-    want = word.strip().lower()
+    want = word.strip().lstrip(SPACE).strip().lower()  # a token as shown ("·it") is found as its word
     for i, t in enumerate(tokens):
         if t.lstrip(SPACE).strip().lower() == want:
             return i
@@ -537,3 +537,103 @@ def default_query(tokens: tuple[str, ...], special: tuple[bool, ...]) -> int:
         if not special[j]:
             return j
     return max(0, len(tokens) - 1)
+
+
+# ------------------------------------------------------------------------------------------- what to notice
+@dataclass(frozen=True)
+class PronounShift:
+    """Where a pronoun looks in two sentences (explorer.data.examples.PRONOUN_PAIRS), over every layer and head.
+
+    change: the largest |a_A − a_B| of one weight of the pronoun's row, over layers, heads and the keys both sentences
+    have (0: its row is the same in both); change_at: its (layer, head). shift_at: the (layer, head) where the pronoun
+    gives `first` more weight than `second` in A and `second` more than `first` in B, with the largest smaller margin
+    of the two (None: no head does); weights_a, weights_b: (weight on first, weight on second) there; n_shift: how
+    many heads do; n_heads: L × H. error: why nothing was computed (a word not found, a model without attention)."""
+
+    word: str
+    first: str
+    second: str
+    change: float = 0.0
+    change_at: tuple[int, int] = (0, 0)
+    shift_at: tuple[int, int] | None = None
+    weights_a: tuple[float, float] = (0.0, 0.0)
+    weights_b: tuple[float, float] = (0.0, 0.0)
+    n_shift: int = 0
+    n_heads: int = 0
+    error: str = ""
+
+
+def pronoun_shift(loaded: Loaded, a: str, b: str, word: str = "it", first: str = "animal", second: str = "street",
+                  stream: str = "") -> PronounShift:
+    """Where `word` looks in sentence `a` and in sentence `b` (see PronounShift), from the model's own weights."""
+    ta = attention_trace(loaded, a, "", stream, 0, thumb=1, arithmetic=False)
+    tb = attention_trace(loaded, b, "", stream, 0, thumb=1, arithmetic=False)
+    if ta.error or tb.error or not ta.tokens or not tb.tokens:
+        return PronounShift(word, first, second, error=ta.error or tb.error or "no tokens")
+    at = [(find_token(t.tokens, word), find_token(t.key_tokens, first), find_token(t.key_tokens, second))
+          for t in (ta, tb)]
+    if min(min(x) for x in at) < 0:
+        return PronounShift(word, first, second, error=f"“{word}”, “{first}” or “{second}” is not a token of both")
+    (qa, fa, sa), (qb, fb, sb) = at
+    ra = ta.attentions[:, :, qa, :].astype(np.float64)  # (L, H, Tk)
+    rb = tb.attentions[:, :, qb, :].astype(np.float64)
+    n = min(ra.shape[-1], rb.shape[-1])
+    diff = np.abs(ra[..., :n] - rb[..., :n]).max(-1)  # (L, H)
+    change_at = np.unravel_index(int(diff.argmax()), diff.shape)
+    margin = np.minimum(ra[..., fa] - ra[..., sa], rb[..., sb] - rb[..., fb])  # > 0: first in A, second in B
+    shifting = margin > 0
+    at_shift = np.unravel_index(int(margin.argmax()), margin.shape)
+    lh = (int(at_shift[0]), int(at_shift[1]))
+    return PronounShift(
+        word, first, second, float(diff.max()), (int(change_at[0]), int(change_at[1])),
+        lh if shifting.any() else None, (float(ra[lh][fa]), float(ra[lh][sa])), (float(rb[lh][fb]), float(rb[lh][sb])),
+        int(shifting.sum()), int(margin.size))
+
+
+@dataclass(frozen=True)
+class AttentionNotice:
+    """The numbers behind the view's "what to notice", from the model's own weights on one sentence.
+
+    row_error: max |Σ_k a_qk − 1| over layers, heads and real query tokens; causal: the stream masks later tokens;
+    above: the largest weight above the diagonal (None for cross-attention); n_heads: L × H; special_heads: heads whose
+    largest weight, averaged over the query tokens, goes to a special token (specials: those tokens, as shown);
+    first_heads: heads whose largest weight so goes to the first key token, `first`; rollout: (mean over rows of the
+    largest rollout weight at layer 0, the same at the last layer), None without rollout; rollout_key: the key that
+    most rows of the last layer's rollout weigh most. error: why nothing was computed."""
+
+    text: str
+    row_error: float = 0.0
+    causal: bool = False
+    above: float | None = None
+    n_layers: int = 0
+    n_heads: int = 0
+    special_heads: int = 0
+    specials: tuple[str, ...] = ()
+    first_heads: int = 0
+    first: str = ""
+    rollout: tuple[float, float] | None = None
+    rollout_key: str = ""
+    error: str = ""
+
+
+def attention_notice(loaded: Loaded, text: str, stream: str = "") -> AttentionNotice:
+    """AttentionNotice of `loaded` on `text` (the page passes the model's own example sentence)."""
+    tr = attention_trace(loaded, text, "", stream, 0, thumb=1, arithmetic=False)
+    if tr.error or not tr.tokens:
+        return AttentionNotice(text, error=tr.error or "no tokens")
+    A = tr.attentions.astype(np.float64)  # (L, H, Tq, Tk)
+    L, H, Tq, Tk = A.shape
+    above = None
+    if tr.stream != "cross":
+        above = float(A[..., np.triu(np.ones((Tq, Tk), dtype=bool), 1)].max()) if Tq > 1 else 0.0
+    top = A.mean(2).argmax(-1)  # (L, H): each head's most weighed key, averaged over the query tokens
+    special = np.array(tr.key_special, dtype=bool)
+    specials = tuple(dict.fromkeys(t for t, s in zip(tr.key_tokens, tr.key_special) if s))
+    rollout, key = None, ""
+    if tr.rollout is not None:
+        R = tr.rollout.astype(np.float64)
+        rollout = (float(R[0].max(-1).mean()), float(R[-1].max(-1).mean()))
+        key = tr.key_tokens[int(np.bincount(R[-1].argmax(-1), minlength=Tk).argmax())]
+    return AttentionNotice(
+        text, float(np.abs(A.sum(-1) - 1.0).max()), tr.causal, above, L, L * H, int(special[top].sum()), specials,
+        int((top == 0).sum()), tr.key_tokens[0], rollout, key)

@@ -213,13 +213,14 @@ class Located:
 
 
 def typed_words(text: str, limit: int = MAX_TYPED_WORDS) -> list[str]:
-    """Distinct words of `text` in order (split on spaces and commas, outer punctuation stripped, case kept)."""
+    """Distinct words of `text` as typed, in order (split on whitespace, commas and semicolons, outer punctuation and
+    quotes stripped, case and every other character kept: each word is then read by the model's own tokenizer)."""
     from explorer.data.vocab import clean_text
 
     out: list[str] = []
-    for raw in re.split(r"[\s,;]+", clean_text(text or "")):
-        word = raw.strip(".!?:;\"()[]{}") or raw
-        if word and word not in out:
+    for raw in re.split(r"[\s,;]+", text or ""):
+        word = raw.strip(".!?:;\"()[]{}“”‘’«»") or raw
+        if word and word not in out and clean_text(word).strip():  # a "word" of only invisible characters is none
             out.append(word)
         if len(out) >= limit:
             break
@@ -451,6 +452,78 @@ def cosine_terms(table: EmbeddingTable, r1: int, r2: int) -> CosineTerms:
     nu, nv = float(np.linalg.norm(u)), float(np.linalg.norm(v))
     dot = float(u @ v)
     return CosineTerms(dot, nu, nv, dot / (nu * nv) if nu and nv else 0.0)
+
+
+# ------------------------------------------------------------------------------------------- what to notice
+MAX_COHESION_ROWS = 2000  # the classed rows (of the fitted ones, in order) whose pairwise cosines are averaged
+
+
+@dataclass(frozen=True)
+class Cohesion:
+    """How close words of one kind sit: `within` the mean cosine of two different words of one class (or of the
+    given words), `between` the mean cosine of two words of different classes (or of random pairs of the fitted
+    rows); `words` the words used (given words found in the table, as entries), `classes` how many classes."""
+
+    within: float
+    between: float
+    words: tuple[str, ...] = ()
+    classes: int = 0
+
+
+def class_cohesion(table: EmbeddingTable, rows: np.ndarray) -> Cohesion | None:
+    """Cohesion of the word classes among `rows` (the chart's colours), or None when fewer than two classes are
+    there (a subword vocabulary, an uploaded file)."""
+    classed = [int(r) for r in rows if table.classes[int(r)]][:MAX_COHESION_ROWS]
+    names = np.array([table.classes[r] for r in classed])
+    if len(set(names.tolist())) < 2:
+        return None
+    U = unit_table(table)[classed].astype(np.float64)
+    S = U @ U.T
+    same = names[:, None] == names[None, :]
+    np.fill_diagonal(same, False)
+    return Cohesion(float(S[same].mean()), float(S[names[:, None] != names[None, :]].mean()),
+                    classes=len(set(names.tolist())))
+
+
+def word_cohesion(table: EmbeddingTable, words: Sequence[str], rows: np.ndarray, loaded: Loaded | None = None,
+                  pairs: int = 2000) -> Cohesion | None:
+    """Cohesion of `words` as the model reads them (their mean pairwise cosine) against `pairs` random pairs of
+    `rows` (seeded), or None when fewer than two of them are in the table."""
+    found = [loc for loc in (locate(table, w, loaded) for w in words) if loc.found]
+    found = list({loc.row: loc for loc in found}.values())
+    if len(found) < 2 or len(rows) < 2:
+        return None
+    U = unit_table(table)
+    W = U[[int(loc.row) for loc in found if loc.row is not None]].astype(np.float64)
+    S = W @ W.T
+    rng = np.random.default_rng(0)
+    a, b = rng.choice(rows, pairs), rng.choice(rows, pairs)
+    a, b = a[a != b], b[a != b]
+    random = float((U[a].astype(np.float64) * U[b].astype(np.float64)).sum(1).mean())
+    return Cohesion(float(S[~np.eye(len(found), dtype=bool)].mean()), random, tuple(str(loc.entry) for loc in found))
+
+
+@dataclass(frozen=True)
+class AnalogyCheck:
+    """a − b + c on the table: `first` the top answer (as an entry), `rank` the expected answer's rank among the
+    answers (1 = first; None: not among the first `k`)."""
+
+    first: str
+    rank: int | None
+    k: int
+
+
+def analogy_check(table: EmbeddingTable, words: Sequence[str], loaded: Loaded | None = None,
+                  k: int = 100) -> AnalogyCheck | None:
+    """`words` = (a, b, c, expected): where the expected answer of a − b + c ranks (None when one of the four is not
+    in the table)."""
+    rows = [locate(table, w, loaded).row for w in words]
+    if any(r is None for r in rows) or len(rows) != 4 or len(table) < 4:
+        return None
+    a, b, c, expected = (int(r) for r in rows if r is not None)
+    ranked = analogy(table, a, b, c, k)
+    rank = ranked.rows.index(expected) + 1 if expected in ranked.rows else None
+    return AnalogyCheck(ranked.words[0] if ranked.words else "", rank, k)
 
 
 @dataclass(frozen=True)
