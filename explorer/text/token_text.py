@@ -234,7 +234,8 @@ class TokenText:
             return text
         lossy = "".join("\ufffd" if isinstance(u, bytes) else u for u in units)  # what a decoder writes for them
         out: list[str] = []
-        said, mine = "", cast(list[str | bytes], [])  # a region: what the two texts hold since the last character they agree on
+        # a region: what the two texts hold since the last character they agree on
+        said, mine = "", cast(list[str | bytes], [])
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, text, lossy, autojunk=False).get_opcodes():
             if tag != "equal":
                 said, mine = said + text[i1:i2], mine + units[j1:j2]
