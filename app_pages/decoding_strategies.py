@@ -9,7 +9,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
-from explorer.ui.widgets import model_picker, model_sentence, page_header, top_row, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, reads_on_enter, top_row, what_to_notice
 from explorer.viz import decoding_strategies as V
 
 c = Controls("decoding-strategies")
@@ -39,7 +39,7 @@ else:
     chat = False
 with col_text:  # drawn above the row: an instruct model's message in chat mode, else a prompt to continue
     text = model_sentence(loaded, "chat" if chat else c.view.sentences, label="Message (a user turn)" if chat
-                          else "Prompt")
+                          else "Prompt", on_enter=reads_on_enter(c.view, loaded))
 with c_kinds:
     chosen = c.multiselect("strategies", format_func=LABELS.get, label_visibility="collapsed")  # at most 6
 with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch"):

@@ -92,6 +92,7 @@ class View:
     families: tuple[str, ...] | None = None  # model families (explorer.loading.catalogue.FAMILIES) its picker offers
     sentences: str = ""  # the purpose of its sentence (explorer.data.examples.PURPOSES): the model gives the sentences
     main: str = ""  # the key of its main chart, which fits in the first screen of a projector (tests/test_browser.py)
+    heavy: bool = False  # a run on a large model takes seconds: its sentence is read on Enter, not while typing
 
 
 TEXT = P("text")
@@ -259,7 +260,8 @@ VIEWS.append(View(
         "x": choice("self-BLEU", "distinct-2", "distinct-1", "distinct-3", label="x (diversity)"),
         "y": choice("mean log-prob", "perplexity", label="y (quality)"),
         "section": choice("step", "beam", "tradeoff", label="Below the outputs"),
-    }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict"), sentences="prompt", main="logprobs"))
+    }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict"), sentences="prompt", main="logprobs",
+       heavy=True))
 VIEWS.append(View(
     "app_pages/logit_lens.py", "Logit lens", ":material/layers:", "logit-lens",
     "What each layer would predict: every layer's hidden state read through the model's own output layer.", params={
@@ -284,7 +286,7 @@ VIEWS.append(View(
                                "million parameters open on the prediction alone: every row costs tens of forward "
                                "and backward passes."),
     }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement",
-       main="attr_heatmap"))
+       main="attr_heatmap", heavy=True))
 VIEWS.append(View(
     "app_pages/gradients_through_time.py", "Gradients through time", ":material/trending_down:",
     "gradients-through-time",
@@ -333,7 +335,7 @@ VIEWS.append(View(
         "how": choice("zero", "mean", "resample", label="Ablation",
                       help="zero: the output set to 0; mean: to its mean over the positions of both prompts; "
                            "resample: to its value in the corrupted prompt."),
-    }, families=("decoder", "rnn-lm", "state-dict"), sentences="contrast", main="patch_grid"))
+    }, families=("decoder", "rnn-lm", "state-dict"), sentences="contrast", main="patch_grid", heavy=True))
 VIEWS.append(View("app_pages/lesson_plans.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))

@@ -130,9 +130,42 @@ def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) 
 
 def probe_raising(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) -> R:
     """`probe`, cached the same way, raising the ViewError instead: for a page that does something else with it (a
-    fallback, a message naming more, a section that ends while the rest of the page goes on)."""
+    fallback, a message naming more, a section that ends while the rest of the page goes on).
+
+    A computation that lasts over half a second says what it computes, on which model and for which sentence, with
+    the seconds so far, where its chart will be (st.spinner shows only after 0.5 s: a cached result shows nothing)."""
     key = (loaded.id, loaded.device, loaded.dtype)
-    return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded)
+    with st.spinner(working_on(fn, loaded.id, args), show_time=True):
+        return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded)
+
+
+def working_on(fn: Callable[..., Any], model_id: str, args: tuple) -> str:
+    """What a probe call is computing, as Markdown: its work (WORK, else its name), the model and the first
+    non-empty text argument (its end, line breaks as ↵), e.g. 'Computing integrated gradients on
+    pretrained:smollm2 for “…capital of France is”'."""
+    what = WORK.get(f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}") or fn.__name__.replace("_", " ")
+    text = next((a for a in args if isinstance(a, str) and a.strip()), "")
+    shown = text.replace("\r\n", "\n").translate(_BREAKS)
+    shown = shown if len(shown) <= 60 else "…" + shown[-59:]
+    return f"Computing {md(what)} on {md(model_id)}" + (f" for “{md(shown)}”" if shown else "") + "…"
+
+
+WORK = {  # <probe module>.<function> -> its work, for the probes whose name does not say it
+    "decoding_strategies.decode_all": "every decoding strategy",
+    "decoding_strategies.step_view": "that step's distribution",
+    "token_attribution.attribution": "gradient × input and integrated gradients",
+    "self_attention.attention_trace": "every layer's attention",
+    "lstm_gates.rnn_gates": "the recurrent cell's gates and states",
+    "contextual_embeddings.contextual": "the hidden states of every layer",
+    "masked_words.masked_fill": "the fillers of each mask",
+    "seq2seq.alignment_trace": "the decoder's alignment",
+    "interventions.contrast": "the clean and corrupted runs",
+    "interventions.attribution": "attribution patching",
+    "interventions.ablation": "the ablated run",
+    "positional_encodings.sentence_vectors": "the sentence's input vectors",
+    "positional_encodings.permutation_experiment": "the order shuffles",
+}
+_BREAKS = str.maketrans({"\n": "↵", "\t": "⇥", "\r": "↵"})
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)

@@ -8,12 +8,22 @@ import streamlit as st
 from explorer.adapters.protocols import Loaded
 from explorer.loading.catalogue import ModelId
 from explorer.files.safe_load import ModelLoadError
+from explorer.runtime.device import is_large
 from explorer.text.escape import md, md_message
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, session_catalogue
 
 MAX_CHARS = state.MAX_CHARS
 MULTILINE_HELP = "Enter starts a new line; Ctrl+Enter (or clicking away) updates the view."
+ON_ENTER_HELP = ("This view computes for seconds on a model of this size, so it reads the sentence when you press "
+                 "Enter (or click away), not at each pause in your typing.")
+
+
+def reads_on_enter(view: Any, loaded: Loaded) -> bool:
+    """Whether `view` reads its sentence on Enter for `loaded`: a heavy view (explorer.views.View.heavy: decoding,
+    attribution, interventions) on a model above explorer.runtime.device.LARGE_MODEL parameters, where one run takes
+    seconds; every other view updates while typing (350 ms debounce)."""
+    return bool(getattr(view, "heavy", False)) and is_large(getattr(loaded, "model", None))
 
 
 def forget_sentence_input() -> None:
@@ -61,12 +71,14 @@ def _examples_menu(presets: Sequence[str]) -> None:
 
 
 def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sentence",
-                   help: str | None = None) -> str:
+                   help: str | None = None, on_enter: bool = False) -> str:
     """The main sentence input: widget key `text`, seeded from ?text=, written back to the URL.
 
     Live (debounced) updates with streamlit-keyup when "Update while typing" is on, else st.text_input; a text area
     when the sentence has a line break or "Sentence on several lines" is on (a one-line box drops line breaks). The
-    text is returned as typed: the model reads it that way.
+    text is returned as typed: the model reads it that way. on_enter: the view computes for seconds on this model
+    (`reads_on_enter`), so the box is read when Enter is pressed (or it loses focus), never on a typing pause: a
+    half-typed sentence starts no run.
     Presets: the "Examples" popover beside the box. Returns the current text (may be empty: the view must say what to
     do).
     """
@@ -91,6 +103,9 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     if multiline:
         # a one-line box would drop the line breaks: the model reads the text as typed, line breaks included
         value = box.text_area(label, key="text", max_chars=MAX_CHARS, help=help or MULTILINE_HELP)
+    elif on_enter:
+        value = box.text_input(f"{label} (Enter to run)", key="text", max_chars=MAX_CHARS,
+                               help=(help + " " if help else "") + ON_ENTER_HELP)
     elif settings.live_default() and st.session_state.get("live", True):
         try:
             from st_keyup import st_keyup
@@ -182,6 +197,7 @@ def model_and_sentence(c: Any, default: str | None = None, task: str | None = No
     if loaded is None:
         st.stop()
     with col_text:
+        kwargs.setdefault("on_enter", reads_on_enter(c.view, loaded))
         text = model_sentence(loaded, c.view.sentences, label=label(loaded) if callable(label) else label, **kwargs)
     return model_id, loaded, text
 
