@@ -268,3 +268,33 @@ def test_gradient_lines_name_the_predicted_word():
     assert G.gradient_lines([tr], T.NORMAL).layout.yaxis.title.text == "‖∂ log p(“&lt;are&gt;”) / ∂x_t‖"
     other = SimpleNamespace(**{**vars(tr), "target": "is"})
     assert G.gradient_lines([tr, other], T.NORMAL).layout.yaxis.title.text == "‖∂ log p(w_T) / ∂x_t‖"
+
+
+def test_log_ticks_each_read_as_a_number():
+    """Gradients through time: every tick of its log axes says its own value (Plotly's D2 ticks wrote "5, 2, 1, 5,
+    2, 0.1, 5")."""
+    from explorer.viz.gradients_through_time import log_ticks
+
+    narrow = log_ticks([2e-3, 4e-3])
+    assert narrow["ticktext"] == ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05"]
+    assert narrow["tickvals"] == pytest.approx([1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2])
+    wide = log_ticks([3e-12, 0.4, float("nan"), 0.0])
+    assert wide["ticktext"] == ["1e-12", "1e-10", "1e-08", "1e-06", "1e-04", "0.01", "1"]
+    assert len(set(wide["ticktext"])) == len(wide["ticktext"]) and log_ticks([]) == {}
+
+
+def test_sentence_heatmaps_are_not_washed_out_by_outlier_dimensions():
+    """Positional encodings: the colour range is the 99th percentile of |value| when a few dimensions are outliers
+    (said in the colour bar; the hover keeps the exact values), the largest |value| otherwise."""
+    from explorer.viz import positional_encodings as V
+    from explorer.viz.theme import NORMAL
+
+    rng = np.random.default_rng(0)
+    token, position = rng.normal(0, 0.1, (6, 384)), rng.normal(0, 0.1, (6, 384))
+    position[:, 7] = 5.0  # one outlier dimension, as GPT-2 and BERT have
+    bound, key = V.robust_bound([token, position, token + position], "value")
+    flat = np.abs(np.concatenate([token.ravel(), position.ravel(), (token + position).ravel()]))
+    assert bound == pytest.approx(np.percentile(flat, 99)) and bound < 1.0 and "99th pct" in key
+    fig = V.sentence_vectors(list("abcdef"), token, position, token + position, NORMAL)
+    assert all(t.zmax == pytest.approx(bound) for t in fig.data) and "max 5" in fig.data[2].colorbar.title.text
+    assert V.robust_bound([np.array([-0.5, 0.25, 1.0])], "value") == (1.0, "value")  # nothing to clip

@@ -3,8 +3,10 @@ Jacobian norms, one line per model."""
 from __future__ import annotations
 
 import html
+import math
 from typing import Any, Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
 from explorer.text.escape import plotly_text
@@ -28,8 +30,7 @@ def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
                          "margin": {"t": 40},
                          "xaxis": {"title": {"text": "steps before the prediction (T − 1 − t)"}},
                          "yaxis": {"title": {"text": f"‖∂ log p({w}) / ∂x_t‖"}, "type": "log",
-                                   # log ticks: 1, 2, 5 per decade (not 2…9: unreadable on a projector)
-                                   "dtick": "D2"}})
+                                   **log_ticks([v for tr in traces for v in np.ravel(tr.input_grad)])}})
 
 
 def jacobian_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
@@ -45,4 +46,28 @@ def jacobian_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
                      "hovertemplate": f"{tr.cell}: step norm %{{y:.4g}}<extra></extra>"})
     return figure(data, {"title": {"text": "Per-step Jacobian norms and their product (the chain-rule bound)"},
                          "height": 420, "xaxis": {"title": {"text": "steps before the prediction"}},
-                         "yaxis": {"title": {"text": "spectral norm"}, "type": "log"}})
+                         "yaxis": {"title": {"text": "spectral norm"}, "type": "log",
+                                   **log_ticks([v for tr in traces for arr in (tr.products, tr.step_norms)
+                                                for v in np.ravel(arr)])}})
+
+
+def log_ticks(values: Sequence[float], most: int = 8) -> dict[str, Any]:
+    """Ticks of a log axis over `values` that each read as a number on their own: 1, 2 and 5 of each decade when the
+    values span two decades or less, else whole decades (every k-th, at most `most`), written 0.001, 100 or 1e-07
+    (Plotly's own "D2" ticks write 5, 2, 1, 5, 2, 0.1, 5: the decade of a 2 or a 5 is not said)."""
+    finite = [float(v) for v in values if np.isfinite(v) and v > 0]
+    if not finite:
+        return {}
+    lo, hi = math.floor(math.log10(min(finite))), math.ceil(math.log10(max(finite)))
+    hi = max(hi, lo + 1)
+    if hi - lo <= 2:
+        ticks = [m * 10.0 ** e for e in range(lo, hi + 1) for m in (1, 2, 5)]
+    else:
+        step = math.ceil((hi - lo + 1) / most)
+        ticks = [10.0 ** e for e in range(lo, hi + 1, step)]
+    return {"tickvals": ticks, "ticktext": [_number(t) for t in ticks]}
+
+
+def _number(value: float) -> str:
+    """0.001 … 10000 as decimals, others as 1e-07 / 2e+05."""
+    return f"{value:.10f}".rstrip("0").rstrip(".") if 1e-3 <= value < 1e5 else f"{value:.0e}"

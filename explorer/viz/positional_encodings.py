@@ -55,12 +55,12 @@ def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_titl
     shown = z[::rs, ::cs]
     if shown.dtype == np.float64 and shown.size > FLOAT32_ABOVE:  # 7 significant digits: more than the hover shows
         shown = shown.astype(np.float32)
-    bound = float(np.abs(shown).max()) if shown.size else 1.0
+    bound, key = robust_bound([shown], value)
     trace: dict[str, Any] = {
         "type": "heatmap", "z": shown, "x": np.arange(0, z.shape[1], cs), "y": np.arange(0, z.shape[0], rs),
         "colorscale": theme.diverging if diverging else theme.sequential,
         "hovertemplate": f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{value} %{{z:.6g}}<extra></extra>",
-        "colorbar": {"title": {"text": value}},
+        "colorbar": {"title": {"text": key if diverging else value}},
     }
     if diverging:
         trace.update(zmin=-bound or -1.0, zmax=bound or 1.0, zmid=0.0)
@@ -228,11 +228,28 @@ def pca_positions(coords: np.ndarray, explained: np.ndarray, theme: Theme, dims:
     return figure(data, layout)
 
 
+CLIP_PERCENTILE = 99.0
+
+
+def robust_bound(arrays: Sequence[np.ndarray], value: str) -> tuple[float, str]:
+    """The colour range ±b of a diverging map of `arrays` and its colour-bar title: b the 99th percentile of |value|,
+    so that a few outlier dimensions (GPT-2's and BERT's have values 10–100× the rest) do not wash every other cell
+    out to white; the title says so when it clips (the hover keeps the exact values), else b is the largest |value|."""
+    flat = np.concatenate([np.abs(np.ravel(a)) for a in arrays]) if arrays else np.zeros(0)
+    flat = flat[np.isfinite(flat)]
+    if not flat.size or not flat.max():
+        return 1.0, value
+    top, bound = float(flat.max()), float(np.percentile(flat, CLIP_PERCENTILE))
+    if bound <= 0 or top <= 1.05 * bound:
+        return top, value
+    return bound, f"{value}<br>±{bound:.2g}: {CLIP_PERCENTILE:g}th pct.<br>(max {top:.2g})"
+
+
 def sentence_vectors(tokens: Sequence[str], token: np.ndarray, position: np.ndarray, total: np.ndarray,
                      theme: Theme) -> go.Figure:
     """Three token × dimension heatmaps: token embedding, position vector, their sum (shared colour range)."""
     labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
-    bound = float(max(np.abs(token).max(), np.abs(position).max(), np.abs(total).max())) if token.size else 1.0
+    bound, key = robust_bound([token, position, total], "value")
     dom = _domains(3, 0.03)
     names = ("token embedding", "position vector", "sum (input to layer 0)")
     data, layout = [], {"height": max(300, 80 + 24 * len(tokens)),
@@ -242,6 +259,7 @@ def sentence_vectors(tokens: Sequence[str], token: np.ndarray, position: np.ndar
         s = "" if c == 0 else str(c + 1)
         data.append({"type": "heatmap", "z": z, "y": labels, "x": np.arange(z.shape[1]), "colorscale": theme.diverging,
                      "zmin": -bound, "zmax": bound, "zmid": 0, "showscale": c == 2, "xaxis": f"x{s}", "yaxis": "y",
+                     "colorbar": {"title": {"text": key}},
                      "hovertemplate": f"%{{y}}<br>dim %{{x}}<br>{name} %{{z:.6g}}<extra></extra>"})
         layout[f"xaxis{s}"] = {"domain": dom[c], "title": _title("dimension"), "anchor": "y"}
     return figure(data, layout)
