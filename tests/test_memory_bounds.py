@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.loading import catalogue, uploads
+from explorer.loading import catalogue, pretrained, uploads
 from explorer.runtime import heap
-from explorer.loading.model_cache import ModelCache
+from explorer.loading.model_cache import DEFAULT_MAX_MODEL_MB, DEFAULT_MAX_MODELS, ModelCache
 from explorer.loading.catalogue import BUILTIN_DIR
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.files.safe_load import ModelLoadError
@@ -97,6 +97,99 @@ def test_evicted_models_give_their_memory_back_to_the_process() -> None:
     assert not held, [gc.get_referrers(weights[i]()) for i in held]  # every model's tensors were freed
     rss = _rss_bytes() - base
     assert rss < size // 2 or rss < peaks[-1] - size // 2, (rss / 2**20, [p / 2**20 for p in peaks])
+
+
+def _sized_loader(sizes: dict[str, int], calls: list[str]):
+    """A loader whose model `mid` holds sizes[mid] bytes of float32 weights; each call is appended to `calls`."""
+    def loader(mid: str, device: str, dtype: str) -> LoadedModel:
+        calls.append(mid)
+        weights = torch.zeros(sizes[mid] // 4, dtype=torch.float32)
+        return LoadedModel(mid, "state-dict", None, device, dtype, state_dict={"w": weights})
+    return loader
+
+
+def test_the_default_budget_holds_smollm2_minilm_and_every_builtin_together(monkeypatch) -> None:
+    """Issue 35: with the default settings the 1-3 MB built-ins never push SmolLM2 or MiniLM out (GloVe, when
+    installed, fits as well: every offline model at once, about 700 MiB in float32)."""
+    monkeypatch.delenv("EXPLORER_MAX_MODELS", raising=False)
+    monkeypatch.delenv("EXPLORER_MAX_MODEL_MB", raising=False)
+    if not pretrained.is_installed("minilm"):
+        pytest.skip("MiniLM's package is not installed")
+    builtins = [f"builtin:{name}" for name in catalogue.builtin_names()]
+    assert len(builtins) >= 10, builtins
+    packaged = [f"pretrained:{name}" for name in ("smollm2", "minilm", "glove") if pretrained.is_installed(name)]
+    ids = packaged + builtins  # SmolLM2 first: loading every other model after it must not push it out
+    cache = ModelCache()
+    assert cache.max_bytes == DEFAULT_MAX_MODEL_MB * 2**20 == 2048 * 2**20
+    assert cache.max_models == DEFAULT_MAX_MODELS == 64 > len(ids)
+    first = {mid: cache.get(mid) for mid in ids}
+    for mid in reversed(ids):  # every one again: all of them still cached, the same objects
+        assert cache.get(mid) is first[mid]
+    assert cache.loads == len(ids)
+    assert sorted(m.id for m in cache.loaded()) == sorted(ids)
+    assert cache.total_bytes == sum(m.memory_bytes for m in first.values()) < cache.max_bytes
+    if "pretrained:smollm2" in ids:
+        assert first["pretrained:smollm2"].memory_bytes > 400 * 2**20  # 135M float32 parameters
+    assert first["pretrained:minilm"].memory_bytes > 50 * 2**20
+    assert all(first[b].memory_bytes < 4 * 2**20 for b in builtins)
+    cache.clear()
+
+
+def test_a_budget_below_the_sum_evicts_the_least_recently_used_by_bytes() -> None:
+    sizes = {"big": 6000, "a": 1000, "b": 1000, "c": 2000, "d": 3000}
+    calls: list[str] = []
+    cache = ModelCache(max_bytes=10_000, loader=_sized_loader(sizes, calls))
+    assert cache.max_models == DEFAULT_MAX_MODELS
+    for mid in ("big", "a", "b", "c"):  # 10,000 bytes: exactly the budget, nothing evicted
+        cache.get(mid)
+    assert [m.id for m in cache.loaded()] == ["big", "a", "b", "c"] and cache.total_bytes == 10_000
+    cache.get("big")  # used again: a is now the least recently used
+    cache.get("d")  # 13,000 bytes: a (1,000) and b (1,000) are not enough alone, c (2,000) goes too
+    assert [m.id for m in cache.loaded()] == ["big", "d"] and cache.total_bytes == 9000
+    cache.get("a")  # 10,000: fits
+    cache.get("b")  # 11,000: big, the least recently used, goes, though the newcomer is small
+    assert [m.id for m in cache.loaded()] == ["d", "a", "b"] and cache.total_bytes == 5000
+    assert calls == ["big", "a", "b", "c", "d", "a", "b"] and cache.loads == 7
+
+
+def test_a_model_larger_than_the_budget_still_loads_and_is_then_the_only_one_held() -> None:
+    sizes = {"a": 4000, "b": 4000, "huge": 40_000}
+    calls: list[str] = []
+    cache = ModelCache(max_bytes=10_000, loader=_sized_loader(sizes, calls))
+    cache.get("a")
+    cache.get("b")
+    huge = cache.get("huge")
+    assert [m.id for m in cache.loaded()] == ["huge"] and cache.total_bytes == 40_000
+    assert cache.get("huge") is huge and cache.loads == 3  # kept, and not loaded again
+    cache.get("a")  # the next model pushes it out: the budget holds again
+    assert [m.id for m in cache.loaded()] == ["a"] and cache.total_bytes == 4000
+    assert calls == ["a", "b", "huge", "a"]
+
+
+def test_the_count_cap_is_still_honoured_when_set(monkeypatch) -> None:
+    sizes = dict.fromkeys("abcde", 1000)
+    calls: list[str] = []
+    monkeypatch.setenv("EXPLORER_MAX_MODELS", "3")
+    monkeypatch.delenv("EXPLORER_MAX_MODEL_MB", raising=False)
+    cache = ModelCache(loader=_sized_loader(sizes, calls))
+    assert cache.max_models == 3 and cache.max_bytes == DEFAULT_MAX_MODEL_MB * 2**20
+    for mid in "abca":
+        cache.get(mid)
+    cache.get("d")  # 4,000 bytes, far under the budget: the count evicts b, the least recently used
+    assert [m.id for m in cache.loaded()] == ["c", "a", "d"]
+    cache.get("e")
+    assert [m.id for m in cache.loaded()] == ["a", "d", "e"] and cache.loads == 5
+    assert ModelCache(max_models=2, loader=_sized_loader(sizes, calls)).max_models == 2  # the argument wins
+
+
+def test_unset_empty_or_non_positive_settings_mean_the_defaults(monkeypatch) -> None:
+    for value in ("", "0", "-5"):
+        monkeypatch.setenv("EXPLORER_MAX_MODELS", value)
+        monkeypatch.setenv("EXPLORER_MAX_MODEL_MB", value)
+        cache = ModelCache()
+        assert (cache.max_models, cache.max_bytes) == (64, 2048 * 2**20), value
+    monkeypatch.setenv("EXPLORER_MAX_MODEL_MB", "512.5")
+    assert ModelCache().max_bytes == int(512.5 * 2**20)
 
 
 # --------------------------------------------------------------------------------- uploads and sessions

@@ -1,8 +1,10 @@
 """A process-wide least-recently-used cache of loaded models, keyed by (id, device, dtype).
 
 The Streamlit layer keeps one instance with st.cache_resource, so every browser session shares it.
-Bounded by a count (EXPLORER_MAX_MODELS, default 4) and optionally by bytes (EXPLORER_MAX_MODEL_MB); models
-loaded from an upload are unloaded when the upload is dropped (its sessions ended, see registry.UploadOwner).
+Bounded by the bytes of the models' parameters and buffers (EXPLORER_MAX_MODEL_MB, default 2048), so the 1-3 MB
+built-ins never push out a real model; EXPLORER_MAX_MODELS (default 64) only caps the count. A model larger than the
+budget on its own still loads, and is then the only one held. Models loaded from an upload are unloaded when the
+upload is dropped (its sessions ended, see explorer.loading.uploads.UploadOwner).
 """
 from __future__ import annotations
 
@@ -17,6 +19,15 @@ from explorer.loading.loaders import LoadedModel, load_model
 from explorer.loading.uploads import on_upload_released
 
 HF_KINDS = ("hf:", "pretrained:", "local:")  # ids whose loading depends on the task (a head or none)
+DEFAULT_MAX_MODEL_MB = 2048  # SmolLM2-135M (513 MiB in float32), MiniLM (87 MiB) and every built-in fit together
+DEFAULT_MAX_MODELS = 64  # a cap on the count only; the bytes are the binding limit
+
+
+def _env_number(name: str, default: float) -> float:
+    """A positive number from the environment variable `name`; `default` when unset, empty or not positive."""
+    raw = os.environ.get(name, "").strip()
+    value = float(raw) if raw else default
+    return value if value > 0 else default
 
 
 class ModelCache:
@@ -24,9 +35,9 @@ class ModelCache:
 
     def __init__(self, max_models: int | None = None, max_bytes: int | None = None,
                  loader: Callable[[str, str, str], LoadedModel] = load_model) -> None:
-        max_models = max_models or max(1, int(os.environ.get("EXPLORER_MAX_MODELS", "4") or 4))
-        env_mb = os.environ.get("EXPLORER_MAX_MODEL_MB")
-        max_bytes = max_bytes if max_bytes is not None else (int(float(env_mb) * 2**20) if env_mb else None)
+        max_models = max_models or max(1, int(_env_number("EXPLORER_MAX_MODELS", DEFAULT_MAX_MODELS)))
+        if max_bytes is None:
+            max_bytes = int(_env_number("EXPLORER_MAX_MODEL_MB", DEFAULT_MAX_MODEL_MB) * 2**20)
         self._loader = loader
         self._epochs: dict[int, int] = {}  # id(LoadedModel) -> heap.epoch() when it was loaded
         self._store: LoadOnceLRU[LoadedModel] = LoadOnceLRU(max_models, max_bytes, lambda m: m.memory_bytes,
