@@ -127,7 +127,8 @@ if section == "step":
     else:
         s1, s2 = st.columns(2)
         with s1:
-            step = c.number("step", slider=True, hi=max(len(out.ids), 2))
+            step = c.token("step", out.tokens, c.params["step"].default, first=1, slider=True,  # follows the output
+                           hi=max(len(out.ids), 2))
             step = min(step, len(out.ids))
         with s2:
             view_t = c.number("view_t", slider=True,

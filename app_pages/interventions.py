@@ -48,8 +48,8 @@ if contrast is not None:
             "exact": "exact patching", "attribution": "attribution patching", "both": "exact and attribution"}.get)
     T = len(contrast.tokens)
     with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
-        pos = c.selectbox("pos", list(range(-1, T)), default=-1, disabled=site != "heads",
-                          format_func=lambda t: "every position" if t < 0 else f"position {t}: {contrast.tokens[t]}")
+        pos = c.token("pos", contrast.tokens, -1, list(range(-1, T)), disabled=site != "heads",  # follows the prompt
+                      format_func=lambda t: "every position" if t < 0 else f"position {t}: {contrast.tokens[t]}")
         rdir = c.radio("dir", list(layout.directions), format_func={"fwd": "forward", "bwd": "backward"}.get,
                        disabled=len(layout.directions) < 2)
         span: str = c.radio("range", format_func={"1": "−1 to 1", "fit": "fit to the grid"}.get, horizontal=True)
@@ -67,8 +67,8 @@ if contrast is not None:
         row = c.selectbox("layer", list(range(R)), default=best[0], format_func=lambda i: shown.rows[i],
                           label_visibility="collapsed")
     with c_col:
-        col = c.selectbox("col", list(range(K)), default=best[1], format_func=lambda j: labels[j],
-                          label_visibility="collapsed")
+        col = c.token("col", labels, best[1], format_func=lambda j: labels[j],  # positions (or heads): follows them
+                      label_visibility="collapsed")
     computed = (f"{shown.runs} patched runs in {shown.seconds:.2f} s" if shown.method == "exact" else
                 "estimated by attribution patching")
     origin = Origin("model", f"{md(loaded.id)}'s own logits, its {I.KINDS[site]} patched: {computed}")

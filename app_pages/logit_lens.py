@@ -21,8 +21,8 @@ theme = settings.theme()
 L, T = trace.top_probs.shape
 c1, c2 = st.columns(2)
 with c1:
-    pos = c.selectbox("pos", list(range(T)), default=T - 1, label_visibility="collapsed",
-                      format_func=lambda t: f"after token {t}: {trace.tokens[t]}")
+    pos = c.token("pos", trace.tokens, T - 1, label_visibility="collapsed",  # follows the sentence
+                  format_func=lambda t: f"after token {t}: {trace.tokens[t]}")
 with c2:
     layer = c.selectbox("layer", list(range(L)), default=L - 1, label_visibility="collapsed",
                         format_func=lambda i: f"top 10 after {trace.layers[i]}")

@@ -94,7 +94,7 @@ if section == SECTIONS[0]:
     show(V.unit_lines(trace, layer, direction, unit, theme), GATES, key="unit_lines", filename=f"unit{unit}")
 
     st.markdown("**The cell's equations, with the numbers**")
-    t = c.selectbox("t", list(range(len(trace))), format_func=lambda i: f"{i} · {trace.tokens[i]}")
+    t = c.token("t", trace.tokens, c.params["t"].default, format_func=lambda i: f"{i} · {trace.tokens[i]}")
     terms = P.cell_terms(trace, layer, direction, t, unit)
     st.caption(f"Unit {unit}, layer {layer}, token {t}. Under each brace: the unit's row of the weights times the "
                "input (or the previous hidden state), plus its bias.")

@@ -21,8 +21,8 @@ model_id, loaded, text = model_and_sentence(c, task="masked-lm",
 words = words_of(text)
 c1, c2, c3 = st.columns([1.6, 2.6, 1], vertical_alignment="bottom")
 with c1:
-    index = c.selectbox("mask", [-1, *range(len(words))], label_visibility="collapsed",
-                        format_func=lambda i: f"the {MASK}s typed" if i < 0 else f"mask {i}: {words[i]}")
+    index = c.token("mask", words, -1, [-1, *range(len(words))], label_visibility="collapsed",  # follows the text
+                    format_func=lambda i: f"the {MASK}s typed" if i < 0 else f"mask {i}: {words[i]}")
 with c2:
     second = c.text_input("b", max_chars=2000, label_visibility="collapsed",
                           placeholder="Second sentence, side by side (empty: none)")

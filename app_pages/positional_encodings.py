@@ -344,7 +344,7 @@ def sentence_panel(row: Any) -> None:
          filename="sentence_vectors")
     if sv.note:
         st.caption(md_message(sv.note))
-    t = c.number("tok", hi=len(sv.tokens) - 1, slider=True)
+    t = c.token("tok", sv.tokens, c.params["tok"].default, slider=True)  # follows the sentence
     norms = sv.norms[t]
     st.latex(rf"x_{{{t}}} = E[\mathrm{{token}}_{{{t}}}] + P_{{{t}}},\quad \lVert E\rVert = {norms[0]:.4f},\ "
              rf"\lVert P_{{{t}}}\rVert = {norms[1]:.4f},\ \lVert x_{{{t}}}\rVert = {norms[2]:.4f}")

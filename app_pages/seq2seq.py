@@ -91,7 +91,7 @@ mode_text = {"greedy": "greedy decoding", "beam": f"beam search (beam size {trac
 st.markdown(f"**Output** ({mode_text}): {md(trace.output_text) or '∅ (only the end token)'}")
 st.caption(f"{len(trace.src_tokens)} source tokens → {T} output steps · sum log p = {trace.step_logprobs.sum():.4f}"
            + (f" · teacher-forced loss (mean cross-entropy) = {trace.loss:.5f}" if trace.mode == "forced" else ""))
-step = c.number("step", slider=True, hi=T - 1) if T > 1 else 0
+step = c.token("step", trace.out_tokens, c.params["step"].default, slider=True) if T > 1 else 0  # follows the output
 step = min(step, T - 1)
 
 

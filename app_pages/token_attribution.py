@@ -30,9 +30,9 @@ for note in trace.notes:
 theme = settings.theme()
 M = len(trace.outputs)
 with c_out:
-    out = c.selectbox("out", list(range(M)), default=M - 1, label_visibility="collapsed",
-                      format_func=lambda i: f"onto output {i}: {trace.outputs[i]}"
-                      + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
+    out = c.token("out", trace.outputs, M - 1, label_visibility="collapsed",  # follows the sentence
+                  format_func=lambda i: f"onto output {i}: {trace.outputs[i]}"
+                  + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
 values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
 origin = Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd); integrated gradients "
                          f"from {md_message(trace.baseline)}: {md(V.worst_output(trace))}.")

@@ -271,7 +271,8 @@ def test_load_dir_reports_bad_files_and_keeps_good_ones(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------- the views' parameter map
-_CONTROLS = {"selectbox", "radio", "slider", "toggle", "multiselect", "text_input", "number_input", "number"}
+_CONTROLS = {"selectbox", "radio", "slider", "toggle", "multiselect", "text_input", "number_input", "number",
+             "token"}
 
 
 def _url_keys(source: str) -> set[str]:

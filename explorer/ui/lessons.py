@@ -74,6 +74,7 @@ def _go(lesson: L.Lesson, index: int, start: bool = False) -> None:
     step = lesson.steps[index]
     for key in PARAMS.get(step.page, {}):
         st.session_state.pop(key, None)
+    state.forget_tokens(step.page)  # its token selectors take the step's values, not the last sentence's tokens
     forget_sentence_input()
     if start and lesson.projector:
         st.session_state["projector"] = True

@@ -7,6 +7,7 @@ and mirrors the widget's value into st.query_params after it. The page gives onl
 """
 from __future__ import annotations
 
+import operator
 import os
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -112,6 +113,63 @@ def choice(widget: Callable[..., Any], label: str, options: Sequence[T], key: st
     return value
 
 
+TOKEN_CHOICES = "_token_choices"  # {(url path, key): (tokens, value, default)}: what each token selector showed last
+
+
+def token_value(old_tokens: Sequence[str], value: Any, old_default: Any, tokens: Sequence[str], default: Any,
+                first: int = 0) -> Any:
+    """The value that points, in `tokens`, at what `value` pointed at in `old_tokens` (value v is token v − first):
+    the same token text, at the same occurrence when the new tokens have as many, else at its first; the view's
+    `default` when the new tokens lack it, or when `value` was the old tokens' default (a selection never moved from
+    the default, such as the last token, stays the default). A value that is not a token (−1: "every token") is
+    kept."""
+    if value == old_default:
+        return default
+    try:
+        i = operator.index(value) - first  # an int, numpy's too
+    except TypeError:
+        return value
+    if isinstance(value, bool) or not 0 <= i < len(old_tokens):
+        return value
+    word = old_tokens[i]
+    at = [j for j, t in enumerate(tokens) if t == word]
+    if not at:
+        return default
+    occurrence = list(old_tokens[:i]).count(word)
+    return first + (at[occurrence] if occurrence < len(at) else at[0])
+
+
+def follow_tokens(view: str, key: str, tokens: tuple[str, ...], default: Any, first: int = 0) -> None:
+    """Before the token selector `key` of `view` is created: when the tokens it indexes are not those it was last
+    shown with (a new sentence, another model), its value is re-derived from the new tokens (`token_value`) and written
+    to the session and the URL. A value set since by something else (a lesson step, a link) is kept; a selector not
+    drawn on the last run (its widget state dropped) is followed from the value it left in the URL."""
+    memo = st.session_state.get(TOKEN_CHOICES, {}).get((view, key))
+    if memo is None or memo[0] == tokens:
+        return
+    old_tokens, old_value, old_default = memo
+    if key in st.session_state:
+        if st.session_state[key] != old_value:
+            return
+    elif url_value(key) != str(old_value):
+        return
+    value = token_value(old_tokens, old_value, old_default, tokens, default, first)
+    st.session_state[key] = value
+    write(key, value)
+
+
+def remember_tokens(view: str, key: str, tokens: tuple[str, ...], value: Any, default: Any) -> None:
+    """After the token selector `key` of `view` is created: the tokens it was shown with, its value and default."""
+    st.session_state.setdefault(TOKEN_CHOICES, {})[(view, key)] = (tokens, value, default)
+
+
+def forget_tokens(view: str) -> None:
+    """Forget what the token selectors of `view` pointed at (a lesson step sets them from its URL)."""
+    memo = st.session_state.get(TOKEN_CHOICES, {})
+    for k in [k for k in memo if k[0] == view]:
+        del memo[k]
+
+
 def toggle(label: str, key: str, default: bool = False, **kwargs: Any) -> bool:
     """st.toggle kept in ?key= as 0/1."""
     seed(key, default, lambda raw: raw.strip().lower() in ("1", "true", "yes", "on"))
@@ -148,6 +206,25 @@ class Controls:
 
     def radio(self, key: str, options: Sequence[T] | None = None, default: T | None = None, **kwargs: Any) -> T:
         return self._choice(st.radio, key, options, default, kwargs)
+
+    def token(self, key: str, tokens: Sequence[str], default: int, options: Sequence[int] | None = None,
+              first: int = 0, slider: bool = False, **kwargs: Any) -> int:
+        """A selector of one of `tokens` (those of the chart it sits with) that follows the sentence: when the tokens
+        change (another sentence, another model), its value points at the same token text in the new ones (the same
+        occurrence, else the first), else at `default` (`follow_tokens`), before the widget exists.
+        Value v is token v − first. options: the selectbox's values (every token when None; one outside the tokens,
+        such as −1 for "every token", is kept as it is); slider: a slider (Controls.number; kwargs may give `hi`)."""
+        tokens = tuple(str(t) for t in tokens)
+        path = self.view.url_path
+        follow_tokens(path, key, tokens, default, first)
+        if slider:
+            value = self.number(key, hi=kwargs.pop("hi", first + len(tokens) - 1), default=default, slider=True,
+                                **kwargs)
+        else:
+            values = list(range(first, first + len(tokens))) if options is None else list(options)
+            value = self.selectbox(key, values, default, **kwargs)
+        remember_tokens(path, key, tokens, value, default)
+        return value
 
     def toggle(self, key: str, **kwargs: Any) -> bool:
         p, label, kwargs = self._kw(key, kwargs)
