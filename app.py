@@ -8,7 +8,9 @@ from explorer.views import HOME, PAGE_ICON, VIEWS
 
 configure_threads()
 upload_store.install()  # budgets on Streamlit's store of uploaded files (once per process)
-st.set_page_config(page_title="Neural NLP Explorer", page_icon=PAGE_ICON, layout="wide")
+# projector mode starts with the sidebar collapsed: the first screen is for the chart (its arrow opens the settings)
+st.set_page_config(page_title="Neural NLP Explorer", page_icon=PAGE_ICON, layout="wide",
+                   initial_sidebar_state="collapsed" if settings.projector_requested() else "auto")
 
 # Streamlit serves the default page at "/" only (its url_path reads ""), so /overview, Home's own path, answered "Page
 # not found". Home is therefore also a hidden page at /overview. Streamlit tells pages apart by their url_path,

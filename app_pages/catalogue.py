@@ -89,10 +89,8 @@ mine = upload_owner().ids  # other sessions' uploads are theirs: not listed
 rows = [m.summary() for m in cache.loaded() if not m.id.startswith("upload:") or m.id in mine]
 if rows:
     st.dataframe(rows, hide_index=True, width="stretch")
-    budget = f"{cache.max_bytes / 2**20:,.0f} MB" if cache.max_bytes else "no byte limit"
-    st.caption(f"Shared by every browser session (other sessions' uploads are not listed): "
-               f"{cache.total_bytes / 2**20:,.0f} MB of weights held of a budget of {budget} (EXPLORER_MAX_MODEL_MB) "
-               f"and at most {cache.max_models} models; the least recently used are unloaded beyond either.")
+    st.caption(f"Shared by every browser session (other sessions' uploads are not listed): {cache.held()}; the least "
+               "recently used are unloaded beyond either limit.")
     target = st.selectbox("Unload", [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows],
                           key="unload_pick")
     if st.button("Unload model"):

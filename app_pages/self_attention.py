@@ -13,6 +13,7 @@ from explorer.probes.self_attention import (
     head_row,
     hide_special,
     pronoun_shift,
+    showcase_head,
     step_by_step,
 )
 from explorer.text.escape import latex_text, md, md_message, plotly_text
@@ -84,10 +85,15 @@ if shape.error:
     st.warning(md_message(shape.error))
     st.stop()
 L, H = shape.n_layers, shape.n_heads
+# opened on the head with the most visible pattern on the model's own example sentence (not on the typed one: the
+# head stays while the sentence changes); a layer and head in the URL or chosen win
+showcase = probe(showcase_head, loaded, loaded.adapter.examples(c.view.sentences).default, stream)
 with c_layer:
-    layer = c.selectbox("layer", list(range(L)), format_func=lambda i: f"layer {i}", label_visibility="collapsed")
+    layer = c.selectbox("layer", list(range(L)), default=None if showcase.error else showcase.layer,
+                        format_func=lambda i: f"layer {i}", label_visibility="collapsed")
 with c_head:
-    head = c.selectbox("head", list(range(H)), format_func=lambda i: f"head {i}", label_visibility="collapsed")
+    head = c.selectbox("head", list(range(H)), default=None if showcase.error else showcase.head,
+                       format_func=lambda i: f"head {i}", label_visibility="collapsed")
 
 
 @st.fragment
@@ -113,9 +119,9 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
     T = len(trace.tokens)
     labels = viz.display_tokens(trace.tokens)
     with c_token:
-        token = c.selectbox("token", [-1, *range(T)], default=default_query(trace.tokens, trace.special),
-                            label_visibility="collapsed",
-                            format_func=lambda i: "all query tokens" if i < 0 else f"query {i}: {labels[i]}")
+        token = c.token("token", trace.tokens, default_query(trace.tokens, trace.special), [-1, *range(T)],
+                        label_visibility="collapsed",  # follows the sentence
+                        format_func=lambda i: "all query tokens" if i < 0 else f"query {i}: {labels[i]}")
     if mode in ("head", "model"):
         maps_view(trace, mode, layer, heads, how, token, hide, labels)
     elif mode == "steps":
@@ -288,7 +294,9 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
 
 view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide)
 st.caption(f"{md(shape.model_id)} · {md(shape.adapter)} · {shape.stream_label} · {L} layers × {H} heads"
-           + (" · causal (decoder)" if shape.causal else ""))
+           + (" · causal (decoder)" if shape.causal else "")
+           + (f" · the view opens on layer {showcase.layer}, head {showcase.head}: {md(showcase.rule)} on the "
+              f"example “{md(showcase.text)}”" if not showcase.error else ""))
 if mode != "steps":  # static: outside the fragment
     scaled, words = viz.scale_tex(shape.scaling, shape.head_size)
     st.latex(rf"\mathrm{{Attention}}(Q,K,V)=\mathrm{{softmax}}\Big({scaled}+M\Big)V"

@@ -356,3 +356,13 @@ def test_real_server_forgets_an_upload_when_the_uploading_browser_closes() -> No
             later.close()
         finally:
             browser.close()
+
+
+def test_the_models_page_says_what_the_cache_holds_against_its_limits(monkeypatch):
+    monkeypatch.delenv("EXPLORER_MAX_MODEL_MB", raising=False)
+    monkeypatch.delenv("EXPLORER_MAX_MODELS", raising=False)
+    cache = ModelCache()
+    cache.get("builtin:tiny-gpt")
+    mb = cache.total_bytes / 2**20
+    assert cache.held() == (f"{mb:,.0f} MB of weights held of a budget of {DEFAULT_MAX_MODEL_MB:,} MB "
+                            f"(EXPLORER_MAX_MODEL_MB) and at most {DEFAULT_MAX_MODELS} models")

@@ -60,6 +60,13 @@ class ModelCache:
         """Bytes held by the parameters and buffers of the cached models."""
         return sum(m.memory_bytes for m in self._store.values())
 
+    def held(self) -> str:
+        """What the cache holds against its limits, in words: "610 MB of weights held of a budget of 2,048 MB
+        (EXPLORER_MAX_MODEL_MB) and at most 64 models"."""
+        budget = f"{self.max_bytes / 2**20:,.0f} MB" if self.max_bytes else "no byte limit"
+        return (f"{self.total_bytes / 2**20:,.0f} MB of weights held of a budget of {budget} (EXPLORER_MAX_MODEL_MB) "
+                f"and at most {self.max_models} models")
+
     @property
     def loads(self) -> int:
         """How many times a loader actually ran (for tests and bench)."""

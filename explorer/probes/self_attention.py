@@ -637,3 +637,45 @@ def attention_notice(loaded: Loaded, text: str, stream: str = "") -> AttentionNo
     return AttentionNotice(
         text, float(np.abs(A.sum(-1) - 1.0).max()), tr.causal, above, L, L * H, int(special[top].sum()), specials,
         int((top == 0).sum()), tr.key_tokens[0], rollout, key)
+
+
+@dataclass(frozen=True)
+class Showcase:
+    """The head a view opens on for `text`: (layer, head), its score (the mean, over the query tokens, of the largest
+    weight a row gives one key that is neither the query itself, a special token nor, in a causal model, the first
+    token, where most heads park their weight), the number of heads compared and the rule in words."""
+
+    text: str
+    layer: int = 0
+    head: int = 0
+    score: float = 0.0
+    n_heads: int = 0
+    rule: str = ""
+    error: str = ""
+
+
+def showcase_head(loaded: Loaded, text: str, stream: str = "") -> Showcase:
+    """The head whose rows put the most weight on one real token of `text` (the page opens on it when no layer and
+    head are asked for): a visible pattern (previous token, the same word, a pronoun's antecedent) rather than the
+    near-uniform or sink-only maps of many heads. Scores every head of the model's own attention on `text`."""
+    tr = attention_trace(loaded, text, "", stream, 0, thumb=1, arithmetic=False)
+    if tr.error or not tr.tokens:
+        return Showcase(text, error=tr.error or "no tokens")
+    A = tr.attentions.astype(np.float64)  # (L, H, Tq, Tk)
+    L, H, Tq, Tk = A.shape
+    keys = ~np.array(tr.key_special, dtype=bool)
+    rows = ~np.array(tr.special, dtype=bool) if len(tr.special) == Tq else np.ones(Tq, dtype=bool)
+    sink = ""
+    if tr.causal and Tk > 2:
+        keys[0] = False  # the first token: the sink of a causal model (every row can reach it)
+        rows[:2] = False  # rows 0 and 1 see at most the first token and themselves
+        sink = " nor the first token"
+    if not keys.any() or not rows.any():
+        return Showcase(text, error="the sentence is too short to compare heads")
+    if tr.stream != "cross" and Tq == Tk:  # a token attending to itself draws only the diagonal: not counted
+        A = A * (1.0 - np.eye(Tq))
+    score = A[:, :, rows][..., keys].max(-1).mean(-1)  # (L, H)
+    layer, head = (int(i) for i in np.unravel_index(int(np.argmax(score)), score.shape))
+    rule = (f"of the {L * H} heads, the one whose rows give one other token (not itself, a special token{sink}) "
+            f"the most weight, on average {float(score[layer, head]):.2f}")
+    return Showcase(text, layer, head, float(score[layer, head]), L * H, rule)

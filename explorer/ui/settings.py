@@ -88,5 +88,15 @@ def projector() -> bool:
     return bool(st.session_state.get("projector", False))
 
 
+def projector_requested() -> bool:
+    """Projector mode before the sidebar's toggle exists in this run: the session's choice, else ?projector=1."""
+    if "projector" in st.session_state:
+        return projector()
+    try:
+        return st.query_params.get("projector") in ("1", "true")
+    except Exception:
+        return False
+
+
 def theme() -> Theme:
     return get_theme(projector())

@@ -53,14 +53,14 @@ def jacobian_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
 
 def log_ticks(values: Sequence[float], most: int = 8) -> dict[str, Any]:
     """Ticks of a log axis over `values` that each read as a number on their own: 1, 2 and 5 of each decade when the
-    values span two decades or less, else whole decades (every k-th, at most `most`), written 0.001, 100 or 1e-07
+    values span three decades or less, else whole decades (every k-th, at most `most`), written 0.001, 100 or 1e-07
     (Plotly's own "D2" ticks write 5, 2, 1, 5, 2, 0.1, 5: the decade of a 2 or a 5 is not said)."""
     finite = [float(v) for v in values if np.isfinite(v) and v > 0]
     if not finite:
         return {}
     lo, hi = math.floor(math.log10(min(finite))), math.ceil(math.log10(max(finite)))
     hi = max(hi, lo + 1)
-    if hi - lo <= 2:
+    if hi - lo <= 3:
         ticks = [m * 10.0 ** e for e in range(lo, hi + 1) for m in (1, 2, 5)]
     else:
         step = math.ceil((hi - lo + 1) / most)
