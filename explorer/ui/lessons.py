@@ -262,7 +262,8 @@ def _lesson_card(lesson: L.Lesson, expanded: bool) -> None:
 
 def _upload_section(known: set[str]) -> None:
     st.subheader("Upload a lesson", anchor=False)
-    upload = st.file_uploader("A lesson file (.yaml, .yml, or .md with YAML front matter)",
+    upload = st.file_uploader(f"A lesson file (.yaml, .yml, or .md with YAML front matter), at most "
+                              f"{L.max_lesson_bytes() / 1024:,.0f} KB",
                               type=["yaml", "yml", "md"], key="_lesson_upload", max_upload_size=MAX_UPLOAD_MB,
                               help="It stays in this browser session only; share it as a file.")
     if upload is None:
