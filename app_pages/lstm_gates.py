@@ -88,9 +88,10 @@ if section == SECTIONS[0]:
     with u2:
         unit_values = trace.gates[name][layer, direction, :, unit]
         lo, hi = V.value_range(name, unit_values)
-        st.html(V.colored_tokens_html(trace.tokens, unit_values, lo, hi))
-        st.caption(f"The sentence coloured by the {P.LABELS[name]} of unit {unit} (red high, blue low; scale "
-                   f"{lo:.2f} … {hi:.2f}); hover a word for its value. Pick the state above the heatmap.")
+        st.html(V.colored_tokens_html(trace.tokens, unit_values, lo, hi, V.state_colorscale(name, theme)))
+        st.caption(f"The sentence coloured by the {P.LABELS[name]} of unit {unit} in the heatmap's colours "
+                   f"({V.scale_words(name, theme)}; scale {lo:.2f} … {hi:.2f}); hover a word for its value. Pick the "
+                   "state above the heatmap.")
     show(V.unit_lines(trace, layer, direction, unit, theme), GATES, key="unit_lines", filename=f"unit{unit}")
 
     st.markdown("**The cell's equations, with the numbers**")

@@ -344,3 +344,25 @@ def test_figures_are_valid_plotly_and_escape_user_text() -> None:
                          vocabs={"vocab": vocab})
         latex = V.equations_latex(cell_terms(rnn_gates(lm, text), 0, 0, 1, 2))
         assert latex.startswith(r"\begin{aligned}") and latex.count("&=") == {"lstm": 6, "gru": 4, "rnn": 1}[cell]
+
+
+@pytest.mark.parametrize("projector", [False, True], ids=["normal", "projector"])
+@pytest.mark.parametrize("name", ["c", "f"])
+def test_the_coloured_sentence_uses_the_heatmaps_palette(name, projector):
+    """One palette for one quantity: a token's background is the heatmap's colour scale at its value (diverging for
+    c, sequential for a gate), in normal and projector mode, and the caption's words name that palette."""
+    from plotly.colors import sample_colorscale
+
+    from explorer.viz import lstm_gates as V
+    from explorer.viz.theme import get_theme
+
+    theme = get_theme(projector)
+    scale = V.state_colorscale(name, theme)
+    assert scale == (theme.sequential if name == "f" else theme.diverging)
+    lo, hi = (0.0, 1.0) if name == "f" else (-2.0, 2.0)
+    markup = V.colored_tokens_html(["low", "high"], np.array([lo, hi]), lo, hi, scale)
+    for at in (0.0, 1.0):
+        rgb = sample_colorscale(scale, [at])[0].replace(" ", "")
+        assert f"background:{rgb}" in markup, (rgb, markup)
+    words = V.scale_words(name, theme)
+    assert (theme.diverging_ends[1] in words) if name == "c" else (theme.sequential in words)

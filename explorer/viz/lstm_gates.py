@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 from explorer.probes.lstm_gates import LABELS, CellTerms, Comparison, GateTrace
 from explorer.text.escape import md
@@ -53,7 +54,7 @@ def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units:
                  theme: Theme = NORMAL) -> go.Figure:
     """Token × unit heatmap of state `name` (z = gates[name][layer, direction][:, units], rows = tokens)."""
     z = trace.gates[name][layer, direction][:, units]
-    colorscale = theme.sequential if name in BOUNDED01 else theme.diverging
+    colorscale = state_colorscale(name, theme)
     heat = dict(type="heatmap", z=z, x=[str(u) for u in units], y=token_labels(trace.tokens),
                 colorscale=colorscale, colorbar={"title": {"text": name}}, **_range(name, z),
                 hovertemplate="token %{y}<br>unit %{x}<br>" + name + " = %{z:.5f}<extra></extra>")
@@ -83,23 +84,40 @@ def unit_lines(trace: GateTrace, layer: int, direction: int, unit: int, theme: T
     })
 
 
-def _mix(value: float, lo: float, hi: float) -> str:
-    """Blue (lo) – white – red (hi) background for a value, as an rgba() string."""
+def state_colorscale(name: str, theme: Theme = NORMAL) -> str:
+    """The colour scale of state `name` in every chart of the view: sequential for gates in [0, 1], else diverging."""
+    return theme.sequential if name in BOUNDED01 else theme.diverging
+
+
+def scale_words(name: str, theme: Theme = NORMAL) -> str:
+    """How the colours of state `name` read, e.g. "red high, blue low" (the theme's own diverging ends)."""
+    if name in BOUNDED01:
+        return f"{theme.sequential}: dark low, bright high"
+    low, high = theme.diverging_ends
+    return f"{high} high, {low} low"
+
+
+def _mix(value: float, lo: float, hi: float, colorscale: str) -> tuple[str, str]:
+    """(background, text colour) of a value on `colorscale` over lo…hi: the heatmap's own colour, and black or white
+    text, whichever reads on it."""
     if hi <= lo:
-        return "rgba(255,255,255,0)"
-    mid = (lo + hi) / 2
-    s = float(np.clip((value - mid) / ((hi - lo) / 2), -1, 1))
-    rgb = (215, 48, 39) if s > 0 else (69, 117, 180)
-    return f"rgba({rgb[0]},{rgb[1]},{rgb[2]},{abs(s) * 0.85:.3f})"
+        return "rgba(255,255,255,0)", "inherit"
+    s = float(np.clip((value - lo) / (hi - lo), 0.0, 1.0))
+    r, g, b = (int(float(c)) for c in sample_colorscale(colorscale, [s])[0][4:-1].split(","))
+    text = "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
+    return f"rgb({r},{g},{b})", text
 
 
-def colored_tokens_html(tokens: Sequence[str], values: np.ndarray, lo: float = -1.0, hi: float = 1.0) -> str:
-    """LSTMVis / Karpathy-style sentence: each token's background coloured by the unit's value (escaped HTML)."""
+def colored_tokens_html(tokens: Sequence[str], values: np.ndarray, lo: float = -1.0, hi: float = 1.0,
+                        colorscale: str = NORMAL.diverging) -> str:
+    """LSTMVis / Karpathy-style sentence: each token's background coloured by the unit's value on `colorscale` (the
+    heatmap's, `state_colorscale`: one palette for one quantity), escaped HTML."""
     spans = []
     for tok, v in zip(tokens, values):
+        background, text = _mix(float(v), lo, hi, colorscale)
         spans.append(
-            f'<span title="{html.escape(f"{v:.5f}")}" style="background:{_mix(float(v), lo, hi)};'
-            f'padding:2px 4px;margin:1px;border-radius:3px;display:inline-block;color:inherit">'
+            f'<span title="{html.escape(f"{v:.5f}")}" style="background:{background};'
+            f'padding:2px 4px;margin:1px;border-radius:3px;display:inline-block;color:{text}">'
             f"{html.escape(tok)}</span>"
         )
     return '<div style="line-height:2.1;font-size:1.1em">' + " ".join(spans) + "</div>"
