@@ -13,7 +13,7 @@ from explorer.probes.self_attention import (
     head_row,
     hide_special,
     pronoun_shift,
-    showcase_head,
+    Showcase,
     step_by_step,
 )
 from explorer.text.escape import latex_text, md, md_message, plotly_text
@@ -87,7 +87,9 @@ if shape.error:
 L, H = shape.n_layers, shape.n_heads
 # opened on the head with the most visible pattern on the model's own example sentence (not on the typed one: the
 # head stays while the sentence changes); a layer and head in the URL or chosen win
-showcase = probe(showcase_head, loaded, loaded.adapter.examples(c.view.sentences).default, stream)
+example = loaded.adapter.examples(c.view.sentences).default
+notice = probe(attention_notice, loaded, example, stream)  # also the head it opens on: one run of the example
+showcase = notice.showcase or Showcase(example, error=notice.error)
 with c_layer:
     layer = c.selectbox("layer", list(range(L)), default=None if showcase.error else showcase.layer,
                         format_func=lambda i: f"layer {i}", label_visibility="collapsed")
@@ -304,8 +306,6 @@ if mode != "steps":  # static: outside the fragment
     st.caption(words)
 # What to notice, computed on the model's own example sentence and its pronoun pair (a causal model gets the pair
 # whose deciding word comes before "it"; a built-in's generated English has none: no pair point)
-example = loaded.adapter.examples(c.view.sentences).default
-notice = probe(attention_notice, loaded, example, stream)
 pronouns = pronoun_pair(loaded.adapter)
 shift = probe(pronoun_shift, loaded, *pronouns, *PRONOUN, stream) if pronouns else None
 ON = "on that example"

@@ -614,10 +614,12 @@ class AttentionNotice:
     rollout: tuple[float, float] | None = None
     rollout_key: str = ""
     error: str = ""
+    showcase: Showcase | None = None  # the head the view opens on (showcase_head), from the same run
 
 
 def attention_notice(loaded: Loaded, text: str, stream: str = "") -> AttentionNotice:
-    """AttentionNotice of `loaded` on `text` (the page passes the model's own example sentence)."""
+    """AttentionNotice of `loaded` on `text` (the page passes the model's own example sentence), with the head the view
+    opens on: one run of the model for both."""
     tr = attention_trace(loaded, text, "", stream, 0, thumb=1, arithmetic=False)
     if tr.error or not tr.tokens:
         return AttentionNotice(text, error=tr.error or "no tokens")
@@ -636,7 +638,7 @@ def attention_notice(loaded: Loaded, text: str, stream: str = "") -> AttentionNo
         key = tr.key_tokens[int(np.bincount(R[-1].argmax(-1), minlength=Tk).argmax())]
     return AttentionNotice(
         text, float(np.abs(A.sum(-1) - 1.0).max()), tr.causal, above, L, L * H, int(special[top].sum()), specials,
-        int((top == 0).sum()), tr.key_tokens[0], rollout, key)
+        int((top == 0).sum()), tr.key_tokens[0], rollout, key, showcase=showcase_head(tr, text))
 
 
 @dataclass(frozen=True)
@@ -654,13 +656,11 @@ class Showcase:
     error: str = ""
 
 
-def showcase_head(loaded: Loaded, text: str, stream: str = "") -> Showcase:
+def showcase_head(tr: AttentionTrace, text: str) -> Showcase:
     """The head whose rows put the most weight on one real token of `text` (the page opens on it when no layer and
     head are asked for): a visible pattern (previous token, the same word, a pronoun's antecedent) rather than the
-    near-uniform or sink-only maps of many heads. Scores every head of the model's own attention on `text`."""
-    tr = attention_trace(loaded, text, "", stream, 0, thumb=1, arithmetic=False)
-    if tr.error or not tr.tokens:
-        return Showcase(text, error=tr.error or "no tokens")
+    near-uniform or sink-only maps of many heads. Scores every head of `tr`, the model's own attention on `text`
+    (read once with the notice: attention_notice)."""
     A = tr.attentions.astype(np.float64)  # (L, H, Tq, Tk)
     L, H, Tq, Tk = A.shape
     keys = ~np.array(tr.key_special, dtype=bool)

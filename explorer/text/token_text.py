@@ -29,6 +29,15 @@ BYTES_OPEN, BYTES_CLOSE = "‹", "›"
 _WHITE = {" ": SPACE, "\n": NEWLINE, "\t": TAB, "\r": "␍"}
 
 
+_BREAKS = str.maketrans({"\n": NEWLINE, "\t": TAB, "\r": NEWLINE})
+
+
+def marked_breaks(text: str) -> str:
+    """`text` with its line breaks and tabs shown as the tokens show them (↵, ⇥) and its spaces kept: a sentence
+    quoted whole in a title or a message."""
+    return text.replace("\r\n", "\n").translate(_BREAKS)
+
+
 def readable(text: str) -> str:
     """A token's text as shown: spaces `·`, newline `↵`, tab `⇥`, other control characters as control pictures
     (U+2400…), other invisible format characters as ‹U+XXXX›; the empty string as `∅`. Text already shown stays as it

@@ -15,6 +15,7 @@ from explorer.loading.model_cache import ModelCache
 from explorer.loading.loaders import LoadedModel, OutOfMemoryLoadError
 from explorer.files.safe_load import ModelLoadError
 from explorer.text.escape import md, md_message
+from explorer.text.token_text import marked_breaks
 from explorer.loading.catalogue import CatalogueEntry, catalogue
 from explorer.loading.uploads import UploadOwner, bundle
 from explorer.ui import settings
@@ -145,7 +146,7 @@ def working_on(fn: Callable[..., Any], model_id: str, args: tuple) -> str:
     pretrained:smollm2 for “…capital of France is”'."""
     what = WORK.get(f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}") or fn.__name__.replace("_", " ")
     text = next((a for a in args if isinstance(a, str) and a.strip()), "")
-    shown = text.replace("\r\n", "\n").translate(_BREAKS)
+    shown = marked_breaks(text)
     shown = shown if len(shown) <= 60 else "…" + shown[-59:]
     return f"Computing {md(what)} on {md(model_id)}" + (f" for “{md(shown)}”" if shown else "") + "…"
 
@@ -165,7 +166,6 @@ WORK = {  # <probe module>.<function> -> its work, for the probes whose name doe
     "positional_encodings.sentence_vectors": "the sentence's input vectors",
     "positional_encodings.permutation_experiment": "the order shuffles",
 }
-_BREAKS = str.maketrans({"\n": "↵", "\t": "⇥", "\r": "↵"})
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.text.escape import plotly_text
-from explorer.text.token_text import NEWLINE, TAB
+from explorer.text.token_text import marked_breaks
 from explorer.viz.theme import Theme, figure
 
 GREY = "rgba(150,150,150,0.45)"
@@ -162,13 +162,10 @@ def chat_line(model_id: str, template: Any, chat: bool, system: str | None, stop
             f"columns are the assistant's reply; {stop}.")
 
 
-_BREAKS = str.maketrans({"\n": NEWLINE, "\t": TAB, "\r": NEWLINE})
-
-
 def prompt_end(prompt: str, chars: int = 48) -> str:
     """The last words of `prompt` in at most `chars` characters, "…" in front when cut (runs of spaces collapsed;
     line breaks and tabs shown as the tokens show them, ↵ and ⇥: the model reads them)."""
-    words = prompt.replace("\r\n", "\n").translate(_BREAKS).split()
+    words = marked_breaks(prompt).split()
     out: list[str] = []
     while words and len(" ".join([words[-1], *out])) <= chars:
         out.insert(0, words.pop())
