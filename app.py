@@ -1,4 +1,6 @@
 """Neural NLP Explorer — router only: page config, sidebar settings, navigation."""
+import contextlib
+
 import streamlit as st
 
 import explorer.runtime.preload  # noqa: F401 -- side effect; first: see its docstring (a class opening the app at once)
@@ -27,6 +29,7 @@ sections[HOME.section].append(st.Page(HOME.script, title=HOME.title, icon=HOME.i
 
 current = st.navigation(sections)
 settings.sidebar()
-lessons.frame(current.url_path)  # lesson bar and navigation, "save this view as a step"
+area = lessons.frame(current.url_path)  # lesson panel and navigation, "save this view as a step"
 upload_store.show_refusal()  # why a file sent to an upload box was not kept, once
-current.run()
+with area if area is not None else contextlib.nullcontext():  # a lesson step: the view beside its lesson panel
+    current.run()

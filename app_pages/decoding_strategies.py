@@ -83,11 +83,8 @@ strategies = tuple(
     for kind in chosen
 )
 run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "")
-for note in run.notes:
-    st.info(md_message(note))
-
-OWN = Origin("model", f"{md(model_id)}'s own next-token distributions on this prompt (seed {seed}); "
-                      "log-probabilities at T = 1, whatever the strategy sampled from.")
+OWN = Origin("model", f"{md(model_id)}'s own log-probabilities (T = 1, whatever the strategy sampled from; seed "
+                      f"{seed}).")
 # -------------------------------------------------------------------------------------------- columns
 cols = st.columns(len(run.generations))
 for col, gen in zip(cols, run.generations):
@@ -106,6 +103,8 @@ st.caption(md_message(V.settings_line(seed, max_new, min_new, stop_eos, n, strat
                       + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat)))
 if template is not None:
     st.caption(md_message(V.chat_line(model_id, template, run.chat, run.system, stop_eos)))
+for note in run.notes:  # what the model read (e.g. an empty prompt), under the chart: it keeps the first screen
+    st.info(md_message(note))
 with st.expander("Metrics of each output, and every sample"):
     table(V.metric_columns(run.generations), Origin("model", "metrics of each column's output under the model's own "
                                                              "distribution."))

@@ -78,7 +78,7 @@ if contrast is not None:
     fig = figure_once(("interventions", loaded.id, *args, site, direction, pos, rdir, shown.method, row, col, scale),
                       lambda: V.restored_grid(shown, labels, title, theme, (row, col), scale))
     with chart:
-        show(fig, origin, key="patch_grid", filename="interventions", fold=410)
+        show(fig, origin, key="patch_grid", filename="interventions", fold=390)
 
     ld_cell = float(shown.values[row, col])
     st.latex(r"\text{restored} = \frac{LD_\text{patched} - LD_\text{corrupted}}{LD_\text{clean} - "

@@ -198,8 +198,10 @@ def rope_panel(row: Any) -> None:
     st.latex(r"(R_m q)\cdot(R_n k) = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k")
     toy = Origin("illustration", f"{'q = k = (1, …, 1)' if vectors == 'ones' else f'a random q and k (seed {seed})'}"
                                  f", d = {d}, rotated by the RoPE formula (Su et al.); no model is read.")
+    # the scores first: the point of RoPE (only the offset matters) in the first screen, under two formulas
+    show(V.rope_scores(rt.offsets, rt.starts, rt.scores, theme), toy, key="rope_scores", filename="rope_scores",
+         fold=330)
     show(V.rope_pairs(rt.q, rt.q_rot, rt.angles, pos, theme), toy, key="rope_pairs", filename="rope_pairs")
-    show(V.rope_scores(rt.offsets, rt.starts, rt.scores, theme), toy, key="rope_scores", filename="rope_scores")
     c1, c2 = st.columns(2)
     c1.metric("|q| before → after rotation", f"{rt.norms[0]:.6f} → {rt.norms[1]:.6f}")
     c2.metric("max difference between the lines (query positions " + ", ".join(map(str, rt.starts)) + ")",
@@ -341,7 +343,7 @@ def sentence_panel(row: Any) -> None:
         return
     vectors = Origin("model", "the model's own token embeddings and position vectors for this sentence.")
     show(V.sentence_vectors(sv.tokens, sv.token, sv.position, sv.total, theme), vectors, key="sentence_vectors",
-         filename="sentence_vectors")
+         filename="sentence_vectors", fold=True)
     if sv.note:
         st.caption(md_message(sv.note))
     t = c.token("tok", sv.tokens, c.params["tok"].default, slider=True)  # follows the sentence

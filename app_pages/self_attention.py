@@ -38,17 +38,19 @@ AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over h
 
 
 def shown(trace, matrix, hide: bool):
-    """The matrix as displayed (special tokens hidden or not), with the note about renormalisation."""
+    """The matrix as displayed (special tokens hidden or not), its rows and columns, and the note about the
+    renormalisation ("" when nothing was hidden)."""
     if not hide:
-        return matrix, None, None
+        return matrix, None, None, ""
     hidden = hide_special(matrix, trace.special, trace.key_special)
+    note = ""
     if hidden.renormalised:
         both = zip((*trace.tokens, *trace.key_tokens), (*trace.special, *trace.key_special))
         names = dict.fromkeys(t for t, s in both if s)  # this model's own, as shown
-        st.caption(f"Special tokens hidden ({', '.join(f'“{md(t)}”' for t in names)}): each remaining row was "
-                   f"renormalised to sum to 1 (the hidden tokens held "
-                   f"{hidden.removed_mass:.1%} of a row's weight on average).")
-    return hidden.matrix, hidden.rows, hidden.cols
+        note = (f"Special tokens hidden ({', '.join(f'“{md(t)}”' for t in names)}): each remaining row was "
+                f"renormalised to sum to 1 (the hidden tokens held {hidden.removed_mass:.1%} of a row's weight on "
+                "average).")
+    return hidden.matrix, hidden.rows, hidden.cols, note
 
 
 OWN = Origin("model", "the model's own attention weights on this run (eager attention).")
@@ -155,14 +157,14 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
         show(viz.model_view(trace.thumbnails, T, trace.stream_label, theme, selected=(layer, head)),
              Origin("model", "the model's own attention weights" + (f", each {T}×{T} map max-pooled to "
                              f"{trace.thumbnails.shape[-1]}×{trace.thumbnails.shape[-1]}." if pooled else ".")),
-             key="model_view", filename="attention-model-view")
+             key="model_view", filename="attention-model-view", fold=True)
         st.caption("Pick a layer and head above to enlarge it below at full resolution.")
     matrix = head_matrix(trace, layer, heads, how)
     what = {"heads": f"layer {layer}, head {head}" if len(heads) == 1 else
             f"layer {layer}, mean of heads {', '.join(map(str, heads))}",
             "mean": f"layer {layer}, mean over {H} heads", "max": f"layer {layer}, max over {H} heads (rows need "
             "not sum to 1)", "rollout": f"attention rollout through layers 0…{layer}"}[how]
-    z, rows, kcols = shown(trace, matrix, hide)
+    z, rows, kcols, hidden_note = shown(trace, matrix, hide)
     origin = Origin("model", {"heads": "the model's own attention weights", "mean": "the mean over heads of the "
                               "model's own weights", "max": "the max over heads of the model's own weights",
                               "rollout": "attention rollout (Abnar & Zuidema 2020) computed from the model's own "
@@ -177,6 +179,8 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
     show(viz.head_heatmap(z, q_tok, k_tok, what, theme, zmax=None if how == "max" else 1.0, rows=rows, cols=kcols,
                           highlight=row), origin, key="head_heatmap", filename=f"attention-L{layer}-H{head}",
          fold=mode == "head")
+    if hidden_note:  # under the chart: it keeps the first screen
+        st.caption(hidden_note)
     if mode == "head":
         if T > 60 and row is None:
             st.caption(f"{T} tokens: the line view draws the {viz.MAX_LINES:,} strongest lines; pick a query token "
@@ -190,6 +194,10 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
              key="line_view", filename=f"attention-lines-L{layer}")
 
 
+STEPS_FOLD = 330  # the bars of one query's scores sit under two lines of formulas
+MASKS_FOLD = 340  # the mask and the weights, side by side under the formula
+
+
 def steps_view(trace, layer: int, head: int, token: int) -> None:
     """The lecture's table for one query: q·k, ÷√d, mask, softmax, a·v, from the layer's own weights."""
     q_idx = token if token >= 0 else default_query(trace.tokens, trace.special)
@@ -199,7 +207,7 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
         row_p = head_row(trace, layer, head, q_idx)
         table({"key": viz.display_tokens(trace.key_tokens), "attention (model)": row_p}, OWN, width="content")
         show(viz.steps_figure(trace.key_tokens, None, row_p, trace.tokens[q_idx], theme), OWN, key="steps_bars",
-             filename=f"attention-row-L{layer}-H{head}")
+             filename=f"attention-row-L{layer}-H{head}", fold=STEPS_FOLD)
         return
     j = steps.top
     kt = [latex_text(t) for t in viz.display_tokens(steps.key_tokens)]
@@ -207,6 +215,8 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
     qt_tex = latex_text(qt)
     scaled = rf"\tfrac{{q\cdot k}}{{\sqrt{{{steps.d}}}}}" if steps.standard_scale else rf"{steps.scale:.5f}\,q\cdot k"
     bias = rf",\ b={steps.bias[j]:.4f}" if steps.bias is not None else ""
+    arithmetic = Origin("recomputed", f"from the layer's own Q, K, V in float64: the softmax equals the model's "
+                                      f"attention to {steps.max_error:.1e}.")
     st.latex(viz.steps_formula(steps))
     st.latex(
         rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ "
@@ -217,6 +227,8 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
         rf"{scaled}={steps.scaled[j]:.4f}{bias},\ "
         rf"a={steps.probs[j]:.5f}"
     )
+    show(viz.steps_figure(steps.key_tokens, steps.logits, steps.probs, steps.query_token, theme),
+         arithmetic, key="steps_bars", filename=f"attention-steps-L{layer}-H{head}", fold=STEPS_FOLD)
     scale_txt = (f"1/√{steps.d} = {steps.scale:.5f}" if steps.standard_scale
                  else f"{steps.scale:.5f} (this model's scaling)")
     st.markdown(f"Layer {layer}, head {head}, query **{md(qt)}** (token {q_idx}); head size d = {steps.d}; scale "
@@ -224,8 +236,6 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
                 f"softmax equals the model's attention to **{steps.max_error:.1e}**.")
     for note in viz.steps_notes(steps):
         st.markdown(md_message(note))
-    arithmetic = Origin("recomputed", f"from the layer's own Q, K, V in float64: the softmax equals the model's "
-                                      f"attention to {steps.max_error:.1e}.")
     if steps.angles is not None:
         table(viz.rope_table(steps), Origin("recomputed", f"the query's rotation with the model's own cos/sin, "
                                                           f"equal to its q to {steps.rope_error:.1e}."),
@@ -233,13 +243,22 @@ def steps_view(trace, layer: int, head: int, token: int) -> None:
     st.markdown(f"q (first dims of {steps.d}): " + vector_text(steps.q))
     table(viz.steps_table(steps), arithmetic, width="content")
     st.markdown("z = Σ a·v (first dims): " + vector_text(steps.z))
-    show(viz.steps_figure(steps.key_tokens, steps.logits, steps.probs, steps.query_token, theme),
-         arithmetic, key="steps_bars", filename=f"attention-steps-L{layer}-H{head}")
 
 
 def masks_view(trace, layer: int, head: int) -> None:
     """The mask M drawn explicitly (causal −∞ triangle, padding columns) and the weights after the softmax."""
     scaled, words = viz.scale_tex(trace.scaling, trace.head_size)
+    mask, weights = st.columns(2)  # side by side: the mask and what the softmax made of it
+    with mask:
+        show(viz.mask_figure(trace.mask, trace.tokens, trace.key_tokens, "The mask M", theme),
+             Origin("model", "the additive mask this run used."), key="mask", filename="attention-mask",
+             fold=MASKS_FOLD)
+    with weights:
+        show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
+                              f"After the softmax: layer {layer}, head {head}", theme),
+             Origin("model", "the model's own weights on this run."), key="masked_heatmap",
+             filename=f"attention-masked-L{layer}-H{head}", fold=MASKS_FOLD)
+    # the formula under the charts: they keep the first screen
     st.latex(rf"\mathrm{{softmax}}\Big({scaled} + M\Big),\quad " + r"M_{ij}=\begin{cases}0 & \text{allowed}\\"
              r"-\infty & \text{masked (future token or padding)}\end{cases}")
     st.caption(words)
@@ -254,12 +273,6 @@ def masks_view(trace, layer: int, head: int) -> None:
                     "but ignored.")
     if not trace.causal and not any(trace.padding):
         st.markdown("This encoder attends in both directions: M is all zeros (add padding above to see −∞ columns).")
-    show(viz.mask_figure(trace.mask, trace.tokens, trace.key_tokens, "The mask M", theme),
-         Origin("model", "the additive mask this run used."), key="mask",
-         filename="attention-mask")
-    show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
-                          f"After the softmax: layer {layer}, head {head}", theme), OWN, key="masked_heatmap",
-         filename=f"attention-masked-L{layer}-H{head}")
 
 
 def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, labels: list[str]) -> None:
@@ -283,7 +296,7 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
                               head_row(trace_b, lb, head, j),
                               f"Where “{plotly_text(labels[q_idx])}” looks, layer {layer}, head {head}: "
                               f"A (left) vs B (right)", theme),
-             OWN, key="compare_bars", filename="attention-compare")
+             OWN, key="compare_bars", filename="attention-compare", fold=380)
         c1, c2 = st.columns(2)
         with c1:
             show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,

@@ -21,24 +21,29 @@ c = Controls("seq2seq")
 DECODING = {"greedy": "greedy decoding", "beam": "beam search"}
 
 
-def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_prefix: str = "") -> None:
+COMPARED_FOLD = 370  # projector pixels of a chart under a line of text (a model's output, "No attention")
+
+
+def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_prefix: str = "",
+                   fold: bool | int = True) -> None:
     """The heatmap of a trace (the first model's: key "alignment"), or (no attention) the reliance on the single
     context vector."""
     if tr.weights is None:
-        st.info("**No attention, so no alignment.** This encoder–decoder squeezes the whole source into ONE context "
-                "vector c = the encoder's final state; every output token is computed from that same c. Below: "
-                "how much each output token depends on it (its log-probability with c, and with c and s₀ set to 0).")
+        st.markdown("**No attention, so no alignment**: every output token is computed from ONE context vector c, "
+                    "the encoder's final state.")
         if tr.no_source_logprobs is not None:
             show(viz.reliance_figure(tr.out_tokens, tr.step_logprobs, tr.no_source_logprobs, theme),
                  Origin("model", "the model's own log-probabilities, and a second run with c and s₀ set to 0."),
-                 key=f"reliance_{key}", filename="seq2seq-no-attention")
+                 key=f"reliance_{key}", filename="seq2seq-no-attention", fold=COMPARED_FOLD)
+            st.caption("How much each output token depends on c: its log-probability with c, and with c and s₀ set "
+                       "to 0.")
         return
     what = ("attention a_tj" if tr.kind == "rnn" else
             f"cross-attention, layer {layer}, " + ("mean over heads" if head == "mean" else f"head {head}"))
     show(viz.alignment_heatmap(tr.matrix(layer, head), tr.out_tokens, tr.src_tokens,
                                f"{title_prefix}{plotly_text(tr.model_id)}: {what}", theme, highlight=step),
          Origin("model", f"{md(tr.model_id)}'s own attention weights while it produced this output."),
-         key="alignment" if key == "a" else f"alignment_{key}", filename=f"seq2seq-alignment-{key}", fold=True)
+         key="alignment" if key == "a" else f"alignment_{key}", filename=f"seq2seq-alignment-{key}", fold=fold)
 
 
 page_header("Seq2seq alignment", "Type a source sentence: the encoder–decoder translates it, and the attention "
@@ -104,7 +109,7 @@ def alignment_charts() -> None:
     left, right = st.columns(2)
     with left:
         st.markdown(f"**{md(model_id)}**: {md(trace.output_text)}")
-        show_alignment(trace, "a", layer, head, step)
+        show_alignment(trace, "a", layer, head, step, fold=COMPARED_FOLD)
     with right:
         if loaded2 is None:
             return
@@ -118,7 +123,7 @@ def alignment_charts() -> None:
         if trace2.out_ids:
             l2 = min(layer, max(trace2.n_layers - 1, 0))
             h2 = head if head == "mean" or int(head) < trace2.n_heads else "mean"
-            show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None)
+            show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None, fold=COMPARED_FOLD)
 
 
 with charts:

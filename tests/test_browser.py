@@ -1,17 +1,27 @@
 """Real browser: every page opens in Debian's chromium with no exception box; screenshots in artifacts/."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from testkit.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
 from explorer.views import HOME, VIEWS
-from visual import check
+from visual import UPDATE, check
 
 pytestmark = pytest.mark.slow
 SHOTS = Path(os.environ.get("EXPLORER_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
+README_SHOTS = ROOT / "docs" / "screenshots"  # README's gallery: rewritten from these runs with the references
+
+
+def publish(shot: Path, name: str) -> None:
+    """With EXPLORER_UPDATE_SCREENSHOTS=1, copy a screenshot of this run into README's gallery as `name`."""
+    if UPDATE:
+        README_SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, README_SHOTS / name)
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +60,21 @@ def test_every_page_renders_without_exception(browser, server, mode: str) -> Non
             assert exceptions.count() == 0, f"{view.url_path}: {exceptions.first.inner_text()[:500]}"
             assert page.locator("h1").count() >= 1, view.url_path
             assert page.get_by_text("Page not found").count() == 0, view.url_path
-            page.screenshot(path=str(SHOTS / f"{view.url_path}-{mode}.png"), full_page=True)
+            shot = SHOTS / f"{view.url_path}-{mode}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            if mode == "normal" or not view.main:  # a view's projector shot is its first screen (below)
+                publish(shot, shot.name)
     finally:
         context.close()
+
+
+FIRST_SCREEN_PX = 430  # settings.fold_height(True): a whole folded chart
+
+
+def first_screen(box: dict, height: int) -> bool:
+    """Whether a main chart is in the first screen: all of it, or, when it is taller than the fold because its
+    heatmap has more labelled rows than fit at a legible size (charts.fold_cap), its first FIRST_SCREEN_PX pixels."""
+    return box["y"] + min(box["height"], FIRST_SCREEN_PX) <= height + 0.5
 
 
 # what varies from run to run or machine to machine: the sidebar's settings (the devices), Streamlit's toolbar
@@ -61,9 +83,9 @@ VARYING = ['[data-testid="stSidebarUserContent"]', '[data-testid="stToolbar"]', 
 
 @pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)], ids=["1280x800", "1920x1080"])
 def test_each_views_main_chart_is_in_the_first_screen(browser, server, size: tuple[int, int]) -> None:
-    """Projector mode on a projector's screen: every view's main chart (View.main) lies inside the first viewport,
-    below the sentence box, with no scrolling; the 1280×800 screenshots are compared with the committed
-    references (tests/visual.py)."""
+    """Projector mode on a projector's screen: every view's main chart (View.main) is in the first screen
+    (first_screen), below the sentence box, with no scrolling; the 1280×800 screenshots are compared with the
+    committed references (tests/visual.py)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     width, height = size
@@ -85,7 +107,7 @@ def test_each_views_main_chart_is_in_the_first_screen(browser, server, size: tup
             wait_for_app(page)
             box = chart.bounding_box()
             top, bottom = box["y"], box["y"] + box["height"]
-            if not (0 <= top and bottom <= height and box["x"] + box["width"] <= width):
+            if not (0 <= top and first_screen(box, height) and box["x"] + box["width"] <= width):
                 problems.append(f"{view.url_path}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {height}")
             sentence = page.locator(".st-key-_st_keyup_text, .st-key-text")
             if sentence.count():
@@ -97,6 +119,7 @@ def test_each_views_main_chart_is_in_the_first_screen(browser, server, size: tup
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot))  # what the class sees (README); the compared one masks what varies
             if size == (1280, 800):
+                publish(shot, f"{view.url_path}-projector.png")
                 masked = shot.with_name(shot.stem + "-masked.png")
                 page.screenshot(path=str(masked), mask=[page.locator(m) for m in VARYING])
                 problems.append(check(masked, f"{view.url_path}.png"))
@@ -158,7 +181,7 @@ def test_models_page_url_loads_minilm(browser, server) -> None:
 
 
 def test_lesson_next_opens_each_step_in_its_state(browser, server) -> None:
-    """Start a lesson and press Next: each view shows its step's settings and the lesson bar (the live input's extra
+    """Start a lesson and press Next: each view shows its step's settings and the lesson panel (the live input's extra
     rerun, which carries the previous step's widget values, must not bring them back)."""
     from urllib.parse import parse_qs, urlparse
 
@@ -184,6 +207,103 @@ def test_lesson_next_opens_each_step_in_its_state(browser, server) -> None:
                 page.screenshot(path=str(SHOTS / "lesson-step.png"))
             else:
                 page.locator(".st-key-_lesson_next button").click()
+    finally:
+        context.close()
+
+
+README_STEP = ("03-self-attention", 1, 1280)  # the lesson step in README's gallery, on a 1280×800 projector
+MAIN_CHART = '[class*="st-key-fold_"]'  # a chart sized to the fold (show(fold=...)): the view's main chart in its mode
+SCROLLER = '[data-testid="stMain"]'  # the element the page scrolls in
+
+
+def _lesson_steps():
+    from explorer.lessons import load_dir
+
+    return [(lesson, i) for lesson in load_dir()[0] for i in range(len(lesson))]
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)], ids=["1280x800", "1920x1080"])
+def test_every_lesson_steps_main_chart_is_in_the_first_screen(browser, server, size: tuple[int, int]) -> None:
+    """Every step of every shipped lesson, opened by its link on a projector's screen: the view's main chart
+    starts in the first screen with at least its first FIRST_SCREEN_PX pixels (a whole folded chart) on it, and
+    the lesson panel stands beside the view, not above it. Screenshots of each step in artifacts/screenshots/lessons
+    (what the class sees)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    from explorer.lessons import step_url
+
+    width, height = size
+    shots = SHOTS / "lessons"
+    shots.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    problems, tops = [], {}
+    try:
+        page.goto(server)
+        wait_for_app(page)
+        for lesson, i in _lesson_steps():
+            name = f"{lesson.id} step {i + 1}"
+            page.goto(step_url(lesson, i, server))
+            chart = page.locator(MAIN_CHART).first
+            try:
+                chart.wait_for(timeout=90_000)
+            except PlaywrightTimeout:
+                problems.append(f"{name}: no main chart")
+                continue
+            wait_for_app(page, settle_ms=300)
+            exceptions = page.locator('[data-testid="stException"]')
+            if exceptions.count():
+                problems.append(f"{name}: {exceptions.first.inner_text()[:300]}")
+            box, panel = chart.bounding_box(), page.locator(".st-key-lesson_bar").bounding_box()
+            top, bottom = box["y"], box["y"] + box["height"]
+            tops[f"{lesson.id}/{i + 1}"] = [round(top), round(bottom)]
+            if top < 0 or not first_screen(box, height):
+                problems.append(f"{name}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {height}")
+            if panel is None or panel["x"] < box["x"] + box["width"]:
+                problems.append(f"{name}: the lesson panel is not beside the chart ({panel})")
+            shot = shots / f"{lesson.id}-{i + 1:02d}-{width}x{height}.png"
+            page.screenshot(path=str(shot))
+            if (lesson.id, i + 1, width) == README_STEP:
+                publish(shot, "lesson-step.png")
+    finally:
+        context.close()
+    (shots / f"chart-tops-{width}x{height}.json").write_text(json.dumps(tops, indent=1))  # y of each chart, px
+    starts = [top for top, _ in tops.values()]
+    print(f"{width}×{height}: main chart tops {min(starts, default=0)}–{max(starts, default=0)} px over {len(tops)} "
+          "steps")
+    assert not problems, "\n".join(problems)
+
+
+def _scroll_top(page) -> float:
+    return page.evaluate(f"() => document.querySelector('{SCROLLER}').scrollTop")
+
+
+def test_each_lesson_step_opens_at_the_top_of_its_view(browser, server) -> None:
+    """Start a lesson from the Lessons page scrolled to its end, then press Next with the step scrolled down: each
+    step opens at the top of its view (Streamlit keeps the scroll position across st.switch_page)."""
+    from explorer.lessons import load_dir
+
+    lesson = load_dir()[0][-1]  # the last card: the page must be scrolled to reach it
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/lesson-plans")
+        wait_for_app(page)
+        page.evaluate(f"() => {{ const m = document.querySelector('{SCROLLER}'); m.scrollTop = m.scrollHeight; }}")
+        page.wait_for_timeout(300)
+        assert _scroll_top(page) > 500
+        page.evaluate(f"() => document.querySelector('.st-key-_start_{lesson.id} button').click()")
+        page.locator(".st-key-lesson_bar").wait_for(timeout=60_000)
+        wait_for_app(page)
+        assert "Step 1 of" in page.locator(".st-key-lesson_bar").inner_text()
+        assert _scroll_top(page) == 0
+        page.evaluate(f"() => {{ const m = document.querySelector('{SCROLLER}'); m.scrollTop = m.scrollHeight; }}")
+        page.wait_for_timeout(300)
+        assert _scroll_top(page) > 200
+        page.evaluate("() => document.querySelector('.st-key-_lesson_next button').click()")
+        page.get_by_text("Step 2 of").first.wait_for(timeout=60_000)
+        wait_for_app(page)
+        assert _scroll_top(page) == 0
     finally:
         context.close()
 
@@ -228,5 +348,6 @@ def test_learned_positions_slider_redraws_its_line(browser, server, mode: str) -
         assert len(page.locator('[data-testid="stPlotlyChart"]').all()) == 4  # the heatmaps stayed
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"positional-encodings-learned-{mode}.png"), full_page=True)
+        publish(SHOTS / f"positional-encodings-learned-{mode}.png", f"positional-encodings-learned-{mode}.png")
     finally:
         context.close()

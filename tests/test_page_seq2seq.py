@@ -88,7 +88,7 @@ def test_local_rnn_greedy_beam_forced_compare(models: dict[str, str]) -> None:
     assert not at.error, _text(at.error)
     md = _text(at.markdown)
     assert "beam search (beam size 3)" in md
-    assert "No attention, so no alignment" in _text(at.info)
+    assert "No attention, so no alignment" in md
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
     assert (any("Beam tree: 3 beams" in t for t in titles)
             and any("relies on the final encoder state" in t for t in titles))
@@ -118,9 +118,10 @@ def test_hf_marian_and_t5_without_tokenizer(models: dict[str, str]) -> None:
 
 def test_not_encoder_decoder(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
+    # a name of its own: models are cached by id, and test_page_self_attention has a "tiny-bert" with a tokenizer
     tiny_model("BertModel", 30, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-               intermediate_size=64).save_pretrained(tmp_path / "tiny-bert")
-    at = run_page(PAGE, {"model": "local:tiny-bert", "text": "hello"})
+               intermediate_size=64).save_pretrained(tmp_path / "bert-no-decoder")
+    at = run_page(PAGE, {"model": "local:bert-no-decoder", "text": "hello"})
     assert_no_exception(at)
     assert "not an encoder–decoder" in _text(at.warning) or at.error
 

@@ -8,6 +8,8 @@ hands it to Streamlit ready-made. A test checks that the chart sent to the brows
 """
 from __future__ import annotations
 
+import contextlib
+
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -139,13 +141,16 @@ def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str =
         else:
             spec = {**spec, "data": spec["data"] + top["data"]}
     fmt = str(st.session_state.get("export_format", "png"))
-    shown = st.plotly_chart(
-        _Prebuilt(spec),
-        key=key,
-        theme="streamlit" if theme.streamlit_theme else None,
-        config=export_config(theme, filename, fmt),
-        **kwargs,
-    )
+    # a folded chart sits in a container keyed "fold_<key>" (CSS class st-key-fold_<key>): the browser test finds
+    # the main chart of whatever mode a view is in as the page's first such element
+    with st.container(key=f"fold_{key}" if key else None) if fold else contextlib.nullcontext():
+        shown = st.plotly_chart(
+            _Prebuilt(spec),
+            key=key,
+            theme="streamlit" if theme.streamlit_theme else None,
+            config=export_config(theme, filename, fmt),
+            **kwargs,
+        )
     if fold:
         _pause(PAINT_PAUSE_S)
     return shown

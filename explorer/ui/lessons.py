@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 from typing import Any
 
 import streamlit as st
@@ -25,6 +26,12 @@ UPLOAD_OUTCOMES = "_lessons_upload_outcomes"
 DRAFT = "_lesson_draft"  # L.Draft, this browser session only
 DRAFT_ID = "draft"
 MAX_UPLOAD_MB = 1  # Streamlit's own limit for the uploader; parse_bytes refuses more than L.max_lesson_bytes()
+SCROLL_TOP = "_lesson_scroll_top"  # set by a lesson button: the next page opens at its top
+PANEL_SPLIT = (3, 1)  # widths of the view and of the lesson panel beside it
+_SCROLLS = itertools.count()  # makes each scroll script new, so that the browser runs it
+# a static script; the one value put in it is that counter (tests/test_security_defaults.py)
+SCROLL_SCRIPT = ("<script>/* {} */ for (const el of [window.parent.document.querySelector('[data-testid=\"stMain\"]'), "
+                 "window.parent.document.scrollingElement]) {{ if (el) el.scrollTop = 0; }}</script>")
 
 
 # ------------------------------------------------------------------------------------------------ lessons
@@ -80,10 +87,12 @@ def _go(lesson: L.Lesson, index: int, start: bool = False) -> None:
         st.session_state["projector"] = True
     st.session_state["live"] = False
     st.session_state[GOTO] = (L.view_script(step.page), L.step_query(lesson, index, _projector_on()))
+    st.session_state[SCROLL_TOP] = True
 
 
 def _leave(lesson_id: str) -> None:
     st.session_state[GOTO] = (L.view_script(LESSONS_PATH), {L.LESSON_PARAM: lesson_id})
+    st.session_state[SCROLL_TOP] = True
 
 
 def follow() -> None:
@@ -105,63 +114,77 @@ def context() -> tuple[str, int | None] | None:
         return lesson_id, None
 
 
-def frame(url_path: str) -> None:
-    """Called by app.py before each page runs: pending lesson navigation, the lesson bar, the export tool."""
+def frame(url_path: str) -> Any:
+    """Called by app.py before each page runs: pending lesson navigation, the lesson panel, the export tool.
+
+    Returns the container the page runs in: the left column beside the lesson panel during a lesson step, else None
+    (the page takes the whole width).
+    """
     follow()
     page = url_path or HOME.url_path
-    if page == LESSONS_PATH:
-        return
-    where = context()
-    if where is not None:
-        lesson_bar(page, *where)
-    if page in PARAMS:
-        export_tool(page)
+    area = None
+    if page != LESSONS_PATH:
+        where = context()
+        if where is not None:
+            area = lesson_bar(page, *where)
+        if page in PARAMS:
+            export_tool(page)
+    if st.session_state.pop(SCROLL_TOP, False):
+        scroll_to_top()
+    return area
 
 
-def lesson_bar(page: str, lesson_id: str, index: int | None) -> None:
-    """Progress, Previous / Next, what to notice and the question of the current step, above the view."""
+def scroll_to_top() -> None:
+    """Open the page at its top: Streamlit keeps the scroll position of the page a button was pressed on."""
+    st.html(SCROLL_SCRIPT.format(next(_SCROLLS)), unsafe_allow_javascript=True)
+
+
+def lesson_bar(page: str, lesson_id: str, index: int | None) -> Any:
+    """The lesson panel beside the view of a step: progress, Previous / Next, what to notice and the question.
+
+    The panel stands to the right of the view instead of above it, so that the view's main chart stays in the
+    first screen of a 1280×800 projector (tests/test_browser.py checks every step of every shipped lesson).
+    Returns the column the view runs in, or None when the step cannot be shown (a message is shown instead).
+    """
     lesson = all_lessons().get(lesson_id)
     if lesson is None:
         st.info(f"This link belongs to the lesson '{md(lesson_id[:64])}', which is not on this server (uploaded "
                 "lessons and drafts last one browser session). The view below opens in the state the link describes.")
-        return
+        return None
     if index is None or not 0 <= index < len(lesson):
         st.info(f"{md(lesson.title)} has {len(lesson)} steps: step {md(str(state.url_value(L.STEP_PARAM))[:40])} does "
                 "not exist.")
         st.button("Open step 1", key="_lesson_first", on_click=_go, args=(lesson, 0))
-        return
+        return None
     step, n = lesson.steps[index], len(lesson)
     if lesson.missing:
         st.warning(unavailable_text(lesson.missing))
-    with st.container(border=True, key="lesson_bar"):
-        left, middle, right = st.columns([3, 12, 3], vertical_alignment="center")
-        with left:
-            st.button("Previous", key="_lesson_prev", icon=":material/arrow_back:", disabled=index == 0,
-                      on_click=_go, args=(lesson, index - 1), width="stretch")
-        with middle:
-            st.progress((index + 1) / n, text=f"**{md(lesson.title)}** · Step {index + 1} of {n}: {md(step.title)}")
-        with right:
-            if index + 1 < n:
-                st.button("Next", key="_lesson_next", icon=":material/arrow_forward:", type="primary",
-                          on_click=_go, args=(lesson, index + 1), width="stretch")
-            else:
-                st.button("Finish", key="_lesson_finish", icon=":material/flag:", type="primary", on_click=_leave,
-                          args=(lesson.id,), width="stretch")
-        if step.page != page:
-            st.info(f"Step {index + 1} opens the view {L.view_title(step.page)}.")
+    if step.page != page:
+        with st.container(border=True, key="lesson_bar"):
+            st.info(f"{md(lesson.title)}, step {index + 1} of {n}, opens the view {L.view_title(step.page)}.")
             st.button(f"Open step {index + 1}", key="_lesson_reopen", on_click=_go, args=(lesson, index))
-            return
-        notice, question = st.columns(2) if step.question else (st.container(), None)
-        with notice:
-            st.markdown(f"**What to notice.** {step.caption}")
-        if question is not None:
-            with question:
-                st.markdown(f"**Question for the class.** {step.question}")
-        tools = st.columns([1, 1, 4])
-        tools[0].button("Reset this step", key="_lesson_reset", icon=":material/restart_alt:", on_click=_go,
+        return None
+    view, side = st.columns(PANEL_SPLIT, gap="medium")
+    with side, st.container(border=True, key="lesson_bar"):
+        st.progress((index + 1) / n, text=f"{md(lesson.title)} · Step {index + 1} of {n}: {md(step.title)}")
+        back, forward = st.columns(2)
+        back.button("Previous", key="_lesson_prev", icon=":material/arrow_back:", disabled=index == 0,
+                    on_click=_go, args=(lesson, index - 1), width="stretch")
+        if index + 1 < n:
+            forward.button("Next", key="_lesson_next", icon=":material/arrow_forward:", type="primary",
+                           on_click=_go, args=(lesson, index + 1), width="stretch")
+        else:
+            forward.button("Finish", key="_lesson_finish", icon=":material/flag:", type="primary", on_click=_leave,
+                           args=(lesson.id,), width="stretch")
+        st.markdown(f"**What to notice.** {step.caption}")
+        if step.question:
+            st.markdown(f"**Question for the class.** {step.question}")
+        tools = st.columns(2)
+        tools[0].button("Reset", key="_lesson_reset", icon=":material/restart_alt:", on_click=_go,
                         args=(lesson, index), type="tertiary", help="Back to the step's settings after exploring.")
         tools[1].button("All lessons", key="_lesson_all", icon=":material/school:", on_click=_leave, args=(lesson.id,),
                         type="tertiary")
+    return view
 
 
 # ------------------------------------------------------------------------------------------------- export

@@ -12,18 +12,19 @@ from explorer.runtime import device as devices
 from explorer.ui import state
 from explorer.viz.theme import Theme, get_theme
 
-# Every mode: the page starts right under Streamlit's (transparent) toolbar, not 6rem below it, so that a view's
-# main chart fits in the first screen of a 1280×800 projector (tests/test_browser.py measures it).
-BASE_CSS = """
-<style>
-[data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
-</style>
+# Every mode: Streamlit's header (the sidebar's arrow and the toolbar, an opaque band over the top of the page) is
+# 2.75rem high instead of 3.75rem, and the page starts right under it, not 6rem below it: the title is not hidden
+# behind it and a view's main chart fits in the first screen of a 1280×800 projector (tests/test_browser.py).
+HEADER_CSS = """
+[data-testid="stHeader"], [data-testid="stToolbar"] { height: 2.75rem; min-height: 2.75rem; }
+[data-testid="stMainBlockContainer"] { padding-top: 2.75rem; }
 """
+BASE_CSS = f"<style>{HEADER_CSS}</style>"
 
 PROJECTOR_CSS = """
-<style>
-[data-testid="stMainBlockContainer"] { padding-top: 1.6rem; padding-left: 2.5rem; padding-right: 2.5rem; }
-[data-testid="stMain"] h1 { font-size: 2.6rem !important; padding-top: 0; }
+<style>""" + HEADER_CSS + """
+[data-testid="stMainBlockContainer"] { padding-left: 2.5rem; padding-right: 2.5rem; }
+[data-testid="stMain"] h1 { font-size: 2.4rem !important; padding-top: 0; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.7rem; }
 [data-testid="stMain"] h2 { font-size: 2.4rem !important; }
 [data-testid="stMain"] h3 { font-size: 2.0rem !important; }
@@ -31,6 +32,12 @@ PROJECTOR_CSS = """
 [data-testid="stWidgetLabel"] p, [data-testid="stCaptionContainer"] { font-size: 1.25rem !important; }
 [data-testid="stSidebar"] [data-testid="stMarkdownContainer"] p { font-size: 1.15rem; }
 input, textarea, [data-baseweb="select"] div { font-size: 1.25rem !important; }
+/* tables: Markdown ones and st.dataframe (drawn on a canvas with fixed pixel sizes: scaled, like the live input) */
+[data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th { font-size: 1.2rem; }
+[data-testid="stMarkdownContainer"] td code { font-size: 1.1rem; }
+[data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.35; }
+/* the lesson panel beside a lesson step's view: a narrow column, 18 px text */
+.st-key-lesson_bar [data-testid="stMarkdownContainer"] p { font-size: 1.15rem; }
 /* the live sentence input (streamlit-keyup) draws in its own shadow DOM with fixed pixel sizes: scale it */
 .st-key-_st_keyup_text [data-testid="stBidiComponentIsolated"] { zoom: 1.35; }
 </style>
