@@ -115,3 +115,24 @@ def test_byte_tokens_keep_their_byte_list_in_the_charts():
     assert "‹F0 9F›" in shown and "‹F0 9F›" in bars["text"]
     assert not [t for t in shown if re.search("‹[^›]*·", t)], shown
     assert bars["marker"]["color"][list(bars["text"]).index("‹F0 9F›")] == NORMAL.categorical[5]  # outlined
+
+
+@pytest.mark.parametrize("theme_name", ["normal", "projector"])
+def test_lens_cell_text_reads_on_its_own_colour(theme_name: str) -> None:
+    """Each cell's token is drawn in black or white by its own cell's colour (WCAG contrast ≥ 4.5 on every colour
+    of the scale), not one colour for the whole grid (grey on grey on the projector's cividis)."""
+    from plotly.colors import sample_colorscale
+
+    from explorer.viz.logit_lens import cell_text
+    from explorer.viz.theme import contrast, get_theme
+
+    theme = get_theme(theme_name == "projector")
+    z = np.linspace(0, 1, 41).reshape(1, -1)
+    trace = cell_text([[f"t{i}" for i in range(41)]], z, ["layer 0"], theme.sequential, 14)
+    assert trace["text"] == [f"t{i}" for i in range(41)] and trace["hoverinfo"] == "skip"
+    colours = trace["textfont"]["color"]
+    assert set(colours) == {"#000", "#fff"}  # both are needed on a sequential scale
+    for value, colour in zip(z[0], colours):
+        background = tuple(float(c) for c in sample_colorscale(theme.sequential, [value])[0][4:-1].split(","))
+        ink = (0, 0, 0) if colour == "#000" else (255, 255, 255)
+        assert contrast(background, ink) >= 4.5, (value, colour)

@@ -482,3 +482,33 @@ def test_minilm_default_pair_drifts_apart_with_depth() -> None:
     assert control.cos[-1] > d.cos[-1] + 0.1
     story = " ".join(C.drift_story(ta, tb, d))
     assert "token 2 in both sentences" in story and "both directions" in story
+
+
+def test_projection_legend_is_bounded_and_hover_keeps_each_class() -> None:
+    """37 classes: the legend has MAX_LEGEND entries (the largest classes, then "n other classes" in grey), and the
+    hover of a point in the grey group still names its own class."""
+    from explorer.viz.theme import NORMAL
+    from explorer.viz.word_embeddings import MAX_LEGEND, NO_CLASS, OTHER_COLOUR, projection_background
+
+    classes = [f"class{i:02d}" for i in range(37) for _ in range(37 - i)] + [None] * 5
+    words = [f"w{i}" for i in range(len(classes))]
+    fig = projection_background(words, classes, np.random.default_rng(0).normal(size=(len(words), 2)), NORMAL)
+    traces = [t.to_plotly_json() for t in fig.data]
+    names = [t["name"] for t in traces]
+    assert len(names) == MAX_LEGEND and names[-1] == NO_CLASS and names[-2] == "27 other classes"
+    assert names[:MAX_LEGEND - 2] == [f"class{i:02d}" for i in range(MAX_LEGEND - 2)]  # the largest first
+    rest = traces[-2]
+    assert rest["marker"]["color"] == OTHER_COLOUR and len(rest["text"]) == sum(37 - i for i in range(10, 37))
+    assert {row[1] for row in rest["customdata"]} == {f"class{i:02d}" for i in range(10, 37)}
+    assert "class: %{customdata[1]}" in rest["hovertemplate"]
+    assert len({t["marker"]["color"] for t in traces[:MAX_LEGEND - 2]}) == MAX_LEGEND - 2  # a colour each
+
+
+def test_labels_of_close_typed_words_take_different_sides() -> None:
+    """"king" and "queen" land side by side: their labels go on different sides; a far word keeps the top."""
+    from explorer.viz.word_embeddings import label_positions
+
+    coords = np.array([[0.0, 0.0], [0.01, 0.0], [0.02, 0.01], [1.0, 1.0]])
+    sides = label_positions(coords)
+    assert sides[0] == "top center" and len(set(sides[:3])) == 3 and sides[3] == "top center"
+    assert label_positions(np.zeros((0, 2))) == []

@@ -1,6 +1,8 @@
 """Shared widgets: the sentence input (key `text`), the model picker (key `model`), page furniture."""
 from __future__ import annotations
 
+import re
+
 from typing import Any, Callable, Iterable, Sequence
 
 import streamlit as st
@@ -145,7 +147,8 @@ def model_picker(families: Iterable[str] | None, default: str, label: str = "Mod
     """
     allowed = set(families) if families is not None else None
     entries = [e for e in session_catalogue() if allowed is None or e.family in allowed or e.family == ""]
-    labels = {e.id: e.label for e in entries}
+    # projector mode: the name without its origin ("(packaged)", "(built-in)"), so that the large font shows it whole
+    labels = {e.id: re.sub(r" \([^()]*\)$", "", e.label) if settings.projector() else e.label for e in entries}
     options = [e.id for e in entries] + [x for x in extra if x not in labels]
     if none_label is not None:
         options.insert(0, "none")

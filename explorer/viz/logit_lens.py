@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.viz.theme import Theme, figure
+from explorer.viz.theme import Theme, figure, ink
 from explorer.viz.tokens import chart_labels, ticks
 
 
@@ -33,6 +33,16 @@ def grid_rows(n_layers: int, selected: int | None = None, most: int = MAIN_ROWS)
     return sorted(r for r in rows if 0 <= r < n_layers)
 
 
+def cell_text(text: list[list[str]], z: np.ndarray, y: list[str], colorscale: str, size: int) -> dict:
+    """A text-only trace over a heatmap of values in [0, 1] (L, T): each cell's text in black or white by the
+    luminance of its own colour (a heatmap's texttemplate draws every cell in one colour: grey on grey)."""
+    cells = [(t, row, text[i][t], ink(colorscale, float(z[i, t]))) for i, row in enumerate(y)
+             for t in range(len(text[i]))]
+    return {"type": "scatter", "mode": "text", "x": [c[0] for c in cells], "y": [c[1] for c in cells],
+            "text": [c[2] for c in cells], "textfont": {"size": size, "color": [c[3] for c in cells]},
+            "hoverinfo": "skip", "showlegend": False}
+
+
 def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
               rows: list[int] | None = None) -> go.Figure:
     """Rows: layers (last on top, named "layer l": the output of block l, from 0; `rows`: the layers to show,
@@ -48,13 +58,15 @@ def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
                             inputs[t])
     text = [chart_labels(trace.top_tokens[layer]) for layer in rows]
     every = len(rows) < trace.top_probs.shape[0]
-    data = [{"type": "heatmap", "z": trace.top_probs[rows], "text": text, "texttemplate": "%{text}",
-             "textfont": {"size": max(9, theme.font_size - 3)}, "customdata": custom, "zmin": 0.0, "zmax": 1.0,
+    names = [trace.layers[layer] for layer in rows]
+    z = trace.top_probs[rows]
+    data = [{"type": "heatmap", "z": z, "text": text, "customdata": custom, "zmin": 0.0, "zmax": 1.0,
              "colorscale": theme.sequential, "colorbar": {"title": {"text": "p(top)"}},
              "hovertemplate": "after %{y}, at “%{customdata[3]}”<br>top next token: <b>%{text}</b> p = %{z:.4f}"
                               "<br>the model's prediction “%{customdata[0]}”: rank %{customdata[1]}, "
                               "p = %{customdata[2]:.4f}<extra></extra>",
-             "x": list(range(T)), "y": [trace.layers[layer] for layer in rows]}]
+             "x": list(range(T)), "y": names},
+            cell_text(text, z, names, theme.sequential, max(9, theme.font_size - 3))]
     title = "Logit lens: each layer's most probable next token" + \
         (f" ({L} of {trace.top_probs.shape[0]} layers)" if every else "")
     layout = {"title": {"text": title},

@@ -14,7 +14,7 @@ from plotly.colors import sample_colorscale
 
 from explorer.probes.lstm_gates import LABELS, CellTerms, Comparison, GateTrace
 from explorer.text.escape import md
-from explorer.viz.theme import NORMAL, Theme, figure
+from explorer.viz.theme import NORMAL, Theme, figure, ink
 
 BOUNDED01 = {"i", "f", "o", "r", "z"}
 
@@ -104,8 +104,7 @@ def _mix(value: float, lo: float, hi: float, colorscale: str) -> tuple[str, str]
         return "rgba(255,255,255,0)", "inherit"
     s = float(np.clip((value - lo) / (hi - lo), 0.0, 1.0))
     r, g, b = (int(float(c)) for c in sample_colorscale(colorscale, [s])[0][4:-1].split(","))
-    text = "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
-    return f"rgb({r},{g},{b})", text
+    return f"rgb({r},{g},{b})", ink(colorscale, s)
 
 
 def colored_tokens_html(tokens: Sequence[str], values: np.ndarray, lo: float = -1.0, hi: float = 1.0,

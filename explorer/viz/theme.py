@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 import plotly.io as pio
 from _plotly_utils.basevalidators import ColorscaleValidator
 
@@ -201,3 +202,19 @@ def export_config(theme: Theme, filename: str = "explorer", fmt: str = "png") ->
         },
         "modeBarButtonsToRemove": ["lasso2d", "select2d"],
     }
+
+
+def contrast(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours (0-255 channels): 1 (same) to 21 (black on white)."""
+    def luminance(rgb: tuple[float, float, float]) -> float:
+        lin = [c / 255 / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def ink(colorscale: str, value: float) -> str:
+    """Black or white, whichever has the higher contrast on the colour of `value` (0…1) on `colorscale` (at least
+    4.58:1 on any colour, WCAG's 4.5:1 for text)."""
+    r, g, b = (float(c) for c in sample_colorscale(colorscale, [min(1.0, max(0.0, value))])[0][4:-1].split(","))
+    return "#000" if contrast((r, g, b), (0, 0, 0)) >= contrast((r, g, b), (255, 255, 255)) else "#fff"

@@ -34,6 +34,25 @@ def class_colours(classes: Sequence[str], theme: Theme) -> dict[str, str]:
             | {NO_CLASS: "#9e9e9e"})
 
 
+MAX_LEGEND = 12  # legend entries of a projection: the largest classes, then one entry for the rest
+OTHER_COLOUR = "#b0b0b0"
+
+
+def legend_classes(classes: Sequence[str]) -> tuple[dict[str, str], str | None]:
+    """(class -> its legend entry, the name of the "rest" entry or None): each of the MAX_LEGEND - 1 largest classes
+    (NO_CLASS counts as one) is its own entry, and the rest share one grey "n other classes" entry (a point's hover
+    still names its class). Every class is its own entry when they fit."""
+    counts: dict[str, int] = {}
+    for c in classes:
+        counts[c] = counts.get(c, 0) + 1
+    if len(counts) <= MAX_LEGEND:
+        return {c: c for c in counts}, None
+    named = [c for c in counts if c != NO_CLASS]
+    keep = set(sorted(named, key=lambda c: (-counts[c], c))[:MAX_LEGEND - 1 - (NO_CLASS in counts)])
+    other = f"{len(named) - len(keep)} other classes"
+    return {c: c if c in keep or c == NO_CLASS else other for c in counts}, other
+
+
 def _scatter(dims: int, coords: np.ndarray, **kwargs) -> dict:
     """A scattergl (2-D) or scatter3d trace dict; coords (n, dims)."""
     if dims == 3:
@@ -52,21 +71,24 @@ def projection_background(words: Sequence[str], classes: Sequence[str | None], c
     dims = coords.shape[1]
     cls = np.array([c or NO_CLASS for c in classes], dtype=object)
     words_arr = np.array([plotly_text(w) for w in words], dtype=object)
-    groups = sorted(set(cls), key=lambda c: (c == NO_CLASS, c)) if colour_by_class else [None]
-    colours = class_colours(list(cls), theme)
+    shown, other = legend_classes(list(cls)) if colour_by_class else ({}, None)
+    legend = np.array([shown.get(c, c) for c in cls], dtype=object)  # the class, or "n other classes"
+    groups = sorted(set(legend), key=lambda c: (c == NO_CLASS, c == other, c)) if colour_by_class else [None]
+    colours = class_colours(sorted(set(legend) - {other}), theme) | ({other: OTHER_COLOUR} if other else {})
     small = max(2, theme.marker_size // 2 - (1 if len(words) > 5000 else 0))
     rank = np.asarray(ranks) if ranks is not None else np.arange(1, len(words) + 1)
     traces = []
     for group in groups:
-        mask = cls == group if group is not None else np.ones(len(cls), dtype=bool)
+        mask = legend == group if group is not None else np.ones(len(cls), dtype=bool)
         if not mask.any():
             continue
         name = group if group is not None else "vocabulary"
-        colour = colours.get(group, "#7f7f7f") if group is not None else theme.categorical[4]
-        hover = "<b>%{text}</b><br>" + (f"class: {name}<br>" if group is not None else "") + \
-            f"{rank_label}: %{{customdata:,}}<extra></extra>"
+        colour = colours.get(group, OTHER_COLOUR) if group is not None else theme.categorical[4]
+        hover = "<b>%{text}</b><br>" + ("class: %{customdata[1]}<br>" if group is not None else "") + \
+            f"{rank_label}: %{{customdata[0]:,}}<extra></extra>"
+        custom = np.stack([rank[mask].astype(object), cls[mask]], axis=1)
         traces.append(_scatter(dims, coords[mask], mode="markers", name=name, text=words_arr[mask].tolist(),
-                               customdata=rank[mask], hovertemplate=hover,
+                               customdata=custom, hovertemplate=hover,
                                marker={"size": small if dims == 2 else max(2, small - 1), "color": colour,
                                        "opacity": 0.35 if group == NO_CLASS else 0.8}))
     names = list(axis_names)
@@ -77,6 +99,24 @@ def projection_background(words: Sequence[str], classes: Sequence[str | None], c
         layout["xaxis"] = {"title": {"text": names[0]}}
         layout["yaxis"] = {"title": {"text": names[1]}}
     return figure(traces, layout)
+
+
+LABEL_SIDES = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom left")
+
+
+def label_positions(coords: np.ndarray, near: float = 0.06) -> list[str]:
+    """A text position for each point's label (coords (n, 2 or 3)) so that labels of close points do not overprint:
+    each point, in order, takes the first side of LABEL_SIDES that no earlier point within `near` of the coordinate
+    range (on the first two axes) has taken; e.g. "king" above and "queen", just beside it, below."""
+    xy = np.asarray(coords, dtype=np.float64)[:, :2]
+    span = np.ptp(xy, axis=0) if len(xy) else np.ones(2)
+    span[span == 0] = 1.0
+    unit = xy / span
+    sides: list[str] = []
+    for i in range(len(unit)):
+        taken = {sides[j] for j in range(i) if np.abs(unit[j] - unit[i]).max() < near}
+        sides.append(next((s for s in LABEL_SIDES if s not in taken), LABEL_SIDES[i % len(LABEL_SIDES)]))
+    return sides
 
 
 def typed_overlay(typed: Sequence[Point], dims: int, theme: Theme) -> go.Figure:
@@ -90,7 +130,7 @@ def typed_overlay(typed: Sequence[Point], dims: int, theme: Theme) -> go.Figure:
             continue
         xyz = np.array([p.coords for p in pts], dtype=np.float32)
         traces.append(_scatter(dims, xyz, mode="markers+text", name=label, text=[plotly_text(p.label) for p in pts],
-                               textposition="top center", hovertemplate="<b>%{text}</b> (typed, " + placed + ")"
+                               textposition=label_positions(xyz), hovertemplate="<b>%{text}</b> (typed, " + placed + ")"
                                + "<extra></extra>",
                                textfont={"size": theme.font_size + 2},
                                marker={"size": theme.marker_size + 5, "color": "#d62728", "symbol": symbol,
