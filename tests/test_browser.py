@@ -308,6 +308,49 @@ def test_each_lesson_step_opens_at_the_top_of_its_view(browser, server) -> None:
         context.close()
 
 
+PROJECTOR_PAGES = ("seq2seq", "logit-lens?model=pretrained:smollm2", "decoding-strategies?model=pretrained:smollm2",
+                   "self-attention?mode=steps", "word-embeddings",
+                   "logit-lens?lesson=05-real-language-model&lesson_step=1&model=pretrained:smollm2")  # beside a panel
+TRUNCATED_SELECTS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stSelectbox"] input')]
+    .filter(i => i.scrollWidth > i.clientWidth + 1).map(i => i.value)"""
+TEXT_SIZES = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"] td')]
+    .map(td => parseFloat(getComputedStyle(td).fontSize))"""
+TABLE_ZOOM = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')]
+    .map(d => parseFloat(getComputedStyle(d).zoom))"""
+
+
+def test_projector_mode_is_legible_at_1280x800(browser, server) -> None:
+    """Projector mode on a 1280×800 projector: the sidebar is collapsed, no choice in a select box is cut off (model
+    names included), Markdown table cells are at least 18 px and data tables are scaled to the same size (their
+    13 px canvas × 1.35), and the word-embedding legend has at most MAX_LEGEND entries."""
+    from explorer.viz.word_embeddings import MAX_LEGEND
+
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    problems, cells, tables = [], [], []
+    try:
+        for path in PROJECTOR_PAGES:
+            page.goto(f"{server}/{path}{'&' if '?' in path else '?'}projector=1")
+            page.locator(MAIN_CHART).first.wait_for(timeout=120_000)
+            wait_for_app(page, settle_ms=500)
+            if page.locator('[data-testid="stSidebar"][aria-expanded="true"]').count():
+                problems.append(f"{path}: the sidebar is open")
+            cut = page.evaluate(TRUNCATED_SELECTS)
+            if cut:
+                problems.append(f"{path}: cut off in their box: {cut}")
+            cells += page.evaluate(TEXT_SIZES)
+            tables += page.evaluate(TABLE_ZOOM)
+            if path == "word-embeddings":
+                entries = page.locator('[data-testid="stMain"] .legend .traces').count()
+                if not 0 < entries <= MAX_LEGEND + 2:  # the classes, and the typed words' one or two entries
+                    problems.append(f"{path}: {entries} legend entries")
+    finally:
+        context.close()
+    assert cells and min(cells) >= 18, cells
+    assert tables and min(tables) >= 1.35, tables
+    assert not problems, "\n".join(problems)
+
+
 def test_projector_mode_enlarges_the_live_sentence_box(browser, server) -> None:
     """The live input draws in its own shadow DOM with fixed pixel sizes, out of reach of the projector CSS's font
     rules: projector mode scales it like the other inputs (its text box at least 1.3× as tall)."""

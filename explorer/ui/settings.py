@@ -32,6 +32,8 @@ PROJECTOR_CSS = """
 [data-testid="stWidgetLabel"] p, [data-testid="stCaptionContainer"] { font-size: 1.25rem !important; }
 [data-testid="stSidebar"] [data-testid="stMarkdownContainer"] p { font-size: 1.15rem; }
 input, textarea, [data-baseweb="select"] div { font-size: 1.25rem !important; }
+/* model names are long ("SmolLM2-135M-Instruct"): 18 px, so that they fit their box beside a lesson panel too */
+.st-key-model input, .st-key-model2 input { font-size: 1.15rem !important; }
 /* tables: Markdown ones and st.dataframe (drawn on a canvas with fixed pixel sizes: scaled, like the live input) */
 [data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th { font-size: 1.2rem; }
 [data-testid="stMarkdownContainer"] td code { font-size: 1.1rem; }
