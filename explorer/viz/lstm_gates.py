@@ -10,11 +10,10 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
 
 from explorer.probes.lstm_gates import LABELS, CellTerms, Comparison, GateTrace
 from explorer.text.escape import md
-from explorer.viz.theme import NORMAL, Theme, figure, ink
+from explorer.viz.theme import NORMAL, Theme, figure, ink_on, scale_rgb
 
 BOUNDED01 = {"i", "f", "o", "r", "z"}
 
@@ -103,8 +102,8 @@ def _mix(value: float, lo: float, hi: float, colorscale: str) -> tuple[str, str]
     if hi <= lo:
         return "rgba(255,255,255,0)", "inherit"
     s = float(np.clip((value - lo) / (hi - lo), 0.0, 1.0))
-    r, g, b = (int(float(c)) for c in sample_colorscale(colorscale, [s])[0][4:-1].split(","))
-    return f"rgb({r},{g},{b})", ink(colorscale, s)
+    rgb = scale_rgb(colorscale, s)
+    return "rgb({},{},{})".format(*(int(c) for c in rgb)), ink_on(rgb)
 
 
 def colored_tokens_html(tokens: Sequence[str], values: np.ndarray, lo: float = -1.0, hi: float = 1.0,

@@ -213,8 +213,17 @@ def contrast(a: tuple[float, float, float], b: tuple[float, float, float]) -> fl
     return (hi + 0.05) / (lo + 0.05)
 
 
-def ink(colorscale: str, value: float) -> str:
-    """Black or white, whichever has the higher contrast on the colour of `value` (0…1) on `colorscale` (at least
-    4.58:1 on any colour, WCAG's 4.5:1 for text)."""
+def scale_rgb(colorscale: str, value: float) -> tuple[float, float, float]:
+    """The (r, g, b) colour (0-255) of `value` (0…1, clipped) on `colorscale`."""
     r, g, b = (float(c) for c in sample_colorscale(colorscale, [min(1.0, max(0.0, value))])[0][4:-1].split(","))
-    return "#000" if contrast((r, g, b), (0, 0, 0)) >= contrast((r, g, b), (255, 255, 255)) else "#fff"
+    return r, g, b
+
+
+def ink_on(rgb: tuple[float, float, float]) -> str:
+    """Black or white, whichever has the higher contrast on `rgb` (at least 4.58:1 on any colour, WCAG's 4.5:1)."""
+    return "#000" if contrast(rgb, (0, 0, 0)) >= contrast(rgb, (255, 255, 255)) else "#fff"
+
+
+def ink(colorscale: str, value: float) -> str:
+    """Black or white, whichever reads on the colour of `value` (0…1) on `colorscale`."""
+    return ink_on(scale_rgb(colorscale, value))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -42,9 +43,7 @@ def legend_classes(classes: Sequence[str]) -> tuple[dict[str, str], str | None]:
     """(class -> its legend entry, the name of the "rest" entry or None): each of the MAX_LEGEND - 1 largest classes
     (NO_CLASS counts as one) is its own entry, and the rest share one grey "n other classes" entry (a point's hover
     still names its class). Every class is its own entry when they fit."""
-    counts: dict[str, int] = {}
-    for c in classes:
-        counts[c] = counts.get(c, 0) + 1
+    counts = Counter(classes)
     if len(counts) <= MAX_LEGEND:
         return {c: c for c in counts}, None
     named = [c for c in counts if c != NO_CLASS]
