@@ -182,7 +182,9 @@ if proj is not None:
            "for " if proj.shipped else "Fitted once on ")
     st.caption(f"{TABLE_LINE} {how}the {shown} with {what}: a map of the vectors, not the vectors themselves; "
                "typing only places the typed words. "
-               + ("Colours: the built-in corpus's word classes (grey: no class)." if has_classes else ""))
+               + (f"Colours: the built-in corpus's word classes (grey: no class; at most {V.MAX_LEGEND} legend "
+                  "entries, so beyond them the smaller classes share one light grey entry, and a point's hover names "
+                  "its class)." if has_classes else ""))
     read = [loc for loc in found if table.scheme != "plain" or loc.how != "exact"]
     if read:  # which entry each typed word is (subword vocabularies: the word as read inside a sentence)
         st.caption("The typed words are read as the model reads them: " + " · ".join(
