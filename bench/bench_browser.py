@@ -129,7 +129,7 @@ async def typing(samples: int, new_sentences: bool = False, views: list[tuple[st
                 try:
                     for i in range(samples + 1):  # the first sentence warms the view up and is not counted
                         noun = NOUNS[(k * 7 + i) % len(NOUNS)]
-                        box = page.locator("input.stkeyup__input").first
+                        box = page.locator("textarea.sentence-box__input").first
                         await box.click()
                         await box.press("Control+a")
                         sentence = NEW_TEMPLATE.format(NOUNS[(k * 7 + i + 10) % len(NOUNS)], noun) if new_sentences \

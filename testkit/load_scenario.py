@@ -230,7 +230,7 @@ async def page_errors(page) -> list[str]:
 
 
 async def _type_and_time(page, noun: str, timeout_s: float) -> float:
-    box = page.locator("input.stkeyup__input")  # streamlit-keyup's live input (the main sentence, key `text`)
+    box = page.locator("textarea.sentence-box__input")  # the live sentence box (explorer.ui.sentence_box, key `text`)
     await box.click()
     await box.press("Control+a")
     await box.press_sequentially(TEMPLATE.format(noun=noun), delay=TYPING_DELAY_MS)

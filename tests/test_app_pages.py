@@ -79,7 +79,7 @@ def test_models_page_refuses_hostile_pt_upload(tmp_path) -> None:
 
 
 def test_reruns_without_a_new_sentence_do_not_rerun_the_model() -> None:
-    """Live typing reruns the page often (and the keyup component adds one rerun when it adopts a value):
+    """Live typing reruns the page often (each pause, Enter, a click away from the box):
     every rerun whose inputs did not change must be served from the cache, with no model run."""
     from explorer.ui import cache
 

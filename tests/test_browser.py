@@ -109,7 +109,7 @@ def test_each_views_main_chart_is_in_the_first_screen(browser, server, size: tup
             top, bottom = box["y"], box["y"] + box["height"]
             if not (0 <= top and first_screen(box, height) and box["x"] + box["width"] <= width):
                 problems.append(f"{view.url_path}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {height}")
-            sentence = page.locator(".st-key-_st_keyup_text, .st-key-text")
+            sentence = page.locator(".st-key-_box_text, .st-key-text")
             if sentence.count():
                 s = sentence.first.bounding_box()
                 if s["y"] + s["height"] > top:
@@ -351,20 +351,33 @@ def test_projector_mode_is_legible_at_1280x800(browser, server) -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_projector_mode_enlarges_the_live_sentence_box(browser, server) -> None:
-    """The live input draws in its own shadow DOM with fixed pixel sizes, out of reach of the projector CSS's font
-    rules: projector mode scales it like the other inputs (its text box at least 1.3× as tall)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1200})
+def test_the_live_sentence_box_wraps_a_long_sentence_at_projector_sizes(browser, server) -> None:
+    """The live sentence box (explorer.ui.sentence_box) in projector mode: its text at the other inputs' 20 px
+    (1.25× the normal box's), and a long sentence wrapped onto lines, all of it in view (a one-line input scrolled
+    it out of sight); typing into it reruns the view on the typed sentence."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
-    heights = {}
+    sizes, long = {}, ("the quick brown fox jumps over the lazy dog while the children of the village watch from "
+                       "the old stone bridge")
     try:
         for mode, query in (("normal", ""), ("projector", "?projector=1")):
             page.goto(f"{server}/lstm-gates{query}")
             wait_for_app(page)
-            box = page.locator("input.stkeyup__input").first
+            box = page.locator("textarea.sentence-box__input").first
             box.wait_for(timeout=60_000)
-            heights[mode] = box.bounding_box()["height"]
-        assert heights["projector"] >= 1.3 * heights["normal"], heights
+            sizes[mode] = box.evaluate("b => parseFloat(getComputedStyle(b).fontSize)")
+        assert sizes["projector"] >= 18 and sizes["projector"] >= 1.2 * sizes["normal"], sizes
+        one_line = box.bounding_box()["height"]
+        box.fill(long)
+        box.press("Enter")
+        wait_for_app(page)
+        box = page.locator("textarea.sentence-box__input").first
+        assert box.input_value() == long  # Enter sent it and added no line break
+        shown = box.evaluate("b => ({client: b.clientHeight, scroll: b.scrollHeight, width: b.clientWidth})")
+        assert shown["scroll"] <= shown["client"] + 1, shown  # all of it in view: nothing scrolled away
+        assert box.bounding_box()["height"] >= 1.5 * one_line, (box.bounding_box(), one_line)  # wrapped: 2+ lines
+        page.screenshot(path=str(SHOTS / "sentence-box-projector-1280x800.png"))
+        assert "children+of+the+village" in page.url or "children%20of%20the%20village" in page.url, page.url
     finally:
         context.close()
 

@@ -314,7 +314,7 @@ def test_streamlit_runs_under_the_policy_in_a_browser(proxied) -> None:
             assert page.locator('[data-testid="stException"]').count() == 0, path
             assert page.locator(".js-plotly-plot").count() >= charts, path
             if box:
-                assert page.locator(".st-key-_st_keyup_text input").count() == 1, path  # the live sentence box
+                assert page.locator(".st-key-_box_text textarea").count() == 1, path  # the live sentence box
         icon = page.evaluate("[...document.querySelectorAll('link[rel*=icon]')].map(l => l.href)")
         browser.close()
     assert elsewhere == [], elsewhere

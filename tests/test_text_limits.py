@@ -19,9 +19,9 @@ def _messages(at) -> list[str]:
 
 
 def test_a_sentence_over_the_limit_from_the_live_input_is_not_read(monkeypatch) -> None:
-    """The live input (streamlit-keyup, the app's default) copies what the client sent into st.session_state["text"]
-    in its change callback, without max_chars: a websocket client sent 10 MB that way (the plain st.text_input cuts
-    its value at max_chars itself). The test puts the value where that callback does."""
+    """The live sentence box (explorer.ui.sentence_box, the app's default) copies what the client sent into
+    st.session_state["text"] in its change callback, without max_chars: a websocket client sent 10 MB that way (the
+    plain st.text_input cuts its value at max_chars itself). The test puts the value where that callback does."""
     monkeypatch.setenv("EXPLORER_LIVE_INPUT", "1")
     at = run_page(LSTM, {"model": "builtin:lstm-lm", "text": "the dog runs"})
     assert_no_exception(at)

@@ -34,14 +34,14 @@ PROJECTOR_CSS = """
 input, textarea, [data-baseweb="select"] div { font-size: 1.25rem !important; }
 /* model names are long ("SmolLM2-135M-Instruct"): 18 px, so that they fit their box beside a lesson panel too */
 .st-key-model input, .st-key-model2 input { font-size: 1.15rem !important; }
-/* tables: Markdown ones and st.dataframe (drawn on a canvas with fixed pixel sizes: scaled, like the live input) */
+/* tables: Markdown ones and st.dataframe (drawn on a canvas with fixed pixel sizes: scaled) */
 [data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th { font-size: 1.2rem; }
 [data-testid="stMarkdownContainer"] td code { font-size: 1.1rem; }
 [data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.35; }
 /* the lesson panel beside a lesson step's view: a narrow column, 18 px text */
 .st-key-lesson_bar [data-testid="stMarkdownContainer"] p { font-size: 1.15rem; }
-/* the live sentence input (streamlit-keyup) draws in its own shadow DOM with fixed pixel sizes: scale it */
-.st-key-_st_keyup_text [data-testid="stBidiComponentIsolated"] { zoom: 1.35; }
+/* the live sentence box (explorer.ui.sentence_box; its text area takes the input rule above): its label */
+.sentence-box__label { font-size: 1.25rem !important; }
 </style>
 """
 

@@ -14,6 +14,7 @@ from explorer.runtime.device import is_large
 from explorer.text.escape import md, md_message
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, session_catalogue
+from explorer.ui.sentence_box import forget, sentence_box
 
 MAX_CHARS = state.MAX_CHARS
 MULTILINE_HELP = "Enter starts a new line; Ctrl+Enter (or clicking away) updates the view."
@@ -31,8 +32,8 @@ def reads_on_enter(view: Any, loaded: Loaded) -> bool:
 def forget_sentence_input() -> None:
     """Drop the sentence input's memory (the live input's last text, the preset choice, the text carried between
     views), so that the next view seeds it from `text` in the session or the URL."""
-    for key in ("_text", "_st_keyup_text"):
-        st.session_state.pop(key, None)
+    st.session_state.pop("_text", None)
+    forget("text")
     st.session_state["_text_rev"] = st.session_state.get("_text_rev", 0) + 1
 
 
@@ -76,11 +77,12 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
                    help: str | None = None, on_enter: bool = False) -> str:
     """The main sentence input: widget key `text`, seeded from ?text=, written back to the URL.
 
-    Live (debounced) updates with streamlit-keyup when "Update while typing" is on, else st.text_input; a text area
-    when the sentence has a line break or "Sentence on several lines" is on (a one-line box drops line breaks). The
-    text is returned as typed: the model reads it that way. on_enter: the view computes for seconds on this model
-    (`reads_on_enter`), so the box is read when Enter is pressed (or it loses focus), never on a typing pause: a
-    half-typed sentence starts no run.
+    The wrapping sentence box (explorer.ui.sentence_box: the whole sentence in view) read 350 ms after the last key
+    while "Update while typing" is on, else on Enter; st.text_input where the live box is off (EXPLORER_LIVE_INPUT=0);
+    a text area when the sentence has a line break or "Sentence on several lines" is on (a one-line box drops line
+    breaks). The text is returned as typed: the model reads it that way. on_enter: the view computes for seconds on
+    this model (`reads_on_enter`), so the box is read when Enter is pressed (or it loses focus), never on a typing
+    pause: a half-typed sentence starts no run.
     Presets: the "Examples" popover beside the box. Returns the current text (may be empty: the view must say what to
     do).
     """
@@ -101,22 +103,20 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     if st.session_state.get("_text_box", kind) != kind:  # another kind of box: it starts from the sentence read last
         current = st.session_state.get("text")
         st.session_state["text"] = current if current is not None else st.session_state.get("_text", default)
+        forget("text")  # the live box shows that sentence, not the one it last sent
     st.session_state["_text_box"] = kind
     if multiline:
         # a one-line box would drop the line breaks: the model reads the text as typed, line breaks included
         value = box.text_area(label, key="text", max_chars=MAX_CHARS, help=help or MULTILINE_HELP)
+    elif settings.live_default():
+        live = st.session_state.get("live", True) and not on_enter
+        with box:
+            value = sentence_box(label if live else f"{label} (Enter to run)", st.session_state["text"], "text",
+                                 MAX_CHARS, mode="pause" if live else "enter", placeholder="Type a sentence…",
+                                 help=help if live else (help + " " if help else "") + ON_ENTER_HELP)
     elif on_enter:
         value = box.text_input(f"{label} (Enter to run)", key="text", max_chars=MAX_CHARS,
                                help=(help + " " if help else "") + ON_ENTER_HELP)
-    elif settings.live_default() and st.session_state.get("live", True):
-        try:
-            from st_keyup import st_keyup
-
-            with box:
-                value = st_keyup(label, value=st.session_state["text"], key="text", debounce=350,
-                                 max_chars=MAX_CHARS, placeholder="Type a sentence…")
-        except Exception:  # component unavailable: fall back to the plain input
-            value = None
     if value is None:
         value = box.text_input(label, key="text", max_chars=MAX_CHARS, help=help)
     value = state.checked_text(value, MAX_CHARS, md(label))  # over the limit: a message, and the page stops
