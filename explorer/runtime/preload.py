@@ -9,7 +9,8 @@ run imports them all while every other run waits on this one module's lock, hold
 own such module (explorer.runtime.hf_runtime), imported when a view first needs it.
 
 Then the heap these imports leave (with Streamlit's, imported before) is frozen out of the garbage collector
-(explorer.runtime.heap): full collections stop walking ~260,000 objects that live as long as the process.
+(explorer.runtime.heap): full collections stop walking ~260,000 objects that live as long as the process; and the
+threads of the sessions' scripts hand the interpreter to one another every millisecond (explorer.runtime.threads).
 """
 import narwhals
 import numpy
@@ -20,8 +21,9 @@ import pyarrow
 import scipy.sparse.linalg
 import torch
 
-from explorer.runtime import heap
+from explorer.runtime import heap, threads
 
 __all__ = ["narwhals", "numpy", "pandas", "plotly", "pyarrow", "scipy", "torch"]
 
 heap.freeze()
+threads.share_interpreter()
