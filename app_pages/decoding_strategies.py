@@ -6,7 +6,7 @@ from explorer.adapters.generation import LABELS, Strategy
 from explorer.text.escape import md, md_message
 from explorer.probes import decoding_strategies as D
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import get_model, probe, probe_with_progress
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, reads_on_enter, top_row, what_to_notice
@@ -82,7 +82,19 @@ strategies = tuple(
              min_new_tokens=min_new)
     for kind in chosen
 )
-run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "")
+
+
+LEAD = "" if loaded.adapter.is_encoder_decoder or chat else "…"  # a decoder's columns continue the prompt
+
+
+def so_far(shown: tuple[tuple[str, str], ...]) -> None:
+    """Each strategy's text as it is generated (its first sample, or its best running beam), in its column."""
+    for col, (label, generated) in zip(st.columns(len(shown)), shown):
+        col.markdown(f"**{md(label)}**\n\n{md(LEAD + generated)} ▌")
+
+
+run = probe_with_progress(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat,
+                          system if chat else "", partial=so_far)
 OWN = Origin("model", f"{md(model_id)}'s own log-probabilities (T = 1, whatever the strategy sampled from; seed "
                       f"{seed}).")
 # -------------------------------------------------------------------------------------------- columns

@@ -11,6 +11,7 @@ and each view's rerun against the bare computation it shows (medians of N runs).
    final norm and output layer on every layer; decoding (the four default strategies × 30 new tokens, the large
    model's 3 samples): model.generate for each (same settings); token attribution: the probe called directly
    (integrated gradients with the view's default rule); positional (rotary panel): the probe called directly.
+   Then the decoding view's defaults in one loop (decode_all) against model.generate for each strategy in turn.
 4. Integrated gradients against Captum: the probe (the view's default completeness, the prediction) against
    Captum's IntegratedGradients computing the same rule (Gauss–Legendre on each of the probe's final intervals, the
    same points) on the same embeddings, and against Captum's one-interval Gauss–Legendre with as many gradient
@@ -142,9 +143,46 @@ def main() -> None:
         _, script_ms = median_script_ms(change, runs)
         assert not at.exception, [e.value for e in at.exception]
         print(f"| {title} | {what} | {bare_ms:.0f} | {script_ms:.0f} | {script_ms / bare_ms:.2f}× |")
+    if not only or "decoding" in only:
+        one_loop_table(loaded, runs)
     if not only or "captum" in only:
         captum_table(loaded, runs)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}")
+
+
+def one_loop_table(loaded, runs: int) -> None:
+    """The decoding view's defaults on the large model (greedy, top-k, top-p, beam-4; 3 samples; 20 new tokens):
+    every strategy in one loop (decode_all) against model.generate for each strategy and its samples in turn."""
+    import torch
+
+    from explorer.adapters.generation import Strategy
+    from explorer.probes import decoding_strategies as D
+    from testkit.hf_reference import generation_config
+
+    sized = D.first_open(loaded)
+    kinds = ("greedy", "top-k", "top-p", "beam")
+    strategies = tuple(Strategy(k) for k in kinds)
+    tok, model, adapter = loaded.tokenizer, loaded.model, loaded.adapter
+
+    def one_loop(s: str) -> None:
+        D.decode_all(loaded, s, strategies, 0, sized["max_new"], sized["n"])
+
+    def in_turn(s: str) -> None:
+        x = tok(s, return_tensors="pt").input_ids
+        for strategy in strategies:
+            cfg = generation_config(adapter, strategy, sized["max_new"], n=sized["n"] if strategy.do_sample else 1)
+            torch.manual_seed(0)
+            with torch.inference_mode():
+                model.generate(input_ids=x, attention_mask=torch.ones_like(x), generation_config=cfg)
+
+    one_loop(sentence(0))
+    together_ms = median_ms(lambda i: one_loop(sentence(300 + i)), runs)
+    turn_ms = median_ms(lambda i: in_turn(sentence(300 + i)), runs)
+    print(f"\n| decoding at the view's defaults ({', '.join(kinds)}; {sized['n']} samples; {sized['max_new']} new "
+          "tokens) | ms |\n|---|---:|")
+    print(f"| model.generate for each strategy and its samples in turn | {turn_ms:.0f} |")
+    print(f"| every strategy in one loop (decode_all) | {together_ms:.0f} |")
+    print(f"| one loop ÷ in turn | {together_ms / turn_ms:.2f}× |")
 
 
 def captum_table(loaded, runs: int) -> None:

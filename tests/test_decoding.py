@@ -546,3 +546,109 @@ def test_smollm2_chat_greedy_equals_model_generate():
     raw = D.decode_all(loaded, "The capital of France is", (Strategy("greedy"),), SEED, 8)
     assert list(raw.generations[0].outputs[0].ids) == reference_generate(
         loaded.adapter, raw.prompt_ids, Strategy("greedy"), SEED, 8)[0]
+
+
+# ----------------------------------------------------------------------------- every strategy in one loop
+class _Counting:
+    """Wraps an adapter, counting its forward calls (start and step) and the rows of each."""
+
+    def __init__(self, adapter) -> None:
+        self._adapter, self.calls = adapter, []
+
+    def __getattr__(self, name):
+        return getattr(self._adapter, name)
+
+    def start(self, ids, record=False):
+        self.calls.append(("start", ids.shape[0]))
+        return self._adapter.start(ids, record)
+
+    def step(self, state, tokens, record=False):
+        self.calls.append(("step", tokens.shape[0]))
+        return self._adapter.step(state, tokens, record)
+
+
+def test_every_strategy_in_one_loop_equals_its_own_model_generate(gpt2):
+    """All of STRATEGIES at once (sampling ones with 3 samples each): one forward per step for every row, the prompt
+    read once; each strategy's rows equal model.generate run for it alone with the same seed."""
+    adapter = _Counting(gpt2.adapter)
+    ids = (5, 6, 7)
+    gens = D.generate_all(adapter, prompt_for(ids), STRATEGIES, SEED, n=3)
+    for strategy, gen in zip(STRATEGIES, gens):
+        n = 3 if strategy.do_sample else 1
+        ref = reference_generate(gpt2.adapter, ids, strategy, SEED, MAX_NEW, n)
+        assert [list(o.ids) for o in gen.outputs] == ref, strategy.label
+    rows = sum(3 if s.do_sample else (s.num_beams if s.kind == "beam" else 1) for s in STRATEGIES)
+    assert adapter.calls[0] == ("start", 1)  # the prompt read once, for every row
+    steps = [r for kind, r in adapter.calls if kind == "step"]
+    assert steps[0] == rows and len(steps) <= MAX_NEW - 1 and steps == sorted(steps, reverse=True)  # ended tracks leave
+
+
+@pytest.mark.parametrize("kind", ["t5", "bart"])
+def test_every_strategy_in_one_loop_on_an_encoder_decoder(kind):
+    loaded = _hf_seq2seq(kind)
+    adapter = loaded.adapter
+    src = (5, 6, 7, 8, adapter.eos_ids[0])
+    strategies = (Strategy("greedy"), Strategy("top-p", top_p=0.9), Strategy("beam", num_beams=3),
+                  Strategy("sample", temperature=1.5))
+    gens = D.generate_all(adapter, D.Prompt(src, adapter.decoder_start, (), (), 12), strategies, SEED, n=2)
+    for s, gen in zip(strategies, gens):
+        n = 2 if s.do_sample else 1
+        assert [list(o.ids) for o in gen.outputs] == reference_generate(adapter, src, s, SEED, 12, n), (kind, s.label)
+
+
+@needs_smollm2
+def test_the_default_decoding_view_on_smollm2_in_one_loop_equals_generate():
+    """The view's defaults on the real model (greedy, top-k, top-p, beam; 3 samples; 20 new tokens): every row equals
+    model.generate for its strategy alone."""
+    loaded = load_model("pretrained:smollm2")
+    adapter = loaded.adapter
+    defaults = D.first_open(loaded)
+    prompt = D.prepare_prompt(adapter, "The capital of France is", defaults["max_new"])
+    strategies = tuple(Strategy(k) for k in BY_PATH["decoding-strategies"].params["strategies"].default)
+    gens = D.generate_all(adapter, prompt, strategies, SEED, n=defaults["n"])
+    for s, gen in zip(strategies, gens):
+        n = defaults["n"] if s.do_sample else 1
+        ref = reference_generate(adapter, prompt.model_input, s, SEED, prompt.max_new, n)
+        assert [list(o.ids) for o in gen.outputs] == ref, s.label
+
+
+def test_a_long_prompt_is_cut_to_the_request_budget(monkeypatch):
+    """A prompt whose generation the budget prices too dear keeps its last tokens (a note names the settings); the
+    cut prompt is priced within the budget; a chat message is refused instead; a cheap prompt is left alone."""
+    from explorer.runtime import budget
+
+    loaded = load_model("builtin:tiny-gpt")
+    text = " ".join(["the dog runs near the cat"] * 10)
+    strategies = (Strategy("greedy"), Strategy("top-k"), Strategy("beam", num_beams=4))
+    whole = D.decode_all(loaded, text, strategies, SEED, max_new=10, n=3)
+    assert not [n for n in whole.notes if "EXPLORER_REQUEST" in n]
+    monkeypatch.setenv("EXPLORER_REQUEST_MB", "0.35")
+    cut = D.decode_all(loaded, text, strategies, SEED, max_new=10, n=3)
+    note = next(n for n in cut.notes if "EXPLORER_REQUEST_MB" in n)
+    kept = len(cut.prompt_ids)
+    assert f"only its last {kept} are read" in note and "for 8 rows" in note, note  # greedy 1 + top-k 3 + beam 4
+    assert 0 < kept < len(whole.prompt_ids) and cut.prompt_ids == whole.prompt_ids[-kept:]
+    shape = budget.shape_of(loaded.model)
+    assert budget.generation(shape, kept, 8, 10).within() and not budget.generation(shape, kept + 1, 8, 10).within()
+    monkeypatch.setenv("EXPLORER_REQUEST_MB", "0.01")  # not even one token fits
+    with pytest.raises(budget.RequestOverBudget, match="fewer new tokens, samples or strategies"):
+        D.decode_all(loaded, text, strategies, SEED, max_new=10, n=3)
+
+
+@needs_smollm2
+def test_a_3000_character_prompt_on_smollm2_is_cut_to_a_few_seconds():
+    """Before: 102 s of CPU for one rerun. Now the prompt keeps the tokens the budget prices within 5 s."""
+    import time
+
+    from explorer.runtime import budget
+
+    loaded = load_model("pretrained:smollm2")
+    text = ("The teacher asked the class why the small dog near the old bridge was barking at the birds. " * 34)[:3000]
+    strategies = tuple(Strategy(k) for k in ("greedy", "top-k", "top-p", "beam"))
+    start = time.process_time()
+    run = D.decode_all(loaded, text, strategies, SEED, max_new=20, n=3)
+    cpu = time.process_time() - start
+    note = next(n for n in run.notes if "EXPLORER_REQUEST_SECONDS" in n)
+    assert "only its last" in note and 50 < len(run.prompt_ids) < 600, (note, len(run.prompt_ids))
+    assert budget.generation(budget.shape_of(loaded.model), len(run.prompt_ids), 11, 20).within()
+    assert cpu < 4 * budget.request_seconds(), cpu  # priced at 5 s; generous for a loaded machine

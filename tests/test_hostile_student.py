@@ -14,9 +14,9 @@ import inspect
 import io
 import json
 import re
-import threading
+import subprocess
+import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from testkit.browser import streamlit_process
-from conftest import ROOT
+from conftest import ROOT, needs_smollm2
 from hostile import lstm_state_dict
 from testkit.load_scenario import RssSampler, cpu_seconds, tree_rss_bytes
 from testkit.st_protocol import Run, Session, query
@@ -71,30 +71,33 @@ class Attack:
 
 
 class HealthPoller:
-    """Polls /_stcore/health every 0.2 s in a thread; `seconds` holds each answer's latency."""
+    """Polls /_stcore/health every 0.2 s from a child process, as another client would (a thread of this process
+    would also time this process's own work: building and sending a 400 MB body held its interpreter lock 0.5 s);
+    `seconds` holds each answer's latency."""
+
+    CHILD = (
+        "import sys, time, urllib.request\n"
+        "while True:\n"
+        "    start = time.perf_counter()\n"
+        "    try:\n"
+        "        urllib.request.urlopen(sys.argv[1] + '/_stcore/health', timeout=120).read()\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    print(time.perf_counter() - start, flush=True)\n"
+        "    time.sleep(0.2)\n")
 
     def __init__(self, base: str) -> None:
-        self.base, self.seconds, self._stop = base, [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            start = time.perf_counter()
-            try:
-                with urllib.request.urlopen(self.base + "/_stcore/health", timeout=120) as r:
-                    r.read()
-            except OSError:
-                pass
-            self.seconds.append(time.perf_counter() - start)
-            self._stop.wait(0.2)
+        self.base, self.seconds = base, []
 
     def __enter__(self) -> HealthPoller:
-        self._thread.start()
+        self._proc = subprocess.Popen([sys.executable, "-c", self.CHILD, self.base], stdout=subprocess.PIPE,
+                                      text=True)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._proc.terminate()
+        out, _ = self._proc.communicate(timeout=30)
+        self.seconds = [float(line) for line in out.split()]
 
 
 def under_attack(server: tuple[str, Any], name: str, attack: Callable[..., Awaitable[Any]]) -> Attack:
@@ -322,6 +325,75 @@ def test_files_posted_straight_to_the_upload_endpoint_stay_within_the_budget(ser
     kept = tree_rss_bytes(server[1].pid) - out.rss_before
     FIGURES[out.name]["rss_kept_after_close_mb"] = kept // 2**20
     assert kept < 300 * 2**20, f"{kept / 2**20:.0f} MB kept after the tab closed"
+
+
+def long_sentence(n_words: int, seed: int) -> str:
+    """An everyday sentence of `n_words` words (about as many SmolLM2 tokens), different for each seed."""
+    import random
+
+    words = ("the teacher asked the class why the small dog near the old bridge was barking at the birds while "
+             "children played in the park and the rain fell on the quiet town").split()
+    rng = random.Random(seed)
+    return " ".join(rng.choice(words) for _ in range(n_words)) + " ."
+
+
+@needs_smollm2
+def test_long_sentences_on_the_real_model_stay_within_the_request_and_session_budgets(server) -> None:
+    """Self-attention on SmolLM2: four 500-word sentences, then a 1,024-word one (before: +160 MB kept per sentence,
+    the 1,024-token one 24 s of CPU and +3.3 GB at its peak, kept after the tab closed). Each is cut to what the
+    per-request budget prices within 400 MB (a note names EXPLORER_REQUEST_MB), the session keeps at most its 128 MB
+    of results, and the server stays under the replica's 2 GiB."""
+    kept: dict[str, int] = {}
+
+    async def attack(pause: asyncio.Event) -> list[Run]:
+        pause.set()  # the model loads (once per process) with the other session paused: its first use is not timed
+        s = Session(server[0], "self-attention", query(model="pretrained:smollm2", text="the cat sat ."))
+        await s.connect()
+        await s.rerun()
+        await asyncio.sleep(1)
+        kept["loaded"] = tree_rss_bytes(server[1].pid)
+        pause.clear()
+        runs = []
+        for i, n in enumerate((500, 500, 500, 500, 1024)):
+            runs.append(await s.set_text("text", long_sentence(n, i), timeout=180))
+        kept["sentences"] = tree_rss_bytes(server[1].pid)
+        await s.close()
+        return runs
+
+    out = under_attack(server, "five long sentences into self-attention on SmolLM2", attack)
+    out.check()
+    time.sleep(3)
+    kept["closed"] = tree_rss_bytes(server[1].pid)
+    for run in out.result:
+        no_exception(run)
+        assert run.seconds < 15, run.seconds
+        said = messages(run).replace("\\_", "_")
+        assert re.search(r"only the first [\d,]+ are used", said) and "EXPLORER_REQUEST_MB" in said, said[-1500:]
+    grown = (kept["sentences"] - kept["loaded"]) // 2**20
+    FIGURES[out.name].update(kept_mb=grown, kept_after_close_mb=(kept["closed"] - kept["loaded"]) // 2**20,
+                             slowest_rerun_s=round(max(r.seconds for r in out.result), 2))
+    assert grown < 300, f"{grown} MB kept by one session's five sentences"
+
+
+@needs_smollm2
+def test_a_3000_word_decoding_prompt_on_the_real_model_is_cut_to_the_request_budget(server) -> None:
+    """Before: a 4,096-token prompt cost one decoding rerun 124 s and 2.7 GB. Now a 3,000-word one (~17,000
+    characters, within the 20,000 a sentence may have) is cut at its start to what the
+    per-request budget prices within 5 s of CPU (a note says so), and the other session keeps its pace."""
+    async def attack(pause: asyncio.Event) -> Run:
+        pause.set()  # the model's first use in this process is not the attack
+        async with Session(server[0], "decoding-strategies", query(model="pretrained:smollm2", text="The cat")) as s:
+            await s.rerun(timeout=180)
+            pause.clear()
+            return await s.set_text("text", long_sentence(3000, 7), timeout=180)
+
+    out = under_attack(server, "a 3,000-word prompt into decoding on SmolLM2", attack)
+    out.check()
+    no_exception(out.result)
+    text = messages(out.result).replace("\\_", "_")
+    assert re.search(r"only its last [\d,]+ are read", text) and "EXPLORER_REQUEST" in text, text[-2000:]
+    assert out.result.seconds < 20, out.result.seconds
+    assert out.rss_peak - out.rss_before < 1024 * 2**20
 
 
 def test_a_ten_megabyte_sentence_over_the_websocket_is_refused_on_the_server(server) -> None:

@@ -293,11 +293,20 @@ def test_every_streamlit_cache_has_max_entries() -> None:
     assert not unbounded, f"caches without max_entries: {unbounded}"
 
 
-def test_per_text_result_caches_also_expire() -> None:
-    """Results keyed by what users type (probe results) have a ttl as well as max_entries."""
-    per_text = [u for u in _cache_uses() if u[2] == "_cached_call"]
-    assert len(per_text) == 1 and per_text[0][1] == "st.cache_data"
-    assert {"max_entries", "ttl"} <= per_text[0][3]
+def test_per_text_result_caches_are_bounded_in_bytes_and_expire(monkeypatch) -> None:
+    """Results keyed by what users type (probe results) are kept by their bytes, for the process and per session,
+    for an hour at most (explorer.runtime.result_cache); no st.cache_data holds them by count."""
+    from explorer.ui import cache
+
+    assert not [u for u in _cache_uses() if u[2] == "_cached_call"]
+    monkeypatch.setenv("EXPLORER_RESULTS_MB", "300")
+    monkeypatch.setenv("EXPLORER_SESSION_RESULTS_MB", "40")
+    cache.results.clear()
+    try:
+        made = cache.results()
+        assert (made.max_bytes, made.session_bytes, made.ttl_s) == (300 * 2**20, 40 * 2**20, 3600)
+    finally:
+        cache.results.clear()
 
 
 @pytest.mark.slow

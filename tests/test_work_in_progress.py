@@ -61,8 +61,8 @@ def test_small_models_and_light_views_update_while_typing(view, monkeypatch):
 @pytest.mark.slow
 @needs_smollm2
 def test_the_browser_shows_what_is_being_computed():
-    """On SmolLM2 the decoding view's run takes seconds: the page shows the spinner naming the work, the model and the
-    prompt while it runs, and it is gone when the chart is drawn."""
+    """On SmolLM2 the decoding view's run takes seconds: the page shows a progress bar naming the work, the model and
+    the prompt, with each strategy's text as it is generated, and both are gone when the chart is drawn."""
     from playwright.sync_api import sync_playwright
 
     from testkit.browser import streamlit_server, wait_for_app
@@ -74,11 +74,12 @@ def test_the_browser_shows_what_is_being_computed():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(f"{base}/decoding-strategies?{query}")
-        spinner = page.locator('[data-testid="stSpinner"]', has_text="Computing every decoding strategy")
-        spinner.first.wait_for(timeout=240_000)
-        said = spinner.first.inner_text()
-        assert "pretrained:smollm2" in said and "number" in said, said
+        bar = page.locator('[data-testid="stProgress"]', has_text="Computing every decoding strategy")
+        bar.first.wait_for(timeout=240_000)
+        said = bar.first.inner_text()
+        assert "pretrained:smollm2" in said and "number" in said and "token" in said, said
+        page.get_by_text("▌").first.wait_for(timeout=60_000)  # the text generated so far, under the bar
         page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=240_000)
         wait_for_app(page, timeout_ms=240_000)
-        assert page.locator('[data-testid="stSpinner"]').count() == 0
+        assert page.locator('[data-testid="stProgress"]').count() == 0 and page.get_by_text("▌").count() == 0
         browser.close()

@@ -7,17 +7,21 @@ repetition penalty, no-repeat n-gram, min new tokens; and for sampling temperatu
 typical). So for a Hugging Face model the tokens equal `model.generate(...)` with the same settings and seed
 (testkit/hf_reference.py checks it), and the built-in models follow the identical definitions.
 
-  sample(...)       greedy or sampling for n rows; rows stop at an end token; returns the ids and the model's own
-                    log-probability (temperature 1, no processor) of each generated token, and (record=True) what
-                    each step computed, so that a view needs no second pass to show it
-  beam_search(...)  the 2·K candidates per step, the K running beams, the finished list ranked by
+  Sampling          greedy or sampling rows of one strategy; rows stop at an end token; the ids and the model's own
+                    log-probability (temperature 1, no processor) of each generated token
+  Beams             the 2·K candidates per step, the K running beams, the finished list ranked by
                     sum log p / generated_length ** length_penalty (early_stopping=False), and its tree (BeamTrace)
+  together(...)     every track's rows side by side in one forward per step (one cache): the prompt read once, its
+                    state copied to each row, each track choosing its own rows' tokens; a track that ends leaves
+  sample(...), beam_search(...)   one track alone; sample can also return what each step computed (record=True),
+                    so that a view needs no second pass to show it
 
 Sampling draws from a torch.Generator seeded per call: the server's global RNG is never touched.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Sequence, Union
 
 import numpy as np
 import torch
@@ -129,55 +133,119 @@ def processors(adapter: Generates, strategy: Strategy, prompt_len: int, max_new:
     return procs
 
 
-# --------------------------------------------------------------------------------------------- sampling
+# ------------------------------------------------------------------------------------- rows side by side
+class Sampling:
+    """Greedy or sampling rows of one strategy, as `GenerationMixin._sample`: its processors, its generator (seeded
+    with `seed`: the stream the global RNG gives after torch.manual_seed(seed), which model.generate reads; the
+    server's global RNG is left alone) and what the rows generated so far.
+
+    seq (n, T0): the sequence the processors see (a decoder's prompt, or an encoder-decoder's start tokens)."""
+
+    def __init__(self, adapter: Generates, seq: torch.Tensor, strategy: Strategy, max_new: int, seed: int = 0,
+                 stop_at_eos: bool = True) -> None:
+        self.procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos)
+        self.eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
+        self.pad = adapter.pad_id if adapter.pad_id is not None else (int(self.eos[0]) if len(self.eos) else 0)
+        self.gen = torch.Generator(device=seq.device).manual_seed(seed) if strategy.do_sample else None
+        self.seq, self.max_new, self.rows = seq, max_new, seq.shape[0]
+        self.unfinished = torch.ones(self.rows, dtype=torch.long, device=seq.device)
+        self.out_ids: list[torch.Tensor] = []
+        self.out_lp: list[torch.Tensor] = []
+
+    def advance(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Choose each row's next token from its logits (n, V). Returns (tokens (n,), the rows' order: 0..n-1) to
+        go on, or None when every row has ended or max_new tokens are out."""
+        scores = self.procs(self.seq, logits)
+        if self.gen is not None:
+            nxt = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=self.gen).squeeze(1)
+        else:
+            nxt = torch.argmax(scores, dim=-1)
+        if len(self.eos):
+            nxt = nxt * self.unfinished + self.pad * (1 - self.unfinished)
+        self.out_lp.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1))
+        self.out_ids.append(nxt)
+        self.seq = torch.cat([self.seq, nxt[:, None]], dim=-1)
+        self.unfinished = self.unfinished & ~torch.isin(nxt, self.eos).long()
+        if len(self.out_ids) == self.max_new or not bool(self.unfinished.any()):
+            return None
+        return nxt, torch.arange(self.rows, device=nxt.device)
+
+    def partial_ids(self) -> list[int]:
+        """Row 0's tokens so far."""
+        return [int(t[0]) for t in self.out_ids]
+
+    def result(self) -> tuple[list[list[int]], list[list[float]]]:
+        """Per row the generated ids (up to and including the end token) and the model's own log-probability
+        (temperature 1, no processor) of each."""
+        ids = torch.stack(self.out_ids, 1).tolist() if self.out_ids else [[] for _ in range(self.rows)]
+        lps = torch.stack(self.out_lp, 1).tolist() if self.out_lp else [[] for _ in range(self.rows)]
+        ends = set(self.eos.tolist())
+        rows, row_lp = [], []
+        for r, lp in zip(ids, lps):
+            cut = next((i + 1 for i, x in enumerate(r) if x in ends), len(r))
+            rows.append(r[:cut])
+            row_lp.append(lp[:cut])
+        return rows, row_lp
+
+
+Track = Union["Sampling", "Beams"]
+
+
 @torch.inference_mode()
+def together(adapter: Generates, model_input: torch.Tensor, tracks: Sequence[Track], record: bool = False,
+             on_step: Callable[[int], None] | None = None) -> list[tuple[torch.Tensor, dict]]:
+    """Run every track's rows side by side: one forward per step for all of them (one cache), each track choosing
+    its own rows' tokens (its processors, generator, beams). A track that ends leaves the batch.
+
+    model_input: what `adapter.start` reads, (1, T) for one prompt shared by every row (read once, its state then
+    copied to each row) or (B, T) with B the tracks' rows. on_step(t): called once the tokens of step t (0-based)
+    are chosen, before the next forward (what the tracks generated so far can be shown; an exception it raises ends
+    the loop). With record=True returns, for row 0, each step's (logits (1, V), activations) as adapter.start /
+    step returned them, else []."""
+    logits, state, acts = adapter.start(model_input, record)
+    steps = [(logits[:1], {k: v[:1] for k, v in acts.items()})] if record else []
+    total = sum(t.rows for t in tracks)
+    if model_input.shape[0] != total:  # one prompt for every row: its state copied to each
+        copy = torch.zeros(total, dtype=torch.long, device=logits.device)
+        state, logits = adapter.reorder(state, copy), logits[copy]
+    active, t = list(tracks), 0
+    while active:
+        tokens, order, going, offset = [], [], [], 0
+        for track in active:
+            chosen = track.advance(logits[offset:offset + track.rows])
+            if chosen is not None:
+                tokens.append(chosen[0])
+                order.append(chosen[1] + offset)
+                going.append(track)
+            offset += track.rows
+        if on_step is not None:
+            on_step(t)
+        t += 1
+        if not going:
+            break
+        rows = torch.cat(order)
+        if len(going) != len(active) or not torch.equal(rows, torch.arange(offset, device=rows.device)):
+            state = adapter.reorder(state, rows)
+        logits, state, acts = adapter.step(state, torch.cat(tokens), record)
+        if record:
+            steps.append((logits[:1], {k: v[:1] for k, v in acts.items()}))
+        active = going
+    return steps
+
+
 def sample(adapter: Generates, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
            seed: int = 0, stop_at_eos: bool = True,
            record: bool = False) -> tuple[list[list[int]], list[list[float]], list[tuple[torch.Tensor, dict]]]:
-    """Greedy or sampling, one row per row of model_input (as `_sample`; n samples: n copies of the prompt).
+    """Greedy or sampling, one row per row of `seq` (as `_sample`; n samples: n copies of the prompt).
 
-    model_input (B, T): what `adapter.start` reads (a decoder's prompt, or an encoder-decoder's sources);
+    model_input (B, T) or (1, T): what `adapter.start` reads (a decoder's prompt, or an encoder-decoder's sources);
     seq (B, T0): the sequence the processors see (the prompt itself, or the decoder's start tokens).
     Returns per row the generated ids (up to and including the end token) and the model's own log-probability
     (temperature 1, no processor) of each; with record=True also, for row 0, each step's (logits (1, V),
     activations) as adapter.start / step returned them (one per generated token), else []."""
-    procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos)
-    eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
-    pad = adapter.pad_id if adapter.pad_id is not None else (int(eos[0]) if len(eos) else 0)
-    B = model_input.shape[0]
-    # draws from a generator seeded with `seed`: the same stream as the global RNG after torch.manual_seed(seed)
-    # (what model.generate reads), and the server's global RNG is left alone
-    gen = torch.Generator(device=seq.device).manual_seed(seed) if strategy.do_sample else None
-    logits, state, acts = adapter.start(model_input, record)
-    steps = [(logits[:1], {k: v[:1] for k, v in acts.items()})] if record else []
-    unfinished = torch.ones(B, dtype=torch.long, device=seq.device)
-    out_ids: list[torch.Tensor] = []
-    out_lp: list[torch.Tensor] = []
-    for t in range(max_new):
-        scores = procs(seq, logits)
-        if gen is not None:
-            nxt = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=gen).squeeze(1)
-        else:
-            nxt = torch.argmax(scores, dim=-1)
-        if len(eos):
-            nxt = nxt * unfinished + pad * (1 - unfinished)
-        out_lp.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1))
-        out_ids.append(nxt)
-        seq = torch.cat([seq, nxt[:, None]], dim=-1)
-        unfinished = unfinished & ~torch.isin(nxt, eos).long()
-        if t == max_new - 1 or not bool(unfinished.any()):
-            break
-        logits, state, acts = adapter.step(state, nxt, record)
-        if record:
-            steps.append((logits[:1], {k: v[:1] for k, v in acts.items()}))
-    ids = torch.stack(out_ids, 1).tolist() if out_ids else [[] for _ in range(B)]
-    lps = torch.stack(out_lp, 1).tolist() if out_lp else [[] for _ in range(B)]
-    ends = set(eos.tolist())
-    rows, row_lp = [], []
-    for r, lp in zip(ids, lps):
-        cut = next((i + 1 for i, x in enumerate(r) if x in ends), len(r))
-        rows.append(r[:cut])
-        row_lp.append(lp[:cut])
+    track = Sampling(adapter, seq, strategy, max_new, seed, stop_at_eos)
+    steps = together(adapter, model_input, [track], record)
+    rows, row_lp = track.result()
     return rows, row_lp, steps[:len(rows[0])]
 
 
@@ -229,71 +297,78 @@ def _gather(tensor: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return torch.take_along_dim(tensor, idx, dim=1)
 
 
-@torch.inference_mode()
-def beam_search(adapter: Generates, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
-                stop_at_eos: bool = True) -> tuple[list[int], list[float], BeamTrace]:
-    """Beam search as `GenerationMixin._beam_search` (batch 1, early_stopping=False, 1 returned sequence).
+class Beams:
+    """Beam search as `GenerationMixin._beam_search` (one prompt, early_stopping=False, 1 returned sequence): the K
+    running beams are K rows; each step keeps 2·K candidates, the K best running ones, and the finished list ranked
+    by sum log p / generated_length ** length_penalty; what each step kept and pruned is recorded (BeamTrace).
 
-    model_input (1, T), seq (1, T0) as for `sample`. Returns the best hypothesis's ids (its end token included),
-    the model's own log-probability (temperature 1, no processor) of each, and the tree."""
-    K = strategy.num_beams
-    procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos, warpers=False)
-    eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
-    C = max(2, 1 + len(eos)) * K
-    dev = seq.device
-    top_mask = torch.cat([torch.ones(K, dtype=torch.bool), torch.zeros(C - K, dtype=torch.bool)]).to(dev)
-    P = seq.shape[1]
-    cur_len, max_length = P, P + max_new
-    lp_pen = strategy.length_penalty
-    fill = int(eos[0]) if len(eos) else -1
-    running_sequences = torch.full((1, K, max_length), fill, dtype=torch.int64, device=dev)
-    running_sequences[:, :, :cur_len] = seq[:, None, :]
-    sequences = running_sequences.clone()
-    running_scores = torch.zeros((1, K), dtype=torch.float, device=dev)
-    running_scores[:, 1:] = -1e9
-    beam_scores = torch.full((1, K), -1e9, dtype=torch.float, device=dev)
-    is_finished = torch.zeros((1, K), dtype=torch.bool, device=dev)
-    heur = torch.ones((1, 1), dtype=torch.bool, device=dev)
-    running_raw = torch.zeros((1, K, max_new), dtype=torch.float, device=dev)  # the model's own log p per token
-    raw = running_raw.clone()
-    rec: dict[str, list] = {k: [] for k in ("parent", "token", "score", "step", "stopped", "running", "finished")}
+    seq (1, T0): the sequence the processors see, as for Sampling."""
 
-    flat = seq.repeat(K, 1)
-    logits, state, _ = adapter.start(model_input.repeat(K, 1))
-    while True:
+    def __init__(self, adapter: Generates, seq: torch.Tensor, strategy: Strategy, max_new: int,
+                 stop_at_eos: bool = True) -> None:
+        K = self.rows = strategy.num_beams
+        self.adapter = adapter
+        self.procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos, warpers=False)
+        self.eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
+        self.C = max(2, 1 + len(self.eos)) * K
+        dev = seq.device
+        self.top_mask = torch.cat([torch.ones(K, dtype=torch.bool), torch.zeros(self.C - K, dtype=torch.bool)]).to(dev)
+        self.P = self.cur_len = seq.shape[1]
+        self.max_length = self.P + max_new
+        self.lp_pen = strategy.length_penalty
+        fill = int(self.eos[0]) if len(self.eos) else -1
+        self.running_sequences = torch.full((1, K, self.max_length), fill, dtype=torch.int64, device=dev)
+        self.running_sequences[:, :, :self.cur_len] = seq[:, None, :]
+        self.sequences = self.running_sequences.clone()
+        self.running_scores = torch.zeros((1, K), dtype=torch.float, device=dev)
+        self.running_scores[:, 1:] = -1e9
+        self.beam_scores = torch.full((1, K), -1e9, dtype=torch.float, device=dev)
+        self.is_finished = torch.zeros((1, K), dtype=torch.bool, device=dev)
+        self.heur = torch.ones((1, 1), dtype=torch.bool, device=dev)
+        self.running_raw = torch.zeros((1, K, max_new), dtype=torch.float, device=dev)  # the model's own log p
+        self.raw = self.running_raw.clone()
+        self.rec: dict[str, list] = {k: [] for k in ("parent", "token", "score", "step", "stopped", "running",
+                                                     "finished")}
+        self.flat = seq.repeat(K, 1)
+
+    def advance(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """One step from the running beams' logits (K, V). Returns (each new running beam's last token (K,), the row
+        it continues (K,)) to go on, or None when the search is over."""
+        K, C, P, eos = self.rows, self.C, self.P, self.eos
         own = torch.log_softmax(logits, dim=-1)
-        log_probs = procs(flat, own.clone())
+        log_probs = self.procs(self.flat, own.clone())
         V = log_probs.shape[-1]
-        acc = (log_probs.view(1, K, V) + running_scores[:, :, None]).reshape(1, -1)
+        acc = (log_probs.view(1, K, V) + self.running_scores[:, :, None]).reshape(1, -1)
         topk_lp, topk_idx = torch.topk(acc, k=C)
         parent = topk_idx // V
         tok = topk_idx % V
-        topk_seq = _gather(running_sequences, parent)
-        topk_seq[:, :, cur_len] = tok
-        topk_raw = _gather(running_raw, parent)
-        topk_raw[:, :, cur_len - P] = own.reshape(-1)[topk_idx[0]]
-        hits = (cur_len + 1 >= max_length) | torch.isin(tok, eos)
+        topk_seq = _gather(self.running_sequences, parent)
+        topk_seq[:, :, self.cur_len] = tok
+        topk_raw = _gather(self.running_raw, parent)
+        topk_raw[:, :, self.cur_len - P] = own.reshape(-1)[topk_idx[0]]
+        hits = (self.cur_len + 1 >= self.max_length) | torch.isin(tok, eos)
         # running beams for the next step
         topk_running_lp = topk_lp + hits.to(torch.float32) * -1.0e9
         next_idx = torch.topk(topk_running_lp, k=K)[1]
-        running_sequences = _gather(topk_seq, next_idx)
-        running_scores = _gather(topk_running_lp, next_idx)
-        running_raw = _gather(topk_raw, next_idx)
+        self.running_sequences = _gather(topk_seq, next_idx)
+        self.running_scores = _gather(topk_running_lp, next_idx)
+        self.running_raw = _gather(topk_raw, next_idx)
         # finished hypotheses
-        did = hits & top_mask[None, :]
-        fin_lp = topk_lp / ((cur_len + 1 - P) ** lp_pen)
-        fin_lp += (~heur).to(torch.float32) * -1.0e9
+        did = hits & self.top_mask[None, :]
+        fin_lp = topk_lp / ((self.cur_len + 1 - P) ** self.lp_pen)
+        fin_lp += (~self.heur).to(torch.float32) * -1.0e9
         fin_lp += (~did) * -1.0e9
-        keep = torch.topk(torch.cat((beam_scores, fin_lp), dim=1), k=K)[1]
-        sequences = _gather(torch.cat((sequences, topk_seq), dim=1), keep)
-        beam_scores = _gather(torch.cat((beam_scores, fin_lp), dim=1), keep)
-        raw = _gather(torch.cat((raw, topk_raw), dim=1), keep)
-        is_finished = _gather(torch.cat((is_finished, did), dim=1), keep)
+        keep = torch.topk(torch.cat((self.beam_scores, fin_lp), dim=1), k=K)[1]
+        self.sequences = _gather(torch.cat((self.sequences, topk_seq), dim=1), keep)
+        self.beam_scores = _gather(torch.cat((self.beam_scores, fin_lp), dim=1), keep)
+        self.raw = _gather(torch.cat((self.raw, topk_raw), dim=1), keep)
+        self.is_finished = _gather(torch.cat((self.is_finished, did), dim=1), keep)
         # record the step
         entered = torch.zeros(C, dtype=torch.bool)
         for j in keep[0].tolist():
             if j >= K:
                 entered[j - K] = True
+        rec = self.rec
         rec["parent"].append(parent[0].cpu().numpy())
         rec["token"].append(tok[0].cpu().numpy())
         rec["score"].append(topk_lp[0].float().cpu().numpy())
@@ -303,28 +378,45 @@ def beam_search(adapter: Generates, model_input: torch.Tensor, seq: torch.Tensor
         rec["finished"].append((entered & did[0].cpu()).numpy())
 
         beam_idx = parent[0, next_idx[0]]
-        cur_len += 1
+        self.cur_len += 1
         # early-stop heuristic (early_stopping=False: best possible = current length)
-        best_running = running_scores[:, :1] / ((cur_len - P) ** lp_pen)
-        worst_finished = torch.where(is_finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
-        heur = heur & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
-        if not (bool(torch.any(heur)) and not bool(torch.all(hits))):
-            break
-        state = adapter.reorder(state, beam_idx)
-        flat = running_sequences[0, :, :cur_len]
-        logits, state, _ = adapter.step(state, flat[:, -1])
+        best_running = self.running_scores[:, :1] / ((self.cur_len - P) ** self.lp_pen)
+        worst_finished = torch.where(self.is_finished, torch.min(self.beam_scores, dim=1, keepdim=True)[0], -1.0e9)
+        self.heur = self.heur & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
+        if not (bool(torch.any(self.heur)) and not bool(torch.all(hits))):
+            return None
+        self.flat = self.running_sequences[0, :, :self.cur_len]
+        return self.flat[:, -1], beam_idx
 
-    best = sequences[0, 0, P:].tolist()
-    ends = set(eos.tolist())
-    n_gen = next((i + 1 for i, x in enumerate(best) if x in ends), len(best))
-    n_gen = min(n_gen, cur_len - P)
-    tokens = np.stack(rec["token"]).astype(np.int64)
-    trace = BeamTrace(
-        parent=np.stack(rec["parent"]).astype(np.int64), token=tokens,
-        score=np.stack(rec["score"]).astype(np.float32), step_logprob=np.stack(rec["step"]).astype(np.float32),
-        stopped=np.stack(rec["stopped"]).astype(bool), running=np.stack(rec["running"]).astype(np.int64),
-        finished=np.stack(rec["finished"]).astype(bool),
-        token_str=tuple(tuple(adapter.token_strings(list(map(int, row)))) for row in tokens), num_beams=K,
-        length_penalty=float(lp_pen), final_score=float(beam_scores[0, 0]),
-    )
-    return best[:n_gen], raw[0, 0, :n_gen].tolist(), trace
+    def partial_ids(self) -> list[int]:
+        """The best running beam's tokens so far."""
+        return self.running_sequences[0, 0, self.P:self.cur_len].tolist()
+
+    def result(self) -> tuple[list[int], list[float], BeamTrace]:
+        """The best hypothesis's ids (its end token included), the model's own log-probability (temperature 1, no
+        processor) of each, and the tree."""
+        P = self.P
+        best = self.sequences[0, 0, P:].tolist()
+        ends = set(self.eos.tolist())
+        n_gen = next((i + 1 for i, x in enumerate(best) if x in ends), len(best))
+        n_gen = min(n_gen, self.cur_len - P)
+        rec = self.rec
+        tokens = np.stack(rec["token"]).astype(np.int64)
+        trace = BeamTrace(
+            parent=np.stack(rec["parent"]).astype(np.int64), token=tokens,
+            score=np.stack(rec["score"]).astype(np.float32), step_logprob=np.stack(rec["step"]).astype(np.float32),
+            stopped=np.stack(rec["stopped"]).astype(bool), running=np.stack(rec["running"]).astype(np.int64),
+            finished=np.stack(rec["finished"]).astype(bool),
+            token_str=tuple(tuple(self.adapter.token_strings(list(map(int, row)))) for row in tokens),
+            num_beams=self.rows, length_penalty=float(self.lp_pen), final_score=float(self.beam_scores[0, 0]),
+        )
+        return best[:n_gen], self.raw[0, 0, :n_gen].tolist(), trace
+
+
+def beam_search(adapter: Generates, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
+                stop_at_eos: bool = True) -> tuple[list[int], list[float], BeamTrace]:
+    """Beam search (Beams) on one prompt: model_input (1, T), seq (1, T0) as for `sample`. Returns the best
+    hypothesis's ids (its end token included), the model's own log-probability of each, and the tree."""
+    beams = Beams(adapter, seq, strategy, max_new, stop_at_eos)
+    together(adapter, model_input, [beams])
+    return beams.result()

@@ -652,4 +652,4 @@ class HFSeq2SeqAdapter(HFAdapter):
     def reorder(self, state, idx):
         cache, mask, enc = state
         cache.reorder_cache(idx)
-        return (cache, mask[idx], enc)
+        return (cache, mask[idx], type(enc)(last_hidden_state=enc.last_hidden_state[idx]))

@@ -58,8 +58,8 @@ def model_max_tokens(loaded: Any) -> int:
 def token_limit(loaded: Any, max_tokens: int | None) -> tuple[int, str]:
     """The number of tokens to read (a view's `max_tokens`, at most the model's) and whose limit that is."""
     own = model_max_tokens(loaded)
-    if max_tokens is not None and max_tokens < own:
-        return max_tokens, "this view's limit"
+    if max_tokens is not None and max_tokens < own:  # a cap may say why (explorer.runtime.budget.TokenCap)
+        return max_tokens, getattr(max_tokens, "why", "this view's limit")
     return own, "the model's limit"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -16,6 +16,7 @@ from explorer.metrics import text as MT
 from explorer.adapters.base import Unsupported
 from explorer.adapters.protocols import Generates, Loaded, Reads
 from explorer.adapters.text import TYPE_A_SENTENCE, shown_text
+from explorer.runtime import budget
 from explorer.runtime.device import is_large
 from explorer.adapters.generation import LABELS, SAMPLING, BeamTrace, DecodingError, Strategy
 from explorer.views import BY_PATH, KINDS, MAX_NEW, MAX_SAMPLES
@@ -318,48 +319,133 @@ def end_hint(text: str, min_new: int = 0) -> str | None:
     return f"The prompt ends in '{end}': the model may stop at once: remove the final '{end}'{unless}."
 
 
-def generate(adapter: Generates, prompt: Prompt, strategy: Strategy, seed: int, n: int = 1,
-             stop_at_eos: bool = True) -> Generation:
-    """One strategy: n sampled rows, or the one output of a deterministic strategy."""
-    t0 = time.perf_counter()
+@dataclass
+class _Planned:
+    """One strategy ready to run: its checked settings, its track (its rows in the batch), notes, new tokens."""
+
+    strategy: Strategy
+    track: G.Track
+    notes: list[str]
+    max_new: int
+
+
+def _plan(adapter: Generates, prompt: Prompt, strategy: Strategy, seed: int, n: int = 1,
+          stop_at_eos: bool = True) -> _Planned:
+    """One strategy's rows: n sampled rows (within SAMPLE_BUDGET), one greedy row, or K beams (within BEAM_BUDGET)."""
     strategy, fixes = checked(strategy, adapter.vocab_size)
     notes = list(fixes)
     max_new = prompt.max_new
-    x = torch.tensor([prompt.model_input], dtype=torch.long, device=adapter.device)
     start = torch.tensor([prompt.start], dtype=torch.long, device=adapter.device)
-    beam = None
     if strategy.kind == "beam":
         if strategy.num_beams * max_new > BEAM_BUDGET:
             new = max(1, BEAM_BUDGET // strategy.num_beams)
             notes.append(f"Beam search: {strategy.num_beams} beams × {max_new} tokens is above the bound of "
                          f"{BEAM_BUDGET} beam-steps; this column generates {new} tokens.")
             max_new = new
-        ids, lps, beam = G.beam_search(adapter, x, start, strategy, max_new, stop_at_eos)
+        return _Planned(strategy, G.Beams(adapter, start, strategy, max_new, stop_at_eos), notes, max_new)
+    n_run = _rows(strategy, n, max_new)
+    if strategy.do_sample and n_run < min(int(n), MAX_SAMPLES):
+        notes.append(f"{n} samples × {max_new} tokens is above the bound of {SAMPLE_BUDGET}: drawing {n_run} samples.")
+    track = G.Sampling(adapter, start.repeat(n_run, 1), strategy, max_new, seed, stop_at_eos)
+    return _Planned(strategy, track, notes, max_new)
+
+
+def _rows(strategy: Strategy, n: int, max_new: int) -> int:
+    """The rows `strategy` generates: K beams, 1 greedy row, or n samples (at most MAX_SAMPLES, and SAMPLE_BUDGET
+    sampled tokens)."""
+    if strategy.kind == "beam":
+        return strategy.num_beams
+    if not strategy.do_sample:
+        return 1
+    n_run = max(1, min(int(n), MAX_SAMPLES))
+    return n_run if n_run * max_new <= SAMPLE_BUDGET else max(1, SAMPLE_BUDGET // max_new)
+
+
+def within_budget(loaded: Loaded, prompt: Prompt, strategies: Sequence[Strategy], n: int, chat: bool) -> Prompt:
+    """`prompt`, its start cut (with a note) so that generating every strategy's rows after it is priced within the
+    per-request budget (explorer.runtime.budget.generation); a chat message is not cut: RequestOverBudget."""
+    shape = budget.shape_of(loaded.model)
+    rows = sum(_rows(checked(s, loaded.adapter.vocab_size)[0], n, prompt.max_new) for s in strategies)
+    has = len(prompt.model_input)
+
+    def price(t: int) -> budget.Price:
+        return budget.generation(shape, t, rows, prompt.max_new)
+
+    cap = budget.fit_tokens(price, has)
+    if cap == has:
+        return prompt
+    what = f"Generating {prompt.max_new} tokens for {rows} rows after this {has:,}-token prompt"
+    if chat or not price(cap).within():
+        budget.check(price(has), what, "Shorten the prompt, or ask for fewer new tokens, samples or strategies.")
+    note = (f"The prompt has {has:,} tokens; generating {prompt.max_new} tokens for {rows} rows after all of them "
+            f"would take {budget.describe(price(has))}, over {budget.limits()}: only its last {cap:,} are read.")
+    ids = prompt.model_input[-cap:]
+    start = prompt.start if loaded.adapter.is_encoder_decoder else ids
+    special = prompt.special[-cap:] if len(prompt.special) == has else prompt.special
+    tokens = prompt.tokens[-cap:] if len(prompt.tokens) == has else prompt.tokens
+    return replace(prompt, model_input=ids, start=start, tokens=tokens, special=special,
+                   notes=(*prompt.notes, note))
+
+
+def _generation(adapter: Generates, plan: _Planned, seconds: float) -> Generation:
+    if isinstance(plan.track, G.Beams):
+        ids, lps, beam = plan.track.result()
         rows, row_lps = [ids], [lps]
     else:
-        n_run = 1 if not strategy.do_sample else max(1, min(int(n), MAX_SAMPLES))
-        if n_run * max_new > SAMPLE_BUDGET:
-            n_run = max(1, SAMPLE_BUDGET // max_new)
-            notes.append(f"{n} samples × {max_new} tokens is above the bound of {SAMPLE_BUDGET}: "
-                         f"drawing {n_run} samples.")
-        rows, row_lps, _ = G.sample(adapter, x.repeat(n_run, 1), start.repeat(n_run, 1), strategy, max_new, seed,
-                                    stop_at_eos)
+        (rows, row_lps), beam = plan.track.result(), None
     outputs = tuple(Output(tuple(r), tuple(adapter.sequence_strings(r)), shown_text(adapter, r),
                            np.asarray(lp, dtype=np.float32)) for r, lp in zip(rows, row_lps))
-    return Generation(strategy, outputs, beam, tuple(notes), time.perf_counter() - t0, max_new)
+    return Generation(plan.strategy, outputs, beam, tuple(plan.notes), seconds, plan.max_new)
+
+
+Progress = Callable[..., None]  # progress(fraction, what, shown): shown = ((strategy label, text so far), ...)
+
+
+def generate_all(adapter: Generates, prompt: Prompt, strategies: Sequence[Strategy], seed: int, n: int = 1,
+                 stop_at_eos: bool = True, progress: Progress | None = None) -> tuple[Generation, ...]:
+    """Every strategy on the prompt in one loop (explorer.adapters.generation.together): the prompt read once, then
+    one forward per step for all rows of all strategies (greedy 1, each sampling strategy n, beam search K); each
+    row's tokens equal its strategy's own model.generate with this seed. A Generation's seconds are the whole run's.
+    progress: called at every step with the fraction done, what it is, and each strategy's text so far (its first
+    sample, or its best running beam)."""
+    t0 = time.perf_counter()
+    plans = [_plan(adapter, prompt, s, seed, n, stop_at_eos) for s in strategies]
+    x = torch.tensor([prompt.model_input], dtype=torch.long, device=adapter.device)
+    longest = max((p.max_new for p in plans), default=1)
+
+    def on_step(t: int) -> None:
+        if progress is not None:
+            shown = tuple((LABELS.get(p.strategy.kind, p.strategy.kind), shown_text(adapter, p.track.partial_ids()))
+                          for p in plans)
+            progress((t + 1) / longest, f"token {t + 1} of at most {longest}", shown)
+
+    if plans:
+        G.together(adapter, x, [p.track for p in plans], on_step=on_step)
+    seconds = time.perf_counter() - t0
+    return tuple(_generation(adapter, p, seconds) for p in plans)
+
+
+def generate(adapter: Generates, prompt: Prompt, strategy: Strategy, seed: int, n: int = 1,
+             stop_at_eos: bool = True) -> Generation:
+    """One strategy: n sampled rows, or the one output of a deterministic strategy."""
+    return generate_all(adapter, prompt, (strategy,), seed, n, stop_at_eos)[0]
 
 
 def decode_all(loaded: Loaded, text: str, strategies: tuple[Strategy, ...], seed: int = 0, max_new: int = 30,
-               n: int = 1, stop_at_eos: bool = True, chat: bool = False, system: str = "") -> DecodingRun:
+               n: int = 1, stop_at_eos: bool = True, chat: bool = False, system: str = "",
+               progress: Progress | None = None) -> DecodingRun:
     """The page's computation: every strategy on the same prompt and seed. chat: `text` as a user turn of the
-    tokenizer's chat template (system prompt `system`, empty = the template's default). Raises DecodingError."""
+    tokenizer's chat template (system prompt `system`, empty = the template's default). A prompt whose generation
+    is priced over the per-request budget is cut at its start (`within_budget`). progress: see generate_all (the
+    page shows each strategy's text as it is generated). Raises DecodingError, or
+    RequestOverBudget (a chat message, or too many rows and new tokens for even one prompt token)."""
     adapter = generator(loaded)
     max_new = int(max_new)
     notes: list[str] = []
     if not 1 <= max_new <= MAX_NEW:
         notes.append(f"{max_new} new tokens is outside 1…{MAX_NEW}; using {min(max(max_new, 1), MAX_NEW)}.")
         max_new = min(max(max_new, 1), MAX_NEW)
-    prompt = prepare_prompt(adapter, text, max_new, chat, system)
+    prompt = within_budget(loaded, prepare_prompt(adapter, text, max_new, chat, system), strategies, n, chat)
     notes.extend(prompt.notes)
     hint = None if adapter.is_encoder_decoder or chat else \
         end_hint(text, max((s.min_new_tokens for s in strategies), default=0))
@@ -367,7 +453,7 @@ def decode_all(loaded: Loaded, text: str, strategies: tuple[Strategy, ...], seed
         hint += " Or turn on Chat template: this instruct model then reads it as a user turn and replies."
     notes += [hint] if hint else []
     try:
-        gens = tuple(generate(adapter, prompt, s, seed, n, stop_at_eos) for s in strategies)
+        gens = generate_all(adapter, prompt, strategies, seed, n, stop_at_eos, progress)
     except Unsupported as exc:
         raise DecodingError(str(exc)) from None
     shown = text if chat else shown_text(adapter, list(prompt.model_input))

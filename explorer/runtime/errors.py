@@ -8,7 +8,8 @@ section that ends while the rest of the page goes on).
 The subclasses keep their own bases where callers catch them by those (most are also ValueErrors):
 Unsupported, DecodingError (adapters); ModelLoadError and its CorruptFileError, UnsafeFileError (files),
 OutOfMemoryLoadError, UploadBudgetError (loading); TokenizerError, CorpusError (data); ProjectionError; the probes'
-LensError, AttributionError, GradientError, RNNGatesError, EmbeddingError; LessonError; UploadRefused (ui).
+LensError, AttributionError, GradientError, RNNGatesError, EmbeddingError; LessonError; UploadRefused (ui);
+RequestOverBudget (explorer.runtime.budget: a request priced above the per-request budget).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Cached access to models (st.cache_resource, shared by all sessions) and probe results (st.cache_data)."""
+"""Cached access to models (st.cache_resource, shared by all sessions) and probe results (a ResultCache bounded in
+bytes per process and per session)."""
 from __future__ import annotations
 
 import os
@@ -8,8 +9,11 @@ from typing import Any, Callable, NoReturn, TypeVar
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer.runtime.lru import LoadOnceLRU
+from explorer.runtime import budget
+from explorer.runtime.result_cache import ResultCache
 from explorer.runtime.errors import ViewError
 from explorer.loading.model_cache import ModelCache
 from explorer.loading.loaders import LoadedModel, OutOfMemoryLoadError
@@ -111,9 +115,30 @@ def _timed(fn_name: str, call: Callable[[], R]) -> R:
     return result
 
 
-@st.cache_data(max_entries=512, show_spinner=False, ttl=3600)
-def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, _fn: Callable, _loaded: Any) -> Any:
-    return _timed(fn_name, lambda: _fn(_loaded, *args, **dict(kwargs)))
+@st.cache_resource(max_entries=1, show_spinner=False)
+def results() -> ResultCache[Any]:
+    """The process's probe results, bounded in bytes: EXPLORER_RESULTS_MB (default 256) for all sessions,
+    EXPLORER_SESSION_RESULTS_MB (default 128) for the results one session holds, an hour at most
+    (explorer.runtime.result_cache, explorer.runtime.budget). Shared read-only by every session that asks for the
+    same thing."""
+    return ResultCache(budget.result_bytes(), budget.session_result_bytes(), ttl_s=3600)
+
+
+def _end_session_results(session: str) -> None:
+    results().end_session(session)
+
+
+@st.cache_resource(scope="session", max_entries=1, on_release=_end_session_results, show_spinner=False)
+def _results_session() -> str:
+    """This session's id, as the results cache knows it; when the session ends Streamlit releases it and the
+    session gives up its results (those no other session holds are dropped)."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, fn: Callable, loaded: Any) -> Any:
+    key = (fn_name, model_key, args, kwargs)
+    return results().get(key, _results_session(), lambda: _timed(fn_name, lambda: fn(loaded, *args, **dict(kwargs))))
 
 
 def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) -> R:
@@ -168,29 +193,37 @@ WORK = {  # <probe module>.<function> -> its work, for the probes whose name doe
 }
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)
-def _long_results() -> LoadOnceLRU[Any]:
-    """Process-wide results of long probes (probe_with_progress): built once per key and shared by every session,
-    like st.cache_data's, but outside it: st.cache_data replays the elements a cached function drew (its progress
-    bar) on every later hit."""
-    return LoadOnceLRU(int(os.environ.get("EXPLORER_MAX_LONG_RESULTS", "256")))
+FIRST_DRAW_S = 0.15  # long work shows its progress from this many seconds on (a quick result draws nothing)
+REDRAW_S = 0.25  # and redraws it at most this often (each draw is a message to the browser)
 
 
-def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, label: str = "Computing",
-                        **kwargs: Any) -> R:
-    """`probe` for long work: `fn(loaded, *args, progress=callback, **kwargs)` reports (fraction, what) to a progress
-    bar, shown only while it computes (a stored result shows none); a rerun of the page cancels it (Streamlit stops
-    the script at the next bar update, and nothing is stored). A ViewError is shown once and stops the page."""
+def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, label: str | None = None,
+                        partial: Callable[[Any], None] | None = None, **kwargs: Any) -> R:
+    """`probe` for long work: `fn(loaded, *args, progress=callback, **kwargs)` reports (fraction, what[, shown]) to
+    a progress bar (labelled `label`, else with `working_on`: the work, the model, the text), shown only while it
+    computes (from FIRST_DRAW_S on, every REDRAW_S at most; a kept result shows none), and `partial(shown)` draws
+    what is known so far under it, in place (e.g. the decoding view's text as it is generated). A newer rerun of
+    the session (a new sentence) cancels the work at its next drawn report: Streamlit stops the script there, and
+    nothing is kept. Kept in the same results cache as `probe`. A ViewError is shown once and stops the page."""
     slot = st.empty()
+    started, drawn = time.perf_counter(), [0.0]
+    said = label if label is not None else working_on(fn, loaded.id, args).removesuffix("…")
 
-    def progress(fraction: float, what: str) -> None:
-        slot.progress(min(max(float(fraction), 0.0), 1.0), text=f"{label}: {md_message(what)}")
+    def progress(fraction: float, what: str, shown: Any = None) -> None:
+        now = time.perf_counter()
+        if now - started < FIRST_DRAW_S or now - drawn[0] < REDRAW_S:  # quick work draws nothing; then 4 a second
+            return
+        drawn[0] = now
+        with slot.container():
+            st.progress(min(max(float(fraction), 0.0), 1.0), text=f"{said}: {md_message(what)}")
+            if shown is not None and partial is not None:
+                partial(shown)
 
     name = f"{fn.__module__}.{fn.__qualname__}"
-    key = (name, loaded.id, loaded.device, loaded.dtype, args, tuple(sorted(kwargs.items())))
-
+    key = (name, (loaded.id, loaded.device, loaded.dtype), args, tuple(sorted(kwargs.items())), "progress")
     try:
-        result = _long_results().get(key, lambda: _timed(name, lambda: fn(loaded, *args, progress=progress, **kwargs)))
+        result = results().get(key, _results_session(),
+                               lambda: _timed(name, lambda: fn(loaded, *args, progress=progress, **kwargs)))
     except ViewError as exc:
         slot.empty()
         stop_with(exc)

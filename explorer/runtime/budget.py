@@ -1,0 +1,217 @@
+"""What one request may cost, priced before it runs.
+
+A view's work on a transformer is priced from the model's shape and the number of tokens it reads:
+
+    time   ≈ rows · passes · (2·P·T + 4·L·d·T²) / F  +  calls · L · c
+    memory ≈ what the result keeps (e.g. L·H·T² attention weights) + the forward's largest transient
+             (H·T² scores of one layer, rows·T·d activations of every layer when gradients are kept)
+
+P parameters, L layers, d width, H heads (read from the model's config, else from its modules), T tokens, rows
+sequences side by side, passes forwards (×3 with a backward), calls separate forward calls; F this machine's
+rate of a model's arithmetic (`throughput()`, measured once per process) and c the fixed cost of one layer call
+(LAYER_CALL_S). Settings:
+
+  EXPLORER_REQUEST_SECONDS (5)       CPU seconds one request may take;
+  EXPLORER_REQUEST_MB (400)          memory one request may take at its peak;
+  EXPLORER_RESULTS_MB (256)          probe results the server keeps (explorer.runtime.result_cache);
+  EXPLORER_SESSION_RESULTS_MB (128)  probe results one session keeps: a request's result must fit in it.
+
+A view cuts its text to the tokens that fit (`fit_tokens`, with a note naming the setting) or refuses the request
+(`check`, a RequestOverBudget message naming the limit and its setting).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from explorer.runtime.errors import ViewError
+
+LAYER_CALL_S = 1e-3  # seconds of one layer call besides its arithmetic (Python, hooks, small kernels): SmolLM2
+EFFICIENCY = 0.4  # a model's forward reaches ~40 % of a large matrix product's rate (SmolLM2, 1 thread: 7.5 ms/token)
+FLOAT_BYTES = 4
+
+
+def _setting(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, "") or default)
+    except ValueError:
+        value = default
+    return value if value > 0 else default
+
+
+def request_seconds() -> float:
+    """CPU seconds one request may take (EXPLORER_REQUEST_SECONDS, default 5)."""
+    return _setting("EXPLORER_REQUEST_SECONDS", 5.0)
+
+
+def request_bytes() -> int:
+    """Bytes one request may take at its peak (EXPLORER_REQUEST_MB, default 400)."""
+    return int(_setting("EXPLORER_REQUEST_MB", 400.0) * 2**20)
+
+
+def result_bytes() -> int:
+    """Bytes of probe results the server keeps (EXPLORER_RESULTS_MB, default 256; explorer.runtime.result_cache)."""
+    return int(_setting("EXPLORER_RESULTS_MB", 256.0) * 2**20)
+
+
+def session_result_bytes() -> int:
+    """Bytes of probe results one session keeps (EXPLORER_SESSION_RESULTS_MB, default 128): a request's result must
+    fit in it, else every rerun of the page would compute it again."""
+    return int(_setting("EXPLORER_SESSION_RESULTS_MB", 128.0) * 2**20)
+
+
+@functools.lru_cache(maxsize=1)
+def throughput() -> float:
+    """Floating-point operations per second a model's forward reaches on this machine's current torch threads:
+    EFFICIENCY × the best of three 512×1024·1024×1024 float32 products (measured once per process, ~0.1 s)."""
+    a, b = torch.randn(512, 1024), torch.randn(1024, 1024)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return EFFICIENCY * 2 * 512 * 1024 * 1024 / max(best, 1e-6)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What prices one forward of a model: parameters, layers, width, heads (0 when unknown: no T² term)."""
+
+    params: int
+    layers: int
+    width: int
+    heads: int
+
+
+_CONFIG_NAMES = {"layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers"),
+                 "width": ("hidden_size", "n_embd", "d_model", "dim"),
+                 "heads": ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")}
+
+
+def shape_of(model: Any) -> Shape:
+    """The Shape of `model`: parameters counted (tied once); layers, width and heads from its config when it has one,
+    else from its nn.MultiheadAttention modules, else 1 layer and no attention term."""
+    if not isinstance(model, torch.nn.Module):
+        return Shape(0, 0, 0, 0)
+    params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    config = getattr(model, "config", None)
+    found = {}
+    for field, names in _CONFIG_NAMES.items():
+        values = [getattr(config, n, None) for n in names] if config is not None else []
+        found[field] = next((int(v) for v in values if isinstance(v, int) and v > 0), 0)
+    if not found["layers"]:
+        mha = [m for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
+        found = {"layers": len(mha) or 1, "width": mha[0].embed_dim if mha else 0,
+                 "heads": mha[0].num_heads if mha else 0}
+    return Shape(params, found["layers"], found["width"], found["heads"])
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a request is expected to cost: CPU seconds, bytes at its peak, bytes its result keeps."""
+
+    seconds: float
+    bytes: int
+    kept: int = 0
+
+    def within(self) -> bool:
+        """Within the request's time and memory, and its result within what a session keeps."""
+        return (self.seconds <= request_seconds() and self.bytes <= request_bytes()
+                and self.kept <= session_result_bytes())
+
+
+def forward(shape: Shape, tokens: int, rows: int = 1, passes: int = 1, calls: int = 1, backward: bool = False,
+            kept: int = 0, transient: int = 0) -> Price:
+    """The price of `passes` forwards of `rows` sequences of `tokens` tokens in `calls` separate calls (a backward
+    too: ×3 time, every layer's activations kept), the result keeping `kept` bytes and the work holding
+    `transient` more bytes at its peak."""
+    t = max(int(tokens), 1)
+    flops = rows * passes * (2 * shape.params * t + 4 * shape.layers * shape.width * t * t)
+    seconds = flops * (3 if backward else 1) / throughput() + calls * max(shape.layers, 1) * LAYER_CALL_S
+    scores = rows * shape.heads * t * t * FLOAT_BYTES  # one layer's attention scores and weights
+    activations = rows * t * shape.width * FLOAT_BYTES * (16 * max(shape.layers, 1) if backward else 8)
+    return Price(seconds, int(kept + transient + 2 * scores + activations), int(kept))
+
+
+def generation(shape: Shape, prompt: int, rows: int, new: int) -> Price:
+    """The price of generating `new` tokens for `rows` rows after a `prompt`-token prompt read once (its state copied
+    to each row): the prompt's forward, then one forward of one token per row and step over a cache of
+    rows × layers × (prompt + new) keys and values."""
+    read = forward(shape, prompt)
+    length = max(int(prompt), 1) + new
+    per_step = rows * (2 * shape.params + 4 * shape.layers * shape.width * length)
+    seconds = read.seconds + new * (per_step / throughput() + max(shape.layers, 1) * LAYER_CALL_S)
+    cache = 2 * max(shape.layers, 1) * rows * length * shape.width * FLOAT_BYTES
+    return Price(seconds, read.bytes + cache, read.kept)
+
+
+def attention_bytes(shape: Shape, tokens: int, arrays: int = 3) -> int:
+    """Bytes of `arrays` (L, H, T, T) float32 arrays (attention weights and scores of every layer and head)."""
+    return arrays * max(shape.layers, 1) * max(shape.heads, 1) * tokens * tokens * FLOAT_BYTES
+
+
+def layer_bytes(shape: Shape, tokens: int, arrays: int) -> int:
+    """Bytes of `arrays` (L, T, d) float32 arrays (hidden states, queries, keys, values of every layer)."""
+    return arrays * max(shape.layers, 1) * tokens * max(shape.width, 1) * FLOAT_BYTES
+
+
+class RequestOverBudget(ViewError):
+    """A request priced above the per-request budget; `str(exc)` names the limit and its setting."""
+
+    alert = "warning"
+
+
+def _mb(n: int) -> str:
+    mb = n / 2**20
+    return f"{mb:,.0f} MB" if mb >= 10 else f"{mb:.2g} MB"
+
+
+def describe(price: Price) -> str:
+    """'~7.2 s and ~610 MB' of a price."""
+    return f"~{price.seconds:.1f} s and ~{_mb(price.bytes)}"
+
+
+def limits() -> str:
+    """The budget, as said in messages: "this server's budget per request: 5 s of CPU, 400 MB, a result of 128 MB;
+    settings EXPLORER_REQUEST_SECONDS, EXPLORER_REQUEST_MB and EXPLORER_SESSION_RESULTS_MB"."""
+    return (f"this server's budget per request: {request_seconds():g} s of CPU, {_mb(request_bytes())}, a result of "
+            f"{_mb(session_result_bytes())}; settings EXPLORER_REQUEST_SECONDS, EXPLORER_REQUEST_MB and "
+            "EXPLORER_SESSION_RESULTS_MB")
+
+
+def check(price: Price, what: str, advice: str = "") -> None:
+    """Raise RequestOverBudget (naming `what`, its price and the limits) unless `price` is within the budget."""
+    if not price.within():
+        raise RequestOverBudget(f"{what} would take {describe(price)}, over {limits()}." + (f" {advice}" if advice
+                                                                                             else ""))
+
+
+class TokenCap(int):
+    """A number of tokens a view reads at most, with why (shown in the note of a cut text)."""
+
+    why: str
+
+    def __new__(cls, value: int, why: str) -> TokenCap:
+        cap = super().__new__(cls, value)
+        cap.why = why
+        return cap
+
+
+def fit_tokens(price: Callable[[int], Price], most: int) -> TokenCap:
+    """The largest number of tokens t ≤ `most` whose `price(t)` is within the budget (at least 1), as a TokenCap
+    that says why when it is below `most`."""
+    if price(most).within():
+        return TokenCap(most, "this view's limit")
+    low, high = 1, most
+    while low < high:
+        mid = (low + high + 1) // 2
+        if price(mid).within():
+            low = mid
+        else:
+            high = mid - 1
+    return TokenCap(low, limits())
