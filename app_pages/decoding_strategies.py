@@ -94,7 +94,7 @@ def so_far(shown: tuple[tuple[str, str], ...]) -> None:
 
 
 run = probe_with_progress(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat,
-                          system if chat else "", partial=so_far)
+                          system if chat else "", partial=so_far, heavy=True)
 OWN = Origin("model", f"{md(model_id)}'s own log-probabilities (T = 1, whatever the strategy sampled from; seed "
                       f"{seed}).")
 # -------------------------------------------------------------------------------------------- columns

@@ -54,7 +54,8 @@ if contrast is not None:
                        disabled=len(layout.directions) < 2)
         span: str = c.radio("range", format_func={"1": "−1 to 1", "fit": "fit to the grid"}.get, horizontal=True)
     exact = probe_with_progress(I.patching, loaded, *args, site, direction, pos, rdir,
-                                label=f"Patching every cell of the {I.KINDS[site]}") if method != "attribution" \
+                                label=f"Patching every cell of the {I.KINDS[site]}", heavy=True) \
+        if method != "attribution" \
         else None
     estimates = probe(I.attribution, loaded, *args, direction, pos, rdir) if method != "exact" else None
     shown = exact if exact is not None else (estimates or {})[site]

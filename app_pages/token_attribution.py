@@ -24,7 +24,7 @@ with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
     outputs = "all" if loaded.adapter.is_encoder_decoder else c.radio(
         "outputs", default=default_outputs(loaded), format_func={
             "all": "every next token and the prediction", "prediction": "the model's prediction only"}.get)
-trace = probe(attribution, loaded, text, target, steps, outputs)  # an AttributionError: shown, the page stops
+trace = probe(attribution, loaded, text, target, steps, outputs, heavy=True)  # an AttributionError: shown, page stops
 for note in trace.notes:
     st.info(md_message(note))
 theme = settings.theme()

@@ -59,8 +59,8 @@ CASES: dict[str, ViewCase] = {
                                               "Compare two sentences")),
         typing="model=builtin:lstm-lm"),
     "self-attention": ViewCase(
-        hostile=Hostile({"model": "pretrained:minilm"}, TYPE, UNK_PIECES, "only the first 512 are used", UNK_PIECES,
-                        True, NOTHING_TOKENIZED),
+        hostile=Hostile({"model": "pretrained:minilm"}, TYPE, UNK_PIECES,  # cut below MiniLM's 512 by the budget
+                        "are used (this server's budget per request", UNK_PIECES, True, NOTHING_TOKENIZED),
         word_level=("builtin:tiny-gpt", {}),
         panels=(*({"mode": m} for m in ("head", "model", "steps", "masks", "compare")),
                 {"mode": "head", "agg": "rollout", "hide": "1"}),

@@ -104,3 +104,20 @@ def test_smollm2_shape_and_a_long_sentence_cut_to_the_budget() -> None:
     cap = budget.fit_tokens(lambda t: SA.price(shape, t), 8192)
     assert 100 < cap < 1024  # a 1,024-token sentence (3.3 GB before) is cut
     assert SA.price(shape, cap).kept <= budget.session_result_bytes()  # its result stays in the session's cache
+
+
+def test_contextual_embeddings_and_the_rotary_panel_read_only_what_fits(monkeypatch) -> None:
+    """The other views that run the whole model on the typed text: cut to the budget with a note, as self-attention."""
+    from explorer.probes.contextual_embeddings import contextual
+
+    loaded = load_model("builtin:tiny-gpt")
+    text = " ".join(["the dog runs"] * 20)
+    whole = contextual(loaded, text)
+    monkeypatch.setenv("EXPLORER_REQUEST_MB", "0.3")
+    cut = contextual(loaded, text)
+    cap = budget.cap_tokens(loaded.model, 64)
+    assert len(cut.tokens) == cap < len(whole.tokens), (len(cut.tokens), int(cap), len(whole.tokens))
+    assert any("EXPLORER_REQUEST_MB" in n and "only the first" in n for n in cut.notes), cut.notes
+    shape = budget.shape_of(loaded.model)
+    assert budget.forward(shape, cap, kept=budget.layer_bytes(shape, cap, 2),
+                          transient=budget.layer_bytes(shape, cap, 2)).within()

@@ -396,6 +396,37 @@ def test_a_3000_word_decoding_prompt_on_the_real_model_is_cut_to_the_request_bud
     assert out.rss_peak - out.rss_before < 1024 * 2**20
 
 
+@needs_smollm2
+def test_two_students_heavy_work_on_the_real_model_takes_turns_and_the_class_keeps_its_pace(server) -> None:
+    """Two students retype into token attribution and decoding on SmolLM2 at once (each run holds a core for
+    seconds) while the other session types into the recurrent cell: the heavy runs take turns (EXPLORER_HEAVY_SLOTS:
+    one at a time on 2 cores), the waiting one is told where it is in the queue, and the other session's reruns stay
+    under a second."""
+    async def attack(pause: asyncio.Event) -> list[Run]:
+        pause.set()  # the model's first use in this process is not the attack
+        a = Session(server[0], "token-attribution", query(model="pretrained:smollm2", text="The cat sat on the"))
+        d = Session(server[0], "decoding-strategies", query(model="pretrained:smollm2", text="The dog ran to the"))
+        for s in (a, d):
+            await s.connect()
+            await s.rerun(timeout=240)
+        pause.clear()
+        runs: list[Run] = []
+        for i in range(2):
+            runs += await asyncio.gather(a.set_text("text", f"The {NOUNS[i]} sat near the old", timeout=240),
+                                         d.set_text("text", f"The {NOUNS[i]} ran along the", timeout=240))
+        for s in (a, d):
+            await s.close()
+        return runs
+
+    out = under_attack(server, "two students' attribution and decoding on SmolLM2 at once", attack)
+    out.check()
+    for run in out.result:
+        no_exception(run)
+    said = " ".join(messages(r) for r in out.result).replace("\\_", "_")
+    assert re.search(r"Waiting for the server: \d heavy runs? .* ahead of yours", said), said[-2000:]
+    FIGURES[out.name]["slowest_heavy_rerun_s"] = round(max(r.seconds for r in out.result), 2)
+
+
 def test_a_ten_megabyte_sentence_over_the_websocket_is_refused_on_the_server(server) -> None:
     async def attack() -> Run:
         async with Session(server[0], "lstm-gates", query(model="builtin:lstm-lm", text="the dog runs")) as s:

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from explorer.adapters.protocols import Loaded
+from explorer.runtime import budget
 from explorer.adapters.base import Unsupported
 from explorer.data.examples import left_to_right, unknown_words
 from explorer.files.vector_text import EmbeddingError
@@ -90,11 +91,11 @@ def _position_kind(adapter: Any) -> str:
 
 
 def contextual(loaded: Loaded, text: str) -> ContextTrace:
-    """Hidden states of every layer for `text`, read from the model's record: see the module docstring.
-    Raises ContextError."""
+    """Hidden states of every layer for `text`, read from the model's record: see the module docstring. A text
+    longer than the per-request budget prices (explorer.runtime.budget) is cut, with a note. Raises ContextError."""
     adapter = loaded.adapter
     mid = str(getattr(loaded, "id", "model"))
-    enc = adapter.encode(text)
+    enc = adapter.encode(text, max_tokens=budget.cap_tokens(loaded.model, adapter.max_tokens))
     if not len(enc):
         raise ContextError(" ".join(enc.notes) or "Type a sentence.")
     try:

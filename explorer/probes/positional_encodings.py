@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from explorer.adapters.protocols import Loaded
+from explorer.runtime import budget
 from explorer.adapters.base import Unsupported
 from explorer.probes.position_formulas import similarity
 from explorer.probes.self_attention import rotate
@@ -138,7 +139,7 @@ def model_positions(loaded: Loaded, text: str, n: int = 48) -> ModelPositions:
         return ModelPositions(mid, scheme.kind, scheme.rows)
     cos, sin = (x.astype(np.float64) for x in adapter.rotary(2 * n))
     inv_freq = np.arctan2(sin[1, :sin.shape[1] // 2], cos[1, :cos.shape[1] // 2])  # θ_i: the angle at position 1
-    enc = adapter.encode(text)
+    enc = adapter.encode(text, max_tokens=budget.cap_tokens(loaded.model, adapter.max_tokens))
     prefix = next(iter(adapter.streams.values())).format(l=0)
     rec = adapter.run(enc, names=(prefix + ".q_pre", prefix + ".k_pre")) if len(enc.ids) >= 2 else None
     if rec is None or prefix + ".q_pre" not in rec:

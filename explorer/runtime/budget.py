@@ -202,6 +202,14 @@ class TokenCap(int):
         return cap
 
 
+def cap_tokens(model: Any, most: int, price: Callable[[Shape, int], Price] | None = None) -> TokenCap:
+    """fit_tokens for `model` (its Shape read once): `price(shape, t)`, by default one forward that keeps a few
+    (L, T, d) arrays (hidden states of every layer)."""
+    shape = shape_of(model)
+    priced = price or (lambda s, t: forward(s, t, kept=layer_bytes(s, t, 2), transient=layer_bytes(s, t, 2)))
+    return fit_tokens(lambda t: priced(shape, t), most)
+
+
 def fit_tokens(price: Callable[[int], Price], most: int) -> TokenCap:
     """The largest number of tokens t ≤ `most` whose `price(t)` is within the budget (at least 1), as a TokenCap
     that says why when it is below `most`."""

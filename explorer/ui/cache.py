@@ -2,9 +2,10 @@
 bytes per process and per session)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from typing import Any, Callable, NoReturn, TypeVar
+from typing import Any, Callable, ContextManager, Iterator, NoReturn, TypeVar
 
 import numpy as np
 import plotly.graph_objects as go
@@ -13,6 +14,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer.runtime.lru import LoadOnceLRU
 from explorer.runtime import budget
+from explorer.runtime.device import is_large
+from explorer.runtime.heavy import HeavyQueue, heavy_slots
 from explorer.runtime.result_cache import ResultCache
 from explorer.runtime.errors import ViewError
 from explorer.loading.model_cache import ModelCache
@@ -136,25 +139,60 @@ def _results_session() -> str:
     return ctx.session_id if ctx is not None else ""
 
 
-def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, fn: Callable, loaded: Any) -> Any:
+@st.cache_resource(max_entries=1, show_spinner=False)
+def heavy_queue() -> HeavyQueue:
+    """The server's turns for heavy computations (explorer.runtime.heavy: EXPLORER_HEAVY_SLOTS at once)."""
+    return HeavyQueue(heavy_slots())
+
+
+def _turn(loaded: Any, heavy: bool) -> ContextManager[None]:
+    """A heavy computation's turn on a large model (waiting, the page says where it is in the queue); no wait for
+    anything else."""
+    if not heavy or not is_large(getattr(loaded, "model", None)):
+        return contextlib.nullcontext()
+    slot = st.empty()
+    queue = heavy_queue()
+
+    def waiting(ahead: int) -> None:
+        slot.info(f"Waiting for the server: {ahead} heavy run{'s' if ahead != 1 else ''} (decoding, attribution or "
+                  f"interventions on a large model) ahead of yours; {queue.slots} run{'s' if queue.slots != 1 else ''}"
+                  " at once (EXPLORER\\_HEAVY\\_SLOTS). Yours starts by itself.")
+
+    @contextlib.contextmanager
+    def turn() -> Iterator[None]:
+        with queue.turn(_results_session(), waiting):
+            slot.empty()
+            yield
+
+    return turn()
+
+
+def _build(fn_name: str, fn: Callable, loaded: Any, args: tuple, kwargs: dict, heavy: bool) -> Any:
+    with _turn(loaded, heavy):
+        return _timed(fn_name, lambda: fn(loaded, *args, **kwargs))
+
+
+def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, fn: Callable, loaded: Any,
+                 heavy: bool = False) -> Any:
     key = (fn_name, model_key, args, kwargs)
-    return results().get(key, _results_session(), lambda: _timed(fn_name, lambda: fn(loaded, *args, **dict(kwargs))))
+    return results().get(key, _results_session(), lambda: _build(fn_name, fn, loaded, args, dict(kwargs), heavy))
 
 
-def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) -> R:
+def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, heavy: bool = False, **kwargs: Any) -> R:
     """Run `fn(loaded, *args, **kwargs)` once per (fn, model id, device, dtype, args): results cached.
 
     Arguments other than the model must be hashable by st.cache_data (str, numbers, tuples...). A ViewError the probe
     raises (a message for the user) is shown once, escaped, and stops the page (`stop_with`): pages need no except
-    block of their own around a probe.
+    block of their own around a probe. heavy: a view's heavy computation (explorer.views.View.heavy): on a large
+    model it waits for its turn (explorer.runtime.heavy), saying where it is in the queue.
     """
     try:
-        return probe_raising(fn, loaded, *args, **kwargs)
+        return probe_raising(fn, loaded, *args, heavy=heavy, **kwargs)
     except ViewError as exc:
         stop_with(exc)
 
 
-def probe_raising(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwargs: Any) -> R:
+def probe_raising(fn: Callable[..., R], loaded: LoadedModel, *args: Any, heavy: bool = False, **kwargs: Any) -> R:
     """`probe`, cached the same way, raising the ViewError instead: for a page that does something else with it (a
     fallback, a message naming more, a section that ends while the rest of the page goes on).
 
@@ -162,7 +200,8 @@ def probe_raising(fn: Callable[..., R], loaded: LoadedModel, *args: Any, **kwarg
     the seconds so far, where its chart will be (st.spinner shows only after 0.5 s: a cached result shows nothing)."""
     key = (loaded.id, loaded.device, loaded.dtype)
     with st.spinner(working_on(fn, loaded.id, args), show_time=True):
-        return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded)
+        return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded,
+                            heavy)
 
 
 def working_on(fn: Callable[..., Any], model_id: str, args: tuple) -> str:
@@ -198,13 +237,14 @@ REDRAW_S = 0.25  # and redraws it at most this often (each draw is a message to 
 
 
 def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, label: str | None = None,
-                        partial: Callable[[Any], None] | None = None, **kwargs: Any) -> R:
+                        partial: Callable[[Any], None] | None = None, heavy: bool = False, **kwargs: Any) -> R:
     """`probe` for long work: `fn(loaded, *args, progress=callback, **kwargs)` reports (fraction, what[, shown]) to
     a progress bar (labelled `label`, else with `working_on`: the work, the model, the text), shown only while it
     computes (from FIRST_DRAW_S on, every REDRAW_S at most; a kept result shows none), and `partial(shown)` draws
     what is known so far under it, in place (e.g. the decoding view's text as it is generated). A newer rerun of
     the session (a new sentence) cancels the work at its next drawn report: Streamlit stops the script there, and
-    nothing is kept. Kept in the same results cache as `probe`. A ViewError is shown once and stops the page."""
+    nothing is kept. Kept in the same results cache as `probe`; `heavy` as for `probe`. A ViewError is shown once
+    and stops the page."""
     slot = st.empty()
     started, drawn = time.perf_counter(), [0.0]
     said = label if label is not None else working_on(fn, loaded.id, args).removesuffix("…")
@@ -223,7 +263,7 @@ def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, l
     key = (name, (loaded.id, loaded.device, loaded.dtype), args, tuple(sorted(kwargs.items())), "progress")
     try:
         result = results().get(key, _results_session(),
-                               lambda: _timed(name, lambda: fn(loaded, *args, progress=progress, **kwargs)))
+                               lambda: _build(name, fn, loaded, args, dict(kwargs, progress=progress), heavy))
     except ViewError as exc:
         slot.empty()
         stop_with(exc)
