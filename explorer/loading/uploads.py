@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import queue
 import threading
 import weakref
@@ -32,6 +31,7 @@ from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
                                 read_json_bytes, read_weights)
 from explorer.files.state_dicts import Weights
+from explorer.runtime.budget import positive_setting
 
 
 @dataclass
@@ -60,28 +60,20 @@ class UploadBudgetError(ModelLoadError):
     """An upload over a session's or the server's memory budget; `str(exc)` names the limit and its setting."""
 
 
-def _setting(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, "") or default)
-    except ValueError:
-        value = default
-    return value if value > 0 else default
-
-
 def max_uploads() -> int:
     """How many uploads one session holds at once (EXPLORER_MAX_UPLOADS, default 8)."""
-    return max(1, int(_setting("EXPLORER_MAX_UPLOADS", 8)))
+    return max(1, int(positive_setting("EXPLORER_MAX_UPLOADS", 8)))
 
 
 def session_upload_bytes() -> int:
     """Bytes of uploads one session holds (EXPLORER_SESSION_UPLOAD_MB, default 600): in the parsed uploads here and,
     separately, in Streamlit's store of uploaded files (explorer.ui.upload_store)."""
-    return int(_setting("EXPLORER_SESSION_UPLOAD_MB", 600) * 2**20)
+    return int(positive_setting("EXPLORER_SESSION_UPLOAD_MB", 600) * 2**20)
 
 
 def total_upload_bytes() -> int:
     """Bytes of uploads held for all sessions (EXPLORER_UPLOADS_MB, default 1200), in each of the same two stores."""
-    return int(_setting("EXPLORER_UPLOADS_MB", 1200) * 2**20)
+    return int(positive_setting("EXPLORER_UPLOADS_MB", 1200) * 2**20)
 
 
 def mb(nbytes: int) -> str:

@@ -36,7 +36,8 @@ EFFICIENCY = 0.4  # a model's forward reaches ~40 % of a large matrix product's 
 FLOAT_BYTES = 4
 
 
-def _setting(name: str, default: float) -> float:
+def positive_setting(name: str, default: float) -> float:
+    """The number in environment variable `name`; `default` when it is unset, not a number, or not above 0."""
     try:
         value = float(os.environ.get(name, "") or default)
     except ValueError:
@@ -46,23 +47,23 @@ def _setting(name: str, default: float) -> float:
 
 def request_seconds() -> float:
     """CPU seconds one request may take (EXPLORER_REQUEST_SECONDS, default 5)."""
-    return _setting("EXPLORER_REQUEST_SECONDS", 5.0)
+    return positive_setting("EXPLORER_REQUEST_SECONDS", 5.0)
 
 
 def request_bytes() -> int:
     """Bytes one request may take at its peak (EXPLORER_REQUEST_MB, default 400)."""
-    return int(_setting("EXPLORER_REQUEST_MB", 400.0) * 2**20)
+    return int(positive_setting("EXPLORER_REQUEST_MB", 400.0) * 2**20)
 
 
 def result_bytes() -> int:
     """Bytes of probe results the server keeps (EXPLORER_RESULTS_MB, default 256; explorer.runtime.result_cache)."""
-    return int(_setting("EXPLORER_RESULTS_MB", 256.0) * 2**20)
+    return int(positive_setting("EXPLORER_RESULTS_MB", 256.0) * 2**20)
 
 
 def session_result_bytes() -> int:
     """Bytes of probe results one session keeps (EXPLORER_SESSION_RESULTS_MB, default 128): a request's result must
     fit in it, else every rerun of the page would compute it again."""
-    return int(_setting("EXPLORER_SESSION_RESULTS_MB", 128.0) * 2**20)
+    return int(positive_setting("EXPLORER_SESSION_RESULTS_MB", 128.0) * 2**20)
 
 
 @functools.lru_cache(maxsize=1)
