@@ -618,6 +618,7 @@ def test_a_long_prompt_is_cut_to_the_request_budget(monkeypatch):
     from explorer.runtime import budget
 
     loaded = load_model("builtin:tiny-gpt")
+    monkeypatch.setattr(D, "PROMPT_KEPT", 4)  # tiny-gpt reads 64 tokens: a cut keeps the default 64 of none
     text = " ".join(["the dog runs near the cat"] * 10)
     strategies = (Strategy("greedy"), Strategy("top-k"), Strategy("beam", num_beams=4))
     whole = D.decode_all(loaded, text, strategies, SEED, max_new=10, n=3)
@@ -633,6 +634,30 @@ def test_a_long_prompt_is_cut_to_the_request_budget(monkeypatch):
     monkeypatch.setenv("EXPLORER_REQUEST_MB", "0.01")  # not even one token fits
     with pytest.raises(budget.RequestOverBudget, match="fewer new tokens, samples or strategies"):
         D.decode_all(loaded, text, strategies, SEED, max_new=10, n=3)
+
+
+def test_a_generation_over_the_budget_makes_fewer_new_tokens(monkeypatch):
+    """When even a short prompt's rows cost more than the budget (a slower machine than the defaults were sized on),
+    each row generates the new tokens that fit, with a note, instead of the page being refused; the rows are the
+    same as a run asked for that many tokens."""
+    from explorer.runtime import budget
+
+    loaded = load_model("builtin:tiny-gpt")
+    text = "the dog runs near the cat"
+    strategies = (Strategy("greedy"), Strategy("top-k"), Strategy("beam", num_beams=4))
+    whole = D.decode_all(loaded, text, strategies, SEED, max_new=12, n=3)
+    has = len(whole.prompt_ids)
+    fits = budget.generation(budget.shape_of(loaded.model), has, 8, 5).bytes
+    monkeypatch.setenv("EXPLORER_REQUEST_MB", str(fits / 2**20))
+    fewer = D.decode_all(loaded, text, strategies, SEED, max_new=12, n=3)
+    note = next(n for n in fewer.notes if "EXPLORER_REQUEST_MB" in n)
+    assert "generating 12 tokens for 8 rows" in note and "each row generates 5 new tokens" in note, note
+    assert "only its last" not in note and fewer.prompt_ids == whole.prompt_ids
+    monkeypatch.delenv("EXPLORER_REQUEST_MB")
+    asked = D.decode_all(loaded, text, strategies, SEED, max_new=5, n=3)
+    assert [[o.ids for o in g.outputs] for g in fewer.generations] == \
+        [[o.ids for o in g.outputs] for g in asked.generations]
+    assert all(len(o.ids) <= 5 for g in fewer.generations for o in g.outputs)
 
 
 @needs_smollm2

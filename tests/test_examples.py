@@ -193,8 +193,9 @@ def test_decoding_default_prompt_gives_different_outputs() -> None:
     loaded = model(p["model"].default)
     prompt = loaded.adapter.examples(view.sentences).default
     assert D.ends_sentence(prompt) is None
+    sized = D.first_open(loaded)  # what the page opens with on a large model (fewer new tokens and samples)
     run = D.decode_all(loaded, prompt, page_strategies(tuple(p["strategies"].default)), p["seed"].default,
-                       p["max_new"].default, p["n"].default, p["eos"].default)
+                       sized.get("max_new", p["max_new"].default), sized.get("n", p["n"].default), p["eos"].default)
     by_kind = {g.strategy.kind: g.outputs[0].ids for g in run.generations}
     assert len({by_kind["greedy"], by_kind["top-k"], by_kind["top-p"]}) == 3, by_kind
     assert all(len(ids) > 1 for ids in by_kind.values())

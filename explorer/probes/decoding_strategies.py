@@ -29,6 +29,7 @@ MAX_SYSTEM = 1000  # characters of a system prompt (the view's URL parameter `sy
 # (first_open): on one CPU thread SmolLM2-135M takes ~11 s for the view's defaults (4 strategies, 30 tokens,
 # 5 samples), ~7.7 s with these.
 LARGE_DEFAULTS = {"max_new": 20, "n": 3}
+PROMPT_KEPT = 64  # the prompt tokens a cut to the budget keeps at least, before it generates fewer new tokens
 
 
 @dataclass(frozen=True)
@@ -362,28 +363,44 @@ def _rows(strategy: Strategy, n: int, max_new: int) -> int:
 
 
 def within_budget(loaded: Loaded, prompt: Prompt, strategies: Sequence[Strategy], n: int, chat: bool) -> Prompt:
-    """`prompt`, its start cut (with a note) so that generating every strategy's rows after it is priced within the
-    per-request budget (explorer.runtime.budget.generation); a chat message is not cut: RequestOverBudget."""
+    """`prompt` made to fit the per-request budget (explorer.runtime.budget.generation), with a note: a long prompt's
+    start is cut (its last PROMPT_KEPT tokens at least are kept; a chat message is not cut); when generating after
+    those is still over the budget (many rows on a slow machine), each row generates fewer new tokens. Raises
+    RequestOverBudget when not even one new token fits."""
     shape = budget.shape_of(loaded.model)
-    rows = sum(_rows(checked(s, loaded.adapter.vocab_size)[0], n, prompt.max_new) for s in strategies)
     has = len(prompt.model_input)
 
-    def price(t: int) -> budget.Price:
-        return budget.generation(shape, t, rows, prompt.max_new)
+    def rows(new: int) -> int:
+        return sum(_rows(checked(s, loaded.adapter.vocab_size)[0], n, new) for s in strategies)
 
-    cap = budget.fit_tokens(price, has)
-    if cap == has:
+    def price(t: int, new: int = prompt.max_new) -> budget.Price:
+        return budget.generation(shape, t, rows(new), new)
+
+    if price(has).within():
         return prompt
-    what = f"Generating {prompt.max_new} tokens for {rows} rows after this {has:,}-token prompt"
-    if chat or not price(cap).within():
-        budget.check(price(has), what, "Shorten the prompt, or ask for fewer new tokens, samples or strategies.")
-    note = (f"The prompt has {has:,} tokens; generating {prompt.max_new} tokens for {rows} rows after all of them "
-            f"would take {budget.describe(price(has))}, over {budget.limits()}: only its last {cap:,} are read.")
+    asked = f"generating {prompt.max_new} tokens for {rows(prompt.max_new)} rows after all of them would take " \
+            f"{budget.describe(price(has))}, over {budget.limits()}"
+    keep = has if chat else min(has, PROMPT_KEPT)
+    cap = has if chat else budget.fit_tokens(price, has)
+    new = prompt.max_new
+    if cap < keep or not price(cap).within():  # the generation itself is over: fewer new tokens after `keep`
+        cap = keep
+        new = int(budget.fit_tokens(lambda m: price(keep, m), prompt.max_new))
+        if not price(keep, new).within():
+            budget.check(price(has), f"Generating {prompt.max_new} tokens for {rows(prompt.max_new)} rows after this "
+                                     f"{has:,}-token prompt",
+                         "Shorten the prompt, or ask for fewer new tokens, samples or strategies.")
+    said = []
+    if cap < has:
+        said.append(f"only its last {cap:,} are read")
+    if new < prompt.max_new:
+        said.append(f"each row generates {new} new tokens (fewer samples or strategies leave room for more)")
+    note = f"The prompt has {has:,} tokens; {asked}: {' and '.join(said)}."
     ids = prompt.model_input[-cap:]
     start = prompt.start if loaded.adapter.is_encoder_decoder else ids
     special = prompt.special[-cap:] if len(prompt.special) == has else prompt.special
     tokens = prompt.tokens[-cap:] if len(prompt.tokens) == has else prompt.tokens
-    return replace(prompt, model_input=ids, start=start, tokens=tokens, special=special,
+    return replace(prompt, model_input=ids, start=start, tokens=tokens, special=special, max_new=new,
                    notes=(*prompt.notes, note))
 
 
@@ -436,9 +453,9 @@ def decode_all(loaded: Loaded, text: str, strategies: tuple[Strategy, ...], seed
                progress: Progress | None = None) -> DecodingRun:
     """The page's computation: every strategy on the same prompt and seed. chat: `text` as a user turn of the
     tokenizer's chat template (system prompt `system`, empty = the template's default). A prompt whose generation
-    is priced over the per-request budget is cut at its start (`within_budget`). progress: see generate_all (the
-    page shows each strategy's text as it is generated). Raises DecodingError, or
-    RequestOverBudget (a chat message, or too many rows and new tokens for even one prompt token)."""
+    is priced over the per-request budget is cut at its start, or generates fewer new tokens (`within_budget`).
+    progress: see generate_all (the page shows each strategy's text as it is generated). Raises DecodingError, or
+    RequestOverBudget (not even one new token of every row fits in the budget)."""
     adapter = generator(loaded)
     max_new = int(max_new)
     notes: list[str] = []

@@ -8,8 +8,8 @@ A view's work on a transformer is priced from the model's shape and the number o
 
 P parameters, L layers, d width, H heads (read from the model's config, else from its modules), T tokens, rows
 sequences side by side, passes forwards (×3 with a backward), calls separate forward calls; F this machine's
-rate of a model's arithmetic (`throughput()`, measured once per process) and c the fixed cost of one layer call
-(LAYER_CALL_S). Settings:
+rate of a model's arithmetic per CPU second (`throughput()`, measured once per process) and c the fixed cost of one
+layer call (LAYER_CALL_S). Settings:
 
   EXPLORER_REQUEST_SECONDS (5)       CPU seconds one request may take;
   EXPLORER_REQUEST_MB (400)          memory one request may take at its peak;
@@ -68,14 +68,17 @@ def session_result_bytes() -> int:
 
 @functools.lru_cache(maxsize=1)
 def throughput() -> float:
-    """Floating-point operations per second a model's forward reaches on this machine's current torch threads:
-    EFFICIENCY × the best of three 512×1024·1024×1024 float32 products (measured once per process, ~0.1 s)."""
+    """Floating-point operations per CPU second a model's forward reaches on this machine's current torch threads:
+    EFFICIENCY × the best of five 512×1024·1024×1024 float32 products (measured once per process, ~0.1 s). Timed
+    in the calling thread's CPU time, not the wall clock: measured while other sessions or processes keep the cores
+    busy, a wall-clock rate came out half as fast (2 cores, 4 busy processes: 43 against 79 GFLOP/s; CPU time: 81
+    against 90), and every request of that process was then priced twice as dear."""
     a, b = torch.randn(512, 1024), torch.randn(1024, 1024)
     best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
+    for _ in range(5):
+        start = time.thread_time()
         a @ b
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.thread_time() - start)
     return EFFICIENCY * 2 * 512 * 1024 * 1024 / max(best, 1e-6)
 
 
