@@ -1,10 +1,10 @@
 """Token attribution: gradient × input and integrated gradients from each output token onto the input tokens."""
 import streamlit as st
 
-from explorer.probes.token_attribution import attribution, default_outputs
+from explorer.probes.token_attribution import AttributionTrace, attribution, default_outputs
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
-from explorer.ui.cache import probe
+from explorer.ui.cache import probe_with_progress
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
@@ -24,7 +24,24 @@ with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
     outputs = "all" if loaded.adapter.is_encoder_decoder else c.radio(
         "outputs", default=default_outputs(loaded), format_func={
             "all": "every next token and the prediction", "prediction": "the model's prediction only"}.get)
-trace = probe(attribution, loaded, text, target, steps, outputs, heavy=True)  # an AttributionError: shown, page stops
+drawn = [0]
+
+
+def so_far(partial: AttributionTrace) -> None:
+    """The attributions known so far, in place of the chart: gradient × input after one backward pass, then
+    integrated gradients after each round of the integration, with the completeness error of what is shown."""
+    drawn[0] += 1
+    shown, values = V.so_far(partial, method)
+    last = len(partial.outputs) - 1
+    show(V.attribution_heatmap(values, partial.inputs, partial.outputs, shown, settings.theme(), last),
+         Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd), so far: "
+                         f"{md_message(partial.provisional)}."), key=f"attr_so_far_{drawn[0]}", fold=True)
+    st.html(V.attribution_html(partial.inputs, values[last], partial.reach[last], settings.theme(),
+                               V.kept_inputs(partial, shown)))
+
+
+trace = probe_with_progress(attribution, loaded, text, target, steps, outputs, partial=so_far,
+                            heavy=True)  # an AttributionError: shown, page stops
 for note in trace.notes:
     st.info(md_message(note))
 theme = settings.theme()

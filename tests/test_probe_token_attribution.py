@@ -192,3 +192,29 @@ def test_the_prediction_alone_is_the_last_row_of_all():
     np.testing.assert_allclose(alone.integrated[0], every.integrated[-1], atol=1e-6)
     np.testing.assert_allclose(alone.gradient_x_input[0], every.gradient_x_input[-1], atol=1e-6)
     assert default_outputs(loaded) == "all" and loaded.n_params < LARGE_MODEL
+
+
+@pytest.mark.parametrize("name", ["builtin:tiny-gpt", "builtin:seq2seq-bahdanau"])
+def test_progress_hands_over_gradient_x_input_first_then_integrated_gradients_as_they_converge(name):
+    """The view paints at once and refines: the first trace handed to progress holds gradient × input (equal to the
+    final one) and no integrated gradients yet; each later one integrated gradients over whole intervals with the
+    completeness error of what it shows; the result is the one computed without progress."""
+    lm = load_model(name)
+    text = "the red car is fast ." if lm.adapter.is_encoder_decoder else SENT
+    seen = []
+    done = attribution(lm, text, steps=64, progress=lambda fraction, what, tr: seen.append((fraction, what, tr)))
+    alone = attribution(lm, text, steps=64)
+    np.testing.assert_array_equal(done.integrated, alone.integrated)
+    assert done.provisional == "" and not done.integrating
+    first = seen[0][2]
+    assert first.integrating and seen[0][0] == 0.0 and "gradient × input" in seen[0][1] and first.provisional
+    np.testing.assert_allclose(first.gradient_x_input, done.gradient_x_input, atol=1e-6)
+    np.testing.assert_array_equal(first.logit, done.logit)
+    later = [tr for _, _, tr in seen[1:]]
+    assert later, "at least one round before the last"
+    for fraction, what, tr in seen[1:]:
+        assert not tr.integrating and 0 <= fraction < 1 and f"{tr.max_relative:.1%}" in what
+        np.testing.assert_allclose(tr.completeness, np.abs(tr.integrated.astype(np.float64).sum(1)
+                                                           - (tr.logit - tr.baseline_logit)), atol=1e-5)
+        assert tr.max_relative > done.max_relative or tr.max_relative > tr.tolerance
+    assert [f for f, _, _ in seen] == sorted(f for f, _, _ in seen)  # the bar never goes back

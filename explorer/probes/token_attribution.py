@@ -34,7 +34,7 @@ has spent fewer than CHEAP evaluations), or the output has spent `steps` gradien
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -97,6 +97,7 @@ class AttributionTrace:
     kept: tuple[int, ...] = ()  # the inputs the baseline keeps as they are (their integrated gradients are 0)
     rule: str = RULE
     tolerance: float = TOLERANCE
+    provisional: str = ""  # what is not final yet, while it is computed ("": the whole result)
 
     @property
     def max_completeness(self) -> float:
@@ -105,6 +106,11 @@ class AttributionTrace:
     @property
     def max_relative(self) -> float:
         return float(self.relative.max()) if self.relative.size else 0.0
+
+    @property
+    def integrating(self) -> bool:
+        """Only gradient × input is known yet (a trace handed to progress before the integration's first round)."""
+        return bool(np.isnan(self.baseline_logit).any())
 
     @property
     def unconverged(self) -> tuple[int, ...]:
@@ -178,8 +184,10 @@ class _Path:
         by_alpha: dict[tuple[int, float], list[int]] = {}  # one value per (reach, α): rows of one reach share it
         for j, (r, a) in enumerate(values):
             by_alpha.setdefault((self.rows[r].reach, float(a)), []).append(j)
-        batch = [_Item(self.rows[r].reach, a, i, []) for i, (r, a) in enumerate(grads)] + \
-                [_Item(reach, a, -1, js) for (reach, a), js in by_alpha.items()]
+        # a value at the α (and reach) of a gradient item is read from that item's forward
+        batch = [_Item(self.rows[r].reach, a, i, by_alpha.pop((self.rows[r].reach, float(a)), []))
+                 for i, (r, a) in enumerate(grads)]
+        batch += [_Item(reach, a, -1, js) for (reach, a), js in by_alpha.items()]
         batch.sort(key=lambda item: item.reach)
         for s in range(0, len(batch), CHUNK):
             chunk = batch[s:s + CHUNK]
@@ -225,13 +233,18 @@ def _worst(part: dict, change: float, spent: int, steps: int, k: int) -> list[tu
     return out
 
 
-def _integrate(path: _Path, steps: int) -> list[_Result]:
+Rounds = Callable[[list[_Result], float], None]  # on_round(each row's result so far, fraction done)
+
+
+def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[_Result]:
     """Integrated gradients (and gradient × input) of every row of `path` by the adaptive rule (module docstring).
 
-    Each row keeps its own intervals; a round evaluates, in one batch, every row's new Gauss–Legendre points and the
-    values f it needs at the ends of its new intervals (the start's edges, then the halved intervals' midpoints);
-    then each unfinished row halves its worst intervals. A row's result depends on that row alone: its prefix, its
-    token and `steps`."""
+    Round 0 evaluates every row's gradient at the input itself (gradient × input) and f(E). Each row keeps its own
+    intervals; every later round evaluates, in one batch, every row's new Gauss–Legendre points and the values f it
+    needs at the ends of its new intervals (the start's edges, then the halved intervals' midpoints); then each
+    unfinished row halves its worst intervals. A row's result depends on that row alone: its prefix, its token and
+    `steps`. on_round: called after each round with every row's result so far (after round 0: gradient × input,
+    no integrated gradients yet: `base` is NaN) and the fraction of the work done."""
     R, N = len(path.rows), path.E.shape[0]
     k = min(NODES, steps)
     x, w = gauss_legendre(k)
@@ -244,40 +257,70 @@ def _integrate(path: _Path, steps: int) -> list[_Result]:
             parts.append({(float(e0[j]), float(e0[j + 1])): None for j in range(n0)})
         else:  # every input it reads is the baseline's: nothing to attribute, f(B) = f(E)
             parts.append({(0.0, 1.0): np.zeros(N)})
-    wanted = [(r, float(a)) for r in range(R) for a in (e0 if parts[r].get((0.0, 1.0)) is None else (1.0,))]
-    spent, open_rows, gxi = [0] * R, set(range(R)), None
+    ends = [(r, 1.0) for r in range(R)]
+    _, gxi, vals = path.evaluate(ends, ends)  # round 0: the gradient at the input itself, and f(E)
+    f.update(zip(ends, (float(v) for v in vals)))
+    for r in range(R):
+        if parts[r].get((0.0, 1.0)) is not None:
+            f[(r, 0.0)] = f[(r, 1.0)]
+    spent, open_rows, first = [0] * R, set(range(R)), {}  # spent: integrated gradients' evaluations
+    shown = 0.0  # the fraction done last reported
+    if on_round is not None:
+        on_round(_so_far(path, gxi, parts, f, spent, k), 0.0)
+    wanted = [(r, float(a)) for r in range(R) if parts[r].get((0.0, 1.0)) is None for a in e0[:-1]]
     while True:
         need = [(r, iv) for r in range(R) for iv, q in parts[r].items() if q is None]
         items = [(r, a + (b - a) * xj) for r, (a, b) in need for xj in x]
-        along, times, vals = path.evaluate(items + ([(r, 1.0) for r in range(R)] if gxi is None else []), wanted)
+        along, _, vals = path.evaluate(items, wanted)
         f.update(zip(wanted, (float(v) for v in vals)))
-        if gxi is None:  # gradient × input: the gradient at the input itself
-            gxi = times[len(items):]
-            for r in range(R):
-                f.setdefault((r, 0.0), f[(r, 1.0)])  # a row with nothing to attribute
         for i, (r, (a, b)) in enumerate(need):
             parts[r][(a, b)] = (b - a) * (w[:, None] * along[i * k:(i + 1) * k]).sum(0)
             spent[r] += k
-        halve = []
+        halve, done = [], []
         for r in sorted(open_rows):
-            worst = _worst({iv: [f[(r, iv[0])], f[(r, iv[1])], q] for iv, q in parts[r].items()},
-                           f[(r, 1.0)] - f[(r, 0.0)], spent[r], steps, k)
+            change = f[(r, 1.0)] - f[(r, 0.0)]
+            part = {iv: [f[(r, iv[0])], f[(r, iv[1])], q] for iv, q in parts[r].items()}
+            worst = _worst(part, change, spent[r], steps, k)
             halve += [(r, iv) for iv in worst]
             if not worst:
                 open_rows.discard(r)
+            else:
+                error = abs(sum(v[2].sum() - (v[1] - v[0]) for v in part.values())) / max(abs(change), 1e-30)
+                first.setdefault(r, error)
+                done.append(_fraction(first[r], error))
+        if on_round is not None and halve:  # the error of a signed sum can rise again: the bar does not go back
+            shown = max(shown, (R - len(done) + sum(done)) / R)
+            on_round(_so_far(path, gxi, parts, f, spent, k), shown)
         if not halve:
             break
         wanted = [(r, (a + b) / 2) for r, (a, b) in halve]
         for r, (a, b) in halve:
             del parts[r][(a, b)]
             parts[r][(a, (a + b) / 2)] = parts[r][((a + b) / 2, b)] = None
+    return _so_far(path, gxi, parts, f, spent, k)
+
+
+def _fraction(first: float, error: float) -> float:
+    """How far an output's completeness error has come from its first round's (`first`) to the goal, on a log
+    scale, below 1 (it is not done)."""
+    if first <= TOLERANCE or error >= first:
+        return 0.0
+    return min(0.95, float(np.log(first / error) / np.log(first / TOLERANCE)))
+
+
+def _so_far(path: _Path, gxi: np.ndarray, parts: list[dict], f: dict[tuple[int, float], float], spent: list[int],
+            k: int) -> list[_Result]:
+    """Every row's result from what is evaluated: integrated gradients summed over its intervals whose quadrature
+    is known (none before round 1: zeros, and f(B) NaN)."""
     out = []
     for r, row in enumerate(path.rows):
         ivs = sorted(parts[r])
-        ig = np.sum([q for q in (parts[r][iv] for iv in ivs) if q is not None], axis=0)  # every quadrature is done
+        known = [q for q in (parts[r][iv] for iv in ivs) if q is not None]
+        ig = np.sum(known, axis=0) if known else np.zeros(gxi.shape[1])
         edges = tuple(float(a) for a, _ in ivs) + (1.0,)
-        out.append(_Result(gxi[r, :row.reach].copy(), ig[:row.reach].copy(), f[(r, 1.0)], f[(r, 0.0)],
-                           row.reach, k * len(ivs) if spent[r] else 0, spent[r], edges))
+        out.append(_Result(gxi[r, :row.reach].copy(), ig[:row.reach].copy(), f[(r, 1.0)],
+                           f.get((r, 0.0), float("nan")) if known else float("nan"), row.reach,
+                           k * len(known) if spent[r] else 0, spent[r], edges))
     return out
 
 
@@ -316,12 +359,13 @@ def baseline_inputs(adapter: Differentiates, E: torch.Tensor,
 
 # ------------------------------------------------------------------------------------------------- the probe
 def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids: list[int], positions: list[int],
-                 targets: list[int], steps: int) -> list[_Result]:
+                 targets: list[int], steps: int, on_round: Rounds | None = None) -> list[_Result]:
     """_integrate of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C).
 
     The row at position p reads only the inputs 0 … p, so it is kept in the model's prefix memo under those ids (with
     its target and the steps) and only the rows whose prefix changed are computed: typing one more word costs one or
-    two rows, not N. A model that does not generate (it may read both ways) has no memo.
+    two rows, not N. A model that does not generate (it may read both ways) has no memo. on_round: as for
+    _integrate, with every row (the memo's too).
     """
     memo = prefix_memo(adapter, "attribution") if adapter.can_generate else None
     keys = [(RULE, steps, tuple(ids[:p + 1]), t) for p, t in zip(positions, targets)]
@@ -330,7 +374,14 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
     if todo:
         path = _Path(adapter.logits_from_embeddings, E, B, [_Row(positions[i], targets[i], positions[i] + 1)
                                                              for i in todo], positions=True)
-        for i, result in zip(todo, _integrate(path, steps)):
+
+        def merged(results: list[_Result], fraction: float) -> None:
+            every = list(rows)
+            for i, result in zip(todo, results):
+                every[i] = result
+            on_round(every, (len(rows) - len(todo) + fraction * len(todo)) / len(rows))  # type: ignore[misc]
+
+        for i, result in zip(todo, _integrate(path, steps, merged if on_round is not None else None)):
             rows[i] = result
             if memo is not None:
                 memo.put(keys[i], result)
@@ -345,10 +396,15 @@ def default_outputs(loaded: Loaded) -> str:
         else "all"
 
 
-def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
-                outputs: str = "all") -> AttributionTrace:
+Progress = Callable[[float, str, AttributionTrace], None]  # progress(fraction, what, the trace so far)
+
+
+def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS, outputs: str = "all",
+                progress: Progress | None = None) -> AttributionTrace:
     """See the module docstring. outputs (decoders and RNN LMs): "all" (every next token and the prediction) or
-    "prediction" (the model's own next token only). Raises AttributionError."""
+    "prediction" (the model's own next token only). progress: called after each round of the integration with the
+    trace so far (`provisional` says what is not final): gradient × input first, then integrated gradients as their
+    completeness error falls. Raises AttributionError."""
     adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
     steps = int(min(max(int(steps), 1), MAX_STEPS))
     enc = adapter.encode(text, max_tokens=MAX_INPUTS)
@@ -359,7 +415,7 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     ids = torch.tensor(list(enc.ids), dtype=torch.long, device=dev)
     try:
         if adapter.is_encoder_decoder:
-            return _seq2seq(adapter, mid, enc, ids, target, steps, notes)
+            return _seq2seq(adapter, mid, enc, ids, target, steps, notes, progress)
         E = adapter.embed_ids(ids).detach().float()
         with torch.no_grad():
             own = adapter.logits_from_embeddings(E[None])[0]
@@ -371,14 +427,36 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     if outputs != "prediction" and len(positions) < N:
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
     targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(own[-1].argmax())]
-    rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps)
     shown = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
-    return _trace(mid, tuple(enc.tokens), (0,) * N, shown, tuple(positions), rows, steps, baseline, kept, True,
-                  notes)
+
+    def trace(rows: list[_Result], provisional: str = "") -> AttributionTrace:
+        return _trace(mid, tuple(enc.tokens), (0,) * N, shown, tuple(positions), rows, steps, baseline, kept, True,
+                      notes, provisional)
+
+    rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps, _reporter(trace, progress))
+    return trace(rows)
+
+
+def _reporter(trace: Callable[..., AttributionTrace], progress: Progress | None) -> Rounds | None:
+    """The on_round of _integrate that hands `progress` the trace so far, saying what is not final."""
+    if progress is None:
+        return None
+
+    def on_round(rows: list[_Result], fraction: float) -> None:
+        partial = trace(rows, "gradient × input; integrated gradients being computed")
+        if partial.integrating:
+            what = partial.provisional
+        else:
+            what = (f"integrated gradients so far: completeness error up to {partial.max_relative:.1%} of the "
+                    f"change (goal {TOLERANCE:.0%}), {int(partial.evaluations.sum())} gradient evaluations")
+            partial = replace(partial, provisional=what)
+        progress(fraction, what, partial)
+
+    return on_round
 
 
 def _seq2seq(adapter: Adapter, mid: str, enc: Encoded, ids: torch.Tensor, target: str, steps: int,
-             notes: list[str]) -> AttributionTrace:
+             notes: list[str], progress: Progress | None = None) -> AttributionTrace:
     dev = adapter.device
     if no_text(target or "") is None:
         out = adapter.encode(target, side="target")
@@ -397,15 +475,19 @@ def _seq2seq(adapter: Adapter, mid: str, enc: Encoded, ids: torch.Tensor, target
     def logits(x: torch.Tensor) -> torch.Tensor:
         return adapter.logits_from_embeddings(x[:, :S], x[:, S:])
 
-    rows = _integrate(_Path(logits, E, B, [_Row(t, y, S + t + 1) for t, y in enumerate(out_ids)]), steps)
     inputs = tuple(enc.tokens) + tuple(adapter.sequence_strings(dec.tolist()))
-    return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.sequence_strings(out_ids)), tuple(range(T)), rows,
-                  steps, baseline, kept, False, notes)
+
+    def trace(rows: list[_Result], provisional: str = "") -> AttributionTrace:
+        return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.sequence_strings(out_ids)), tuple(range(T)),
+                      rows, steps, baseline, kept, False, notes, provisional)
+
+    path = _Path(logits, E, B, [_Row(t, y, S + t + 1) for t, y in enumerate(out_ids)])
+    return trace(_integrate(path, steps, _reporter(trace, progress)))
 
 
 def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs: tuple[str, ...],
            positions: tuple[int, ...], rows: list[_Result], steps: int, baseline: str, kept: tuple[int, ...],
-           predicted: bool, notes: list[str]) -> AttributionTrace:
+           predicted: bool, notes: list[str], provisional: str = "") -> AttributionTrace:
     N = len(inputs)
     gxi = np.stack([np.pad(r.gxi, (0, N - r.reach)) for r in rows]).astype(np.float32)
     ig = np.stack([np.pad(r.ig, (0, N - r.reach)) for r in rows])
@@ -417,4 +499,4 @@ def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs:
                             relative, np.array([r.points for r in rows]), np.array([r.evaluations for r in rows]),
                             tuple(r.edges for r in rows), steps, baseline, predicted,
                             tuple(r.reach for r in rows), tuple(dict.fromkeys(notes)), kept,
-                            f"{RULE} ({min(NODES, steps)}-point rule on each interval)")
+                            f"{RULE} ({min(NODES, steps)}-point rule on each interval)", TOLERANCE, provisional)

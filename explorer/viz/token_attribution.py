@@ -34,6 +34,14 @@ def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequ
     return figure(data, layout)
 
 
+def so_far(trace: Any, method: str) -> tuple[str, np.ndarray]:
+    """(method shown, (M, N) values) of a trace handed over while it is computed: integrated gradients once the
+    integration's first round is done (before: gradient × input, said so), else the method asked for."""
+    if method == "integrated gradients" and not trace.integrating:
+        return method, trace.integrated
+    return "gradient × input", trace.gradient_x_input
+
+
 def colour_key(theme: Theme) -> str:
     """What the colours of both figures mean, in the theme's own colour names."""
     low, high = theme.diverging_ends
