@@ -463,3 +463,24 @@ def test_a_two_layer_lstm_patches_each_layer_as_the_modules_stepped():
         ref = _recurrent_reference(net, clean_ids, corrupt_ids, state, c.answer_id, c.wrong_id)
         assert grid.values.shape == (2, clean_ids.shape[1])
         np.testing.assert_allclose(grid.values, ref, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["resid", "heads"])
+def test_the_grid_so_far_fills_in_exact_rows_over_attribution_patchings_estimate(kind):
+    """While exact patching runs, progress hands over the grid so far: its first r rows equal the final grid's,
+    the others are not computed (NaN); fill_in shows the estimate there, and the exact rows where they are done."""
+    loaded = load_model("builtin:tiny-gpt")
+    seen = []
+    exact = I.patching(loaded, CLEAN, CORRUPT, ANSWER, WRONG, kind,
+                       progress=lambda fraction, what, grid=None: seen.append((fraction, grid)))
+    estimate = I.attribution(loaded, CLEAN, CORRUPT, ANSWER, WRONG)[kind]
+    R = len(exact.rows)
+    grids = [(f, g) for f, g in seen if g is not None]
+    assert [I.rows_done(g) for _, g in grids] == list(range(R)) and [f for f, _ in grids] == [r / R for r in range(R)]
+    for r, (_, grid) in enumerate(grids):
+        np.testing.assert_array_equal(grid.values[:r], exact.values[:r])
+        assert np.isnan(grid.values[r:]).all() and grid.cols == exact.cols and grid.rows == exact.rows
+        shown = I.fill_in(grid, estimate)
+        np.testing.assert_array_equal(shown.restored[:r], exact.restored[:r])
+        np.testing.assert_array_equal(shown.restored[r:], estimate.restored[r:])
+        assert shown.method == "exact so far"

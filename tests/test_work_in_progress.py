@@ -92,3 +92,33 @@ def test_the_browser_shows_what_is_being_computed():
         wait_for_app(page, timeout_ms=240_000)
         assert page.locator('[data-testid="stProgress"]').count() == 0 and page.get_by_text("▌").count() == 0
         browser.close()
+
+
+@pytest.mark.parametrize("view, query", [
+    ("token-attribution", {"method": "integrated gradients", "steps": "64"}),
+    ("interventions", {"method": "both"}),
+])
+def test_a_first_answer_is_drawn_in_place_and_the_whole_one_follows(view, query, monkeypatch):
+    """With every report drawn (no first-draw delay, no throttle), the views that refine in place draw their first
+    answer (attribution: gradient × input; interventions: attribution patching's grid with exact rows filled in)
+    and then the whole one: the page runs through every partial draw, and the charts it ends with are the final
+    ones (the partial charts are replaced)."""
+    import json
+
+    from explorer.ui import cache
+
+    monkeypatch.setattr(cache, "FIRST_DRAW_S", 0.0)
+    monkeypatch.setattr(cache, "REDRAW_S", 0.0)
+    drawn = []
+    monkeypatch.setattr(cache.st, "progress", lambda value, text="": drawn.append((value, text)))
+    at = run_page(BY_PATH[view].script, {"model": "builtin:tiny-gpt", **query})
+    assert_no_exception(at)
+    assert len(drawn) >= 2 and drawn[0][0] == 0.0, drawn
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    if view == "token-attribution":
+        assert "gradient × input" in drawn[0][1] and any("integrated gradients so far" in t for _, t in drawn), drawn
+        assert titles[0].startswith("integrated gradients:"), titles
+    else:
+        assert any("patched runs" in t for _, t in drawn), drawn
+        assert not any("exact in" in t for t in titles), titles  # the grid so far is gone: the final grids
+        assert titles[0].startswith("Denoising"), titles

@@ -41,7 +41,7 @@ BATCH_TOKENS = 4096  # tokens per patched batch
 KINDS = {"resid": "residual stream", "attn": "attention output", "mlp": "MLP output", "heads": "attention heads",
          "h": "hidden state h", "c": "cell state c"}
 ABLATIONS = ("zero", "mean", "resample")
-Progress = Callable[[float, str], None]
+Progress = Callable[..., None]  # progress(fraction, what[, the grid so far])
 
 
 class InterventionError(ViewError, ValueError):
@@ -311,9 +311,13 @@ def patch_grid(loaded: Loaded, c: Contrast, kind: str = "resid", direction: str 
         K = layout.n_heads if kind == "heads" else T
         values, p_answer, p_wrong = np.zeros((R, K)), np.zeros((R, K)), np.zeros((R, K))
         runs = 0
+        cols = tuple(f"head {h}" for h in range(layout.n_heads)) if kind == "heads" else c.tokens
         for r in range(R):
-            if progress is not None:
-                progress(r / R, f"{_row_labels(layout, kind)[r]}: {K} patched runs")
+            if progress is not None:  # the grid so far: rows 0 … r − 1 exact, the others NaN
+                done = np.where(np.arange(R)[:, None] < r, values, np.nan)
+                _report(progress, r / R, f"{_row_labels(layout, kind)[r]}: {K} patched runs",
+                         PatchGrid(kind, direction, "exact", _row_labels(layout, kind), cols, done, c.restored(done),
+                                   position if kind == "heads" else -1, time.perf_counter() - start, runs, check))
             value = src.kept[names[r]]
             per = max(1, BATCH_TOKENS // T)
             for k0 in range(0, K, per):
@@ -338,9 +342,27 @@ def patch_grid(loaded: Loaded, c: Contrast, kind: str = "resid", direction: str 
                 runs += len(ks)
     if progress is not None:
         progress(1.0, "done")
-    cols = tuple(f"head {h}" for h in range(layout.n_heads)) if kind == "heads" else c.tokens
     return PatchGrid(kind, direction, "exact", _row_labels(layout, kind), cols, values, c.restored(values),
                      position if kind == "heads" else -1, time.perf_counter() - start, runs, check, p_answer, p_wrong)
+
+
+def _report(progress: Progress, *args: object) -> None:
+    """progress(*args) out of inference mode: what it draws may need gradients (attribution patching's estimate)."""
+    with torch.inference_mode(False), torch.enable_grad():
+        progress(*args)
+
+
+def rows_done(grid: PatchGrid) -> int:
+    """How many rows (from the first) of a grid handed over while it is computed are exact."""
+    return int(np.isfinite(grid.values).all(1).sum())
+
+
+def fill_in(so_far: PatchGrid, estimate: PatchGrid) -> PatchGrid:
+    """The grid `so_far` (exact rows, NaN where not computed yet) with `estimate`'s cells (attribution patching of
+    the same site, direction and position) where it has none; method "exact so far"."""
+    missing = ~np.isfinite(so_far.values)
+    return replace(so_far, method="exact so far", values=np.where(missing, estimate.values, so_far.values),
+                   restored=np.where(missing, estimate.restored, so_far.restored))
 
 
 def _head_mask(K: int, T: int, H: int, heads: Sequence[int], position: int) -> torch.Tensor:
