@@ -53,7 +53,7 @@ if contrast is not None:
         rdir = c.radio("dir", list(layout.directions), format_func={"fwd": "forward", "bwd": "backward"}.get,
                        disabled=len(layout.directions) < 2)
         span: str = c.radio("range", format_func={"1": "−1 to 1", "fit": "fit to the grid"}.get, horizontal=True)
-    drawn = [0]
+    drawn, corrupt_tokens = [0], contrast.corrupt_tokens
 
     def grid_so_far(so_far: I.PatchGrid) -> None:
         """The grid while exact patching runs: attribution patching's estimate at once (two passes), its rows
@@ -61,7 +61,7 @@ if contrast is not None:
         drawn[0] += 1
         grid = I.fill_in(so_far, probe(I.attribution, loaded, *args, direction, pos, rdir)[site])
         done, rows = I.rows_done(so_far), len(so_far.rows)
-        show(V.restored_grid(grid, V.columns(grid, contrast.corrupt_tokens),
+        show(V.restored_grid(grid, V.columns(grid, corrupt_tokens),
                              f"{I.KINDS[site]} restored: exact in {done} of {rows} rows (from the bottom), "
                              "attribution patching's estimate above", theme), Origin(
              "model", f"{md(loaded.id)}'s own logits: {done} of {rows} rows patched exactly; the others estimated "

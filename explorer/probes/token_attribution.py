@@ -35,7 +35,7 @@ has spent fewer than CHEAP evaluations), or the output has spent `steps` gradien
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import numpy as np
 import torch
@@ -263,7 +263,8 @@ def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[
     for r in range(R):
         if parts[r].get((0.0, 1.0)) is not None:
             f[(r, 0.0)] = f[(r, 1.0)]
-    spent, open_rows, first = [0] * R, set(range(R)), {}  # spent: integrated gradients' evaluations
+    spent, open_rows = [0] * R, set(range(R))  # spent: integrated gradients' evaluations
+    first: dict[int, float] = {}  # each row's relative completeness error after its first round
     shown = 0.0  # the fraction done last reported
     if on_round is not None:
         on_round(_so_far(path, gxi, parts, f, spent, k), 0.0)
@@ -276,7 +277,8 @@ def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[
         for i, (r, (a, b)) in enumerate(need):
             parts[r][(a, b)] = (b - a) * (w[:, None] * along[i * k:(i + 1) * k]).sum(0)
             spent[r] += k
-        halve, done = [], []
+        halve: list[tuple[int, tuple[float, float]]] = []
+        done: list[float] = []
         for r in sorted(open_rows):
             change = f[(r, 1.0)] - f[(r, 0.0)]
             part = {iv: [f[(r, iv[0])], f[(r, iv[1])], q] for iv, q in parts[r].items()}
@@ -284,8 +286,9 @@ def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[
             halve += [(r, iv) for iv in worst]
             if not worst:
                 open_rows.discard(r)
-            else:
-                error = abs(sum(v[2].sum() - (v[1] - v[0]) for v in part.values())) / max(abs(change), 1e-30)
+            else:  # every quadrature of the row is known after the round
+                quadrature = sum(float(np.sum(q)) for q in parts[r].values() if q is not None)
+                error = abs(quadrature - change) / max(abs(change), 1e-30)
                 first.setdefault(r, error)
                 done.append(_fraction(first[r], error))
         if on_round is not None and halve:  # the error of a signed sum can rise again: the bar does not go back
@@ -379,7 +382,7 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
             every = list(rows)
             for i, result in zip(todo, results):
                 every[i] = result
-            on_round(every, (len(rows) - len(todo) + fraction * len(todo)) / len(rows))  # type: ignore[misc]
+            on_round(cast(list[_Result], every), (len(rows) - len(todo) + fraction * len(todo)) / len(rows))  # type: ignore[misc]
 
         for i, result in zip(todo, _integrate(path, steps, merged if on_round is not None else None)):
             rows[i] = result
