@@ -218,3 +218,39 @@ def test_progress_hands_over_gradient_x_input_first_then_integrated_gradients_as
                                                            - (tr.logit - tr.baseline_logit)), atol=1e-5)
         assert tr.max_relative > done.max_relative or tr.max_relative > tr.tolerance
     assert [f for f, _, _ in seen] == sorted(f for f, _, _ in seen)  # the bar never goes back
+
+
+def test_attribution_is_priced_and_held_to_the_budget(monkeypatch):
+    """Over the per-request budget for work refined in place, each output gets the gradient evaluations that fit
+    (a note names the setting, the trace says it was capped, the warning says why raising Steps would not help);
+    points per pass are fewer where their activations would pass the memory budget, with the same numbers; a
+    request that not even one evaluation fits is refused."""
+    from explorer.runtime import budget
+    from explorer.probes import token_attribution as A
+    from explorer.viz.token_attribution import completeness_warning
+
+    lm = load_model("builtin:tiny-gpt")
+    shape = budget.shape_of(lm.model)
+    whole = attribution(lm, SENT, steps=256)
+    reaches = [p + 1 for p in whole.position]
+    assert not whole.capped and A.within_budget(shape, reaches, 256) == (256, "")
+    seconds = A.price(shape, reaches, 8).seconds
+    assert A.price(shape, reaches, 16).seconds > seconds and A.price(shape, reaches, 8).streamed
+    monkeypatch.setenv("EXPLORER_STREAMED_SECONDS", str(seconds))
+    capped = attribution(lm, SENT, steps=256)
+    assert capped.capped and capped.steps == 8 and np.all(capped.evaluations <= 8)
+    note = next(n for n in capped.notes if "EXPLORER_STREAMED_SECONDS" in n)
+    assert "up to 256 gradient evaluations" in note and "at most 8 per output" in note
+    warning = completeness_warning(capped, 1024) or ""
+    assert "budget per request allows 8 gradient evaluations" in warning or not capped.unconverged
+    monkeypatch.setenv("EXPLORER_STREAMED_SECONDS", "1e-9")
+    with pytest.raises(budget.RequestOverBudget, match="EXPLORER_STREAMED_SECONDS"):
+        attribution(lm, SENT, steps=256)
+    monkeypatch.delenv("EXPLORER_STREAMED_SECONDS")
+    one = budget.forward(shape, max(reaches), backward="inputs", read=1).bytes
+    monkeypatch.setenv("EXPLORER_REQUEST_MB", str(3.5 * one / 2**20))
+    assert A.chunk(shape, max(reaches)) == 3
+    lm.adapter.__dict__.pop("_prefix_memos", None)  # computed again, not read from the prefix memo
+    small = attribution(lm, SENT, steps=256)
+    np.testing.assert_allclose(small.integrated, whole.integrated, atol=1e-5)
+    np.testing.assert_array_equal(small.evaluations, whole.evaluations)

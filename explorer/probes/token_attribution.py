@@ -44,6 +44,7 @@ from explorer.adapters import generation as G
 from explorer.adapters.base import Adapter, Unsupported
 from explorer.adapters.protocols import Differentiates, Loaded
 from explorer.adapters.text import Encoded, no_text
+from explorer.runtime import budget
 from explorer.runtime.device import is_large
 from explorer.runtime.errors import ViewError
 from explorer.runtime.prefix_memo import prefix_memo
@@ -55,7 +56,7 @@ FINE, CHEAP = 0.001, 32  # … or 0.1 % while it has spent fewer than 32 evaluat
 NODES = 2  # Gauss–Legendre points per interval
 START = 8  # equal intervals to start from
 MIN_WIDTH = 2.0 ** -16  # narrower intervals are not halved (float32 noise in f)
-CHUNK = 32  # path points per forward pass
+CHUNK = 32  # path points per forward pass at most (fewer where their activations would not fit: `chunk`)
 MAX_INPUTS = 64
 MAX_OUTPUTS = 40
 RULE = "adaptive composite Gauss–Legendre"
@@ -98,6 +99,7 @@ class AttributionTrace:
     rule: str = RULE
     tolerance: float = TOLERANCE
     provisional: str = ""  # what is not final yet, while it is computed ("": the whole result)
+    capped: bool = False  # `steps` is what the per-request budget allows, fewer than asked (a note says so)
 
     @property
     def max_completeness(self) -> float:
@@ -169,8 +171,9 @@ class _Path:
     those positions), else every position."""
 
     def __init__(self, logits: Logits, E: torch.Tensor, B: torch.Tensor, rows: list[_Row],
-                 positions: bool = False) -> None:
+                 positions: bool = False, chunk: int = CHUNK) -> None:
         self.logits, self.E, self.B, self.D, self.rows, self.positions = logits, E, B, E - B, rows, positions
+        self.chunk = max(1, int(chunk))
 
     def _points(self, alphas: list[float], L: int) -> torch.Tensor:
         alpha = torch.tensor(alphas, dtype=self.E.dtype, device=self.E.device)
@@ -189,8 +192,8 @@ class _Path:
                  for i, (r, a) in enumerate(grads)]
         batch += [_Item(reach, a, -1, js) for (reach, a), js in by_alpha.items()]
         batch.sort(key=lambda item: item.reach)
-        for s in range(0, len(batch), CHUNK):
-            chunk = batch[s:s + CHUNK]
+        for s in range(0, len(batch), self.chunk):
+            chunk = batch[s:s + self.chunk]
             L = max(item.reach for item in chunk)
             read = [(c, self.rows[grads[item.grad][0]]) for c, item in enumerate(chunk) if item.grad >= 0]
             valued = [(c, j, self.rows[values[j][0]]) for c, item in enumerate(chunk) for j in item.values]
@@ -360,9 +363,48 @@ def baseline_inputs(adapter: Differentiates, E: torch.Tensor,
     return B, f"the mean input embedding after the {first} (kept as it is)", tuple(starts)
 
 
+# ------------------------------------------------------------------------------------------------- the price
+def chunk(shape: budget.Shape, reach: int) -> int:
+    """Path points per forward and backward pass: CHUNK, or fewer where their activations (kept for the backward,
+    `reach` tokens each) would take more than the per-request memory (SmolLM2, 64 tokens: 2 points; it took 4.4 GB
+    for 32)."""
+    one = budget.forward(shape, reach, backward="inputs", read=1).bytes
+    return int(max(1, min(CHUNK, budget.request_bytes() // max(one, 1))))
+
+
+def price(shape: budget.Shape, reaches: Sequence[int], steps: int) -> budget.Price:
+    """The price of attributing outputs that read `reaches` inputs with at most `steps` gradient evaluations each
+    (and one for gradient × input): forward and backward passes to the inputs of the model's output at one position
+    (the value forwards at interval ends, about a quarter as many, are within INPUT_GRADIENT's margin), in batches
+    of `chunk` points; its peak, one batch of the longest reach."""
+    if not reaches:
+        return budget.Price(0.0, 0)
+    longest = max(reaches)
+    per = chunk(shape, longest)
+    seconds = sum(budget.forward(shape, t, passes=steps + 1, backward="inputs", read=1,
+                                 calls=-(-(steps + 1) // per)).seconds for t in reaches)
+    peak = budget.forward(shape, longest, rows=per, backward="inputs", read=1).bytes
+    return budget.Price(seconds, peak, streamed=True)  # gradient × input at once, then rounds: refined in place
+
+
+def within_budget(shape: budget.Shape, reaches: Sequence[int], steps: int) -> tuple[int, str]:
+    """(steps, note): the gradient evaluations per output that fit in the per-request budget, at most `steps`, and
+    the note saying so when they are fewer ("" when not). Raises RequestOverBudget when not even one fits."""
+    fit = budget.fit_tokens(lambda s: price(shape, reaches, s), steps)
+    if fit == steps:
+        return steps, ""
+    if not price(shape, reaches, fit).within():
+        budget.check(price(shape, reaches, 1), f"Attributing {len(reaches)} output(s) of this {max(reaches):,}-token "
+                     "text", "Shorten the sentence, or attribute the model's prediction only.")
+    return int(fit), (f"Integrated gradients with up to {steps} gradient evaluations for each of {len(reaches)} "
+                      f"output(s) would take {budget.describe(price(shape, reaches, steps))}, over "
+                      f"{budget.limits(streamed=True)}: "
+                      f"at most {int(fit)} per output here; the completeness error says how far they get.")
+
+
 # ------------------------------------------------------------------------------------------------- the probe
 def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids: list[int], positions: list[int],
-                 targets: list[int], steps: int, on_round: Rounds | None = None) -> list[_Result]:
+                 targets: list[int], steps: int, on_round: Rounds | None = None, per: int = CHUNK) -> list[_Result]:
     """_integrate of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C).
 
     The row at position p reads only the inputs 0 … p, so it is kept in the model's prefix memo under those ids (with
@@ -376,7 +418,7 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
     todo = [i for i, row in enumerate(rows) if row is None]
     if todo:
         path = _Path(adapter.logits_from_embeddings, E, B, [_Row(positions[i], targets[i], positions[i] + 1)
-                                                             for i in todo], positions=True)
+                                                             for i in todo], positions=True, chunk=per)
 
         def merged(results: list[_Result], fraction: float) -> None:
             every = list(rows)
@@ -418,7 +460,7 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     ids = torch.tensor(list(enc.ids), dtype=torch.long, device=dev)
     try:
         if adapter.is_encoder_decoder:
-            return _seq2seq(adapter, mid, enc, ids, target, steps, notes, progress)
+            return _seq2seq(adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes, progress)
         E = adapter.embed_ids(ids).detach().float()
         with torch.no_grad():
             own = adapter.logits_from_embeddings(E[None])[0]
@@ -431,12 +473,16 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
     targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(own[-1].argmax())]
     shown = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
+    shape = budget.shape_of(loaded.model)
+    steps, capped = within_budget(shape, [p + 1 for p in positions], steps)
+    notes += [capped] if capped else []
 
     def trace(rows: list[_Result], provisional: str = "") -> AttributionTrace:
         return _trace(mid, tuple(enc.tokens), (0,) * N, shown, tuple(positions), rows, steps, baseline, kept, True,
-                      notes, provisional)
+                      notes, provisional, bool(capped))
 
-    rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps, _reporter(trace, progress))
+    rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps, _reporter(trace, progress),
+                        chunk(shape, positions[-1] + 1))
     return trace(rows)
 
 
@@ -458,8 +504,8 @@ def _reporter(trace: Callable[..., AttributionTrace], progress: Progress | None)
     return on_round
 
 
-def _seq2seq(adapter: Adapter, mid: str, enc: Encoded, ids: torch.Tensor, target: str, steps: int,
-             notes: list[str], progress: Progress | None = None) -> AttributionTrace:
+def _seq2seq(adapter: Adapter, shape: budget.Shape, mid: str, enc: Encoded, ids: torch.Tensor, target: str,
+             steps: int, notes: list[str], progress: Progress | None = None) -> AttributionTrace:
     dev = adapter.device
     if no_text(target or "") is None:
         out = adapter.encode(target, side="target")
@@ -474,6 +520,8 @@ def _seq2seq(adapter: Adapter, mid: str, enc: Encoded, ids: torch.Tensor, target
     S, T = len(ids), len(dec)
     E = torch.cat([adapter.embed_ids(ids).detach(), adapter.embed_ids(dec, side="target").detach()]).float()
     B, baseline, kept = baseline_inputs(adapter, E, (0, S))
+    steps, capped = within_budget(shape, [S + T] * T, steps)  # each point runs the whole decoder
+    notes += [capped] if capped else []
 
     def logits(x: torch.Tensor) -> torch.Tensor:
         return adapter.logits_from_embeddings(x[:, :S], x[:, S:])
@@ -482,15 +530,15 @@ def _seq2seq(adapter: Adapter, mid: str, enc: Encoded, ids: torch.Tensor, target
 
     def trace(rows: list[_Result], provisional: str = "") -> AttributionTrace:
         return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.sequence_strings(out_ids)), tuple(range(T)),
-                      rows, steps, baseline, kept, False, notes, provisional)
+                      rows, steps, baseline, kept, False, notes, provisional, bool(capped))
 
-    path = _Path(logits, E, B, [_Row(t, y, S + t + 1) for t, y in enumerate(out_ids)])
+    path = _Path(logits, E, B, [_Row(t, y, S + t + 1) for t, y in enumerate(out_ids)], chunk=chunk(shape, S + T))
     return trace(_integrate(path, steps, _reporter(trace, progress)))
 
 
 def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs: tuple[str, ...],
            positions: tuple[int, ...], rows: list[_Result], steps: int, baseline: str, kept: tuple[int, ...],
-           predicted: bool, notes: list[str], provisional: str = "") -> AttributionTrace:
+           predicted: bool, notes: list[str], provisional: str = "", capped: bool = False) -> AttributionTrace:
     N = len(inputs)
     gxi = np.stack([np.pad(r.gxi, (0, N - r.reach)) for r in rows]).astype(np.float32)
     ig = np.stack([np.pad(r.ig, (0, N - r.reach)) for r in rows])
@@ -502,4 +550,5 @@ def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs:
                             relative, np.array([r.points for r in rows]), np.array([r.evaluations for r in rows]),
                             tuple(r.edges for r in rows), steps, baseline, predicted,
                             tuple(r.reach for r in rows), tuple(dict.fromkeys(notes)), kept,
-                            f"{RULE} ({min(NODES, steps)}-point rule on each interval)", TOLERANCE, provisional)
+                            f"{RULE} ({min(NODES, steps)}-point rule on each interval)", TOLERANCE, provisional,
+                            capped)

@@ -12,6 +12,7 @@ rate of a model's arithmetic per CPU second (`throughput()`, measured once per p
 layer call (LAYER_CALL_S). Settings:
 
   EXPLORER_REQUEST_SECONDS (5)       CPU seconds one request may take;
+  EXPLORER_STREAMED_SECONDS (30)     … when it paints a first answer at once and refines it in place;
   EXPLORER_REQUEST_MB (400)          memory one request may take at its peak;
   EXPLORER_RESULTS_MB (256)          probe results the server keeps (explorer.runtime.result_cache);
   EXPLORER_SESSION_RESULTS_MB (128)  probe results one session keeps: a request's result must fit in it.
@@ -34,6 +35,11 @@ from explorer.runtime.errors import ViewError
 LAYER_CALL_S = 1e-3  # seconds of one layer call besides its arithmetic (Python, hooks, small kernels): SmolLM2
 EFFICIENCY = 0.4  # a model's forward reaches ~40 % of a large matrix product's rate (SmolLM2, 1 thread: 7.5 ms/token)
 FLOAT_BYTES = 4
+# a forward and a backward to its inputs (the weights' gradients not computed) take 2.3–2.5 forwards (SmolLM2, 1
+# thread, 8–32 path points of 16–64 tokens), and keep for the backward ~36 d floats per token and layer
+# (2.2–2.4 MB per token of SmolLM2: 30 layers, d = 576)
+INPUT_GRADIENT = 2.5
+SAVED = 36
 
 
 def positive_setting(name: str, default: float) -> float:
@@ -48,6 +54,14 @@ def positive_setting(name: str, default: float) -> float:
 def request_seconds() -> float:
     """CPU seconds one request may take (EXPLORER_REQUEST_SECONDS, default 5)."""
     return positive_setting("EXPLORER_REQUEST_SECONDS", 5.0)
+
+
+def streamed_seconds() -> float:
+    """CPU seconds a request may take when it paints a first answer at once, refines it in place and takes its turn
+    in the heavy queue (integrated gradients' rounds, exact patching's rows; EXPLORER_STREAMED_SECONDS, default
+    30): integrated gradients of SmolLM2's prediction after 16 tokens take ~25 s to 1 % (~180 gradient
+    evaluations), so within 5 s they would stop at ~10 % where the path bends."""
+    return positive_setting("EXPLORER_STREAMED_SECONDS", 30.0)
 
 
 def request_bytes() -> int:
@@ -84,12 +98,14 @@ def throughput() -> float:
 
 @dataclass(frozen=True)
 class Shape:
-    """What prices one forward of a model: parameters, layers, width, heads (0 when unknown: no T² term)."""
+    """What prices one forward of a model: parameters, layers, width, heads (0 when unknown: no T² term), and the
+    parameters of its output layer (counted in params too; 0 when it has none found)."""
 
     params: int
     layers: int
     width: int
     heads: int
+    head: int = 0
 
 
 _CONFIG_NAMES = {"layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers"),
@@ -99,7 +115,8 @@ _CONFIG_NAMES = {"layers": ("num_hidden_layers", "n_layer", "num_layers", "n_lay
 
 def shape_of(model: Any) -> Shape:
     """The Shape of `model`: parameters counted (tied once); layers, width and heads from its config when it has one,
-    else from its nn.MultiheadAttention modules, else 1 layer and no attention term."""
+    else from its nn.MultiheadAttention modules, else 1 layer and no attention term; the output layer from
+    get_output_embeddings() (a Hugging Face model's)."""
     if not isinstance(model, torch.nn.Module):
         return Shape(0, 0, 0, 0)
     params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
@@ -112,7 +129,13 @@ def shape_of(model: Any) -> Shape:
         mha = [m for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
         found = {"layers": len(mha) or 1, "width": mha[0].embed_dim if mha else 0,
                  "heads": mha[0].num_heads if mha else 0}
-    return Shape(params, found["layers"], found["width"], found["heads"])
+    try:
+        output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    except (AttributeError, NotImplementedError):
+        output = None
+    weight = getattr(output, "weight", None)
+    head = int(weight.numel()) if isinstance(weight, torch.Tensor) and weight.numel() < params else 0
+    return Shape(params, found["layers"], found["width"], found["heads"], head)
 
 
 @dataclass(frozen=True)
@@ -122,23 +145,28 @@ class Price:
     seconds: float
     bytes: int
     kept: int = 0
+    streamed: bool = False  # the work refines its answer in place: streamed_seconds() bounds it
 
     def within(self) -> bool:
         """Within the request's time and memory, and its result within what a session keeps."""
-        return (self.seconds <= request_seconds() and self.bytes <= request_bytes()
-                and self.kept <= session_result_bytes())
+        return (self.seconds <= (streamed_seconds() if self.streamed else request_seconds())
+                and self.bytes <= request_bytes() and self.kept <= session_result_bytes())
 
 
-def forward(shape: Shape, tokens: int, rows: int = 1, passes: int = 1, calls: int = 1, backward: bool = False,
-            kept: int = 0, transient: int = 0) -> Price:
-    """The price of `passes` forwards of `rows` sequences of `tokens` tokens in `calls` separate calls (a backward
-    too: ×3 time, every layer's activations kept), the result keeping `kept` bytes and the work holding
-    `transient` more bytes at its peak."""
+def forward(shape: Shape, tokens: int, rows: int = 1, passes: int = 1, calls: int = 1, backward: bool | str = False,
+            kept: int = 0, transient: int = 0, read: int | None = None) -> Price:
+    """The price of `passes` forwards of `rows` sequences of `tokens` tokens in `calls` separate calls (backward=True:
+    a backward too, ×3 time; "inputs": a backward to the inputs alone, the weights' gradients not computed,
+    ×INPUT_GRADIENT; either keeps every layer's activations), the output layer computed at `read` positions (None:
+    every token), the result keeping `kept` bytes and the work holding `transient` more bytes at its peak."""
     t = max(int(tokens), 1)
-    flops = rows * passes * (2 * shape.params * t + 4 * shape.layers * shape.width * t * t)
-    seconds = flops * (3 if backward else 1) / throughput() + calls * max(shape.layers, 1) * LAYER_CALL_S
+    head = min(shape.head, shape.params)
+    at = t if read is None else max(int(read), 0)
+    flops = rows * passes * (2 * (shape.params - head) * t + 2 * head * at + 4 * shape.layers * shape.width * t * t)
+    factor = 3 if backward is True else INPUT_GRADIENT if backward else 1
+    seconds = flops * factor / throughput() + calls * max(shape.layers, 1) * LAYER_CALL_S
     scores = rows * shape.heads * t * t * FLOAT_BYTES  # one layer's attention scores and weights
-    activations = rows * t * shape.width * FLOAT_BYTES * (16 * max(shape.layers, 1) if backward else 8)
+    activations = rows * t * shape.width * FLOAT_BYTES * (SAVED * max(shape.layers, 1) if backward else 8)
     return Price(seconds, int(kept + transient + 2 * scores + activations), int(kept))
 
 
@@ -180,19 +208,22 @@ def describe(price: Price) -> str:
     return f"~{price.seconds:.1f} s and ~{_mb(price.bytes)}"
 
 
-def limits() -> str:
+def limits(streamed: bool = False) -> str:
     """The budget, as said in messages: "this server's budget per request: 5 s of CPU, 400 MB, a result of 128 MB;
-    settings EXPLORER_REQUEST_SECONDS, EXPLORER_REQUEST_MB and EXPLORER_SESSION_RESULTS_MB"."""
-    return (f"this server's budget per request: {request_seconds():g} s of CPU, {_mb(request_bytes())}, a result of "
-            f"{_mb(session_result_bytes())}; settings EXPLORER_REQUEST_SECONDS, EXPLORER_REQUEST_MB and "
-            "EXPLORER_SESSION_RESULTS_MB")
+    settings EXPLORER_REQUEST_SECONDS, EXPLORER_REQUEST_MB and EXPLORER_SESSION_RESULTS_MB" (streamed: the seconds
+    of work refined in place, EXPLORER_STREAMED_SECONDS)."""
+    seconds, name = (streamed_seconds(), "EXPLORER_STREAMED_SECONDS") if streamed else \
+        (request_seconds(), "EXPLORER_REQUEST_SECONDS")
+    return (f"this server's budget per request: {seconds:g} s of CPU{' for work refined in place' if streamed else ''}"
+            f", {_mb(request_bytes())}, a result of {_mb(session_result_bytes())}; settings {name}, "
+            "EXPLORER_REQUEST_MB and EXPLORER_SESSION_RESULTS_MB")
 
 
 def check(price: Price, what: str, advice: str = "") -> None:
     """Raise RequestOverBudget (naming `what`, its price and the limits) unless `price` is within the budget."""
     if not price.within():
-        raise RequestOverBudget(f"{what} would take {describe(price)}, over {limits()}." + (f" {advice}" if advice
-                                                                                             else ""))
+        raise RequestOverBudget(f"{what} would take {describe(price)}, over {limits(price.streamed)}."
+                                + (f" {advice}" if advice else ""))
 
 
 class TokenCap(int):
@@ -226,4 +257,4 @@ def fit_tokens(price: Callable[[int], Price], most: int) -> TokenCap:
             low = mid
         else:
             high = mid - 1
-    return TokenCap(low, limits())
+    return TokenCap(low, limits(price(most).streamed))

@@ -106,8 +106,14 @@ def completeness_warning(trace: Any, most: int) -> str | None:
     shown = "; ".join(f"“{names[i]}”: error {trace.completeness[i]:.3g} = {trace.relative[i]:.1%} of the change "
                       f"{trace.logit[i] - trace.baseline_logit[i]:+.3g}" for i in bad[:6])
     more = f" and {len(bad) - 6} more" if len(bad) > 6 else ""
-    advice = (f"Raise “Gradient evaluations” under Steps (now {trace.steps}, at most {most}) to refine them."
-              if trace.steps < most else "Even the largest budget does not reach it here: read these rows' "
-              "attributions as approximate.")
+    if getattr(trace, "capped", False):
+        advice = (f"This server's budget per request allows {trace.steps} gradient evaluations per output here (the "
+                  "note above names its settings): attribute the model's prediction only, or a shorter sentence, for "
+                  "more; read these rows' attributions as approximate.")
+    elif trace.steps < most:
+        advice = f"Raise “Gradient evaluations” under Steps (now {trace.steps}, at most {most}) to refine them."
+    else:
+        advice = "Even the largest budget does not reach it here: read these rows' attributions as approximate."
+
     return (f"The integrated gradients of {len(bad)} of {len(trace.outputs)} outputs do not add up to the change in "
             f"their logit within {trace.tolerance:.0%} ({shown}{more}). {advice}")
