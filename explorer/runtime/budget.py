@@ -129,8 +129,9 @@ def shape_of(model: Any) -> Shape:
         mha = [m for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
         found = {"layers": len(mha) or 1, "width": mha[0].embed_dim if mha else 0,
                  "heads": mha[0].num_heads if mha else 0}
+    reader = getattr(model, "get_output_embeddings", None)
     try:
-        output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        output = reader() if callable(reader) else None
     except (AttributeError, NotImplementedError):
         output = None
     weight = getattr(output, "weight", None)
