@@ -484,3 +484,28 @@ def test_the_grid_so_far_fills_in_exact_rows_over_attribution_patchings_estimate
         np.testing.assert_array_equal(shown.restored[:r], exact.restored[:r])
         np.testing.assert_array_equal(shown.restored[r:], estimate.restored[r:])
         assert shown.method == "exact so far"
+
+
+def test_a_grid_priced_over_the_budget_is_refused_with_the_setting_named(monkeypatch):
+    """Exact patching is priced before any patched run (rows × cells of the prompt's tokens, resumed at each row's
+    layer); over the budget for work refined in place it is refused with a message naming the grid, the limit and
+    its setting, and what to do; the page shows it as a warning."""
+    from explorer.runtime import budget
+
+    loaded = load_model("builtin:tiny-gpt")
+    shape = budget.shape_of(loaded.model)
+    small, large = I.price(shape, 5, 3, 5, True), I.price(shape, 10, 3, 10, True)
+    assert small.streamed and large.seconds > small.seconds and large.bytes > small.bytes  # cells × tokens
+    assert I.price(shape, 5, 3, 5, False).seconds > small.seconds  # whole runs cost more than resumed ones
+    monkeypatch.setenv("EXPLORER_STREAMED_SECONDS", "1e-6")
+    with pytest.raises(budget.RequestOverBudget) as err:
+        I.patching(loaded, CLEAN, CORRUPT, ANSWER, WRONG, "resid")
+    said, T = str(err.value), len(I.contrast(loaded, CLEAN, CORRUPT, ANSWER, WRONG).tokens)
+    assert said.startswith(f"Patching every cell of the residual stream (3 × {T} runs of {T} tokens) would take")
+    assert "EXPLORER_STREAMED_SECONDS" in said and "attribution patching" in said
+    from conftest import run_page
+
+    at = run_page("app_pages/interventions.py", {"model": "builtin:tiny-gpt"})
+    assert any("EXPLORER\\_STREAMED\\_SECONDS" in w.value for w in at.warning), [w.value for w in at.warning]
+    monkeypatch.delenv("EXPLORER_STREAMED_SECONDS")
+    assert I.patching(loaded, CLEAN, CORRUPT, ANSWER, WRONG, "resid").runs == 3 * T

@@ -33,6 +33,7 @@ from explorer.adapters.base import Unsupported
 from explorer.adapters.interventions import Layout, Patch, PatchedRun
 from explorer.adapters.protocols import Intervenes, Loaded, can_intervene
 from explorer.adapters.text import TYPE_A_SENTENCE
+from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 from explorer.text.token_text import readable
 
@@ -300,6 +301,10 @@ def patch_grid(loaded: Loaded, c: Contrast, kind: str = "resid", direction: str 
     R = layout.rows(kind)
     names = [layout.site(kind, r, dir_) for r in range(R)]
     resumes = kind != "h" and kind != "c"
+    K = layout.n_heads if kind == "heads" else T
+    budget.check(price(budget.shape_of(loaded.model), T, R, K, resumes),
+                 f"Patching every cell of the {KINDS[kind]} ({R} × {K} runs of {T} tokens)",
+                 "Shorten the prompts, or choose attribution patching (two passes for every grid).")
     keep = names + ([layout.site("resid", r) for r in range(R if kind == "resid" else layout.n_layers)]
                     if resumes else [])
     with torch.inference_mode():
@@ -308,7 +313,6 @@ def patch_grid(loaded: Loaded, c: Contrast, kind: str = "resid", direction: str 
         base_ld = float(base.logits[0, c.answer_id] - base.logits[0, c.wrong_id])
         check = _resume_check(adapter, layout, base, base_ld, c) if resumes else 0.0
         fast = resumes and check <= 1e-3 * max(1.0, abs(base_ld))
-        K = layout.n_heads if kind == "heads" else T
         values, p_answer, p_wrong = np.zeros((R, K)), np.zeros((R, K)), np.zeros((R, K))
         runs = 0
         cols = tuple(f"head {h}" for h in range(layout.n_heads)) if kind == "heads" else c.tokens
@@ -344,6 +348,19 @@ def patch_grid(loaded: Loaded, c: Contrast, kind: str = "resid", direction: str 
         progress(1.0, "done")
     return PatchGrid(kind, direction, "exact", _row_labels(layout, kind), cols, values, c.restored(values),
                      position if kind == "heads" else -1, time.perf_counter() - start, runs, check, p_answer, p_wrong)
+
+
+def price(shape: budget.Shape, tokens: int, rows: int, cols: int, resumes: bool) -> budget.Price:
+    """The price of a grid of rows × cols patched runs of `tokens` tokens, in batches of BATCH_TOKENS tokens: a
+    decoder resumes row r's runs at its layer (on average (L + 1) / 2L of the model), a recurrent network runs
+    whole; and the two base runs. Its rows fill in as they are computed: a streamed price."""
+    layers = max(shape.layers, 1)
+    share = (layers + 1) / (2 * layers) if resumes else 1.0
+    per = max(1, BATCH_TOKENS // max(tokens, 1))
+    runs = budget.forward(shape, tokens, rows=max(1, round(rows * cols * share)) + 2,
+                          calls=rows * -(-cols // per) + 2)
+    peak = budget.forward(shape, tokens, rows=min(per, cols)).bytes
+    return budget.Price(runs.seconds, peak, streamed=True)
 
 
 def _report(progress: Progress, *args: object) -> None:

@@ -33,7 +33,11 @@ import torch
 from explorer.runtime.errors import ViewError
 
 LAYER_CALL_S = 1e-3  # seconds of one layer call besides its arithmetic (Python, hooks, small kernels): SmolLM2
-EFFICIENCY = 0.4  # a model's forward reaches ~40 % of a large matrix product's rate (SmolLM2, 1 thread: 7.5 ms/token)
+# the share of a large matrix product's rate that a model's forward of many tokens reaches (SmolLM2, 1 thread: 100
+# tokens in 0.47–0.50 s; 32 path points of 16 tokens 1.45 s), and a generation step of one token per row (15 rows:
+# 0.19 s a step)
+EFFICIENCY = 0.65
+STEP_EFFICIENCY = 0.4
 FLOAT_BYTES = 4
 # a forward and a backward to its inputs (the weights' gradients not computed) take 2.3–2.5 forwards (SmolLM2, 1
 # thread, 8–32 path points of 16–64 tokens), and keep for the backward ~36 d floats per token and layer
@@ -178,7 +182,8 @@ def generation(shape: Shape, prompt: int, rows: int, new: int) -> Price:
     read = forward(shape, prompt)
     length = max(int(prompt), 1) + new
     per_step = rows * (2 * shape.params + 4 * shape.layers * shape.width * length)
-    seconds = read.seconds + new * (per_step / throughput() + max(shape.layers, 1) * LAYER_CALL_S)
+    step_rate = throughput() * STEP_EFFICIENCY / EFFICIENCY
+    seconds = read.seconds + new * (per_step / step_rate + max(shape.layers, 1) * LAYER_CALL_S)
     cache = 2 * max(shape.layers, 1) * rows * length * shape.width * FLOAT_BYTES
     return Price(seconds, read.bytes + cache, read.kept)
 
