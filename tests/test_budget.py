@@ -121,3 +121,31 @@ def test_contextual_embeddings_and_the_rotary_panel_read_only_what_fits(monkeypa
     shape = budget.shape_of(loaded.model)
     assert budget.forward(shape, cap, kept=budget.layer_bytes(shape, cap, 2),
                           transient=budget.layer_bytes(shape, cap, 2)).within()
+
+
+@pytest.mark.parametrize("model_id, probe", [("builtin:tiny-gpt", "lens"), ("builtin:masked-lm", "masked"),
+                                             ("builtin:seq2seq-bahdanau", "seq2seq")])
+def test_the_lens_masked_words_and_seq2seq_read_what_the_budget_prices(model_id, probe, monkeypatch) -> None:
+    """Each view's work is priced from the tokens it reads: above the budget the text is cut to the tokens that
+    fit, with a note that names the settings; within it, the whole text is read."""
+    from explorer.loading.loaders import load_model
+    from explorer.probes.logit_lens import logit_lens
+    from explorer.probes.masked_words import masked_fill
+    from explorer.probes.seq2seq import alignment_trace
+
+    loaded = load_model(model_id)
+    text = " ".join(["the cat sat on the [MASK] ."] * 6) if probe == "masked" else \
+        " ".join(["the red car is fast ."] * 6)
+    run = {"lens": lambda: logit_lens(loaded, text), "masked": lambda: masked_fill(loaded, text),
+           "seq2seq": lambda: alignment_trace(loaded, text)}[probe]
+
+    def read(trace) -> int:
+        return len(trace.src_tokens if probe == "seq2seq" else trace.tokens)
+
+    whole = run()
+    assert not any("budget per request" in n for n in whole.notes)
+    monkeypatch.setenv("EXPLORER_REQUEST_SECONDS", "1e-9")
+    cut = run()
+    said = " ".join(cut.notes)
+    assert "this server's budget per request" in said and "EXPLORER_REQUEST_SECONDS" in said, said
+    assert read(cut) < read(whole)

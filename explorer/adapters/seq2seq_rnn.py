@@ -65,12 +65,15 @@ class Seq2SeqAdapter(Adapter):
                 [c for c in clean_text(text).lower() if not c.isspace()]
         else:
             words = tokenize_words(text)
-        limit = min(max_tokens or MAX_SOURCE, MAX_SOURCE if side == "input" else DEFAULT_MAX_TOKENS)
+        own = MAX_SOURCE if side == "input" else DEFAULT_MAX_TOKENS
+        limit = min(max_tokens or own, own)
+        whose = getattr(max_tokens, "why", "this view's limit") if max_tokens and max_tokens < own else \
+            "the model's limit"
         what = "source" if side == "input" else "target"
         changed = normalisation_changes(text)
         notes = [f"The {what} vocabulary reads the text normalised: " + "; ".join(changed) + "."] if changed else []
         if len(words) > limit:
-            notes.append(f"The {what} has {len(words):,} tokens; only the first {limit} are used.")
+            notes.append(f"The {what} has {len(words):,} tokens; only the first {limit} are used ({whose}).")
             words = words[:limit]
         ids = vocab.encode(words)
         unknown = [w for w, i in zip(words, ids) if i == vocab.unk_id]

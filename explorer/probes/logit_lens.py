@@ -21,6 +21,7 @@ import torch
 
 from explorer.adapters.base import Unsupported
 from explorer.adapters.protocols import Loaded, Unembeds
+from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 from explorer.runtime.prefix_memo import prefix_memo
 
@@ -131,6 +132,14 @@ def _columns(adapter: Unembeds, states: list[tuple[str, torch.Tensor, bool]], ow
             for m, t in enumerate(positions)}, renormed
 
 
+def price(shape: budget.Shape, tokens: int) -> budget.Price:
+    """The price of the lens over `tokens` tokens: one forward keeping every layer's states, and the output layer
+    at every layer and position (L + 1 rows per token, in blocks of ROWS rows of V logits)."""
+    vocab = shape.head // shape.width if shape.head and shape.width else 0
+    return budget.forward(shape, tokens, read=tokens * (max(shape.layers, 1) + 2),
+                          transient=budget.layer_bytes(shape, tokens, 2) + 3 * ROWS * vocab * budget.FLOAT_BYTES)
+
+
 def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     """The lens over every layer and position of `text`. Raises LensError (no output layer, empty text, or a
     model whose last layer through the lens is not its own output).
@@ -143,7 +152,7 @@ def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     if not adapter.lens_names:
         raise LensError(f"{mid} has no layers and output layer to read through a logit lens: pick a decoder (the "
                         "built-in GPT, a Hugging Face causal LM) or a recurrent language model.")
-    enc = adapter.encode(text, max_tokens=MAX_TOKENS)
+    enc = adapter.encode(text, max_tokens=budget.cap_tokens(loaded.model, MAX_TOKENS, price))
     if not enc.ids:
         raise LensError(" ".join(enc.notes) or "Type a sentence.")
     try:

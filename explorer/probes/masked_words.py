@@ -15,6 +15,7 @@ import numpy as np
 
 from explorer.adapters.base import Unsupported
 from explorer.adapters.protocols import Loaded, Reads
+from explorer.runtime import budget
 
 MASK_SPELLINGS = re.compile(r"\[\s*mask\s*\]|<\s*mask\s*>", re.IGNORECASE)
 WORDS = re.compile(MASK_SPELLINGS.pattern + r"|\w+|[^\w\s]", re.IGNORECASE)  # masks, words, single symbols
@@ -184,7 +185,8 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
     if not MASK_SPELLINGS.search(text):
         text, masked, note = _auto_mask(loaded, text, mask_id, mask_str)
         notes += [note] if note else []
-    enc = adapter.encode(MASK_SPELLINGS.sub(mask_str, text))
+    enc = adapter.encode(MASK_SPELLINGS.sub(mask_str, text),
+                         max_tokens=budget.cap_tokens(loaded.model, adapter.max_tokens))  # one priced forward
     notes = list(enc.notes) + notes
     if not enc.ids:
         return _empty(mid, text, "", tuple(notes), masked=masked)

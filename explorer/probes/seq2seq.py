@@ -29,6 +29,7 @@ from explorer.adapters.base import CrossForm, Record, Unsupported
 from explorer.adapters.protocols import Aligns, Loaded
 from explorer.adapters.text import Encoded, no_text, shown_text
 from explorer.adapters.generation import BeamTrace
+from explorer.runtime import budget
 
 TOPK = 5
 MAX_OUTPUT = 200          # hard cap on decoded tokens, whatever the source length
@@ -152,7 +153,9 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
         return _empty(loaded, mode, "", "", adapter.reason or f"{loaded.id} is {what}, not an encoder–decoder: there "
                       "is no cross-attention between a source and an output. Pick a built-in seq2seq model or a "
                       "Hugging Face encoder–decoder (Marian, T5, BART).")
-    src = adapter.encode(text or "")
+    lanes = beam if mode == "beam" else 1
+    src = adapter.encode(text or "", max_tokens=budget.cap_tokens(
+        loaded.model, adapter.max_tokens, lambda shape, t: price(shape, t, lanes, _cap(loaded, t, max_len, False)[0])))
     if not src.ids:
         if any("cannot read text" in n for n in src.notes):
             return _empty(loaded, mode, attention, kind, " ".join(src.notes))
@@ -229,6 +232,14 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     z = logits.astype(np.float64)
     z = z - z.max(axis=1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def price(shape: budget.Shape, source: int, rows: int, new: int) -> budget.Price:
+    """The price of decoding up to `new` tokens in `rows` rows (beams) after a `source`-token source, keeping the
+    cross-attention of every step (new × source weights per layer and head, rows of them while beams run)."""
+    attention = rows * new * source * max(shape.layers, 1) * max(shape.heads, 1) * budget.FLOAT_BYTES
+    decoded = budget.generation(shape, source, rows, new)
+    return budget.Price(decoded.seconds, decoded.bytes + attention, attention)
 
 
 def _cap(loaded: Loaded, n_src: int, max_len: int | None, hf: bool) -> tuple[int, str]:
