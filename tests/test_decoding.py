@@ -677,3 +677,28 @@ def test_a_3000_character_prompt_on_smollm2_is_cut_to_a_few_seconds():
     assert "only its last" in note and 50 < len(run.prompt_ids) < 600, (note, len(run.prompt_ids))
     assert budget.generation(budget.shape_of(loaded.model), len(run.prompt_ids), 11, 20).within()
     assert cpu < 4 * budget.request_seconds(), cpu  # priced at 5 s; generous for a loaded machine
+
+
+def test_the_prompt_is_read_once_for_the_run_and_its_step_view():
+    """decode_all reads the prompt once and keeps its state (read_prompt): the step view and a rerun with other
+    settings start from a copy, with the same numbers as a prompt read afresh; progress says it is reading the
+    prompt before the first token, then hands over each strategy's text so far."""
+    loaded = load_model("builtin:tiny-gpt")
+    adapter = D.generator(loaded)
+    strategies = (Strategy("greedy"), Strategy("top-k"), Strategy("beam", num_beams=3))
+    seen = []
+    run = D.decode_all(loaded, "the dog runs near the", strategies, SEED, max_new=6, n=2,
+                       progress=lambda fraction, what, shown=None: seen.append((fraction, what, shown)))
+    assert seen[0] == (0.0, f"reading the {len(run.prompt_ids)}-token prompt", None)
+    assert all(len(shown) == 3 for _, _, shown in seen[1:]) and len(seen) > 2
+    kept = adapter.__dict__["_prompt_states"]
+    assert kept.peek(tuple(run.prompt_ids)) is not None
+    again = D.decode_all(loaded, "the dog runs near the", strategies, SEED, max_new=6, n=2)  # from the kept state
+    assert [[o.ids for o in g.outputs] for g in again.generations] == \
+        [[o.ids for o in g.outputs] for g in run.generations]
+    g = run.generations[0]
+    cached = D.step_view(loaded, run.prompt_ids, run.start_ids, g.outputs[0].ids, g.strategy, 3, 1.0)
+    adapter.__dict__.pop("_prompt_states")
+    fresh = D.step_view(loaded, run.prompt_ids, run.start_ids, g.outputs[0].ids, g.strategy, 3, 1.0)
+    np.testing.assert_array_equal(cached.logits, fresh.logits)
+    assert (cached.chosen, cached.chosen_prob, cached.log_z) == (fresh.chosen, fresh.chosen_prob, fresh.log_z)

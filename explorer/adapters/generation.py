@@ -21,7 +21,7 @@ Sampling draws from a torch.Generator seeded per call: the server's global RNG i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import torch
@@ -193,7 +193,8 @@ Track = Union["Sampling", "Beams"]
 
 @torch.inference_mode()
 def together(adapter: Generates, model_input: torch.Tensor, tracks: Sequence[Track], record: bool = False,
-             on_step: Callable[[int], None] | None = None) -> list[tuple[torch.Tensor, dict]]:
+             on_step: Callable[[int], None] | None = None,
+             read: tuple[torch.Tensor, Any] | None = None) -> list[tuple[torch.Tensor, dict]]:
     """Run every track's rows side by side: one forward per step for all of them (one cache), each track choosing
     its own rows' tokens (its processors, generator, beams). A track that ends leaves the batch.
 
@@ -201,8 +202,13 @@ def together(adapter: Generates, model_input: torch.Tensor, tracks: Sequence[Tra
     copied to each row) or (B, T) with B the tracks' rows. on_step(t): called once the tokens of step t (0-based)
     are chosen, before the next forward (what the tracks generated so far can be shown; an exception it raises ends
     the loop). With record=True returns, for row 0, each step's (logits (1, V), activations) as adapter.start /
-    step returned them, else []."""
-    logits, state, acts = adapter.start(model_input, record)
+    step returned them, else []. read: adapter.start's (logits, state) of model_input when it was read already
+    (a copy: the loop changes it); record needs the prompt read here."""
+    acts: dict = {}
+    if read is not None and not record:
+        logits, state = read
+    else:
+        logits, state, acts = adapter.start(model_input, record)
     steps = [(logits[:1], {k: v[:1] for k, v in acts.items()})] if record else []
     total = sum(t.rows for t in tracks)
     if model_input.shape[0] != total:  # one prompt for every row: its state copied to each
