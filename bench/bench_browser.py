@@ -55,9 +55,12 @@ _IN_CHART = """noun => [...document.querySelectorAll('[data-testid="stPlotlyChar
 # typing → chart on the page's clock: the last input event (the keystroke, not Playwright's reply to it) ...
 _LISTEN = "() => document.addEventListener('input', () => { window.__lastInput = performance.now(); }, true)"
 # ... to the animation frame in which the noun is there (checked at every frame: the frame that paints it): the first
-# paint, which may be a view's first answer refined in place under a progress bar (decoding's tokens so far,
-# attribution's gradient × input) ...
-_ELAPSED = f"noun => ({_IN_CHART})(noun) && performance.now() - window.__lastInput"
+# paint, which may be a view's first answer refined in place under a progress bar (attribution's gradient × input in
+# a chart; decoding's tokens so far, each column's text ending in ▌, under a bar that names the prompt) ...
+_SO_FAR = """noun => [...document.querySelectorAll('[data-testid="stProgress"]')]
+    .some(e => e.textContent.includes(noun))
+    && [...document.querySelectorAll('[data-testid="stMarkdown"]')].some(e => e.textContent.includes('▌'))"""
+_ELAPSED = f"noun => (({_IN_CHART})(noun) || ({_SO_FAR})(noun)) && performance.now() - window.__lastInput"
 # ... and the frame in which the whole answer is there: the noun in a chart and no progress bar left
 _DONE = (f"noun => ({_IN_CHART})(noun) && !document.querySelector('[data-testid=\"stProgress\"]') "
          "&& performance.now() - window.__lastInput")
