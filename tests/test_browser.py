@@ -212,7 +212,9 @@ def test_lesson_next_opens_each_step_in_its_state(browser, server) -> None:
 
 
 README_STEP = ("03-self-attention", 1, 1280)  # the lesson step in README's gallery, on a 1280×800 projector
-MAIN_CHART = '[class*="st-key-fold_"]'  # a chart sized to the fold (show(fold=...)): the view's main chart in its mode
+# a chart sized to the fold (show(fold=...)): the view's main chart in its mode; not the first answer a view draws in
+# its place while it computes (keys *_so_far_*: attribution's gradient × input, interventions' estimated grid)
+MAIN_CHART = '[class*="st-key-fold_"]:not([class*="_so_far_"])'
 SCROLLER = '[data-testid="stMain"]'  # the element the page scrolls in
 
 

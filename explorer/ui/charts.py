@@ -141,7 +141,8 @@ def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str =
         else:
             spec = {**spec, "data": spec["data"] + top["data"]}
     fmt = str(st.session_state.get("export_format", "png"))
-    # a folded chart sits in a container keyed "fold_<key>" (CSS class st-key-fold_<key>): the browser test finds
+    # a folded chart sits in a container keyed "fold_<key>" (CSS class st-key-fold_<key>; a first answer drawn in the
+    # chart's place while it computes has a key with "_so_far_", which the browser test leaves out): the test finds
     # the main chart of whatever mode a view is in as the page's first such element
     with st.container(key=f"fold_{key}" if key else None) if fold else contextlib.nullcontext():
         shown = st.plotly_chart(
