@@ -31,11 +31,11 @@ def so_far(partial: AttributionTrace) -> None:
     """The attributions known so far, in place of the chart: gradient × input after one backward pass, then
     integrated gradients after each round of the integration, with the completeness error of what is shown."""
     drawn[0] += 1
-    shown, values = V.so_far(partial, method)
+    shown, label, values = V.so_far(partial, method)
     last = len(partial.outputs) - 1
-    show(V.attribution_heatmap(values, partial.inputs, partial.outputs, shown, settings.theme(), last),
-         Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd), so far: "
-                         f"{md_message(partial.provisional)}."), key=f"attr_so_far_{drawn[0]}", fold=True)
+    show(V.attribution_heatmap(values, partial.inputs, partial.outputs, label, settings.theme(), last),
+         Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd), as far as the bar above says"),
+         key=f"attr_so_far_{drawn[0]}", fold=True)
     st.html(V.attribution_html(partial.inputs, values[last], partial.reach[last], settings.theme(),
                                V.kept_inputs(partial, shown)))
 

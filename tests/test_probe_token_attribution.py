@@ -210,6 +210,11 @@ def test_progress_hands_over_gradient_x_input_first_then_integrated_gradients_as
     assert first.integrating and seen[0][0] == 0.0 and "gradient × input" in seen[0][1] and first.provisional
     np.testing.assert_allclose(first.gradient_x_input, done.gradient_x_input, atol=1e-6)
     np.testing.assert_array_equal(first.logit, done.logit)
+    from explorer.viz.token_attribution import so_far
+
+    assert so_far(first, "integrated gradients")[:2] == ("gradient × input",
+                                                         "gradient × input (integrated gradients to follow)")
+    assert so_far(seen[-1][2], "integrated gradients")[:2] == ("integrated gradients", "integrated gradients (so far)")
     later = [tr for _, _, tr in seen[1:]]
     assert later, "at least one round before the last"
     for fraction, what, tr in seen[1:]:

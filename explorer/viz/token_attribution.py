@@ -34,12 +34,15 @@ def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequ
     return figure(data, layout)
 
 
-def so_far(trace: Any, method: str) -> tuple[str, np.ndarray]:
-    """(method shown, (M, N) values) of a trace handed over while it is computed: integrated gradients once the
-    integration's first round is done (before: gradient × input, said so), else the method asked for."""
+def so_far(trace: Any, method: str) -> tuple[str, str, np.ndarray]:
+    """(method shown, its label, (M, N) values) of a trace handed over while it is computed: integrated gradients
+    once the integration's first round is done ("so far"); before that, gradient × input (final after one backward
+    pass), said to be standing in for them."""
     if method == "integrated gradients" and not trace.integrating:
-        return method, trace.integrated
-    return "gradient × input", trace.gradient_x_input
+        return method, "integrated gradients (so far)", trace.integrated
+    if method == "integrated gradients":
+        return "gradient × input", "gradient × input (integrated gradients to follow)", trace.gradient_x_input
+    return "gradient × input", "gradient × input", trace.gradient_x_input
 
 
 def colour_key(theme: Theme) -> str:
