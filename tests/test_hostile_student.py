@@ -378,7 +378,13 @@ def test_long_sentences_on_the_real_model_stay_within_the_request_and_session_bu
     grown = (kept["sentences"] - kept["loaded"]) // 2**20
     FIGURES[out.name].update(kept_mb=grown, kept_after_close_mb=(kept["closed"] - kept["loaded"]) // 2**20,
                              slowest_rerun_s=round(max(r.seconds for r in out.result), 2))
-    assert grown < 300, f"{grown} MB kept by one session's five sentences"
+    # RSS while the session is open: its results (EXPLORER_SESSION_RESULTS_MB, 128) and what the allocator keeps of a
+    # request's peak (EXPLORER_REQUEST_MB, 400) after freeing it; measured 201–321 MB (222–287 MB a release before),
+    # so a bound of 300 failed one run in two; after the tab closes −29 to 109 MB (kept_after_close_mb, recorded)
+    from explorer.runtime import budget
+
+    bound = (budget.session_result_bytes() + budget.request_bytes()) // 2**20
+    assert grown < bound, f"{grown} MB kept by one session's five sentences (bound {bound} MB)"
 
 
 @needs_smollm2
