@@ -26,7 +26,7 @@ import torch
 
 from explorer.adapters.base import Acts, Adapter, CrossForm, Names, Record, Table, Unsupported
 from explorer.adapters.recurrent import DIRS, recompute, weights_of
-from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, no_text, unknown_label
+from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, limit_of, no_text, unknown_label
 from explorer.text.token_text import readable
 
 MAX_SOURCE = 400  # longer sources are truncated (with a note)
@@ -65,10 +65,7 @@ class Seq2SeqAdapter(Adapter):
                 [c for c in clean_text(text).lower() if not c.isspace()]
         else:
             words = tokenize_words(text)
-        own = MAX_SOURCE if side == "input" else DEFAULT_MAX_TOKENS
-        limit = min(max_tokens or own, own)
-        whose = getattr(max_tokens, "why", "this view's limit") if max_tokens and max_tokens < own else \
-            "the model's limit"
+        limit, whose = limit_of(max_tokens or None, MAX_SOURCE if side == "input" else DEFAULT_MAX_TOKENS)
         what = "source" if side == "input" else "target"
         changed = normalisation_changes(text)
         notes = [f"The {what} vocabulary reads the text normalised: " + "; ".join(changed) + "."] if changed else []

@@ -57,7 +57,11 @@ def model_max_tokens(loaded: Any) -> int:
 
 def token_limit(loaded: Any, max_tokens: int | None) -> tuple[int, str]:
     """The number of tokens to read (a view's `max_tokens`, at most the model's) and whose limit that is."""
-    own = model_max_tokens(loaded)
+    return limit_of(max_tokens, model_max_tokens(loaded))
+
+
+def limit_of(max_tokens: int | None, own: int) -> tuple[int, str]:
+    """(the tokens to read, whose limit that is): a view's `max_tokens` when below the model's `own`, else `own`."""
     if max_tokens is not None and max_tokens < own:  # a cap may say why (explorer.runtime.budget.TokenCap)
         return max_tokens, getattr(max_tokens, "why", "this view's limit")
     return own, "the model's limit"

@@ -372,9 +372,10 @@ def within_budget(loaded: Loaded, prompt: Prompt, strategies: Sequence[Strategy]
     RequestOverBudget when not even one new token fits."""
     shape = budget.shape_of(loaded.model)
     has = len(prompt.model_input)
+    settled = [checked(s, loaded.adapter.vocab_size)[0] for s in strategies]  # as _plan will run them
 
     def rows(new: int) -> int:
-        return sum(_rows(checked(s, loaded.adapter.vocab_size)[0], n, new) for s in strategies)
+        return sum(_rows(s, n, new) for s in settled)
 
     def price(t: int, new: int = prompt.max_new) -> budget.Price:
         return budget.generation(shape, t, rows(new), new)

@@ -153,9 +153,9 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
         return _empty(loaded, mode, "", "", adapter.reason or f"{loaded.id} is {what}, not an encoder–decoder: there "
                       "is no cross-attention between a source and an output. Pick a built-in seq2seq model or a "
                       "Hugging Face encoder–decoder (Marian, T5, BART).")
-    lanes = beam if mode == "beam" else 1
+    lanes, hf = (beam if mode == "beam" else 1), kind == "hf"
     src = adapter.encode(text or "", max_tokens=budget.cap_tokens(
-        loaded.model, adapter.max_tokens, lambda shape, t: price(shape, t, lanes, _cap(loaded, t, max_len, False)[0])))
+        loaded.model, adapter.max_tokens, lambda shape, t: price(shape, t, lanes, _cap(loaded, t, max_len, hf)[0])))
     if not src.ids:
         if any("cannot read text" in n for n in src.notes):
             return _empty(loaded, mode, attention, kind, " ".join(src.notes))
