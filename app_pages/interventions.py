@@ -62,8 +62,7 @@ if contrast is not None:
         grid = I.fill_in(so_far, probe(I.attribution, loaded, *args, direction, pos, rdir)[site])
         done, rows = I.rows_done(so_far), len(so_far.rows)
         show(V.restored_grid(grid, V.columns(grid, corrupt_tokens),
-                             f"{I.KINDS[site]} restored: exact in {done} of {rows} rows (from the bottom), "
-                             "attribution patching's estimate above", theme), Origin(
+                             f"{I.KINDS[site]}: {done} of {rows} rows exact, the rest estimated", theme), Origin(
              "model", f"{md(loaded.id)}'s own logits: {done} of {rows} rows patched exactly; the others estimated "
                       "by attribution patching until their runs are done"),
              key=f"patch_so_far_{drawn[0]}", fold=390)
