@@ -34,6 +34,25 @@ def test_shape_is_read_from_a_config_or_the_modules() -> None:
     assert budget.shape_of(None) == budget.Shape(0, 0, 0, 0)
 
 
+def test_a_price_is_in_seconds_of_the_models_device(monkeypatch) -> None:
+    """A model's Shape says where its parameters are; its prices are that device's seconds (a GPU's rate is measured
+    on the GPU), and a refusal says whose seconds it counted."""
+    half = budget.shape_of(torch.nn.Linear(4, 4).to(torch.bfloat16))
+    assert (half.device, half.dtype) == ("cpu", torch.bfloat16)
+    assert budget.shape_of(torch.nn.Linear(4, 4)).dtype == torch.float32
+    rates = {"cpu": 1e10, "cuda": 1e13}
+    monkeypatch.setattr(budget, "throughput", lambda device="cpu", dtype=torch.float32: rates[device])
+    cpu = budget.Shape(params=10_000_000, layers=6, width=256, heads=8)
+    gpu = budget.Shape(params=10_000_000, layers=6, width=256, heads=8, device="cuda", dtype=torch.bfloat16)
+    calls = 6 * budget.LAYER_CALL_S
+    assert budget.forward(gpu, 500).seconds - calls == pytest.approx((budget.forward(cpu, 500).seconds - calls) / 1000)
+    assert budget.forward(gpu, 500).device == "cuda" and budget.generation(gpu, 20, 4, 10).device == "cuda"
+    assert "5 s of CPU" in budget.limits() and "5 s of GPU" in budget.limits(device="cuda")
+    monkeypatch.setenv("EXPLORER_REQUEST_SECONDS", "0.001")
+    with pytest.raises(budget.RequestOverBudget, match="0.001 s of GPU"):
+        budget.check(budget.forward(gpu, 500), "This")
+
+
 def test_prices_grow_with_the_work() -> None:
     shape = budget.Shape(params=10_000_000, layers=6, width=256, heads=8)
     one = budget.forward(shape, 100)

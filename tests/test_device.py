@@ -223,3 +223,18 @@ def test_real_cuda_out_of_memory_on_the_models_page_falls_back_to_cpu(monkeypatc
 
     monkeypatch.setattr(loaders, "_load_hf_source", load)
     _fallback_to_cpu_on_models_page()
+
+
+@pytest.mark.gpu
+def test_a_request_on_cuda_is_priced_in_the_gpus_seconds() -> None:
+    """A model on the GPU is priced with the GPU's own rate (not the CPU's), and a refusal says GPU seconds."""
+    from explorer.probes import self_attention as SA
+    from explorer.runtime import budget
+
+    loaded = load_model("builtin:tiny-gpt", "cuda", "float32")
+    shape = budget.shape_of(loaded.model)
+    assert (shape.device, shape.dtype) == ("cuda", torch.float32)
+    assert budget.throughput("cuda", torch.float32) > budget.throughput("cpu")
+    on_cpu = budget.shape_of(load_model("builtin:tiny-gpt").model)
+    assert SA.price(shape, 512).seconds < SA.price(on_cpu, 512).seconds
+    assert SA.price(shape, 512).device == "cuda" and "s of GPU" in budget.limits(device="cuda")

@@ -77,6 +77,7 @@ class GPTAdapter(VocabText, PatchesBlocks, Adapter):
     lens_names = ("blocks.*.resid_post", "ln_final", "logits")
 
     def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
+        x = x.to(self.model.lm_head.weight.dtype)  # float32 states meet a half-precision model in its dtype
         return self.model.lm_head(x if normed else self.model.ln_f(x))
 
     def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:

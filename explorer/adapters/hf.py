@@ -324,6 +324,8 @@ class HFAdapter(PatchesBlocks, Adapter):
         if head is None:
             raise Unsupported(f"{self.id} has no language-model head to read its layers through.")
         norm = None if normed else self._final_norm_module()
+        weight = getattr(head, "weight", None)  # states kept in float32 meet a half-precision model in its dtype
+        x = x.to(weight.dtype) if isinstance(weight, torch.Tensor) and weight.is_floating_point() else x
         return head(norm(x) if norm is not None else x)
 
     def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
@@ -359,13 +361,17 @@ class HFAdapter(PatchesBlocks, Adapter):
         if not self.has_head:
             raise Unsupported(f"{self.id} has no language-model head: there is no output token to attribute.")
         mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
+        dtype = next(self.model.parameters()).dtype  # float32 embeddings enter a half-precision model in its dtype
+        embeds = embeds.to(dtype)
+        target = target.to(dtype) if target is not None else None
         if target is not None:
             return self.model(inputs_embeds=embeds, attention_mask=mask, decoder_inputs_embeds=target,
-                              use_cache=False, return_dict=True).logits
+                              use_cache=False, return_dict=True).logits.float()
         if keep is None:
-            return self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True).logits
+            return self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False,
+                              return_dict=True).logits.float()
         return self._logits_at(torch.tensor(list(keep), dtype=torch.long, device=embeds.device),
-                               inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True)
+                               inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True).float()
 
     def _final_norm(self, prefix: str) -> bool:
         base = _base(self.model)

@@ -502,7 +502,7 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
         own)."""
         if self.net.decoder is None or x.shape[-1] != self.net.decoder.in_features:
             raise Unsupported(f"{self.id}: its layers' outputs do not have the output layer's width.")
-        return self.net.decoder(x)
+        return self.net.decoder(x.to(self.net.decoder.weight.dtype))  # float32 states, a half-precision model
 
     def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
         return [(f"{self.name.split(' (')[0]} layer {layer}", torch.from_numpy(rec[f"rnn.{layer}.out"]), True)

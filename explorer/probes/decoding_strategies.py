@@ -383,7 +383,7 @@ def within_budget(loaded: Loaded, prompt: Prompt, strategies: Sequence[Strategy]
     if price(has).within():
         return prompt
     asked = f"generating {prompt.max_new} tokens for {rows(prompt.max_new)} rows after all of them would take " \
-            f"{budget.describe(price(has))}, over {budget.limits()}"
+            f"{budget.describe(price(has))}, over {budget.limits(device=shape.device)}"
     keep = has if chat else min(has, PROMPT_KEPT)
     cap = has if chat else budget.fit_tokens(price, has)
     new = prompt.max_new

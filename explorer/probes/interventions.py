@@ -360,7 +360,7 @@ def price(shape: budget.Shape, tokens: int, rows: int, cols: int, resumes: bool)
     runs = budget.forward(shape, tokens, rows=max(1, round(rows * cols * share)) + 2,
                           calls=rows * -(-cols // per) + 2)
     peak = budget.forward(shape, tokens, rows=min(per, cols)).bytes
-    return budget.Price(runs.seconds, peak, streamed=True)
+    return budget.Price(runs.seconds, peak, streamed=True, device=shape.device)
 
 
 def _report(progress: Progress, *args: object) -> None:

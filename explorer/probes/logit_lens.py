@@ -100,21 +100,24 @@ def _columns(adapter: Unembeds, states: list[tuple[str, torch.Tensor, bool]], ow
     final_p, rank = torch.zeros(L, M), torch.zeros(L, M, dtype=torch.long)
     error = torch.zeros(M)
 
+    device = adapter.device
+
     def read(layers: list[int], normed: bool) -> None:
         """Fill the arrays of `layers` (every position), their states read through the lens (normed: as they are)."""
         X = torch.cat([states[i][1][idx] for i in layers])                  # (len · M, C), layer-major
-        for r0 in range(0, X.shape[0], ROWS):
-            logits = adapter.unembed(X[r0:r0 + ROWS].to(adapter.device), normed).float().cpu()     # (n, V)
+        for r0 in range(0, X.shape[0], ROWS):  # softmax, top-k and ranks on the model's device: (n, V) stays there
+            logits = adapter.unembed(X[r0:r0 + ROWS].to(device), normed).float()                  # (n, V)
             at = torch.arange(r0, r0 + logits.shape[0])
             lay, m = torch.tensor(layers)[at // M], at % M
             probs = torch.softmax(logits, dim=-1)
             p, i = probs.topk(kk, dim=-1)
-            fp = probs.gather(-1, final[m][:, None])[:, 0]
-            top_p[lay, m], top_i[lay, m], final_p[lay, m] = p, i, fp
-            rank[lay, m] = (probs > fp[:, None]).sum(-1)
+            fp = probs.gather(-1, final[m].to(device)[:, None])[:, 0]
+            top_p[lay, m], top_i[lay, m], final_p[lay, m] = p.cpu(), i.cpu(), fp.cpu()
+            rank[lay, m] = (probs > fp[:, None]).sum(-1).cpu()
             last = lay == L - 1
             if bool(last.any()):
-                error[m[last]] = (logits[last] - own[idx][m[last]]).abs().amax(dim=-1)
+                mine = own[idx][m[last]].to(device)
+                error[m[last]] = (logits[last.to(device)] - mine).abs().amax(dim=-1).float().cpu()
 
     with torch.inference_mode():
         for flag in (False, True):

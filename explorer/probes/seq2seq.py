@@ -239,7 +239,7 @@ def price(shape: budget.Shape, source: int, rows: int, new: int) -> budget.Price
     cross-attention of every step (new × source weights per layer and head, rows of them while beams run)."""
     attention = rows * new * source * max(shape.layers, 1) * max(shape.heads, 1) * budget.FLOAT_BYTES
     decoded = budget.generation(shape, source, rows, new)
-    return budget.Price(decoded.seconds, decoded.bytes + attention, attention)
+    return budget.Price(decoded.seconds, decoded.bytes + attention, attention, device=decoded.device)
 
 
 def _cap(loaded: Loaded, n_src: int, max_len: int | None, hf: bool) -> tuple[int, str]:

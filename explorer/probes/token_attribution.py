@@ -384,7 +384,8 @@ def price(shape: budget.Shape, reaches: Sequence[int], steps: int) -> budget.Pri
     seconds = sum(budget.forward(shape, t, passes=steps + 1, backward="inputs", read=1,
                                  calls=-(-(steps + 1) // per)).seconds for t in reaches)
     peak = budget.forward(shape, longest, rows=per, backward="inputs", read=1).bytes
-    return budget.Price(seconds, peak, streamed=True)  # gradient × input at once, then rounds: refined in place
+    # gradient × input at once, then rounds: refined in place
+    return budget.Price(seconds, peak, streamed=True, device=shape.device)
 
 
 def within_budget(shape: budget.Shape, reaches: Sequence[int], steps: int) -> tuple[int, str]:
@@ -398,7 +399,7 @@ def within_budget(shape: budget.Shape, reaches: Sequence[int], steps: int) -> tu
                      "text", "Shorten the sentence, or attribute the model's prediction only.")
     return int(fit), (f"Integrated gradients with up to {steps} gradient evaluations for each of {len(reaches)} "
                       f"output(s) would take {budget.describe(price(shape, reaches, steps))}, over "
-                      f"{budget.limits(streamed=True)}: "
+                      f"{budget.limits(True, shape.device)}: "
                       f"at most {int(fit)} per output here; the completeness error says how far they get.")
 
 

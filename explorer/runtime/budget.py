@@ -8,7 +8,8 @@ A view's work on a transformer is priced from the model's shape and the number o
 
 P parameters, L layers, d width, H heads (read from the model's config, else from its modules), T tokens, rows
 sequences side by side, passes forwards (×3 with a backward), calls separate forward calls; F this machine's
-rate of a model's arithmetic per CPU second (`throughput()`, measured once per process) and c the fixed cost of one
+rate of a model's arithmetic per second of its device (`throughput()`, measured once per process: CPU
+seconds on the CPU, a GPU's own seconds on a GPU) and c the fixed cost of one
 layer call (LAYER_CALL_S). Settings:
 
   EXPLORER_REQUEST_SECONDS (5)       CPU seconds one request may take;
@@ -84,20 +85,36 @@ def session_result_bytes() -> int:
     return int(positive_setting("EXPLORER_SESSION_RESULTS_MB", 128.0) * 2**20)
 
 
-@functools.lru_cache(maxsize=1)
-def throughput() -> float:
-    """Floating-point operations per CPU second a model's forward reaches on this machine's current torch threads:
-    EFFICIENCY × the best of five 512×1024·1024×1024 float32 products (measured once per process, ~0.1 s). Timed
-    in the calling thread's CPU time, not the wall clock: measured while other sessions or processes keep the cores
-    busy, a wall-clock rate came out half as fast (2 cores, 4 busy processes: 43 against 79 GFLOP/s; CPU time: 81
-    against 90), and every request of that process was then priced twice as dear."""
-    a, b = torch.randn(512, 1024), torch.randn(1024, 1024)
+@functools.lru_cache(maxsize=8)
+def throughput(device: str = "cpu", dtype: torch.dtype = torch.float32) -> float:
+    """Floating-point operations per second a model's forward reaches on `device` in `dtype` (measured once per
+    process and pair, ~0.1 s). CPU: EFFICIENCY × the best of five 512×1024·1024×1024 float32 products on the current
+    torch threads, timed in the calling thread's CPU time, not the wall clock: measured while other sessions or
+    processes keep the cores busy, a wall-clock rate came out half as fast (2 cores, 4 busy processes: 43 against 79
+    GFLOP/s; CPU time: 81 against 90), and every request of that process was then priced twice as dear. A GPU:
+    EFFICIENCY × the best of five 2048×2048·2048×2048 products in `dtype` on the wall clock (synchronised): its
+    seconds are the device's, not the CPU's."""
+    if device == "cpu":
+        a, b = torch.randn(512, 1024), torch.randn(1024, 1024)
+        best = float("inf")
+        for _ in range(5):
+            start = time.thread_time()
+            a @ b
+            best = min(best, time.thread_time() - start)
+        return EFFICIENCY * 2 * 512 * 1024 * 1024 / max(best, 1e-6)
+    n = 2048
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    sync = getattr(getattr(torch, torch.device(device).type, None), "synchronize", lambda: None)
+    a @ b  # the first product loads the kernels
+    sync()
     best = float("inf")
     for _ in range(5):
-        start = time.thread_time()
+        start = time.perf_counter()
         a @ b
-        best = min(best, time.thread_time() - start)
-    return EFFICIENCY * 2 * 512 * 1024 * 1024 / max(best, 1e-6)
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return EFFICIENCY * 2 * n ** 3 / max(best, 1e-7)
 
 
 @dataclass(frozen=True)
@@ -110,6 +127,12 @@ class Shape:
     width: int
     heads: int
     head: int = 0
+    device: str = "cpu"  # where its parameters are: a request's seconds are that device's
+    dtype: torch.dtype = torch.float32
+
+    def rate(self) -> float:
+        """throughput() of this model's device and dtype."""
+        return throughput(self.device, self.dtype)
 
 
 _CONFIG_NAMES = {"layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers"),
@@ -140,17 +163,22 @@ def shape_of(model: Any) -> Shape:
         output = None
     weight = getattr(output, "weight", None)
     head = int(weight.numel()) if isinstance(weight, torch.Tensor) and weight.numel() < params else 0
-    return Shape(params, found["layers"], found["width"], found["heads"], head)
+    first = next(model.parameters(), None)
+    device = first.device.type if first is not None else "cpu"
+    dtype = first.dtype if first is not None and first.is_floating_point() else torch.float32
+    return Shape(params, found["layers"], found["width"], found["heads"], head, device, dtype)
 
 
 @dataclass(frozen=True)
 class Price:
-    """What a request is expected to cost: CPU seconds, bytes at its peak, bytes its result keeps."""
+    """What a request is expected to cost: seconds of its device (the CPU's unless it runs on a GPU), bytes at its
+    peak, bytes its result keeps."""
 
     seconds: float
     bytes: int
     kept: int = 0
     streamed: bool = False  # the work refines its answer in place: streamed_seconds() bounds it
+    device: str = "cpu"
 
     def within(self) -> bool:
         """Within the request's time and memory, and its result within what a session keeps."""
@@ -169,10 +197,10 @@ def forward(shape: Shape, tokens: int, rows: int = 1, passes: int = 1, calls: in
     at = t if read is None else max(int(read), 0)
     flops = rows * passes * (2 * (shape.params - head) * t + 2 * head * at + 4 * shape.layers * shape.width * t * t)
     factor = 3 if backward is True else INPUT_GRADIENT if backward else 1
-    seconds = flops * factor / throughput() + calls * max(shape.layers, 1) * LAYER_CALL_S
+    seconds = flops * factor / shape.rate() + calls * max(shape.layers, 1) * LAYER_CALL_S
     scores = rows * shape.heads * t * t * FLOAT_BYTES  # one layer's attention scores and weights
     activations = rows * t * shape.width * FLOAT_BYTES * (SAVED * max(shape.layers, 1) if backward else 8)
-    return Price(seconds, int(kept + transient + 2 * scores + activations), int(kept))
+    return Price(seconds, int(kept + transient + 2 * scores + activations), int(kept), device=shape.device)
 
 
 def generation(shape: Shape, prompt: int, rows: int, new: int) -> Price:
@@ -182,10 +210,10 @@ def generation(shape: Shape, prompt: int, rows: int, new: int) -> Price:
     read = forward(shape, prompt)
     length = max(int(prompt), 1) + new
     per_step = rows * (2 * shape.params + 4 * shape.layers * shape.width * length)
-    step_rate = throughput() * STEP_EFFICIENCY / EFFICIENCY
+    step_rate = shape.rate() * STEP_EFFICIENCY / EFFICIENCY
     seconds = read.seconds + new * (per_step / step_rate + max(shape.layers, 1) * LAYER_CALL_S)
     cache = 2 * max(shape.layers, 1) * rows * length * shape.width * FLOAT_BYTES
-    return Price(seconds, read.bytes + cache, read.kept)
+    return Price(seconds, read.bytes + cache, read.kept, device=shape.device)
 
 
 def attention_bytes(shape: Shape, tokens: int, arrays: int = 3) -> int:
@@ -214,13 +242,15 @@ def describe(price: Price) -> str:
     return f"~{price.seconds:.1f} s and ~{_mb(price.bytes)}"
 
 
-def limits(streamed: bool = False) -> str:
+def limits(streamed: bool = False, device: str = "cpu") -> str:
     """The budget, as said in messages: "this server's budget per request: 5 s of CPU, 400 MB, a result of 128 MB;
     settings EXPLORER_REQUEST_SECONDS, EXPLORER_REQUEST_MB and EXPLORER_SESSION_RESULTS_MB" (streamed: the seconds
-    of work refined in place, EXPLORER_STREAMED_SECONDS)."""
+    of work refined in place, EXPLORER_STREAMED_SECONDS; device: whose seconds, "5 s of GPU" on cuda)."""
     seconds, name = (streamed_seconds(), "EXPLORER_STREAMED_SECONDS") if streamed else \
         (request_seconds(), "EXPLORER_REQUEST_SECONDS")
-    return (f"this server's budget per request: {seconds:g} s of CPU{' for work refined in place' if streamed else ''}"
+    unit = "CPU" if device == "cpu" else "GPU" if device == "cuda" else device
+    return (f"this server's budget per request: {seconds:g} s of {unit}"
+            f"{' for work refined in place' if streamed else ''}"
             f", {_mb(request_bytes())}, a result of {_mb(session_result_bytes())}; settings {name}, "
             "EXPLORER_REQUEST_MB and EXPLORER_SESSION_RESULTS_MB")
 
@@ -228,7 +258,7 @@ def limits(streamed: bool = False) -> str:
 def check(price: Price, what: str, advice: str = "") -> None:
     """Raise RequestOverBudget (naming `what`, its price and the limits) unless `price` is within the budget."""
     if not price.within():
-        raise RequestOverBudget(f"{what} would take {describe(price)}, over {limits(price.streamed)}."
+        raise RequestOverBudget(f"{what} would take {describe(price)}, over {limits(price.streamed, price.device)}."
                                 + (f" {advice}" if advice else ""))
 
 
@@ -263,4 +293,5 @@ def fit_tokens(price: Callable[[int], Price], most: int) -> TokenCap:
             low = mid
         else:
             high = mid - 1
-    return TokenCap(low, limits(price(most).streamed))
+    over = price(most)
+    return TokenCap(low, limits(over.streamed, over.device))
