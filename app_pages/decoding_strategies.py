@@ -17,9 +17,9 @@ page_header("Decoding strategies side by side",
             "The same prompt and seed through greedy, temperature sampling, top-k, top-p, typical-p, min-p and "
             "beam search, with Hugging Face's own logits processors, the distribution at every step and metrics.")
 
-declared = c.params["model"].default  # pretrained:smollm2 when installed (explorer/views.py), else builtin:tiny-gpt
+declared = c.params["model"].default  # pretrained:smollm2 when installed (explorer/views.py), else the built-in GPT
 default_model = declared if not declared.startswith("builtin:") or declared.removeprefix("builtin:") in \
-    builtin_names() else "builtin:lstm-lm"
+    builtin_names() else "builtin:lstm-lm-wordnet"
 col_model, col_text = top_row()
 with col_model:
     model_id = model_picker(c.view.families, default=default_model)

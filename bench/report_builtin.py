@@ -19,7 +19,23 @@ def row(name: str, meta: dict) -> str:
     m = meta.get("metrics", {})
     arch = meta.get("architecture")
     t = meta.get("train", {})
-    if arch in ("rnn_lm", "tiny_gpt"):
+    natural = m.get("natural_agreement")
+    if isinstance(natural, dict):  # a real-English model (explorer.data.wordnet_english)
+        t_ = natural.get("templated", {})
+        quality = (f"perplexity {_num(m.get('heldout_perplexity'))} (add-k bigram {_num(m.get('bigram_perplexity'))}, "
+                   f"−{_pct(m.get('perplexity_reduction_vs_bigram'))}); " if arch != "masked_lm" else
+                   f"held-out masked-token loss {_num(m.get('heldout_loss'))} nats; ")
+        quality += (f"agreement across an attractor, templated (“the keys near the door” → are/is): "
+                    f"{_pct(t_.get('attractor'))} of {t_.get('attractor_n')} "
+                    f"(without one {_pct(t_.get('no_attractor'))})")
+        c, h = natural.get("corpus"), natural.get("corpus_held_out")
+        if isinstance(c, dict) and isinstance(h, dict):
+            quality += (f"; in the corpus's own sentences {_pct(c.get('attractor'))} of {c.get('attractor_n')} "
+                        f"(training lines), {_pct(h.get('attractor'))} of {h.get('attractor_n')} (held out)")
+        samples = m.get("samples")
+        if isinstance(samples, dict) and samples:
+            quality += "; greedy: " + "; ".join(f"“{v}”" for v in samples.values())
+    elif arch in ("rnn_lm", "tiny_gpt"):
         agree = m.get("agreement", {})
         quality = (f"perplexity {_num(m.get('heldout_perplexity'))} (add-k bigram {_num(m.get('bigram_perplexity'))}, "
                    f"−{_pct(m.get('perplexity_reduction_vs_bigram'))}); agreement {_pct(agree.get('accuracy'))}, "

@@ -110,9 +110,13 @@ def installed_or(packaged: str, fallback: str) -> str:
 
 
 # The decoder views open the packaged SmolLM2-135M-Instruct when it is installed (decided once per process, when this
-# module is imported), else the built-in tiny GPT (app_pages/decoding_strategies.py falls back on builtin:lstm-lm when
-# that is not trained either).
-LM_DEFAULT = installed_or("smollm2", "builtin:tiny-gpt")
+# module is imported), else the built-in tiny GPT trained on real English (app_pages/decoding_strategies.py falls back
+# on builtin:lstm-lm-wordnet when that is not trained either).
+LM_DEFAULT = installed_or("smollm2", "builtin:tiny-gpt-wordnet")
+
+# The recurrent language models trained on real English (WordNet 3.0's text: explorer.data.wordnet_english), the
+# defaults of the recurrent views; builtin:rnn-lm, gru-lm and lstm-lm (generated English) stay for clean agreement.
+RECURRENT_WORDNET = ("builtin:rnn-lm-wordnet", "builtin:gru-lm-wordnet", "builtin:lstm-lm-wordnet")
 
 # The browser tab's icon: a file shipped with the app (a :material/…: icon makes the browser fetch it from a font CDN)
 PAGE_ICON = str(Path(__file__).resolve().parent.parent / "assets" / "icon.png")
@@ -145,7 +149,7 @@ VIEWS.append(View(
 VIEWS.append(View(
     "app_pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",
     "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit.", params={
-        "model": P("model", "builtin:lstm-lm"), "text": TEXT, "layer": P("int", 0, 0, None, "Layer"),
+        "model": P("model", "builtin:lstm-lm-wordnet"), "text": TEXT, "layer": P("int", 0, 0, None, "Layer"),
         "dir": choice("forward", "backward", label="Direction"), "gate": choice(*GATES, label="State", default="c"),
         "sort": choice("variance", "mean", "saturation", "index", label="Sort units by"),
         "top": P("int", 64, 1, None, "Show the top-N units"),
@@ -291,15 +295,15 @@ VIEWS.append(View(
     "app_pages/gradients_through_time.py", "Gradients through time", ":material/trending_down:",
     "gradients-through-time",
     "How far back a recurrent model's prediction reaches: the gradient at each word, model against model.", params={
-        "models": P("choices", ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm"), label="Recurrent models",
-                    choices=("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
+        "models": P("choices", RECURRENT_WORDNET, label="Recurrent models",
+                    choices=RECURRENT_WORDNET + ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
         "text": TEXT,
     }, families=("rnn-lm", "state-dict"), sentences="distance", main="gradients"))
 VIEWS.append(View(
     "app_pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
     "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
     params={
-        "model": P("model", "builtin:masked-lm"), "text": TEXT,
+        "model": P("model", "builtin:masked-lm-wordnet"), "text": TEXT,
         "mask": P("int", -1, -1, None, "Mask a word", help="Replace this word of the sentence by [MASK] (the [MASK]s "
                   "typed in the sentence stay)."),
         "words": P("text", "is, are", label="Compare words", help="Comma-separated: each word's probability and rank "

@@ -238,3 +238,24 @@ def test_a_request_on_cuda_is_priced_in_the_gpus_seconds() -> None:
     on_cpu = budget.shape_of(load_model("builtin:tiny-gpt").model)
     assert SA.price(shape, 512).seconds < SA.price(on_cpu, 512).seconds
     assert SA.price(shape, 512).device == "cuda" and "s of GPU" in budget.limits(device="cuda")
+
+
+@pytest.mark.parametrize("mid", ["builtin:tiny-gpt", "builtin:lstm-lm", "local:tiny-gpt2"])
+def test_half_precision_weights_read_float32_states(mid: str, tmp_path, monkeypatch) -> None:
+    """The lens and attribution keep states and embeddings in float32; a model in bfloat16 (as on a GPU; here on the
+    CPU, where bfloat16 arithmetic also runs) gets them in its own dtype and gives float32 results near float32's."""
+    from explorer.probes.logit_lens import logit_lens
+    from explorer.probes.token_attribution import attribution
+
+    _tiny_hf_folder(tmp_path / "tiny-gpt2")
+    monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
+    full, half = load_model(mid), load_model(mid)
+    half.model.to(torch.bfloat16)
+    for probe in (logit_lens, lambda m, s: attribution(m, s, outputs="prediction", steps=16)):
+        a, b = probe(full, SENTENCE), probe(half, SENTENCE)
+        assert getattr(a, "tokens", None) == getattr(b, "tokens", None)
+        if hasattr(a, "final_prob"):
+            assert b.final_prob.dtype == np.float32 or b.final_prob.dtype == np.float64
+            assert float(np.abs(np.asarray(a.final_prob) - np.asarray(b.final_prob)).max()) < 0.25
+        else:
+            assert np.isfinite(b.integrated).all() and b.integrated.shape == a.integrated.shape

@@ -73,8 +73,18 @@ def test_english_examples_are_words_of_the_generated_language() -> None:
             assert set(tokenize_words(sentence.replace("[MASK]", ""))) <= words, (purpose, sentence)
 
 
+def test_real_english_examples_are_words_the_real_english_models_know() -> None:
+    from explorer.data import wordnet_english
+    from explorer.data.vocab import Vocab
+
+    known = set(Vocab.build([list(s) for s in wordnet_english.sentences("train")], max_size=12_000).itos)
+    for purpose, sentences in E.WORDNET.items():
+        for sentence in sentences:
+            assert set(tokenize_words(sentence.replace("[MASK]", ""))) <= known, (purpose, sentence)
+
+
 def test_purposes_say_what_they_are() -> None:
-    for lang in ("english", "natural"):
+    for lang in ("english", "natural", "wordnet"):
         assert all(not s.rstrip().endswith((".", "?", "!")) for s in E.sentences(lang, "prompt"))
         assert all("[MASK]" in s for s in E.sentences(lang, "masked"))
     # the translation default changes word order: its gold alignment crosses

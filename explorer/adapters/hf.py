@@ -361,17 +361,13 @@ class HFAdapter(PatchesBlocks, Adapter):
         if not self.has_head:
             raise Unsupported(f"{self.id} has no language-model head: there is no output token to attribute.")
         mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
-        dtype = next(self.model.parameters()).dtype  # float32 embeddings enter a half-precision model in its dtype
-        embeds = embeds.to(dtype)
-        target = target.to(dtype) if target is not None else None
         if target is not None:
             return self.model(inputs_embeds=embeds, attention_mask=mask, decoder_inputs_embeds=target,
-                              use_cache=False, return_dict=True).logits.float()
+                              use_cache=False, return_dict=True).logits
         if keep is None:
-            return self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False,
-                              return_dict=True).logits.float()
+            return self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True).logits
         return self._logits_at(torch.tensor(list(keep), dtype=torch.long, device=embeds.device),
-                               inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True).float()
+                               inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True)
 
     def _final_norm(self, prefix: str) -> bool:
         base = _base(self.model)

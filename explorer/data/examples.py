@@ -3,9 +3,9 @@
 A view declares a purpose (explorer.views: `View.sentences`), and the loaded model answers with sentences for it
 (`adapter.examples(purpose)`, which calls `for_model` here):
 
-- built-in models (and checkpoints trained here) get sentences of the generated language they were trained on
-  (`meta["corpus"]["generator"]`): explorer.data.english for the language models, explorer.data.translation and
-  explorer.data.dates for the encoder-decoders;
+- built-in models (and checkpoints trained here) get sentences of the language they were trained on
+  (`meta["corpus"]["generator"]`): explorer.data.english (generated) or WORDNET (real English, natural sentences)
+  for the language models, explorer.data.translation and explorer.data.dates for the encoder-decoders;
 - MiniLM and Hugging Face models get natural English (NATURAL);
 - a model that reads left to right (a causal transformer, a one-way recurrent LM: `left_to_right`) gets the sentences
   of LEFT_TO_RIGHT where a purpose has them: a claim that needs a later word is reworded so that the word comes first;
@@ -170,7 +170,29 @@ CONTRASTS: dict[str, tuple[str, str, str]] = {
 }
 ENGLISH["contrast"] = tuple(k for k in CONTRASTS if k.islower())
 NATURAL["contrast"] = tuple(k for k in CONTRASTS if not k.islower())
-LANGUAGES = {"english": ENGLISH, "translation": TRANSLATION, "dates": DATES, "natural": NATURAL}
+# The real-English built-in models (explorer.data.wordnet_english, trained on WordNet's example sentences and
+# definitions): natural sentences whose every word is in their 12,000-word vocabulary (tests/test_examples.py).
+WORDNET: dict[str, tuple[str, ...]] = {
+    "agreement": (
+        "I went to the bank to deposit money.",
+        "The keys to the old cabinet are on the table.",
+        "The students in the back of the room are asking the teacher a question.",
+        "The pictures of the famous painter in the museum are expensive.",
+        "The children who live near the river are happy.",
+    ),
+    "prompt": ("The old man", "I went to the bank to deposit", "The river bank was covered with",
+               "He opened the door and"),
+    "distance": ("The keys to the cabinet in the old kitchen near the big windows of the house are",
+                 "The cake that my mother made for the children was", "The man near the old tables is"),
+    "order": ("The dog bit the man.", "The man bit the dog.", "The keys to the old cabinet are on the table."),
+    "masked": ("I went to the [MASK] to deposit money.", "The keys to the cabinet [MASK] on the table.",
+               "She put the cup on the [MASK].", "The children who live near the river [MASK] happy."),
+    "attention": ("The animal did not cross the street because it was too tired.",
+                  "The animal did not cross the street because it was too wide."),
+    "words": ("king queen man woman prince princess boy girl", COLOURS, "dog dogs cat cats horse horses mouse mice",
+              "one two three four five first second third"),
+}
+LANGUAGES = {"english": ENGLISH, "wordnet": WORDNET, "translation": TRANSLATION, "dates": DATES, "natural": NATURAL}
 # What a model that reads left to right gets instead, per language and purpose (see PRONOUN_PAIRS).
 LEFT_TO_RIGHT: dict[str, dict[str, tuple[str, ...]]] = {
     "natural": {"attention": (PRONOUN_PAIRS[True][0], NATURAL["attention"][1], PRONOUN_PAIRS[True][1])},

@@ -3,7 +3,7 @@
 meta schema:
     {"name": str, "architecture": key of explorer.models.build.ARCHITECTURES, "config": build_model kwargs,
      "vocab": [str] | "src_vocab": [str] + "tgt_vocab": [str] (seq2seq),
-     "corpus": {"generator": "english"|"translation"|"dates"|"user", "seed", "n_train", "n_heldout", "level"},
+     "corpus": {"generator": "english"|"wordnet"|"translation"|"dates"|"user", "seed", "n_train", "n_heldout", "level"},
      "metrics": {...}, "train": {"epochs", "seconds", "device", "torch"}, "description": str}
 """
 from __future__ import annotations
@@ -74,8 +74,10 @@ def validate_meta(meta: dict) -> None:
     _vocab_sizes_ok(meta)
 
 
-def save_checkpoint(model: nn.Module, meta: dict, folder: Path, name: str) -> tuple[Path, Path]:
-    """Write folder/<name>.safetensors and folder/<name>.json; returns (weights_path, meta_path)."""
+def save_checkpoint(model: nn.Module, meta: dict, folder: Path, name: str,
+                    dtype: torch.dtype | None = None) -> tuple[Path, Path]:
+    """Write folder/<name>.safetensors (floating-point tensors in `dtype`, default as they are) and
+    folder/<name>.json; returns (weights_path, meta_path)."""
     _check_name(name)
     meta = dict(meta)
     meta["name"] = name
@@ -83,7 +85,9 @@ def save_checkpoint(model: nn.Module, meta: dict, folder: Path, name: str) -> tu
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     weights_path, meta_path = folder / f"{name}.safetensors", folder / f"{name}.json"
-    save_file(_unique_state_dict(model), str(weights_path),
+    state = {k: t.to(dtype) if dtype is not None and t.is_floating_point() else t
+             for k, t in _unique_state_dict(model).items()}
+    save_file(state, str(weights_path),
               metadata={"format": "pt", "architecture": meta["architecture"]})
     meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     try:  # safetensors writes 0600; checkpoints are meant to be readable by the app's user

@@ -30,6 +30,16 @@ MAX_TOKENS = 128
 LENS_TOL = 1e-3
 
 
+def tolerance(model: object) -> float:
+    """How far (times the largest |logit|, at least 1) the last layer read through the lens may be from the model's
+    own logits: LENS_TOL in float32; 8 of the dtype's epsilons for a model in half precision, whose own logits were
+    rounded there (bfloat16: 0.0625; float16: 0.0078)."""
+    first = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+    if first is None or first.dtype == torch.float32 or not first.is_floating_point():
+        return LENS_TOL
+    return max(LENS_TOL, 8 * torch.finfo(first.dtype).eps)
+
+
 class LensError(ViewError, ValueError):
     """The model cannot be read through a logit lens; str() is for the user."""
 
@@ -181,7 +191,7 @@ def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     except Unsupported as exc:
         raise LensError(str(exc)) from None
     error = max(c.error for c in cols.values())
-    if error > LENS_TOL * max(1.0, float(own.abs().max())):
+    if error > tolerance(loaded.model) * max(1.0, float(own.abs().max())):
         raise LensError(f"{mid}'s last layer read through its final norm and output layer differs from its own logits "
                         f"by {error:.2g}: it transforms its last state in a way the lens does not know, so the lens "
                         "would not show what the model computes.")

@@ -35,7 +35,7 @@ has spent fewer than CHEAP evaluations), or the output has spent `steps` gradien
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import torch
@@ -404,9 +404,24 @@ def within_budget(shape: budget.Shape, reaches: Sequence[int], steps: int) -> tu
 
 
 # ------------------------------------------------------------------------------------------------- the probe
+def in_float32(logits_from_embeddings: Callable[..., torch.Tensor], dtype: torch.dtype) -> Callable[..., torch.Tensor]:
+    """A model's logits_from_embeddings(embeds (B, N, C), target=None, keep=None) -> (B, N', V) taking the probe's
+    float32 embeddings and returning float32 logits, for a model whose weights are in `dtype` (bfloat16 or float16
+    on a GPU: the embeddings enter it in that dtype; gradients flow back through the cast)."""
+    if dtype == torch.float32:
+        return logits_from_embeddings
+
+    def logits(embeds: torch.Tensor, target: torch.Tensor | None = None, **kw: Any) -> torch.Tensor:
+        return logits_from_embeddings(embeds.to(dtype), target.to(dtype) if target is not None else None,
+                                      **kw).float()
+    return logits
+
+
 def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids: list[int], positions: list[int],
-                 targets: list[int], steps: int, on_round: Rounds | None = None, per: int = CHUNK) -> list[_Result]:
-    """_integrate of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C).
+                 targets: list[int], steps: int, on_round: Rounds | None = None, per: int = CHUNK,
+                 dtype: torch.dtype = torch.float32) -> list[_Result]:
+    """_integrate of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C)
+    (float32; the model's weights in `dtype`).
 
     The row at position p reads only the inputs 0 … p, so it is kept in the model's prefix memo under those ids (with
     its target and the steps) and only the rows whose prefix changed are computed: typing one more word costs one or
@@ -418,8 +433,8 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
     rows = [memo.get(key) if memo is not None else None for key in keys]
     todo = [i for i, row in enumerate(rows) if row is None]
     if todo:
-        path = _Path(adapter.logits_from_embeddings, E, B, [_Row(positions[i], targets[i], positions[i] + 1)
-                                                             for i in todo], positions=True, chunk=per)
+        path = _Path(in_float32(adapter.logits_from_embeddings, dtype), E, B,
+                     [_Row(positions[i], targets[i], positions[i] + 1) for i in todo], positions=True, chunk=per)
 
         def merged(results: list[_Result], fraction: float) -> None:
             every = list(rows)
@@ -462,9 +477,10 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     try:
         if adapter.is_encoder_decoder:
             return _seq2seq(adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes, progress)
-        E = adapter.embed_ids(ids).detach().float()
+        raw = adapter.embed_ids(ids).detach()
+        E, dtype = raw.float(), raw.dtype
         with torch.no_grad():
-            own = adapter.logits_from_embeddings(E[None])[0]
+            own = in_float32(adapter.logits_from_embeddings, dtype)(E[None])[0]
         B, baseline, kept = baseline_inputs(adapter, E)
     except Unsupported as exc:
         raise AttributionError(str(exc)) from None
@@ -483,7 +499,7 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
                       notes, provisional, bool(capped))
 
     rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps, _reporter(trace, progress),
-                        chunk(shape, positions[-1] + 1))
+                        chunk(shape, positions[-1] + 1), dtype)
     return trace(rows)
 
 
@@ -519,13 +535,14 @@ def _seq2seq(adapter: Adapter, shape: budget.Shape, mid: str, enc: Encoded, ids:
         raise AttributionError("The output is empty: type a target or a source the model can translate.")
     dec = torch.tensor([*adapter.decoder_start, *out_ids[:-1]], dtype=torch.long, device=dev)
     S, T = len(ids), len(dec)
-    E = torch.cat([adapter.embed_ids(ids).detach(), adapter.embed_ids(dec, side="target").detach()]).float()
+    raw = torch.cat([adapter.embed_ids(ids).detach(), adapter.embed_ids(dec, side="target").detach()])
+    E, model_logits = raw.float(), in_float32(adapter.logits_from_embeddings, raw.dtype)
     B, baseline, kept = baseline_inputs(adapter, E, (0, S))
     steps, capped = within_budget(shape, [S + T] * T, steps)  # each point runs the whole decoder
     notes += [capped] if capped else []
 
     def logits(x: torch.Tensor) -> torch.Tensor:
-        return adapter.logits_from_embeddings(x[:, :S], x[:, S:])
+        return model_logits(x[:, :S], x[:, S:])
 
     inputs = tuple(enc.tokens) + tuple(adapter.sequence_strings(dec.tolist()))
 

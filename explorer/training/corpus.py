@@ -25,9 +25,12 @@ class Corpus:
     level: str
 
 
+CORPUS_MODULES = {"wordnet": "wordnet_english"}  # a corpus's name -> its module in explorer.data, where they differ
+
+
 def data_module(name: str) -> ModuleType:
-    """explorer.data.<name> (english, translation, dates), imported when a run first needs it."""
-    return importlib.import_module(f"explorer.data.{name}")
+    """explorer.data.<name> (english, wordnet_english, translation, dates), imported when a run first needs it."""
+    return importlib.import_module(f"explorer.data.{CORPUS_MODULES.get(name, name)}")
 
 
 def load_corpus(spec: TrainSpec, stop: Callable[[], bool] | None = None) -> Corpus:
@@ -55,7 +58,12 @@ def _user_corpus(spec: TrainSpec) -> Corpus:
 def _generated_corpus(spec: TrainSpec, stop: Callable[[], bool] | None) -> Corpus:
     """n_train and n_heldout examples of a generated corpus from its two seeds: English sentences (split into
     characters at level "char"), or (source, target) token-list pairs."""
-    mod = data_module(spec.corpus)
+    mod = data_module(CORPUS_MODULES.get(spec.corpus, spec.corpus))
+    if spec.corpus == "wordnet":  # real English: the shipped corpus's own split (explorer.data.wordnet_english)
+        train, held = mod.generate_sentences(spec.n_train), mod.heldout_sentences(spec.n_heldout)
+        if spec.level == "char":
+            train, held = [list(" ".join(s)) for s in train], [list(" ".join(s)) for s in held]
+        return Corpus(train, held, spec.corpus, None, spec.level)
     if spec.corpus == "english":
         train = mod.generate_sentences(spec.n_train, mod.TRAIN_SEED, stop=stop)
         held = mod.generate_sentences(spec.n_heldout, mod.HELDOUT_SEED, stop=stop)

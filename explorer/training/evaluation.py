@@ -1,5 +1,6 @@
-"""Held-out evaluations the tasks report on the generated English corpus: subject-verb agreement of a language model
-(Linzen et al. 2016) and masked-word accuracy of a masked LM, per word class."""
+"""Held-out evaluations the tasks report: on the generated English corpus, subject-verb agreement of a language model
+(Linzen et al. 2016) and masked-word accuracy of a masked LM, per word class; on real English (the WordNet corpus),
+agreement across an attractor in templated sentences and in the corpus's own (explorer.data.wordnet_english)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -10,7 +11,7 @@ import torch.nn as nn
 
 from explorer.data.vocab import Vocab
 from explorer.metrics import held_out as M
-from explorer.training.corpus import BOS, EOS, MASK, UNK, data_module
+from explorer.training.corpus import BOS, EOS, MASK, PAD, UNK, data_module
 
 MASKED_CLASSES = ("noun", "verb", "auxiliary")
 
@@ -103,4 +104,79 @@ def masked_word_accuracy(model: nn.Module, vocab: Vocab, sentences: Sequence[Seq
         if c != "noun":
             out[c]["verb_number"] = number[c][0] / max(number[c][1], 1)
             out[c]["verb_number_n"] = number[c][1]
+    return out
+
+
+def _accuracy(right: Sequence[bool]) -> float | None:
+    return sum(right) / len(right) if right else None
+
+
+def _summary(cases: Sequence[Any], right: Sequence[bool]) -> dict[str, Any]:
+    """Accuracy with and without an attractor, and their counts."""
+    split = {a: [r for c, r in zip(cases, right) if c.attractor == a] for a in (True, False)}
+    return {"attractor": _accuracy(split[True]), "attractor_n": len(split[True]),
+            "no_attractor": _accuracy(split[False]), "no_attractor_n": len(split[False])}
+
+
+def natural_agreement_eval(model: nn.Module, vocab: Vocab, device: str = "cpu") -> dict[str, Any]:
+    """A left-to-right LM on real English: the share of cases where P(correct verb | <bos> prefix) > P(wrong verb),
+    on templated_agreement() (1,000: "the keys near the door" -> are/is) and on the corpus's own sentences
+    (corpus_agreement: the training lines, "corpus", and the held-out ones, "corpus_held_out")."""
+    W = data_module("wordnet")
+    out: dict[str, Any] = {}
+    for name, cases in (("templated", W.templated_agreement()), ("corpus", W.corpus_agreement("train")),
+                        ("corpus_held_out", W.corpus_agreement("heldout"))):
+        items = [(vocab.encode(list(c.prefix)), vocab.stoi[c.correct], vocab.stoi[c.wrong], 0) for c in cases]
+        out[name] = _summary(cases, _right(model, items, device))
+    return out
+
+
+@torch.no_grad()
+def _right(model: nn.Module, items: Sequence[tuple[list[int], int, int, int]], device: str) -> list[bool]:
+    """Per item (prefix ids, correct, wrong, _): whether the LM's logit of correct exceeds wrong's after <bos>."""
+    model.eval()
+    right = []
+    for prefix, correct, wrong, _ in items:
+        logits = M.lm_logits(model, torch.tensor([[BOS, *prefix]], device=device))[0, -1].float()
+        right.append(bool(logits[correct] > logits[wrong]))
+    return right
+
+
+@torch.no_grad()
+def natural_masked_agreement(model: nn.Module, vocab: Vocab, device: str = "cpu") -> dict[str, Any]:
+    """A masked LM on real English: templated_agreement() as "<bos> the keys near the door <mask> here . <eos>", the
+    share where the logit of the agreeing verb at the mask exceeds the other form's."""
+    W = data_module("wordnet")
+    cases = W.templated_agreement()
+    model.eval()
+    right = []
+    for c in cases:
+        ids = [BOS, *vocab.encode(list(c.prefix)), MASK, *vocab.encode(["here", "."]), EOS]
+        logits = model(torch.tensor([ids], device=device))[0, len(c.prefix) + 1].float()
+        right.append(bool(logits[vocab.stoi[c.correct]] > logits[vocab.stoi[c.wrong]]))
+    return {"templated": _summary(cases, right)}
+
+
+SAMPLE_PROMPTS = ("the old man", "i went to the bank to", "a person who")
+
+
+@torch.no_grad()
+def greedy_samples(model: nn.Module, vocab: Vocab, prompts: Sequence[str] = SAMPLE_PROMPTS, new: int = 12,
+                   device: str = "cpu") -> dict[str, str]:
+    """A left-to-right LM's greedy continuation of each prompt (at most `new` words, ending at <eos>), as text; <unk>
+    (every word outside the vocabulary together, often the most probable "word") and <pad>/<bos> are never chosen."""
+    from explorer.data.vocab import tokenize_words
+
+    model.eval()
+    out = {}
+    for prompt in prompts:
+        ids = [BOS, *vocab.encode(tokenize_words(prompt))]
+        for _ in range(new):
+            logits = M.lm_logits(model, torch.tensor([ids], device=device))[0, -1].float()
+            logits[[PAD, UNK, BOS]] = float("-inf")
+            nxt = int(logits.argmax())
+            if nxt == EOS:
+                break
+            ids.append(nxt)
+        out[prompt] = " ".join(vocab.itos[i] for i in ids[1:])
     return out

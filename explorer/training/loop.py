@@ -108,6 +108,12 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
             break
     train_seconds = clock.elapsed()
     model.eval()
+    if spec.stored != "float32":  # evaluate the weights that will be saved
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(getattr(torch, spec.stored)).float())
+        if history:
+            history[-1]["heldout_loss"] = task.heldout_loss()
     metrics = task.evaluate(full=spec.full_metrics)
     if clock.cancelled():
         raise TrainingCancelled("Training was cancelled.")

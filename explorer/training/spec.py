@@ -11,8 +11,9 @@ from typing import Any
 
 import torch.nn as nn
 
-ARCH_CORPORA = {"rnn_lm": ("english", "user"), "tiny_gpt": ("english", "user"), "word2vec": ("english", "user"),
-                "seq2seq": ("translation", "dates"), "masked_lm": ("english", "user")}
+ARCH_CORPORA = {"rnn_lm": ("english", "wordnet", "user"), "tiny_gpt": ("english", "wordnet", "user"),
+                "word2vec": ("english", "wordnet", "user"), "seq2seq": ("translation", "dates"),
+                "masked_lm": ("english", "wordnet", "user")}
 LIMITS = dict(epochs=100, hidden_size=1024, emb_dim=1024, num_layers=4, n_head=16, batch_size=1024,
               n_train=200_000, n_heldout=20_000, max_seconds=6 * 3600, max_len=512, vocab=200_000)
 ATTENTIONS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
@@ -22,7 +23,7 @@ ATTENTIONS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
 class TrainSpec:
     """Everything that defines a training run (all JSON-able). Unused fields are ignored per architecture."""
     architecture: str = "rnn_lm"           # rnn_lm | seq2seq | tiny_gpt | word2vec | masked_lm
-    corpus: str = "english"                # english | translation | dates | user
+    corpus: str = "english"                # english (generated) | wordnet (real English) | translation | dates | user
     user_tokens: list[list[str]] | None = None   # corpus="user": token lists (explorer.data.user_text)
     level: str = "word"                    # word | char (english: char splits the sentence into characters)
     n_train: int = 20_000
@@ -57,6 +58,8 @@ class TrainSpec:
     subsample: float | None = None         # word2vec subsampling threshold t (None = off)
     # evaluation
     full_metrics: bool = False             # bigram baseline, agreement, length buckets, precision@5
+    stored: str = "float32"                # float32 | float16: the weights are rounded to it before the final
+    #                                        evaluation and saved so (the shipped real-English models: half the bytes)
     name: str = "custom"
     description: str = ""
 

@@ -3,6 +3,7 @@
     python -m explorer.training.train lstm-lm        # reproduce one shipped checkpoint in assets/builtin/
     python -m explorer.training.train all            # all of them, one after the other
     python -m explorer.training.train --list
+    python -m explorer.training.train --evaluate lstm-lm-wordnet   # add the real-English evaluations to its JSON
 
 The training itself is explorer.training.loop.train_model, shared with the app's Models page.
 """
@@ -12,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from explorer.training.recipes import BUILTINS, train_builtin
+from explorer.training.recipes import BUILTINS, evaluate_builtin, train_builtin
 from explorer.training.spec import TrainProgress
 
 
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list built-in names")
     ap.add_argument("--out", default=None, help="folder to write to (default assets/builtin)")
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--evaluate", action="store_true",
+                    help="do not train: compute the real-English evaluations of the saved checkpoint into its JSON")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (default 1: on a shared 2-core machine 2 OpenMP threads can be 10x "
                          "slower because they wait on each other; results agree across thread counts)")
@@ -50,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         if n not in BUILTINS:
             print(f"unknown built-in {n!r}; choose from: {', '.join(BUILTINS)}, all", file=sys.stderr)
             return 2
+    if args.evaluate:
+        for n in names:
+            print(f"== {n}", flush=True)
+            _print_metrics(evaluate_builtin(n, args.out))
+        return 0
     for n in names:
         print(f"== {n}", flush=True)
         res = train_builtin(n, folder=args.out, progress=_show, save=not args.no_save, threads=args.threads)

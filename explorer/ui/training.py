@@ -23,6 +23,8 @@ RECIPES = {
     "Seq2seq dates → ISO": dict(architecture="seq2seq", corpus="dates"),
 }
 ATTENTIONS = ["bahdanau", "luong-dot", "luong-general", "luong-concat", "none"]
+CORPORA = {"Real English (WordNet)": "wordnet", "Generated English": "english", "My text": "user"}
+WORDNET_VOCAB = 12_000  # the shipped real-English models' vocabulary (explorer.training.recipes)
 
 
 def loss_figure(points: list[dict]) -> go.Figure:
@@ -50,8 +52,8 @@ def _spec_form() -> TrainSpec | None:
                           disabled=arch in ("tiny_gpt", "word2vec"))
     epochs = c4.number_input("Epochs", 1, LIMITS["epochs"], 2, key="train_epochs")
     c5, c6, c7 = st.columns(3)
-    n_train = c5.number_input("Training examples (generated corpora)", 10, LIMITS["n_train"], 2000, step=500,
-                              key="train_n")
+    n_train = c5.number_input("Training sentences (real or generated English)", 10, LIMITS["n_train"], 2000,
+                              step=500, key="train_n")
     minutes = c6.number_input("Time limit (minutes)", min(0.1, cap), cap, min(3.0, cap), step=0.5, key="train_minutes",
                               help=f"At most {cap:g} min on this server (EXPLORER_MAX_TRAIN_SECONDS = "
                                    f"{budget.seconds:g} s): data, training and the held-out evaluation.")
@@ -65,7 +67,13 @@ def _spec_form() -> TrainSpec | None:
                      max_seconds=float(minutes) * 60, name="my-" + arch.replace("_", "-"),
                      description=f"{recipe_name} trained in the app.")
     if arch != "seq2seq":
-        source = st.radio("Corpus", ["Generated English", "My text"], horizontal=True, key="train_corpus")
+        source = st.radio("Corpus", list(CORPORA), horizontal=True, key="train_corpus",
+                          help="Real English: WordNet 3.0's example sentences and definitions (172,393 training "
+                               "lines, 1.46M words), the first N lines. Generated English: this project's grammar "
+                               "(776 words).")
+        spec.corpus = CORPORA[source]
+        if spec.corpus == "wordnet":
+            spec.max_vocab = min(WORDNET_VOCAB, spec.max_vocab or WORDNET_VOCAB)
         if source == "My text":
             level = st.radio("Tokens", ["word", "char"], horizontal=True, key="train_level")
             text = st.text_area("Paste text to train on", key="train_text", height=120)
