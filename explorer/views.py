@@ -303,7 +303,7 @@ VIEWS.append(View(
     "app_pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
     "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
     params={
-        "model": P("model", "builtin:masked-lm-wordnet"), "text": TEXT,
+        "model": P("model", "builtin:masked-lm"), "text": TEXT,
         "mask": P("int", -1, -1, None, "Mask a word", help="Replace this word of the sentence by [MASK] (the [MASK]s "
                   "typed in the sentence stay)."),
         "words": P("text", "is, are", label="Compare words", help="Comma-separated: each word's probability and rank "

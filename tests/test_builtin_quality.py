@@ -54,7 +54,9 @@ def test_all_builtins_present_and_small():
     names = builtin_names()
     assert set(ALL) <= set(names)
     total = sum(p.stat().st_size for p in BUILTIN_DIR.iterdir() if p.is_file())
-    assert total <= 30 * 2**20, f"assets/builtin is {total / 2**20:.1f} MB (limit 30 MB)"
+    # 19 MB of generated-English checkpoints, then the real-English ones (at most 60 MB with their corpus:
+    # tests/test_real_english.py)
+    assert total <= 80 * 2**20, f"assets/builtin is {total / 2**20:.1f} MB (limit 80 MB)"
 
 
 @pytest.mark.parametrize("name", ALL)

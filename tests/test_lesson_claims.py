@@ -70,6 +70,13 @@ def test_01_intro_agreement_accuracies() -> None:
     assert [round(100 * got[m]) for m in ("rnn-lm", "lstm-lm", "gru-lm")] == [66, 98, 99]
 
 
+def test_01_intro_the_real_english_siblings_follow_the_attractor() -> None:
+    says(LESSONS["01-recurrent-gates"].intro, "only 27 %, 35 % and 33 % of the time")
+    got = [model(f"builtin:{m}-wordnet").meta["metrics"]["natural_agreement"]["templated"]["attractor"]
+           for m in ("rnn-lm", "lstm-lm", "gru-lm")]
+    assert [round(100 * g) for g in got] == [27, 35, 33]
+
+
 def test_01_steps_1_to_3_the_elman_rnn_follows_the_attractor_the_lstm_does_not() -> None:
     s1, p1 = step("01-recurrent-gates", 1)
     trace = RG.rnn_gates(model(p1["model"]), p1["text"])

@@ -60,3 +60,20 @@ def test_stop_button_keeps_the_model_trained_so_far() -> None:
     assert_no_exception(at)
     assert job.status == "stopped" and job.model_id
     assert job.points[-1]["epoch"] < 50
+
+
+def test_training_on_real_english_from_the_page() -> None:
+    """The Models page's first corpus is real English (the WordNet corpus): the first N training lines, a vocabulary
+    of at most the shipped models' 12,000 words, a held-out tenth from the corpus's own held-out split."""
+    from explorer.data import wordnet_english
+
+    at = run_page("app_pages/catalogue.py")
+    assert at.radio(key="train_corpus").value == "Real English (WordNet)"
+    job = _train(at, "GRU language model", train_hidden=16, train_emb=8, train_epochs=1, train_n=400)
+    assert job.status == "done", job.error
+    assert (job.spec.corpus, job.spec.max_vocab) == ("wordnet", 12_000)
+    meta = load_model(job.model_id).meta
+    assert meta["corpus"]["generator"] == "wordnet" and meta["corpus"]["n_train"] == 400
+    assert meta["corpus"]["n_heldout"] == 40
+    words = {w for s in wordnet_english.sentences("train")[:400] for w in s}
+    assert set(meta["vocab"][4:]) == words  # every word of the 400 lines (fewer than 12,000), after the specials

@@ -153,6 +153,16 @@ def test_agreement_across_an_attractor_is_recomputed(name: str) -> None:
     assert evaluate(model, vocab) == meta["metrics"]["natural_agreement"]
 
 
+@pytest.mark.parametrize("name", LMS)
+def test_generation_samples_are_the_models_own(name: str) -> None:
+    from explorer.training.evaluation import SAMPLE_PROMPTS, greedy_samples
+
+    model, meta, vocab = checkpoint(name)
+    samples = meta["metrics"]["samples"]
+    assert greedy_samples(model, vocab) == samples and list(samples) == list(SAMPLE_PROMPTS)
+    assert all(UNK not in text.split() and len(text.split()) > len(p.split()) for p, text in samples.items())
+
+
 def test_the_recurrent_views_read_the_bank_sentence_with_no_unknown_word() -> None:
     import numpy as np
 

@@ -185,12 +185,13 @@ WORDNET: dict[str, tuple[str, ...]] = {
     "distance": ("The keys to the cabinet in the old kitchen near the big windows of the house are",
                  "The cake that my mother made for the children was", "The man near the old tables is"),
     "order": ("The dog bit the man.", "The man bit the dog.", "The keys to the old cabinet are on the table."),
-    "masked": ("I went to the [MASK] to deposit money.", "The keys to the cabinet [MASK] on the table.",
+    "masked": ("The keys to the cabinet [MASK] on the table.", "I went to the [MASK] to deposit money.",
                "She put the cup on the [MASK].", "The children who live near the river [MASK] happy."),
     "attention": ("The animal did not cross the street because it was too tired.",
                   "The animal did not cross the street because it was too wide."),
     "words": ("king queen man woman prince princess boy girl", COLOURS, "dog dogs cat cats horse horses mouse mice",
               "one two three four five first second third"),
+    "contrast": ("The keys to the cabinet",),  # in CONTRASTS: "The key to the cabinet", are / is
 }
 LANGUAGES = {"english": ENGLISH, "wordnet": WORDNET, "translation": TRANSLATION, "dates": DATES, "natural": NATURAL}
 # What a model that reads left to right gets instead, per language and purpose (see PRONOUN_PAIRS).
