@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from explorer.data.vocab import Vocab
 from explorer.metrics import held_out as M
-from explorer.training.corpus import BOS, EOS, MASK, PAD, UNK, data_module
+from explorer.training.corpus import BOS, EOS, MASK, UNK, data_module
 
 MASKED_CLASSES = ("noun", "verb", "auxiliary")
 
@@ -160,23 +160,22 @@ def natural_masked_agreement(model: nn.Module, vocab: Vocab, device: str = "cpu"
 SAMPLE_PROMPTS = ("the old man", "i went to the bank to", "a person who")
 
 
-@torch.no_grad()
-def greedy_samples(model: nn.Module, vocab: Vocab, prompts: Sequence[str] = SAMPLE_PROMPTS, new: int = 12,
-                   device: str = "cpu") -> dict[str, str]:
-    """A left-to-right LM's greedy continuation of each prompt (at most `new` words, ending at <eos>), as text; <unk>
-    (every word outside the vocabulary together, often the most probable "word") and <pad>/<bos> are never chosen."""
-    from explorer.data.vocab import tokenize_words
+def greedy_samples(model: nn.Module, meta: dict[str, Any], prompts: Sequence[str] = SAMPLE_PROMPTS,
+                   new: int = 12) -> dict[str, str]:
+    """Each prompt continued greedily (at most `new` tokens, to <eos>) by the app's own generation loop
+    (explorer.adapters.generation: what the decoding view's greedy column shows for this checkpoint), as text;
+    `meta` is the checkpoint's (architecture, config, vocab)."""
+    from explorer.adapters.generation import Strategy, sample
+    from explorer.loading.loaders import LoadedModel
+    from explorer.models.build import FAMILY_OF_ARCHITECTURE, vocabs_from_meta
 
-    model.eval()
+    loaded = LoadedModel("builtin:" + str(meta.get("name", "model")), FAMILY_OF_ARCHITECTURE[meta["architecture"]],
+                         model.eval(), "cpu", "float32", meta, vocabs=vocabs_from_meta(meta))
+    adapter = loaded.adapter
     out = {}
     for prompt in prompts:
-        ids = [BOS, *vocab.encode(tokenize_words(prompt))]
-        for _ in range(new):
-            logits = M.lm_logits(model, torch.tensor([ids], device=device))[0, -1].float()
-            logits[[PAD, UNK, BOS]] = float("-inf")
-            nxt = int(logits.argmax())
-            if nxt == EOS:
-                break
-            ids.append(nxt)
-        out[prompt] = " ".join(vocab.itos[i] for i in ids[1:])
+        ids = torch.tensor([list(adapter.encode(prompt).ids)])
+        rows = sample(adapter, ids, ids, Strategy("greedy"), new)[0]
+        words = [w for w in adapter.token_strings(rows[0]) if w != "<eos>"]
+        out[prompt] = " ".join([prompt, *words])
     return out

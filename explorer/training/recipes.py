@@ -116,9 +116,10 @@ def train_builtin(name: str, folder: str | Path | None = None,
 
 
 def evaluate_builtin(name: str, folder: str | Path | None = None) -> dict[str, Any]:
-    """Compute again the real-English evaluations of a trained real-English checkpoint (agreement across an
-    attractor, greedy samples: explorer.training.evaluation) from its saved weights, and write them into its JSON's
-    metrics (for a checkpoint trained before they existed). Returns the metrics added."""
+    """Compute the real-English evaluations of a trained real-English checkpoint from its saved weights (agreement
+    across an attractor; a language model's greedy samples, by the app's generation loop: explorer.training.evaluation)
+    and write them into its JSON's metrics. Training computes the agreement; the shipped checkpoints get both from
+    here (`python -m explorer.training.train --evaluate <name>`). Returns the metrics added."""
     import json
 
     from explorer.data.vocab import Vocab
@@ -140,7 +141,7 @@ def evaluate_builtin(name: str, folder: str | Path | None = None) -> dict[str, A
         added["natural_agreement"] = natural_masked_agreement(model, vocab)
     else:
         added["natural_agreement"] = natural_agreement_eval(model, vocab)
-        added["samples"] = greedy_samples(model, vocab)
+        added["samples"] = greedy_samples(model, meta)
     meta["metrics"].update(added)
     meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return added

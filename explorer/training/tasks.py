@@ -26,8 +26,8 @@ from explorer.models.build import build_model
 from explorer.training.budget import fit_batch
 from explorer.training.clock import NO_CLOCK, Clock
 from explorer.training.corpus import BOS, EOS, MASK, MASK_TOKEN, PAD, Corpus, bucketed_batches, chunks, data_module
-from explorer.training.evaluation import (agreement_eval, greedy_samples, masked_word_accuracy,
-                                          natural_agreement_eval, natural_masked_agreement)
+from explorer.training.evaluation import (agreement_eval, masked_word_accuracy, natural_agreement_eval,
+                                          natural_masked_agreement)
 from explorer.training.spec import TrainSpec
 
 B = TypeVar("B")
@@ -169,7 +169,6 @@ class LanguageModelTask(TaskBase):
                 out["agreement"] = agreement_eval(self.model, self.vocab, device=self.device)
             elif self.corpus.generator == "wordnet" and self.corpus.level == "word":
                 out["natural_agreement"] = natural_agreement_eval(self.model, self.vocab, device=self.device)
-                out["samples"] = greedy_samples(self.model, self.vocab, device=self.device)
         return out
 
     def vocab_meta(self) -> dict[str, list[str]]:
