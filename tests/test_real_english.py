@@ -155,7 +155,7 @@ def test_agreement_across_an_attractor_is_recomputed(name: str) -> None:
 
 @pytest.mark.parametrize("name", LMS)
 def test_generation_samples_are_the_models_own(name: str) -> None:
-    from explorer.training.evaluation import SAMPLE_PROMPTS, greedy_samples
+    from explorer.training.evaluation import SAMPLE_PROMPTS, continuations
 
     from explorer.loading.loaders import load_model
     from explorer.probes.decoding_strategies import decode_all
@@ -163,7 +163,7 @@ def test_generation_samples_are_the_models_own(name: str) -> None:
 
     model, meta, vocab = checkpoint(name)
     samples = meta["metrics"]["samples"]
-    assert greedy_samples(model, meta) == samples and list(samples) == list(SAMPLE_PROMPTS)
+    assert continuations(model, meta) == samples and list(samples) == list(SAMPLE_PROMPTS)
     loaded = load_model(f"builtin:{name}")  # the decoding view's greedy column says the same
     for prompt, text in samples.items():
         run = decode_all(loaded, prompt, (Strategy("greedy"),), 0, 12)

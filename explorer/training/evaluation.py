@@ -160,7 +160,7 @@ def natural_masked_agreement(model: nn.Module, vocab: Vocab, device: str = "cpu"
 SAMPLE_PROMPTS = ("the old man", "i went to the bank to", "a person who")
 
 
-def greedy_samples(model: nn.Module, meta: dict[str, Any], prompts: Sequence[str] = SAMPLE_PROMPTS,
+def continuations(model: nn.Module, meta: dict[str, Any], prompts: Sequence[str] = SAMPLE_PROMPTS,
                    new: int = 12) -> dict[str, str]:
     """Each prompt continued greedily (at most `new` tokens, to <eos>) by the app's own generation loop
     (explorer.adapters.generation: what the decoding view's greedy column shows for this checkpoint), as text;

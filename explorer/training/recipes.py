@@ -127,7 +127,7 @@ def evaluate_builtin(name: str, folder: str | Path | None = None) -> dict[str, A
     from explorer.loading.catalogue import BUILTIN_DIR
     from explorer.loading.checkpoint import read_meta
     from explorer.models.build import from_checkpoint
-    from explorer.training.evaluation import greedy_samples, natural_agreement_eval, natural_masked_agreement
+    from explorer.training.evaluation import continuations, natural_agreement_eval, natural_masked_agreement
 
     base = Path(folder or BUILTIN_DIR)
     meta_path, weights = base / f"{name}.json", base / f"{name}.safetensors"
@@ -141,7 +141,7 @@ def evaluate_builtin(name: str, folder: str | Path | None = None) -> dict[str, A
         added["natural_agreement"] = natural_masked_agreement(model, vocab)
     else:
         added["natural_agreement"] = natural_agreement_eval(model, vocab)
-        added["samples"] = greedy_samples(model, meta)
+        added["samples"] = continuations(model, meta)
     meta["metrics"].update(added)
     meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return added
