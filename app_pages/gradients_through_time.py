@@ -66,7 +66,7 @@ for note, ids in notes.items():
 theme = settings.theme()
 first = traces[0]
 st.markdown(f"Predicting **{md(first.target)}** after “{md(' '.join(first.tokens))}”: "
-            + "; ".join(f"{t.cell} p = {t.prob:.3f}" for t in traces))
+            + "; ".join(f"{t.cell} p = {t.prob:.3g}" for t in traces))
 own = Origin("model", "autograd through each model's own recurrence and output layer on this sentence.")
 show(V.gradient_lines(traces, theme), own, key="gradients", filename="gradients-through-time", fold=True)
 st.caption(" · ".join(f"{t.cell}: the farthest word gets {t.decay:.3g}× the gradient of the nearest" for t in traces))

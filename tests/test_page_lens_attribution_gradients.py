@@ -183,9 +183,11 @@ def test_gradients_page_compares_the_three_cells():
     assert_no_exception(at)
     lines = _charts(at)[0]["data"]
     assert len(lines) == 3
-    tr = gradients_through_time(load_model("builtin:lstm-lm"), text)
+    tr = gradients_through_time(load_model("builtin:lstm-lm-wordnet"), text)  # the defaults: real English
     lstm = next(d for d in lines if "LSTM" in d["name"])
     np.testing.assert_allclose(plotly_array(lstm["y"], float), tr.input_grad, rtol=1e-6)
+    said = " ".join(md_unescape(m.value) for m in at.markdown)
+    assert f"LSTM p = {tr.prob:.3g}" in said  # three significant digits: a real-English model's p is small
     at = run_page("app_pages/gradients_through_time.py", {"models": "builtin:tiny-gpt", "text": text})
     assert_no_exception(at)
     warned = " ".join(md_unescape(w.value) for w in at.warning)
