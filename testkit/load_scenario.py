@@ -26,13 +26,14 @@ import numpy as np
 
 from testkit.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_process
 
-# In the built-in English vocabulary and single MiniLM word pieces; none occurs in the views' default texts.
+# In both built-in English vocabularies (generated and real) and single MiniLM word pieces; none occurs in the views'
+# default texts.
 NOUNS = (
     "horse", "cow", "pig", "goat", "mouse", "rabbit", "fox", "wolf", "lion", "tiger",
-    "elephant", "monkey", "bird", "duck", "owl", "snake", "frog", "donkey", "parrot", "squirrel",
+    "elephant", "monkey", "bird", "duck", "owl", "snake", "frog", "donkey", "bear", "squirrel",
 )
 # The noun comes last: a prefix typed before it (sent if a keystroke lags past the debounce) never shows it.
-TEMPLATE = "the girl near the river sees the old {noun}"
+TEMPLATE = "the girl near the river likes the old {noun}"
 VIEWS = {"self-attention": "Self-attention", "lstm-gates": "Recurrent cell"}  # url path -> sidebar title
 HEADINGS = {"self-attention": "Self-attention", "lstm-gates": "Inside the recurrent cell"}
 TYPING_DELAY_MS = 20  # between keystrokes (a fast typist; below the 350 ms debounce)

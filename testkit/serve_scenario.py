@@ -38,13 +38,13 @@ REAL_VIEWS = {
     "self-attention": {"model": "pretrained:smollm2"},
     "decoding-strategies": {"model": "pretrained:smollm2"},
 }
-TEMPLATE = "the {} near the {} sees the old {}"  # 9 words: 11 tokens with MiniLM's [CLS]/[SEP], 10 with <bos>
+TEMPLATE = "the {} near the {} likes the old {}"  # 9 words: 11 tokens with MiniLM's [CLS]/[SEP], 10 with <bos>
 _TRIPLES = list(itertools.permutations(NOUNS, 3))
 random.Random(0).shuffle(_TRIPLES)
 # the template as drawn anywhere: chart axes ("3 · near"), JSON ("\u00b7"), HTML (tags between), prompts
 _SEP = r"(?:[^a-z]|u00b7)+"
 _FOUND = re.compile(rf"\bthe{_SEP}([a-z]+){_SEP}near{_SEP}the{_SEP}([a-z]+){_SEP}"
-                    rf"sees{_SEP}the{_SEP}old{_SEP}([a-z]+)\b")
+                    rf"likes{_SEP}the{_SEP}old{_SEP}([a-z]+)\b")
 
 
 def sentence(k: int) -> str:

@@ -539,9 +539,9 @@ def distinct_words(n: int) -> str:
 
 async def start_training(s: Session, text: str | None, minutes: float = 0.25) -> Run:
     """On the Models page: pick the corpus (my text, or the generated English), the time limit, press Start."""
+    s.set_state("train_corpus", string_value="My text" if text is not None else "Generated English")
+    await s.rerun()
     if text is not None:
-        s.set_state("train_corpus", string_value="My text")
-        await s.rerun()
         s.set_state("train_text", string_value=text)
     s.set_state("train_minutes", double_value=minutes)
     await s.rerun()

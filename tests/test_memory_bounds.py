@@ -109,8 +109,9 @@ def _sized_loader(sizes: dict[str, int], calls: list[str]):
 
 
 def test_the_default_budget_holds_smollm2_minilm_and_every_builtin_together(monkeypatch) -> None:
-    """Issue 35: with the default settings the 1-3 MB built-ins never push SmolLM2 or MiniLM out (GloVe, when
-    installed, fits as well: every offline model at once, about 700 MiB in float32)."""
+    """Issue 35: with the default settings the built-ins (1-3 MB each; 8-20 MB for the real-English ones: a 12,000-word
+    vocabulary) never push SmolLM2 or MiniLM out (GloVe, when installed, fits as well: every offline model at once,
+    about 800 MiB in float32)."""
     monkeypatch.delenv("EXPLORER_MAX_MODELS", raising=False)
     monkeypatch.delenv("EXPLORER_MAX_MODEL_MB", raising=False)
     if not pretrained.is_installed("minilm"):
@@ -131,7 +132,7 @@ def test_the_default_budget_holds_smollm2_minilm_and_every_builtin_together(monk
     if "pretrained:smollm2" in ids:
         assert first["pretrained:smollm2"].memory_bytes > 400 * 2**20  # 135M float32 parameters
     assert first["pretrained:minilm"].memory_bytes > 50 * 2**20
-    assert all(first[b].memory_bytes < 4 * 2**20 for b in builtins)
+    assert all(first[b].memory_bytes < (24 if b.endswith("-wordnet") else 4) * 2**20 for b in builtins)
     cache.clear()
 
 
