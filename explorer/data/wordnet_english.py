@@ -186,10 +186,16 @@ def _noun_end(s: tuple[str, ...], j: int) -> int | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _training_counts() -> Counter[str]:
+    """How often each word occurs in the training split (counted once per process)."""
+    return Counter(w for line in sentences("train") for w in line)
+
+
 def corpus_agreement(split: str) -> list[AgreementCase]:
     """The corpus's lines of `split` with DET (ADJ) N1 PREP DET (ADJ) N2 VERB whose verb agrees with N1, cut before
     the verb (from the start of the line), with attractor = N2's number differs."""
-    known = Counter(w for line in sentences("train") for w in line)
+    known = _training_counts()
     cases = []
     for s in sentences(split):
         for j, word in enumerate(s):

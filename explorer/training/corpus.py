@@ -58,15 +58,13 @@ def _user_corpus(spec: TrainSpec) -> Corpus:
 def _generated_corpus(spec: TrainSpec, stop: Callable[[], bool] | None) -> Corpus:
     """n_train and n_heldout examples of a generated corpus from its two seeds: English sentences (split into
     characters at level "char"), or (source, target) token-list pairs."""
-    mod = data_module(CORPUS_MODULES.get(spec.corpus, spec.corpus))
-    if spec.corpus == "wordnet":  # real English: the shipped corpus's own split (explorer.data.wordnet_english)
-        train, held = mod.generate_sentences(spec.n_train), mod.heldout_sentences(spec.n_heldout)
-        if spec.level == "char":
-            train, held = [list(" ".join(s)) for s in train], [list(" ".join(s)) for s in held]
-        return Corpus(train, held, spec.corpus, None, spec.level)
-    if spec.corpus == "english":
-        train = mod.generate_sentences(spec.n_train, mod.TRAIN_SEED, stop=stop)
-        held = mod.generate_sentences(spec.n_heldout, mod.HELDOUT_SEED, stop=stop)
+    mod = data_module(spec.corpus)
+    if spec.corpus in ("english", "wordnet"):
+        if spec.corpus == "wordnet":  # real English: the shipped corpus's own split (explorer.data.wordnet_english)
+            train, held = mod.generate_sentences(spec.n_train), mod.heldout_sentences(spec.n_heldout)
+        else:
+            train = mod.generate_sentences(spec.n_train, mod.TRAIN_SEED, stop=stop)
+            held = mod.generate_sentences(spec.n_heldout, mod.HELDOUT_SEED, stop=stop)
         if spec.level == "char":
             train = [list(" ".join(s)) for s in train]
             held = [list(" ".join(s)) for s in held]

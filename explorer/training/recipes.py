@@ -23,9 +23,12 @@ _LUONG: dict[str, Any] = {**_S2S, "epochs": 10, "input_feeding": True, "bidirect
 # Real English (explorer.data.wordnet_english: WordNet 3.0's example sentences and definitions, 1.46M training tokens):
 # the 12,000 most frequent words (98.8 % of the words of tests/data/everyday_sentences.txt), two epochs, the weights
 # stored in float16 (assets/builtin holds ~10 MB per model).
-_WORDNET: dict[str, Any] = dict(architecture="rnn_lm", corpus="wordnet", n_train=200_000, n_heldout=20_000,
-                                full_metrics=True, max_vocab=12_000, stored="float16", emb_dim=128, hidden_size=256,
-                                epochs=2, lr=3e-3)
+_WORDNET_TEXT: dict[str, Any] = dict(corpus="wordnet", n_train=200_000, n_heldout=20_000, full_metrics=True,
+                                     max_vocab=12_000, stored="float16")
+_WORDNET: dict[str, Any] = dict(_WORDNET_TEXT, architecture="rnn_lm", emb_dim=128, hidden_size=256, epochs=2, lr=3e-3)
+_WORDNET_TRANSFORMER: dict[str, Any] = dict(_WORDNET_TEXT, num_layers=2, n_head=4, hidden_size=128, block_size=64,
+                                            lr=2e-3, batch_size=64)
+_ON_WORDNET = "on real English (WordNet 3.0's example sentences and definitions)."
 
 BUILTINS: dict[str, TrainSpec] = {
     "rnn-lm": TrainSpec(**_LM, cell="rnn", emb_dim=128, hidden_size=256, epochs=6, lr=2e-3,
@@ -34,26 +37,15 @@ BUILTINS: dict[str, TrainSpec] = {
                         description="GRU word-level language model on the generated English corpus."),
     "lstm-lm": TrainSpec(**_LM, cell="lstm", emb_dim=128, hidden_size=256, epochs=6, lr=3e-3,
                          description="LSTM word-level language model on the generated English corpus."),
-    "lstm-lm-wordnet": TrainSpec(**_WORDNET, cell="lstm",
-                                 description="LSTM word-level language model on real English (WordNet 3.0's example "
-                                             "sentences and definitions)."),
-    "gru-lm-wordnet": TrainSpec(**_WORDNET, cell="gru",
-                                description="GRU word-level language model on real English (WordNet 3.0's example "
-                                            "sentences and definitions)."),
+    "lstm-lm-wordnet": TrainSpec(**_WORDNET, cell="lstm", description=f"LSTM word-level language model {_ON_WORDNET}"),
+    "gru-lm-wordnet": TrainSpec(**_WORDNET, cell="gru", description=f"GRU word-level language model {_ON_WORDNET}"),
     "rnn-lm-wordnet": TrainSpec(**_WORDNET, cell="rnn",
-                                description="Elman RNN word-level language model on real English (WordNet 3.0's "
-                                            "example sentences and definitions)."),
-    "tiny-gpt-wordnet": TrainSpec(architecture="tiny_gpt", corpus="wordnet", n_train=200_000, n_heldout=20_000,
-                                  full_metrics=True, max_vocab=12_000, stored="float16", num_layers=2, n_head=4,
-                                  hidden_size=128, block_size=64, epochs=2, lr=2e-3, batch_size=64, warmup_steps=100,
-                                  description="2-layer, 4-head decoder-only transformer (learned positions) on real "
-                                              "English (WordNet 3.0's example sentences and definitions)."),
-    "masked-lm-wordnet": TrainSpec(architecture="masked_lm", corpus="wordnet", n_train=200_000, n_heldout=20_000,
-                                   full_metrics=True, max_vocab=12_000, stored="float16", num_layers=2, n_head=4,
-                                   hidden_size=128, block_size=64, epochs=3, lr=2e-3, batch_size=64,
-                                   warmup_steps=200,
-                                   description="2-layer, 4-head BERT-style masked language model on real English "
-                                               "(WordNet 3.0's example sentences and definitions)."),
+                                description=f"Elman RNN word-level language model {_ON_WORDNET}"),
+    "tiny-gpt-wordnet": TrainSpec(**_WORDNET_TRANSFORMER, architecture="tiny_gpt", epochs=2, warmup_steps=100,
+                                  description="2-layer, 4-head decoder-only transformer (learned positions) "
+                                              + _ON_WORDNET),
+    "masked-lm-wordnet": TrainSpec(**_WORDNET_TRANSFORMER, architecture="masked_lm", epochs=3, warmup_steps=200,
+                                   description=f"2-layer, 4-head BERT-style masked language model {_ON_WORDNET}"),
     "tiny-gpt": TrainSpec(architecture="tiny_gpt", corpus="english", n_train=20_000, n_heldout=1_000,
                           full_metrics=True, num_layers=2, n_head=4, hidden_size=128, block_size=64, epochs=4,
                           lr=2e-3, batch_size=64, warmup_steps=100,
