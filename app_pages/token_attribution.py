@@ -20,6 +20,7 @@ c_out, c_method, c_steps = st.columns([2.2, 1.6, 1], vertical_alignment="bottom"
 with c_method:
     method = c.selectbox("method", label_visibility="collapsed")
 with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
+    of = c.radio("of")
     steps = c.number("steps", disabled=method != "integrated gradients")
     outputs = "all" if loaded.adapter.is_encoder_decoder else c.radio(
         "outputs", default=default_outputs(loaded), format_func={
@@ -34,13 +35,13 @@ def so_far(partial: AttributionTrace) -> None:
     shown, label, values = V.so_far(partial, method)
     last = len(partial.outputs) - 1
     show(V.attribution_heatmap(values, partial.inputs, partial.outputs, label, settings.theme(), last),
-         Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd), as far as the bar above says"),
+         Origin("model", f"gradients of {md(loaded.id)}'s own {of} (autograd), as far as the bar above says"),
          key=f"attr_so_far_{drawn[0]}", fold=True)
     st.html(V.attribution_html(partial.inputs, values[last], partial.reach[last], settings.theme(),
                                V.kept_inputs(partial, shown)))
 
 
-trace = probe_with_progress(attribution, loaded, text, target, steps, outputs, partial=so_far,
+trace = probe_with_progress(attribution, loaded, text, target, steps, outputs, of=of, partial=so_far,
                             heavy=True)  # an AttributionError: shown, page stops
 for note in trace.notes:
     st.info(md_message(note))
@@ -51,7 +52,7 @@ with c_out:
                   format_func=lambda i: f"onto output {i}: {trace.outputs[i]}"
                   + (" (the model's prediction)" if trace.predicted and i == M - 1 else ""))
 values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
-origin = Origin("model", f"gradients of {md(loaded.id)}'s own logits (autograd); integrated gradients "
+origin = Origin("model", f"gradients of {md(loaded.id)}'s own {of} (autograd); integrated gradients "
                          f"from {md_message(trace.baseline)}: {md(V.worst_output(trace))}.")
 show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out), origin, key="attr_heatmap",
      filename="attribution", fold=True)
@@ -62,24 +63,25 @@ if outputs == "prediction" and len(trace.inputs) > 1:
 warning = V.completeness_warning(trace, c.view.params["steps"].hi)
 if warning and method == "integrated gradients":
     st.warning(md_message(warning), icon=":material/warning:")
-st.markdown(f"**{method} onto “{md(trace.outputs[out])}”** ({V.colour_key(theme)}):")
+st.markdown(f"**{method} onto “{md(trace.outputs[out])}”** ({V.colour_key(theme, trace.of)}):")
 st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out], theme, V.kept_inputs(trace, method)))
-st.caption(f"Logit of “{md(trace.outputs[out])}”: {trace.logit[out]:.4f}; at the baseline "
+st.caption(f"{trace.of.capitalize()} of “{md(trace.outputs[out])}”: {trace.value[out]:.4f}; at the baseline "
            f"({md_message(trace.baseline)}): "
-           f"{trace.baseline_logit[out]:.4f}; the integrated gradients sum to {float(trace.integrated[out].sum()):.4f} "
+           f"{trace.baseline_value[out]:.4f}; the integrated gradients sum to {float(trace.integrated[out].sum()):.4f} "
            f"(completeness error {trace.completeness[out]:.2g}, {trace.relative[out]:.2%} of the change; "
-           f"{trace.points[out]} Gauss–Legendre points, {trace.evaluations[out]} gradient evaluations). The rule: "
+           f"{len(trace.edges[out]) - 1} intervals, {trace.points[out]} points, {trace.evaluations[out]} gradient "
+           f"evaluations besides gradient × input's). The rule: "
            f"{md_message(trace.rule)}, up to {trace.points.max()} points per output ({trace.evaluations.sum()} "
            f"gradient evaluations in all, at most {trace.steps} per output).")
 what_to_notice([
-    "In an agreement sentence, compare what the verb's logit draws from the subject noun and from the nearer "
-    "attractor noun: attribution says what raises this logit, not which word decides the verb's number.",
+    f"In an agreement sentence, compare what the verb's {trace.of} draws from the subject noun and from the nearer "
+    f"attractor noun: attribution says what raises this {trace.of}, not which word decides the verb's number.",
     "Gradient × input is one backward pass; integrated gradients integrate the gradient along the straight path from "
-    "the baseline, so the attributions add up to the change in the logit between the baseline and the sentence (the "
-    "completeness error, computed for every output, shows how closely).",
+    f"the baseline, so the attributions add up to the change in the {trace.of} between the baseline and the sentence "
+    "(the completeness error, computed for every output, shows how closely).",
     *([f"Outputs can need different numbers of gradient evaluations (here {trace.evaluations.min()} to "
        f"{trace.evaluations.max()}; the caption gives each one's count): the integration halves the intervals where "
-       "its sum disagrees with the logits at their ends, which is where the logit bends sharply along the path."]
+       f"its sum disagrees with the {trace.of} at their ends, which is where it bends sharply along the path."]
       if M > 1 else []),
     *([f"This model adds no position vectors to its token embeddings (rotary, ALiBi or relative positions), so the "
        f"baseline keeps {', '.join(f'“{md(trace.inputs[i])}”' for i in trace.kept)} as it is: it gets no share (its "

@@ -12,10 +12,11 @@ and each view's rerun against the bare computation it shows (medians of N runs).
    model's 3 samples): model.generate for each (same settings); token attribution: the probe called directly
    (integrated gradients with the view's default rule); positional (rotary panel): the probe called directly.
    Then the decoding view's defaults in one loop (decode_all) against model.generate for each strategy in turn.
-4. Integrated gradients against Captum: the probe (the view's default completeness, the prediction) against
-   Captum's IntegratedGradients computing the same rule (Gauss–Legendre on each of the probe's final intervals, the
-   same points) on the same embeddings, and against Captum's one-interval Gauss–Legendre with as many gradient
-   evaluations as the probe spent.
+4. Integrated gradients against Captum on a 20-token prompt: the probe (the view's default completeness and
+   quantity, the prediction's log-probability) against Captum's IntegratedGradients on the same embeddings and
+   function: on the same points (Simpson's three on each of the probe's final intervals), one-interval
+   Gauss–Legendre with as many gradient evaluations as the probe spent, and with the fewest that reach the same
+   completeness.
 """
 from __future__ import annotations
 
@@ -185,8 +186,15 @@ def one_loop_table(loaded, runs: int) -> None:
     print(f"| one loop ÷ in turn | {together_ms / turn_ms:.2f}× |")
 
 
+def sentence20(i: int) -> str:
+    """A new 20-token prompt each run (SmolLM2's tokenizer), ending mid-sentence."""
+    return (f"The {NOUNS[i % len(NOUNS)]} near the old {NOUNS[(i // 13) % len(NOUNS)]}s in the garden behind the "
+            "small house at the end of our road is")
+
+
 def captum_table(loaded, runs: int) -> None:
-    """The attribution probe (the prediction, the view's default rule) against Captum on the same rule and points."""
+    """The attribution probe (the prediction of a 20-token prompt, the view's default rule and quantity: the
+    log-probability) against Captum on the same function, the same points, and to the same completeness."""
     import torch
     from captum.attr import IntegratedGradients
 
@@ -196,19 +204,19 @@ def captum_table(loaded, runs: int) -> None:
 
     def inputs(s: str, tr) -> tuple[torch.Tensor, torch.Tensor, IntegratedGradients]:
         """The sentence's embeddings E (T, C), the probe's baseline B (T, C), and Captum's IntegratedGradients of the
-        prediction's logit (the probe's last output) as a function of the embeddings."""
+        prediction's log-probability (the probe's last output) as a function of the embeddings."""
         E = adapter.embed_ids(torch.tensor(adapter.encode(s).ids)).detach().float()
         B, _, _ = baseline_inputs(adapter, E)
         p = tr.position[-1]
         y = int(adapter.logits_from_embeddings(E[None])[0, -1].argmax())
-        return E, B, IntegratedGradients(lambda x: adapter.logits_from_embeddings(x)[:, p, y])
+        return E, B, IntegratedGradients(lambda x: torch.log_softmax(adapter.logits_from_embeddings(x)[:, p], -1)[:, y])
 
     def captum_to_completeness(s: str, tr) -> tuple[float, int]:
-        """Seconds and n_steps of Captum's one-interval Gauss–Legendre with the fewest steps (16, 32, 64, …, 1024)
+        """Seconds and n_steps of Captum's one-interval Gauss–Legendre with the fewest steps (8, 16, 32, …, 1024)
         whose attributions add up to f(E) − f(B) within the probe's tolerance (each tried size is timed alone)."""
         E, B, ig = inputs(s, tr)
-        change = abs(float(tr.logit[-1] - tr.baseline_logit[-1]))
-        for n in (16, 32, 64, 128, 256, 512, 1024):
+        change = abs(float(tr.value[-1] - tr.baseline_value[-1]))
+        for n in (8, 16, 32, 64, 128, 256, 512, 1024):
             t0 = time.perf_counter()
             _, delta = ig.attribute(E[None], baselines=B[None], method="gausslegendre", n_steps=n,
                                     internal_batch_size=64, return_convergence_delta=True)
@@ -217,39 +225,41 @@ def captum_table(loaded, runs: int) -> None:
                 return seconds, n
         return float("nan"), 0
 
-    def captum(s: str, tr, same_rule: bool) -> None:
+    def captum(s: str, tr, same_points: bool) -> None:
         E, B, ig = inputs(s, tr)
         D = E - B
         r = len(tr.outputs) - 1  # the prediction
-        if same_rule:
-            k = tr.points[r] // (len(tr.edges[r]) - 1)
+        if same_points:  # Simpson's three points on each final interval: Captum's trapezoid rule on 3 points
             for a, b in zip(tr.edges[r][:-1], tr.edges[r][1:]):
-                ig.attribute((B + b * D)[None], baselines=(B + a * D)[None], method="gausslegendre", n_steps=k)
+                ig.attribute((B + b * D)[None], baselines=(B + a * D)[None], method="riemann_trapezoid", n_steps=3)
         else:
-            ig.attribute(E[None], baselines=B[None], method="gausslegendre", n_steps=int(tr.evaluations[r]))
-
-    def probe(s: str):
-        return attribution(loaded, s, outputs="prediction")
+            ig.attribute(E[None], baselines=B[None], method="gausslegendre", n_steps=int(tr.evaluations[r]),
+                         internal_batch_size=64)
 
     rows = []
     for i in range(runs):
-        s = sentence(300 + i)
+        s = sentence20(300 + i)
+        assert len(adapter.encode(s).ids) == 20, len(adapter.encode(s).ids)
         t0 = time.perf_counter()
-        tr = probe(s)
+        tr = attribution(loaded, s, outputs="prediction")
         t1 = time.perf_counter()
         captum(s, tr, True)
         t2 = time.perf_counter()
         captum(s, tr, False)
         t3 = time.perf_counter()
         same, n = captum_to_completeness(s, tr)
-        rows.append((t1 - t0, t2 - t1, t3 - t2, int(tr.evaluations[-1]), int(tr.points[-1]), same, n))
+        rows.append((t1 - t0, t2 - t1, t3 - t2, int(tr.evaluations[-1]), int(tr.points[-1]), same, n,
+                     float(tr.relative[-1])))
     med = [sorted(x)[len(x) // 2] for x in zip(*rows)]
-    print("\n| integrated gradients of the prediction (median) | seconds |\n|---|---:|")
-    print(f"| the probe: adaptive composite Gauss–Legendre to 1 % ({med[3]} gradient evaluations, {med[4]} points "
-          f"in the final rule) | {med[0]:.2f} |")
-    print(f"| Captum, the same final rule (Gauss–Legendre on each final interval, the same points) | {med[1]:.2f} |")
-    print(f"| Captum, one interval, n_steps = the probe's gradient evaluations | {med[2]:.2f} |")
-    print(f"| Captum, one interval, the fewest n_steps (of 16, 32, …, 1024) that add up within "
+    print(f"\nprobe seconds per run: {', '.join(f'{r[0]:.2f}' for r in rows)}; evaluations "
+          f"{', '.join(str(r[3]) for r in rows)}; completeness {', '.join(f'{r[7]:.2%}' for r in rows)}")
+    print("\n| integrated gradients of a 20-token prompt's prediction (log-probability; median) | seconds |\n|---|---:|")
+    print(f"| the probe: adaptive composite Simpson to 1 % ({med[3]} gradient evaluations, {med[4]} points in the "
+          f"final rule) | {med[0]:.2f} |")
+    print(f"| Captum on the same points (its trapezoid rule on Simpson's 3 points of each final interval) | "
+          f"{med[1]:.2f} |")
+    print(f"| Captum, one interval, Gauss–Legendre, n_steps = the probe's gradient evaluations | {med[2]:.2f} |")
+    print(f"| Captum, one interval, Gauss–Legendre, the fewest n_steps (of 8, 16, …, 1024) that add up within "
           f"{tr.tolerance:.0%} (median n_steps {med[6]}) | {med[5]:.2f} |")
 
 

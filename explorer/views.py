@@ -278,11 +278,14 @@ VIEWS.append(View(
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
         "model": P("model", LM_DEFAULT), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
         "method": choice("integrated gradients", "gradient × input", label="Method"),
-        "steps": P("int", 256, 1, 1024, "Gradient evaluations (at most, per output)",
-                   help="Integrated gradients: the path from the baseline is cut into intervals of 2 Gauss–Legendre "
-                        "points, and the intervals whose sum disagrees most with the exact change in the logit are "
-                        "halved until the attributions add up to that change within 1 %, or an output token has "
-                        "spent this many gradient evaluations."),
+        "of": choice("log-probability", "logit", label="Attribute the output token's",
+                     help="log-probability: log p(token), what the model's prediction is (a change common to every "
+                          "logit does not move it); logit: the output layer's raw score for the token."),
+        "steps": P("int", 256, 2, 1024, "Gradient evaluations (at most, per output)",
+                   help="Integrated gradients: the path from the baseline is cut into 8 intervals, each integrated by "
+                        "Simpson's rule (the gradient at its ends and middle), and the intervals whose sum disagrees "
+                        "most with the exact change along them are halved until the attributions add up to the whole "
+                        "change within 1 %, or an output token has spent this many gradient evaluations."),
         "out": P("int", None, 0, None, "Output token"),
         "outputs": choice("all", "prediction", label="Outputs attributed",
                           help="all: every next token of the sentence and the model's prediction after it (a row "

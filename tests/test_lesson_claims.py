@@ -367,7 +367,9 @@ def test_03_logit_lens_and_attribution() -> None:
     row = p["out"]
     ig = dict(zip(a.inputs[:a.reach[row]], a.integrated[row]))
     assert a.outputs[row] == "are"
-    says(s.caption, f"logit of \"are\" ({a.logit[row]:.2f}, against {a.baseline_logit[row]:.2f}".replace("-", "−"),
+    assert a.of == "log-probability"
+    values = f"({a.value[row]:.2f}, against {a.baseline_value[row]:.2f}".replace("-", "−")
+    says(s.caption, f"log-probability of \"are\" {values}",
          f"completeness error of {a.completeness[row]:.3f}", f"\"keys\" gets {ig['keys']:.2f}",
          f"\"cabinet\" {ig['cabinet']:.2f}", f"the second \"the\" {a.integrated[row, 4]:.2f}")
 

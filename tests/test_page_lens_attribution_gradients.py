@@ -74,40 +74,44 @@ def test_attribution_page_text_and_completeness():
     # the rule's computed numbers for the selected output (was "16 steps": the old rule's fixed midpoint count)
     assert f"sum to {float(tr.integrated[6].sum()):.4f}" in caption
     assert f"completeness error {tr.completeness[6]:.2g}, {tr.relative[6]:.2%} of the change" in caption
-    assert f"{tr.points[6]} Gauss–Legendre points, {tr.evaluations[6]} gradient evaluations" in caption
+    assert (f"{len(tr.edges[6]) - 1} intervals, {tr.points[6]} points, {tr.evaluations[6]} gradient evaluations "
+            "besides gradient × input's" in caption)
     assert f"at most {tr.steps} per output)." in caption
     # the chart's badge names the worst output
     shown = " ".join(md_unescape(e.value) for e in [*at.markdown, *at.caption])
     w = int(np.argmax(tr.relative))
     assert f"worst output {w} “{tr.outputs[w]}”: completeness error {tr.completeness[w]:.2g} " \
         f"({tr.relative[w]:.2%} of its change" in shown
-    assert "The rule: adaptive composite Gauss–Legendre (2-point rule on each interval), up to" in caption
-    assert f"at the baseline (the zero embedding): {tr.baseline_logit[6]:.4f}" in caption
+    assert "The rule: adaptive composite Simpson, up to" in caption
+    assert f"Log-probability of “are”: {tr.value[6]:.4f}; at the baseline (the zero embedding): " \
+        f"{tr.baseline_value[6]:.4f}" in caption
     # 16 evaluations leave some outputs above 1 % on this sentence: the page warns about exactly those
     assert tr.unconverged and [md_unescape(w.value) for w in at.warning] == [completeness_warning(tr, 1024)]
-    assert "onto “are”** (red raises its logit, blue lowers it)" in " ".join(md_unescape(m.value) for m in at.markdown)
+    markdown = " ".join(md_unescape(m.value) for m in at.markdown)
+    assert "onto “are”** (red raises its log-probability, blue lowers it)" in markdown
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": "🙂"})
     assert_no_exception(at)
     assert at.info
 
 
 def test_attribution_page_warns_when_the_gradients_do_not_add_up():
-    """One gradient evaluation per output (the midpoint of the path) misses the change in the logit by more than
-    1 %: the page says which outputs, by how much, and what to raise; the default budget does not warn."""
-    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "1"})
+    """Two gradient evaluations per output (Simpson's rule on the whole path) miss the change in the log-probability
+    by more than 1 %: the page says which outputs, by how much, and what to raise; the default budget does not
+    warn."""
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "2"})
     assert_no_exception(at)
-    tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 1)
+    tr = attribution(load_model("builtin:tiny-gpt"), SENT, "", 2)
     bad = tr.unconverged
     assert bad and tr.max_relative > 0.01
     (warning,) = [md_unescape(w.value) for w in at.warning]
     assert f"{len(bad)} of {len(tr.outputs)} outputs do not add up" in warning and "within 1%" in warning
     i = bad[0]
     assert f"“{tr.outputs[i]}”: error {tr.completeness[i]:.3g} = {tr.relative[i]:.1%} of the change" in warning
-    assert "Raise “Gradient evaluations” under Steps (now 1, at most 1024)" in warning
+    assert "Raise “Gradient evaluations” under Steps (now 2, at most 1024)" in warning
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT})
     assert not at.warning and attribution(load_model("builtin:tiny-gpt"), SENT).max_relative <= 0.01  # the default
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT,
-                                                     "method": "gradient × input", "steps": "1"})
+                                                     "method": "gradient × input", "steps": "2"})
     assert not at.warning  # gradient × input has no integral to warn about
 
 
@@ -120,9 +124,9 @@ def test_attribution_badge_gives_one_outputs_error_and_share():
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "steps": "4"})
     assert_no_exception(at)
     (badge,) = [md_unescape(c.value) for c in at.caption if "-badge[" in c.value and "completeness" in c.value]
-    change = float(tr.logit[worst] - tr.baseline_logit[worst])
+    change = float(tr.value[worst] - tr.baseline_value[worst])
     assert (f"worst output {worst} “{tr.outputs[worst]}”: completeness error {tr.completeness[worst]:.2g} "
-            f"({tr.relative[worst]:.2%} of its change {change:+.3g} in the logit).") in badge
+            f"({tr.relative[worst]:.2%} of its change {change:+.3g} in the log-probability).") in badge
     assert abs(tr.completeness[worst] - tr.relative[worst] * abs(change)) < 1e-4  # the share is of its own change
     assert f"{tr.completeness[big]:.2g}" not in badge and f"{tr.relative[big]:.2%}" not in badge
 
@@ -174,7 +178,7 @@ def test_attribution_colours_are_named_by_the_theme_in_use():
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT, "projector": "1"})
     assert_no_exception(at)
     text = " ".join(md_unescape(m.value) for m in at.markdown)
-    assert "(orange raises its logit, purple lowers it)" in text and "red raises" not in text
+    assert "(orange raises its log-probability, purple lowers it)" in text and "red raises" not in text
 
 
 def test_gradients_page_compares_the_three_cells():

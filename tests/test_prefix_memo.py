@@ -51,8 +51,8 @@ def test_attribution_reuses_the_rows_of_the_prefix_and_equals_a_fresh_computatio
         assert got.outputs == fresh.outputs and got.reach == fresh.reach
         np.testing.assert_allclose(got.integrated, fresh.integrated, atol=1e-5)
         np.testing.assert_allclose(got.gradient_x_input, fresh.gradient_x_input, atol=1e-5)
-        np.testing.assert_allclose(got.logit, fresh.logit, atol=1e-5)
-        np.testing.assert_allclose(got.baseline_logit, fresh.baseline_logit, atol=1e-5)
+        np.testing.assert_allclose(got.value, fresh.value, atol=1e-5)
+        np.testing.assert_allclose(got.baseline_value, fresh.baseline_value, atol=1e-5)
         for r, reach in enumerate(got.reach):  # nothing attributed past what each output reads
             assert np.all(got.integrated[r, reach:] == 0)
 

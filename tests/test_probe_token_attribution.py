@@ -22,9 +22,11 @@ def _gxi_by_hand(f, E):
     return (g * x).sum(-1).detach().numpy()
 
 
-def test_builtin_gpt_gradient_x_input_equals_autograd_and_finite_differences():
+@pytest.mark.parametrize("of", ["log-probability", "logit"])
+def test_builtin_gpt_gradient_x_input_equals_autograd_and_finite_differences(of):
     lm = load_model("builtin:tiny-gpt")
-    tr = attribution(lm, SENT, steps=32)
+    tr = attribution(lm, SENT, steps=32, of=of)
+    read = (lambda z: torch.log_softmax(z, -1)) if of == "log-probability" else (lambda z: z)
     ids = torch.tensor(lm.adapter.encode(SENT).ids)
     E = lm.model.wte(ids).detach()
     row = 6  # predicting "are" after "... cabinet"
@@ -32,7 +34,8 @@ def test_builtin_gpt_gradient_x_input_equals_autograd_and_finite_differences():
     assert tr.outputs[row] == "are"
 
     def f(e):
-        return lm.model(None, embeds=e[None])[0, p, y]
+        return read(lm.model(None, embeds=e[None])[0, p])[y]
+    assert tr.of == of and tr.value[row] == pytest.approx(float(f(E).detach()), abs=1e-5)
     np.testing.assert_allclose(tr.gradient_x_input[row, :p + 1], _gxi_by_hand(f, E)[:p + 1], atol=1e-5)
     # gradient × input of token j is the derivative of f along E_j: (f(E_j·(1 + ε)) − f(E_j·(1 − ε))) / 2ε, taken
     # in float64 on a copy of the model (independent of autograd)
@@ -42,33 +45,38 @@ def test_builtin_gpt_gradient_x_input_equals_autograd_and_finite_differences():
         up, down = E.double().clone(), E.double().clone()
         up[j] *= 1 + eps
         down[j] *= 1 - eps
-        fd = (float(m64(None, embeds=up[None])[0, p, y]) - float(m64(None, embeds=down[None])[0, p, y])) / (2 * eps)
+        fd = (float(read(m64(None, embeds=up[None])[0, p])[y])
+              - float(read(m64(None, embeds=down[None])[0, p])[y])) / (2 * eps)
     assert tr.gradient_x_input[row, j] == pytest.approx(fd, rel=1e-3, abs=1e-5)
     assert np.all(tr.integrated[row, p + 1:] == 0) and tr.reach[row] == p + 1
 
 
-def test_integrated_gradients_reach_the_tolerance_and_one_point_does_not():
-    """The default rule adds up within 1 % for every output (0.1 % on this smooth model, within the old rule's 32
-    evaluations); a budget of one evaluation (the midpoint rule on [0, 1]) does not."""
+def test_integrated_gradients_reach_the_tolerance_and_one_interval_does_not():
+    """The default rule adds up within 1 % for every output, on this smooth model in its first round (8 Simpson
+    intervals: 16 evaluations, 17 points with gradient × input's α = 1) or one interval or three halved after it;
+    the smallest budget (Simpson's rule on [0, 1]: 2 evaluations) does not."""
     lm = load_model("builtin:tiny-gpt")
     fine, coarse = attribution(lm, SENT), attribution(lm, SENT, steps=1)
-    delta = np.abs(fine.logit - fine.baseline_logit)
-    np.testing.assert_allclose(fine.integrated.sum(1), fine.logit - fine.baseline_logit, atol=0.001 * delta.max())
-    assert np.all(fine.completeness <= 0.001 * delta) and fine.max_relative <= 0.001 and not fine.unconverged
+    delta = np.abs(fine.value - fine.baseline_value)
+    np.testing.assert_allclose(fine.integrated.sum(1), fine.value - fine.baseline_value, atol=0.01 * delta.max())
+    assert np.all(fine.completeness <= 0.01 * delta) and fine.max_relative <= 0.01 and not fine.unconverged
     np.testing.assert_allclose(fine.relative, fine.completeness / delta)
-    assert fine.baseline == "the zero embedding" and fine.kept == () and np.all(fine.evaluations <= 32)
-    assert fine.rule == "adaptive composite Gauss–Legendre (2-point rule on each interval)"
-    assert coarse.rule == "adaptive composite Gauss–Legendre (1-point rule on each interval)"
-    assert np.all(fine.points >= 16) and all(e[0] == 0 and e[-1] == 1 for e in fine.edges)
-    assert np.all(coarse.points == 1) and np.all(coarse.evaluations == 1) and coarse.edges[0] == (0.0, 1.0)
-    assert coarse.max_relative > 0.01 and coarse.unconverged
+    assert fine.baseline == "the zero embedding" and fine.kept == () and np.all(fine.evaluations >= 16)
+    assert np.all(fine.evaluations <= 22) and np.all(fine.points == fine.evaluations + 1)
+    assert fine.rule == coarse.rule == "adaptive composite Simpson"
+    for edges, points in zip(fine.edges, fine.points):  # the start's 8 equal intervals, some halved
+        assert set(np.linspace(0, 1, 9)) <= set(edges) and len(edges) == (points - 1) // 2 + 1
+    assert coarse.steps == 2 and np.all(coarse.points == 3) and np.all(coarse.evaluations == 2)
+    assert coarse.edges[0] == (0.0, 1.0) and coarse.max_relative > 0.01 and coarse.unconverged
     assert fine.predicted and fine.outputs[-1] == lm.adapter.token_strings(
         [int(lm.model(torch.tensor([lm.adapter.encode(SENT).ids]))[0, -1].argmax())])[0]
 
 
 def _captum_rows(lm, text: str, tr, rows):
-    """Captum's IntegratedGradients (Gauss–Legendre, the trace's points per interval) summed over the trace's own
-    intervals [a, b] of each row: baselines B + a (E − B), inputs B + b (E − B)."""
+    """Captum's IntegratedGradients of the log-probability summed over the trace's own intervals [a, b] of each row
+    (baselines B + a (E − B), inputs B + b (E − B)), by Simpson's rule written with Captum's own trapezoid rule:
+    (4 T₃ − T₂) / 3, T_n the trapezoid rule on n points (Richardson's extrapolation; Captum's weights are 1/n per
+    point, halved at the ends, so its method gives (n − 1)/n T_n)."""
     from captum.attr import IntegratedGradients
 
     ids = torch.tensor(lm.adapter.encode(text).ids)
@@ -80,20 +88,21 @@ def _captum_rows(lm, text: str, tr, rows):
     for r in rows:
         p = tr.position[r]
         y = int(ids[p + 1]) if p + 1 < len(ids) else predicted
-        k = tr.points[r] // (len(tr.edges[r]) - 1)  # Gauss–Legendre points per interval
-        ig = IntegratedGradients(lambda x, p=p, y=y: lm.adapter.logits_from_embeddings(x)[:, p, y])
+        ig = IntegratedGradients(
+            lambda x, p=p, y=y: torch.log_softmax(lm.adapter.logits_from_embeddings(x)[:, p], -1)[:, y])
         total = torch.zeros(E.shape[0], dtype=torch.float64)
         for a, b in zip(tr.edges[r][:-1], tr.edges[r][1:]):
-            att = ig.attribute((B + b * D)[None], baselines=(B + a * D)[None], method="gausslegendre", n_steps=k)
-            total += att[0].sum(-1).double()
+            ends = {"inputs": (B + b * D)[None], "baselines": (B + a * D)[None]}
+            t2, t3 = (ig.attribute(**ends, method="riemann_trapezoid", n_steps=n)[0].sum(-1).double() for n in (2, 3))
+            total += (4 * (3 / 2) * t3 - 2 * t2) / 3
         out.append(total.numpy())
     return np.array(out)
 
 
 @pytest.mark.parametrize("name", ["builtin:tiny-gpt", "llama"])
 def test_integrated_gradients_equal_captum_over_the_same_intervals(name):
-    """The rule is composite Gauss–Legendre: the sum over its intervals of Captum's integrated gradients on each
-    (method="gausslegendre", n_steps = the points per interval) equals the trace's attributions."""
+    """The rule is composite Simpson: the sum over its intervals of Captum's integrated gradients on each (Simpson's
+    rule from Captum's trapezoid and midpoint methods) equals the trace's attributions."""
     if name == "llama":
         model, tok, family = tiny(name)
         lm = LoadedModel("test:llama-captum", family, model, "cpu", "float32", {}, tokenizer=tok)
@@ -117,7 +126,7 @@ def test_smollm2_integrated_gradients_add_up_within_one_percent():
     zero-embedding midpoint rule it replaces missed by 98 %)."""
     lm = load_model("pretrained:smollm2")
     tr = attribution(lm, "The capital of France is")
-    change = tr.logit - tr.baseline_logit
+    change = tr.value - tr.baseline_value
     assert tr.outputs[-1] == "·Paris" and tr.kept == (0,) and "mean input embedding" in tr.baseline
     assert change[0] == 0 and np.all(tr.integrated[0] == 0)  # the first output reads only the kept first token
     assert np.all(np.abs(change[1:]) > 1)  # the others have a real change to split
@@ -131,7 +140,7 @@ def test_smollm2_integrated_gradients_add_up_within_one_percent():
 
 def test_recurrent_lm_and_seq2seq():
     lstm = load_model("builtin:lstm-lm")
-    tr = attribution(lstm, SENT, steps=16)
+    tr = attribution(lstm, SENT, steps=16, of="logit")
     ids = torch.tensor(lstm.adapter.encode(SENT).ids)
     E = lstm.model.embedding(ids).detach()
     p, y = tr.position[-2], ids[tr.position[-2] + 1]
@@ -145,14 +154,15 @@ def test_recurrent_lm_and_seq2seq():
     S = tr.segment.count(0)
     assert tr.outputs[:3] == ("la", "voiture", "rouge") and len(tr.inputs) == S + len(tr.outputs)
     assert tr.reach[0] == S + 1 and np.all(tr.integrated[0, S + 1:] == 0)  # output 0 sees the source and <bos>
-    assert np.all(tr.completeness <= 0.02 * np.abs(tr.logit - tr.baseline_logit))  # 64 steps
+    assert np.all(tr.completeness <= 0.02 * np.abs(tr.value - tr.baseline_value))  # 64 steps
 
 
 @pytest.mark.parametrize("name", ["llama", "t5"])
 def test_hf_models_equal_autograd(name):
     model, tok, family = tiny(name)
     lm = LoadedModel(f"test:{name}", family, model, "cpu", "float32", {}, tokenizer=tok)
-    tr = attribution(lm, "the red car is fast .", target="la voiture rouge" if name == "t5" else "", steps=8)
+    tr = attribution(lm, "the red car is fast .", target="la voiture rouge" if name == "t5" else "", steps=8,
+                     of="logit")
     ids = torch.tensor(lm.adapter.encode("the red car is fast .").ids)
     E = model.get_input_embeddings()(ids).detach()
     if name == "llama":
@@ -209,7 +219,7 @@ def test_progress_hands_over_gradient_x_input_first_then_integrated_gradients_as
     first = seen[0][2]
     assert first.integrating and seen[0][0] == 0.0 and "gradient × input" in seen[0][1] and first.provisional
     np.testing.assert_allclose(first.gradient_x_input, done.gradient_x_input, atol=1e-6)
-    np.testing.assert_array_equal(first.logit, done.logit)
+    np.testing.assert_array_equal(first.value, done.value)
     from explorer.viz.token_attribution import so_far
 
     assert so_far(first, "integrated gradients")[:2] == ("gradient × input",
@@ -220,7 +230,7 @@ def test_progress_hands_over_gradient_x_input_first_then_integrated_gradients_as
     for fraction, what, tr in seen[1:]:
         assert not tr.integrating and 0 <= fraction < 1 and f"{tr.max_relative:.1%}" in what
         np.testing.assert_allclose(tr.completeness, np.abs(tr.integrated.astype(np.float64).sum(1)
-                                                           - (tr.logit - tr.baseline_logit)), atol=1e-5)
+                                                           - (tr.value - tr.baseline_value)), atol=1e-5)
         assert tr.max_relative > done.max_relative or tr.max_relative > tr.tolerance
     assert [f for f, _, _ in seen] == sorted(f for f, _, _ in seen)  # the bar never goes back
 

@@ -1,11 +1,15 @@
-"""Token attribution: how much each input token's embedding moves the logit of an output token.
+"""Token attribution: how much each input token's embedding moves the log-probability (or the logit) of an output.
 
-For an output token y at position p, f(E) = logit_p,y(E) with E (N, C) the input token embeddings (as the model
-adds them; position vectors are added by the model itself and are not attributed), and B (N, C) a baseline:
+For an output token y at position p, f(E) = log p(y | E) = log softmax(logits_p(E))_y (or the logit logit_p,y(E),
+`of="logit"`) with E (N, C) the input token embeddings (as the model adds them; position vectors are added by the
+model itself and are not attributed), and B (N, C) a baseline:
   gradient × input   a_i = Σ_c ∂f/∂E_ic · E_ic
   integrated grads   a_i = Σ_c (E_ic − B_ic) · ∫₀¹ ∂f/∂E_ic (B + α (E − B)) dα  (Sundararajan et al. 2017)
 Completeness: Σ_i a_i = f(E) − f(B) exactly; the integral is computed, so the trace keeps each output's error
-|Σ_i a_i − (f(E) − f(B))|, absolute and relative to |f(E) − f(B)|.
+|Σ_i a_i − (f(E) − f(B))|, absolute and relative to |f(E) − f(B)|. The log-probability is the default: a logit also
+moves with what every other logit does (a softmax ignores a shift common to all), so along the path a large model's
+logit swings by several times its end-to-end change while the log-probability rarely swings by twice its own, and
+the integral to the same relative error takes several times fewer gradient evaluations (SmolLM2: ~120 → ~30).
 
 The baseline is the zero embedding (as in the paper) for models that add position vectors to the token embeddings
 and for recurrent models. A model that adds nothing to them (rotary, ALiBi or relative positions: Llama, SmolLM2,
@@ -17,20 +21,21 @@ logits within 10⁻³ of α). Their baseline keeps the first input as it is and 
 average over the vocabulary's ordinary tokens) at every later position: the path is smooth, and the first input's
 own share is not measured (it is `kept`).
 
-The rule: adaptive composite Gauss–Legendre. The path α ∈ [0, 1] is cut into START equal intervals of NODES
-Gauss–Legendre points each; each interval's quadrature of df/dα = Σ_i a_i is checked against the exact change
-f(b) − f(a) (forward values at interval ends are cheap), and, output by output, the intervals with the largest
-error are halved until the completeness error is within TOLERANCE of |f(E) − f(B)| (within FINE while the output
-has spent fewer than CHEAP evaluations), or the output has spent `steps` gradient evaluations.
+The rule: adaptive composite Simpson. The path α ∈ [0, 1] is cut into START equal intervals; Simpson's rule on
+[a, b] reads the gradient at a, (a + b)/2 and b, and each gradient evaluation's forward pass also gives f there, so
+each interval's quadrature of df/dα = Σ_i a_i is checked against the exact change f(b) − f(a) at no extra cost
+(α = 1 is gradient × input's own evaluation). Output by output, the intervals with the largest error are halved —
+the halves reuse the three points, two new gradient evaluations each — until the completeness error is within
+TOLERANCE of |f(E) − f(B)|, or the output has spent `steps` gradient evaluations (α = 1 not counted).
 
-`attribution(loaded, text, target="", steps=STEPS)` -> AttributionTrace:
+`attribution(loaded, text, target="", steps=STEPS, of="log-probability")` -> AttributionTrace:
   inputs (N,), segment (N,) 0 (1: the decoder inputs of an encoder-decoder); outputs (M,) the tokens attributed:
   for a decoder or RNN LM every next token of the text and the model's own prediction after it; for an
   encoder-decoder each output token (the model's greedy output, or `target`) onto the source and the previous
   targets; position (M,) the logit row read; gradient_x_input, integrated (M, N) (0 where an input cannot reach
-  that output); logit, baseline_logit, completeness, relative (M,); points (M,) Gauss–Legendre points of each
-  output's final rule, evaluations (M,) gradient evaluations spent on it; edges (M,) its intervals' ends; kept:
-  the inputs the baseline keeps (not attributed).
+  that output); value, baseline_value, completeness, relative (M,): f(E), f(B) and the error; points (M,) the
+  points of each output's final rule, evaluations (M,) gradient evaluations spent on it; edges (M,) its intervals'
+  ends; kept: the inputs the baseline keeps (not attributed).
 """
 from __future__ import annotations
 
@@ -50,16 +55,16 @@ from explorer.runtime.errors import ViewError
 from explorer.runtime.prefix_memo import prefix_memo
 
 STEPS = 256  # the most gradient evaluations an output may spend
-MAX_STEPS = 1024
-TOLERANCE = 0.01  # an output is done when |Σ a_i − (f(E) − f(B))| ≤ 1 % of |f(E) − f(B)| …
-FINE, CHEAP = 0.001, 32  # … or 0.1 % while it has spent fewer than 32 evaluations (the old rule's cost)
-NODES = 2  # Gauss–Legendre points per interval
+MIN_STEPS, MAX_STEPS = 2, 1024  # Simpson's rule on [0, 1] reads α = 0 and ½ (and 1: gradient × input's)
+TOLERANCE = 0.01  # an output is done when |Σ a_i − (f(E) − f(B))| ≤ 1 % of |f(E) − f(B)|
 START = 8  # equal intervals to start from
+SHARE = 0.35  # each round halves the worst intervals until they hold this share of the row's absolute error
+OF = ("log-probability", "logit")  # what is attributed
 MIN_WIDTH = 2.0 ** -16  # narrower intervals are not halved (float32 noise in f)
 CHUNK = 32  # path points per forward pass at most (fewer where their activations would not fit: `chunk`)
 MAX_INPUTS = 64
 MAX_OUTPUTS = 40
-RULE = "adaptive composite Gauss–Legendre"
+RULE = "adaptive composite Simpson"
 
 
 class AttributionError(ViewError, ValueError):
@@ -74,7 +79,8 @@ class AttributionTrace:
 
     inputs, segment (N,): the tokens as fed, 0 (1: an encoder-decoder's decoder inputs); outputs, position (M,): the
     tokens attributed and the logit row read; gradient_x_input, integrated (M, N): the attributions (0 where the input
-    cannot reach that output); logit, baseline_logit (M,): f(E), f(B); edges: per output, its intervals' ends."""
+    cannot reach that output); value, baseline_value (M,): f(E), f(B), f being `of` (the log-probability or the
+    logit of the output token); edges: per output, its intervals' ends."""
 
     model_id: str
     inputs: tuple[str, ...]
@@ -83,12 +89,12 @@ class AttributionTrace:
     position: tuple[int, ...]
     gradient_x_input: np.ndarray
     integrated: np.ndarray
-    logit: np.ndarray
-    baseline_logit: np.ndarray
-    completeness: np.ndarray  # (M,) |Σ_i a_i − (logit − baseline_logit)|
-    relative: np.ndarray  # (M,) completeness / |logit − baseline_logit|
-    points: np.ndarray  # (M,) Gauss–Legendre points of the final rule
-    evaluations: np.ndarray  # (M,) gradient evaluations spent (halved intervals' points included)
+    value: np.ndarray  # (M,) f(E)
+    baseline_value: np.ndarray  # (M,) f(B)
+    completeness: np.ndarray  # (M,) |Σ_i a_i − (value − baseline_value)|
+    relative: np.ndarray  # (M,) completeness / |value − baseline_value|
+    points: np.ndarray  # (M,) the points of the final rule (α = 1 included)
+    evaluations: np.ndarray  # (M,) gradient evaluations spent (α = 1, gradient × input's, not counted)
     edges: tuple[tuple[float, ...], ...]  # (M,) the ends of each output's intervals, 0 … 1
     steps: int  # the budget of gradient evaluations per output
     baseline: str
@@ -100,6 +106,7 @@ class AttributionTrace:
     tolerance: float = TOLERANCE
     provisional: str = ""  # what is not final yet, while it is computed ("": the whole result)
     capped: bool = False  # `steps` is what the per-request budget allows, fewer than asked (a note says so)
+    of: str = OF[0]  # what f is: "log-probability" or "logit" (of the output token at its position)
 
     @property
     def max_completeness(self) -> float:
@@ -112,7 +119,7 @@ class AttributionTrace:
     @property
     def integrating(self) -> bool:
         """Only gradient × input is known yet (a trace handed to progress before the integration's first round)."""
-        return bool(np.isnan(self.baseline_logit).any())
+        return bool(np.isnan(self.baseline_value).any())
 
     @property
     def unconverged(self) -> tuple[int, ...]:
@@ -142,96 +149,64 @@ class _Result:
     edges: tuple[float, ...]
 
 
-@dataclass(frozen=True)
-class _Item:
-    """One path point of a batch: the inputs it reads (reach), its α, the gradient item it is (-1: none) and the
-    value items it answers."""
-
-    reach: int
-    alpha: float
-    grad: int
-    values: list[int]
-
-
 Logits = Callable[..., torch.Tensor]  # (n, L, C) path points [, keep: positions] -> (n, L or len(keep), V) logits
 
 
-def gauss_legendre(k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k Gauss–Legendre points and weights on [0, 1] (numpy's on [−1, 1], as Captum maps them)."""
-    x, w = np.polynomial.legendre.leggauss(k)
-    return (x + 1) / 2, w / 2
-
-
 class _Path:
-    """The straight path B + α (E − B) and the rows read along it. One pass evaluates a batch of items: gradient
-    items (row, α) give that row's ∂f/∂x at α, value items give f alone (the interval ends and midpoints); a forward
-    at an α serves every value item that asks for it. Items run in chunks of the inputs their rows read (the longest
+    """The straight path B + α (E − B) and the rows read along it. One pass evaluates a batch of items (row, α): that
+    row's ∂f/∂x at α and f there (the same forward). Items run in chunks of the inputs their rows read (the longest
     reach in the chunk), one backward per chunk: the items are independent and each contributes only its own row's
-    logit. `positions`: the logits function computes only the positions its rows read (a decoder's output layer at
-    those positions), else every position."""
+    f. `positions`: the logits function computes only the positions its rows read (a decoder's output layer at
+    those positions), else every position. of: "log-probability" (f = log softmax of the logits) or "logit"."""
 
     def __init__(self, logits: Logits, E: torch.Tensor, B: torch.Tensor, rows: list[_Row],
-                 positions: bool = False, chunk: int = CHUNK) -> None:
+                 positions: bool = False, chunk: int = CHUNK, of: str = OF[0]) -> None:
         self.logits, self.E, self.B, self.D, self.rows, self.positions = logits, E, B, E - B, rows, positions
-        self.chunk = max(1, int(chunk))
+        self.chunk, self.of = max(1, int(chunk)), of
 
     def _points(self, alphas: list[float], L: int) -> torch.Tensor:
         alpha = torch.tensor(alphas, dtype=self.E.dtype, device=self.E.device)
         return self.B[None, :L] + alpha[:, None, None] * self.D[None, :L]
 
-    def evaluate(self, grads: list[tuple[int, float]], values: Sequence[tuple[int, float]] = ()
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """((n, N) (E − B)_i · ∇_i f and (n, N) E_i · ∇_i f at each gradient item's α, (m,) f at each value item's)."""
+    def evaluate(self, items: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """((n, N) (E − B)_i · ∇_i f, (n, N) E_i · ∇_i f and (n,) f, at each item's α for its row)."""
         N, dev = self.E.shape[0], self.E.device
-        along, times, vals = np.zeros((len(grads), N)), np.zeros((len(grads), N)), np.zeros(len(values))
-        by_alpha: dict[tuple[int, float], list[int]] = {}  # one value per (reach, α): rows of one reach share it
-        for j, (r, a) in enumerate(values):
-            by_alpha.setdefault((self.rows[r].reach, float(a)), []).append(j)
-        # a value at the α (and reach) of a gradient item is read from that item's forward
-        batch = [_Item(self.rows[r].reach, a, i, by_alpha.pop((self.rows[r].reach, float(a)), []))
-                 for i, (r, a) in enumerate(grads)]
-        batch += [_Item(reach, a, -1, js) for (reach, a), js in by_alpha.items()]
-        batch.sort(key=lambda item: item.reach)
-        for s in range(0, len(batch), self.chunk):
-            chunk = batch[s:s + self.chunk]
-            L = max(item.reach for item in chunk)
-            read = [(c, self.rows[grads[item.grad][0]]) for c, item in enumerate(chunk) if item.grad >= 0]
-            valued = [(c, j, self.rows[values[j][0]]) for c, item in enumerate(chunk) for j in item.values]
-            wanted = sorted({row.position for _, row in read} | {row.position for _, _, row in valued})
+        along, times, vals = np.zeros((len(items), N)), np.zeros((len(items), N)), np.zeros(len(items))
+        order = sorted(range(len(items)), key=lambda i: self.rows[items[i][0]].reach)
+        for s in range(0, len(order), self.chunk):
+            chunk = order[s:s + self.chunk]
+            rows = [self.rows[items[i][0]] for i in chunk]
+            L = max(row.reach for row in rows)
+            wanted = sorted({row.position for row in rows})
             column = {p: c for c, p in enumerate(wanted)} if self.positions else {p: p for p in wanted}
-            x = self._points([item.alpha for item in chunk], L)
-            with torch.enable_grad() if read else torch.no_grad():
-                if read:
-                    x.requires_grad_(True)
+            x = self._points([items[i][1] for i in chunk], L).requires_grad_(True)
+            with torch.enable_grad():
                 logits = self.logits(x, keep=wanted) if self.positions else self.logits(x)
-                if read:
-                    at = torch.tensor([c for c, _ in read], device=dev)
-                    pos = torch.tensor([column[row.position] for _, row in read], device=dev)
-                    tgt = torch.tensor([row.target for _, row in read], device=dev)
-                    (g,) = torch.autograd.grad(logits[at, pos, tgt].sum(), x)
-                    for c, _ in read:
-                        i = chunk[c].grad
-                        along[i, :L] = (g[c] * self.D[:L]).sum(-1).double().cpu().numpy()
-                        times[i, :L] = (g[c] * self.E[:L]).sum(-1).double().cpu().numpy()
-            for c, j, row in valued:
-                vals[j] = float(logits[c, column[row.position], row.target].detach())
+                pos = torch.tensor([column[row.position] for row in rows], device=dev)
+                read = logits[torch.arange(len(chunk), device=dev), pos]  # (n, V)
+                if self.of == "log-probability":
+                    read = torch.log_softmax(read, -1)
+                f = read[torch.arange(len(chunk), device=dev), torch.tensor([row.target for row in rows], device=dev)]
+                (g,) = torch.autograd.grad(f.sum(), x)
+            for c, i in enumerate(chunk):
+                along[i, :L] = (g[c] * self.D[:L]).sum(-1).double().cpu().numpy()
+                times[i, :L] = (g[c] * self.E[:L]).sum(-1).double().cpu().numpy()
+            vals[chunk] = f.detach().double().cpu().numpy()
         return along, times, vals
 
 
-def _worst(part: dict, change: float, spent: int, steps: int, k: int) -> list[tuple[float, float]]:
-    """The intervals of one row to halve next (none: the row is done). part: (a, b) -> [f(a), f(b), quadrature (N,)].
-    Each interval's error is its quadrature's sum minus the exact f(b) − f(a); they add up to the completeness
-    error. Halved: the worst intervals until they hold a fifth of the row's absolute error, within the budget."""
-    err = {iv: v[2].sum() - (v[1] - v[0]) for iv, v in part.items()}
-    goal = TOLERANCE if spent >= CHEAP else FINE
-    if abs(sum(err.values())) <= goal * abs(change):
+def _worst(errors: dict[tuple[float, float], float], change: float, left: int) -> list[tuple[float, float]]:
+    """The intervals of one row to halve next (none: the row is done). errors: each interval's quadrature sum minus
+    the exact f(b) − f(a); they add up to the completeness error. Halved: the worst intervals until they hold SHARE
+    of the row's absolute error, two gradient evaluations each within the `left` ones."""
+    if abs(sum(errors.values())) <= TOLERANCE * abs(change):
         return []
-    worst = sorted((iv for iv in err if iv[1] - iv[0] >= 2 * MIN_WIDTH), key=lambda iv: -abs(err[iv]))
-    total, acc, out = sum(abs(e) for e in err.values()), 0.0, []
-    for iv in worst[:(steps - spent) // (2 * k)]:
+    worst = sorted((iv for iv in errors if iv[1] - iv[0] >= 2 * MIN_WIDTH), key=lambda iv: -abs(errors[iv]))
+    total, acc, out = sum(abs(e) for e in errors.values()), 0.0, []
+    for iv in worst[:left // 2]:
         out.append(iv)
-        acc += abs(err[iv])
-        if acc >= 0.2 * total:
+        acc += abs(errors[iv])
+        if acc >= SHARE * total:
             break
     return out
 
@@ -239,71 +214,68 @@ def _worst(part: dict, change: float, spent: int, steps: int, k: int) -> list[tu
 Rounds = Callable[[list[_Result], float], None]  # on_round(each row's result so far, fraction done)
 
 
+def _simpson(node: dict[float, tuple[np.ndarray, float]], a: float, b: float) -> np.ndarray:
+    """(N,) Simpson's rule on [a, b] of each input's (E − B)_i · ∇_i f, from the gradients at a, (a + b)/2, b."""
+    return (b - a) / 6 * (node[a][0] + 4 * node[(a + b) / 2][0] + node[b][0])
+
+
 def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[_Result]:
     """Integrated gradients (and gradient × input) of every row of `path` by the adaptive rule (module docstring).
 
-    Round 0 evaluates every row's gradient at the input itself (gradient × input) and f(E). Each row keeps its own
-    intervals; every later round evaluates, in one batch, every row's new Gauss–Legendre points and the values f it
-    needs at the ends of its new intervals (the start's edges, then the halved intervals' midpoints); then each
-    unfinished row halves its worst intervals. A row's result depends on that row alone: its prefix, its token and
-    `steps`. on_round: called after each round with every row's result so far (after round 0: gradient × input,
-    no integrated gradients yet: `base` is NaN) and the fraction of the work done."""
-    R, N = len(path.rows), path.E.shape[0]
-    k = min(NODES, steps)
-    x, w = gauss_legendre(k)
-    n0 = max(1, min(START, steps // k))
-    e0 = np.linspace(0.0, 1.0, n0 + 1)
-    f: dict[tuple[int, float], float] = {}  # (row, α) -> f
-    parts: list[dict[tuple[float, float], np.ndarray | None]] = []
-    for r, row in enumerate(path.rows):
-        if bool(path.D[:row.reach].any()):
-            parts.append({(float(e0[j]), float(e0[j + 1])): None for j in range(n0)})
-        else:  # every input it reads is the baseline's: nothing to attribute, f(B) = f(E)
-            parts.append({(0.0, 1.0): np.zeros(N)})
+    Round 0 evaluates every row's gradient at the input itself (gradient × input, f(E), and Simpson's point α = 1).
+    Each row keeps its own intervals and the points evaluated on them; every later round evaluates, in one batch,
+    every open row's new points (the start's, then two per halved interval); then each unfinished row halves its
+    worst intervals. A row's result depends on that row alone: its prefix, its token and `steps`. on_round: called
+    after each round with every row's result so far (after round 0: gradient × input, no integrated gradients yet:
+    `base` is NaN) and the fraction of the work done."""
+    R = len(path.rows)
+    steps = max(MIN_STEPS, steps)
+    n0 = max(1, min(START, steps // 2))
+    e0 = [j / n0 for j in range(n0)] + [1.0]
+    nodes: list[dict[float, tuple[np.ndarray, float]]] = [{} for _ in range(R)]  # α -> ((N,) along, f)
+    intervals: list[list[tuple[float, float]]] = []
+    for row in path.rows:  # nothing to attribute where every input the row reads is the baseline's: f(B) = f(E)
+        moves = bool(path.D[:row.reach].any())
+        intervals.append([(e0[j], e0[j + 1]) for j in range(n0)] if moves else [])
     ends = [(r, 1.0) for r in range(R)]
-    _, gxi, vals = path.evaluate(ends, ends)  # round 0: the gradient at the input itself, and f(E)
-    f.update(zip(ends, (float(v) for v in vals)))
+    along, gxi, vals = path.evaluate(ends)  # round 0
     for r in range(R):
-        if parts[r].get((0.0, 1.0)) is not None:
-            f[(r, 0.0)] = f[(r, 1.0)]
-    spent, open_rows = [0] * R, set(range(R))  # spent: integrated gradients' evaluations
+        nodes[r][1.0] = (along[r], float(vals[r]))
+    spent, open_rows = [0] * R, {r for r in range(R) if intervals[r]}
     first: dict[int, float] = {}  # each row's relative completeness error after its first round
     shown = 0.0  # the fraction done last reported
     if on_round is not None:
-        on_round(_so_far(path, gxi, parts, f, spent, k), 0.0)
-    wanted = [(r, float(a)) for r in range(R) if parts[r].get((0.0, 1.0)) is None for a in e0[:-1]]
-    while True:
-        need = [(r, iv) for r in range(R) for iv, q in parts[r].items() if q is None]
-        items = [(r, a + (b - a) * xj) for r, (a, b) in need for xj in x]
-        along, _, vals = path.evaluate(items, wanted)
-        f.update(zip(wanted, (float(v) for v in vals)))
-        for i, (r, (a, b)) in enumerate(need):
-            parts[r][(a, b)] = (b - a) * (w[:, None] * along[i * k:(i + 1) * k]).sum(0)
-            spent[r] += k
+        on_round(_so_far(path, gxi, intervals, nodes, spent), 0.0)
+    wanted = [(r, a) for r in sorted(open_rows) for a in sorted({x for a, b in intervals[r] for x in (a, (a + b) / 2)})]
+    while wanted:
+        along, _, vals = path.evaluate(wanted)
+        for (r, a), g, v in zip(wanted, along, vals):
+            nodes[r][a] = (g, float(v))
+            spent[r] += 1
         halve: list[tuple[int, tuple[float, float]]] = []
         done: list[float] = []
         for r in sorted(open_rows):
-            change = f[(r, 1.0)] - f[(r, 0.0)]
-            part = {iv: [f[(r, iv[0])], f[(r, iv[1])], q] for iv, q in parts[r].items()}
-            worst = _worst(part, change, spent[r], steps, k)
+            node = nodes[r]
+            change = node[1.0][1] - node[0.0][1]
+            errors = {(a, b): float(_simpson(node, a, b).sum()) - (node[b][1] - node[a][1]) for a, b in intervals[r]}
+            worst = _worst(errors, change, steps - spent[r])
             halve += [(r, iv) for iv in worst]
             if not worst:
                 open_rows.discard(r)
-            else:  # every quadrature of the row is known after the round
-                quadrature = sum(float(np.sum(q)) for q in parts[r].values() if q is not None)
-                error = abs(quadrature - change) / max(abs(change), 1e-30)
+            else:
+                error = abs(sum(errors.values())) / max(abs(change), 1e-30)
                 first.setdefault(r, error)
                 done.append(_fraction(first[r], error))
         if on_round is not None and halve:  # the error of a signed sum can rise again: the bar does not go back
             shown = max(shown, (R - len(done) + sum(done)) / R)
-            on_round(_so_far(path, gxi, parts, f, spent, k), shown)
-        if not halve:
-            break
-        wanted = [(r, (a + b) / 2) for r, (a, b) in halve]
+            on_round(_so_far(path, gxi, intervals, nodes, spent), shown)
+        wanted = []
         for r, (a, b) in halve:
-            del parts[r][(a, b)]
-            parts[r][(a, (a + b) / 2)] = parts[r][((a + b) / 2, b)] = None
-    return _so_far(path, gxi, parts, f, spent, k)
+            m = (a + b) / 2
+            intervals[r].remove((a, b))
+            intervals[r] += [(a, m), (m, b)]
+            wanted += [(r, (a + m) / 2), (r, (m + b) / 2)]
+    return _so_far(path, gxi, intervals, nodes, spent)
 
 
 def _fraction(first: float, error: float) -> float:
@@ -314,19 +286,24 @@ def _fraction(first: float, error: float) -> float:
     return min(0.95, float(np.log(first / error) / np.log(first / TOLERANCE)))
 
 
-def _so_far(path: _Path, gxi: np.ndarray, parts: list[dict], f: dict[tuple[int, float], float], spent: list[int],
-            k: int) -> list[_Result]:
-    """Every row's result from what is evaluated: integrated gradients summed over its intervals whose quadrature
-    is known (none before round 1: zeros, and f(B) NaN)."""
+def _so_far(path: _Path, gxi: np.ndarray, intervals: list[list[tuple[float, float]]],
+            nodes: list[dict[float, tuple[np.ndarray, float]]], spent: list[int]) -> list[_Result]:
+    """Every row's result from what is evaluated: integrated gradients summed over its intervals (none before round 1:
+    zeros, and f(B) NaN; a row with nothing to attribute: zeros, f(B) = f(E))."""
     out = []
     for r, row in enumerate(path.rows):
-        ivs = sorted(parts[r])
-        known = [q for q in (parts[r][iv] for iv in ivs) if q is not None]
-        ig = np.sum(known, axis=0) if known else np.zeros(gxi.shape[1])
-        edges = tuple(float(a) for a, _ in ivs) + (1.0,)
-        out.append(_Result(gxi[r, :row.reach].copy(), ig[:row.reach].copy(), f[(r, 1.0)],
-                           f.get((r, 0.0), float("nan")) if known else float("nan"), row.reach,
-                           k * len(known) if spent[r] else 0, spent[r], edges))
+        node, ivs = nodes[r], sorted(intervals[r])
+        value = node[1.0][1]
+        if not ivs:
+            out.append(_Result(gxi[r, :row.reach].copy(), np.zeros(row.reach), value, value, row.reach, 0, 0,
+                               (0.0, 1.0)))
+            continue
+        known = all(x in node for a, b in ivs for x in (a, (a + b) / 2))
+        ig = sum((_simpson(node, a, b) for a, b in ivs), np.zeros(gxi.shape[1])) if known else np.zeros(gxi.shape[1])
+        edges = tuple(a for a, _ in ivs) + (1.0,)
+        out.append(_Result(gxi[r, :row.reach].copy(), ig[:row.reach].copy(), value,
+                           node[0.0][1] if known else float("nan"), row.reach, 2 * len(ivs) + 1 if known else 0,
+                           spent[r], edges))
     return out
 
 
@@ -375,8 +352,7 @@ def chunk(shape: budget.Shape, reach: int) -> int:
 def price(shape: budget.Shape, reaches: Sequence[int], steps: int) -> budget.Price:
     """The price of attributing outputs that read `reaches` inputs with at most `steps` gradient evaluations each
     (and one for gradient × input): forward and backward passes to the inputs of the model's output at one position
-    (the value forwards at interval ends, about a quarter as many, are within INPUT_GRADIENT's margin), in batches
-    of `chunk` points; its peak, one batch of the longest reach."""
+    (each also gives f at its point), in batches of `chunk` points; its peak, one batch of the longest reach."""
     if not reaches:
         return budget.Price(0.0, 0)
     longest = max(reaches)
@@ -390,12 +366,13 @@ def price(shape: budget.Shape, reaches: Sequence[int], steps: int) -> budget.Pri
 
 def within_budget(shape: budget.Shape, reaches: Sequence[int], steps: int) -> tuple[int, str]:
     """(steps, note): the gradient evaluations per output that fit in the per-request budget, at most `steps`, and
-    the note saying so when they are fewer ("" when not). Raises RequestOverBudget when not even one fits."""
+    the note saying so when they are fewer ("" when not). Raises RequestOverBudget when not even MIN_STEPS fit."""
     fit = budget.fit_tokens(lambda s: price(shape, reaches, s), steps)
     if fit == steps:
         return steps, ""
-    if not price(shape, reaches, fit).within():
-        budget.check(price(shape, reaches, 1), f"Attributing {len(reaches)} output(s) of this {max(reaches):,}-token "
+    if fit < MIN_STEPS or not price(shape, reaches, fit).within():  # Simpson's rule on [0, 1] at least
+        fit = MIN_STEPS
+        budget.check(price(shape, reaches, fit), f"Attributing {len(reaches)} output(s) of this {max(reaches):,}-token "
                      "text", "Shorten the sentence, or attribute the model's prediction only.")
     return int(fit), (f"Integrated gradients with up to {steps} gradient evaluations for each of {len(reaches)} "
                       f"output(s) would take {budget.describe(price(shape, reaches, steps))}, over "
@@ -419,7 +396,7 @@ def in_float32(logits_from_embeddings: Callable[..., torch.Tensor], dtype: torch
 
 def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids: list[int], positions: list[int],
                  targets: list[int], steps: int, on_round: Rounds | None = None, per: int = CHUNK,
-                 dtype: torch.dtype = torch.float32) -> list[_Result]:
+                 dtype: torch.dtype = torch.float32, of: str = OF[0]) -> list[_Result]:
     """_integrate of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C)
     (float32; the model's weights in `dtype`).
 
@@ -429,12 +406,12 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
     _integrate, with every row (the memo's too).
     """
     memo = prefix_memo(adapter, "attribution") if adapter.can_generate else None
-    keys = [(RULE, steps, tuple(ids[:p + 1]), t) for p, t in zip(positions, targets)]
+    keys = [(RULE, of, steps, tuple(ids[:p + 1]), t) for p, t in zip(positions, targets)]
     rows = [memo.get(key) if memo is not None else None for key in keys]
     todo = [i for i, row in enumerate(rows) if row is None]
     if todo:
         path = _Path(in_float32(adapter.logits_from_embeddings, dtype), E, B,
-                     [_Row(positions[i], targets[i], positions[i] + 1) for i in todo], positions=True, chunk=per)
+                     [_Row(positions[i], targets[i], positions[i] + 1) for i in todo], positions=True, chunk=per, of=of)
 
         def merged(results: list[_Result], fraction: float) -> None:
             every = list(rows)
@@ -461,13 +438,15 @@ Progress = Callable[[float, str, AttributionTrace], None]  # progress(fraction, 
 
 
 def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS, outputs: str = "all",
-                progress: Progress | None = None) -> AttributionTrace:
+                progress: Progress | None = None, of: str = OF[0]) -> AttributionTrace:
     """See the module docstring. outputs (decoders and RNN LMs): "all" (every next token and the prediction) or
-    "prediction" (the model's own next token only). progress: called after each round of the integration with the
-    trace so far (`provisional` says what is not final): gradient × input first, then integrated gradients as their
-    completeness error falls. Raises AttributionError."""
+    "prediction" (the model's own next token only). of: what is attributed, "log-probability" or "logit". progress:
+    called after each round of the integration with the trace so far (`provisional` says what is not final):
+    gradient × input first, then integrated gradients as their completeness error falls. Raises AttributionError."""
     adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
-    steps = int(min(max(int(steps), 1), MAX_STEPS))
+    steps = int(min(max(int(steps), MIN_STEPS), MAX_STEPS))
+    if of not in OF:
+        raise AttributionError(f"Attribute one of: {', '.join(OF)}.")
     enc = adapter.encode(text, max_tokens=MAX_INPUTS)
     if not enc.ids:
         raise AttributionError(" ".join(enc.notes) or "Type a sentence.")
@@ -476,7 +455,7 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     ids = torch.tensor(list(enc.ids), dtype=torch.long, device=dev)
     try:
         if adapter.is_encoder_decoder:
-            return _seq2seq(adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes, progress)
+            return _seq2seq(adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes, progress, of)
         raw = adapter.embed_ids(ids).detach()
         E, dtype = raw.float(), raw.dtype
         with torch.no_grad():
@@ -496,10 +475,10 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
 
     def trace(rows: list[_Result], provisional: str = "") -> AttributionTrace:
         return _trace(mid, tuple(enc.tokens), (0,) * N, shown, tuple(positions), rows, steps, baseline, kept, True,
-                      notes, provisional, bool(capped))
+                      notes, of, provisional, bool(capped))
 
     rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps, _reporter(trace, progress),
-                        chunk(shape, positions[-1] + 1), dtype)
+                        chunk(shape, positions[-1] + 1), dtype, of)
     return trace(rows)
 
 
@@ -522,7 +501,7 @@ def _reporter(trace: Callable[..., AttributionTrace], progress: Progress | None)
 
 
 def _seq2seq(adapter: Adapter, shape: budget.Shape, mid: str, enc: Encoded, ids: torch.Tensor, target: str,
-             steps: int, notes: list[str], progress: Progress | None = None) -> AttributionTrace:
+             steps: int, notes: list[str], progress: Progress | None = None, of: str = OF[0]) -> AttributionTrace:
     dev = adapter.device
     if no_text(target or "") is None:
         out = adapter.encode(target, side="target")
@@ -548,15 +527,16 @@ def _seq2seq(adapter: Adapter, shape: budget.Shape, mid: str, enc: Encoded, ids:
 
     def trace(rows: list[_Result], provisional: str = "") -> AttributionTrace:
         return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.sequence_strings(out_ids)), tuple(range(T)),
-                      rows, steps, baseline, kept, False, notes, provisional, bool(capped))
+                      rows, steps, baseline, kept, False, notes, of, provisional, bool(capped))
 
-    path = _Path(logits, E, B, [_Row(t, y, S + t + 1) for t, y in enumerate(out_ids)], chunk=chunk(shape, S + T))
+    path = _Path(logits, E, B, [_Row(t, y, S + t + 1) for t, y in enumerate(out_ids)], chunk=chunk(shape, S + T),
+                 of=of)
     return trace(_integrate(path, steps, _reporter(trace, progress)))
 
 
 def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs: tuple[str, ...],
            positions: tuple[int, ...], rows: list[_Result], steps: int, baseline: str, kept: tuple[int, ...],
-           predicted: bool, notes: list[str], provisional: str = "", capped: bool = False) -> AttributionTrace:
+           predicted: bool, notes: list[str], of: str, provisional: str = "", capped: bool = False) -> AttributionTrace:
     N = len(inputs)
     gxi = np.stack([np.pad(r.gxi, (0, N - r.reach)) for r in rows]).astype(np.float32)
     ig = np.stack([np.pad(r.ig, (0, N - r.reach)) for r in rows])
@@ -568,5 +548,4 @@ def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs:
                             relative, np.array([r.points for r in rows]), np.array([r.evaluations for r in rows]),
                             tuple(r.edges for r in rows), steps, baseline, predicted,
                             tuple(r.reach for r in rows), tuple(dict.fromkeys(notes)), kept,
-                            f"{RULE} ({min(NODES, steps)}-point rule on each interval)", TOLERANCE, provisional,
-                            capped)
+                            RULE, TOLERANCE, provisional, capped, of)

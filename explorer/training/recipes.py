@@ -44,7 +44,7 @@ BUILTINS: dict[str, TrainSpec] = {
     "tiny-gpt-wordnet": TrainSpec(**_WORDNET_TRANSFORMER, architecture="tiny_gpt", epochs=2, warmup_steps=100,
                                   description="2-layer, 4-head decoder-only transformer (learned positions) "
                                               + _ON_WORDNET),
-    "masked-lm-wordnet": TrainSpec(**_WORDNET_TRANSFORMER, architecture="masked_lm", epochs=3, warmup_steps=200,
+    "masked-lm-wordnet": TrainSpec(**_WORDNET_TRANSFORMER, architecture="masked_lm", epochs=8, warmup_steps=200,
                                    description=f"2-layer, 4-head BERT-style masked language model {_ON_WORDNET}"),
     "tiny-gpt": TrainSpec(architecture="tiny_gpt", corpus="english", n_train=20_000, n_heldout=1_000,
                           full_metrics=True, num_layers=2, n_head=4, hidden_size=128, block_size=64, epochs=4,

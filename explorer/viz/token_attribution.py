@@ -16,7 +16,7 @@ from explorer.viz.tokens import chart_labels, labels, ticks
 def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequence[str], method: str,
                         theme: Theme, selected: int | None = None) -> go.Figure:
     """values (M, N): rows are the output tokens attributed, columns the input tokens; signed, the theme's diverging
-    colours centred on 0 (its positive end raises the output's logit, its negative end lowers it)."""
+    colours centred on 0 (its positive end raises the output's log-probability or logit, its negative end lowers it)."""
     M, N = values.shape
     peak = float(np.abs(values).max()) or 1.0
     out = chart_labels(outputs)
@@ -45,10 +45,10 @@ def so_far(trace: Any, method: str) -> tuple[str, str, np.ndarray]:
     return "gradient × input", "gradient × input", trace.gradient_x_input
 
 
-def colour_key(theme: Theme) -> str:
-    """What the colours of both figures mean, in the theme's own colour names."""
+def colour_key(theme: Theme, of: str = "log-probability") -> str:
+    """What the colours of both figures mean, in the theme's own colour names; of: what is attributed."""
     low, high = theme.diverging_ends
-    return f"{high} raises its logit, {low} lowers it"
+    return f"{high} raises its {of}, {low} lowers it"
 
 
 def _ends(theme: Theme) -> tuple[str, str]:
@@ -88,14 +88,14 @@ def attribution_html(inputs: Sequence[str], values: np.ndarray, reach: int, them
 
 def worst_output(trace: Any) -> str:
     """The integrated gradients' completeness error in one phrase (plain text): the output whose error is the largest
-    share of its change in the logit, with that output's own error and change (the largest error and the largest share
-    may be two outputs')."""
+    share of its change in f (the log-probability or the logit), with that output's own error and change (the
+    largest error and the largest share may be two outputs')."""
     if not len(trace.outputs):
         return "no output"
     i = int(np.argmax(trace.relative))
-    change = float(trace.logit[i] - trace.baseline_logit[i])
-    share = f"{trace.relative[i]:.2%} of its change {change:+.3g} in the logit" if change else \
-        "its logit does not change"
+    change = float(trace.value[i] - trace.baseline_value[i])
+    share = f"{trace.relative[i]:.2%} of its change {change:+.3g} in the {trace.of}" if change else \
+        f"its {trace.of} does not change"
     return f"worst output {i} “{labels(trace.outputs)[i]}”: completeness error {trace.completeness[i]:.2g} ({share})"
 
 
@@ -107,7 +107,7 @@ def completeness_warning(trace: Any, most: int) -> str | None:
         return None
     names = labels(trace.outputs)
     shown = "; ".join(f"“{names[i]}”: error {trace.completeness[i]:.3g} = {trace.relative[i]:.1%} of the change "
-                      f"{trace.logit[i] - trace.baseline_logit[i]:+.3g}" for i in bad[:6])
+                      f"{trace.value[i] - trace.baseline_value[i]:+.3g}" for i in bad[:6])
     more = f" and {len(bad) - 6} more" if len(bad) > 6 else ""
     if getattr(trace, "capped", False):
         advice = (f"This server's budget per request allows {trace.steps} gradient evaluations per output here (the "
@@ -119,4 +119,4 @@ def completeness_warning(trace: Any, most: int) -> str | None:
         advice = "Even the largest budget does not reach it here: read these rows' attributions as approximate."
 
     return (f"The integrated gradients of {len(bad)} of {len(trace.outputs)} outputs do not add up to the change in "
-            f"their logit within {trace.tolerance:.0%} ({shown}{more}). {advice}")
+            f"their {trace.of} within {trace.tolerance:.0%} ({shown}{more}). {advice}")
