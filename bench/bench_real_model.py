@@ -253,7 +253,8 @@ def captum_table(loaded, runs: int) -> None:
     med = [sorted(x)[len(x) // 2] for x in zip(*rows)]
     print(f"\nprobe seconds per run: {', '.join(f'{r[0]:.2f}' for r in rows)}; evaluations "
           f"{', '.join(str(r[3]) for r in rows)}; completeness {', '.join(f'{r[7]:.2%}' for r in rows)}")
-    print("\n| integrated gradients of a 20-token prompt's prediction (log-probability; median) | seconds |\n|---|---:|")
+    print("\n| integrated gradients of a 20-token prompt's prediction (log-probability; median) | seconds |\n"
+          "|---|---:|")
     print(f"| the probe: adaptive composite Simpson to 1 % ({med[3]} gradient evaluations, {med[4]} points in the "
           f"final rule) | {med[0]:.2f} |")
     print(f"| Captum on the same points (its trapezoid rule on Simpson's 3 points of each final interval) | "

@@ -77,6 +77,25 @@ def test_01_intro_the_real_english_siblings_follow_the_attractor() -> None:
     assert [round(100 * g) for g in got] == [27, 35, 33]
 
 
+def test_01_intro_the_real_english_lstm_has_no_number_unit() -> None:
+    """The intro's re-measurement: the unit whose cell state differs most between a singular and a plural subject,
+    and whether its sign follows the number from the noun to the verb, on both LSTMs."""
+    says(LESSONS["01-recurrent-gates"].intro, "the unit whose cell state differs most is 198, 96 and 198",
+         "English LSTM's is unit 133 in all three")
+    pairs = [("the key to the old doors is on the table .", "the keys to the old door are on the table ."),
+             ("the teacher near the windows is happy .", "the teachers near the window are happy ."),
+             ("the dog near the cars is sleeping .", "the dogs near the car are sleeping .")]
+    for name, units, follows in (("lstm-lm-wordnet", [198, 96, 198], False), ("lstm-lm", [133, 133, 133], True)):
+        for (singular, plural), unit in zip(pairs, units):
+            a, b = RG.rnn_gates(model(f"builtin:{name}"), singular), RG.rnn_gates(model(f"builtin:{name}"), plural)
+            assert int(RG.compare(a, b, "c", 0).order[0]) == unit
+            verb = a.tokens.index("is")  # the noun is token 2
+            ca, cb = a.gates["c"][0, 0, 2:verb + 1, unit], b.gates["c"][0, 0, 2:verb + 1, unit]
+            assert bool((np.sign(ca) == -np.sign(cb)).all()) == follows, (name, unit)
+            if name == "lstm-lm-wordnet":
+                assert not any("<unk>" in t for t in a.tokens + b.tokens)
+
+
 def test_01_steps_1_to_3_the_elman_rnn_follows_the_attractor_the_lstm_does_not() -> None:
     s1, p1 = step("01-recurrent-gates", 1)
     trace = RG.rnn_gates(model(p1["model"]), p1["text"])
@@ -645,6 +664,23 @@ def test_07_a_gru_has_one_state_and_the_estimate_on_h_and_c() -> None:
     says(s4.caption, f"(r = {h.r:.2f} over the row)", f"(r = {c.r:.2f})",
          f"at “to” exact patching restores {c.exact:.2f} and the estimate {c.estimate:.2f}")
     assert c.worst_col == "to"
+
+
+def test_07_the_real_english_lstm_same_prompts() -> None:
+    from explorer.probes import interventions as I
+
+    s, p = step(NUMBER, 6)
+    assert p["model"] == "builtin:lstm-lm-wordnet"
+    c = I.contrast(model(p["model"]), p["text"], p["corrupt"], p["answer"], p["wrong"])
+    says(s.caption, f"(LD = {signed(c.clean.ld)} clean, {signed(c.corrupted.ld)} corrupted)",
+         f"moves the verb by {c.clean.ld - c.corrupted.ld:.2f} logits here")
+    generated = I.contrast(model("builtin:lstm-lm"), p["text"], p["corrupt"], p["answer"], p["wrong"])
+    says(s.caption, f"not {generated.clean.ld - generated.corrupted.ld:.1f}")
+    assert c.clean.ld < 0 and c.corrupted.ld < 0  # "prefers “is” after both prompts"
+    first, last = c.tokens.index("to"), c.tokens.index("big")
+    g, h = _grid(p).restored[0], _grid({**p, "site": "h"}).restored[0]
+    says(s.caption, f"restores between {g[first:last + 1].min():.2f} and {g[first:last + 1].max():.2f}",
+         f"at most {h[first:last + 1].max():.2f}")
 
 
 def test_07_one_unit_holds_the_number() -> None:
