@@ -20,7 +20,7 @@ c_out, c_method, c_steps = st.columns([2.2, 1.6, 1], vertical_alignment="bottom"
 with c_method:
     method = c.selectbox("method", label_visibility="collapsed")
 with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
-    of = c.radio("of")
+    of: str = c.radio("of")
     steps = c.number("steps", disabled=method != "integrated gradients")
     outputs = "all" if loaded.adapter.is_encoder_decoder else c.radio(
         "outputs", default=default_outputs(loaded), format_func={

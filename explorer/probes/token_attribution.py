@@ -367,7 +367,7 @@ def price(shape: budget.Shape, reaches: Sequence[int], steps: int) -> budget.Pri
 def within_budget(shape: budget.Shape, reaches: Sequence[int], steps: int) -> tuple[int, str]:
     """(steps, note): the gradient evaluations per output that fit in the per-request budget, at most `steps`, and
     the note saying so when they are fewer ("" when not). Raises RequestOverBudget when not even MIN_STEPS fit."""
-    fit = budget.fit_tokens(lambda s: price(shape, reaches, s), steps)
+    fit = int(budget.fit_tokens(lambda s: price(shape, reaches, s), steps))
     if fit == steps:
         return steps, ""
     if fit < MIN_STEPS or not price(shape, reaches, fit).within():  # Simpson's rule on [0, 1] at least
