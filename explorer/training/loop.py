@@ -24,6 +24,7 @@ import torch.nn as nn
 
 from explorer.training.clock import Clock, TrainingCancelled
 from explorer.training.corpus import Corpus, heldout_seed, load_corpus
+from explorer.training.snapshots import Snapshots, schedule
 from explorer.training.spec import TrainProgress, TrainResult, TrainSpec, validate_spec
 from explorer.training.tasks import Task, task_for
 
@@ -64,11 +65,14 @@ def optimiser_step(task: Task[Any], opt: torch.optim.Optimizer, batch: Any, lr: 
 
 def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | None = None,
                 should_stop: Callable[[], bool] | None = None, device: str = "cpu",
-                cancel: Callable[[], bool] | None = None) -> TrainResult:
+                cancel: Callable[[], bool] | None = None, snapshots: int = 0) -> TrainResult:
     """Train `spec` from scratch (seeded). Stop requests / max_seconds end training cleanly: the model
     trained so far is evaluated (within max_seconds) and returned with meta["train"]["stopped"] = True.
     cancel() ends every phase within a batch and raises TrainingCancelled, as does max_seconds running out before
-    training starts; a model over spec.max_params / max_memory_mb raises explorer.training.budget.TrainBudgetError."""
+    training starts; a model over spec.max_params / max_memory_mb raises explorer.training.budget.TrainBudgetError.
+    snapshots: keep that many snapshots of the weights, log-spaced in steps (explorer.training.snapshots), in the
+    stored dtype, with their held-out loss (computed with torch's random state put back, so the run's own steps are
+    the same as without snapshots): TrainResult.snapshots, listed in meta["snapshots"]."""
     validate_spec(spec)
     clock = Clock(spec.max_seconds, should_stop, cancel)
     random.seed(spec.seed)
@@ -82,9 +86,24 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     rng = random.Random(spec.seed)
     steps_per_epoch = task.steps_per_epoch()
     total_steps = steps_per_epoch * spec.epochs
+    series = Snapshots(schedule(total_steps, snapshots), getattr(torch, spec.stored)) if snapshots else None
     step, stopped, history = 0, False, []
     report_every = max(1, steps_per_epoch // 20)
     epoch = 0
+    since = [0.0, 0]  # the training loss summed since the last snapshot, and its batches
+
+    def snapshot(epoch: int) -> None:
+        assert series is not None
+        state = torch.get_rng_state()
+        model.eval()
+        held = task.heldout_loss()
+        model.train()
+        torch.set_rng_state(state)
+        series.take(model, step, epoch, since[0] / since[1] if since[1] else None, held)
+        since[:] = [0.0, 0]
+
+    if series is not None and series.due(0):
+        snapshot(0)
     for epoch in range(1, spec.epochs + 1):
         model.train()
         run_loss, run_n = 0.0, 0
@@ -92,9 +111,15 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
             if clock.train_over():
                 stopped = True
                 break
-            run_loss += optimiser_step(task, opt, batch, lr_at(step, total_steps, spec), spec.grad_clip)
+            loss = optimiser_step(task, opt, batch, lr_at(step, total_steps, spec), spec.grad_clip)
+            run_loss += loss
             step += 1
             run_n += 1
+            if series is not None:
+                since[0] += loss
+                since[1] += 1
+                if series.due(step):
+                    snapshot(epoch)
             if progress is not None and step % report_every == 0:
                 progress(TrainProgress(epoch, step, total_steps, run_loss / run_n, None, clock.elapsed()))
         if clock.cancelled():
@@ -106,6 +131,8 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
             progress(TrainProgress(epoch, step, total_steps, run_loss / max(run_n, 1), held, clock.elapsed()))
         if stopped:
             break
+    if series is not None and series.infos and series.infos[-1]["step"] != step:  # stopped early: its end too
+        snapshot(epoch)
     train_seconds = clock.elapsed()
     model.eval()
     if spec.stored != "float32":  # evaluate the weights that will be saved
@@ -124,10 +151,13 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
              "spec": spec.to_json(), "history": history}
     if task.notes:
         train["notes"] = list(dict.fromkeys(task.notes))
-    meta = {"name": spec.name, "architecture": spec.architecture, "config": task.config, **task.vocab_meta(),
-            "corpus": corpus_meta(spec, corpus), "metrics": metrics, "train": train,
-            "description": spec.description or f"{spec.architecture} trained on the {corpus.generator} corpus."}
-    return TrainResult(model=model, meta=meta, history=history, stopped=stopped)
+    meta: dict[str, Any] = {
+        "name": spec.name, "architecture": spec.architecture, "config": task.config, **task.vocab_meta(),
+        "corpus": corpus_meta(spec, corpus), "metrics": metrics, "train": train,
+        "description": spec.description or f"{spec.architecture} trained on the {corpus.generator} corpus."}
+    if series is not None:
+        meta["snapshots"] = [dict(info) for info in series.infos]
+    return TrainResult(model=model, meta=meta, history=history, stopped=stopped, snapshots=series)
 
 
 def corpus_meta(spec: TrainSpec, corpus: Corpus) -> dict[str, Any]:

@@ -85,6 +85,7 @@ class TrainResult:
     meta: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
     stopped: bool = False        # ended by should_stop or max_seconds
+    snapshots: Any = None        # explorer.training.snapshots.Snapshots when asked for
 
 
 # ============================================================================================== validation

@@ -4,6 +4,7 @@
     python -m explorer.training.train all            # all of them, one after the other
     python -m explorer.training.train --list
     python -m explorer.training.train --evaluate lstm-lm-wordnet   # add the real-English evaluations to its JSON
+    python -m explorer.training.train lstm-lm --snapshots 30 --out /tmp/x   # and keep 30 snapshots over training
 
 The training itself is explorer.training.loop.train_model, shared with the app's Models page.
 """
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (default 1: on a shared 2-core machine 2 OpenMP threads can be 10x "
                          "slower because they wait on each other; results agree across thread counts)")
+    ap.add_argument("--snapshots", type=int, default=0,
+                    help="keep this many snapshots of the weights over training, log-spaced in steps, in "
+                         "<name>.snapshots.safetensors beside the checkpoint (default 0: none)")
     args = ap.parse_args(argv)
     if args.list or not args.name:
         print("\n".join(BUILTINS))
@@ -60,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for n in names:
         print(f"== {n}", flush=True)
-        res = train_builtin(n, folder=args.out, progress=_show, save=not args.no_save, threads=args.threads)
+        res = train_builtin(n, folder=args.out, progress=_show, save=not args.no_save, threads=args.threads,
+                            snapshots=args.snapshots)
         _print_metrics(res.meta["metrics"])
         print(f"  time: train {res.meta['train']['seconds']}s, eval {res.meta['train']['eval_seconds']}s", flush=True)
     return 0
