@@ -4,7 +4,7 @@
     python -m explorer.training.train all            # all of them, one after the other
     python -m explorer.training.train --list
     python -m explorer.training.train --evaluate lstm-lm-wordnet   # add the real-English evaluations to its JSON
-    python -m explorer.training.train lstm-lm --snapshots 30 --out /tmp/x   # and keep 30 snapshots over training
+    python -m explorer.training.train lstm-lm --snapshots 30 --out runs   # and keep 30 snapshots over training
 
 The training itself is explorer.training.loop.train_model, shared with the app's Models page.
 """
