@@ -57,8 +57,7 @@ class Snapshots:
 
     def take(self, model: nn.Module, step: int, epoch: int, train_loss: float | None, heldout_loss: float | None
              ) -> None:
-        self.states.append({k: v.detach().to("cpu", self.stored).clone() for k, v in model.state_dict().items()
-                            if v.is_floating_point()})
+        self.states.append(_as_stored(model, self.stored))
         self.infos.append({"step": step, "epoch": epoch, "train_loss": train_loss, "heldout_loss": heldout_loss})
 
     def save(self, path: Path) -> list[dict[str, Any]]:
@@ -70,9 +69,14 @@ class Snapshots:
         return [dict(info) for info in self.infos]
 
 
+def _as_stored(model: nn.Module, stored: torch.dtype) -> dict[str, torch.Tensor]:
+    """(name -> tensor) a copy of the model's floating-point weights on the CPU in `stored`."""
+    return {k: v.detach().to("cpu", stored).clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+
+
 def stored_weights(model: nn.Module, stored: torch.dtype) -> dict[str, torch.Tensor]:
     """(name -> float32 tensor) the model's floating-point weights as a snapshot stores them (rounded to `stored`)."""
-    return {k: v.detach().to("cpu", stored).float() for k, v in model.state_dict().items() if v.is_floating_point()}
+    return {k: v.float() for k, v in _as_stored(model, stored).items()}
 
 
 def read(path: Path, meta: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, torch.Tensor]]]:
