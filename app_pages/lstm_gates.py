@@ -6,6 +6,7 @@ from explorer.text.escape import md, md_message
 from explorer.ui import settings
 from explorer.ui.cache import probe, probe_raising
 from explorer.ui.state import Controls
+from explorer.ui.training_steps import trained_model
 from explorer.ui.charts import Origin, badge, show, table
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import lstm_gates as V
@@ -65,12 +66,17 @@ with c_more, st.popover("Units", icon=":material/tune:", width="stretch"):
     if trace.hidden_size > 1:
         top = c.number("top", slider=True, hi=trace.hidden_size, default=min(64, trace.hidden_size))
 values = trace.gates[name][layer, direction]
-units = P.unit_order(values, sort, top)
-show(V.gate_heatmap(trace, name, layer, direction, units, theme), GATES, key="heatmap", filename=f"{name}-layer{layer}",
-     fold=True)
+trained = trained_model(loaded)  # a snapshot: units ordered, and coloured, as the trained model has them
+reference = trace if trained is None else probe_raising(P.rnn_gates, trained, text)
+ref_values = reference.gates[name][layer, direction]
+units = P.unit_order(ref_values, sort, top)
+show(V.gate_heatmap(trace, name, layer, direction, units, theme, None if trained is None else ref_values[:, units]),
+     GATES, key="heatmap", filename=f"{name}-layer{layer}", fold=True)
 st.caption(f"{trace.num_layers} layer{'s' if trace.num_layers > 1 else ''}"
            + (", both directions" if trace.num_directions == 2 else "")
-           + f" · {trace.hidden_size} units, {len(units)} shown, sorted by {sort} (change both under Units)")
+           + f" · {trace.hidden_size} units, {len(units)} shown, sorted by {sort} (change both under Units)"
+           + ("" if trained is None else f"; at every training step the units are sorted, and the colours scaled, "
+                                         f"as in the trained model ({md(trained.id)}) on this sentence"))
 with st.expander(f"What the view read from {md(model_id)}", expanded=loaded.family == "state-dict"):
     badge(Origin("model", "read from the checkpoint's weights and their shapes."))
     st.markdown(V.inferred_markdown(trace))
@@ -87,7 +93,8 @@ if section == SECTIONS[0]:
         unit = c.selectbox("unit", list(range(trace.hidden_size)), default=int(units[0]))
     with u2:
         unit_values = trace.gates[name][layer, direction, :, unit]
-        lo, hi = V.value_range(name, unit_values)
+        lo, hi = V.value_range(name, (unit_values if trained is None
+                                      else reference.gates[name][layer, direction, :, unit]))
         st.html(V.colored_tokens_html(trace.tokens, unit_values, lo, hi, V.state_colorscale(name, theme)))
         st.caption(f"The sentence coloured by the {P.LABELS[name]} of unit {unit} in the heatmap's colours "
                    f"({V.scale_words(name, theme)}; scale {lo:.2f} … {hi:.2f}); hover a word for its value. Pick the "

@@ -347,6 +347,15 @@ VIEWS.append(View("app_pages/lesson_plans.py", "Lessons", ":material/school:", "
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))
 
+# A model trained with snapshots (builtin:lstm-lm, builtin:tiny-gpt: explorer.loading.catalogue.series_steps) is shown
+# at a step of its training in every view that reads one trained model (explorer/ui/training_steps.py).
+TRAIN_STEP = P("int", None, 0, None, "Training step",
+               help="The optimiser step whose snapshot of the model the view reads (a model trained with snapshots); "
+                    "the last step is the trained checkpoint.")
+for _view in VIEWS:
+    if _view not in (HOME, MODELS) and "model" in _view.params and _view.params["model"].kind == "model":
+        _view.params["train_step"] = TRAIN_STEP
+
 BY_PATH: dict[str, View] = {v.url_path: v for v in VIEWS}
 # What explorer.lessons checks: the parameters of each view that has any, and the families of its model picker.
 PARAMS: dict[str, dict[str, object]] = {v.url_path: {k: p.lesson_kind for k, p in v.params.items()}

@@ -53,10 +53,14 @@ def english_train(n: int):
 def test_all_builtins_present_and_small():
     names = builtin_names()
     assert set(ALL) <= set(names)
-    total = sum(p.stat().st_size for p in BUILTIN_DIR.iterdir() if p.is_file())
+    files = [p for p in BUILTIN_DIR.iterdir() if p.is_file()]
+    total = sum(p.stat().st_size for p in files if not p.name.endswith(".snapshots.safetensors"))
     # 19 MB of generated-English checkpoints, then the real-English ones (at most 60 MB with their corpus:
     # tests/test_real_english.py)
     assert total <= 80 * 2**20, f"assets/builtin is {total / 2**20:.1f} MB (limit 80 MB)"
+    # the training series (16 float16 snapshots of builtin:lstm-lm and of builtin:tiny-gpt): at most 45 MB
+    series = sum(p.stat().st_size for p in files if p.name.endswith(".snapshots.safetensors"))
+    assert series <= 45 * 2**20, f"the snapshot series are {series / 2**20:.1f} MB (limit 45 MB)"
 
 
 @pytest.mark.parametrize("name", ALL)

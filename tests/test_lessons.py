@@ -289,10 +289,14 @@ def _url_keys(source: str) -> set[str]:
             key = kw.get("key") or (node.args[0] if node.args else None)
         elif isinstance(func, ast.Name) and func.id == "model_picker":
             key = kw.get("key", ast.Constant("model"))
+            steps = kw.get("training_steps")
+            if isinstance(key, ast.Constant) and key.value == "model" and not (
+                    isinstance(steps, ast.Constant) and steps.value is False):
+                found.add("train_step")  # the training-step control under the view's model picker
         elif isinstance(func, ast.Name) and func.id in ("sentence_input", "model_sentence"):
             key = ast.Constant("text")
         elif isinstance(func, ast.Name) and func.id == "model_and_sentence":
-            found.add("model")
+            found.update(("model", "train_step"))
             key = ast.Constant("text")
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and not key.value.startswith("_"):
             found.add(key.value)

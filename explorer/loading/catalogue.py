@@ -7,6 +7,8 @@ Ids (usable in URLs, `?model=<id>`):
   local:<folder>      a sub-folder of a folder listed in EXPLORER_MODEL_PATH (os.pathsep-separated)
   upload:<hash>       files uploaded in the browser, parsed in memory (explorer.loading.uploads), listed only to
                       the sessions that hold them
+  builtin:<name>@<step>  the snapshot of a built-in at that optimiser step, where it was trained with snapshots
+                      (<name>.snapshots.safetensors; `series_steps`)
 
 Only folders listed by the server's EXPLORER_MODEL_PATH are ever opened: a name that came from the browser
 is looked up in that listing, never joined into a path. Loading is explorer.loading.loaders.load_model.
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Iterable
 
 from explorer.models.build import FAMILY_OF_ARCHITECTURE
+from explorer.loading.checkpoint import series_path
+from explorer.loading.checkpoint import series_steps as checkpoint_series_steps
 from explorer.loading.pretrained import available
 from explorer.files.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
 from explorer.loading.uploads import uploaded_entries
@@ -41,15 +45,18 @@ FAMILIES: dict[str, str] = {
 }
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95})?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_STEP = re.compile(r"^[0-9]{1,9}$")
 
 
 # ----------------------------------------------------------------------------------------------- ids
 @dataclass(frozen=True)
 class ModelId:
-    """A parsed catalogue id: kind in KINDS, name validated for that kind."""
+    """A parsed catalogue id: kind in KINDS, name validated for that kind, and the training step of a snapshot (None:
+    the model as trained)."""
 
     kind: str
     name: str
+    step: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> "ModelId":
@@ -62,16 +69,28 @@ class ModelId:
         kind, name = text.strip().split(":", 1)
         if kind not in KINDS:
             raise ModelLoadError(f"Unknown model kind '{kind[:40]}': use one of {', '.join(KINDS)}.")
+        step = None
+        if "@" in name:
+            name, _, raw = name.rpartition("@")
+            if kind != "builtin" or not _STEP.match(raw):
+                raise ModelLoadError(f"'{text[:120]}' is not a valid model id: '@<step>' names a snapshot of a "
+                                     "built-in model trained with snapshots, e.g. builtin:lstm-lm@127.")
+            step = int(raw)
         pattern = _REPO_ID if kind == "hf" else _NAME
         if not pattern.match(name) or ".." in name:
             what = {"hf": "a Hugging Face id is 'name' or 'owner/name'",
                     "local": "use the name of a folder listed in EXPLORER_MODEL_PATH"}.get(kind, "a name")
             raise ModelLoadError(f"'{text[:120]}' is not a valid {kind} model id: {what} (letters, digits, "
                                  "'-', '_', '.'), never a path.")
-        return cls(kind, name)
+        return cls(kind, name, step)
+
+    @property
+    def base(self) -> str:
+        """The id of the model as trained (without the snapshot's step)."""
+        return f"{self.kind}:{self.name}"
 
     def __str__(self) -> str:
-        return f"{self.kind}:{self.name}"
+        return self.base if self.step is None else f"{self.base}@{self.step}"
 
 
 @dataclass(frozen=True)
@@ -152,6 +171,20 @@ def _read_builtin_meta(name: str) -> dict | None:
     except OSError:
         return None
     return _read_meta_file(path, stamp)
+
+
+def series_steps(model_id: str) -> tuple[int, ...]:
+    """The training steps at which `model_id` (a built-in, with or without @step) has snapshots, ascending; () when it
+    has none (not a built-in, trained without snapshots, or its series file is missing)."""
+    try:
+        mid = ModelId.parse(model_id)
+    except ModelLoadError:
+        return ()
+    if mid.kind != "builtin" or mid.name not in builtin_names():
+        return ()
+    if not series_path(BUILTIN_DIR / f"{mid.name}.safetensors").is_file():
+        return ()
+    return checkpoint_series_steps(_read_builtin_meta(mid.name))
 
 
 @functools.lru_cache(maxsize=256)

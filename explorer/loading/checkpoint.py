@@ -4,13 +4,18 @@ meta schema:
     {"name": str, "architecture": key of explorer.models.build.ARCHITECTURES, "config": build_model kwargs,
      "vocab": [str] | "src_vocab": [str] + "tgt_vocab": [str] (seq2seq),
      "corpus": {"generator": "english"|"wordnet"|"translation"|"dates"|"user", "seed", "n_train", "n_heldout", "level"},
-     "metrics": {...}, "train": {"epochs", "seconds", "device", "torch"}, "description": str}
+     "metrics": {...}, "train": {"epochs", "seconds", "device", "torch"}, "description": str,
+     "snapshots": [{"step", "epoch", "train_loss", "heldout_loss", …}] (optional: a run's snapshots)}
+
+A run's snapshots (explorer.training.snapshots) sit beside it in `<name>.snapshots.safetensors`: tensor "<i>/<key>"
+is parameter <key> of snapshot i, listed as meta["snapshots"][i].
 """
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -104,3 +109,38 @@ def read_meta(meta_path: Path) -> dict:
         raise ValueError(f"{Path(meta_path).name} is not valid JSON: {e}") from e
     validate_meta(meta)
     return meta
+
+
+SERIES_SUFFIX = ".snapshots.safetensors"
+
+
+def series_path(weights_path: Path) -> Path:
+    """Where the snapshots of the checkpoint whose weights are `weights_path` (<name>.safetensors) are kept."""
+    return weights_path.with_name(weights_path.name[: -len(".safetensors")] + SERIES_SUFFIX)
+
+
+def series_steps(meta: Any) -> tuple[int, ...]:
+    """The optimiser steps of the snapshots that meta["snapshots"] lists, in order; () when it lists none or is not
+    a list of {"step": int ≥ 0} in ascending order."""
+    infos = meta.get("snapshots") if isinstance(meta, dict) else None
+    if not isinstance(infos, list) or not infos:
+        return ()
+    steps = [i.get("step") if isinstance(i, dict) else None for i in infos]
+    if not all(type(s) is int and s >= 0 for s in steps) or steps != sorted(set(steps)):  # type: ignore[type-var]
+        return ()
+    return tuple(steps)  # type: ignore[arg-type]
+
+
+def read_snapshot(path: Path, index: int) -> tuple[dict[str, torch.Tensor], str]:
+    """({parameter: float32 tensor}, the dtype they were stored in) of snapshot `index` in a series file: only its
+    tensors are read (safetensors maps the file), so a step of a long series loads in milliseconds."""
+    from safetensors import safe_open
+
+    prefix = f"{index}/"
+    with safe_open(str(path), framework="pt") as f:
+        keys = [k for k in f.keys() if k.startswith(prefix)]
+        if not keys:
+            raise ValueError(f"{path.name} holds no snapshot {index}")
+        tensors = {k[len(prefix):]: f.get_tensor(k) for k in keys}
+    stored = sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()})
+    return {k: t.float() for k, t in tensors.items()}, "/".join(stored)

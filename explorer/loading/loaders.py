@@ -15,6 +15,7 @@ import torch
 
 from explorer.loading import pretrained
 from explorer.loading.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
+from explorer.loading.checkpoint import read_snapshot, series_path, series_steps
 from explorer.runtime.device import DTYPES, is_out_of_memory, resolve
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
@@ -170,11 +171,39 @@ def _load_builtin(mid: ModelId, device: str, dtype: str) -> LoadedModel:
     meta = read_json_file(BUILTIN_DIR / f"{mid.name}.json")
     if not isinstance(meta, dict):
         raise CorruptFileError(f"{mid}: its JSON is not an object.")
-    state = read_state_dict_file(BUILTIN_DIR / f"{mid.name}.safetensors")
+    weights = BUILTIN_DIR / f"{mid.name}.safetensors"
+    state = read_state_dict_file(weights)
+    if mid.step is not None:
+        meta, state = _snapshot(mid, meta, weights, state)
     model = from_checkpoint(meta, state, str(mid))
     family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "state-dict")
     return LoadedModel(str(mid), family, _place(model, device, dtype), device, dtype, meta,
                        vocabs=vocabs_from_meta(meta))
+
+
+def _snapshot(mid: ModelId, meta: dict, weights: Path, state: dict[str, torch.Tensor]
+              ) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The meta and state dict of the snapshot at mid.step of a built-in trained with snapshots: the checkpoint's
+    tensors with the snapshot's floating-point ones in their place (float32 values of the stored float16), and
+    meta["snapshot"] = {step, epoch, train_loss, heldout_loss, index, of (steps in the series), dtype, base}."""
+    steps = series_steps(meta) if series_path(weights).is_file() else ()
+    if not steps:
+        raise ModelLoadError(f"{mid.base} was not trained with snapshots: it has no step {mid.step} to show.")
+    if mid.step not in steps:
+        shown = ", ".join(map(str, steps))
+        raise ModelLoadError(f"{mid.base} has no snapshot at step {mid.step}: its snapshots are at steps {shown}.")
+    index = steps.index(mid.step)
+    try:
+        snap, stored = read_snapshot(series_path(weights), index)
+    except Exception as exc:
+        raise CorruptFileError(f"{mid}: its snapshot could not be read ({type(exc).__name__}).") from None
+    unknown = sorted(set(snap) - set(state))
+    if unknown:
+        raise CorruptFileError(f"{mid}: its snapshot holds tensors the model does not have ({unknown[0]!r}).")
+    state = {**state, **snap}
+    info = {**meta["snapshots"][index], "index": index, "of": len(steps), "steps": list(steps), "dtype": stored,
+            "base": mid.base}
+    return {**meta, "snapshot": info}, state
 
 
 def _load_pretrained(mid: ModelId, device: str, dtype: str, task: str | None,

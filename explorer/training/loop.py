@@ -65,14 +65,16 @@ def optimiser_step(task: Task[Any], opt: torch.optim.Optimizer, batch: Any, lr: 
 
 def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | None = None,
                 should_stop: Callable[[], bool] | None = None, device: str = "cpu",
-                cancel: Callable[[], bool] | None = None, snapshots: int = 0) -> TrainResult:
+                cancel: Callable[[], bool] | None = None, snapshots: int = 0,
+                snapshot_dtype: str | None = None) -> TrainResult:
     """Train `spec` from scratch (seeded). Stop requests / max_seconds end training cleanly: the model
     trained so far is evaluated (within max_seconds) and returned with meta["train"]["stopped"] = True.
     cancel() ends every phase within a batch and raises TrainingCancelled, as does max_seconds running out before
     training starts; a model over spec.max_params / max_memory_mb raises explorer.training.budget.TrainBudgetError.
-    snapshots: keep that many snapshots of the weights, log-spaced in steps (explorer.training.snapshots), in the
-    stored dtype, with their held-out loss (computed with torch's random state put back, so the run's own steps are
-    the same as without snapshots): TrainResult.snapshots, listed in meta["snapshots"]."""
+    snapshots: keep that many snapshots of the weights, log-spaced in steps (explorer.training.snapshots), in
+    snapshot_dtype (default: the spec's stored dtype), with the held-out loss of the weights as stored (computed with
+    torch's random state put back, so the run's own steps are the same as without snapshots): TrainResult.snapshots,
+    listed in meta["snapshots"]."""
     validate_spec(spec)
     clock = Clock(spec.max_seconds, should_stop, cancel)
     random.seed(spec.seed)
@@ -86,7 +88,8 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     rng = random.Random(spec.seed)
     steps_per_epoch = task.steps_per_epoch()
     total_steps = steps_per_epoch * spec.epochs
-    series = Snapshots(schedule(total_steps, snapshots), getattr(torch, spec.stored)) if snapshots else None
+    series = (Snapshots(schedule(total_steps, snapshots), getattr(torch, snapshot_dtype or spec.stored))
+              if snapshots else None)
     step, stopped, history = 0, False, []
     report_every = max(1, steps_per_epoch // 20)
     epoch = 0
@@ -96,7 +99,7 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
         assert series is not None
         state = torch.get_rng_state()
         model.eval()
-        held = task.heldout_loss()
+        held = series.heldout_loss_as_stored(model, task.heldout_loss)
         model.train()
         torch.set_rng_state(state)
         series.take(model, step, epoch, since[0] / since[1] if since[1] else None, held)

@@ -88,11 +88,12 @@ for _name, _spec in BUILTINS.items():
 
 def train_builtin(name: str, folder: str | Path | None = None,
                   progress: Callable[[TrainProgress], None] | None = None, save: bool = True,
-                  threads: int | None = 1, snapshots: int = 0) -> TrainResult:
+                  threads: int | None = 1, snapshots: int = 0, snapshot_dtype: str | None = None) -> TrainResult:
     """Train the built-in `name` from scratch with its recipe and (by default) save it to assets/builtin.
 
     snapshots: keep that many snapshots over training (explorer.training.snapshots; 0: none), saved beside the
-    checkpoint as <name>.snapshots.safetensors in the recipe's stored dtype and listed in its meta.
+    checkpoint as <name>.snapshots.safetensors in snapshot_dtype (default: the recipe's stored dtype) and listed in
+    its meta.
 
     threads: torch CPU threads (1 by default: on an oversubscribed 2-core machine two OpenMP threads wait on
     each other and run up to 10x slower). Results agree across thread counts up to float rounding."""
@@ -102,7 +103,8 @@ def train_builtin(name: str, folder: str | Path | None = None,
         raise ValueError(f"unknown built-in {name!r}; expected one of {sorted(BUILTINS)}")
     if threads:
         torch.set_num_threads(threads)
-    result = train_model(replace(BUILTINS[name]), progress=progress, snapshots=snapshots)
+    result = train_model(replace(BUILTINS[name]), progress=progress, snapshots=snapshots,
+                         snapshot_dtype=snapshot_dtype)
     if save:
         stored = getattr(torch, BUILTINS[name].stored)
         save_checkpoint(result.model, result.meta, Path(folder or BUILTIN_DIR), name,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -58,7 +58,20 @@ class Snapshots:
     def take(self, model: nn.Module, step: int, epoch: int, train_loss: float | None, heldout_loss: float | None
              ) -> None:
         self.states.append(_as_stored(model, self.stored))
-        self.infos.append({"step": step, "epoch": epoch, "train_loss": train_loss, "heldout_loss": heldout_loss})
+        self.infos.append({"step": step, "epoch": epoch, "train_loss": train_loss, "heldout_loss": heldout_loss,
+                           "dtype": str(self.stored).removeprefix("torch.")})
+
+    def heldout_loss_as_stored(self, model: nn.Module, heldout_loss: Callable[[], float | None]) -> float | None:
+        """heldout_loss() of `model` with its weights rounded to the stored dtype (put back after)."""
+        if self.stored == torch.float32:
+            return heldout_loss()
+        live = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+        with torch.no_grad():
+            model.load_state_dict(stored_weights(model, self.stored), strict=False)
+            try:
+                return heldout_loss()
+            finally:
+                model.load_state_dict(live, strict=False)
 
     def save(self, path: Path) -> list[dict[str, Any]]:
         """Write every snapshot's weights to `path` (safetensors); returns meta["snapshots"]."""
@@ -81,11 +94,6 @@ def stored_weights(model: nn.Module, stored: torch.dtype) -> dict[str, torch.Ten
 
 def read(path: Path, meta: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, torch.Tensor]]]:
     """Each snapshot's info (meta["snapshots"]) and its state dict as float32 tensors, from a file written by save."""
-    from explorer.files.safe_load import read_state_dict_file
+    from explorer.loading.checkpoint import read_snapshot
 
-    flat = read_state_dict_file(path)
-    out = []
-    for i, info in enumerate(meta.get("snapshots", [])):
-        prefix = f"{i}/"
-        out.append((info, {k[len(prefix):]: v.float() for k, v in flat.items() if k.startswith(prefix)}))
-    return out
+    return [(info, read_snapshot(path, i)[0]) for i, info in enumerate(meta.get("snapshots", []))]

@@ -5,6 +5,7 @@
     python -m explorer.training.train --list
     python -m explorer.training.train --evaluate lstm-lm-wordnet   # add the real-English evaluations to its JSON
     python -m explorer.training.train lstm-lm --snapshots 30 --out runs   # and keep 30 snapshots over training
+    python -m explorer.training.train lstm-lm --snapshots 16 --snapshot-dtype float16   # the shipped series
 
 The training itself is explorer.training.loop.train_model, shared with the app's Models page.
 """
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--snapshots", type=int, default=0,
                     help="keep this many snapshots of the weights over training, log-spaced in steps, in "
                          "<name>.snapshots.safetensors beside the checkpoint (default 0: none)")
+    ap.add_argument("--snapshot-dtype", choices=("float32", "float16", "bfloat16"), default=None,
+                    help="the snapshots' stored dtype (default: the recipe's; the shipped series are float16)")
     args = ap.parse_args(argv)
     if args.list or not args.name:
         print("\n".join(BUILTINS))
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         print(f"== {n}", flush=True)
         res = train_builtin(n, folder=args.out, progress=_show, save=not args.no_save, threads=args.threads,
-                            snapshots=args.snapshots)
+                            snapshots=args.snapshots, snapshot_dtype=args.snapshot_dtype)
         _print_metrics(res.meta["metrics"])
         print(f"  time: train {res.meta['train']['seconds']}s, eval {res.meta['train']['eval_seconds']}s", flush=True)
     return 0

@@ -9,6 +9,7 @@ import streamlit as st
 
 from explorer.adapters.protocols import Loaded
 from explorer.loading.catalogue import ModelId
+from explorer.ui.training_steps import step_control
 from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.device import is_large
 from explorer.text.escape import md, md_message
@@ -137,9 +138,11 @@ def model_sentence(loaded: Loaded, purpose: str, **kwargs: Any) -> str:
 
 
 def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
-                 extra: Sequence[str] = (), none_label: str | None = None, **kwargs: Any) -> str:
+                 extra: Sequence[str] = (), none_label: str | None = None, training_steps: bool = True,
+                 **kwargs: Any) -> str:
     """Choose a catalogue id (kept in ?model=). `families`: keys of explorer.loading.catalogue.FAMILIES this view can
-    read.
+    read. The view's model (key "model") trained with snapshots gets the training-step control under the picker
+    (explorer.ui.training_steps; training_steps=False: not), and the id returned is that of the chosen step's model.
 
     An id from the URL that is not in the offline catalogue (e.g. hf:<repo>) is offered too, so links work.
     With `none_label`, the first option is "none" (shown as none_label): an optional second model. kwargs go to
@@ -164,7 +167,8 @@ def model_picker(families: Iterable[str] | None, default: str, label: str = "Mod
         options = [default]
     if default not in options:
         default = options[0]
-    return state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i), **kwargs)
+    chosen = state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i), **kwargs)
+    return step_control(chosen) if training_steps and key == "model" else chosen
 
 
 def follow_preset(values: Sequence[str] | None, keys: Sequence[str]) -> None:

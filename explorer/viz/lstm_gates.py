@@ -34,7 +34,8 @@ def token_labels(tokens: Sequence[str]) -> list[str]:
 
 
 def _range(name: str, values: np.ndarray) -> dict:
-    """Colour range: gates in [0, 1]; tanh states in [-1, 1]; c (and relu h) symmetric around 0."""
+    """Colour range: gates in [0, 1]; tanh states in [-1, 1]; c (and relu h) symmetric around 0, to the largest
+    |value| of `values` (the values shown, or those of another run the scale is shared with)."""
     if name in BOUNDED01:
         return {"zmin": 0.0, "zmax": 1.0}
     bound = max(float(np.abs(values).max()) if values.size else 1.0, 1e-6)
@@ -50,12 +51,14 @@ def value_range(name: str, values: np.ndarray) -> tuple[float, float]:
 
 
 def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units: np.ndarray,
-                 theme: Theme = NORMAL) -> go.Figure:
-    """Token × unit heatmap of state `name` (z = gates[name][layer, direction][:, units], rows = tokens)."""
+                 theme: Theme = NORMAL, scale_from: np.ndarray | None = None) -> go.Figure:
+    """Token × unit heatmap of state `name` (z = gates[name][layer, direction][:, units], rows = tokens); its colour
+    range from `scale_from` (values of another run, e.g. the trained model's) where given, else from z."""
     z = trace.gates[name][layer, direction][:, units]
     colorscale = state_colorscale(name, theme)
     heat = dict(type="heatmap", z=z, x=[str(u) for u in units], y=token_labels(trace.tokens),
-                colorscale=colorscale, colorbar={"title": {"text": name}}, **_range(name, z),
+                colorscale=colorscale, colorbar={"title": {"text": name}},
+                **_range(name, z if scale_from is None else scale_from),
                 hovertemplate="token %{y}<br>unit %{x}<br>" + name + " = %{z:.5f}<extra></extra>")
     title = f"{LABELS[name]} · layer {layer}" + (f" · {'backward' if direction else 'forward'}"
                                                  if trace.num_directions > 1 else "")

@@ -1,0 +1,133 @@
+"""The training-step control: a model trained with snapshots (explorer.loading.catalogue.series_steps) is read at a
+chosen optimiser step of its training, kept in ?train_step=; the play button steps through the snapshots.
+
+The view keeps its sentence and controls; only the model changes: the step's snapshot is the catalogue id
+`<id>@<step>` (explorer.loading.loaders), cached like any model, so its results are cached apart from the trained
+model's. The last step is the trained checkpoint itself.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import streamlit as st
+
+from explorer.loading.catalogue import ModelId, builtin_metas, series_steps
+from explorer.text.escape import md
+from explorer.ui import state
+from explorer.ui.cache import get_model
+
+KEY = "train_step"
+PLAYING = "_train_playing"
+LAST_TICK = "_train_tick"
+SERIES = "_train_series"  # the model whose steps KEY counts
+PLAY_SECONDS = 1.5  # between two steps while playing
+
+
+def nearest(steps: Sequence[int], step: int) -> int:
+    """The step of `steps` closest to `step` (the earlier one on a tie)."""
+    return min(steps, key=lambda s: (abs(s - step), s))
+
+
+def _parse(raw: str) -> int:
+    return int(float(raw.strip()))
+
+
+def _toggle_play(steps: tuple[int, ...]) -> None:
+    playing = not st.session_state.get(PLAYING, False)
+    st.session_state[PLAYING] = playing
+    if playing:
+        if st.session_state.get(KEY) == steps[-1]:
+            st.session_state[KEY] = steps[0]  # from the start again
+        st.session_state[LAST_TICK] = time.monotonic()
+
+
+def _play(steps: tuple[int, ...]) -> None:
+    """While playing: every PLAY_SECONDS, the next step (a rerun of the page); at the last step, stop."""
+
+    @st.fragment(run_every=PLAY_SECONDS)
+    def tick() -> None:
+        if not st.session_state.get(PLAYING):
+            return
+        if time.monotonic() - st.session_state.get(LAST_TICK, 0.0) < PLAY_SECONDS * 0.9:
+            return  # the page's own run, not the timer's
+        at = steps.index(st.session_state[KEY]) if st.session_state.get(KEY) in steps else -1
+        if at + 1 >= len(steps):
+            st.session_state[PLAYING] = False
+            return
+        st.session_state[KEY] = steps[at + 1]
+        st.session_state[LAST_TICK] = time.monotonic()
+        st.rerun()
+
+    tick()
+
+
+def caption(meta: dict, step: int) -> str:
+    """What `step` of the series in a checkpoint's meta is: its epoch and held-out loss (the last step: the trained
+    checkpoint itself; another: its snapshot, in the dtype it was stored in)."""
+    infos = meta.get("snapshots") or []
+    end = infos[-1]["step"] if infos else step
+    if step == end:
+        history = (meta.get("train") or {}).get("history") or []
+        loss = history[-1].get("heldout_loss") if history and isinstance(history[-1], dict) else None
+        said = f" · held-out loss {loss:.3f}" if isinstance(loss, float) else ""
+        return f"Step {end:,} of {end:,}: the trained checkpoint{said}"
+    info: dict[str, Any] = next((i for i in infos if i.get("step") == step), {})
+    loss = info.get("heldout_loss")
+    said = f" · held-out loss {loss:.3f}" if isinstance(loss, float) else ""
+    stored = f" · weights stored in {info['dtype']}, computed in float32" if info.get("dtype") else ""
+    return f"Step {step:,} of {end:,} (epoch {info.get('epoch', 0)}){said}{stored}"
+
+
+def _forget() -> None:
+    """No step chosen: the session's and the URL's dropped, playing stopped."""
+    st.session_state.pop(KEY, None)
+    st.session_state[PLAYING] = False
+    if state.url_value(KEY) is not None:
+        del st.query_params[KEY]
+
+
+def trained_model(loaded: Any) -> Any:
+    """The trained checkpoint of a snapshot (`loaded` read at a training step: meta["snapshot"]), loaded like any model,
+    for what a view keeps fixed across the steps (an order, a colour range); None for any other model."""
+    snap = getattr(loaded, "meta", {}).get("snapshot")
+    return get_model(snap["base"]) if isinstance(snap, dict) and snap.get("base") else None
+
+
+def step_control(model_id: str) -> str:
+    """Under the model picker: for a model trained with snapshots, the training-step slider and play button; returns
+    the id of the model at the chosen step (`model_id` itself at the last step, or for a model without snapshots)."""
+    steps = series_steps(model_id)
+    if not steps:
+        _forget()
+        st.session_state.pop(SERIES, None)
+        return model_id
+    base = ModelId.parse(model_id).base
+    if st.session_state.get(SERIES, base) != base:  # another model's series: start at its trained checkpoint
+        _forget()
+    st.session_state[SERIES] = base
+    state.seed(KEY, steps[-1], _parse)
+    chosen = st.session_state.get(KEY)
+    note = ""
+    if not isinstance(chosen, int) or chosen not in steps:
+        st.session_state[KEY] = nearest(steps, chosen) if isinstance(chosen, int) else steps[-1]
+        if isinstance(chosen, int):
+            note = f"Step {chosen:,} has no snapshot: showing the nearest one, step {st.session_state[KEY]:,}."
+    playing = bool(st.session_state.get(PLAYING))
+    col_slider, col_play = st.columns([5, 1], vertical_alignment="bottom")
+    with col_slider:
+        step = st.select_slider("Training step", options=list(steps), key=KEY, format_func=lambda s: f"{s:,}",
+                                help="The model as it was at this optimiser step of its training (its snapshot); "
+                                     "the sentence and the view's settings stay, only the model changes.")
+    with col_play:
+        st.button("⏸" if playing else "▶", key="train_play", on_click=_toggle_play, args=(steps,),
+                  help="Pause" if playing else "Play: step through the snapshots")
+    if step != steps[-1] or state.url_value(KEY) is not None:
+        state.write(KEY, step)
+    meta = builtin_metas().get(ModelId.parse(model_id).name, {})
+    st.caption(md(caption(meta, step)))
+    if note:
+        st.info(note)
+    if playing:
+        _play(steps)
+    return base if step == steps[-1] else f"{base}@{step}"

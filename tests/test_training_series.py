@@ -1,0 +1,170 @@
+"""The shipped training series (builtin:lstm-lm and builtin:tiny-gpt, 16 float16 snapshots each) and the training-step
+control every view that reads a trained model gets (explorer/ui/training_steps.py, ?train_step=).
+
+Checked against independent computations: the first snapshot is the recipe's seeded initialisation, the last the
+shipped checkpoint, each snapshot's held-out loss is recomputed from the weights the catalogue loads for `<id>@<step>`,
+and a view at a step shows the numbers of that snapshot and nothing else changes."""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import assert_no_exception, run_page
+from explorer.files.safe_load import ModelLoadError
+from explorer.loading.catalogue import BUILTIN_DIR, ModelId, series_steps
+from explorer.loading.checkpoint import read_snapshot, series_path
+from explorer.loading.loaders import load_model
+from explorer.training.recipes import BUILTINS
+from explorer.training.snapshots import schedule, stored_weights
+from plotly_arrays import plotly_array
+
+torch.set_num_threads(1)
+SERIES = ("lstm-lm", "tiny-gpt")
+
+
+def meta(name: str) -> dict:
+    return json.loads((BUILTIN_DIR / f"{name}.json").read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def recipe_task(name: str):
+    """The recipe's task as train_model starts it: seeded, its model the initialisation, its held-out data."""
+    from explorer.training.corpus import load_corpus
+    from explorer.training.tasks import task_for
+
+    spec = BUILTINS[name]
+    random.seed(spec.seed)
+    torch.manual_seed(spec.seed)
+    return task_for(spec, load_corpus(spec), "cpu", None)
+
+
+@pytest.mark.parametrize("name", SERIES)
+def test_the_shipped_series_runs_from_the_seeded_initialisation_to_the_checkpoint(name: str) -> None:
+    m = meta(name)
+    steps = series_steps(f"builtin:{name}")
+    assert steps == schedule(m["train"]["steps"], 16) and len(m["snapshots"]) == 16
+    assert all(info["dtype"] == "float16" for info in m["snapshots"])
+    first, stored = read_snapshot(series_path(BUILTIN_DIR / f"{name}.safetensors"), 0)
+    assert stored == "float16"
+    init = stored_weights(recipe_task(name).model, torch.float16)
+    assert first.keys() == init.keys() and all(torch.equal(first[k], init[k]) for k in init)
+    last, _ = read_snapshot(series_path(BUILTIN_DIR / f"{name}.safetensors"), len(steps) - 1)
+    trained = load_model(f"builtin:{name}").model
+    final = stored_weights(trained, torch.float16)
+    assert all(torch.equal(last[k], final[k]) for k in final)
+    losses = [info["heldout_loss"] for info in m["snapshots"]]
+    assert losses[0] > 6 and losses[-1] < 3.2 and losses[-1] == pytest.approx(m["metrics"]["heldout_loss"], abs=2e-3)
+
+
+@pytest.mark.parametrize("name,index", [("lstm-lm", 0), ("lstm-lm", 10), ("tiny-gpt", 9), ("tiny-gpt", 15)])
+def test_a_step_loads_its_snapshot_and_its_held_out_loss_is_the_saved_one(name: str, index: int) -> None:
+    m = meta(name)
+    step = m["snapshots"][index]["step"]
+    loaded = load_model(f"builtin:{name}@{step}")
+    assert loaded.id == f"builtin:{name}@{step}" and loaded.meta["snapshot"]["step"] == step
+    assert loaded.meta["snapshot"]["base"] == f"builtin:{name}" and loaded.meta["snapshot"]["dtype"] == "float16"
+    snap, _ = read_snapshot(series_path(BUILTIN_DIR / f"{name}.safetensors"), index)
+    state = loaded.model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in snap.items())
+    task = recipe_task(name)
+    saved_model = task.model
+    try:
+        task.model = copy.deepcopy(saved_model)
+        task.model.load_state_dict(state)
+        task.model.eval()
+        assert task.heldout_loss() == pytest.approx(m["snapshots"][index]["heldout_loss"], abs=1e-5)
+    finally:
+        task.model = saved_model
+
+
+@pytest.mark.parametrize("model_id,said", [
+    ("builtin:lstm-lm@7", "no snapshot at step 7: its snapshots are at steps 0, 1, 2, 3, 5, 9"),
+    ("builtin:gru-lm@5", "was not trained with snapshots"),
+    ("pretrained:smollm2@3", "names a snapshot of a built-in model"),
+    ("builtin:lstm-lm@-1", "names a snapshot of a built-in model"),
+    ("builtin:lstm-lm@1e3", "names a snapshot of a built-in model"),
+])
+def test_a_step_that_is_not_in_a_series_is_refused_with_the_steps_there_are(model_id: str, said: str) -> None:
+    with pytest.raises(ModelLoadError, match=said.replace("(", r"\(")):
+        load_model(model_id)
+
+
+def test_model_ids_keep_their_step() -> None:
+    mid = ModelId.parse("builtin:lstm-lm@127")
+    assert (mid.kind, mid.name, mid.step, mid.base, str(mid)) == ("builtin", "lstm-lm", 127, "builtin:lstm-lm",
+                                                                  "builtin:lstm-lm@127")
+    assert series_steps("builtin:gru-lm") == () and series_steps("hf:gpt2") == () and series_steps("nonsense") == ()
+
+
+# ------------------------------------------------------------------------------------------ the step control
+TEXT = "the keys to the old cabinet are on the table ."
+
+
+def _heatmap(at) -> dict:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+
+
+def _slider(at):
+    return next(s for s in at.select_slider if s.key == "train_step")
+
+
+def test_the_recurrent_cell_at_a_step_shows_that_snapshot_in_the_trained_models_frame() -> None:
+    from explorer.probes.lstm_gates import rnn_gates, unit_order
+
+    at = run_page("app_pages/lstm_gates.py", {"model": "builtin:lstm-lm", "train_step": "127", "text": TEXT,
+                                              "gate": "c", "sort": "variance", "top": "20"})
+    assert_no_exception(at)
+    assert _slider(at).value == 127 and list(_slider(at).options) == [f"{s:,}" for s in series_steps("builtin:lstm-lm")]
+    captions = " | ".join(c.value for c in at.caption).replace("\\", "")
+    assert "Step 127 of 1,878 (epoch 1) · held-out loss 4.075 · weights stored in float16" in captions
+    snapshot, trained = (rnn_gates(load_model(i), TEXT) for i in ("builtin:lstm-lm@127", "builtin:lstm-lm"))
+    units = unit_order(trained.gates["c"][0, 0], "variance", 20)  # the trained model's order, at every step
+    heat = _heatmap(at)
+    np.testing.assert_allclose(plotly_array(heat["z"]), snapshot.gates["c"][0, 0][:, units], atol=1e-6)
+    assert heat["x"] == [str(u) for u in units]
+    bound = float(np.abs(trained.gates["c"][0, 0][:, units]).max())  # and its colour range
+    assert heat["zmax"] == pytest.approx(bound) and heat["zmin"] == pytest.approx(-bound)
+    # the last step is the trained checkpoint; only the model changed: the sentence and the settings stay
+    _slider(at).set_value(1878).run()
+    assert_no_exception(at)
+    assert at.query_params["train_step"] == "1878" and at.query_params["text"] == TEXT
+    assert at.query_params["gate"] == "c" and at.query_params["top"] == "20"
+    heat = _heatmap(at)
+    np.testing.assert_allclose(plotly_array(heat["z"]), trained.gates["c"][0, 0][:, units], atol=1e-6)
+    assert "Step 1,878 of 1,878: the trained checkpoint · held-out loss 3.086" in \
+        " | ".join(c.value for c in at.caption).replace("\\", "")
+
+
+def test_a_step_between_snapshots_shows_the_nearest_and_says_so() -> None:
+    at = run_page("app_pages/logit_lens.py", {"model": "builtin:tiny-gpt", "train_step": "100", "text": TEXT})
+    assert_no_exception(at)
+    assert _slider(at).value == 98 and at.query_params["train_step"] == "98"
+    assert "Step 100 has no snapshot: showing the nearest one, step 98." in [i.value for i in at.info]
+
+
+def test_a_model_without_snapshots_has_no_step_control_and_drops_the_step() -> None:
+    at = run_page("app_pages/lstm_gates.py", {"model": "builtin:gru-lm", "train_step": "127", "text": TEXT})
+    assert_no_exception(at)
+    assert not [s for s in at.select_slider if s.key == "train_step"] and "train_step" not in at.query_params
+
+
+@pytest.mark.parametrize("page,model", [("app_pages/self_attention.py", "builtin:tiny-gpt"),
+                                        ("app_pages/logit_lens.py", "builtin:tiny-gpt"),
+                                        ("app_pages/decoding_strategies.py", "builtin:lstm-lm"),
+                                        ("app_pages/positional_encodings.py?panel=learned", "builtin:tiny-gpt"),
+                                        ("app_pages/word_embeddings.py", "builtin:lstm-lm"),
+                                        ("app_pages/token_attribution.py", "builtin:tiny-gpt"),
+                                        ("app_pages/interventions.py", "builtin:lstm-lm")])
+def test_every_view_that_reads_a_trained_model_has_the_step_control(page: str, model: str) -> None:
+    step = series_steps(model)[3]
+    page, _, extra = page.partition("?")
+    at = run_page(page, {"model": model, "train_step": str(step), **dict(p.split("=") for p in extra.split("&") if p)})
+    assert_no_exception(at)
+    assert _slider(at).value == step and at.query_params["train_step"] == str(step)
+    assert f"Step {step} of" in " | ".join(c.value for c in at.caption).replace("\\", "")
