@@ -343,6 +343,17 @@ VIEWS.append(View(
                       help="zero: the output set to 0; mean: to its mean over the positions of both prompts; "
                            "resample: to its value in the corrupted prompt."),
     }, families=("decoder", "rnn-lm", "state-dict"), sentences="contrast", main="patch_grid", heavy=True))
+TRAINING = View(
+    "app_pages/training_curves.py", "Watch it learn", ":material/show_chart:", "training-curves",
+    "What a model learned, when: held-out loss, agreement, its number unit, embedding neighbours and attention heads "
+    "at each snapshot of its training; a click opens a view at that step.", params={
+        "model": P("model", "builtin:lstm-lm"),
+        "score": choice("previous-token", "induction", label="Head score",
+                        help="previous-token: the mean attention weight from each position to the one before it on "
+                             "held-out sentences; induction: from each token of a repeated random sequence to the "
+                             "token after its first occurrence (Olsson et al. 2022)."),
+    }, families=("rnn-lm", "decoder"), main="curves")
+VIEWS.append(TRAINING)
 VIEWS.append(View("app_pages/lesson_plans.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
                   "question.", "Explorer"))
@@ -353,7 +364,7 @@ TRAIN_STEP = P("int", None, 0, None, "Training step",
                help="The optimiser step whose snapshot of the model the view reads (a model trained with snapshots); "
                     "the last step is the trained checkpoint.")
 for _view in VIEWS:
-    if _view not in (HOME, MODELS) and "model" in _view.params and _view.params["model"].kind == "model":
+    if _view not in (HOME, MODELS, TRAINING) and "model" in _view.params and _view.params["model"].kind == "model":
         _view.params["train_step"] = TRAIN_STEP
 
 BY_PATH: dict[str, View] = {v.url_path: v for v in VIEWS}

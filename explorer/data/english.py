@@ -619,6 +619,7 @@ class AgreementPair:
     wrong: str
     distance: int
     attractors: int = 0  # nouns of the other number between head and verb
+    number: str = ""  # the head noun's number: "sg" or "pl"
 
 
 def agreement_pairs(n: int, seed: int = HELDOUT_SEED, min_distance: int = 4, max_distance: int = 20,
@@ -646,7 +647,7 @@ def agreement_pairs(n: int, seed: int = HELDOUT_SEED, min_distance: int = 4, max
         else:
             verb = gen.choice(_VERBS_BY_SUBJ[subj.cls])
             pair = (verb.third, verb.base) if number == "sg" else (verb.base, verb.third)
-        out.append(AgreementPair(prefix, pair[0], pair[1], distance, attractors))
+        out.append(AgreementPair(prefix, pair[0], pair[1], distance, attractors, number))
     return out
 
 

@@ -131,3 +131,18 @@ def step_control(model_id: str) -> str:
     if playing:
         _play(steps)
     return base if step == steps[-1] else f"{base}@{step}"
+
+
+def open_view(url_path: str, params: dict[str, str]) -> None:
+    """Open the view `url_path` with `params` (e.g. a model at a training step): its own keys are dropped from the
+    session first, so that it reads them from the URL (as a lesson step opens its view)."""
+    from explorer.lessons import view_script
+    from explorer.ui.widgets import forget_sentence_input
+    from explorer.views import PARAMS
+
+    for key in PARAMS.get(url_path, {}):
+        st.session_state.pop(key, None)
+    st.session_state.pop(SERIES, None)
+    state.forget_tokens(url_path)
+    forget_sentence_input()
+    st.switch_page(view_script(url_path), query_params=params)
