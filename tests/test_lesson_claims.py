@@ -697,3 +697,108 @@ def test_07_one_unit_holds_the_number() -> None:
     says(s.caption, f"the next, unit {ranked[1]}, leaves LD at {after[ranked[1]]:.2f}")
     zero = I.ablation(m, p["text"], (p["ablate"],), "zero", *args)
     says(s.caption, f"Set to zero instead of resampled, unit 133 leaves LD at {zero.after.ld:.2f}")
+
+
+# ------------------------------------------------------------------------- 08 an LSTM learns agreement (snapshots)
+LEARNS = "08-an-lstm-learns-agreement"
+
+
+def test_08_the_curves_of_the_lstms_training() -> None:
+    from explorer.training import curves as TC
+
+    s, p = step(LEARNS, 1)
+    c = TC.series_curves(p["model"])
+    at = {int(st): i for i, st in enumerate(c.steps)}
+    loss, agreement, unit = c.curves[TC.LOSS], c.curves[TC.AGREEMENT], c.curves[TC.NUMBER_UNIT]
+    says(s.caption, f"from {loss[0]:.3f} nats at initialisation to {loss[-1]:.3f}", f"{c.n_items} held-out items",
+         f"{agreement[at[373]]:.3f} at step 373", f"to {agreement[at[640]]:.3f} at step 640 and "
+         f"{agreement[at[1096]]:.3f} at step 1,096", f"it is unit 133 ({unit[at[640]]:.3f}, then {unit[at[1096]]:.3f})")
+    assert (np.abs(agreement[:at[373] + 1] - 0.5) < 0.03).all()
+    assert all(c.unit[i] == 133 for i in range(at[640], len(c.steps))) and c.unit[at[373]] != 133
+    says(s.question, f"is already {loss[at[373]]:.3f}")
+
+
+def test_08_greedy_decoding_at_steps_0_and_373() -> None:
+    for number, expected in ((2, "clean clocks clocks clocks clocks clean clocks"),
+                             (3, "which the women hates ( that the king loves ) .")):
+        s, p = step(LEARNS, number)
+        loaded = model(f"{p['model']}@{p['train_step']}")
+        run = D.decode_all(loaded, p["text"], tuple(Strategy(k) for k in p["strategies"]), 0, p["max_new"], 1)
+        text = run.generations[0].outputs[0].text
+        assert text.startswith(expected), text
+        says(s.caption, expected)
+
+
+def test_08_the_cell_over_training() -> None:
+    s, p = step(LEARNS, 4)
+    start = RG.rnn_gates(model(f"{p['model']}@{p['train_step']}"), p["text"])
+    trained = RG.rnn_gates(model(p["model"]), p["text"])
+    says(s.caption, f"is {np.abs(start.gates['c']).max():.3f}, against {np.abs(trained.gates['c']).max():.3f}")
+    s, p = step(LEARNS, 5)
+    a_text, b_text = "the key to the old cabinets is on the table .", "the keys to the old cabinets are on the table ."
+    orders = {}
+    for at_step in (373, 640):
+        loaded = model(f"{p['model']}@{at_step}")
+        orders[at_step] = list(RG.compare(RG.rnn_gates(loaded, a_text), RG.rnn_gates(loaded, b_text), "c", 0).order[:3])
+    assert orders[640][0] == 133 and 133 not in orders[373]
+    says(s.caption, "(those were {}, {} and {})".format(*orders[373]))
+    s, p = step(LEARNS, 6)
+    assert p["train_step"] == 1878 and p["unit"] == 133
+    c_end = trained.gates["c"][0, 0, :, 133]
+    c_640 = RG.rnn_gates(model(f"{p['model']}@640"), p["text"]).gates["c"][0, 0, :, 133]
+    keys, to, cab = (trained.tokens.index(w) for w in ("keys", "to", "cabinet"))
+    span = c_end[to:cab + 1]
+    says(s.caption, f"after \"keys\" its cell state is {c_end[keys]:.2f}".replace("-", "−"),
+         f"between {span.min():.2f} and {span.max():.2f}".replace("-", "−"),
+         f"at {c_640[keys]:.2f} after \"keys\" and {c_640[cab]:.2f} at \"cabinet\"".replace("-", "−"))
+
+
+# ------------------------------------------------------------------ 09 a small GPT learns words before grammar
+WORDS_FIRST = "09-a-small-gpt-learns-words-first"
+
+
+def test_09_classes_before_agreement() -> None:
+    from explorer.training import curves as TC
+
+    s, p = step(WORDS_FIRST, 1)
+    c = TC.series_curves(p["model"])
+    at = {int(st): i for i, st in enumerate(c.steps)}
+    prec, agree = c.curves[TC.NEIGHBOURS], c.curves[TC.AGREEMENT]
+    says(s.caption, f"from {prec[0]:.3f} at initialisation to {prec[at[98]]:.3f} at step 98 and {prec[at[163]]:.3f} "
+         f"at step 163", f"still at chance ({agree[at[98]]:.3f} and {agree[at[163]]:.3f})",
+         f"{agree[at[452]]:.3f} at step 452, {agree[-1]:.3f} at the end")
+    assert (np.abs(agree[:at[272] + 1] - 0.5) < 0.05).all() and prec[at[163]] > 8 * prec[0]
+
+
+def test_09_the_neighbours_of_red_over_training() -> None:
+    from explorer.data import english
+
+    colours = []
+    for number in (2, 3, 4):
+        s, p = step(WORDS_FIRST, number)
+        loaded = model(f"{p['model']}@{p['train_step']}")
+        table = E.embedding_table(loaded, "input")
+        ranked = E.neighbours(table, E.locate(table, p["nn"], loaded).row, p["k"])
+        words = [table.words[i] for i in ranked.rows]
+        says(s.caption, ", ".join(f'"{w}"' for w in words[:-1]).replace('", "', '", "'))
+        assert all(f'"{w}"' in s.caption or w in s.caption for w in words)
+        colours.append(sum(english.word_class(w) == "colours" for w in words))
+    assert colours == [1, 2, 5]
+    vocab = model("builtin:tiny-gpt").vocabs["vocab"].itos
+    says(step(WORDS_FIRST, 2)[0].question, f"with {sum(english.word_class(w) == 'colours' for w in vocab)} colours "
+         f"in {len(vocab)} words")
+
+
+def test_09_the_lens_after_cabinet_over_training() -> None:
+    from explorer.probes.logit_lens import logit_lens
+
+    s, p = step(WORDS_FIRST, 5)
+    said = []
+    for at_step in (163, 452, None):
+        t = logit_lens(model(p["model"] + ("" if at_step is None else f"@{at_step}")), p["text"])
+        cab = t.tokens.index("cabinet")
+        said.append(t.final_tokens[cab])
+        if at_step is None:
+            says(s.caption, f"(p = {t.final_prob[-1, cab]:.3f})")
+    assert said == [")", "that", "are"]
+    says(s.caption, f'is "{said[0]}" at step 163, "{said[1]}" at step 452 and "are"')

@@ -122,7 +122,7 @@ def test_the_recurrent_cell_at_a_step_shows_that_snapshot_in_the_trained_models_
     assert_no_exception(at)
     assert _slider(at).value == 127 and list(_slider(at).options) == [f"{s:,}" for s in series_steps("builtin:lstm-lm")]
     captions = " | ".join(c.value for c in at.caption).replace("\\", "")
-    assert "Step 127 of 1,878 (epoch 1) · held-out loss 4.075 · weights stored in float16" in captions
+    assert "Step 127 of 1,878 · epoch 1 · held-out loss 4.075 · float16 weights" in captions
     snapshot, trained = (rnn_gates(load_model(i), TEXT) for i in ("builtin:lstm-lm@127", "builtin:lstm-lm"))
     units = unit_order(trained.gates["c"][0, 0], "variance", 20)  # the trained model's order, at every step
     heat = _heatmap(at)
@@ -137,7 +137,7 @@ def test_the_recurrent_cell_at_a_step_shows_that_snapshot_in_the_trained_models_
     assert at.query_params["gate"] == "c" and at.query_params["top"] == "20"
     heat = _heatmap(at)
     np.testing.assert_allclose(plotly_array(heat["z"]), trained.gates["c"][0, 0][:, units], atol=1e-6)
-    assert "Step 1,878 of 1,878: the trained checkpoint · held-out loss 3.086" in \
+    assert "Step 1,878 of 1,878: the trained model · held-out loss 3.086" in \
         " | ".join(c.value for c in at.caption).replace("\\", "")
 
 

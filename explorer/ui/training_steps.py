@@ -71,12 +71,12 @@ def caption(meta: dict, step: int) -> str:
         history = (meta.get("train") or {}).get("history") or []
         loss = history[-1].get("heldout_loss") if history and isinstance(history[-1], dict) else None
         said = f" · held-out loss {loss:.3f}" if isinstance(loss, float) else ""
-        return f"Step {end:,} of {end:,}: the trained checkpoint{said}"
+        return f"Step {end:,} of {end:,}: the trained model{said}"
     info: dict[str, Any] = next((i for i in infos if i.get("step") == step), {})
     loss = info.get("heldout_loss")
     said = f" · held-out loss {loss:.3f}" if isinstance(loss, float) else ""
-    stored = f" · weights stored in {info['dtype']}, computed in float32" if info.get("dtype") else ""
-    return f"Step {step:,} of {end:,} (epoch {info.get('epoch', 0)}){said}{stored}"
+    stored = f" · {info['dtype']} weights" if info.get("dtype") else ""
+    return f"Step {step:,} of {end:,} · epoch {info.get('epoch', 0)}{said}{stored}"
 
 
 def _forget() -> None:
@@ -117,8 +117,9 @@ def step_control(model_id: str) -> str:
     col_slider, col_play = st.columns([5, 1], vertical_alignment="bottom")
     with col_slider:
         step = st.select_slider("Training step", options=list(steps), key=KEY, format_func=lambda s: f"{s:,}",
-                                help="The model as it was at this optimiser step of its training (its snapshot); "
-                                     "the sentence and the view's settings stay, only the model changes.")
+                                help="The model as it was at this optimiser step of its training (its snapshot, "
+                                     "stored in float16 and computed in float32); the sentence and the view's "
+                                     "settings stay, only the model changes.")
     with col_play:
         st.button("⏸" if playing else "▶", key="train_play", on_click=_toggle_play, args=(steps,),
                   help="Pause" if playing else "Play: step through the snapshots")

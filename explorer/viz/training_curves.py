@@ -29,7 +29,8 @@ def curves_figure(steps: np.ndarray, curves: dict[str, np.ndarray], model: str, 
                          hovertemplate=f"{name}" + " = %{y:.3f}<br>step %{customdata[0]:,}<extra></extra>"))
     return figure(data, {
         "title": {"text": f"What {model} learned, when (held-out measures of each snapshot)"},
-        "height": 560, "hovermode": "closest", "legend": {"orientation": "h", "y": -0.14},
+        "height": 560, "hovermode": "closest",
+        "legend": {"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "xanchor": "left"},
         "xaxis": {"type": "log", "title": {"text": "optimiser step + 1 (log scale)"}, "anchor": "y2"},
         "yaxis": {"title": {"text": "loss (nats)"}, "domain": [0.58, 1.0]},
         "yaxis2": {"title": {"text": "share of items"}, "domain": [0.0, 0.5], "range": [0, 1.02]},
