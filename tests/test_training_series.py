@@ -86,9 +86,9 @@ def test_a_step_loads_its_snapshot_and_its_held_out_loss_is_the_saved_one(name: 
 @pytest.mark.parametrize("model_id,said", [
     ("builtin:lstm-lm@7", "no snapshot at step 7: its snapshots are at steps 0, 1, 2, 3, 5, 9"),
     ("builtin:gru-lm@5", "was not trained with snapshots"),
-    ("pretrained:smollm2@3", "names a snapshot of a built-in model"),
-    ("builtin:lstm-lm@-1", "names a snapshot of a built-in model"),
-    ("builtin:lstm-lm@1e3", "names a snapshot of a built-in model"),
+    ("pretrained:smollm2@3", "names a snapshot of a built-in or uploaded model"),
+    ("builtin:lstm-lm@-1", "names a snapshot of a built-in or uploaded model"),
+    ("builtin:lstm-lm@1e3", "names a snapshot of a built-in or uploaded model"),
 ])
 def test_a_step_that_is_not_in_a_series_is_refused_with_the_steps_there_are(model_id: str, said: str) -> None:
     with pytest.raises(ModelLoadError, match=said.replace("(", r"\(")):
@@ -168,3 +168,68 @@ def test_every_view_that_reads_a_trained_model_has_the_step_control(page: str, m
     assert_no_exception(at)
     assert _slider(at).value == step and at.query_params["train_step"] == str(step)
     assert f"Step {step} of" in " | ".join(c.value for c in at.caption).replace("\\", "")
+
+
+# ------------------------------------------------------------------------ runs trained in the app, uploaded series
+SMALL = dict(architecture="rnn_lm", cell="lstm", n_train=300, n_heldout=30, hidden_size=16, emb_dim=8, epochs=2,
+             batch_size=16)
+
+
+def test_a_run_trained_in_the_app_keeps_its_snapshots_and_every_view_reads_them() -> None:
+    from explorer.training.jobs import TrainingJob
+    from explorer.training.spec import TrainSpec
+
+    job = TrainingJob(TrainSpec(**SMALL, name="my-lstm-lm"), snapshots=5).start()
+    assert job.wait(120) and job.status == "done", job.error
+    uid = job.model_id
+    steps = series_steps(uid)
+    assert steps == schedule(job.result.meta["train"]["steps"], 5) and series_steps(f"{uid}@{steps[2]}") == steps
+    for index in (0, 2, 4):
+        loaded = load_model(f"{uid}@{steps[index]}")
+        kept = job.result.snapshots.states[index]
+        state = loaded.model.state_dict()
+        assert all(torch.equal(state[k], v.float()) for k, v in kept.items())
+        assert loaded.meta["snapshot"]["heldout_loss"] == job.result.meta["snapshots"][index]["heldout_loss"]
+    at = run_page("app_pages/lstm_gates.py", {"model": uid, "train_step": str(steps[1]), "text": TEXT})
+    assert_no_exception(at)
+    assert _slider(at).value == steps[1]
+    assert f"Step {steps[1]} of {steps[-1]}" in " | ".join(c.value for c in at.caption).replace("\\", "")
+    # the exported zip holds the series too, and uploading those three files gives the same series back
+    import io
+    import zipfile
+
+    from explorer.loading.uploads import register_upload
+
+    with zipfile.ZipFile(io.BytesIO(job.zip_bytes())) as zf:
+        files = [(name.split("/")[-1], zf.read(name)) for name in zf.namelist()]
+    assert sorted(n for n, _ in files) == ["my-lstm-lm.json", "my-lstm-lm.safetensors",
+                                           "my-lstm-lm.snapshots.safetensors"]
+    again = register_upload(files)
+    assert series_steps(again) == steps
+    a, b = load_model(f"{again}@{steps[3]}").model.state_dict(), load_model(f"{uid}@{steps[3]}").model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_series_file_that_does_not_fit_its_model_is_refused(tmp_path) -> None:
+    from safetensors.torch import save
+
+    from explorer.files.safe_load import CorruptFileError
+    from explorer.loading.uploads import register_upload
+    from explorer.training.loop import train_model
+    from explorer.training.spec import TrainSpec
+
+    res = train_model(TrainSpec(**{**SMALL, "epochs": 1}, name="tiny"), snapshots=3)
+    weights = save({k: v.contiguous() for k, v in res.model.state_dict().items()})
+    meta = json.dumps(res.meta).encode()
+    wrong_shape = {f"0/{k}": torch.zeros(2, 2) for k in list(res.model.state_dict())[:1]}
+    unknown = {"0/not.a.parameter": torch.zeros(2)}
+    missing = {f"0/{k}": v for k, v in res.snapshots.states[0].items()}  # snapshots 1 and 2 left out
+    for flat, said in ((wrong_shape, "is not a snapshot of one of the model's"),
+                       (unknown, "is not a snapshot of one of the model's"), (missing, "lacks some of the 3")):
+        with pytest.raises(CorruptFileError, match=said):
+            register_upload([("tiny.safetensors", weights), ("tiny.json", meta),
+                             ("tiny.snapshots.safetensors", save(flat))])
+    no_list = json.dumps({k: v for k, v in res.meta.items() if k != "snapshots"}).encode()
+    first = save({f"0/{k}": v for k, v in res.snapshots.states[0].items()})
+    with pytest.raises(CorruptFileError, match="lists none"):
+        register_upload([("tiny.safetensors", weights), ("tiny.json", no_list), ("tiny.snapshots.safetensors", first)])

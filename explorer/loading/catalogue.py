@@ -27,7 +27,7 @@ from explorer.loading.checkpoint import series_path
 from explorer.loading.checkpoint import series_steps as checkpoint_series_steps
 from explorer.loading.pretrained import available
 from explorer.files.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
-from explorer.loading.uploads import uploaded_entries
+from explorer.loading.uploads import bundle, uploaded_entries
 
 KINDS = ("builtin", "pretrained", "hf", "local", "upload")
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,9 +72,9 @@ class ModelId:
         step = None
         if "@" in name:
             name, _, raw = name.rpartition("@")
-            if kind != "builtin" or not _STEP.match(raw):
+            if kind not in ("builtin", "upload") or not _STEP.match(raw):
                 raise ModelLoadError(f"'{text[:120]}' is not a valid model id: '@<step>' names a snapshot of a "
-                                     "built-in model trained with snapshots, e.g. builtin:lstm-lm@127.")
+                                     "built-in or uploaded model trained with snapshots, e.g. builtin:lstm-lm@127.")
             step = int(raw)
         pattern = _REPO_ID if kind == "hf" else _NAME
         if not pattern.match(name) or ".." in name:
@@ -173,13 +173,29 @@ def _read_builtin_meta(name: str) -> dict | None:
     return _read_meta_file(path, stamp)
 
 
+def series_meta(model_id: str) -> dict | None:
+    """The checkpoint meta of a model trained with snapshots (a built-in or an upload; its meta["snapshots"] lists
+    them), or None."""
+    if not series_steps(model_id):
+        return None
+    mid = ModelId.parse(model_id)
+    if mid.kind == "upload":
+        held = bundle(mid.base)
+        return held.meta if held is not None else None
+    return _read_builtin_meta(mid.name)
+
+
 def series_steps(model_id: str) -> tuple[int, ...]:
-    """The training steps at which `model_id` (a built-in, with or without @step) has snapshots, ascending; () when it
-    has none (not a built-in, trained without snapshots, or its series file is missing)."""
+    """The training steps at which `model_id` (a built-in or an upload, with or without @step) has snapshots,
+    ascending; () when it has none (trained without snapshots, or its series file is missing)."""
     try:
         mid = ModelId.parse(model_id)
     except ModelLoadError:
         return ()
+    if mid.kind == "upload":
+        held = bundle(mid.base)
+        steps = checkpoint_series_steps(held.meta) if held is not None else ()
+        return steps if held is not None and len(held.series) == len(steps) else ()
     if mid.kind != "builtin" or mid.name not in builtin_names():
         return ()
     if not series_path(BUILTIN_DIR / f"{mid.name}.safetensors").is_file():

@@ -5,11 +5,12 @@ object every view reads the model through. Raises ModelLoadError (a message for 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -174,19 +175,20 @@ def _load_builtin(mid: ModelId, device: str, dtype: str) -> LoadedModel:
     weights = BUILTIN_DIR / f"{mid.name}.safetensors"
     state = read_state_dict_file(weights)
     if mid.step is not None:
-        meta, state = _snapshot(mid, meta, weights, state)
+        steps = series_steps(meta) if series_path(weights).is_file() else ()
+        meta, state = _snapshot(mid, meta, state, steps, lambda i: read_snapshot(series_path(weights), i))
     model = from_checkpoint(meta, state, str(mid))
     family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "state-dict")
     return LoadedModel(str(mid), family, _place(model, device, dtype), device, dtype, meta,
                        vocabs=vocabs_from_meta(meta))
 
 
-def _snapshot(mid: ModelId, meta: dict, weights: Path, state: dict[str, torch.Tensor]
-              ) -> tuple[dict, dict[str, torch.Tensor]]:
-    """The meta and state dict of the snapshot at mid.step of a built-in trained with snapshots: the checkpoint's
-    tensors with the snapshot's floating-point ones in their place (float32 values of the stored float16), and
-    meta["snapshot"] = {step, epoch, train_loss, heldout_loss, index, of (steps in the series), dtype, base}."""
-    steps = series_steps(meta) if series_path(weights).is_file() else ()
+def _snapshot(mid: ModelId, meta: dict, state: dict[str, torch.Tensor], steps: tuple[int, ...],
+              read: Callable[[int], tuple[dict[str, torch.Tensor], str]]) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The meta and state dict of the snapshot at mid.step of a model trained with snapshots at `steps` (read(index):
+    that snapshot's floating-point tensors and their stored dtype): the model's tensors with the snapshot's in their
+    place (float32 values of the stored ones), and meta["snapshot"] = {step, epoch, train_loss, heldout_loss, index,
+    of, steps, dtype, base}."""
     if not steps:
         raise ModelLoadError(f"{mid.base} was not trained with snapshots: it has no step {mid.step} to show.")
     if mid.step not in steps:
@@ -194,13 +196,13 @@ def _snapshot(mid: ModelId, meta: dict, weights: Path, state: dict[str, torch.Te
         raise ModelLoadError(f"{mid.base} has no snapshot at step {mid.step}: its snapshots are at steps {shown}.")
     index = steps.index(mid.step)
     try:
-        snap, stored = read_snapshot(series_path(weights), index)
+        snap, stored = read(index)
     except Exception as exc:
         raise CorruptFileError(f"{mid}: its snapshot could not be read ({type(exc).__name__}).") from None
     unknown = sorted(set(snap) - set(state))
     if unknown:
         raise CorruptFileError(f"{mid}: its snapshot holds tensors the model does not have ({unknown[0]!r}).")
-    state = {**state, **snap}
+    state = {**state, **{k: v.float() for k, v in snap.items()}}
     info = {**meta["snapshots"][index], "index": index, "of": len(steps), "steps": list(steps), "dtype": stored,
             "base": mid.base}
     return {**meta, "snapshot": info}, state
@@ -429,9 +431,16 @@ def _load_checkpoint_folder(mid: ModelId, folder: Path, device: str, dtype: str)
 
 
 def _load_upload(mid: ModelId, device: str, dtype: str) -> LoadedModel:
-    files = bundle(str(mid))
+    files = bundle(mid.base)
     if files is None:
-        raise ModelLoadError(f"{mid} is no longer on the server (uploads are kept in memory): upload it again.")
+        raise ModelLoadError(f"{mid.base} is no longer on the server (uploads are kept in memory): upload it again.")
+    if mid.step is not None:
+        held = files
+        steps = series_steps(held.meta) if held.series else ()
+        meta, state = _snapshot(mid, held.meta or {}, held.state_dict, steps,
+                                lambda i: (held.series[i], "/".join(sorted({str(t.dtype).removeprefix("torch.")
+                                                                            for t in held.series[i].values()}))))
+        files = dataclasses.replace(held, id=str(mid), state_dict=state, meta=meta)
     return _materialise(files, device, dtype)
 
 

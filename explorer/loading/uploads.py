@@ -22,12 +22,13 @@ import queue
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 import torch
 
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint
+from explorer.loading.checkpoint import SERIES_SUFFIX, series_steps
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
                                 read_json_bytes, read_weights)
 from explorer.files.state_dicts import Weights
@@ -50,6 +51,7 @@ class UploadBundle:
     nbytes: int
     found: tuple[tuple[str, str], ...] = ()
     note: str = ""
+    series: tuple[dict[str, torch.Tensor], ...] = ()  # snapshots over training (meta["snapshots"]), as stored
 
 
 _UPLOADS: "OrderedDict[str, UploadBundle]" = OrderedDict()
@@ -121,13 +123,16 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
     budget gives up its own oldest uploads to make room; the server's budget refuses (UploadBudgetError). Raises
     ModelLoadError.
     """
-    weights = [(n, d) for n, d in files if n.lower().endswith(WEIGHT_SUFFIXES)]
+    series = [(n, d) for n, d in files if n.lower().endswith(SERIES_SUFFIX)]
+    weights = [(n, d) for n, d in files if n.lower().endswith(WEIGHT_SUFFIXES) and (n, d) not in series]
     jsons = {n: d for n, d in files if n.lower().endswith(".json")}
     others = [n for n, _ in files if not n.lower().endswith(WEIGHT_SUFFIXES + (".json",))]
     if others:
         raise ModelLoadError(f"Unsupported file(s): {', '.join(others)}. Upload .safetensors/.pt/.pth/.ckpt and .json.")
     if len(weights) != 1:
         raise ModelLoadError(f"Upload exactly one weights file (.safetensors, .pt, .pth or .ckpt); got {len(weights)}.")
+    if len(series) > 1:
+        raise ModelLoadError(f"Upload at most one series of snapshots ({SERIES_SUFFIX}); got {len(series)}.")
     for name, data in files:
         check_size(name, len(data), max_bytes)
     name, data = weights[0]
@@ -137,12 +142,14 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
     uid = f"upload:{digest.hexdigest()[:16]}"
     if _reuse(uid, owner):
         return uid
-    with _UPLOADS_LOCK:  # refuse before parsing when the file alone cannot fit (its tensors are about its size)
-        _room(owner, uid, name, len(data), new=True)
+    with _UPLOADS_LOCK:  # refuse before parsing when the files cannot fit (their tensors are about their size)
+        _room(owner, uid, name, len(data) + sum(len(d) for _, d in series), new=True)
     try:
         bundle = bundle_from_parts(uid, name, read_weights(data, name), jsons)
         if bundle.meta is not None:  # fail now, in the upload widget, rather than later in a view
             from_checkpoint(bundle.meta, bundle.state_dict, name)
+        if series:
+            bundle = with_series(bundle, *series[0])
     except ModelLoadError:
         raise
     except Exception as exc:  # whatever else a hostile file provokes is a message, not a traceback
@@ -158,6 +165,28 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
                 _hold(owner, uid)
     _notify_released(dropped)
     return uid
+
+
+def with_series(bundle: UploadBundle, name: str, data: bytes) -> UploadBundle:
+    """`bundle` with the snapshots of a series file (explorer.loading.checkpoint: tensor "<i>/<key>" for snapshot i
+    of meta["snapshots"]), each the model's own floating-point tensors in shape. Raises CorruptFileError."""
+    steps = series_steps(bundle.meta)
+    if not steps:
+        raise CorruptFileError(f"'{name}' is a series of snapshots, but the model's JSON lists none (\"snapshots\").")
+    flat = read_weights(data, name).tensors
+    snaps: list[dict[str, torch.Tensor]] = [{} for _ in steps]
+    for key, tensor in flat.items():
+        index, _, param = key.partition("/")
+        own = bundle.state_dict.get(param)
+        if not index.isdigit() or int(index) >= len(steps) or own is None or own.shape != tensor.shape \
+                or not tensor.is_floating_point():
+            raise CorruptFileError(f"'{name}': tensor {key[:80]!r} is not a snapshot of one of the model's "
+                                   f"floating-point tensors (expected '<0…{len(steps) - 1}>/<parameter>').")
+        snaps[int(index)][param] = tensor
+    if any(not snap for snap in snaps):
+        raise CorruptFileError(f"'{name}' lacks some of the {len(steps)} snapshots its JSON lists.")
+    extra = sum(t.numel() * t.element_size() for snap in snaps for t in snap.values())
+    return replace(bundle, series=tuple(snaps), nbytes=bundle.nbytes + extra)
 
 
 def _reuse(uid: str, owner: "UploadOwner | None") -> bool:

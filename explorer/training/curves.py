@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from explorer.data.vocab import Vocab
-from explorer.loading.catalogue import ModelId, builtin_metas, series_steps
+from explorer.loading.catalogue import ModelId, series_meta, series_steps
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.metrics import held_out as M
 from explorer.training.corpus import BOS, UNK, data_module
@@ -166,7 +166,7 @@ def recorded(model_id: str) -> SeriesCurves:
     steps = series_steps(base)
     if not steps:
         raise ValueError(f"{base} was not trained with snapshots.")
-    infos = builtin_metas()[ModelId.parse(base).name]["snapshots"]
+    infos = (series_meta(base) or {})["snapshots"]
     curves = {LOSS: np.array([np.nan if i.get("heldout_loss") is None else i["heldout_loss"] for i in infos]),
               TRAIN_LOSS: np.array([np.nan if i.get("train_loss") is None else i["train_loss"] for i in infos])}
     return SeriesCurves(base, np.array(steps), np.array([i.get("epoch", 0) for i in infos]), curves,

@@ -47,6 +47,7 @@ class TrainingJob:
     started: float = 0.0
     finished: float = 0.0
     owner: Any = None  # the session's explorer.loading.uploads.UploadOwner: the trained model is that session's upload
+    snapshots: int = 0  # snapshots of the weights to keep over training (float16), uploaded with the model
     notes: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -78,7 +79,7 @@ class TrainingJob:
     def _run(self) -> None:
         try:
             result = train_model(self.spec, progress=self._progress, should_stop=self._stop.is_set, device=self.device,
-                                 cancel=lambda: self.abandoned)
+                                 cancel=lambda: self.abandoned, snapshots=self.snapshots, snapshot_dtype="float16")
             if self.abandoned:
                 raise TrainingCancelled("Training was cancelled: the session that started it ended.")
             self.notes = list(result.meta["train"].get("notes", []))
@@ -141,7 +142,20 @@ def register_trained(result: TrainResult, owner: Any = None) -> str:
     from explorer.loading.uploads import register_upload
 
     name = result.meta.get("name", "custom")
-    return register_upload([(f"{name}.safetensors", weights), (f"{name}.json", meta)], max_bytes=2**40, owner=owner)
+    return register_upload([(f"{name}.safetensors", weights), (f"{name}.json", meta), *_series_file(result)],
+                           max_bytes=2**40, owner=owner)
+
+
+def _series_file(result: TrainResult) -> list[tuple[str, bytes]]:
+    """[(<name>.snapshots.safetensors, its bytes)] when the run kept snapshots, else []."""
+    from safetensors.torch import save
+
+    series = result.snapshots
+    if series is None or not series.states:
+        return []
+    name = result.meta.get("name", "custom")
+    flat = {f"{i}/{k}": v.contiguous() for i, state in enumerate(series.states) for k, v in state.items()}
+    return [(f"{name}.snapshots.safetensors", save(flat))]
 
 
 def export_zip(result: TrainResult) -> bytes:
@@ -155,4 +169,6 @@ def export_zip(result: TrainResult) -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(f"{name}/{name}.safetensors", save(_unique_state_dict(result.model)))
         zf.writestr(f"{name}/{name}.json", json.dumps(result.meta, indent=1))
+        for file_name, data in _series_file(result):
+            zf.writestr(f"{name}/{file_name}", data)
     return buf.getvalue()

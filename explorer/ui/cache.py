@@ -57,6 +57,7 @@ def session_catalogue() -> list[CatalogueEntry]:
 def _claim_linked_upload(model_id: str) -> bool:
     """An upload id opened in this session (its picker, or a shared link: the id is the capability) is held by this
     session too, within its budget, so that it stays while this session lives. False, with a message, when refused."""
+    model_id = model_id.partition("@")[0]  # a snapshot of an upload (upload:<hash>@<step>): the upload itself
     if not model_id.startswith("upload:") or model_id in upload_owner().ids or bundle(model_id) is None:
         return True  # not an upload, already ours, or gone (the loader says so)
     try:

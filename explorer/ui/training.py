@@ -58,6 +58,10 @@ def _spec_form() -> TrainSpec | None:
                               help=f"At most {cap:g} min on this server (EXPLORER_MAX_TRAIN_SECONDS = "
                                    f"{budget.seconds:g} s): data, training and the held-out evaluation.")
     heads = c7.number_input("Attention heads", 1, LIMITS["n_head"], 4, key="train_heads", disabled=arch != "tiny_gpt")
+    st.number_input("Snapshots to keep", 0, 30, 16, key="train_snapshots",
+                    help="Copies of the weights at log-spaced steps of the run (0, 1, 2, 3, 5, … the end), in float16: "
+                         "every view then reads the model at any of these steps (its Training step slider), and "
+                         "Watch it learn draws what it learned when. 0: none.")
     if arch == "seq2seq" and recipe.get("corpus") == "translation":
         recipe["attention"] = st.selectbox("Attention", ATTENTIONS, key="train_attention")
     elif arch == "seq2seq":
@@ -94,12 +98,14 @@ def _spec_form() -> TrainSpec | None:
 
 
 def _open_links(model_id: str, family: str) -> None:
+    """Links that open the trained model in the views of its family (`family`+"+series": and its training curves)."""
+    family, series = family.removesuffix("+series"), family.endswith("+series")
     targets = {
         "rnn-lm": ["lstm-gates", "decoding-strategies", "word-embeddings"],
         "decoder": ["self-attention", "positional-encodings", "decoding-strategies", "word-embeddings"],
         "seq2seq-rnn": ["seq2seq"],
         "word2vec": ["word-embeddings"],
-    }.get(family, [])
+    }.get(family, []) + (["training-curves"] if series and family in ("rnn-lm", "decoder") else [])
     views = [v for v in VIEWS if v.url_path in targets]
     cols = st.columns(max(1, len(views)))
     for col, view in zip(cols, views):
@@ -151,8 +157,9 @@ def _finished_panel(job: TrainingJob) -> None:
         st.success(f"{word}: {md(job.model_id)} ({job.result.meta['train']['seconds']} s). {summary}")
         for note in job.notes:
             st.info(md_message(note))
-        _open_links(job.model_id, {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",
-                                   "word2vec": "word2vec"}[job.spec.architecture])
+        family = {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",
+                  "word2vec": "word2vec"}[job.spec.architecture]
+        _open_links(job.model_id, family + ("+series" if job.result.snapshots is not None else ""))
         # a callable: the zip is built when the button is pressed, once per job (TrainingJob.zip_bytes keeps it)
         st.download_button("Download .safetensors + JSON (zip)", job.zip_bytes,
                            file_name=f"{job.spec.name}.zip", mime="application/zip", key="train_download")
@@ -168,7 +175,9 @@ def train_section() -> None:
     busy = job is not None and job.running
     if st.button("Start training", type="primary", disabled=spec is None or busy, key="train_start"):
         try:
-            st.session_state["train_job"] = TrainingJob(spec, device=settings.device(), owner=upload_owner()).start()
+            st.session_state["train_job"] = TrainingJob(spec, device=settings.device(), owner=upload_owner(),
+                                                        snapshots=int(st.session_state.get("train_snapshots", 0))
+                                                        ).start()
         except (ValueError, TrainingBusyError) as exc:
             st.error(md_message(exc))
     _job_panel()

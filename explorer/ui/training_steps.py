@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from explorer.loading.catalogue import ModelId, builtin_metas, series_steps
+from explorer.loading.catalogue import ModelId, series_meta, series_steps
 from explorer.text.escape import md
 from explorer.ui import state
 from explorer.ui.cache import get_model
@@ -125,7 +125,7 @@ def step_control(model_id: str) -> str:
                   help="Pause" if playing else "Play: step through the snapshots")
     if step != steps[-1] or state.url_value(KEY) is not None:
         state.write(KEY, step)
-    meta = builtin_metas().get(ModelId.parse(model_id).name, {})
+    meta = series_meta(model_id) or {}
     st.caption(md(caption(meta, step)))
     if note:
         st.info(note)
