@@ -1,10 +1,12 @@
 """Inside the recurrent cell: LSTM / GRU / Elman gates, cell and hidden states for your sentence, unit by unit."""
+import numpy as np
 import streamlit as st
 
 from explorer.probes import lstm_gates as P
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
-from explorer.ui.cache import probe, probe_raising
+from explorer.ui.cache import get_model, probe, probe_raising
+from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
 from explorer.ui.charts import Origin, badge, show, table
@@ -48,7 +50,9 @@ START = f"from {md(trace.tokens[0])} on" if trace.special[0] else \
 GATES = Origin("recomputed", f"every gate and state from the weights with PyTorch's {trace.cell.upper()} equations, "
                              f"{START}: the hidden states equal torch.nn.{trace.cell.upper()}'s on this run to "
                              f"{trace.max_abs_error:.1e}.")
-c_gate, c_layer, c_more = st.columns([2.2, 1, 1], vertical_alignment="bottom")
+c_gate, c_layer, c_cmp, c_more = st.columns([2.2, 1, 1.6, 1], vertical_alignment="bottom")
+with c_cmp:
+    other_id = compare_picker(c.view.families, model_id, label_visibility="collapsed")
 with c_gate:
     name = c.selectbox("gate", list(trace.names), default="c" if "c" in trace.names else "h", format_func=P.LABELS.get,
                    label_visibility="collapsed")
@@ -70,13 +74,43 @@ trained = trained_model(loaded)  # a snapshot: units ordered, and coloured, as t
 reference = trace if trained is None else probe_raising(P.rnn_gates, trained, text)
 ref_values = reference.gates[name][layer, direction]
 units = P.unit_order(ref_values, sort, top)
-show(V.gate_heatmap(trace, name, layer, direction, units, theme, None if trained is None else ref_values[:, units]),
+other, diff, why = None, None, ""
+if other_id is not None and (other_model := get_model(other_id)) is not None:
+    try:
+        other = probe_raising(P.rnn_gates, other_model, text)
+    except P.RNNGatesError as exc:
+        st.warning(f"{V.plain(other_id)} cannot be compared here: {V.plain(str(exc))}")
+    else:
+        diff, why = P.model_difference(trace, other, name, layer, direction)
+scale = None if trained is None else ref_values[:, units]
+if diff is not None and other is not None:  # both models on one colour scale
+    both = [values[:, units], other.gates[name][layer, direction][:, units]]
+    scale = np.concatenate(both if scale is None else [scale, *both])
+show(V.gate_heatmap(trace, name, layer, direction, units, theme, scale, named=other is not None),
      GATES, key="heatmap", filename=f"{name}-layer{layer}", fold=True)
 st.caption(f"{trace.num_layers} layer{'s' if trace.num_layers > 1 else ''}"
            + (", both directions" if trace.num_directions == 2 else "")
            + f" · {trace.hidden_size} units, {len(units)} shown, sorted by {sort} (change both under Units)"
            + ("" if trained is None else f"; at every training step the units are sorted, and the colours scaled, "
                                          f"as in the trained model ({md(trained.id)}) on this sentence"))
+if other is not None:
+    if diff is None:
+        st.info(f"{md(other_id)} is drawn on its own scale and in its own order of units, with no difference: "
+                f"{md(why)}.")
+        other_values = other.gates[name][min(layer, other.num_layers - 1), 0] if name in other.gates else None
+        if other_values is not None:
+            show(V.gate_heatmap(other, name, min(layer, other.num_layers - 1), 0,
+                                P.unit_order(other_values, sort, top), theme, named=True),
+                 GATES, key="heatmap_b", filename=f"{name}-compare")
+    else:
+        show(V.gate_heatmap(other, name, layer, direction, units, theme, scale, named=True), GATES, key="heatmap_b",
+             filename=f"{name}-compare")
+        show(V.model_diff_heatmap(diff, units, trace.tokens, name, model_id, other.model_id, theme),
+             Origin("recomputed", f"the difference of the two recomputed runs on this sentence; their hidden states "
+                                  f"equal torch.nn's to {trace.max_abs_error:.1e} and {other.max_abs_error:.1e}."),
+             key="heatmap_diff", filename=f"{name}-difference")
+        st.caption(f"Both on one colour scale, units in the order of {md(model_id)}'s heatmap; largest |B − A|: "
+                   f"{float(np.abs(diff[:, units]).max()):.3f}.")
 with st.expander(f"What the view read from {md(model_id)}", expanded=loaded.family == "state-dict"):
     badge(Origin("model", "read from the checkpoint's weights and their shapes."))
     st.markdown(V.inferred_markdown(trace))
@@ -144,7 +178,7 @@ else:
         show(V.diff_heatmap(cmp, cmp.order[:top], theme), Origin(
             "recomputed", f"the difference of two recomputed runs; their hidden states equal torch.nn's to "
                           f"{trace_a.max_abs_error:.1e} and {trace_b.max_abs_error:.1e}."),
-             key="compare", filename="difference")
+             key="compare_sentences", filename="difference")
         st.caption(f"Units whose {P.LABELS[name]} differs most from the first different token on: "
                    + ", ".join(f"{u} ({cmp.score[u]:.3f})" for u in cmp.order[:5]))
     else:

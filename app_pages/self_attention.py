@@ -7,6 +7,7 @@ from explorer.probes.self_attention import (
     attention_notice,
     attention_shape,
     attention_trace,
+    compare_mismatch,
     default_query,
     find_token,
     head_matrix,
@@ -21,6 +22,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
+from explorer.ui.compare import compare_picker
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.ui.word_embeddings import follow_default
 from explorer.viz import self_attention as viz
@@ -83,6 +85,7 @@ with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
         extra = c.multiselect("heads", list(range(shape.n_heads)))
         how = c.radio("agg", format_func=AGGS.get) if mode in ("head", "model") else "heads"
         hide = c.toggle("hide")
+    other_id = compare_picker(c.view.families, model_id) if mode == "head" else None
 if shape.error:
     st.warning(md_message(shape.error))
     st.stop()
@@ -102,7 +105,7 @@ with c_head:
 
 @st.fragment
 def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads: list[int], how: str,
-         hide: bool) -> None:
+         hide: bool, other_id: str | None = None) -> None:
     """The sentence and everything drawn from it. A fragment: typing a sentence (or picking a query token) reruns
     this part only, not the app's navigation, sidebar, lesson bar and the controls above, which are its
     arguments."""
@@ -128,6 +131,8 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
                         format_func=lambda i: "all query tokens" if i < 0 else f"query {i}: {labels[i]}")
     if mode in ("head", "model"):
         maps_view(trace, mode, layer, heads, how, token, hide, labels)
+        if other_id is not None:
+            other_view(trace, other_id, text, pair, stream, pad, layer, heads, how, hide)
     elif mode == "steps":
         steps_view(trace, layer, head, token)
     elif mode == "masks":
@@ -142,6 +147,34 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
                        f"a = {weight:.4f} to “{md(key)}”; its row sums to {total:.6f}.")
         if not trace.has_arithmetic and trace.arithmetic_note:
             st.caption(md_message(trace.arithmetic_note))
+
+
+def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int, layer: int, heads: list[int],
+               how: str, hide: bool) -> None:
+    """A second model (?compare=) on the same sentence: the same head's map, and B − A where the shapes match."""
+    other = get_model(other_id)
+    if other is None:
+        return
+    trace_b = probe(attention_trace, other, text, pair, stream, pad, arithmetic=False)
+    if trace_b.error or not trace_b.tokens:
+        st.warning(f"{md(other_id)} cannot be compared here: {md_message(trace_b.error or 'it read no tokens')}")
+        return
+    why = compare_mismatch(trace, trace_b, layer, heads)
+    if why:
+        st.info(f"{md(other_id)} is not compared with {md(trace.model_id)} here: {md(why)}.")
+        return
+    what = f"layer {layer}, head {heads[0]}" if how == "heads" and len(heads) == 1 else f"layer {layer}, {how}"
+    z_a, rows, kcols, _ = shown(trace, head_matrix(trace, layer, heads, how), hide)
+    z_b, _, _, _ = shown(trace_b, head_matrix(trace_b, layer, heads, how), hide)
+    q_tok, k_tok = pick(trace.tokens, rows), pick(trace.key_tokens, kcols)
+    show(viz.head_heatmap(z_b, q_tok, k_tok, f"{plotly_text(other_id)} · {what}", theme,
+                          zmax=None if how == "max" else 1.0, rows=rows, cols=kcols), OWN, key="head_heatmap_b",
+         filename=f"attention-L{layer}-compare")
+    show(viz.difference_heatmap(z_b - z_a, q_tok, k_tok, f"{plotly_text(other_id)} − {plotly_text(trace.model_id)} · "
+                                f"{what}", theme), Origin("model", "the difference of the two models' own attention "
+                                                                   "weights on this sentence."),
+         key="head_heatmap_diff", filename=f"attention-L{layer}-difference")
+    st.caption(f"Both maps on the same scale (weights 0 … 1); largest |B − A|: {float(abs(z_b - z_a).max()):.3f}.")
 
 
 def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: int, hide: bool,
@@ -277,9 +310,9 @@ def masks_view(trace, layer: int, head: int) -> None:
 
 def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, labels: list[str]) -> None:
     """Where the same word looks in two sentences ("…too tired" / "…too wide")."""
-    partner = compare_default(loaded.adapter) or c.params["compare"].default  # a causal model: its own pair's
-    follow_default("compare", partner)
-    other = c.text_input("compare", partner)
+    partner = compare_default(loaded.adapter) or c.params["text2"].default  # a causal model: its own pair's
+    follow_default("text2", partner)
+    other = c.text_input("text2", partner)
     trace_b = probe(attention_trace, loaded, other, "", stream, 0)
     if trace_b.error or not trace_b.tokens:
         st.warning(md_message(trace_b.error or (trace_b.notes[0] if trace_b.notes else "Type a second sentence.")))
@@ -307,7 +340,7 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
                  filename="attention-compare-b")
 
 
-view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide)
+view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide, other_id)
 st.caption(f"{md(shape.model_id)} · {md(shape.adapter)} · {shape.stream_label} · {L} layers × {H} heads"
            + (" · causal (decoder)" if shape.causal else "")
            + (f" · the view opens on layer {showcase.layer}, head {showcase.head}: {md(showcase.rule)} on the "

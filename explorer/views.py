@@ -158,6 +158,9 @@ VIEWS.append(View(
         "unit": P("int", 0, 0, None, "Unit", help="Default: the first unit of the sorted heatmap."),
         "t": P("int", 0, 0, None, "Token"), "pair": P("text", label="Pair"), "a": P("text", label="Sentence A"),
         "b": P("text", label="Sentence B"),
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: the same sentence read by both, "
+                          "side by side on one colour scale, and their difference where the shapes match."),
     }, families=("rnn-lm", "state-dict"), sentences="agreement", main="heatmap"))
 VIEWS.append(View(
     "app_pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention",
@@ -173,8 +176,11 @@ VIEWS.append(View(
         "hide": P("bool", False, label="Hide special tokens and renormalise rows",
                   help="The model's own special tokens (which ones depends on its tokenizer; padding included)."),
         "agg": choice("heads", "mean", "max", "rollout", label="Aggregation"),
-        "compare": P("text", "The animal didn't cross the street because it was too wide.",
-                     label="Second sentence to compare"),
+        "text2": P("text", "The animal didn't cross the street because it was too wide.",
+                   label="Second sentence to compare"),
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: the same sentence read by both, "
+                          "the chosen head side by side and their difference where the shapes match."),
     }, families=("decoder", "encoder", "encoder-decoder", "masked-lm"), sentences="attention", main="head_heatmap"))
 VIEWS.append(View(
     "app_pages/seq2seq.py", "Seq2seq alignment", ":material/translate:", "seq2seq",

@@ -133,7 +133,7 @@ def test_self_attention_claims(model_id: str) -> None:
         return
     assert pair == E.PRONOUN_PAIRS[adapter.causal]
     at = page("self-attention", {"model": model_id, "mode": "compare"})  # the second sentence: the pair's own
-    assert at.text_input(key="compare").value == pair[1] and "is not in the second sentence" not in texts(at)
+    assert at.text_input(key="text2").value == pair[1] and "is not in the second sentence" not in texts(at)
     m = re.search(r"in layer (\d+), head (\d+) “it” gives “animal” ([\d.]+) and “street” ([\d.]+) in the first, "
                   r"([\d.]+) and ([\d.]+) in the second: it shifts from “animal” to “street”", said)
     assert m, said

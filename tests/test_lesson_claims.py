@@ -234,7 +234,7 @@ def test_03_it_attends_to_animal_then_street() -> None:
     assert row[tr.tokens.index("street")] < 0.06
     s2, p2 = step("03-self-attention", 2)
     says(s2.caption, "falls from about 0.68 to 0.28", "(about 0.05 → 0.12)")
-    wide = minilm_trace(p2["compare"]).attentions[3, 1, p2["token"]]
+    wide = minilm_trace(p2["text2"]).attentions[3, 1, p2["token"]]
     assert (round(float(row[tr.tokens.index("animal")]), 2) == 0.68
             and round(float(wide[tr.tokens.index("animal")]), 2) == 0.28)
     assert (round(float(row[tr.tokens.index("street")]), 2) == 0.05

@@ -293,6 +293,8 @@ def _url_keys(source: str) -> set[str]:
             if isinstance(key, ast.Constant) and key.value == "model" and not (
                     isinstance(steps, ast.Constant) and steps.value is False):
                 found.add("train_step")  # the training-step control under the view's model picker
+        elif isinstance(func, ast.Name) and func.id == "compare_picker":
+            key = ast.Constant("compare")  # explorer.ui.compare: a second model, ?compare=
         elif isinstance(func, ast.Name) and func.id in ("sentence_input", "model_sentence"):
             key = ast.Constant("text")
         elif isinstance(func, ast.Name) and func.id == "model_and_sentence":

@@ -233,3 +233,61 @@ def test_a_series_file_that_does_not_fit_its_model_is_refused(tmp_path) -> None:
     first = save({f"0/{k}": v for k, v in res.snapshots.states[0].items()})
     with pytest.raises(CorruptFileError, match="lists none"):
         register_upload([("tiny.safetensors", weights), ("tiny.json", no_list), ("tiny.snapshots.safetensors", first)])
+
+
+# ------------------------------------------------------------------------------------- two models side by side
+def test_the_recurrent_cell_compares_two_steps_on_one_scale_and_their_difference() -> None:
+    from explorer.probes.lstm_gates import rnn_gates, unit_order
+
+    at = run_page("app_pages/lstm_gates.py", {"model": "builtin:lstm-lm", "compare": "builtin:lstm-lm@640",
+                                              "text": TEXT, "gate": "c", "sort": "variance", "top": "20"})
+    assert_no_exception(at)
+    a, b = (rnn_gates(load_model(i), TEXT) for i in ("builtin:lstm-lm", "builtin:lstm-lm@640"))
+    units = unit_order(a.gates["c"][0, 0], "variance", 20)
+    charts = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    first, second, diff = charts[:3]
+    assert first["layout"]["title"]["text"].startswith("builtin:lstm-lm: ")
+    assert second["layout"]["title"]["text"].startswith("builtin:lstm-lm@640: ")
+    np.testing.assert_allclose(plotly_array(first["data"][0]["z"]), a.gates["c"][0, 0][:, units], atol=1e-6)
+    np.testing.assert_allclose(plotly_array(second["data"][0]["z"]), b.gates["c"][0, 0][:, units], atol=1e-6)
+    # the difference is that of two single-model runs; both maps share one colour range
+    np.testing.assert_allclose(plotly_array(diff["data"][0]["z"]),
+                               (b.gates["c"][0, 0] - a.gates["c"][0, 0])[:, units], atol=1e-6)
+    bound = max(np.abs(a.gates["c"][0, 0][:, units]).max(), np.abs(b.gates["c"][0, 0][:, units]).max())
+    for chart in (first, second):
+        assert chart["data"][0]["zmax"] == pytest.approx(bound) and chart["data"][0]["zmin"] == pytest.approx(-bound)
+    assert diff["layout"]["title"]["text"] == "cell state c: builtin:lstm-lm@640 − builtin:lstm-lm"
+    # another model whose states have another shape: drawn on its own, no difference, and the page says why
+    at = run_page("app_pages/lstm_gates.py", {"model": "builtin:lstm-lm", "compare": "builtin:gru-lm", "text": TEXT})
+    assert_no_exception(at)
+    assert any("the second model has no cell state c" in i.value.replace("\\", "") for i in at.info)
+
+
+def test_self_attention_compares_a_head_across_training() -> None:
+    from explorer.probes.self_attention import attention_trace
+
+    at = run_page("app_pages/self_attention.py", {"model": "builtin:tiny-gpt", "compare": "builtin:tiny-gpt@98",
+                                                  "text": TEXT, "mode": "head", "layer": "1", "head": "2"})
+    assert_no_exception(at)
+    a, b = (attention_trace(load_model(i), TEXT, arithmetic=False) for i in ("builtin:tiny-gpt",
+                                                                               "builtin:tiny-gpt@98"))
+    charts = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    second = next(c for c in charts if c["layout"]["title"]["text"].startswith("builtin:tiny-gpt@98 · layer 1"))
+    diff = next(c for c in charts if c["layout"]["title"]["text"].startswith("builtin:tiny-gpt@98 − builtin:tiny-gpt"))
+    np.testing.assert_allclose(plotly_array(second["data"][0]["z"]), b.attentions[1, 2], atol=1e-6)
+    np.testing.assert_allclose(plotly_array(diff["data"][0]["z"]), b.attentions[1, 2] - a.attentions[1, 2], atol=1e-6)
+    assert (diff["data"][0]["zmin"], diff["data"][0]["zmax"]) == (-1.0, 1.0)
+    at = run_page("app_pages/self_attention.py", {"model": "builtin:tiny-gpt", "compare": "pretrained:minilm",
+                                                  "text": TEXT, "mode": "head"})
+    assert_no_exception(at)
+    assert any("read the sentence as different tokens" in i.value for i in at.info)
+
+
+def test_compare_offers_the_other_steps_and_refuses_a_malformed_id() -> None:
+    at = run_page("app_pages/lstm_gates.py", {"model": "builtin:lstm-lm@640", "compare": "nonsense", "text": TEXT})
+    assert_no_exception(at)
+    box = next(s for s in at.selectbox if s.key == "compare")
+    assert box.value == "none" and "step 0 of this model" in box.options  # the other steps, not the one shown
+    assert "step 640 of this model" not in box.options and "step 1,878 of this model (trained)" in box.options
+    assert _slider(at).value == 640  # a snapshot's id in ?model= opens the slider at its step
+    assert any("Ignoring ?compare=" in w.value for w in at.warning)

@@ -180,6 +180,20 @@ def compare(a: GateTrace, b: GateTrace, name: str, layer: int, direction: int = 
     return Comparison(name, a.tokens[:T], b.tokens[:T], diff, score, start, tuple(notes))
 
 
+def model_difference(a: GateTrace, b: GateTrace, name: str, layer: int, direction: int = 0
+                     ) -> tuple[np.ndarray | None, str]:
+    """Model B's state `name` minus model A's on the same sentence, (T, H), with "" — or (None, why) when the two do
+    not have the same shape of state there (the tokens they read, the state, its layer, direction or size)."""
+    if a.tokens != b.tokens:
+        return None, "the two models read the sentence as different tokens"
+    if name not in b.gates:
+        return None, f"the second model has no {LABELS.get(name, name)}"
+    A, B = a.gates[name], b.gates[name]
+    if layer >= B.shape[0] or direction >= B.shape[1] or A.shape[-1] != B.shape[-1]:
+        return None, f"the two models' states differ in shape ({A.shape[-1]} and {B.shape[-1]} units)"
+    return B[layer, direction] - A[layer, direction], ""
+
+
 # -------------------------------------------------------------------------------------- equations
 @dataclass(frozen=True)
 class CellTerms:

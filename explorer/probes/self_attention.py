@@ -17,7 +17,7 @@ Everything else (hiding special tokens, aggregations, the step-by-step table) is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -358,6 +358,18 @@ def rollout(mean_attn: Any) -> Any:
         r = a @ r
         out.append(r)
     return torch.stack(out)
+
+
+def compare_mismatch(a: AttentionTrace, b: AttentionTrace, layer: int, heads: Sequence[int]) -> str:
+    """Why model B's attention on a sentence cannot be set against model A's at `layer` and `heads` ("" when it can:
+    the same query and key tokens, and that layer and those heads exist in B)."""
+    if a.tokens != b.tokens or a.key_tokens != b.key_tokens:
+        return "the two models read the sentence as different tokens"
+    if layer >= b.n_layers:
+        return f"it has {b.n_layers} layer{'s' if b.n_layers != 1 else ''}, no layer {layer}"
+    if max(heads) >= b.n_heads:
+        return f"it has {b.n_heads} heads per layer, no head {max(heads)}"
+    return ""
 
 
 def head_matrix(trace: AttentionTrace, layer: int, heads: tuple[int, ...] | list[int],

@@ -106,7 +106,8 @@ def step_control(model_id: str) -> str:
     if st.session_state.get(SERIES, base) != base:  # another model's series: start at its trained checkpoint
         _forget()
     st.session_state[SERIES] = base
-    state.seed(KEY, steps[-1], _parse)
+    implied = ModelId.parse(model_id).step  # ?model=builtin:lstm-lm@640 opens at step 640
+    state.seed(KEY, steps[-1] if implied is None else implied, _parse)
     chosen = st.session_state.get(KEY)
     note = ""
     if not isinstance(chosen, int) or chosen not in steps:

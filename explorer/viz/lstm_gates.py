@@ -51,9 +51,10 @@ def value_range(name: str, values: np.ndarray) -> tuple[float, float]:
 
 
 def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units: np.ndarray,
-                 theme: Theme = NORMAL, scale_from: np.ndarray | None = None) -> go.Figure:
+                 theme: Theme = NORMAL, scale_from: np.ndarray | None = None, named: bool = False) -> go.Figure:
     """Token × unit heatmap of state `name` (z = gates[name][layer, direction][:, units], rows = tokens); its colour
-    range from `scale_from` (values of another run, e.g. the trained model's) where given, else from z."""
+    range from `scale_from` (values of another run, e.g. the trained model's) where given, else from z; named: the
+    model's id in the title (two models side by side)."""
     z = trace.gates[name][layer, direction][:, units]
     colorscale = state_colorscale(name, theme)
     heat = dict(type="heatmap", z=z, x=[str(u) for u in units], y=token_labels(trace.tokens),
@@ -62,6 +63,8 @@ def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units:
                 hovertemplate="token %{y}<br>unit %{x}<br>" + name + " = %{z:.5f}<extra></extra>")
     title = f"{LABELS[name]} · layer {layer}" + (f" · {'backward' if direction else 'forward'}"
                                                  if trace.num_directions > 1 else "")
+    if named:
+        title = f"{label(trace.model_id)}: {title}"
     return figure([heat], {
         "title": {"text": title}, "height": min(180 + 22 * len(trace), 1400),
         "xaxis": {"title": {"text": "unit (sorted)"}, "showticklabels": len(units) <= 64, "type": "category"},
@@ -170,6 +173,21 @@ def diff_heatmap(cmp: Comparison, units: np.ndarray, theme: Theme = NORMAL) -> g
         "title": {"text": f"{LABELS[cmp.name]}: sentence B − sentence A (units sorted by mean |difference|)"},
         "height": min(180 + 22 * len(y), 1200), "yaxis": {"autorange": "reversed", "type": "category"},
         "xaxis": {"showticklabels": len(units) <= 64},
+    })
+
+
+def model_diff_heatmap(diff: np.ndarray, units: np.ndarray, tokens: Sequence[str], name: str, a: str, b: str,
+                       theme: Theme = NORMAL) -> go.Figure:
+    """Model B − model A on one sentence: diff (T, H) at the units `units`, token × unit, symmetric colour range."""
+    z = diff[:, units]
+    bound = max(float(np.abs(z).max()) if z.size else 1.0, 1e-6)
+    heat = dict(type="heatmap", z=z, x=[str(u) for u in units], y=token_labels(tokens), colorscale=theme.diverging,
+                zmin=-bound, zmid=0, zmax=bound, colorbar={"title": {"text": "B − A"}},
+                hovertemplate="token %{y}<br>unit %{x}<br>B − A = %{z:.5f}<extra></extra>")
+    return figure([heat], {
+        "title": {"text": f"{LABELS[name]}: {label(b)} − {label(a)}"},
+        "height": min(180 + 22 * len(tokens), 1400), "yaxis": {"autorange": "reversed", "type": "category"},
+        "xaxis": {"title": {"text": "unit (sorted as above)"}, "showticklabels": len(units) <= 64, "type": "category"},
     })
 
 

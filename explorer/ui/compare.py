@@ -1,0 +1,52 @@
+"""Two models side by side in a view: `?compare=<model id>` names the second one (another model, or another step of
+the same model's training: `builtin:lstm-lm@640`). The view reads the same sentence with both, draws both charts on a
+shared scale with each model's id in its title, and their difference where the shapes match."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import streamlit as st
+
+from explorer.loading.catalogue import ModelId, series_steps
+from explorer.text.escape import md_message
+from explorer.files.safe_load import ModelLoadError
+from explorer.ui import state
+from explorer.ui.cache import session_catalogue
+
+KEY = "compare"
+NONE = "none"
+
+
+def options(families: Iterable[str] | None, model_id: str) -> dict[str, str]:
+    """id -> label of what `model_id` can be compared with: the other steps of its training (when it has snapshots),
+    then the other models of the view's families."""
+    out: dict[str, str] = {NONE: "nothing"}
+    steps = series_steps(model_id)
+    if steps:
+        base = ModelId.parse(model_id).base
+        for step in steps[:-1]:
+            out[f"{base}@{step}"] = f"step {step:,} of this model"
+        out[base] = f"step {steps[-1]:,} of this model (trained)"
+    allowed = set(families) if families is not None else None
+    for entry in session_catalogue():
+        if allowed is None or entry.family in allowed:
+            out.setdefault(entry.id, entry.label)
+    out.pop(model_id, None)
+    return out
+
+
+def compare_picker(families: Iterable[str] | None, model_id: str, **kwargs: object) -> str | None:
+    """The "Compare with" selectbox (?compare=): the id of the second model, or None. An id in the URL that is not
+    offered (e.g. hf:<repo>) is offered too, so that links work; a malformed one is ignored with a message."""
+    labels = options(families, model_id)
+    raw = state.url_value(KEY)
+    if raw and raw not in labels and raw != NONE:
+        try:
+            ModelId.parse(raw)
+            labels[raw] = raw
+        except ModelLoadError as exc:
+            st.warning(f"Ignoring ?{KEY}=: {md_message(exc)}")
+    if st.session_state.get(KEY) not in labels:
+        st.session_state.pop(KEY, None)
+    chosen = state.choice(st.selectbox, "Compare with", list(labels), KEY, NONE, format_func=labels.get, **kwargs)
+    return None if chosen == NONE else chosen
