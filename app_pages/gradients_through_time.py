@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.loading import pretrained
-from explorer.loading.catalogue import FAMILIES, ModelId
+from explorer.loading.catalogue import FAMILIES, ModelId, series_steps
 from explorer.probes.gradients_through_time import GradientError, gradients_through_time, left_out_notes
 from explorer.files.safe_load import ModelLoadError
 from explorer.text.escape import md, md_message
@@ -27,6 +27,7 @@ page_header("Gradients through time", "The gradient of log p(last word) with res
             "and the norms of the recurrent Jacobians it flows through (Bengio et al. 1994; Hochreiter 1991).")
 entries = session_catalogue()
 options = [e.id for e in entries if e.family in c.view.families]
+options += [f"{m}@{step}" for m in list(options) for step in series_steps(m)[:-1]]  # steps of a training series
 HELP = "The last word is the one predicted; the gradient of its log-probability flows back to every word before it."
 # ?models= ids that this view cannot read: said by name (the multiselect would drop them, or the whole list, silently)
 raw = state.url_value("models") if "models" not in st.session_state else None

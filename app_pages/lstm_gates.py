@@ -1,5 +1,4 @@
 """Inside the recurrent cell: LSTM / GRU / Elman gates, cell and hidden states for your sentence, unit by unit."""
-import numpy as np
 import streamlit as st
 
 from explorer.probes import lstm_gates as P
@@ -82,10 +81,9 @@ if other_id is not None and (other_model := get_model(other_id)) is not None:
         st.warning(f"{V.plain(other_id)} cannot be compared here: {V.plain(str(exc))}")
     else:
         diff, why = P.model_difference(trace, other, name, layer, direction)
-scale = None if trained is None else ref_values[:, units]
+scale = () if trained is None else (ref_values[:, units],)
 if diff is not None and other is not None:  # both models on one colour scale
-    both = [values[:, units], other.gates[name][layer, direction][:, units]]
-    scale = np.concatenate(both if scale is None else [scale, *both])
+    scale = (*scale, values[:, units], other.gates[name][layer, direction][:, units])
 show(V.gate_heatmap(trace, name, layer, direction, units, theme, scale, named=other is not None),
      GATES, key="heatmap", filename=f"{name}-layer{layer}", fold=True)
 st.caption(f"{trace.num_layers} layer{'s' if trace.num_layers > 1 else ''}"
@@ -110,7 +108,7 @@ if other is not None:
                                   f"equal torch.nn's to {trace.max_abs_error:.1e} and {other.max_abs_error:.1e}."),
              key="heatmap_diff", filename=f"{name}-difference")
         st.caption(f"Both on one colour scale, units in the order of {md(model_id)}'s heatmap; largest |B − A|: "
-                   f"{float(np.abs(diff[:, units]).max()):.3f}.")
+                   f"{V.largest(diff[:, units]):.3f}.")
 with st.expander(f"What the view read from {md(model_id)}", expanded=loaded.family == "state-dict"):
     badge(Origin("model", "read from the checkpoint's weights and their shapes."))
     st.markdown(V.inferred_markdown(trace))

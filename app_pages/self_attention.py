@@ -170,11 +170,11 @@ def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int
     show(viz.head_heatmap(z_b, q_tok, k_tok, f"{plotly_text(other_id)} · {what}", theme,
                           zmax=None if how == "max" else 1.0, rows=rows, cols=kcols), OWN, key="head_heatmap_b",
          filename=f"attention-L{layer}-compare")
-    show(viz.difference_heatmap(z_b - z_a, q_tok, k_tok, f"{plotly_text(other_id)} − {plotly_text(trace.model_id)} · "
+    show(viz.difference_heatmap(z_a, z_b, q_tok, k_tok, f"{plotly_text(other_id)} − {plotly_text(trace.model_id)} · "
                                 f"{what}", theme), Origin("model", "the difference of the two models' own attention "
                                                                    "weights on this sentence."),
          key="head_heatmap_diff", filename=f"attention-L{layer}-difference")
-    st.caption(f"Both maps on the same scale (weights 0 … 1); largest |B − A|: {float(abs(z_b - z_a).max()):.3f}.")
+    st.caption(f"Both maps on the same scale (weights 0 … 1); largest |B − A|: {viz.largest_difference(z_a, z_b):.3f}.")
 
 
 def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: int, hide: bool,

@@ -1,12 +1,13 @@
 """Token attribution: gradient × input and integrated gradients from each output token onto the input tokens."""
 import streamlit as st
 
-from explorer.probes.token_attribution import AttributionTrace, attribution, default_outputs
+from explorer.probes.token_attribution import AttributionError, AttributionTrace, attribution, default_outputs
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
-from explorer.ui.cache import probe_with_progress
+from explorer.ui.cache import probe_raising, probe_with_progress
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
+from explorer.ui.training_steps import trained_model
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import token_attribution as V
 
@@ -54,8 +55,18 @@ with c_out:
 values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
 origin = Origin("model", f"gradients of {md(loaded.id)}'s own {of} (autograd); integrated gradients "
                          f"from {md_message(trace.baseline)}: {md(V.worst_output(trace))}.")
-show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out), origin, key="attr_heatmap",
-     filename="attribution", fold=True)
+trained, peak = trained_model(loaded), None
+if trained is not None:  # a snapshot: coloured on the trained model's scale, so that what changes is the model
+    try:
+        reference = probe_raising(attribution, trained, text, target, steps, outputs, of=of, heavy=True)
+        peak = V.peak(reference.integrated if method == "integrated gradients" else reference.gradient_x_input)
+    except AttributionError:
+        peak = None
+show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out, peak), origin,
+     key="attr_heatmap", filename="attribution", fold=True)
+if peak is not None:
+    st.caption(f"Colours from −{peak:.3f} to {peak:.3f}: the largest |{method}| of the trained model "
+               f"({md(trained.id)}) on this sentence, at every training step.")
 if outputs == "prediction" and len(trace.inputs) > 1:
     st.caption("Only the model's own prediction after the last token is attributed: for a row per next token of "
                "the sentence choose “every next token” under Steps (each row costs tens of forward and backward "

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from explorer.loading.catalogue import series_steps
+
 # Kinds: "text", "model", "model or none", "int", "float", "bool", "ints" (comma-separated integers), "choice"
 # (one of `choices`; `int` among them accepts any integer) and "choices" (a comma-separated list of them).
 
@@ -305,7 +307,8 @@ VIEWS.append(View(
     "gradients-through-time",
     "How far back a recurrent model's prediction reaches: the gradient at each word, model against model.", params={
         "models": P("choices", RECURRENT_WORDNET, label="Recurrent models",
-                    choices=RECURRENT_WORDNET + ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")),
+                    choices=RECURRENT_WORDNET + ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")
+                    + tuple(f"builtin:lstm-lm@{step}" for step in series_steps("builtin:lstm-lm")[:-1])),
         "text": TEXT,
     }, families=("rnn-lm", "state-dict"), sentences="distance", main="gradients"))
 VIEWS.append(View(

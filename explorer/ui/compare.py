@@ -20,7 +20,7 @@ NONE = "none"
 def options(families: Iterable[str] | None, model_id: str) -> dict[str, str]:
     """id -> label of what `model_id` can be compared with: the other steps of its training (when it has snapshots),
     then the other models of the view's families."""
-    out: dict[str, str] = {NONE: "nothing"}
+    out: dict[str, str] = {NONE: "Compare with: nothing"}
     steps = series_steps(model_id)
     if steps:
         base = ModelId.parse(model_id).base

@@ -51,15 +51,15 @@ def value_range(name: str, values: np.ndarray) -> tuple[float, float]:
 
 
 def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units: np.ndarray,
-                 theme: Theme = NORMAL, scale_from: np.ndarray | None = None, named: bool = False) -> go.Figure:
+                 theme: Theme = NORMAL, scale_from: Sequence[np.ndarray] = (), named: bool = False) -> go.Figure:
     """Token × unit heatmap of state `name` (z = gates[name][layer, direction][:, units], rows = tokens); its colour
-    range from `scale_from` (values of another run, e.g. the trained model's) where given, else from z; named: the
-    model's id in the title (two models side by side)."""
+    range from the arrays `scale_from` (values of other runs: the trained model's, a second model's) where given,
+    else from z; named: the model's id in the title (two models side by side)."""
     z = trace.gates[name][layer, direction][:, units]
     colorscale = state_colorscale(name, theme)
     heat = dict(type="heatmap", z=z, x=[str(u) for u in units], y=token_labels(trace.tokens),
                 colorscale=colorscale, colorbar={"title": {"text": name}},
-                **_range(name, z if scale_from is None else scale_from),
+                **_range(name, np.concatenate([np.ravel(a) for a in scale_from]) if len(scale_from) else z),
                 hovertemplate="token %{y}<br>unit %{x}<br>" + name + " = %{z:.5f}<extra></extra>")
     title = f"{LABELS[name]} · layer {layer}" + (f" · {'backward' if direction else 'forward'}"
                                                  if trace.num_directions > 1 else "")
@@ -174,6 +174,11 @@ def diff_heatmap(cmp: Comparison, units: np.ndarray, theme: Theme = NORMAL) -> g
         "height": min(180 + 22 * len(y), 1200), "yaxis": {"autorange": "reversed", "type": "category"},
         "xaxis": {"showticklabels": len(units) <= 64},
     })
+
+
+def largest(values: np.ndarray) -> float:
+    """The largest |value| (0 for none)."""
+    return float(np.abs(values).max()) if np.size(values) else 0.0
 
 
 def model_diff_heatmap(diff: np.ndarray, units: np.ndarray, tokens: Sequence[str], name: str, a: str, b: str,

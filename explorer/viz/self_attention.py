@@ -21,10 +21,11 @@ MIN_LINE_WEIGHT = LINE_STEP / 2  # lighter lines would round to width 0
 WIDTH_PER_WEIGHT = 8.0  # line view: a line of weight w is WIDTH_PER_WEIGHT · theme.line_width · w pixels wide
 
 
-def difference_heatmap(diff: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,
+def difference_heatmap(a: np.ndarray, b: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,
                        theme: Theme = NORMAL) -> go.Figure:
-    """Model B's attention minus model A's, (Tq, Tk), on a diverging scale from −1 to 1 (both are weights in 0 … 1)."""
-    z = np.asarray(diff, dtype=np.float32)
+    """Model B's attention minus model A's: b − a, (Tq, Tk), on a diverging scale from −1 to 1 (both are weights in
+    0 … 1)."""
+    z = np.asarray(b, dtype=np.float32) - np.asarray(a, dtype=np.float32)
     n_q = z.shape[0]
     return figure([{"type": "heatmap", "z": z, "zmin": -1.0, "zmid": 0.0, "zmax": 1.0, "colorscale": theme.diverging,
                     "colorbar": {"title": {"text": "B − A"}, "thickness": 12},
@@ -33,6 +34,11 @@ def difference_heatmap(diff: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequ
         "xaxis": {"title": {"text": "key (attended to)"}, "side": "top", "tickangle": -60, **ticks(k_tokens)},
         "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **ticks(q_tokens)},
     })
+
+
+def largest_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """max |b − a| of two attention matrices of one shape."""
+    return float(np.abs(np.asarray(b, dtype=np.float32) - np.asarray(a, dtype=np.float32)).max())
 
 
 def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str,

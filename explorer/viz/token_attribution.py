@@ -13,12 +13,19 @@ from explorer.viz.theme import NORMAL, Theme, colorscale, figure
 from explorer.viz.tokens import chart_labels, labels, ticks
 
 
+def peak(values: np.ndarray) -> float | None:
+    """The largest |value| of an attribution (None when all are 0): the end of a colour scale shared with it."""
+    top = float(np.abs(values).max()) if np.size(values) else 0.0
+    return top or None
+
+
 def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequence[str], method: str,
-                        theme: Theme, selected: int | None = None) -> go.Figure:
+                        theme: Theme, selected: int | None = None, peak: float | None = None) -> go.Figure:
     """values (M, N): rows are the output tokens attributed, columns the input tokens; signed, the theme's diverging
-    colours centred on 0 (its positive end raises the output's log-probability or logit, its negative end lowers it)."""
+    colours centred on 0 (its positive end raises the output's log-probability or logit, its negative end lowers it),
+    from −peak to peak (default: the largest |value|; e.g. another run's, to share its scale)."""
     M, N = values.shape
-    peak = float(np.abs(values).max()) or 1.0
+    peak = peak or float(np.abs(values).max()) or 1.0
     out = chart_labels(outputs)
     data = [{"type": "heatmap", "z": values, "x": list(range(N)), "y": list(range(M)), "zmin": -peak, "zmax": peak,
              "colorscale": theme.diverging, "colorbar": {"title": {"text": method}},
