@@ -1,10 +1,11 @@
 """The logit lens: every layer's hidden state read through the model's own final norm and output layer."""
 import streamlit as st
 
-from explorer.probes.logit_lens import logit_lens
+from explorer.probes.logit_lens import LensError, logit_lens, probability_of
 from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import probe
+from explorer.ui.cache import get_model, probe, probe_raising
+from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
@@ -19,7 +20,9 @@ for note in trace.notes:
     st.info(md_message(note))
 theme = settings.theme()
 L, T = trace.top_probs.shape
-c1, c2 = st.columns(2)
+c1, c2, c3 = st.columns([1, 1, 1])
+with c3:
+    other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
 with c1:
     pos = c.token("pos", trace.tokens, T - 1, label_visibility="collapsed",  # follows the sentence
                   format_func=lambda t: f"after token {t}: {trace.tokens[t]}")
@@ -30,6 +33,31 @@ own = Origin("model", f"each layer's hidden state through {loaded.id}'s own fina
                       f"layer ({trace.layers[-1]}) equals the model's own logits to {trace.lens_error:.1e}.")
 rows = V.grid_rows(L, layer)  # a deep model: every k-th layer and the selected one in the first screen
 show(V.lens_grid(trace, theme, (layer, pos), rows), own, key="lens_grid", filename="logit-lens", fold=True)
+if other_id is not None and (other := get_model(other_id)) is not None:
+    try:
+        trace_b = probe_raising(logit_lens, other, text)
+    except LensError as exc:
+        st.warning(f"{md(other_id)} cannot be compared here: {md_message(exc)}")
+    else:
+        show(V.lens_grid(trace_b, theme, (layer, pos) if layer < len(trace_b.layers) else None, named=True),
+             Origin("model", f"each layer's hidden state through {md(other_id)}'s own final norm and output layer."),
+             key="lens_grid_b", filename="logit-lens-compare")
+        try:
+            same = trace_b.tokens == trace.tokens and len(trace_b.layers) == L
+            tracked = probe_raising(probability_of, other, text, trace.final_ids) if same else None
+        except LensError:
+            tracked = None
+        if tracked is None:
+            st.info(f"No difference is drawn: {md(other_id)} and {md(loaded.id)} do not read this sentence as the same "
+                    "tokens through the same number of layers and vocabulary.")
+        else:
+            show(V.tracked_difference(trace, tracked, other_id, theme),
+                 Origin("model", "the difference of the two models' own lens probabilities of the first model's "
+                                 "prediction at each position."), key="lens_diff", filename="logit-lens-difference")
+            st.caption(f"Both grids on one colour scale (p from 0 to 1). The difference follows {md(loaded.id)}'s own "
+                       f"prediction at each position (the hover names it): the probability {md(other_id)} gives it "
+                       f"after each layer minus {md(loaded.id)}'s; largest |B − A|: "
+                       f"{V.tracked_gap(trace, tracked):.3f}.")
 tokens, probs = trace.bars(layer, pos)
 final = trace.final_tokens[pos]
 show(V.lens_bars(tokens, probs, f"After {trace.layers[layer]}, next after “{plotly_text(trace.tokens[pos])}”: "

@@ -279,6 +279,9 @@ VIEWS.append(View(
     "What each layer would predict: every layer's hidden state read through the model's own output layer.", params={
         "model": P("model", LM_DEFAULT), "text": TEXT,
         "layer": P("int", None, 0, None, "Layer", help="Layers count from 0: layer l is block l; its output is read."),
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: its lens on the same sentence, "
+                          "and the probability it gives the first model's prediction minus the first model's."),
         "pos": P("int", None, 0, None, "After token"),
     }, families=("decoder", "rnn-lm", "state-dict"), sentences="agreement", main="lens_grid"))
 VIEWS.append(View(

@@ -291,3 +291,25 @@ def test_compare_offers_the_other_steps_and_refuses_a_malformed_id() -> None:
     assert "step 640 of this model" not in box.options and "step 1,878 of this model (trained)" in box.options
     assert _slider(at).value == 640  # a snapshot's id in ?model= opens the slider at its step
     assert any("Ignoring ?compare=" in w.value for w in at.warning)
+
+
+def test_the_logit_lens_compares_the_probability_of_the_first_models_prediction() -> None:
+    from explorer.probes.logit_lens import logit_lens, probability_of
+
+    at = run_page("app_pages/logit_lens.py", {"model": "builtin:tiny-gpt", "compare": "builtin:tiny-gpt@452",
+                                              "text": TEXT})
+    assert_no_exception(at)
+    a, b = (logit_lens(load_model(i), TEXT) for i in ("builtin:tiny-gpt", "builtin:tiny-gpt@452"))
+    tracked = probability_of(load_model("builtin:tiny-gpt@452"), TEXT, a.final_ids)
+    # independent checks of the tracked probabilities: the first model's own, and the second's where both predict
+    # the same token
+    np.testing.assert_allclose(probability_of(load_model("builtin:tiny-gpt"), TEXT, a.final_ids), a.final_prob,
+                               atol=1e-7)
+    same = [t for t in range(len(a.tokens)) if a.final_tokens[t] == b.final_tokens[t]]
+    assert same and np.allclose(tracked[:, same], b.final_prob[:, same], atol=1e-7)
+    charts = {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)
+              for el in at.get("plotly_chart")}
+    grid_b = charts[next(t for t in charts if t.startswith("builtin:tiny-gpt@452: Logit lens"))]
+    np.testing.assert_allclose(plotly_array(grid_b["data"][0]["z"]), b.top_probs, atol=1e-6)
+    diff = charts["p of builtin:tiny-gpt's prediction: builtin:tiny-gpt@452 − builtin:tiny-gpt"]
+    np.testing.assert_allclose(plotly_array(diff["data"][0]["z"]), tracked - a.final_prob, atol=1e-6)

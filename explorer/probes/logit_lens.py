@@ -69,6 +69,7 @@ class LensTrace:
     topk_probs: np.ndarray
     lens_error: float
     notes: tuple[str, ...] = ()
+    final_ids: tuple[int, ...] = ()  # (T,) the ids of final_tokens
 
     def bars(self, layer: int, position: int) -> tuple[tuple[str, ...], np.ndarray]:
         """The K most probable next tokens (and probabilities) of one cell."""
@@ -98,13 +99,14 @@ ROWS = 128  # (layer, position) rows through the output layer at once: a (ROWS, 
 
 
 def _columns(adapter: Unembeds, states: list[tuple[str, torch.Tensor, bool]], own: torch.Tensor,
-             positions: list[int], k: int) -> tuple[dict[int, _Column], bool]:
+             positions: list[int], k: int, track: list[int] | None = None) -> tuple[dict[int, _Column], bool]:
     """The lens at `positions`: each layer's state there through the final norm and output layer, in blocks of ROWS
     rows (one read of the output layer's weights per block; no (L, T, V) array is ever held), and whether the last
-    layer had to be read as already normed to equal the model's logits."""
+    layer had to be read as already normed to equal the model's logits. track: the token id followed at each position
+    (its probability and rank; default the model's own prediction there)."""
     idx = torch.tensor(positions, dtype=torch.long)
     M, L = len(positions), len(states)
-    final = own[idx].argmax(dim=-1)                                         # (M,)
+    final = own[idx].argmax(dim=-1) if track is None else torch.tensor(track, dtype=torch.long)[idx]   # (M,)
     kk = min(k, own.shape[-1])
     top_p, top_i = torch.zeros(L, M, kk), torch.zeros(L, M, kk, dtype=torch.long)
     final_p, rank = torch.zeros(L, M), torch.zeros(L, M, dtype=torch.long)
@@ -205,4 +207,27 @@ def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     return LensTrace(mid, tuple(enc.tokens), tuple(bool(s) for s in (enc.special or (False,) * len(enc.ids))),
                      tuple(n for n, _, _ in states), tuple(tuple(t[0] for t in layer) for layer in topk_tokens),
                      top_p[..., 0].numpy(), tuple(adapter.token_strings(final)), rank.numpy(), final_p.numpy(),
-                     topk_tokens, top_p.numpy(), error, tuple(enc.notes))
+                     topk_tokens, top_p.numpy(), error, tuple(enc.notes), tuple(int(i) for i in final))
+
+
+def probability_of(loaded: Loaded, text: str, ids: tuple[int, ...]) -> np.ndarray:
+    """(L, T): the probability the lens of `loaded` gives, after each layer and at each position t of `text`, to the
+    token ids[t] (e.g. another model's own predictions there: LensTrace.final_ids). Raises LensError when the text is
+    not T tokens for this model or an id is outside its vocabulary."""
+    adapter = loaded.adapter
+    mid = str(getattr(loaded, "id", "model"))
+    if not adapter.lens_names:
+        raise LensError(f"{mid} has no layers and output layer to read through a logit lens.")
+    enc = adapter.encode(text, max_tokens=budget.cap_tokens(loaded.model, MAX_TOKENS, price))
+    if len(enc.ids) != len(ids):
+        raise LensError(f"{mid} reads the text as {len(enc.ids)} tokens, not {len(ids)}.")
+    try:
+        rec = adapter.run(enc, names=adapter.lens_names)
+        states = adapter.lens_states(rec)
+        own = torch.from_numpy(rec["logits"]).float()
+        if ids and max(ids) >= own.shape[-1]:
+            raise LensError(f"{mid}'s vocabulary has {own.shape[-1]:,} tokens: it has no token {max(ids):,}.")
+        cols, _ = _columns(adapter, states, own, list(range(len(ids))), 1, list(ids))
+    except Unsupported as exc:
+        raise LensError(str(exc)) from None
+    return torch.stack([cols[t].final_prob for t in range(len(ids))], dim=1).numpy()

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.text.escape import plotly_text
 from explorer.viz.theme import Theme, figure, ink
 from explorer.viz.tokens import chart_labels, ticks
 
@@ -44,10 +45,11 @@ def cell_text(text: list[list[str]], z: np.ndarray, y: list[str], colorscale: st
 
 
 def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
-              rows: list[int] | None = None) -> go.Figure:
+              rows: list[int] | None = None, named: bool = False) -> go.Figure:
     """Rows: layers (last on top, named "layer l": the output of block l, from 0; `rows`: the layers to show,
     default all); columns: input positions. Cell text: the layer's top next token; colour: its probability; hover:
-    the model's own final prediction there, with its rank and probability after that layer."""
+    the model's own final prediction there, with its rank and probability after that layer. named: the model's id in
+    the title (two models side by side)."""
     rows = list(range(trace.top_probs.shape[0])) if rows is None else list(rows)
     L, T = len(rows), trace.top_probs.shape[1]
     final, inputs = chart_labels(trace.final_tokens), chart_labels(trace.tokens)
@@ -69,6 +71,8 @@ def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
             cell_text(text, z, names, theme.sequential, max(9, theme.font_size - 3))]
     title = "Logit lens: each layer's most probable next token" + \
         (f" ({L} of {trace.top_probs.shape[0]} layers)" if every else "")
+    if named:
+        title = f"{plotly_text(trace.model_id)}: {title}"
     layout = {"title": {"text": title},
               "height": max(260, 60 * L + 160), "xaxis": {**ticks(trace.tokens), "title": {"text": "after token"}},
               "yaxis": {"title": {"text": "after layer (from 0)"}, "type": "category"}}
@@ -89,3 +93,25 @@ def lens_bars(tokens: tuple[str, ...], probs: np.ndarray, title: str, theme: The
                   {"title": {"text": title}, "height": 360, "showlegend": False,
                    "xaxis": {"tickvals": list(range(len(names))), "ticktext": names, "title": {"text": "token"}},
                    "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero"}})
+
+
+def tracked_difference(a: Any, b_prob: np.ndarray, b_id: str, theme: Theme) -> go.Figure:
+    """Layers × positions: the probability model B's lens gives to model A's own prediction at each position, minus
+    A's (a: A's LensTrace; b_prob (L, T), explorer.probes.logit_lens.probability_of), from −1 to 1."""
+    z = np.asarray(b_prob, dtype=np.float32) - np.asarray(a.final_prob, dtype=np.float32)
+    final, inputs = chart_labels(a.final_tokens), chart_labels(a.tokens)
+    custom = [[[final[t], inputs[t]] for t in range(z.shape[1])] for _ in range(z.shape[0])]
+    return figure([{"type": "heatmap", "z": z, "customdata": custom, "zmin": -1.0, "zmid": 0.0, "zmax": 1.0,
+                    "colorscale": theme.diverging, "colorbar": {"title": {"text": "B − A"}},
+                    "x": list(range(z.shape[1])), "y": list(a.layers),
+                    "hovertemplate": "after %{y}, at “%{customdata[1]}”<br>p(“%{customdata[0]}”): B − A = "
+                                     "%{z:.4f}<extra></extra>"}], {
+        "title": {"text": f"p of {plotly_text(a.model_id)}'s prediction: {plotly_text(b_id)} − "
+                          f"{plotly_text(a.model_id)}"},
+        "height": max(260, 60 * z.shape[0] + 160), "xaxis": {**ticks(a.tokens), "title": {"text": "after token"}},
+        "yaxis": {"title": {"text": "after layer (from 0)"}, "type": "category"}})
+
+
+def tracked_gap(a: Any, b_prob: np.ndarray) -> float:
+    """max |B − A| of tracked_difference."""
+    return float(np.abs(np.asarray(b_prob) - np.asarray(a.final_prob)).max())
