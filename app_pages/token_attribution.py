@@ -4,7 +4,8 @@ import streamlit as st
 from explorer.probes.token_attribution import AttributionError, AttributionTrace, attribution, default_outputs
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
-from explorer.ui.cache import probe_raising, probe_with_progress
+from explorer.ui.cache import get_model, probe_raising, probe_with_progress
+from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
@@ -17,7 +18,9 @@ page_header("Token attribution", "Which input tokens drive each output token: gr
 _, loaded, text = model_and_sentence(
     c, label=lambda m: "Source sentence" if m.adapter.is_encoder_decoder else "Sentence")
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
-c_out, c_method, c_steps = st.columns([2.2, 1.6, 1], vertical_alignment="bottom")  # c_out: once the run is known
+c_out, c_method, c_cmp, c_steps = st.columns([2.2, 1.6, 1.6, 1], vertical_alignment="bottom")  # c_out: after the run
+with c_cmp:
+    other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
 with c_method:
     method = c.selectbox("method", label_visibility="collapsed")
 with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
@@ -62,11 +65,38 @@ if trained is not None:  # a snapshot: coloured on the trained model's scale, so
         peak = V.peak(reference.integrated if method == "integrated gradients" else reference.gradient_x_input)
     except AttributionError:
         peak = None
-show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out, peak), origin,
+trace_b, values_b = None, None
+if other_id is not None and (other := get_model(other_id)) is not None:
+    try:
+        trace_b = probe_raising(attribution, other, text, target, steps, outputs, of=of, heavy=True)
+    except AttributionError as exc:
+        st.warning(f"{md(other_id)} cannot be compared here: {md_message(exc)}")
+    else:
+        values_b = trace_b.integrated if method == "integrated gradients" else trace_b.gradient_x_input
+        if trace_b.inputs != trace.inputs or trace_b.outputs != trace.outputs:
+            st.info(f"No difference is drawn: {md(other_id)} reads this sentence as other tokens than "
+                    f"{md(loaded.id)}.")
+        else:
+            peak = V.shared_peak(values, values_b, peak)
+show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out, peak,
+                           model=loaded.id if trace_b is not None else ""), origin,
      key="attr_heatmap", filename="attribution", fold=True)
-if peak is not None:
+if peak is not None and trace_b is None:
     st.caption(f"Colours from −{peak:.3f} to {peak:.3f}: the largest |{method}| of the trained model "
                f"({md(trained.id)}) on this sentence, at every training step.")
+if trace_b is not None and values_b is not None:
+    same = trace_b.inputs == trace.inputs and trace_b.outputs == trace.outputs
+    show(V.attribution_heatmap(values_b, trace_b.inputs, trace_b.outputs, method, theme, None,
+                               peak if same else None, model=trace_b.model_id),
+         Origin("model", f"gradients of {md(other_id)}'s own {of} (autograd)."), key="attr_heatmap_b",
+         filename="attribution-compare")
+    if same:
+        show(V.difference_heatmap(values, values_b, trace.inputs, trace.outputs, method, loaded.id, trace_b.model_id,
+                                  theme),
+             Origin("model", "the difference of the two models' own attributions on this sentence."),
+             key="attr_heatmap_diff", filename="attribution-difference")
+        st.caption(f"Both on one colour scale (±{peak or 0:.3f}); largest |B − A|: "
+                   f"{V.largest_difference(values, values_b):.3f}.")
 if outputs == "prediction" and len(trace.inputs) > 1:
     st.caption("Only the model's own prediction after the last token is attributed: for a row per next token of "
                "the sentence choose “every next token” under Steps (each row costs tens of forward and backward "

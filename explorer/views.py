@@ -288,6 +288,9 @@ VIEWS.append(View(
     "app_pages/token_attribution.py", "Token attribution", ":material/target:", "token-attribution",
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
         "model": P("model", LM_DEFAULT), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: its attributions on the same "
+                          "sentence, on one colour scale, and B − A where both read the same tokens."),
         "method": choice("integrated gradients", "gradient × input", label="Method"),
         "of": choice("log-probability", "logit", label="Attribute the output token's",
                      help="log-probability: log p(token), what the model's prediction is (a change common to every "

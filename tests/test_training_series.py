@@ -313,3 +313,22 @@ def test_the_logit_lens_compares_the_probability_of_the_first_models_prediction(
     np.testing.assert_allclose(plotly_array(grid_b["data"][0]["z"]), b.top_probs, atol=1e-6)
     diff = charts["p of builtin:tiny-gpt's prediction: builtin:tiny-gpt@452 − builtin:tiny-gpt"]
     np.testing.assert_allclose(plotly_array(diff["data"][0]["z"]), tracked - a.final_prob, atol=1e-6)
+
+
+def test_token_attribution_compares_two_steps_on_one_scale() -> None:
+    from explorer.probes.token_attribution import attribution
+
+    at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "compare": "builtin:tiny-gpt@98",
+                                                     "text": TEXT, "method": "integrated gradients", "steps": "64"})
+    assert_no_exception(at)
+    a, b = (attribution(load_model(i), TEXT, "", 64, "all") for i in ("builtin:tiny-gpt", "builtin:tiny-gpt@98"))
+    charts = {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)
+              for el in at.get("plotly_chart")}
+    first = charts["builtin:tiny-gpt: integrated gradients: each output (row) onto the inputs"]["data"][0]
+    second = charts["builtin:tiny-gpt@98: integrated gradients: each output (row) onto the inputs"]["data"][0]
+    diff = charts["integrated gradients: builtin:tiny-gpt@98 − builtin:tiny-gpt"]["data"][0]
+    np.testing.assert_allclose(plotly_array(first["z"]), a.integrated, atol=1e-6)
+    np.testing.assert_allclose(plotly_array(second["z"]), b.integrated, atol=1e-6)
+    np.testing.assert_allclose(plotly_array(diff["z"]), b.integrated - a.integrated, atol=1e-6)
+    bound = max(np.abs(a.integrated).max(), np.abs(b.integrated).max())
+    assert first["zmax"] == second["zmax"] == pytest.approx(bound)

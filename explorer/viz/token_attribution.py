@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.text.escape import plotly_text
 from explorer.viz.theme import NORMAL, Theme, colorscale, figure
 from explorer.viz.tokens import chart_labels, labels, ticks
 
@@ -19,8 +20,27 @@ def peak(values: np.ndarray) -> float | None:
     return top or None
 
 
+def shared_peak(a: np.ndarray, b: np.ndarray, given: float | None = None) -> float | None:
+    """The end of one colour scale for two attributions (and a given end, e.g. the trained model's)."""
+    found = [p for p in (given, peak(a), peak(b)) if p]
+    return max(found) if found else None
+
+
+def largest_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """max |b − a| of two attributions of one shape."""
+    return float(np.abs(np.asarray(b) - np.asarray(a)).max()) if np.size(a) else 0.0
+
+
+def difference_heatmap(a: np.ndarray, b: np.ndarray, inputs: Sequence[str], outputs: Sequence[str], method: str,
+                       a_id: str, b_id: str, theme: Theme) -> go.Figure:
+    """b − a (M, N): model B's attribution minus model A's on one sentence, centred on 0."""
+    return attribution_heatmap(np.asarray(b) - np.asarray(a), inputs, outputs, method, theme,
+                               title=f"{method}: {plotly_text(b_id)} − {plotly_text(a_id)}", bar="B − A")
+
+
 def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequence[str], method: str,
-                        theme: Theme, selected: int | None = None, peak: float | None = None) -> go.Figure:
+                        theme: Theme, selected: int | None = None, peak: float | None = None,
+                        model: str = "", title: str = "", bar: str = "") -> go.Figure:
     """values (M, N): rows are the output tokens attributed, columns the input tokens; signed, the theme's diverging
     colours centred on 0 (its positive end raises the output's log-probability or logit, its negative end lowers it),
     from −peak to peak (default: the largest |value|; e.g. another run's, to share its scale)."""
@@ -28,11 +48,12 @@ def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequ
     peak = peak or float(np.abs(values).max()) or 1.0
     out = chart_labels(outputs)
     data = [{"type": "heatmap", "z": values, "x": list(range(N)), "y": list(range(M)), "zmin": -peak, "zmax": peak,
-             "colorscale": theme.diverging, "colorbar": {"title": {"text": method}},
+             "colorscale": theme.diverging, "colorbar": {"title": {"text": bar or method}},
              "customdata": [chart_labels(inputs) for _ in range(M)],
              "hovertemplate": "output %{y}: “%{text}”<br>input %{x}: “%{customdata}”<br>%{z:.4f}<extra></extra>",
              "text": [[out[i]] * N for i in range(M)]}]
-    layout = {"title": {"text": f"{method}: each output (row) onto the inputs"},
+    title = title or (f"{plotly_text(model)}: " if model else "") + f"{method}: each output (row) onto the inputs"
+    layout = {"title": {"text": title},
               "height": int(min(2000, max(320, 24 * M + 160))), "xaxis": {**ticks(inputs), "title": {"text": "input"}},
               "yaxis": {**ticks(outputs), "autorange": "reversed", "title": {"text": "output"}}}
     if selected is not None:
