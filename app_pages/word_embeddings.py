@@ -15,6 +15,7 @@ from explorer.ui import charts
 from explorer.ui.charts import Origin, show
 from explorer.ui.word_embeddings import file_table, fit_status, follow_default, model_table, projection
 from explorer.ui.state import Controls
+from explorer.ui.training_steps import trained_model
 from explorer.ui.widgets import (model_picker, model_sentence, page_header, sentence_input, top_row,
                                 what_to_notice)
 from explorer.viz import word_embeddings as V
@@ -137,7 +138,9 @@ if reason:
     st.warning(f"No {dims}-D {PR.METHODS[method]} of this table: {md_message(reason)}")
 else:
     try:  # a fit that is neither stored nor shipped runs in the background: PCA (and its progress) meanwhile
-        proj, job = projection(table, rows, method, dims, PR.params_for(method, params))
+        trained = trained_model(loaded) if loaded is not None else None  # a snapshot: the trained model's axes
+        reference = model_table(trained, source) if trained is not None and method == "pca" else None
+        proj, job = projection(table, rows, method, dims, PR.params_for(method, params), reference)
     except PR.ProjectionError as exc:
         st.warning(md_message(exc))
 if job is not None:
@@ -160,6 +163,8 @@ if proj is not None:
                    f"placed with {placement} (diamonds).")
     axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if drawn == "pca" else \
         [f"{PR.METHODS[drawn]} {i + 1}" for i in range(dims)]
+    if proj.placement.startswith("the PCA axes of"):  # a snapshot on the trained model's axes
+        axis = [f"PC {i + 1} of the trained model" for i in range(dims)]
     if theme.name not in proj.memo:  # the 30k-point background depends only on the fit: kept with it
         proj.memo[theme.name] = V.projection_background(
             words, classes, proj.coords, theme, title=f"{PR.METHODS[drawn]} of the {shown}", axis_names=axis,
@@ -168,6 +173,9 @@ if proj is not None:
         detail = f"{proj.shipped}."
     elif job is not None:
         detail = f"{md(table.source)}, projected with PCA while the requested {PR.METHODS[method]} is computed."
+    elif proj.placement.startswith("the PCA axes of"):
+        detail = (f"{md(table.source)}, placed on {md(proj.placement)} (the same axes at every training step; "
+                  "their share of this table's variance differs).")
     else:
         detail = f"{md(table.source)}, projected with {PR.METHODS[drawn]}."
     show(proj.memo[theme.name], Origin(SOURCE.kind, detail), key="projection", filename=f"embeddings-{drawn}",

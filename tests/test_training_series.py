@@ -332,3 +332,24 @@ def test_token_attribution_compares_two_steps_on_one_scale() -> None:
     np.testing.assert_allclose(plotly_array(diff["z"]), b.integrated - a.integrated, atol=1e-6)
     bound = max(np.abs(a.integrated).max(), np.abs(b.integrated).max())
     assert first["zmax"] == second["zmax"] == pytest.approx(bound)
+
+
+def test_word_embeddings_at_a_step_are_placed_on_the_trained_models_pca_axes() -> None:
+    from sklearn.decomposition import PCA
+
+    from explorer.probes import word_embeddings as E
+    from explorer.projections import reduce as PR
+    from explorer.ui.word_embeddings import projection
+
+    snap, trained = (E.embedding_table(load_model(i), "input") for i in ("builtin:tiny-gpt@98", "builtin:tiny-gpt"))
+    rows = np.arange(len(snap.words))
+    proj, job = projection(snap, rows, "pca", 2, PR.params_for("pca"), reference=trained)
+    assert job is None and proj.placement == f"the PCA axes of {trained.source}"
+    pca = PCA(n_components=2, svd_solver="full").fit(trained.vectors[rows].astype(np.float64))
+    expected = pca.transform(snap.vectors[rows].astype(np.float64))
+    signs = np.sign((proj.coords * expected).sum(axis=0))  # a component's sign is arbitrary
+    np.testing.assert_allclose(proj.coords * signs, expected, atol=1e-3)
+    at = run_page("app_pages/word_embeddings.py", {"model": "builtin:tiny-gpt", "train_step": "98", "src": "model"})
+    assert_no_exception(at)
+    captions = " | ".join(c.value for c in at.caption).replace("\\", "")
+    assert "placed on the PCA axes of builtin:tiny-gpt" in captions

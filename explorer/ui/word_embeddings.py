@@ -60,12 +60,27 @@ def _builder(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int, 
 
 
 def projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int,
-               params: dict) -> tuple[PR.Projection, FitJob | None]:
+               params: dict, reference: P.EmbeddingTable | None = None) -> tuple[PR.Projection, FitJob | None]:
     """What to draw now for table rows `rows` (N,): (the requested projection, None) when it is stored, shipped
     with the app (an exact match, explorer.projections.assets) or a PCA (fitted here, fast); otherwise (the PCA of
     the same rows, the job fitting the requested one in the background, shared by every session, or its failure).
+    reference: a table of the same words and width (the trained model's, when `table` is a snapshot's): a PCA is then
+    fitted on the reference and `table` placed on its axes, so that every step of a training is seen in one frame.
     Raises ProjectionError when even the PCA cannot be fitted."""
     jobs = _fits()
+    if reference is not None and method == "pca" and reference.words == table.words and reference.dim == table.dim:
+        ref, _ = projection(reference, rows, "pca", dims, params)
+        on_axes: tuple = (table.key, "on the axes of", reference.key,
+                          hashlib.sha1(np.ascontiguousarray(rows).tobytes()).hexdigest(), dims)
+        placement = f"the PCA axes of {reference.source}"
+
+        def placed() -> PR.Projection:
+            coords = PR.transform(ref, table.vectors[rows])
+            assert coords is not None  # a PCA places new rows
+            return PR.Projection("pca", dims, ref.params, coords, ref.model, ref.seconds, ref.explained,
+                                 placement=placement)
+
+        return jobs.store.get(on_axes, placed), None
     key = (table.key, hashlib.sha1(np.ascontiguousarray(rows).tobytes()).hexdigest(), method, dims,
            tuple(sorted(params.items())))
     proj = jobs.ready(key)
