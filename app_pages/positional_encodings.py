@@ -12,6 +12,7 @@ from explorer.text.escape import md, md_code, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import compute, figure_once, get_model, probe, probe_raising
 from explorer.ui.state import Controls
+from explorer.ui.training_steps import trained_model
 from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import positional_encodings as V
@@ -303,9 +304,18 @@ def table_panel(loaded, controls: Any) -> None:
         dims = c.radio("pca", format_func=lambda x: f"{x}-D")
     model_key = (loaded.id, loaded.device, loaded.dtype)
     stored = Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, as stored in the checkpoint.")
-    show(figure_once(("learned", *model_key), lambda: V.pe_heatmap(
-        lt.weight, theme, f"{plotly_text(lt.source)}: position × dimension")), stored, key="learned_heatmap",
-         filename="learned_positions")
+    trained = trained_model(loaded)  # a snapshot: coloured on the trained model's table's scale
+    try:
+        reference = None if trained is None else probe_raising(P.learned_positions, trained).weight
+    except Unsupported:
+        reference = None
+    if reference is not None and reference.shape != lt.weight.shape:
+        reference = None
+    show(figure_once(("learned", *model_key, trained.id if reference is not None else ""), lambda: V.pe_heatmap(
+        lt.weight, theme, f"{plotly_text(lt.source)}: position × dimension", scale_from=reference)), stored,
+         key="learned_heatmap", filename="learned_positions")
+    if reference is not None:
+        st.caption(f"Coloured on the scale of the trained model's table ({md(trained.id)}), at every training step.")
     sim = la.cosine if kind == "cosine" else la.dot
     show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between learned positions", "position", "position", kind,

@@ -353,3 +353,18 @@ def test_word_embeddings_at_a_step_are_placed_on_the_trained_models_pca_axes() -
     assert_no_exception(at)
     captions = " | ".join(c.value for c in at.caption).replace("\\", "")
     assert "placed on the PCA axes of builtin:tiny-gpt" in captions
+
+
+def test_the_learned_position_table_at_a_step_is_coloured_on_the_trained_tables_scale() -> None:
+    from explorer.probes.positional_encodings import learned_positions
+    from explorer.viz.positional_encodings import robust_bound
+
+    at = run_page("app_pages/positional_encodings.py", {"model": "builtin:tiny-gpt", "train_step": "98",
+                                                        "panel": "learned"})
+    assert_no_exception(at)
+    snap, trained = (learned_positions(load_model(i)).weight for i in ("builtin:tiny-gpt@98", "builtin:tiny-gpt"))
+    heat = next(json.loads(el.proto.spec)["data"][0] for el in at.get("plotly_chart")
+                if "position × dimension" in json.loads(el.proto.spec)["layout"]["title"]["text"])
+    np.testing.assert_allclose(plotly_array(heat["z"]), snap, atol=1e-6)
+    bound, _ = robust_bound([trained], "value")
+    assert heat["zmax"] == pytest.approx(bound) and bound > 1.5 * robust_bound([snap], "value")[0]

@@ -48,14 +48,15 @@ def strides(shape: tuple[int, int], max_cells: int = MAX_CELLS) -> tuple[int, in
 
 def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_title: str, value: str = "value",
                    diverging: bool = True, mark: tuple[int, int] | None = None,
-                   max_cells: int = MAX_CELLS) -> go.Figure:
-    """Heatmap of z (rows, cols), rows top to bottom; hover shows the true indices and the exact value."""
+                   max_cells: int = MAX_CELLS, scale_from: np.ndarray | None = None) -> go.Figure:
+    """Heatmap of z (rows, cols), rows top to bottom; hover shows the true indices and the exact value. scale_from:
+    another table whose colour range (robust_bound) is used, e.g. the trained model's at every training step."""
     z = np.asarray(z)
     rs, cs = strides(z.shape, max_cells)
     shown = z[::rs, ::cs]
     if shown.dtype == np.float64 and shown.size > FLOAT32_ABOVE:  # 7 significant digits: more than the hover shows
         shown = shown.astype(np.float32)
-    bound, key = robust_bound([shown], value)
+    bound, key = robust_bound([shown if scale_from is None else np.asarray(scale_from)[::rs, ::cs]], value)
     trace: dict[str, Any] = {
         "type": "heatmap", "z": shown, "x": np.arange(0, z.shape[1], cs), "y": np.arange(0, z.shape[0], rs),
         "colorscale": theme.diverging if diverging else theme.sequential,
@@ -81,9 +82,10 @@ def cell_mark(mark: tuple[int, int], theme: Theme) -> go.Figure:
                                                     "color": "black", "line": {"width": 3}}}], {})
 
 
-def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] | None = None) -> go.Figure:
-    """Position × dimension table (sinusoidal or learned)."""
-    return matrix_heatmap(pe, theme, title, "dimension", "position", "value", mark=mark)
+def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] | None = None,
+               scale_from: np.ndarray | None = None) -> go.Figure:
+    """Position × dimension table (sinusoidal or learned); scale_from: see matrix_heatmap."""
+    return matrix_heatmap(pe, theme, title, "dimension", "position", "value", mark=mark, scale_from=scale_from)
 
 
 def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int | None, selected: int | None = None,
