@@ -13,6 +13,7 @@ from explorer.ui import settings
 from explorer.ui.cache import compute, figure_once, get_model, probe, probe_raising
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
+from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import positional_encodings as V
@@ -297,11 +298,13 @@ def table_panel(loaded, controls: Any) -> None:
     if lt.offset:
         st.caption(f"Rows 0..{lt.offset - 1} are not used for tokens: position 0 is row {lt.offset}.")
     with controls:
-        c1, c2 = st.columns(2)
+        c1, c2, c3 = st.columns(3)
     with c1:
         kind = c.radio("sim")
     with c2:
         dims = c.radio("pca", format_func=lambda x: f"{x}-D")
+    with c3:
+        other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
     model_key = (loaded.id, loaded.device, loaded.dtype)
     stored = Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, as stored in the checkpoint.")
     trained = trained_model(loaded)  # a snapshot: coloured on the trained model's table's scale
@@ -311,11 +314,33 @@ def table_panel(loaded, controls: Any) -> None:
         reference = None
     if reference is not None and reference.shape != lt.weight.shape:
         reference = None
-    show(figure_once(("learned", *model_key, trained.id if reference is not None else ""), lambda: V.pe_heatmap(
-        lt.weight, theme, f"{plotly_text(lt.source)}: position × dimension", scale_from=reference)), stored,
-         key="learned_heatmap", filename="learned_positions")
+    other = None
+    if other_id is not None and (other_model := get_model(other_id)) is not None:
+        try:
+            other = probe_raising(P.learned_positions, other_model)
+        except Unsupported as exc:
+            st.info(f"{md(other_id)} is not compared: {md_message(exc)}")
+        if other is not None and other.weight.shape != lt.weight.shape:
+            st.info(f"{md(other_id)}'s table is {other.weight.shape[0]} × {other.weight.shape[1]}, not "
+                    f"{n_rows} × {width}: it is not compared.")
+            other = None
+    scale = (() if reference is None else (reference,)) + (() if other is None else (lt.weight, other.weight))
+    named = f"{plotly_text(lt.model_id)} · " if other is not None else ""
+    show(figure_once(("learned", *model_key, trained.id if reference is not None else "", other_id if other else ""),
+                     lambda: V.pe_heatmap(lt.weight, theme, f"{named}{plotly_text(lt.source)}: position × dimension",
+                                          scale_from=scale)),
+         stored, key="learned_heatmap", filename="learned_positions")
     if reference is not None:
         st.caption(f"Coloured on the scale of the trained model's table ({md(trained.id)}), at every training step.")
+    if other is not None:
+        show(V.pe_heatmap(other.weight, theme, f"{plotly_text(other.model_id)} · {plotly_text(other.source)}: "
+                                               "position × dimension", scale_from=scale),
+             Origin("model", f"{md_code(other.source)} of {md(other.model_id)}, as stored in the checkpoint."),
+             key="learned_heatmap_b", filename="learned_positions_compare")
+        show(V.table_difference(lt.weight, other.weight, theme, f"{plotly_text(other.model_id)} − "
+                                                               f"{plotly_text(lt.model_id)}: position × dimension"),
+             Origin("model", "the difference of the two models' own position tables."), key="learned_heatmap_diff",
+             filename="learned_positions_difference")
     sim = la.cosine if kind == "cosine" else la.dot
     show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between learned positions", "position", "position", kind,

@@ -147,6 +147,9 @@ VIEWS.append(View(
         "rope_qk": choice("ones", "random", label="q and k",
                           help="ones: q = k = (1,…,1), the long-term decay of Su et al.; random: a seeded pair."),
         "seed": P("int", 0, 0, 10_000, "seed"), "pca": choice(2, 3, label="PCA"), "tok": P("int", 0, 0, None, "token"),
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: its learned position table on "
+                          "one colour scale with the first, and B − A where the two tables have the same shape."),
     }, families=("encoder", "decoder", "masked-lm"), sentences="order", main="pe_heatmap"))
 VIEWS.append(View(
     "app_pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",

@@ -368,3 +368,22 @@ def test_the_learned_position_table_at_a_step_is_coloured_on_the_trained_tables_
     np.testing.assert_allclose(plotly_array(heat["z"]), snap, atol=1e-6)
     bound, _ = robust_bound([trained], "value")
     assert heat["zmax"] == pytest.approx(bound) and bound > 1.5 * robust_bound([snap], "value")[0]
+
+
+def test_the_learned_position_tables_of_two_steps_side_by_side() -> None:
+    from explorer.probes.positional_encodings import learned_positions
+    from explorer.viz.positional_encodings import robust_bound
+
+    at = run_page("app_pages/positional_encodings.py", {"model": "builtin:tiny-gpt", "compare": "builtin:tiny-gpt@98",
+                                                        "panel": "learned"})
+    assert_no_exception(at)
+    a, b = (learned_positions(load_model(i)).weight for i in ("builtin:tiny-gpt", "builtin:tiny-gpt@98"))
+    charts = {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)["data"][0]
+              for el in at.get("plotly_chart")}
+    first = charts["builtin:tiny-gpt · wpe: position × dimension"]
+    second = charts["builtin:tiny-gpt@98 · wpe: position × dimension"]
+    diff = charts["builtin:tiny-gpt@98 − builtin:tiny-gpt: position × dimension"]
+    np.testing.assert_allclose(plotly_array(second["z"]), b, atol=1e-6)
+    np.testing.assert_allclose(plotly_array(diff["z"]), b - a, atol=1e-6)
+    bound, _ = robust_bound([a, b], "value")
+    assert first["zmax"] == second["zmax"] == pytest.approx(bound)

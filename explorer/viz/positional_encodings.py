@@ -48,15 +48,16 @@ def strides(shape: tuple[int, int], max_cells: int = MAX_CELLS) -> tuple[int, in
 
 def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_title: str, value: str = "value",
                    diverging: bool = True, mark: tuple[int, int] | None = None,
-                   max_cells: int = MAX_CELLS, scale_from: np.ndarray | None = None) -> go.Figure:
+                   max_cells: int = MAX_CELLS, scale_from: Sequence[np.ndarray] = ()) -> go.Figure:
     """Heatmap of z (rows, cols), rows top to bottom; hover shows the true indices and the exact value. scale_from:
-    another table whose colour range (robust_bound) is used, e.g. the trained model's at every training step."""
+    tables of z's width whose colour range (robust_bound) is used, e.g. the trained model's at every training step,
+    or two models' side by side."""
     z = np.asarray(z)
     rs, cs = strides(z.shape, max_cells)
     shown = z[::rs, ::cs]
     if shown.dtype == np.float64 and shown.size > FLOAT32_ABOVE:  # 7 significant digits: more than the hover shows
         shown = shown.astype(np.float32)
-    bound, key = robust_bound([shown if scale_from is None else np.asarray(scale_from)[::rs, ::cs]], value)
+    bound, key = robust_bound([np.asarray(t)[::rs, ::cs] for t in scale_from] if len(scale_from) else [shown], value)
     trace: dict[str, Any] = {
         "type": "heatmap", "z": shown, "x": np.arange(0, z.shape[1], cs), "y": np.arange(0, z.shape[0], rs),
         "colorscale": theme.diverging if diverging else theme.sequential,
@@ -83,9 +84,15 @@ def cell_mark(mark: tuple[int, int], theme: Theme) -> go.Figure:
 
 
 def pe_heatmap(pe: np.ndarray, theme: Theme, title: str, mark: tuple[int, int] | None = None,
-               scale_from: np.ndarray | None = None) -> go.Figure:
+               scale_from: Sequence[np.ndarray] = ()) -> go.Figure:
     """Position × dimension table (sinusoidal or learned); scale_from: see matrix_heatmap."""
     return matrix_heatmap(pe, theme, title, "dimension", "position", "value", mark=mark, scale_from=scale_from)
+
+
+def table_difference(a: np.ndarray, b: np.ndarray, theme: Theme, title: str) -> go.Figure:
+    """b − a of two position tables of one shape (position × dimension), on a diverging scale."""
+    return matrix_heatmap(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64), theme, title,
+                          "dimension", "position", "B − A")
 
 
 def wavelengths(wavelength: np.ndarray, theme: Theme, n_pos: int | None, selected: int | None = None,
