@@ -21,6 +21,7 @@ KEY = "train_step"
 PLAYING = "_train_playing"
 LAST_TICK = "_train_tick"
 SERIES = "_train_series"  # the model whose steps KEY counts
+AT = "_train_at"  # the step shown while playing
 PLAY_SECONDS = 1.5  # between two steps while playing
 
 
@@ -34,12 +35,17 @@ def _parse(raw: str) -> int:
 
 
 def _toggle_play(steps: tuple[int, ...]) -> None:
+    """Play from the step shown (from the first when at the last), or pause where the play has got to. While
+    playing, the step is kept in AT and the slider is not drawn (a slider in a closed popover would send back its
+    old value with every rerun); paused, the slider starts from it."""
     playing = not st.session_state.get(PLAYING, False)
     st.session_state[PLAYING] = playing
     if playing:
-        if st.session_state.get(KEY) == steps[-1]:
-            st.session_state[KEY] = steps[0]  # from the start again
+        at = st.session_state.get(KEY, steps[-1])
+        st.session_state[AT] = steps[0] if at == steps[-1] else at
         st.session_state[LAST_TICK] = time.monotonic()
+    else:
+        st.session_state[KEY] = st.session_state.get(AT, steps[-1])
 
 
 def _play(steps: tuple[int, ...]) -> None:
@@ -51,11 +57,12 @@ def _play(steps: tuple[int, ...]) -> None:
             return
         if time.monotonic() - st.session_state.get(LAST_TICK, 0.0) < PLAY_SECONDS * 0.9:
             return  # the page's own run, not the timer's
-        at = steps.index(st.session_state[KEY]) if st.session_state.get(KEY) in steps else -1
+        at = steps.index(st.session_state[AT]) if st.session_state.get(AT) in steps else -1
         if at + 1 >= len(steps):
             st.session_state[PLAYING] = False
-            return
-        st.session_state[KEY] = steps[at + 1]
+            st.session_state[KEY] = steps[-1]
+            st.rerun()
+        st.session_state[AT] = steps[at + 1]
         st.session_state[LAST_TICK] = time.monotonic()
         st.rerun()
 
@@ -82,6 +89,7 @@ def caption(meta: dict, step: int) -> str:
 def _forget() -> None:
     """No step chosen: the session's and the URL's dropped, playing stopped."""
     st.session_state.pop(KEY, None)
+    st.session_state.pop(AT, None)
     st.session_state[PLAYING] = False
     if state.url_value(KEY) is not None:
         del st.query_params[KEY]
@@ -95,8 +103,9 @@ def trained_model(loaded: Any) -> Any:
 
 
 def step_control(model_id: str) -> str:
-    """Under the model picker: for a model trained with snapshots, the training-step slider and play button; returns
-    the id of the model at the chosen step (`model_id` itself at the last step, or for a model without snapshots)."""
+    """Beside the model picker: for a model trained with snapshots, a button naming the step shown ("trained", "step
+    640") that opens the training-step slider, the play button and what the step is; returns the id of the model at
+    the chosen step (`model_id` itself at the last step, or for a model without snapshots)."""
     steps = series_steps(model_id)
     if not steps:
         _forget()
@@ -114,20 +123,28 @@ def step_control(model_id: str) -> str:
         st.session_state[KEY] = nearest(steps, chosen) if isinstance(chosen, int) else steps[-1]
         if isinstance(chosen, int):
             note = f"Step {chosen:,} has no snapshot: showing the nearest one, step {st.session_state[KEY]:,}."
-    playing = bool(st.session_state.get(PLAYING))
-    col_slider, col_play = st.columns([5, 1], vertical_alignment="bottom")
-    with col_slider:
-        step = st.select_slider("Training step", options=list(steps), key=KEY, format_func=lambda s: f"{s:,}",
-                                help="The model as it was at this optimiser step of its training (its snapshot, "
-                                     "stored in float16 and computed in float32); the sentence and the view's "
-                                     "settings stay, only the model changes.")
-    with col_play:
-        st.button("⏸" if playing else "▶", key="train_play", on_click=_toggle_play, args=(steps,),
-                  help="Pause" if playing else "Play: step through the snapshots")
+    playing = bool(st.session_state.get(PLAYING)) and st.session_state.get(AT) in steps
+    at = int(st.session_state[AT] if playing else st.session_state[KEY])
+    label = "end" if at == steps[-1] else f"{at:,}"
+    with st.popover(f"{'▶ ' if playing else ''}{label}", icon=":material/history:", width="stretch",
+                    help="The training step the view reads the model at (end: the trained model): a slider over "
+                         "its snapshots and a play button"):
+        col_slider, col_play = st.columns([5, 1], vertical_alignment="bottom")
+        with col_slider:
+            if playing:
+                step = at
+                st.markdown(f"Playing: step **{at:,}** of {steps[-1]:,}")
+            else:
+                step = st.select_slider("Training step", options=list(steps), key=KEY, format_func=lambda s: f"{s:,}",
+                                        help="The model as it was at this optimiser step of its training (its "
+                                             "snapshot, stored in float16 and computed in float32); the sentence "
+                                             "and the view's settings stay, only the model changes.")
+        with col_play:
+            st.button("⏸" if playing else "▶", key="train_play", on_click=_toggle_play, args=(steps,),
+                      help="Pause" if playing else "Play: step through the snapshots")
+        st.caption(md(caption(series_meta(model_id) or {}, step)))
     if step != steps[-1] or state.url_value(KEY) is not None:
         state.write(KEY, step)
-    meta = series_meta(model_id) or {}
-    st.caption(md(caption(meta, step)))
     if note:
         st.info(note)
     if playing:

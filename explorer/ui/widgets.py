@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Sequence
 import streamlit as st
 
 from explorer.adapters.protocols import Loaded
-from explorer.loading.catalogue import ModelId
+from explorer.loading.catalogue import ModelId, series_steps
 from explorer.ui.training_steps import step_control
 from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.device import is_large
@@ -167,8 +167,19 @@ def model_picker(families: Iterable[str] | None, default: str, label: str = "Mod
         options = [default]
     if default not in options:
         default = options[0]
-    chosen = state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i), **kwargs)
-    return step_control(chosen) if training_steps and key == "model" else chosen
+    steps = training_steps and key == "model"
+    current = st.session_state.get(key) or state.url_value(key) or default  # what this run will show
+    if steps and series_steps(str(current)):  # the training-step button beside the picker, on the same line
+        col_pick, col_step = st.columns([1.5, 1], vertical_alignment="bottom")
+    else:
+        col_pick = col_step = st.container()
+    with col_pick:
+        chosen = state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i),
+                              **kwargs)
+    if not steps:
+        return chosen
+    with col_step:
+        return step_control(chosen)
 
 
 def follow_preset(values: Sequence[str] | None, keys: Sequence[str]) -> None:
