@@ -51,6 +51,8 @@ CASES: dict[str, ViewCase] = {
     "overview": ViewCase(),
     "catalogue": ViewCase(),
     "lesson-plans": ViewCase(),
+    "training-curves": ViewCase(panels=({"model": "builtin:lstm-lm"}, {"model": "builtin:tiny-gpt",
+                                                                        "score": "induction"})),
     "lstm-gates": ViewCase(
         hostile=Hostile({"model": "builtin:lstm-lm"}, TYPE, NOTHING,
                         "The text has 3,000 tokens; only the first 511 are used", "are shown as <unk>", False),

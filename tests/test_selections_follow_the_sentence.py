@@ -132,7 +132,7 @@ CASES = {
     "decoding step": Case(
         "app_pages/decoding_strategies.py", {**TINY, "strategies": "greedy"}, "step", greedy, lambda s: 1,
         ('the teacher said : " the children', "the keys to the old cabinet", "the dog that the farmers feed"),
-        (7, "short"), (3, "short"), (3, "short"), first=1),
+        (6, "very"), (2, "very"), (3, "short"), first=1),
     "positional-encodings tok": Case(
         "app_pages/positional_encodings.py", {**TINY, "panel": "sentence"}, "tok", encoded("builtin:tiny-gpt"),
         lambda s: 0, (KEYS, DOG, KEYS), (10, "table"), (7, "table"), (3, "dog")),

@@ -318,10 +318,12 @@ def test_the_logit_lens_compares_the_probability_of_the_first_models_prediction(
 def test_token_attribution_compares_two_steps_on_one_scale() -> None:
     from explorer.probes.token_attribution import attribution
 
+    # a sentence of its own: the attributions go into the model's prefix memo, which other tests expect empty
+    dog = "the dog that the farmers feed sleeps in the garden ."
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "compare": "builtin:tiny-gpt@98",
-                                                     "text": TEXT, "method": "integrated gradients", "steps": "64"})
+                                                     "text": dog, "method": "integrated gradients", "steps": "64"})
     assert_no_exception(at)
-    a, b = (attribution(load_model(i), TEXT, "", 64, "all") for i in ("builtin:tiny-gpt", "builtin:tiny-gpt@98"))
+    a, b = (attribution(load_model(i), dog, "", 64, "all") for i in ("builtin:tiny-gpt", "builtin:tiny-gpt@98"))
     charts = {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)
               for el in at.get("plotly_chart")}
     first = charts["builtin:tiny-gpt: integrated gradients: each output (row) onto the inputs"]["data"][0]
