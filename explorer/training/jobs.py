@@ -154,8 +154,7 @@ def _series_file(result: TrainResult) -> list[tuple[str, bytes]]:
     if series is None or not series.states:
         return []
     name = result.meta.get("name", "custom")
-    flat = {f"{i}/{k}": v.contiguous() for i, state in enumerate(series.states) for k, v in state.items()}
-    return [(f"{name}.snapshots.safetensors", save(flat))]
+    return [(f"{name}.snapshots.safetensors", save(series.flat()))]
 
 
 def export_zip(result: TrainResult) -> bytes:

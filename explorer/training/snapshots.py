@@ -73,12 +73,15 @@ class Snapshots:
             finally:
                 model.load_state_dict(live, strict=False)
 
+    def flat(self) -> dict[str, torch.Tensor]:
+        """Every snapshot's weights as the series file holds them: tensor "<i>/<parameter>" for snapshot i."""
+        return {f"{i}/{k}": v.contiguous() for i, state in enumerate(self.states) for k, v in state.items()}
+
     def save(self, path: Path) -> list[dict[str, Any]]:
         """Write every snapshot's weights to `path` (safetensors); returns meta["snapshots"]."""
         from safetensors.torch import save_file
 
-        save_file({f"{i}/{k}": v.contiguous() for i, state in enumerate(self.states) for k, v in state.items()},
-                  str(path))
+        save_file(self.flat(), str(path))
         return [dict(info) for info in self.infos]
 
 
