@@ -5,8 +5,10 @@ from explorer.loading.catalogue import builtin_names
 from explorer.adapters.generation import LABELS, Strategy
 from explorer.text.escape import md, md_message
 from explorer.probes import decoding_strategies as D
+from explorer.runtime.errors import ViewError
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe, probe_with_progress
+from explorer.ui.cache import get_model, probe, probe_raising, probe_with_progress
+from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, reads_on_enter, top_row, what_to_notice
@@ -31,12 +33,14 @@ sized = D.first_open(loaded)  # a large model opens with fewer new tokens and sa
 
 # ------------------------------------------------------------------------------------------- settings
 if template is not None:
-    c_kinds, c_chat, c_settings = st.columns([3.2, 1.5, 1], vertical_alignment="bottom")
+    c_kinds, c_chat, c_cmp, c_settings = st.columns([3.2, 1.5, 1.6, 1], vertical_alignment="bottom")
     with c_chat:
         chat = c.toggle("chat")
 else:
-    c_kinds, c_settings = st.columns([3.6, 1], vertical_alignment="bottom")
+    c_kinds, c_cmp, c_settings = st.columns([3.6, 1.6, 1], vertical_alignment="bottom")
     chat = False
+with c_cmp:
+    other_id = compare_picker(c.view.families, model_id, label_visibility="collapsed")
 with col_text:  # drawn above the row: an instruct model's message in chat mode, else a prompt to continue
     text = model_sentence(loaded, "chat" if chat else c.view.sentences, label="Message (a user turn)" if chat
                           else "Prompt", on_enter=reads_on_enter(c.view, loaded))
@@ -107,10 +111,29 @@ for col, gen in zip(cols, run.generations):
         out = gen.outputs[0]
         st.html(V.tokens_html("" if run.is_encoder_decoder or run.chat else "…", out.tokens, out.logprobs,
                               max_lines=V.OUTPUT_LINES))
+run_b = None  # the second model (?compare=): the same prompt, strategies, seed and settings
+if other_id is not None and (other := get_model(other_id)) is not None:
+    try:
+        if chat and probe(D.chat_template, other) is None:
+            raise D.DecodingError("it has no chat template to read the message with (turn Chat template off).")
+        run_b = probe_raising(D.decode_all, other, text, strategies, seed, max_new, n, stop_eos, chat,
+                              system if chat else "", heavy=True)
+    except ViewError as exc:
+        st.warning(f"{md(other_id)} cannot be compared here: {md_message(exc)}")
+    else:
+        st.markdown(f"**Compared with {md(other_id)}** (same prompt, strategies, seed and settings):")
+        for col, gen in zip(st.columns(len(run_b.generations)), run_b.generations):
+            with col:
+                st.html(V.tokens_html("" if run_b.is_encoder_decoder or run_b.chat else "…", gen.outputs[0].tokens,
+                                      gen.outputs[0].logprobs, max_lines=V.OUTPUT_LINES))
 theme = settings.theme()
 show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
-                     [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text, reply=run.chat),
-     OWN, key="logprobs", filename="logprobs", fold=V.FOLD)
+                     [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text, reply=run.chat,
+                     second=None if run_b is None else [g.outputs[0].logprobs for g in run_b.generations],
+                     names=(model_id, other_id or "")),
+     OWN if run_b is None else Origin("model", f"each model's own log-probabilities of its own output (T = 1; "
+                                               f"{md(model_id)} solid, {md(other_id)} dashed; seed {seed})."),
+     key="logprobs", filename="logprobs", fold=V.FOLD)
 st.caption(md_message(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
                       + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat)))
 if template is not None:
@@ -146,9 +169,37 @@ if section == "step":
                               default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
         sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
         st.caption("Context: … " + md(" ".join(sv.context)))
-        show(V.step_bars(sv, theme), Origin("model", f"the model's logits at step {step}, after the strategy's "
-                                            f"penalties, at T = {sv.temperature:g}; grey: what its filter removes."),
-             key="step_bars", filename=f"step{step}")
+        same = run_b is not None and run_b.prompt_ids == run.prompt_ids and \
+            D.generator(other).vocab_size == sv.vocab_size
+        sv_b = probe(D.step_view, other, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t) \
+            if same else None
+        STEP = Origin("model", f"the model's logits at step {step}, after the strategy's penalties, at T = "
+                               f"{sv.temperature:g}; grey: what its filter removes.")
+        if sv_b is None:
+            show(V.step_bars(sv, theme), STEP, key="step_bars", filename=f"step{step}")
+        else:  # both models after the same context (this column's own tokens so far), on one scale
+            top = max(float(sv.probs.max()), float(sv_b.probs.max()))
+            a_col, b_col = st.columns(2)
+            with a_col:
+                show(V.step_bars(sv, theme, f"{model_id}, step {step}", top=top), STEP, key="step_bars",
+                     filename=f"step{step}")
+            with b_col:
+                show(V.step_bars(sv_b, theme, f"{other_id}, same context", top=top),
+                     Origin("model", f"{md(other_id)}'s own logits after the same tokens, the same penalties and T."),
+                     key="step_bars_b", filename=f"step{step}-compare")
+            at_a = probe(D.step_view, other, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t,
+                         ids=tuple(int(i) for i in sv.ids))
+            show(V.step_difference(sv, at_a, (model_id, other_id), theme),
+                 Origin("model", "the difference of the two models' own probabilities of the same tokens."),
+                 key="step_diff", filename=f"step{step}-difference")
+            gap = at_a.probs - sv.probs
+            st.caption(f"Both read {md(model_id)}'s output up to step {step}; ★ marks the token {md(model_id)} chose "
+                       f"there. {md(other_id)} gives it p = {at_a.chosen_prob:.4f} (rank {at_a.chosen_rank + 1}) "
+                       f"against {sv.chosen_prob:.4f}; largest change among {md(model_id)}'s top {len(gap)}: "
+                       f"“{md(sv.tokens[int(abs(gap).argmax())])}” {float(gap[int(abs(gap).argmax())]):+.4f}.")
+        if run_b is not None and sv_b is None:
+            st.info(f"No difference at this step: {md(other_id)} does not read this prompt as the same tokens of the "
+                    f"same vocabulary as {md(model_id)}.")
         st.latex(
             rf"p(w) = \frac{{\exp(z_w / T)}}{{\sum_{{j=1}}^{{{sv.vocab_size}}} \exp(z_j / T)}}:\quad "
             rf"z_{{\text{{chosen}}}} = {sv.chosen_logit:.3f},\ T = {sv.temperature:g},\ "

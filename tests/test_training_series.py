@@ -389,3 +389,48 @@ def test_the_learned_position_tables_of_two_steps_side_by_side() -> None:
     np.testing.assert_allclose(plotly_array(diff["z"]), b - a, atol=1e-6)
     bound, _ = robust_bound([a, b], "value")
     assert first["zmax"] == second["zmax"] == pytest.approx(bound)
+
+
+def test_decoding_compares_two_steps_after_the_same_context() -> None:
+    from explorer.adapters.generation import Strategy
+    from explorer.probes import decoding_strategies as D
+
+    params = {"model": "builtin:lstm-lm", "compare": "builtin:lstm-lm@127", "text": "the dog that the farmers",
+              "strategies": "greedy,top-k", "max_new": "6", "step": "3", "col": "0"}
+    at = run_page("app_pages/decoding_strategies.py", params)
+    assert_no_exception(at)
+    a, b = (load_model(i) for i in ("builtin:lstm-lm", "builtin:lstm-lm@127"))
+    strategies = (Strategy("greedy"), Strategy("top-k"))
+    run_a, run_b = (D.decode_all(m, params["text"], strategies, 0, 6) for m in (a, b))
+    charts = {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)
+              for el in at.get("plotly_chart")}
+    lines = next(c for t, c in charts.items() if t.startswith("Log p of each new token"))
+    dashed = [d for d in lines["data"] if d["line"]["dash"] == "dash"]
+    assert [d["name"] for d in dashed] == ["Greedy · builtin:lstm-lm@127", "Top-k · builtin:lstm-lm@127"]
+    for d, gen in zip(dashed, run_b.generations):  # the second model's own log-probabilities of its own output
+        np.testing.assert_allclose(plotly_array(d["y"]), gen.outputs[0].logprobs, atol=1e-6)
+    out = run_a.generations[0].outputs[0]  # greedy of the first model: both read its first two tokens
+    sv = D.step_view(a, run_a.prompt_ids, run_a.start_ids, out.ids, strategies[0], 2, 1.0)
+    own_b = D.step_view(b, run_a.prompt_ids, run_a.start_ids, out.ids, strategies[0], 2, 1.0)
+    bars_b = charts["builtin:lstm-lm@127, same context"]["data"][0]
+    np.testing.assert_allclose(plotly_array(bars_b["y"]), own_b.probs, atol=1e-6)
+    top = max(sv.probs.max(), own_b.probs.max())  # both bar charts on one scale
+    for title in ("builtin:lstm-lm, step 3", "builtin:lstm-lm@127, same context"):
+        assert charts[title]["layout"]["yaxis"]["range"] == pytest.approx([0, top * 1.05])
+    diff = next(c for t, c in charts.items() if t.startswith("Step 3: p(builtin:lstm-lm@127) − p(builtin:lstm-lm)"))
+    # the difference is that of two single-model runs: B's softmax at A's top tokens minus A's
+    np.testing.assert_allclose(plotly_array(diff["data"][0]["y"]),
+                               _next_probs(b, run_a.prompt_ids, out.ids[:2])[sv.ids]
+                               - _next_probs(a, run_a.prompt_ids, out.ids[:2])[sv.ids], atol=1e-5)
+    # a model that reads the prompt as other tokens: its columns, no difference, and the page says why
+    at = run_page("app_pages/decoding_strategies.py", {**params, "compare": "builtin:lstm-lm-wordnet"})
+    assert_no_exception(at)
+    assert any("does not read this prompt as the same tokens" in i.value for i in at.info)
+
+
+def _next_probs(loaded, prompt_ids, generated) -> np.ndarray:
+    """softmax of the model's own next-token logits after the prompt and `generated`: one forward pass of the whole
+    sequence through the recurrent language model (not the adapter's step by step)."""
+    with torch.inference_mode():
+        logits, _ = loaded.model(torch.tensor([list(prompt_ids) + list(generated)]))
+        return torch.softmax(logits[0, -1].float(), -1).numpy()

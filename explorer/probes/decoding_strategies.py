@@ -568,10 +568,14 @@ class StepView:
 
 @torch.inference_mode()
 def step_view(loaded: Loaded, model_input: tuple[int, ...], start: tuple[int, ...], generated: tuple[int, ...],
-              strategy: Strategy, step: int, temperature: float, top: int = TOP) -> StepView:
-    """The distribution before generated[step], with the strategy's processors and filters at `temperature`."""
+              strategy: Strategy, step: int, temperature: float, top: int = TOP,
+              ids: tuple[int, ...] | None = None) -> StepView:
+    """The distribution before generated[step], with the strategy's processors and filters at `temperature`: the
+    `top` most probable tokens, or the tokens `ids` (another model's top tokens, to compare the two)."""
     adapter = generator(loaded)
     strategy, _ = checked(strategy, adapter.vocab_size)
+    if ids is not None and not all(0 <= int(i) < adapter.vocab_size for i in ids):
+        raise DecodingError(f"{loaded.id} has {adapter.vocab_size:,} tokens: the tokens to compare are not all in it.")
     dev = adapter.device
     step = min(max(int(step), 0), max(len(generated) - 1, 0))
     prefix = list(generated[:step])
@@ -595,7 +599,7 @@ def step_view(loaded: Loaded, model_input: tuple[int, ...], start: tuple[int, ..
     final = torch.softmax(final_scores, dim=-1)
     kept_all = torch.isfinite(final_scores) & (final_scores > -1e8)
     order = torch.argsort(pen, descending=True, stable=True)
-    top_ids = order[:top]
+    top_ids = order[:top] if ids is None else torch.tensor(list(ids), dtype=torch.long, device=dev)
     chosen = int(generated[step]) if generated else int(torch.argmax(pen))
     rank = int((order == chosen).nonzero()[0, 0]) if generated else 0
     context = tuple(adapter.sequence_strings(list(model_input) + prefix))[-12:]

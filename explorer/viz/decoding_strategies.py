@@ -14,9 +14,10 @@ from explorer.viz.theme import Theme, figure
 GREY = "rgba(150,150,150,0.45)"
 
 
-def step_bars(view: Any, theme: Theme, title: str = "") -> go.Figure:
+def step_bars(view: Any, theme: Theme, title: str = "", top: float | None = None) -> go.Figure:
     """Top tokens at one step: bar = probability at the view's temperature; grey = removed by the strategy;
-    the chosen token outlined and marked ★. Hover: logit, probability, sampled probability, kept."""
+    the chosen token outlined and marked ★. Hover: logit, probability, sampled probability, kept. top: the y axis's
+    upper end (two models' bars on one scale); default: the tallest bar."""
     tokens = [plotly_text(t) for t in view.tokens]
     labels = [("★ " if int(i) == view.chosen else "") + t for t, i in zip(tokens, view.ids)]
     colours = [theme.categorical[4] if k else GREY for k in view.kept]
@@ -33,7 +34,8 @@ def step_bars(view: Any, theme: Theme, title: str = "") -> go.Figure:
         "title": {"text": title or f"Step {view.step + 1}: {view.n_kept:,} of {view.vocab_size:,} tokens kept "
                                    f"({view.kept_mass:.1%} of the mass)"},
         "xaxis": {"tickvals": x, "ticktext": tokens, "tickangle": -60, "title": {"text": "token (by rank)"}},
-        "yaxis": {"title": {"text": f"probability at T = {view.temperature:g}"}, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": f"probability at T = {view.temperature:g}"}, "rangemode": "tozero",
+                  **({"range": [0, top * 1.05]} if top else {})},
         "height": 420, "showlegend": False})
 
 
@@ -118,10 +120,12 @@ def settings_line(seed: int, max_new: int, min_new: int, stop_eos: bool, n: int,
 
 
 def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: Theme, prompt: str = "",
-                  reply: bool = False) -> go.Figure:
+                  reply: bool = False, second: Sequence[np.ndarray] | None = None,
+                  names: tuple[str, str] = ("", "")) -> go.Figure:
     """Log-probability of each generated token under the model, one line per strategy; the title quotes the end of
     the prompt (so that an exported chart says what it continues), or of the message the model replies to
-    (`reply`: a chat template)."""
+    (`reply`: a chat template). second: a second model's lines for the same strategies, dashed in the same colours
+    on the same axes, `names` the two models' ids (in each legend entry)."""
     layout: dict[str, Any] = {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
                               "margin": {"t": 40}, "xaxis": {"title": {"text": "generated token"}},
                               "yaxis": {"title": {"text": "log p (model, T = 1)"}}}
@@ -130,10 +134,35 @@ def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: 
         layout["title"] = {"text": f"{what} “{html.escape(prompt_end(prompt, 26))}”"}
         layout["margin"] = {"t": 64}
         layout["height"] = 400
-    return figure([{"type": "scatter", "x": list(range(1, len(lp) + 1)), "y": np.asarray(lp), "mode": "lines+markers",
-                    "name": lab, "line": {"color": theme.categorical[i % len(theme.categorical)]},
-                    "hovertemplate": f"{html.escape(lab)}<br>step %{{x}}<br>log p %{{y:.4f}}<extra></extra>"}
-                   for i, (lab, lp) in enumerate(zip(labels, logprobs))], layout)
+    sets = [(logprobs, names[0], "solid")] + ([(second, names[1], "dash")] if second is not None else [])
+    traces = []
+    for lines, model, dash in sets:
+        for i, (lab, lp) in enumerate(zip(labels, lines)):
+            name = html.escape(f"{lab} · {model}" if second is not None else lab)
+            traces.append({"type": "scatter", "x": list(range(1, len(lp) + 1)), "y": np.asarray(lp),
+                           "mode": "lines+markers", "name": name,
+                           "line": {"color": theme.categorical[i % len(theme.categorical)], "dash": dash},
+                           "hovertemplate": f"{name}<br>step %{{x}}<br>log p %{{y:.4f}}<extra></extra>"})
+    return figure(traces, layout)
+
+
+def step_difference(a: Any, b: Any, names: tuple[str, str], theme: Theme) -> go.Figure:
+    """p_B − p_A of model A's top tokens at one step (two StepViews of the same tokens `ids`, same context, same
+    temperature): bars above zero where model B gives the token more probability."""
+    tokens = [plotly_text(t) for t in a.tokens]
+    diff = np.asarray(b.probs, dtype=float) - np.asarray(a.probs, dtype=float)
+    x = list(range(len(tokens)))
+    colours = [theme.categorical[0] if d >= 0 else theme.categorical[3] for d in diff]
+    custom = np.stack([np.asarray(a.probs, dtype=float), np.asarray(b.probs, dtype=float)], axis=1)
+    bar = {"type": "bar", "x": x, "y": diff, "customdata": custom, "marker": {"color": colours}, "text": tokens,
+           "hovertemplate": (f"token %{{text}}<br>{html.escape(names[0])}: p %{{customdata[0]:.4f}}<br>"
+                             f"{html.escape(names[1])}: p %{{customdata[1]:.4f}}<br>B − A %{{y:+.4f}}<extra></extra>")}
+    return figure([bar], {
+        "title": {"text": f"Step {a.step + 1}: p({html.escape(names[1])}) − p({html.escape(names[0])}), "
+                          f"{html.escape(names[0])}'s top {len(tokens)}"},
+        "xaxis": {"tickvals": x, "ticktext": tokens, "tickangle": -60, "title": {"text": "token (A's rank)"}},
+        "yaxis": {"title": {"text": f"B − A, probability at T = {a.temperature:g}"}, "zeroline": True},
+        "height": 420, "showlegend": False})
 
 
 def prompt_line(tokens: Sequence[str], encoder_decoder: bool = False, chat: bool = False, most: int = 80) -> str:
