@@ -4,7 +4,8 @@ import streamlit as st
 from explorer.probes.masked_words import MASK, masked_fill, words_of
 from explorer.text.escape import md
 from explorer.ui import settings
-from explorer.ui.cache import figure_once, probe
+from explorer.ui.cache import figure_once, get_model, probe
+from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
@@ -19,13 +20,15 @@ theme = settings.theme()
 model_id, loaded, text = model_and_sentence(c, task="masked-lm",
                                             help=f"Type {md(MASK)} (or {md('<mask>')}) where a word should be.")
 words = words_of(text)
-c1, c2, c3 = st.columns([1.6, 2.6, 1], vertical_alignment="bottom")
+c1, c2, c_cmp, c3 = st.columns([1.5, 2.2, 1.5, 1], vertical_alignment="bottom")
 with c1:
     index = c.token("mask", words, -1, [-1, *range(len(words))], label_visibility="collapsed",  # follows the text
                     format_func=lambda i: f"the {MASK}s typed" if i < 0 else f"mask {i}: {words[i]}")
 with c2:
     second = c.text_input("b", max_chars=2000, label_visibility="collapsed",
                           placeholder="Second sentence, side by side (empty: none)")
+with c_cmp:
+    other_id = compare_picker(c.view.families, model_id, label_visibility="collapsed")
 with c3, st.popover("Options", icon=":material/tune:", width="stretch"):
     compare = c.text_input("words", max_chars=200)
     k = c.number("k")
@@ -51,9 +54,10 @@ OWN = Origin("model", f"softmax of {md(model_id)}'s own logits at each {MASK}, o
 MODEL_KEY = (model_id, loaded.device, loaded.dtype, k, compare)
 
 
-def bars(tr, m: int, title: str = ""):
-    """The top-k bars of mask m of a trace, built once per (model, text, k, compared words, mask, title)."""
-    return figure_once(("masked-bars", *MODEL_KEY, tr.text, m, title), lambda: V.fill_bars(tr, m, theme, title))
+def bars(tr, m: int, title: str = "", top: float | None = None):
+    """The top-k bars of mask m of a trace, built once per (model, text, k, compared words, mask, title, scale)."""
+    return figure_once(("masked-bars", *MODEL_KEY, tr.model_id, tr.text, m, title, top),
+                       lambda: V.fill_bars(tr, m, theme, title, top))
 
 
 if len(traces) == 2:
@@ -69,6 +73,36 @@ else:
     for m in range(len(trace)):
         with cols[m % 2]:
             show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}", fold=V.FOLD if m < 2 else False)
+if other_id is not None and (other := get_model(other_id, task="masked-lm")) is not None:
+    st.subheader(f"Compared with {md(other_id)}")  # the same sentence A, the same masks
+    trace_o = probe(masked_fill, other, text, k, compare, index)
+    if trace_o.error or not len(trace_o):
+        st.warning(f"{md(other_id)} cannot be compared here: " + V.plain(trace_o.error or " ".join(trace_o.notes)))
+    else:
+        same = trace_o.tokens == trace.tokens and trace_o.vocab_size == trace.vocab_size
+        at_a = probe(masked_fill, other, text, k, compare, index,
+                     tuple(tuple(int(i) for i in row) for row in trace.top_ids)) if same else None
+        OTHER = Origin("model", f"softmax of {md(other_id)}'s own logits at each {MASK}.")
+        for m in range(min(len(trace), len(trace_o))):
+            top = max(float(trace.probs[m].max()), float(trace_o.probs[m].max()))
+            cols = st.columns(3 if at_a is not None else 2)
+            for col, tr, name, origin in zip(cols, (trace, trace_o), (model_id, other_id), (OWN, OTHER)):
+                with col:
+                    show(bars(tr, m, f"{name}: {MASK} at token {tr.positions[m]}", top=top), origin,
+                         key=f"cmp-{name}-{m}", filename=f"masked-{m}-{'b' if tr is trace_o else 'a'}")
+            if at_a is not None:
+                with cols[2]:
+                    show(V.fill_difference(trace, at_a, m, (model_id, other_id), theme),
+                         Origin("model", "the difference of the two models' own probabilities of the same tokens."),
+                         key=f"cmp-diff-{m}", filename=f"masked-{m}-difference")
+        if at_a is None:
+            st.info(f"No difference is drawn: {md(other_id)} does not read this sentence as the same tokens of the "
+                    f"same vocabulary as {md(model_id)}.")
+        else:
+            m, j, gap = V.largest_change(trace, at_a)
+            st.caption(f"Both bars on one scale. Largest change among {md(model_id)}'s top {trace.probs.shape[1]} at "
+                       f"each {MASK}: “{V.token_text(trace, m, j)}” {gap:+.4f} (p = {float(trace.probs[m, j]):.4f} "
+                       f"in {md(model_id)}, {float(at_a.probs[m, j]):.4f} in {md(other_id)}).")
 st.caption(f"{md(model_id)} · {md(loaded.adapter.name)} · bidirectional: every token attends to every other, so "
            f"the words after each {MASK} count as much as the words before it.")
 

@@ -434,3 +434,42 @@ def _next_probs(loaded, prompt_ids, generated) -> np.ndarray:
     with torch.inference_mode():
         logits, _ = loaded.model(torch.tensor([list(prompt_ids) + list(generated)]))
         return torch.softmax(logits[0, -1].float(), -1).numpy()
+
+
+def _perturbed_masked_lm() -> str:
+    """builtin:masked-lm with every weight moved by 2 % noise, uploaded: another model of the same vocabulary."""
+    from safetensors.torch import load, save
+
+    from explorer.loading.uploads import register_upload
+
+    weights = load((BUILTIN_DIR / "masked-lm.safetensors").read_bytes())
+    gen = torch.Generator().manual_seed(0)
+    moved = {k: (v + 0.02 * v.abs().mean() * torch.randn(v.shape, generator=gen)).to(v.dtype)
+             if v.is_floating_point() else v for k, v in weights.items()}
+    return register_upload([("masked-lm.safetensors", save(moved)),
+                            ("masked-lm.json", (BUILTIN_DIR / "masked-lm.json").read_bytes())])
+
+
+def test_masked_words_compares_two_models_of_one_vocabulary_at_each_mask() -> None:
+    from explorer.probes.masked_words import masked_fill
+
+    other = _perturbed_masked_lm()
+    text = "the keys to the cabinet [MASK] on the table ."
+    at = run_page("app_pages/masked_words.py", {"model": "builtin:masked-lm", "compare": other, "text": text,
+                                                "b": ""})
+    assert_no_exception(at)
+    a, b = load_model("builtin:masked-lm", task="masked-lm"), load_model(other, task="masked-lm")
+    ta, tb = masked_fill(a, text), masked_fill(b, text)
+    with torch.inference_mode():  # independent: each model's own forward pass, softmax at the mask
+        enc = a.adapter.encode(text.replace("[MASK]", ta.tokens[ta.positions[0]]))
+        pa, pb = (torch.softmax(torch.as_tensor(m.adapter.run(enc, names=("logits",))["logits"][ta.positions[0]]),
+                                -1).numpy() for m in (a, b))
+    charts = {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)
+              for el in at.get("plotly_chart")}
+    bars_b = charts[f"{other}: [MASK] at token {ta.positions[0]}"]
+    np.testing.assert_allclose(plotly_array(bars_b["data"][0]["x"]), tb.probs[0], atol=1e-6)
+    top = max(ta.probs[0].max(), tb.probs[0].max())  # both on one scale
+    for title in (f"builtin:masked-lm: [MASK] at token {ta.positions[0]}", bars_b["layout"]["title"]["text"]):
+        assert charts[title]["layout"]["xaxis"]["range"] == pytest.approx([0, min(1.0, top * 1.25 + 0.02)])
+    diff = charts[f"[MASK] at token {ta.positions[0]}: p({other}) − p(builtin:masked-lm)"]
+    np.testing.assert_allclose(plotly_array(diff["data"][0]["x"]), pb[ta.top_ids[0]] - pa[ta.top_ids[0]], atol=1e-5)

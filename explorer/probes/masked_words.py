@@ -159,12 +159,14 @@ def _auto_mask(loaded: Loaded, text: str, mask_id: int, mask_str: str) -> tuple[
     return text, "", ""
 
 
-def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_index: int = -1) -> MaskedTrace:
+def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_index: int = -1,
+                ids: tuple[tuple[int, ...], ...] = ()) -> MaskedTrace:
     """The k most probable fillers of every [MASK] in `text` (at most MAX_MASKS), from the model's own logits.
 
     words: words to compare at each mask (e.g. "is, are"): their probability and rank. mask_index >= 0: replace
-    word mask_index of the text (word_spans) by [MASK] first. Never raises for bad input: see the trace's notes
-    and error."""
+    word mask_index of the text (word_spans) by [MASK] first. ids: the tokens to show at each mask instead of the
+    most probable ones (another model's top tokens, to compare the two; one tuple per mask, ids of this model's
+    vocabulary). Never raises for bad input: see the trace's notes and error."""
     mid = str(getattr(loaded, "id", "model"))
     text = text or ""
     reason = cannot_fill(loaded)
@@ -213,6 +215,12 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
     p = np.exp(z - lse[:, None])                                            # (M, V)
     k = min(k, p.shape[1])
     order = np.argsort(-p, axis=1, kind="stable")[:, :k]                    # (M, k)
+    if ids:
+        if len(ids) != len(positions) or len({len(r) for r in ids}) != 1 or \
+                not all(0 <= int(i) < p.shape[1] for r in ids for i in r):
+            return _empty(mid, text, f"The tokens to compare are not {len(positions)} rows of ids of {mid}'s "
+                                     f"{p.shape[1]:,} tokens.", tuple(notes), tokens, special, masked)
+        order = np.array(ids, dtype=np.int64)                               # (M, k) as given
     rows = np.arange(len(positions))[:, None]
     entropy = -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=1)
     compare = _compare_words(words, masked)[:MAX_WORDS]

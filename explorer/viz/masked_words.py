@@ -24,9 +24,10 @@ def token_label(token: str) -> str:
     return label(labels([text])[0])
 
 
-def fill_bars(trace: MaskedTrace, m: int, theme: Theme, title: str = "") -> go.Figure:
+def fill_bars(trace: MaskedTrace, m: int, theme: Theme, title: str = "", top: float | None = None) -> go.Figure:
     """Horizontal bars: the k most probable tokens at mask m (best on top), probability on x. Compared words among
-    them are coloured apart. Hover: token, probability, logit z, rank."""
+    them are coloured apart. Hover: token, probability, logit z, rank. top: the largest probability the x axis must
+    hold (two models' bars on one scale); default: this trace's."""
     k = trace.probs.shape[1]
     names = [token_label(t) for t in trace.top_tokens[m]]
     compared = {p.strip() for p in trace.pieces if p}
@@ -37,12 +38,37 @@ def fill_bars(trace: MaskedTrace, m: int, theme: Theme, title: str = "") -> go.F
            "marker": {"color": colours}, "hovertext": names,
            "hovertemplate": "%{hovertext}<br>p = %{x:.4f}<br>logit z = %{customdata[0]:.3f}<br>rank "
                             "%{customdata[1]:.0f}<extra></extra>"}
-    top = float(trace.probs[m].max()) if k else 1.0
+    top = top if top is not None else float(trace.probs[m].max()) if k else 1.0
     return figure([bar], {
         "title": {"text": title or f"{MASK} at token {trace.positions[m]}: top {k} of {trace.vocab_size:,}"},
         "xaxis": {"title": {"text": "p(token | context)"}, "range": [0, min(1.0, top * 1.25 + 0.02)]},
         "yaxis": {"tickvals": list(range(k)), "ticktext": names, "autorange": "reversed"},
         "height": 120 + 26 * k, "showlegend": False, "margin": {"l": 10}})
+
+
+def fill_difference(a: MaskedTrace, at_a: MaskedTrace, m: int, names: tuple[str, str], theme: Theme) -> go.Figure:
+    """p_B − p_A at mask m of model A's top tokens: `at_a` is model B's trace at A's tokens (masked_fill's ids).
+    Bars right of zero: B gives the token more probability."""
+    tokens = [token_label(t) for t in a.top_tokens[m]]
+    diff = np.asarray(at_a.probs[m], dtype=float) - np.asarray(a.probs[m], dtype=float)
+    custom = np.stack([a.probs[m], at_a.probs[m]], axis=1)
+    bar = {"type": "bar", "orientation": "h", "x": diff, "y": list(range(len(tokens))), "customdata": custom,
+           "hovertext": tokens, "marker": {"color": [theme.categorical[0] if d >= 0 else theme.categorical[3]
+                                                      for d in diff]},
+           "hovertemplate": f"%{{hovertext}}<br>{label(names[0])}: p = %{{customdata[0]:.4f}}<br>{label(names[1])}: "
+                            "p = %{customdata[1]:.4f}<br>B − A = %{x:+.4f}<extra></extra>"}
+    return figure([bar], {
+        "title": {"text": f"{MASK} at token {a.positions[m]}: p({label(names[1])}) − p({label(names[0])})"},
+        "xaxis": {"title": {"text": "B − A"}, "zeroline": True},
+        "yaxis": {"tickvals": list(range(len(tokens))), "ticktext": tokens, "autorange": "reversed"},
+        "height": 120 + 26 * len(tokens), "showlegend": False, "margin": {"l": 10}})
+
+
+def largest_change(a: MaskedTrace, at_a: MaskedTrace) -> tuple[int, int, float]:
+    """(mask, rank in A's top k, p_B − p_A) of the largest |p_B − p_A| among A's top tokens at every mask."""
+    gap = np.asarray(at_a.probs, dtype=float) - np.asarray(a.probs, dtype=float)   # (M, k)
+    m, j = np.unravel_index(int(np.abs(gap).argmax()), gap.shape)
+    return int(m), int(j), float(gap[m, j])
 
 
 def word_bars(traces: Sequence[MaskedTrace], names: Sequence[str], theme: Theme) -> go.Figure:
