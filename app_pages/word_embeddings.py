@@ -11,6 +11,7 @@ from explorer.probes import word_embeddings as P
 from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe_raising
+from explorer.ui.compare import compare_picker
 from explorer.ui import charts
 from explorer.ui.charts import Origin, show
 from explorer.ui.word_embeddings import file_table, fit_status, follow_default, model_table, projection
@@ -42,6 +43,22 @@ def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
     return locs
 
 
+def _compared_neighbours(other, word: str, ranked: P.Ranked, k: int) -> tuple[P.Ranked, object] | None:
+    """The second model's (?compare=) own neighbours of `word`, and its cosines of the first model's neighbours;
+    None after a message when it has no such table or word."""
+    try:
+        table_b = model_table(other, source if source in P.table_sources(other) else next(iter(
+            P.table_sources(other))))
+    except P.EmbeddingError as exc:
+        st.warning(f"{md(other.id)} cannot be compared here: {md_message(exc)}")
+        return None
+    loc_b = P.locate(table_b, word, other)
+    if not loc_b.found:
+        st.warning(md_message(P.not_found_message([loc_b], table_b)))
+        return None
+    return P.neighbours(table_b, loc_b.row, k), P.cosines_of(table_b, loc_b.row, ranked.words)
+
+
 # ------------------------------------------------------------------------------------------- table
 theme = settings.theme()
 HIGHLIGHT = "Words to highlight"
@@ -55,6 +72,7 @@ with vectors:
                                                    "file": "an uploaded text file"}[s])
 loaded = None
 table = None
+source = "input"
 if origin == "model":
     default_model = c.params["model"].default if "word2vec" in builtin_names() else "pretrained:minilm"
     with col_model:
@@ -210,17 +228,41 @@ SECTIONS = {"neighbours": "Nearest neighbours", "analogies": "Analogies: a − b
 section = c.radio("section", format_func=SECTIONS.get, label_visibility="collapsed")
 if section == "neighbours":
     first = found[0].word if found else (table.words[int(table.order[0])] if V_rows else "")
-    n1, n2 = st.columns([2, 1])
+    n1, n2, n3 = st.columns([2, 1, 1.4], vertical_alignment="bottom")
     with n1:
         nn_word = c.text_input("nn", first, max_chars=200, strip=True)
     with n2:
         k = c.number("k", slider=True)
+    other_id = None
+    if loaded is not None:
+        with n3:
+            other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
     if nn_word:
         found_nn = _locate_all((nn_word,))
         if found_nn:
             loc = found_nn[0]
             ranked = P.neighbours(table, loc.row, k)
-            charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
+            other = get_model(other_id) if other_id is not None else None
+            compared = _compared_neighbours(other, nn_word, ranked, k) if other is not None else None
+            if compared is None:
+                charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
+            else:
+                ranked_b, cos_b = compared
+                t_a, t_b = st.columns(2)
+                with t_a:
+                    st.caption(f"**{md(model_id)}**")
+                    charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
+                with t_b:
+                    st.caption(f"**{md(other_id)}**")
+                    charts.table(V.ranked_rows(ranked_b.words, ranked_b.cos),
+                                 Origin("model", f"{md(other_id)}'s own embedding table."))
+                charts.table(V.compared_rows(ranked.words, ranked.cos, cos_b, (model_id, other_id)),
+                             Origin("model", "each model's own cosines of the same entries."))
+                shared = len(set(ranked.words) & set(ranked_b.words))
+                st.caption(f"{shared} of {md(model_id)}'s {len(ranked.words)} nearest neighbours of "
+                           f"“{md(nn_word)}” are among {md(other_id)}'s {len(ranked_b.words)}. The last table reads "
+                           f"{md(model_id)}'s neighbours in {md(other_id)}: the cosine of each in both, and B − A "
+                           "(blank: an entry the second model's table lacks).")
             if ranked.rows:
                 ct = P.cosine_terms(table, loc.row, ranked.rows[0])
                 st.latex(r"\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\, \lVert v \rVert} = "

@@ -473,3 +473,26 @@ def test_masked_words_compares_two_models_of_one_vocabulary_at_each_mask() -> No
         assert charts[title]["layout"]["xaxis"]["range"] == pytest.approx([0, min(1.0, top * 1.25 + 0.02)])
     diff = charts[f"[MASK] at token {ta.positions[0]}: p({other}) − p(builtin:masked-lm)"]
     np.testing.assert_allclose(plotly_array(diff["data"][0]["x"]), pb[ta.top_ids[0]] - pa[ta.top_ids[0]], atol=1e-5)
+
+
+def test_word_embeddings_reads_the_first_models_neighbours_in_the_second() -> None:
+    at = run_page("app_pages/word_embeddings.py", {"model": "builtin:lstm-lm", "compare": "builtin:lstm-lm@43",
+                                                   "section": "neighbours", "nn": "dog", "k": "10"})
+    assert_no_exception(at)
+    own, theirs, both = (d.value for d in at.dataframe[-3:])
+    a, b = (load_model(i) for i in ("builtin:lstm-lm", "builtin:lstm-lm@43"))
+    itos = a.adapter.token_strings(list(range(a.adapter.vocab_size)))
+
+    def cos(model, w1: str, w2: str) -> float:  # independent: the embedding matrix of the model's own state dict
+        emb = next(v for k, v in model.model.state_dict().items() if k.endswith("embedding.weight")).double()
+        u, v = emb[itos.index(w1)], emb[itos.index(w2)]
+        return float(u @ v / (u.norm() * v.norm()))
+
+    assert list(both["word"]) == list(own["word"])
+    for w, ca, cb, d in zip(both["word"], both["cos in builtin:lstm-lm"], both["cos in builtin:lstm-lm@43"],
+                            both["B − A"]):
+        assert ca == pytest.approx(cos(a, "dog", w), abs=1e-4) and cb == pytest.approx(cos(b, "dog", w), abs=1e-4)
+        assert d == pytest.approx(cb - ca, abs=2e-4)
+    assert theirs["cosine"].iloc[0] == pytest.approx(cos(b, "dog", theirs["word"].iloc[0]), abs=1e-4)
+    shared = len(set(own["word"]) & set(theirs["word"]))
+    assert any(f"{shared} of builtin" in c.value for c in at.caption)

@@ -426,6 +426,15 @@ def neighbours(table: EmbeddingTable, row: int, k: int = 10) -> Ranked:
     return _top(table, table.vectors[row], k, [row])
 
 
+def cosines_of(table: EmbeddingTable, row: int, entries: Sequence[str]) -> np.ndarray:
+    """cos(entry `row`, each of `entries`) in `table`, NaN for an entry the table lacks (entries: another table's
+    neighbour list, e.g. another training step's): (len(entries),) float64."""
+    index = table.cache.get("index")
+    if index is None:
+        index = table.cache["index"] = {w: i for i, w in enumerate(table.words)}
+    return np.array([cosine(table, row, index[e]) if e in index else np.nan for e in entries], dtype=np.float64)
+
+
 def cosine(table: EmbeddingTable, r1: int, r2: int) -> float:
     return float(_unit(table.vectors[r1].astype(np.float64)) @ _unit(table.vectors[r2].astype(np.float64)))
 

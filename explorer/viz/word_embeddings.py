@@ -225,6 +225,16 @@ def ranked_rows(words: Sequence[str], cos: Sequence[float]) -> list[dict]:
     return [{"rank": i + 1, "word": w, "cosine": round(float(c), 4)} for i, (w, c) in enumerate(zip(words, cos))]
 
 
+def compared_rows(words: Sequence[str], cos_a: Sequence[float], cos_b: Sequence[float],
+                  names: tuple[str, str]) -> list[dict]:
+    """The first model's neighbours with their cosine in both models and B − A (blank where B lacks the entry)."""
+    def num(x: float) -> float | None:
+        return None if np.isnan(x) else round(float(x), 4)
+
+    return [{"rank": i + 1, "word": w, f"cos in {names[0]}": num(a), f"cos in {names[1]}": num(b),
+             "B − A": num(b - a)} for i, (w, a, b) in enumerate(zip(words, cos_a, cos_b))]
+
+
 def points(placed: Any) -> list[Point]:
     """The typed words of a probes.embeddings.Placed as markers: fitted rows, and rows placed by transform."""
     return [Point(w, xyz, PLACED_FIT) for w, xyz in placed.fit] + \
