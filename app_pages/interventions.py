@@ -5,7 +5,9 @@ from explorer.data.examples import CONTRASTS
 from explorer.probes import interventions as I
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
-from explorer.ui.cache import figure_once, probe, probe_raising, probe_with_progress
+from explorer.runtime.errors import ViewError
+from explorer.ui.cache import figure_once, get_model, probe, probe_raising, probe_with_progress
+from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import follow_preset, model_and_sentence, page_header, what_to_notice
@@ -37,7 +39,9 @@ theme = settings.theme()
 if contrast is not None:
     for note in contrast.notes:
         st.info(md_message(note))
-    c_site, c_dir, c_method, c_more = st.columns([1.5, 1.2, 1.2, 1], vertical_alignment="bottom")
+    c_site, c_dir, c_method, c_cmp, c_more = st.columns([1.5, 1.2, 1.2, 1.4, 1], vertical_alignment="bottom")
+    with c_cmp:
+        other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
     with c_site:
         site = c.selectbox("site", list(layout.kinds), label_visibility="collapsed", format_func=I.KINDS.get)
     with c_dir:
@@ -109,6 +113,32 @@ if contrast is not None:
         f"LD {ld_cell:.3f}"
         + ("" if (pp := shown.probabilities(row, col)) is None else f" (p = {pp[0]:.3f} and {pp[1]:.3f})")
         + f". {V.rows_note(shown)}")
+
+    if other_id is not None and (other := get_model(other_id)) is not None:
+        try:  # the second model (?compare=): the same prompts, site, direction and method, on the same scale
+            probe_raising(I.layout, other)
+            probe_raising(I.contrast, other, *args)
+            shown_b = probe_raising(I.patching, other, *args, site, direction, pos, rdir, heavy=True) \
+                if shown.method == "exact" else probe_raising(I.attribution, other, *args, direction, pos, rdir)[site]
+        except (ViewError, KeyError) as exc:
+            st.warning(f"{md(other_id)} cannot be compared here: "
+                       + (f"it has no {I.KINDS[site]} to patch." if isinstance(exc, KeyError) else md_message(exc)))
+        else:
+            same = shown_b.restored.shape == shown.restored.shape and shown_b.rows == shown.rows
+            show(V.restored_grid(shown_b, V.columns(shown_b, corrupt_tokens), f"{other_id}: {title}", theme,
+                                 (row, col) if same else None, scale),
+                 Origin("model", f"{md(other_id)}'s own logits, its {I.KINDS[site]} patched ({shown_b.method})"),
+                 key="patch_grid_b", filename="interventions-compare", fold=390)
+            if same:
+                show(V.difference_grid(shown, shown_b, labels, (loaded.id, other_id), theme),
+                     Origin("model", "the difference of the two models' own restored fractions, cell by cell"),
+                     key="patch_grid_diff", filename="interventions-difference", fold=390)
+                st.caption(f"Both grids on one colour scale (±{scale:g}). At the highlighted cell {md(other_id)} "
+                           f"restores {float(shown_b.restored[row, col]):.3f} against {md(loaded.id)}'s "
+                           f"{float(shown.restored[row, col]):.3f}.")
+            else:
+                st.info(f"No difference is drawn: {md(other_id)}'s grid has other rows or columns "
+                        f"({shown_b.restored.shape[0]} × {shown_b.restored.shape[1]} against {R} × {K}).")
 
     if exact is not None and estimates is not None:
         estimate = estimates[site]

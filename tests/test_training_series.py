@@ -496,3 +496,26 @@ def test_word_embeddings_reads_the_first_models_neighbours_in_the_second() -> No
     assert theirs["cosine"].iloc[0] == pytest.approx(cos(b, "dog", theirs["word"].iloc[0]), abs=1e-4)
     shared = len(set(own["word"]) & set(theirs["word"]))
     assert any(f"{shared} of builtin" in c.value for c in at.caption)
+
+
+def test_interventions_compare_two_steps_cell_by_cell() -> None:
+    from explorer.probes import interventions as I
+
+    params = {"model": "builtin:tiny-gpt", "compare": "builtin:tiny-gpt@272", "text": "the keys to the cabinet",
+              "corrupt": "the key to the cabinet", "answer": "are", "wrong": "is", "site": "resid",
+              "direction": "denoise", "method": "exact"}
+    at = run_page("app_pages/interventions.py", params)
+    assert_no_exception(at)
+    args = (params["text"], params["corrupt"], "are", "is", "resid", "denoise", -1, "fwd")
+    a, b = (I.patching(load_model(i), *args) for i in ("builtin:tiny-gpt", "builtin:tiny-gpt@272"))
+    charts = {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)
+              for el in at.get("plotly_chart")}
+    grid_b = charts["builtin:tiny-gpt@272: Denoising: residual stream restored"]["data"][0]
+    np.testing.assert_allclose(plotly_array(grid_b["z"]), b.restored, atol=1e-6)
+    assert (grid_b["zmin"], grid_b["zmax"]) == (-1.0, 1.0)  # the first grid's scale
+    diff = charts["restored: builtin:tiny-gpt@272 − builtin:tiny-gpt"]["data"][0]
+    np.testing.assert_allclose(plotly_array(diff["z"]), b.restored - a.restored, atol=1e-6)
+    # a recurrent model has no residual stream: said, and the first model's grid stays
+    at = run_page("app_pages/interventions.py", {**params, "compare": "builtin:lstm-lm"})
+    assert_no_exception(at)
+    assert any("cannot be compared here" in w.value for w in at.warning)

@@ -2,6 +2,8 @@
 patching against its attribution estimate, and the next tokens before and after an ablation."""
 from __future__ import annotations
 
+import html
+
 from typing import Any, Sequence
 
 import numpy as np
@@ -67,6 +69,32 @@ def restored_grid(grid: Any, labels: Sequence[str], title: str, theme: Theme,
                              "line": {"color": theme.categorical[7 if theme.name == "projector" else 5],
                                       "width": theme.line_width + 1}}]
     return figure(data, layout)
+
+
+def difference_grid(a: Any, b: Any, labels: Sequence[str], names: tuple[str, str], theme: Theme) -> go.Figure:
+    """b.restored − a.restored (R, K): two models' grids of the same site, direction and cells (same rows and
+    columns), on a diverging scale from −2 to 2 (the difference of two fractions of about −1…1); hover: both."""
+    R, K = a.restored.shape
+    diff = np.asarray(b.restored, dtype=float) - np.asarray(a.restored, dtype=float)
+    custom = np.stack([np.asarray(a.restored, dtype=float), np.asarray(b.restored, dtype=float)], axis=-1)
+    named = R <= MAX_NAMED_ROWS
+    data = [{"type": "heatmap", "z": diff, "x": list(range(K)), "y": list(a.rows) if named else list(range(R)),
+             "zmin": -2 * SCALE, "zmax": 2 * SCALE, "colorscale": theme.diverging, "customdata": custom,
+             "colorbar": {"title": {"text": "B − A"}},
+             "hovertemplate": f"%{{y}}, %{{x}}<br>{html.escape(names[0])}: restored %{{customdata[0]:.3f}}<br>"
+                              f"{html.escape(names[1])}: restored %{{customdata[1]:.3f}}<br>B − A %{{z:+.3f}}"
+                              "<extra></extra>"}]
+    if named and R * K <= 240:
+        data[0]["text"] = [[f"{v:+.2f}".replace("-0.00", "0.00").replace("+0.00", "0.00") for v in row] for row in diff]
+        data[0]["texttemplate"] = "%{text}"
+        data[0]["textfont"] = {"size": max(9, theme.font_size - 4)}
+    return figure(data, {
+        "title": {"text": f"restored: {html.escape(names[1])} − {html.escape(names[0])}"},
+        "height": int(min(1400, max(300, 22 * R + 170))),
+        "xaxis": {"tickvals": list(range(K)), "ticktext": list(labels),
+                  "title": {"text": "head" if a.kind == "heads" else "position (clean/corrupted)"}},
+        "yaxis": {"type": "category", "title": {"text": "layer (from 0)"}} if named else
+                 {"title": {"text": _numbered_axis(a)}, "range": [-0.5, R - 0.5]}})
 
 
 def _numbered_axis(grid: Any) -> str:
