@@ -131,7 +131,12 @@ if section == SECTIONS[0]:
         st.caption(f"The sentence coloured by the {P.LABELS[name]} of unit {unit} in the heatmap's colours "
                    f"({V.scale_words(name, theme)}; scale {lo:.2f} … {hi:.2f}); hover a word for its value. Pick the "
                    "state above the heatmap.")
-    show(V.unit_lines(trace, layer, direction, unit, theme), GATES, key="unit_lines", filename=f"unit{unit}")
+    show(V.unit_lines(trace, layer, direction, unit, theme,
+                      None if trained is None else V.unit_range((reference, trace), layer, direction, unit)),
+         GATES, key="unit_lines", filename=f"unit{unit}")
+    if trained is not None:
+        st.caption(f"The y axis holds this unit's states in the trained model ({md(trained.id)}) and at this step: "
+                   "it stays put while the step changes, unless a step goes beyond the trained model's range.")
 
     st.markdown("**The cell's equations, with the numbers**")
     t = c.token("t", trace.tokens, c.params["t"].default, format_func=lambda i: f"{i} · {trace.tokens[i]}")

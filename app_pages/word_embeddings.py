@@ -157,7 +157,7 @@ if reason:
 else:
     try:  # a fit that is neither stored nor shipped runs in the background: PCA (and its progress) meanwhile
         trained = trained_model(loaded) if loaded is not None else None  # a snapshot: the trained model's axes
-        reference = model_table(trained, source) if trained is not None and method == "pca" else None
+        reference = model_table(trained, source) if trained is not None else None
         proj, job = projection(table, rows, method, dims, PR.params_for(method, params), reference)
     except PR.ProjectionError as exc:
         st.warning(md_message(exc))
@@ -191,6 +191,9 @@ if proj is not None:
         detail = f"{proj.shipped}."
     elif job is not None:
         detail = f"{md(table.source)}, projected with PCA while the requested {PR.METHODS[method]} is computed."
+    elif proj.frame is not None:
+        detail = (f"{md(table.source)}: {md(proj.placement)} (distances within the map unchanged), so that every "
+                  "training step is seen in the trained model's frame.")
     elif proj.placement.startswith("the PCA axes of"):
         detail = (f"{md(table.source)}, placed on {md(proj.placement)} (the same axes at every training step; "
                   "their share of this table's variance differs).")
@@ -203,7 +206,8 @@ if proj is not None:
                     "only, so new points cannot be placed",
             "umap": f"UMAP (n_neighbors {proj.params.get('n_neighbors')}, min_dist {proj.params.get('min_dist')}, "
                     f"{proj.params.get('metric')}): new points are placed "
-                    + ("from their nearest fitted entries" if proj.placement else "by transform")}[drawn]
+                    + ("from their nearest fitted entries" if proj.placement and proj.frame is None
+                       else "by transform")}[drawn]
     how = ("Precomputed and shipped with the app (python -m explorer.startup.precompute_projections regenerates them) "
            "for " if proj.shipped else "Fitted once on ")
     st.caption(f"{TABLE_LINE} {how}the {shown} with {what}: a map of the vectors, not the vectors themselves; "

@@ -519,3 +519,83 @@ def test_interventions_compare_two_steps_cell_by_cell() -> None:
     at = run_page("app_pages/interventions.py", {**params, "compare": "builtin:lstm-lm"})
     assert_no_exception(at)
     assert any("cannot be compared here" in w.value for w in at.warning)
+
+
+# ------------------------------------------------------------------------------------- fixed frames at every step
+def test_procrustes_alignment_recovers_a_turn_and_places_new_points_in_the_same_frame() -> None:
+    from explorer.projections import reduce as PR
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 6)).astype(np.float32)
+    proj = PR.fit(X, "pca", 2)
+    theta = 0.7
+    R = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]]) @ np.diag([1.0, -1.0])
+    target = 2.5 * proj.coords.astype(np.float64) @ R + np.array([3.0, -1.0])  # turned, mirrored, scaled, shifted
+    turned = PR.aligned(proj, target, "test")
+    np.testing.assert_allclose(turned.coords, target, atol=1e-4)
+    # a new point goes through the same turn: the fitted rows, transformed again, land on their aligned places
+    np.testing.assert_allclose(PR.transform(turned, X[:5]), target[:5], atol=1e-4)
+
+
+def test_word_embeddings_tsne_at_a_step_is_turned_onto_the_trained_models_map() -> None:
+    import time
+
+    from explorer.probes import word_embeddings as E
+    from explorer.projections import reduce as PR
+    from explorer.ui.word_embeddings import projection
+
+    snap, trained = (E.embedding_table(load_model(i), "input") for i in ("builtin:lstm-lm@127", "builtin:lstm-lm"))
+    rows = np.arange(300)
+    params = PR.params_for("tsne")
+    deadline = time.monotonic() + 240
+    while True:  # the fits run in the background; meanwhile the PCA on the trained model's axes stands in
+        proj, job = projection(snap, rows, "tsne", 2, params, reference=trained)
+        if job is None or time.monotonic() > deadline:
+            break
+        assert proj.placement.startswith("the PCA axes of")
+        time.sleep(1)
+    assert job is None and proj.frame is not None and "turned and scaled onto the t-SNE of" in proj.placement
+    own, _ = projection(snap, rows, "tsne", 2, params)
+    ref, _ = projection(trained, rows, "tsne", 2, params)
+    # the same map (every distance kept up to one scale), as close to the trained map as such a turn can bring it
+    d_own = np.linalg.norm(own.coords[:, None] - own.coords[None], axis=-1)
+    d_turned = np.linalg.norm(proj.coords[:, None] - proj.coords[None], axis=-1)
+    scale = d_turned.sum() / d_own.sum()
+    np.testing.assert_allclose(d_turned, scale * d_own, rtol=1e-3, atol=1e-3)
+    err = np.linalg.norm(proj.coords - ref.coords)
+    assert err < np.linalg.norm(scale * (own.coords - own.coords.mean(0)) + ref.coords.mean(0) - ref.coords)
+
+
+def test_the_learned_positions_pca_at_a_step_uses_the_trained_tables_axes() -> None:
+    from explorer.probes.positional_encodings import learned_positions
+
+    at = run_page("app_pages/positional_encodings.py", {"model": "builtin:tiny-gpt", "train_step": "98",
+                                                        "panel": "learned", "pca": "2"})
+    assert_no_exception(at)
+    snap, trained = (learned_positions(load_model(i)).weight.astype(np.float64)
+                     for i in ("builtin:tiny-gpt@98", "builtin:tiny-gpt"))
+    chart = next(json.loads(el.proto.spec) for el in at.get("plotly_chart")
+                 if json.loads(el.proto.spec)["layout"]["title"]["text"] == "PCA of the position vectors")
+    _, _, vt = np.linalg.svd(trained - trained.mean(0), full_matrices=False)  # independent: the trained table's axes
+    expected = (snap - trained.mean(0)) @ vt[:2].T
+    got = np.stack([plotly_array(chart["data"][0]["x"]), plotly_array(chart["data"][0]["y"])], axis=1)
+    signs = np.sign((got * expected).sum(axis=0))
+    np.testing.assert_allclose(got * signs, expected, atol=1e-4)
+    assert "of the trained table" in chart["layout"]["xaxis"]["title"]["text"]
+    own = (trained - trained.mean(0)) @ vt[:2].T  # the axes' ranges hold the trained table too
+    lo = min(got[:, 0].min(), (own * signs)[:, 0].min())
+    assert chart["layout"]["xaxis"]["range"][0] < lo
+
+
+def test_a_units_line_at_a_step_keeps_the_trained_models_y_axis() -> None:
+    from explorer.probes.lstm_gates import rnn_gates
+
+    params = {"model": "builtin:lstm-lm", "train_step": "43", "text": TEXT, "unit": "5", "gate": "c"}
+    at = run_page("app_pages/lstm_gates.py", params)
+    assert_no_exception(at)
+    chart = next(json.loads(el.proto.spec) for el in at.get("plotly_chart")
+                 if json.loads(el.proto.spec)["layout"]["title"]["text"].startswith("unit 5 "))
+    a, b = (rnn_gates(load_model(i), TEXT) for i in ("builtin:lstm-lm", "builtin:lstm-lm@43"))
+    values = np.concatenate([t.gates[n][0, 0, :, 5] for t in (a, b) for n in t.names])
+    pad = 0.05 * (values.max() - values.min())
+    assert chart["layout"]["yaxis"]["range"] == pytest.approx([values.min() - pad, values.max() + pad], abs=1e-5)

@@ -18,7 +18,6 @@ from explorer.runtime import budget
 from explorer.adapters.base import Unsupported
 from explorer.probes.position_formulas import similarity
 from explorer.probes.self_attention import rotate
-from explorer.projections.reduce import pca
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -53,12 +52,15 @@ def learned_positions(loaded: Loaded) -> LearnedTrace:
 
 @dataclass(frozen=True)
 class LearnedAnalysis:
-    """Similarities and PCA of a (P, d) position table: dot, cosine (P, P); coords (P, 3); explained (3,)."""
+    """Similarities and PCA of a (P, d) position table: dot, cosine (P, P); coords (P, 3); explained (3,): the share
+    of the table's variance along each axis. on_reference: the axes are another table's principal axes (the trained
+    model's, for a training step), not this table's own."""
 
     dot: np.ndarray
     cosine: np.ndarray
     coords: np.ndarray
     explained: np.ndarray
+    on_reference: bool = False
 
     @property
     def neighbours(self) -> tuple[float, float]:
@@ -69,14 +71,35 @@ class LearnedAnalysis:
         return near, float(self.cosine[far_apart].mean()) if far_apart.any() else near
 
 
-def analyse_table(weight: np.ndarray) -> LearnedAnalysis:
-    coords, explained = pca(weight, min(3, *weight.shape))
-    return LearnedAnalysis(similarity(weight, "dot"), similarity(weight, "cosine"), coords, np.asarray(explained))
+def principal_axes(table: np.ndarray, k: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """The mean (d,) and top-k principal axes (k, d) of `table` (P, d), each axis signed so that its largest
+    component is positive (the same axes whatever the SVD's signs)."""
+    ref = np.asarray(table, dtype=np.float64)
+    mean = ref.mean(axis=0)
+    _, _, vt = np.linalg.svd(ref - mean, full_matrices=False)
+    axes = vt[:min(k, *ref.shape)]
+    signs = np.sign(axes[np.arange(len(axes)), np.abs(axes).argmax(axis=1)])
+    return mean, axes * signs[:, None]
 
 
-def learned_analysis(loaded: Loaded) -> LearnedAnalysis:
-    """Similarities and PCA of the model's own position table."""
-    return analyse_table(learned_positions(loaded).weight)
+def analyse_table(weight: np.ndarray, reference: np.ndarray | None = None) -> LearnedAnalysis:
+    """Similarities and PCA of `weight` (P, d). reference: a table of the same shape whose principal axes (and
+    mean) the rows are projected on, so that every training step is seen in the trained model's frame (default:
+    the table's own axes)."""
+    on_reference = reference is not None and reference.shape == weight.shape
+    mean, axes = principal_axes(reference if on_reference else weight)
+    centred = np.asarray(weight, dtype=np.float64) - mean
+    coords = centred @ axes.T                                              # (P, 3)
+    total = float((centred ** 2).sum()) or 1.0
+    return LearnedAnalysis(similarity(weight, "dot"), similarity(weight, "cosine"), coords,
+                           (coords ** 2).sum(axis=0) / total, on_reference=on_reference)
+
+
+def learned_analysis(loaded: Loaded, reference: Loaded | None = None) -> LearnedAnalysis:
+    """Similarities and PCA of the model's own position table; reference: a model (the trained one) whose table's
+    principal axes the PCA uses (analyse_table)."""
+    weight = learned_positions(loaded).weight
+    return analyse_table(weight, None if reference is None else learned_positions(reference).weight)
 
 
 @dataclass(frozen=True)

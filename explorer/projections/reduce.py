@@ -64,6 +64,7 @@ class Projection:
     memo: dict = field(default_factory=dict, repr=False)  # derived results a caller keeps with the fit (figures, CSV)
     shipped: str = ""  # not empty for coordinates read from assets/projections: what was fitted, how, with what
     placement: str = ""  # how `transform` places new rows, when it is not the fitted method's own transform
+    frame: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(repr=False, default=None)  # aligned(): (a, M, b)
 
     @property
     def can_transform(self) -> bool:
@@ -189,7 +190,26 @@ def transform(proj: Projection, Y: np.ndarray) -> np.ndarray | None:
     Y = np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float32)
     if Y.shape[0] == 0:
         return np.zeros((0, proj.dims), dtype=np.float32)
-    return np.asarray(proj.model.transform(Y), dtype=np.float32)
+    coords = np.asarray(proj.model.transform(Y), dtype=np.float32)
+    if proj.frame is not None:  # a fit rotated onto another (aligned): its new points too
+        a, M, b = proj.frame
+        coords = ((coords - a) @ M + b).astype(np.float32)
+    return coords
+
+
+def aligned(proj: Projection, target: np.ndarray, placement: str) -> Projection:
+    """`proj` turned, mirrored, scaled and shifted to best match `target` (N, dims), the coordinates of the same rows
+    in another fit (orthogonal Procrustes with scale: min over M = sR, R orthogonal, of |(X − a)M + b − Y|). A
+    t-SNE or UMAP map's axes mean nothing: this puts, e.g., a training step's map in the trained model's frame
+    without changing any distance between its points (up to the one scale)."""
+    X = np.asarray(proj.coords, dtype=np.float64)
+    Y = np.asarray(target, dtype=np.float64)
+    a, b = X.mean(axis=0), Y.mean(axis=0)
+    X0, Y0 = X - a, Y - b
+    U, S, Vt = np.linalg.svd(X0.T @ Y0)
+    M = (U @ Vt) * (S.sum() / max(float((X0 ** 2).sum()), 1e-12))              # (dims, dims)
+    return Projection(proj.method, proj.dims, proj.params, (X0 @ M + b).astype(np.float32), proj.model, proj.seconds,
+                      proj.explained, shipped=proj.shipped, placement=placement, frame=(a, M, b))
 
 
 def pca(X: np.ndarray, dims: int = 2) -> tuple[np.ndarray, tuple[float, ...]]:
@@ -199,4 +219,4 @@ def pca(X: np.ndarray, dims: int = 2) -> tuple[np.ndarray, tuple[float, ...]]:
 
 
 __all__ = ["METHODS", "CAN_TRANSFORM", "DEFAULTS", "Projection", "ProjectionError", "params_for", "check", "fit",
-           "transform", "pca"]
+           "transform", "aligned", "pca"]

@@ -72,8 +72,20 @@ def gate_heatmap(trace: GateTrace, name: str, layer: int, direction: int, units:
     })
 
 
-def unit_lines(trace: GateTrace, layer: int, direction: int, unit: int, theme: Theme = NORMAL) -> go.Figure:
-    """One unit through the sentence: its gates, cell and hidden state at every token."""
+def unit_range(traces: Sequence[GateTrace], layer: int, direction: int, unit: int) -> tuple[float, float]:
+    """The y range that holds every state of `unit` in all `traces` (e.g. the trained model's and a training
+    step's), padded by 5 %: a fixed axis while the step changes."""
+    values = np.concatenate([tr.gates[n][layer, direction, :, unit].ravel() for tr in traces for n in tr.names
+                             if n in tr.gates])
+    lo, hi = float(values.min()), float(values.max())
+    pad = 0.05 * max(hi - lo, 1e-6)
+    return lo - pad, hi + pad
+
+
+def unit_lines(trace: GateTrace, layer: int, direction: int, unit: int, theme: Theme = NORMAL,
+               y_range: tuple[float, float] | None = None) -> go.Figure:
+    """One unit through the sentence: its gates, cell and hidden state at every token. y_range: a fixed y axis
+    (unit_range); default: fitted to this trace."""
     x = list(range(len(trace)))
     names = [n for n in ("i", "f", "o", "c", "h", "r", "z", "n") if n in trace.names]
     ticktext = [label(t) for t in trace.tokens]
@@ -85,7 +97,8 @@ def unit_lines(trace: GateTrace, layer: int, direction: int, unit: int, theme: T
     return figure(lines, {
         "title": {"text": f"unit {unit} · layer {layer}"}, "height": 360, "hovermode": "x unified",
         "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": ticktext},
-        "yaxis": {"title": {"text": "value"}}, "legend": {"orientation": "h", "y": -0.25},
+        "yaxis": {"title": {"text": "value"}, **({"range": list(y_range)} if y_range else {})},
+        "legend": {"orientation": "h", "y": -0.25},
     })
 
 

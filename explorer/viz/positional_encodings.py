@@ -213,27 +213,38 @@ def head_bias_lines(x: np.ndarray, bias: np.ndarray, theme: Theme, title: str, x
                          "yaxis": {"title": _title("added to the score")}})
 
 
-def pca_positions(coords: np.ndarray, explained: np.ndarray, theme: Theme, dims: int = 2) -> go.Figure:
-    """Position vectors projected on their top principal axes, coloured by position index."""
+def pca_positions(coords: np.ndarray, explained: np.ndarray, theme: Theme, dims: int = 2,
+                  frame: np.ndarray | None = None, axes_of: str = "") -> go.Figure:
+    """Position vectors projected on principal axes, coloured by position index. frame: more coordinates (the
+    trained model's table on the same axes) that the axes' ranges hold too, so that the frame stays put from one
+    training step to the next; axes_of: whose principal axes these are (default: the table's own)."""
     idx = np.arange(coords.shape[0])
     marker = {"color": idx, "colorscale": theme.sequential, "size": max(3, theme.marker_size - 3),
               "colorbar": {"title": {"text": "position"}}}
-    labels = [f"PC{j + 1} ({100 * explained[j]:.1f}%)" for j in range(min(3, coords.shape[1]))]
+    labels = [f"PC{j + 1}{' of ' + axes_of if axes_of else ''} ({100 * explained[j]:.1f}%)"
+              for j in range(min(3, coords.shape[1]))]
     line = {"color": "rgba(128,128,128,0.4)", "width": 1}
     layout: dict[str, Any] = {"title": _title("PCA of the position vectors"), "height": 480, "showlegend": False}
+    ranges: list[list[float] | None] = [None, None, None]
+    if frame is not None:
+        both = np.concatenate([np.asarray(coords, dtype=float), np.asarray(frame, dtype=float)])
+        lo, hi = both.min(axis=0), both.max(axis=0)
+        pad = 0.05 * np.maximum(hi - lo, 1e-9)
+        ranges = [[float(lo[j] - pad[j]), float(hi[j] + pad[j])] for j in range(both.shape[1])] + [None] * 3
     if dims == 3 and coords.shape[1] >= 3:
         data = [{"type": "scatter3d", "x": coords[:, 0], "y": coords[:, 1], "z": coords[:, 2], "mode": "markers+lines",
                  "marker": marker, "line": line, "customdata": idx,
                  "hovertemplate": "position %{customdata}<br>(%{x:.4f}, %{y:.4f}, %{z:.4f})<extra></extra>"}]
-        layout["scene"] = {"xaxis": {"title": _title(labels[0])}, "yaxis": {"title": _title(labels[1])},
-                           "zaxis": {"title": _title(labels[2])}}
+        layout["scene"] = {name: {"title": _title(labels[j]), **({"range": ranges[j]} if ranges[j] else {})}
+                           for j, name in enumerate(("xaxis", "yaxis", "zaxis"))}
     else:
         y = coords[:, 1] if coords.shape[1] > 1 else np.zeros(len(idx))
         data = [{"type": "scattergl", "x": coords[:, 0], "y": y, "mode": "markers+lines", "marker": marker,
                  "line": line, "customdata": idx,
                  "hovertemplate": "position %{customdata}<br>(%{x:.4f}, %{y:.4f})<extra></extra>"}]
-        layout["xaxis"] = {"title": _title(labels[0])}
-        layout["yaxis"] = {"title": _title(labels[1] if len(labels) > 1 else "")}
+        layout["xaxis"] = {"title": _title(labels[0]), **({"range": ranges[0]} if ranges[0] else {})}
+        layout["yaxis"] = {"title": _title(labels[1] if len(labels) > 1 else ""),
+                           **({"range": ranges[1]} if ranges[1] and coords.shape[1] > 1 else {})}
     return figure(data, layout)
 
 
