@@ -112,7 +112,8 @@ for col, gen in zip(cols, run.generations):
         st.html(V.tokens_html("" if run.is_encoder_decoder or run.chat else "…", out.tokens, out.logprobs,
                               max_lines=V.OUTPUT_LINES))
 run_b = None  # the second model (?compare=): the same prompt, strategies, seed and settings
-if other_id is not None and (other := get_model(other_id)) is not None:
+other = get_model(other_id) if other_id is not None else None
+if other is not None:
     try:
         if chat and probe(D.chat_template, other) is None:
             raise D.DecodingError("it has no chat template to read the message with (turn Chat template off).")
@@ -169,13 +170,13 @@ if section == "step":
                               default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
         sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
         st.caption("Context: … " + md(" ".join(sv.context)))
-        same = run_b is not None and run_b.prompt_ids == run.prompt_ids and \
+        same = other is not None and run_b is not None and run_b.prompt_ids == run.prompt_ids and \
             D.generator(other).vocab_size == sv.vocab_size
         sv_b = probe(D.step_view, other, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t) \
-            if same else None
+            if same and other is not None else None
         STEP = Origin("model", f"the model's logits at step {step}, after the strategy's penalties, at T = "
                                f"{sv.temperature:g}; grey: what its filter removes.")
-        if sv_b is None:
+        if sv_b is None or other is None:
             show(V.step_bars(sv, theme), STEP, key="step_bars", filename=f"step{step}")
         else:  # both models after the same context (this column's own tokens so far), on one scale
             top = max(float(sv.probs.max()), float(sv_b.probs.max()))
@@ -189,7 +190,7 @@ if section == "step":
                      key="step_bars_b", filename=f"step{step}-compare")
             at_a = probe(D.step_view, other, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t,
                          ids=tuple(int(i) for i in sv.ids))
-            show(V.step_difference(sv, at_a, (model_id, other_id), theme),
+            show(V.step_difference(sv, at_a, (model_id, other.id), theme),
                  Origin("model", "the difference of the two models' own probabilities of the same tokens."),
                  key="step_diff", filename=f"step{step}-difference")
             gap = at_a.probs - sv.probs

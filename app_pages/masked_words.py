@@ -85,13 +85,13 @@ if other_id is not None and (other := get_model(other_id, task="masked-lm")) is 
         OTHER = Origin("model", f"softmax of {md(other_id)}'s own logits at each {MASK}.")
         for m in range(min(len(trace), len(trace_o))):
             top = max(float(trace.probs[m].max()), float(trace_o.probs[m].max()))
-            cols = st.columns(3 if at_a is not None else 2)
-            for col, tr, name, origin in zip(cols, (trace, trace_o), (model_id, other_id), (OWN, OTHER)):
+            row = st.columns(3 if at_a is not None else 2)
+            for col, tr, name, origin in zip(row, (trace, trace_o), (model_id, other_id), (OWN, OTHER)):
                 with col:
                     show(bars(tr, m, f"{name}: {MASK} at token {tr.positions[m]}", top=top), origin,
                          key=f"cmp-{name}-{m}", filename=f"masked-{m}-{'b' if tr is trace_o else 'a'}")
             if at_a is not None:
-                with cols[2]:
+                with row[2]:
                     show(V.fill_difference(trace, at_a, m, (model_id, other_id), theme),
                          Origin("model", "the difference of the two models' own probabilities of the same tokens."),
                          key=f"cmp-diff-{m}", filename=f"masked-{m}-difference")

@@ -1,5 +1,7 @@
 """Word embeddings: PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies, two-axis views and
 contextual embeddings layer by layer."""
+from typing import Any
+
 import streamlit as st
 
 from explorer.projections import reduce as PR
@@ -43,7 +45,7 @@ def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
     return locs
 
 
-def _compared_neighbours(other, word: str, ranked: P.Ranked, k: int) -> tuple[P.Ranked, object] | None:
+def _compared_neighbours(other, word: str, ranked: P.Ranked, k: int) -> tuple[P.Ranked, Any] | None:
     """The second model's (?compare=) own neighbours of `word`, and its cosines of the first model's neighbours;
     None after a message when it has no such table or word."""
     try:
@@ -53,7 +55,7 @@ def _compared_neighbours(other, word: str, ranked: P.Ranked, k: int) -> tuple[P.
         st.warning(f"{md(other.id)} cannot be compared here: {md_message(exc)}")
         return None
     loc_b = P.locate(table_b, word, other)
-    if not loc_b.found:
+    if loc_b.row is None:
         st.warning(md_message(P.not_found_message([loc_b], table_b)))
         return None
     return P.neighbours(table_b, loc_b.row, k), P.cosines_of(table_b, loc_b.row, ranked.words)
@@ -260,7 +262,7 @@ if section == "neighbours":
                     st.caption(f"**{md(other_id)}**")
                     charts.table(V.ranked_rows(ranked_b.words, ranked_b.cos),
                                  Origin("model", f"{md(other_id)}'s own embedding table."))
-                charts.table(V.compared_rows(ranked.words, ranked.cos, cos_b, (model_id, other_id)),
+                charts.table(V.compared_rows(ranked.words, ranked.cos, cos_b, (model_id, str(other_id))),
                              Origin("model", "each model's own cosines of the same entries."))
                 shared = len(set(ranked.words) & set(ranked_b.words))
                 st.caption(f"{shared} of {md(model_id)}'s {len(ranked.words)} nearest neighbours of "

@@ -227,13 +227,13 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
     pieces, word_p, word_r = [], np.full((len(positions), len(compare)), np.nan), \
         np.zeros((len(positions), len(compare)), dtype=np.int64)
     for j, w in enumerate(compare):
-        ids = _single_ids(adapter, w)
-        if not ids:
+        word_ids = _single_ids(adapter, w)
+        if not word_ids:
             pieces.append("")
             notes.append(f"“{w}” is not one token of {mid}'s vocabulary, so it has no single probability at a "
                          "mask.")
             continue
-        best = np.array(ids)[np.argmax(p[:, ids], axis=1)]                  # (M,) the likelier spelling per mask
+        best = np.array(word_ids)[np.argmax(p[:, word_ids], axis=1)]        # (M,) the likelier spelling per mask
         word_p[:, j] = p[np.arange(len(positions)), best]
         word_r[:, j] = 1 + (p > word_p[:, j:j + 1]).sum(axis=1)
         pieces.append(adapter.token_strings([int(best[0])])[0])

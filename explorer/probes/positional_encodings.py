@@ -87,7 +87,7 @@ def analyse_table(weight: np.ndarray, reference: np.ndarray | None = None) -> Le
     mean) the rows are projected on, so that every training step is seen in the trained model's frame (default:
     the table's own axes)."""
     on_reference = reference is not None and reference.shape == weight.shape
-    mean, axes = principal_axes(reference if on_reference else weight)
+    mean, axes = principal_axes(reference if reference is not None and on_reference else weight)
     centred = np.asarray(weight, dtype=np.float64) - mean
     coords = centred @ axes.T                                              # (P, 3)
     total = float((centred ** 2).sum()) or 1.0

@@ -84,9 +84,10 @@ def projection(table: P.EmbeddingTable, rows: np.ndarray, method: str, dims: int
     if reference is not None and reference.words == table.words and reference.dim == table.dim:
         # t-SNE / UMAP of a training step: its own fit, turned onto the trained model's map of the same rows
         own, job = projection(table, rows, method, dims, params)
-        ref, ref_job = projection(reference, rows, method, dims, params) if job is None else (None, None)
-        if job is not None or ref_job is not None or ref is None:  # meanwhile: the PCA on the trained model's axes
-            return projection(table, rows, "pca", dims, PR.params_for("pca"), reference)[0], job or ref_job
+        if job is None:
+            ref, job = projection(reference, rows, method, dims, params)
+        if job is not None:  # meanwhile: the PCA on the trained model's axes
+            return projection(table, rows, "pca", dims, PR.params_for("pca"), reference)[0], job
         turned: tuple = (table.key, "aligned to", reference.key,
                          hashlib.sha1(np.ascontiguousarray(rows).tobytes()).hexdigest(), method, dims,
                          tuple(sorted(params.items())))
