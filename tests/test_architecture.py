@@ -80,6 +80,7 @@ ROOMS = (
     "training",     # training specs, loops, budgets, background jobs
     "lessons",      # lesson files: parsing, validation against the views
     "viz",          # one per view: Trace -> Plotly figure / HTML, no torch
+    "nb",           # the views in a notebook: probes and figures, no streamlit
     "ui",           # streamlit: widgets, caches, state, charts
     "startup",      # run before a server takes sessions: warm-up, baking projection assets
 )

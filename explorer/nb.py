@@ -1,0 +1,427 @@
+"""The views in a notebook (Jupyter, VS Code, Colab): one function per view, with the view's own parameter names,
+over the same probes and figures as the app, and no Streamlit.
+
+    from explorer import nb
+    r = nb.self_attention("builtin:tiny-gpt", "the keys to the cabinet are", layer=1, head=2)
+    r                      # the view's figures, inline (Plotly)
+    r.figures["head_heatmap"], r.trace.attentions   # a figure; the numbers behind it (the probe's trace)
+
+`model` is a catalogue id ("builtin:lstm-lm", "pretrained:smollm2", "builtin:tiny-gpt@98") or an object in memory:
+a Hugging Face model (with `tokenizer=`), or a student's `nn.Module` (an nn.LSTM / nn.GRU / nn.RNN language model,
+with its vocabulary as `vocab=`: a list of words in id order or a dict word -> id). An object is read by the
+mechanisms that read uploads (`read`), and the result's `notes` say what was inferred.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import plotly.graph_objects as go
+import torch
+
+from explorer.runtime.errors import ViewError
+from explorer.viz.theme import Theme, get_theme
+
+__all__ = ["ViewResult", "NotebookError", "read", "lstm_gates", "self_attention", "positional_encodings",
+           "word_embeddings", "decoding_strategies", "logit_lens", "token_attribution", "gradients_through_time",
+           "masked_words", "interventions", "seq2seq", "training_curves"]
+
+
+class NotebookError(ViewError, ValueError):
+    """What a view says instead of a chart (str(): the message)."""
+
+
+@dataclass
+class ViewResult:
+    """A view's answer: `figures` (name -> Plotly figure, in the view's order), `trace` (the probe's record: the
+    numbers the figures draw), `notes` (what the view says about its input or about what it inferred)."""
+
+    view: str
+    model_id: str
+    figures: dict[str, go.Figure]
+    trace: Any
+    notes: tuple[str, ...] = ()
+    tables: dict[str, list[dict]] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> go.Figure:
+        return self.figures[name]
+
+    def show(self) -> None:
+        """Draw every figure (Plotly's own renderer: inline in Jupyter, VS Code and Colab)."""
+        for fig in self.figures.values():
+            fig.show()
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import Markdown, display
+
+        head = f"**{self.view}** · {self.model_id}" + "".join(f"\n\n- {n}" for n in self.notes)
+        display(Markdown(head))
+        for fig in self.figures.values():
+            display(fig)
+        for name, rows in self.tables.items():
+            import pandas as pd
+
+            display(Markdown(f"*{name}*"), pd.DataFrame(rows))
+
+    def _repr_html_(self) -> str:  # where IPython's display protocol is not used (e.g. an HTML export)
+        import html
+
+        parts = [f"<p><b>{html.escape(self.view)}</b> · {html.escape(self.model_id)}</p>"]
+        parts += [f"<p>{html.escape(n)}</p>" for n in self.notes]
+        parts += [fig.to_html(full_html=False, include_plotlyjs="require") for fig in self.figures.values()]
+        return "\n".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------ models
+_LOADED: dict[tuple[str, str, str], Any] = {}
+
+
+def read(model: Any, tokenizer: Any = None, vocab: Sequence[str] | dict[str, int] | None = None,
+         device: str = "cpu", dtype: str = "float32", task: str | None = None) -> Any:
+    """The explorer's LoadedModel of `model`: a catalogue id (loaded once per process), a LoadedModel, a Hugging Face
+    model in memory (`tokenizer`: its tokenizer; attention switched to eager so that its weights can be read), or any
+    other nn.Module, read from its state dict as an uploaded checkpoint is (its recurrent layers inferred from the
+    weights' names and shapes; `vocab`: its words). Raises NotebookError."""
+    from explorer.files.safe_load import ModelLoadError
+    from explorer.loading.loaders import LoadedModel, load_model
+
+    if isinstance(model, LoadedModel):
+        return model
+    if isinstance(model, str):
+        key = (model, device, dtype + (f":{task}" if task else ""))
+        if key not in _LOADED:
+            try:
+                _LOADED[key] = load_model(model, device, dtype, task=task)
+            except ModelLoadError as exc:
+                raise NotebookError(str(exc)) from None
+        return _LOADED[key]
+    if not isinstance(model, torch.nn.Module):
+        raise NotebookError(f"A model is a catalogue id, a Hugging Face model or an nn.Module; got "
+                            f"{type(model).__name__}.")
+    if hasattr(model, "config") and getattr(model.config, "model_type", None):
+        return _hugging_face(model, tokenizer, dtype)
+    return _module(model, vocab, device, dtype)
+
+
+def _digest(module: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        h.update(name.encode() + str(tuple(t.shape)).encode())
+        h.update(t.detach().float().cpu().numpy().tobytes()[:4096])
+    return h.hexdigest()[:12]
+
+
+def _hugging_face(model: torch.nn.Module, tokenizer: Any, dtype: str) -> Any:
+    from explorer.loading.loaders import LoadedModel, _hf_family
+
+    config = model.config
+    name = type(model).__name__
+    family = _hf_family(config)
+    task = ("masked-lm" if name.endswith("ForMaskedLM") else "seq2seq-lm" if family == "encoder-decoder" else
+            "causal-lm" if family == "decoder" else "base")
+    notes = [f"Read as a Hugging Face {family} ({name}, model_type {config.model_type}), task {task}."]
+    if getattr(config, "_attn_implementation", "eager") != "eager":
+        try:
+            model.set_attn_implementation("eager")
+            notes.append("Its attention was switched to eager, so that the attention weights can be read.")
+        except Exception as exc:  # an architecture without eager attention: the attention views will say so
+            notes.append(f"Its attention could not be switched to eager ({type(exc).__name__}).")
+    if tokenizer is None:
+        notes.append("No tokenizer was given (tokenizer=...): the views cannot read text with this model.")
+    device = str(next(model.parameters()).device)
+    meta = {"source": "hf", "task": task, "model_type": getattr(config, "model_type", "")}
+    return LoadedModel(f"memory:{name}-{_digest(model)}", family, model.eval(), device, dtype, meta,
+                       tokenizer=tokenizer, notes=notes)
+
+
+def _module(model: torch.nn.Module, vocab: Any, device: str, dtype: str) -> Any:
+    from safetensors.torch import save
+
+    from explorer.files.safe_load import ModelLoadError, read_weights
+    from explorer.loading.loaders import _materialise
+    from explorer.loading.uploads import bundle_from_parts
+
+    state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
+    label = f"memory:{type(model).__name__}-{_digest(model)}"
+    files: dict[str, bytes] = {}
+    if vocab is not None:
+        words = [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])] if isinstance(vocab, dict) else list(vocab)
+        files["vocab.json"] = json.dumps(words).encode()
+    try:
+        weights = read_weights(save(state), "model.safetensors")
+        loaded = _materialise(bundle_from_parts(label, type(model).__name__, weights, files), device, dtype)
+    except ModelLoadError as exc:
+        raise NotebookError(str(exc)) from None
+    loaded.notes.insert(0, f"Read from the state dict of {type(model).__name__} ({len(state)} tensors), as an "
+                           "uploaded checkpoint is: " + ("its vocabulary given." if vocab is not None else
+                                                        "no vocabulary given (vocab=...), so no text can be read."))
+    return loaded
+
+
+def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except ViewError as exc:
+        raise NotebookError(str(exc)) from None
+
+
+def _theme(projector: bool) -> Theme:
+    return get_theme(projector)
+
+
+def _notes(loaded: Any, *more: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*getattr(loaded, "notes", []), *(n for m in more for n in m)]))
+
+
+# ------------------------------------------------------------------------------------------------ views
+def lstm_gates(model: Any, text: str, gate: str = "c", layer: int = 0, direction: int = 0, sort: str = "variance",
+               top: int = 64, unit: int | None = None, projector: bool = False, **read_args: Any) -> ViewResult:
+    """Inside the recurrent cell: figures "heatmap" (token × unit, state `gate`, the `top` units by `sort`) and
+    "unit_lines" (every state of `unit`, default the first unit shown). trace: explorer.probes.lstm_gates.GateTrace."""
+    from explorer.probes import lstm_gates as P
+    from explorer.viz import lstm_gates as V
+
+    loaded = read(model, **read_args)
+    trace = _run(P.rnn_gates, loaded, text)
+    if gate not in trace.gates:
+        raise NotebookError(f"{loaded.id} has no state {gate!r}; it has {', '.join(trace.names)}.")
+    units = P.unit_order(trace.gates[gate][layer, direction], sort, top)
+    theme = _theme(projector)
+    unit = int(units[0]) if unit is None else int(unit)
+    return ViewResult("lstm-gates", loaded.id, {
+        "heatmap": V.gate_heatmap(trace, gate, layer, direction, units, theme),
+        "unit_lines": V.unit_lines(trace, layer, direction, unit, theme)}, trace, _notes(loaded, trace.notes),
+        {"what was read from the model": [{"what": what, "value": value} for what, value in trace.inferred]})
+
+
+def self_attention(model: Any, text: str, layer: int = 0, head: int = 0, how: str = "heads", pair: str = "",
+                   stream: str = "", projector: bool = False, **read_args: Any) -> ViewResult:
+    """Self-attention: figures "head_heatmap" (layer `layer`, head `head`; how="mean"/"max"/"rollout" over heads) and
+    "model_view" (every layer × head). trace: explorer.probes.self_attention.AttentionTrace (attentions: L, H, T, T)."""
+    from explorer.probes import self_attention as P
+    from explorer.viz import self_attention as V
+
+    loaded = read(model, **read_args)
+    trace = _run(P.attention_trace, loaded, text, pair, stream)
+    if trace.error:
+        raise NotebookError(trace.error)
+    L, H = trace.attentions.shape[:2]
+    if not (0 <= layer < L and 0 <= head < H):
+        raise NotebookError(f"{loaded.id} has {L} layers × {H} heads; got layer {layer}, head {head}.")
+    theme = _theme(projector)
+    what = f"layer {layer}, head {head}" if how == "heads" else f"layer {layer}, {how} over heads"
+    return ViewResult("self-attention", loaded.id, {
+        "head_heatmap": V.head_heatmap(P.head_matrix(trace, layer, [head], how), trace.tokens, trace.key_tokens, what,
+                                       theme, zmax=None if how == "max" else 1.0),
+        "model_view": V.model_view(trace.thumbnails, len(trace.tokens), trace.stream_label, theme,
+                                   selected=(layer, head))}, trace, _notes(loaded, trace.notes))
+
+
+def positional_encodings(model: Any = None, n: int = 64, d: int = 128, base: float = 10000.0,
+                         projector: bool = False, **read_args: Any) -> ViewResult:
+    """Positional encodings: with a model, its own learned position table ("table": position × dimension, "pca":
+    the positions on the table's principal axes; trace: LearnedTrace); without one, the sinusoidal formula of
+    Vaswani et al. for n positions × d dimensions ("table"; trace: SinusoidalTrace)."""
+    from explorer.adapters.base import Unsupported
+    from explorer.viz import positional_encodings as V
+
+    theme = _theme(projector)
+    if model is None:
+        from explorer.probes.position_formulas import sinusoidal
+
+        st = sinusoidal(int(n), int(d), float(base))
+        return ViewResult("positional-encodings", "formula", {
+            "table": V.pe_heatmap(st.pe, theme, f"Sinusoidal encoding: {n} positions × {d} dimensions")}, st,
+            ("An illustration of the formula, not a model's table.",))
+    from explorer.probes import positional_encodings as P
+
+    loaded = read(model, **read_args)
+    try:
+        lt = P.learned_positions(loaded)
+    except Unsupported as exc:
+        raise NotebookError(str(exc)) from None
+    la = P.analyse_table(lt.weight)
+    return ViewResult("positional-encodings", loaded.id, {
+        "table": V.pe_heatmap(lt.weight, theme, f"{lt.source}: position × dimension"),
+        "pca": V.pca_positions(la.coords, la.explained, theme)}, lt, _notes(loaded))
+
+
+def word_embeddings(model: Any, words: str = "", method: str = "pca", n: int = 2000, dims: int = 2,
+                    nn: str | None = None, k: int = 10, source: str = "input", projector: bool = False,
+                    **read_args: Any) -> ViewResult:
+    """Word embeddings: figure "projection" (the first n entries of the model's embedding table by PCA, t-SNE or UMAP,
+    the typed `words` marked) and table "neighbours" (the k nearest entries of `nn` by cosine). trace: the
+    EmbeddingTable."""
+    from explorer.probes import word_embeddings as P
+    from explorer.projections import reduce as PR
+    from explorer.viz import word_embeddings as V
+
+    loaded = read(model, **read_args)
+    table = _run(P.embedding_table, loaded, source)
+    rows = P.background_rows(table, int(n))
+    proj = _run(PR.fit, table.vectors[rows], method, int(dims))
+    located = [P.locate(table, w, loaded) for w in P.typed_words(words)]
+    missing = [loc for loc in located if not loc.found]
+    notes = [P.not_found_message(missing, table)] if missing else []
+    _, fitted, classes, has_classes = P.fitted_rows(table, proj, rows)
+    fig = V.projection_background(fitted, classes, proj.coords, _theme(projector),
+                                  title=f"{PR.METHODS[method]} of the first {len(rows):,} entries of {table.source}",
+                                  colour_by_class=has_classes, ranks=P.ranks(table, rows),
+                                  rank_label=table.rank_label)
+    placed = P.place(table, proj, rows, [loc for loc in located if loc.found])
+    fig.add_traces(V.typed_overlay(V.points(placed), int(dims), _theme(projector)).data)
+    tables = {}
+    if nn:
+        loc = P.locate(table, nn, loaded)
+        if loc.row is None:
+            notes.append(P.not_found_message([loc], table))
+        else:
+            ranked = P.neighbours(table, loc.row, int(k))
+            tables["neighbours"] = V.ranked_rows(ranked.words, ranked.cos)
+    return ViewResult("word-embeddings", loaded.id, {"projection": fig}, table, _notes(loaded, table.notes, notes),
+                      tables)
+
+
+def decoding_strategies(model: Any, prompt: str, strategies: Sequence[str] = ("greedy", "top-k", "top-p", "beam"),
+                        seed: int = 0, max_new: int = 30, n: int = 1, eos: bool = True, chat: bool = False,
+                        system: str = "", temperature: float = 1.0, k: int = 50, p: float = 0.9,
+                        typical: float = 0.9, minp: float = 0.05, beam: int = 4, lp: float = 1.0, rep: float = 1.0,
+                        ngram: int = 0, min_new: int = 0, projector: bool = False, **read_args: Any) -> ViewResult:
+    """Decoding strategies side by side, with Hugging Face's own logits processors: figure "logprobs" (the model's
+    log-probability of each generated token, one line per strategy); table "outputs" (each strategy's text).
+    trace: explorer.probes.decoding_strategies.DecodingRun."""
+    from explorer.adapters.generation import LABELS, Strategy
+    from explorer.probes import decoding_strategies as D
+    from explorer.viz import decoding_strategies as V
+
+    loaded = read(model, **read_args)
+    unknown = [s for s in strategies if s not in LABELS]
+    if unknown:
+        raise NotebookError(f"Unknown strategies {', '.join(unknown)}: use {', '.join(LABELS)}.")
+    chosen = tuple(Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=minp,
+                            num_beams=beam, length_penalty=lp, repetition_penalty=rep, no_repeat_ngram_size=ngram,
+                            min_new_tokens=min_new) for kind in strategies)
+    run = _run(D.decode_all, loaded, prompt, chosen, seed, max_new, n, eos, chat, system)
+    fig = V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
+                          [g.outputs[0].logprobs for g in run.generations], _theme(projector), run.prompt_text,
+                          reply=run.chat)
+    outputs = [{"strategy": g.strategy.label, "output": o.text} for g in run.generations for o in g.outputs]
+    return ViewResult("decoding-strategies", loaded.id, {"logprobs": fig}, run, _notes(loaded, run.notes),
+                      {"outputs": outputs})
+
+
+def logit_lens(model: Any, text: str, projector: bool = False, **read_args: Any) -> ViewResult:
+    """The logit lens: figure "lens_grid" (each layer's top next token and its probability at each position, through
+    the model's own final norm and output layer). trace: explorer.probes.logit_lens.LensTrace."""
+    from explorer.probes.logit_lens import logit_lens as lens
+    from explorer.viz import logit_lens as V
+
+    loaded = read(model, **read_args)
+    trace = _run(lens, loaded, text)
+    return ViewResult("logit-lens", loaded.id, {"lens_grid": V.lens_grid(trace, _theme(projector))}, trace,
+                      _notes(loaded, trace.notes))
+
+
+def token_attribution(model: Any, text: str, method: str = "integrated gradients", steps: int = 32,
+                      target: str = "", outputs: str = "all", of: str = "log-probability", projector: bool = False,
+                      **read_args: Any) -> ViewResult:
+    """Token attribution: figure "attribution" (each output token (row) onto the input tokens: integrated gradients
+    with `steps` steps, or "gradient x input"). trace: explorer.probes.token_attribution.AttributionTrace."""
+    from explorer.probes.token_attribution import attribution
+    from explorer.viz import token_attribution as V
+
+    loaded = read(model, **read_args)
+    trace = _run(attribution, loaded, text, target, int(steps), outputs, of=of)
+    values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
+    return ViewResult("token-attribution", loaded.id, {
+        "attribution": V.attribution_heatmap(values, trace.inputs, trace.outputs, method, _theme(projector))},
+        trace, _notes(loaded, trace.notes))
+
+
+def gradients_through_time(models: Sequence[Any], text: str, projector: bool = False) -> ViewResult:
+    """Gradients through time: figures "gradients" (‖∂ log p(last word) / ∂x_t‖ by distance, one line per model)
+    and "jacobians" (the recurrent Jacobians' norms). trace: the list of GradientTraces."""
+    from explorer.probes.gradients_through_time import gradients_through_time as grads
+    from explorer.viz import gradients_through_time as V
+
+    if isinstance(models, (str, torch.nn.Module)):
+        models = [models]
+    loaded = [read(m) for m in models]
+    traces = [_run(grads, m, text) for m in loaded]
+    theme = _theme(projector)
+    return ViewResult("gradients-through-time", ", ".join(m.id for m in loaded), {
+        "gradients": V.gradient_lines(traces, theme), "jacobians": V.jacobian_lines(traces, theme)}, traces,
+        _notes(loaded[0], *(t.notes for t in traces)))
+
+
+def masked_words(model: Any, text: str, k: int = 10, words: str = "", mask: int = -1, projector: bool = False,
+                 **read_args: Any) -> ViewResult:
+    """Masked-word prediction: figure "fill-<m>" per [MASK] (its top-k fillers, the model's own probabilities);
+    `mask` >= 0 masks that word of the text first. trace: explorer.probes.masked_words.MaskedTrace."""
+    from explorer.probes.masked_words import masked_fill
+    from explorer.viz import masked_words as V
+
+    loaded = read(model, task=read_args.pop("task", "masked-lm"), **read_args)
+    trace = masked_fill(loaded, text, k, words, mask)
+    if trace.error:
+        raise NotebookError(trace.error)
+    theme = _theme(projector)
+    return ViewResult("masked-words", loaded.id, {f"fill-{m}": V.fill_bars(trace, m, theme) for m in range(len(trace))},
+                      trace, _notes(loaded, trace.notes))
+
+
+def interventions(model: Any, text: str, corrupt: str, answer: str, wrong: str, site: str = "resid",
+                  direction: str = "denoise", method: str = "exact", pos: int = -1, projector: bool = False,
+                  **read_args: Any) -> ViewResult:
+    """Activation patching: figure "patch_grid" (the fraction of the logit difference logit(answer) − logit(wrong)
+    restored by each patched activation: exact patching, or "attribution" patching's estimate). trace: PatchGrid."""
+    from explorer.probes import interventions as I
+    from explorer.viz import interventions as V
+
+    loaded = read(model, **read_args)
+    contrast = _run(I.contrast, loaded, text, corrupt, answer, wrong)
+    if method == "exact":
+        grid = _run(I.patching, loaded, text, corrupt, answer, wrong, site, direction, pos)
+    else:
+        grid = _run(I.attribution, loaded, text, corrupt, answer, wrong, direction, pos)[site]
+    title = f"{'Denoising' if direction == 'denoise' else 'Noising'}: {I.KINDS[site]} restored ({grid.method})"
+    return ViewResult("interventions", loaded.id, {
+        "patch_grid": V.restored_grid(grid, V.columns(grid, contrast.corrupt_tokens), title, _theme(projector))},
+        grid, _notes(loaded, contrast.notes))
+
+
+def seq2seq(model: Any, text: str, target: str = "", decoding: str = "greedy", beam: int = 4, layer: int = 0,
+            head: int | str = "mean", projector: bool = False, **read_args: Any) -> ViewResult:
+    """Seq2seq alignment: figure "alignment" (which source token each output token attends to: Bahdanau or Luong
+    attention, or a Hugging Face encoder-decoder's cross-attention at `layer`, `head`). trace: AlignmentTrace."""
+    from explorer.probes.seq2seq import alignment_trace
+    from explorer.viz import seq2seq as V
+
+    loaded = read(model, **read_args)
+    tr = alignment_trace(loaded, text, target, decoding, beam)
+    if tr.error:
+        raise NotebookError(tr.error)
+    matrix = tr.matrix(layer, head)
+    if matrix is None:
+        raise NotebookError(f"{loaded.id} has no attention to draw.")
+    what = "attention a_tj" if tr.kind == "rnn" else f"cross-attention, layer {layer}, head {head}"
+    return ViewResult("seq2seq", loaded.id, {
+        "alignment": V.alignment_heatmap(matrix, tr.out_tokens, tr.src_tokens, f"{loaded.id}: {what}",
+                                         _theme(projector))}, tr, _notes(loaded, tr.warnings, tr.notes))
+
+
+def training_curves(model: str, projector: bool = False) -> ViewResult:
+    """Watch it learn: figure "curves" (held-out loss, agreement, the number unit, neighbour precision at each
+    snapshot of a model trained with snapshots). trace: explorer.training.curves.SeriesCurves."""
+    from explorer.training import curves as TC
+    from explorer.viz import training_curves as V
+
+    try:
+        curves = TC.series_curves(model)
+    except ValueError as exc:
+        raise NotebookError(str(exc)) from None
+    return ViewResult("training-curves", model, {
+        "curves": V.curves_figure(curves.steps, curves.curves, model, _theme(projector))}, curves, tuple(curves.notes))
+

@@ -1,0 +1,122 @@
+"""explorer.nb, the views in a notebook: each function's figures hold the model's own numbers (checked against the
+framework: torch's LSTM, transformers' attentions, a forward pass), for catalogue ids and for objects in memory (a
+student's nn.Module, a Hugging Face model with its tokenizer); no Streamlit is imported."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from explorer import nb
+from families import GPT2_SMALL, make_tokenizer, tiny_model
+from plotly_arrays import plotly_array
+
+WORDS = ["<unk>", "<bos>", "<eos>", "the", "dog", "dogs", "runs", "run", "cat", "cats", "and", "."]
+TEXT = "the keys to the cabinet are on the table"
+
+
+class StudentLM(nn.Module):
+    """What a course's notebook trains: an embedding, an nn.LSTM and a linear output layer."""
+
+    def __init__(self, vocab: int, emb: int = 16, hidden: int = 32) -> None:
+        super().__init__()
+        self.emb, self.rnn, self.out = nn.Embedding(vocab, emb), nn.LSTM(emb, hidden, batch_first=True), \
+            nn.Linear(hidden, vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.out(self.rnn(self.emb(ids))[0])
+
+
+def _z(fig, i: int = 0) -> np.ndarray:
+    return plotly_array(fig.to_plotly_json()["data"][i]["z"])
+
+
+def test_the_notebook_api_imports_no_streamlit() -> None:
+    code = "import sys, explorer.nb as nb; nb.lstm_gates('builtin:lstm-lm', 'the dog'); " \
+           "assert 'streamlit' not in sys.modules, 'streamlit imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_a_students_lstm_in_memory_is_read_like_an_upload_and_its_states_are_torchs() -> None:
+    torch.manual_seed(0)
+    model = StudentLM(len(WORDS)).eval()
+    r = nb.lstm_gates(model, "the dog runs and the cats run", vocab=WORDS, gate="h", top=32, sort="index")
+    assert r.model_id.startswith("memory:StudentLM-") and "as an uploaded checkpoint is" in r.notes[0]
+    assert any(row["what"] for row in r.tables["what was read from the model"])
+    ids = torch.tensor([[WORDS.index(t) for t in r.trace.tokens]])
+    with torch.inference_mode():
+        h = model.rnn(model.emb(ids))[0][0].numpy()  # (T, H): torch's own LSTM
+    np.testing.assert_allclose(r.trace.gates["h"][0, 0], h, atol=1e-5)
+    np.testing.assert_allclose(_z(r["heatmap"]), h[:, np.arange(32)], atol=1e-5)
+    # decoding the same object: greedy is the argmax of its own logits, token by token
+    d = nb.decoding_strategies(model, "the dog", vocab=WORDS, strategies=("greedy",), max_new=4, eos=False)
+    out = d.trace.generations[0].outputs[0].ids
+    seq = list(d.trace.prompt_ids)
+    with torch.inference_mode():
+        for t in out:
+            assert t == int(model(torch.tensor([seq]))[0, -1].argmax())
+            seq.append(t)
+
+
+def test_a_hugging_face_model_in_memory_gives_its_own_attentions() -> None:
+    tok = make_tokenizer()
+    model = tiny_model("GPT2LMHeadModel", len(tok), seed=0, n_positions=32, **GPT2_SMALL, n_head=2,
+                       attn_implementation="sdpa").eval()
+    r = nb.self_attention(model, "the dog runs", tokenizer=tok, layer=1, head=1)
+    assert "Read as a Hugging Face decoder (GPT2LMHeadModel" in r.notes[0]
+    assert any("switched to eager" in n for n in r.notes)
+    enc = tok("the dog runs", return_tensors="pt")
+    with torch.inference_mode():
+        att = model(**enc, output_attentions=True).attentions[1][0, 1].numpy()
+    np.testing.assert_allclose(_z(r["head_heatmap"]), att, atol=1e-6)
+    lens = nb.logit_lens(model, "the dog runs", tokenizer=tok)
+    with torch.inference_mode():
+        probs = torch.softmax(model(**enc).logits[0], -1).max(-1).values.numpy()
+    np.testing.assert_allclose(lens.trace.top_probs[-1], probs, atol=1e-5)  # the last layer is the model's output
+
+
+def test_each_view_of_the_catalogue_models() -> None:
+    from explorer.loading.loaders import load_model
+    from explorer.training.curves import recorded
+
+    r = nb.logit_lens("builtin:tiny-gpt", TEXT)
+    np.testing.assert_allclose(_z(r["lens_grid"]), r.trace.top_probs, atol=1e-6)
+    a = nb.token_attribution("builtin:tiny-gpt", TEXT, steps=16)
+    np.testing.assert_allclose(_z(a["attribution"]), a.trace.integrated, atol=1e-6)
+    g = nb.gradients_through_time(["builtin:lstm-lm", "builtin:gru-lm"], TEXT)
+    assert [t.cell for t in g.trace] == ["LSTM", "GRU"] and len(g["gradients"].data) >= 2
+    m = nb.masked_words("builtin:masked-lm", "the keys to the cabinet [MASK] on the table .")
+    loaded = load_model("builtin:masked-lm", task="masked-lm")
+    enc = loaded.adapter.encode("the keys to the cabinet [MASK] on the table .")
+    p = torch.softmax(torch.as_tensor(loaded.adapter.run(enc, names=("logits",))["logits"][m.trace.positions[0]]), -1)
+    np.testing.assert_allclose(plotly_array(m["fill-0"].to_plotly_json()["data"][0]["x"]),
+                               p.numpy()[m.trace.top_ids[0]], atol=1e-6)
+    i = nb.interventions("builtin:tiny-gpt", "the keys to the cabinet", "the key to the cabinet", "are", "is")
+    np.testing.assert_allclose(_z(i["patch_grid"]), i.trace.restored, atol=1e-6)
+    assert i.trace.restored[-1, -1] == pytest.approx(1.0, abs=1e-4)  # the last layer's last position: all of it
+    s = nb.seq2seq("builtin:seq2seq-bahdanau", "the dog runs")
+    np.testing.assert_allclose(_z(s["alignment"]).sum(axis=1), 1.0, atol=1e-5)  # each output's weights sum to 1
+    w = nb.word_embeddings("builtin:lstm-lm", words="dog cat", nn="dog", k=5)
+    assert len(w.tables["neighbours"]) == 5 and w.tables["neighbours"][0]["word"] != "dog"
+    pe = nb.positional_encodings()
+    assert pe.notes == ("An illustration of the formula, not a model's table.",)
+    np.testing.assert_allclose(_z(pe["table"])[3, :2], [np.sin(3.0), np.cos(3.0)], atol=1e-6)
+    c = nb.training_curves("builtin:lstm-lm")
+    np.testing.assert_allclose(c.trace.curves["held-out loss"], recorded("builtin:lstm-lm").curves["held-out loss"])
+    d = nb.decoding_strategies("builtin:tiny-gpt", "the dog", strategies=("greedy", "beam"), max_new=5)
+    assert [row["strategy"] for row in d.tables["outputs"]][:1] == ["Greedy"]
+
+
+def test_bad_input_is_a_message() -> None:
+    with pytest.raises(nb.NotebookError, match="catalogue id"):
+        nb.lstm_gates(42, "the dog")
+    with pytest.raises(nb.NotebookError):
+        nb.lstm_gates("builtin:tiny-gpt", "the dog")  # not recurrent: the view's own message
+    with pytest.raises(nb.NotebookError, match="Unknown strategies"):
+        nb.decoding_strategies("builtin:lstm-lm", "the dog", strategies=("greedy", "nonsense"))
+    with pytest.raises(nb.NotebookError, match="layers"):
+        nb.self_attention("builtin:tiny-gpt", "the dog", layer=99)
