@@ -1,7 +1,8 @@
 """Load: N concurrent browser sessions type on the self-attention and recurrent-cell views of one real server.
 
-Runs the scenario of tests/test_load.py (testkit/load_scenario.py) outside pytest and prints a README-ready table:
-p50/p95/max seconds from the last keystroke to the rendered chart of that sentence, and the server's peak RSS.
+Runs the scenario of tests/test_load.py (testkit/load_scenario.py) outside pytest and prints a table for
+docs/serving.md: p50/p95/max seconds from the last keystroke to the rendered chart of that sentence, and the
+server's peak RSS.
 
     python bench/bench_load.py                 # 10 sessions; figures also in artifacts/load.json
     python bench/bench_load.py --sessions 5

@@ -8,9 +8,9 @@
 
 The sessions are spread evenly over the self-attention (MiniLM), recurrent-cell (builtin:lstm-lm) and decoding
 (builtin:tiny-gpt, its default settings) views. Each opens its view, then types a new 9-word sentence every
-`think` seconds (uniform) and waits for the script to finish (testkit/serve_scenario.py). Printed: a README table
-row per size (rerun p50/p95/max over all views, p95 per view, errors, cross-talk, peak RSS of the servers,
-their CPU as % of one core) and the figures in artifacts/serve.json. The load generator's own CPU is printed
+`think` seconds (uniform) and waits for the script to finish (testkit/serve_scenario.py). Printed: a row of
+docs/serving.md's table per size (rerun p50/p95/max over all views, p95 per view, errors, cross-talk, peak RSS of the
+servers, their CPU as % of one core) and the figures in artifacts/serve.json. The load generator's own CPU is printed
 too: it shares the machine with the servers.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@
 
 Switch: each view is opened on builtin:lstm-lm or builtin:tiny-gpt at its trained checkpoint, then its training-step
 slider is moved to every snapshot in turn (the first load of each snapshot included) and the rerun timed: request to
-script end, as AppTest sees it. Printed: median, p95 and max per view, then a README table.
+script end, as AppTest sees it. Printed: median, p95 and max per view, then a table for docs/watch-it-learn.md.
 
 --browser: what a user sees. A real server and chromium open the view at the trained checkpoint, open the step
 button's slider and press the left arrow key once per snapshot (to step 0, each snapshot's first load included);

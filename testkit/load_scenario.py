@@ -105,7 +105,7 @@ class LoadResult:
         }
 
     def markdown(self) -> str:
-        """README-ready table (one row)."""
+        """A table for docs/serving.md (one row)."""
         return (
             "| sessions | typed sentences | typing → chart p50 | p95 | max | server peak RSS | machine |\n"
             "|---|---|---|---|---|---|---|\n"
@@ -317,7 +317,7 @@ async def _drive(base: str, n_sessions: int, result: LoadResult, timeout_s: floa
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         run = _Run(browser, base, result, timeout_s, shots)
         try:
-            # warm-up (not measured): the root URL first (see README), then each view once, so that the models
+            # warm-up (not measured): the root URL first (see docs/serving.md), then each view once, so that the models
             # are loaded and the page scripts compiled before the sessions start
             warm = await browser.new_context(viewport={"width": 1400, "height": 1000})
             page = await warm.new_page()

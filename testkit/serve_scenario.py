@@ -101,7 +101,8 @@ class ServeResult:
         return 100.0 * self.server_cpu_seconds / self.wall_seconds if self.wall_seconds else 0.0
 
     def row(self) -> str:
-        """A README table row: sessions | reruns | p50 | p95 | max | per view p95 | errors | cross-talk | RSS | CPU."""
+        """A row of docs/serving.md's table: sessions | reruns | p50 | p95 | max | per view p95 | errors | cross-talk |
+        RSS | CPU."""
         s = self.stats()
         per_view = " / ".join(f"{self.stats(v)['p95_s']:.2f}" for v in self.views)
         return (f"| {self.sessions} | {s['reruns']} | {s['p50_s']:.2f} s | {s['p95_s']:.2f} s | {s['max_s']:.2f} s | "

@@ -391,7 +391,7 @@ def test_learned_positions_slider_redraws_its_line(browser, server, mode: str) -
     context = browser.new_context(viewport={"width": 1600, "height": 2400})
     page = context.new_page()
     try:
-        page.goto(server)  # the app's root first, as users do (see README: the first session of a process)
+        page.goto(server)  # the app's root first, as users do (see docs/serving.md: the first session of a process)
         wait_for_app(page)
         query = "panel=learned&model=pretrained:minilm&pos=10" + ("&projector=1" if mode == "projector" else "")
         page.goto(f"{server}/positional-encodings?{query}")

@@ -1,7 +1,7 @@
 """Every Hugging Face family, loaded from a folder as a user's model is, in every view that applies to it: each ✓
 is checked here against the model's own outputs (attentions, hidden states, embeddings, generate), each — is a
-view saying why it does not apply. The README's compatibility table is this test's output (it fails when they
-differ, and writes artifacts/compatibility.md to paste)."""
+view saying why it does not apply. The compatibility table of docs/models.md is this test's output (it fails when
+they differ, and writes artifacts/compatibility.md to paste)."""
 from __future__ import annotations
 
 import json
@@ -176,14 +176,14 @@ def table(rows: dict[str, dict[str, str]]) -> str:
                           for n, r in rows.items())
 
 
-def test_every_family_in_every_view_and_the_readme_table(zoo):
+def test_every_family_in_every_view_and_the_docs_table(zoo):
     rows = {name: _cells(name) for name in FAMILIES}
     text = table(rows)
     out = Path(ROOT) / "artifacts" / "compatibility.md"
     out.parent.mkdir(exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    assert text in (Path(ROOT) / "README.md").read_text(encoding="utf-8"), \
-        f"README's compatibility table differs from this run's: paste {out}"
+    assert text in (Path(ROOT) / "docs" / "models.md").read_text(encoding="utf-8"), \
+        f"docs/models.md's compatibility table differs from this run's: paste {out}"
 
 
 def test_modern_attention_arithmetic_from_the_weights(zoo):

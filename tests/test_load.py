@@ -2,7 +2,7 @@
 
 Each must see the chart of its own sentence (no other session's noun anywhere on its page), none may show an
 exception or 'page not found'. Figures (typing → chart p50/p95, server peak RSS) go to artifacts/load.json;
-bench/bench_load.py runs the same scenario (testkit/load_scenario.py) and prints README's table.
+bench/bench_load.py runs the same scenario (testkit/load_scenario.py) and prints docs/serving.md's table.
 """
 from __future__ import annotations
 

@@ -333,7 +333,7 @@ def test_real_server_forgets_an_upload_when_the_uploading_browser_closes() -> No
         try:
             uploader = browser.new_context(viewport={"width": 1400, "height": 1000})
             first = uploader.new_page()
-            first.goto(base + "/")  # the first session of a server opens the root URL (see README)
+            first.goto(base + "/")  # the first session of a server opens the root URL (see docs/serving.md)
             wait_for_app(first, settle_ms=500)
             page = open_models_page(uploader)
             page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(files)

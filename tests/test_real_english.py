@@ -86,7 +86,7 @@ def test_the_vocabulary_knows_98_percent_of_everyday_words() -> None:
     vocab = Vocab.build([list(s) for s in W.sentences("train")], max_size=VOCAB)
     share, unknown = coverage(set(vocab.itos))
     assert share >= 0.98, unknown.most_common(20)
-    assert (sum(unknown.values()), round(share, 4)) == (13, 0.9877)  # README's figure: 13 unknown of 1,057 words
+    assert (sum(unknown.values()), round(share, 4)) == (13, 0.9877)  # docs/builtin-models.md: 13 unknown of 1,057 words
     assert UNK not in [vocab.itos[i] for i in vocab.encode(tokenize_words("I went to the bank to deposit money"))]
     assert coverage(set(english.vocabulary()))[0] < 0.7  # the generated English's 776 words, for comparison
 
