@@ -113,10 +113,10 @@ def _digest(module: torch.nn.Module) -> str:
     return h.hexdigest()[:12]
 
 
-def _hugging_face(model: torch.nn.Module, tokenizer: Any, dtype: str) -> Any:
+def _hugging_face(model: Any, tokenizer: Any, dtype: str) -> Any:
     from explorer.loading.loaders import LoadedModel, _hf_family
 
-    config = model.config
+    config: Any = model.config
     name = type(model).__name__
     family = _hf_family(config)
     task = ("masked-lm" if name.endswith("ForMaskedLM") else "seq2seq-lm" if family == "encoder-decoder" else

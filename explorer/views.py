@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from explorer.loading.catalogue import series_steps
+from explorer.runtime.paths import app_root
 
 # Kinds: "text", "model", "model or none", "int", "float", "bool", "ints" (comma-separated integers), "choice"
 # (one of `choices`; `int` among them accepts any integer) and "choices" (a comma-separated list of them).
@@ -121,7 +121,7 @@ LM_DEFAULT = installed_or("smollm2", "builtin:tiny-gpt-wordnet")
 RECURRENT_WORDNET = ("builtin:rnn-lm-wordnet", "builtin:gru-lm-wordnet", "builtin:lstm-lm-wordnet")
 
 # The browser tab's icon: a file shipped with the app (a :material/…: icon makes the browser fetch it from a font CDN)
-PAGE_ICON = str(Path(__file__).resolve().parent.parent / "assets" / "icon.png")
+PAGE_ICON = str(app_root() / "assets" / "icon.png")
 
 HOME = View("app_pages/overview.py", "Home", ":material/home:", "overview",
             "What each view shows, the device, the models.", "Explorer")

@@ -40,19 +40,22 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
 
 
 @contextmanager
-def streamlit_process(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[tuple[str, subprocess.Popen]]:
+def streamlit_process(env: dict[str, str] | None = None, timeout: float = 90, launcher: list[str] | None = None,
+                      cwd: Path | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
     """Like `streamlit_server`, also yielding the server's Popen (its pid, e.g. to sample memory).
 
     The server's output is read continuously (a full pipe would block the server) and its last lines are kept
-    in `proc.log_tail` (a deque of str).
+    in `proc.log_tail` (a deque of str). launcher: another command that starts the app and takes Streamlit's
+    options (e.g. an installed wheel's `python -m explorer`), run in `cwd`.
     """
     port = free_port()
     # MALLOC_ARENA_MAX=2 as the Dockerfile and the manifests set it: glibc keeps a heap per thread, and a session's
     # script thread frees its model activations into its own, so RSS grows with the sessions served
     full_env = {"MALLOC_ARENA_MAX": "2", **os.environ, "HF_HUB_OFFLINE": "1", "EXPLORER_LIVE_INPUT": "1", **(env or {})}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    start = launcher or [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py")]
+    cmd = [*start, "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
+           "--browser.gatherUsageStats", "false"]
+    proc = subprocess.Popen(cmd, cwd=cwd or ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     proc.log_tail = deque(maxlen=400)  # type: ignore[attr-defined]
     threading.Thread(target=_drain, args=(proc.stdout, proc.log_tail), daemon=True).start()
     base = f"http://127.0.0.1:{port}"

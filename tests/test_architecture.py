@@ -82,7 +82,8 @@ ROOMS = (
     "viz",          # one per view: Trace -> Plotly figure / HTML, no torch
     "nb",           # the views in a notebook: probes and figures, no streamlit
     "ui",           # streamlit: widgets, caches, state, charts
-    "startup",      # run before a server takes sessions: warm-up, baking projection assets
+    "startup",      # run before a server takes sessions: warm-up, baking projection assets, the launcher
+    "__main__",     # python -m explorer: the launcher
 )
 
 

@@ -30,8 +30,9 @@ from collections import Counter
 from pathlib import Path
 
 from explorer.data.vocab import tokenize_words
+from explorer.runtime.paths import app_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = app_root()
 ASSET = ROOT / "assets" / "corpus" / "wordnet-english.txt.gz"
 LICENSE = ROOT / "assets" / "corpus" / "WORDNET-LICENSE"
 PARTS = ("noun", "verb", "adj", "adv")

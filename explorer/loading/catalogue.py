@@ -28,9 +28,10 @@ from explorer.loading.checkpoint import series_steps as checkpoint_series_steps
 from explorer.loading.pretrained import available
 from explorer.files.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
 from explorer.loading.uploads import bundle, uploaded_entries
+from explorer.runtime.paths import app_root
 
 KINDS = ("builtin", "pretrained", "hf", "local", "upload")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = app_root()  # the checkout, or an installed wheel's data files (explorer.runtime.paths)
 BUILTIN_DIR = ROOT / "assets" / "builtin"
 
 FAMILIES: dict[str, str] = {

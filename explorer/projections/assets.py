@@ -24,8 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from explorer.projections.reduce import METHODS, Projection
+from explorer.runtime.paths import app_root
 
-ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "projections"
+ASSET_DIR = app_root() / "assets" / "projections"
 FORMAT = 1
 LIBRARIES = ("numpy", "scikit-learn", "umap-learn", "pynndescent", "numba")
 
