@@ -232,6 +232,10 @@ VIEWS.append(View(
                      "river bank)."),
         "s2": P("text", "my bank account", label="Sentence B"),
         "dw": P("text", "bank", label="Word"),
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: under Nearest neighbours, its "
+                          "own neighbours of the word beside the first model's, and the first model's neighbours "
+                          "read in it (B − A)."),
         "section": choice("neighbours", "analogies", "axes", "contextual", label="Below the projection"),
     }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
                  "masked-lm"), sentences="words", main="projection"))
@@ -239,6 +243,10 @@ VIEWS.append(View(
     "app_pages/decoding_strategies.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
     "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
         "model": P("model", LM_DEFAULT), "text": TEXT,
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: its outputs for the same "
+                          "prompt, strategies and seed; at a step, both distributions after the first model's tokens "
+                          "and p(B) − p(A)."),
         "chat": P("bool", False, label="Chat template",
                   help="Instruct models: wrap the prompt in the tokenizer's chat template (a user turn after the "
                        "template's system prompt, then the opener of the assistant's turn), as the model was tuned to "
@@ -325,6 +333,9 @@ VIEWS.append(View(
     "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
     params={
         "model": P("model", "builtin:masked-lm"), "text": TEXT,
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model: its fillers of the same masks on one scale with the first's, and "
+                          "p(B) − p(A) of the first model's top tokens where both read the same tokens."),
         "mask": P("int", -1, -1, None, "Mask a word", help="Replace this word of the sentence by [MASK] (the [MASK]s "
                   "typed in the sentence stay)."),
         "words": P("text", "is, are", label="Compare words", help="Comma-separated: each word's probability and rank "
@@ -337,6 +348,9 @@ VIEWS.append(View(
     "app_pages/interventions.py", "Interventions", ":material/healing:", "interventions",
     "Patch, ablate and trace where a model computes its answer: activation and attribution patching.", params={
         "model": P("model", LM_DEFAULT), "text": P("text", label="Clean prompt"),
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: its grid of the same site, "
+                          "direction and method on the first grid's scale, and the difference of the two grids."),
         "corrupt": P("text", label="Corrupted prompt", help="As many tokens as the clean prompt: patching takes each "
                      "activation from one run into the other at the same position."),
         "answer": P("text", label="Answer", help="The clean prompt's continuation, read as the next word after it "
