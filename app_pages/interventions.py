@@ -8,7 +8,7 @@ from explorer.ui import settings
 from explorer.runtime.errors import ViewError
 from explorer.ui.cache import figure_once, get_model, probe, probe_raising, probe_with_progress
 from explorer.ui.compare import compare_picker
-from explorer.ui.charts import Origin, show
+from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import follow_preset, model_and_sentence, page_header, what_to_notice
 from explorer.viz import interventions as V
@@ -104,7 +104,7 @@ if contrast is not None:
              rf"LD_\text{{corrupted}}}} = \frac{{{ld_cell:.3f} - ({contrast.corrupted.ld:.3f})}}"
              rf"{{{contrast.clean.ld:.3f} - ({contrast.corrupted.ld:.3f})}} = {float(shown.restored[row, col]):.3f}")
     run = "corrupted" if direction == "denoise" else "clean"
-    st.caption(
+    caption(
         f"LD = logit(“{md(contrast.answer)}”) − logit(“{md(contrast.wrong)}”) after the last token. Clean: "
         f"{contrast.clean.ld:.3f} (p = {contrast.clean.p_answer:.3f} and {contrast.clean.p_wrong:.3f}); corrupted: "
         f"{contrast.corrupted.ld:.3f} (p = {contrast.corrupted.p_answer:.3f} and {contrast.corrupted.p_wrong:.3f}). "
@@ -133,7 +133,7 @@ if contrast is not None:
                 show(V.difference_grid(shown, shown_b, labels, (loaded.id, other_id), theme),
                      Origin("model", "the difference of the two models' own restored fractions, cell by cell"),
                      key="patch_grid_diff", filename="interventions-difference", fold=390)
-                st.caption(f"Both grids on one colour scale (±{scale:g}). At the highlighted cell {md(other_id)} "
+                caption(f"Both grids on one colour scale (±{scale:g}). At the highlighted cell {md(other_id)} "
                            f"restores {float(shown_b.restored[row, col]):.3f} against {md(loaded.id)}'s "
                            f"{float(shown.restored[row, col]):.3f}.")
             else:
@@ -170,10 +170,10 @@ show(V.ablation_bars(ablated, theme), Origin("model", f"{md(loaded.id)}'s own ne
 if chosen:
     change = "" if ablated.before is None or ablated.after is None else (
         f" The logit difference goes from {ablated.before.ld:.3f} to {ablated.after.ld:.3f}.")
-    st.caption(f"{md(ablated.before_tokens[0])} had p = {ablated.before_probs[0]:.4f}; after the ablation "
+    caption(f"{md(ablated.before_tokens[0])} had p = {ablated.before_probs[0]:.4f}; after the ablation "
                f"p = {ablated.top_after:.4f}.{change}")
 else:
-    st.caption("Choose heads, MLP layers or recurrent units above to ablate them in the clean run.")
+    caption("Choose heads, MLP layers or recurrent units above to ablate them in the clean run.")
 # What to notice: the first point is computed on this pair (how many tokens differ, and what the grid restores)
 points = []
 recurrent = "resid" not in layout.kinds

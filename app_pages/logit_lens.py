@@ -6,7 +6,7 @@ from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe, probe_raising
 from explorer.ui.compare import compare_picker
-from explorer.ui.charts import Origin, show
+from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import logit_lens as V
@@ -54,7 +54,7 @@ if other_id is not None and (other := get_model(other_id)) is not None:
             show(V.tracked_difference(trace, tracked, other_id, theme),
                  Origin("model", "the difference of the two models' own lens probabilities of the first model's "
                                  "prediction at each position."), key="lens_diff", filename="logit-lens-difference")
-            st.caption(f"Both grids on one colour scale (p from 0 to 1). The difference follows {md(loaded.id)}'s own "
+            caption(f"Both grids on one colour scale (p from 0 to 1). The difference follows {md(loaded.id)}'s own "
                        f"prediction at each position (the hover names it): the probability {md(other_id)} gives it "
                        f"after each layer minus {md(loaded.id)}'s; largest |B − A|: "
                        f"{V.tracked_gap(trace, tracked):.3f}.")
@@ -62,12 +62,12 @@ tokens, probs = trace.bars(layer, pos)
 final = trace.final_tokens[pos]
 show(V.lens_bars(tokens, probs, f"After {trace.layers[layer]}, next after “{plotly_text(trace.tokens[pos])}”: "
                  f"top {len(tokens)}", theme, mark=final), own, key="lens_bars", filename="logit-lens-bars")
-st.caption(f"The model's own prediction after “{md(trace.tokens[pos])}” is “{md(final)}”: after "
+caption(f"The model's own prediction after “{md(trace.tokens[pos])}” is “{md(final)}”: after "
            f"{trace.layers[layer]} it "
            f"ranks {int(trace.final_rank[layer, pos]) + 1} with p = {trace.final_prob[layer, pos]:.4f} (outlined when "
            f"in the top {len(tokens)}). {V.numbering(trace.layers)}")
 if len(rows) < L:
-    st.caption(f"The grid shows {len(rows)} of the {L} layers: {', '.join(trace.layers[i] for i in rows)} (every "
+    caption(f"The grid shows {len(rows)} of the {L} layers: {', '.join(trace.layers[i] for i in rows)} (every "
                "few layers, counted down from the output, and the chosen one); all of them are below.")
     with st.expander(f"All {L} layers"):
         show(V.lens_grid(trace, theme, (layer, pos)), own, key="lens_grid_all", filename="logit-lens-all-layers")

@@ -8,7 +8,7 @@ from explorer.ui.cache import get_model, probe, probe_raising
 from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
-from explorer.ui.charts import Origin, badge, show, table
+from explorer.ui.charts import Origin, badge, caption, show, table
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import lstm_gates as V
 
@@ -86,7 +86,7 @@ if diff is not None and other is not None:  # both models on one colour scale
     scale = (*scale, values[:, units], other.gates[name][layer, direction][:, units])
 show(V.gate_heatmap(trace, name, layer, direction, units, theme, scale, named=other is not None),
      GATES, key="heatmap", filename=f"{name}-layer{layer}", fold=True)
-st.caption(f"{trace.num_layers} layer{'s' if trace.num_layers > 1 else ''}"
+caption(f"{trace.num_layers} layer{'s' if trace.num_layers > 1 else ''}"
            + (", both directions" if trace.num_directions == 2 else "")
            + f" · {trace.hidden_size} units, {len(units)} shown, sorted by {sort} (change both under Units)"
            + ("" if trained is None else f"; at every training step the units are sorted, and the colours scaled, "
@@ -107,12 +107,12 @@ if other is not None:
              Origin("recomputed", f"the difference of the two recomputed runs on this sentence; their hidden states "
                                   f"equal torch.nn's to {trace.max_abs_error:.1e} and {other.max_abs_error:.1e}."),
              key="heatmap_diff", filename=f"{name}-difference")
-        st.caption(f"Both on one colour scale, units in the order of {md(model_id)}'s heatmap; largest |B − A|: "
+        caption(f"Both on one colour scale, units in the order of {md(model_id)}'s heatmap; largest |B − A|: "
                    f"{V.largest(diff[:, units]):.3f}.")
 with st.expander(f"What the view read from {md(model_id)}", expanded=loaded.family == "state-dict"):
     badge(Origin("model", "read from the checkpoint's weights and their shapes."))
     st.markdown(V.inferred_markdown(trace))
-    st.caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
+    caption(f"Check: the recomputed hidden states equal torch.nn's own {trace.cell.upper()} on the same "
                f"weights to {trace.max_abs_error:.1e} (max |difference|).")
 
 # ------------------------------------------------------------------------------------ sections
@@ -128,20 +128,20 @@ if section == SECTIONS[0]:
         lo, hi = V.value_range(name, (unit_values if trained is None
                                       else reference.gates[name][layer, direction, :, unit]))
         st.html(V.colored_tokens_html(trace.tokens, unit_values, lo, hi, V.state_colorscale(name, theme)))
-        st.caption(f"The sentence coloured by the {P.LABELS[name]} of unit {unit} in the heatmap's colours "
+        caption(f"The sentence coloured by the {P.LABELS[name]} of unit {unit} in the heatmap's colours "
                    f"({V.scale_words(name, theme)}; scale {lo:.2f} … {hi:.2f}); hover a word for its value. Pick the "
                    "state above the heatmap.")
     show(V.unit_lines(trace, layer, direction, unit, theme,
                       None if trained is None else V.unit_range((reference, trace), layer, direction, unit)),
          GATES, key="unit_lines", filename=f"unit{unit}")
     if trained is not None:
-        st.caption(f"The y axis holds this unit's states in the trained model ({md(trained.id)}) and at this step: "
+        caption(f"The y axis holds this unit's states in the trained model ({md(trained.id)}) and at this step: "
                    "it stays put while the step changes, unless a step goes beyond the trained model's range.")
 
     st.markdown("**The cell's equations, with the numbers**")
     t = c.token("t", trace.tokens, c.params["t"].default, format_func=lambda i: f"{i} · {trace.tokens[i]}")
     terms = P.cell_terms(trace, layer, direction, t, unit)
-    st.caption(f"Unit {unit}, layer {layer}, token {t}. Under each brace: the unit's row of the weights times the "
+    caption(f"Unit {unit}, layer {layer}, token {t}. Under each brace: the unit's row of the weights times the "
                "input (or the previous hidden state), plus its bias.")
     st.latex(V.equations_latex(terms))
 
@@ -149,7 +149,7 @@ elif section == SECTIONS[1]:
     sat = P.saturation(trace, layer, direction)
     if sat:
         show(V.saturation_scatter(sat, theme), GATES, key="saturation", filename="saturation")
-        st.caption("Each dot is a unit. Top-left: a gate almost always open; bottom-right: almost always closed; "
+        caption("Each dot is a unit. Top-left: a gate almost always open; bottom-right: almost always closed; "
                    "near the diagonal: a gate that switches sharply (Karpathy et al. 2015, Fig. 3). "
                    "Type a longer text for meaningful fractions.")
     else:
@@ -158,7 +158,7 @@ elif section == SECTIONS[1]:
 elif section == SECTIONS[2]:
     if trace.next_ids.shape[1]:
         table(V.next_token_rows(trace), Origin("model", "softmax of the model's own logits on this run."))
-        st.caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b), the "
+        caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b), the "
                    "model's own output on this run" + (f", which starts at {md(trace.tokens[0])} as the model was "
                                                        "trained." if trace.special[0]
                                                        else ", from the first token as typed."))
@@ -182,7 +182,7 @@ else:
             "recomputed", f"the difference of two recomputed runs; their hidden states equal torch.nn's to "
                           f"{trace_a.max_abs_error:.1e} and {trace_b.max_abs_error:.1e}."),
              key="compare_sentences", filename="difference")
-        st.caption(f"Units whose {P.LABELS[name]} differs most from the first different token on: "
+        caption(f"Units whose {P.LABELS[name]} differs most from the first different token on: "
                    + ", ".join(f"{u} ({cmp.score[u]:.3f})" for u in cmp.order[:5]))
     else:
         st.info("Type two sentences to compare.")

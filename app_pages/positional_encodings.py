@@ -14,7 +14,7 @@ from explorer.ui.cache import compute, figure_once, get_model, probe, probe_rais
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
 from explorer.ui.compare import compare_picker
-from explorer.ui.charts import Origin, show, table
+from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import positional_encodings as V
 
@@ -100,7 +100,7 @@ def sinusoidal_panel(row: Any) -> None:
         tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")),
          formula, key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme), fold=FOLD)
     f = PF.formula_values(tr, pos, i)
-    st.caption(f"The square marks position {pos}, dimension {2 * i} (pair {i}): PE = {f.sin:.4f}, and "
+    caption(f"The square marks position {pos}, dimension {2 * i} (pair {i}): PE = {f.sin:.4f}, and "
                f"{f.cos:.4f} in dimension {2 * i + 1}. Table: {n} positions × {d} dimensions, base n = {b:g} "
                "(change it, or pick a preset, under Table).")
     st.latex(
@@ -184,7 +184,7 @@ def rope_panel(row: Any) -> None:
     with c_pos:
         pos = c.number("pos", hi=n - 1, slider=True, label="position m")
     rt = compute(PF.rope, d, n, b, pos, vectors, seed)
-    st.caption("This illustration pairs dimensions (2i, 2i+1), as Su et al. write RoPE; Llama-style models pair i "
+    caption("This illustration pairs dimensions (2i, 2i+1), as Su et al. write RoPE; Llama-style models pair i "
                "with i + d/2 (rotate_half). “The model's positions” shows a loaded model's own pairing, θ and "
                "rotation.")
     i = min(int(st.session_state.get("dim", c.params["dim"].default)), d // 2 - 1)
@@ -296,7 +296,7 @@ def table_panel(loaded, controls: Any) -> None:
         if lt.kind == "sinusoidal" else "learned during training"
     st.markdown(f"{md_code(lt.source)} of **{md(lt.model_id)}**: {n_rows} positions × {width} dimensions, {note}.")
     if lt.offset:
-        st.caption(f"Rows 0..{lt.offset - 1} are not used for tokens: position 0 is row {lt.offset}.")
+        caption(f"Rows 0..{lt.offset - 1} are not used for tokens: position 0 is row {lt.offset}.")
     with controls:
         c1, c2, c3 = st.columns(3)
     with c1:
@@ -331,7 +331,7 @@ def table_panel(loaded, controls: Any) -> None:
                                           scale_from=scale)),
          stored, key="learned_heatmap", filename="learned_positions")
     if reference is not None:
-        st.caption(f"Coloured on the scale of the trained model's table ({md(trained.id)}), at every training step.")
+        caption(f"Coloured on the scale of the trained model's table ({md(trained.id)}), at every training step.")
     if other is not None:
         show(V.pe_heatmap(other.weight, theme, f"{plotly_text(other.model_id)} · {plotly_text(other.source)}: "
                                                "position × dimension", scale_from=scale),
@@ -388,7 +388,7 @@ def sentence_panel(row: Any) -> None:
     show(V.sentence_vectors(sv.tokens, sv.token, sv.position, sv.total, theme), vectors, key="sentence_vectors",
          filename="sentence_vectors", fold=True)
     if sv.note:
-        st.caption(md_message(sv.note))
+        caption(md_message(sv.note))
     t = c.token("tok", sv.tokens, c.params["tok"].default, slider=True)  # follows the sentence
     norms = sv.norms[t]
     st.latex(rf"x_{{{t}}} = E[\mathrm{{token}}_{{{t}}}] + P_{{{t}}},\quad \lVert E\rVert = {norms[0]:.4f},\ "
@@ -404,7 +404,7 @@ def permutation_section(loaded, text: str, shown_notes: tuple[str, ...], norms: 
     pt = probe(P.permutation_experiment, loaded, text, seed)
     show_notes(tuple(x for x in pt.notes if x not in shown_notes))
     st.markdown("**Original:** " + md(" ".join(pt.tokens)) + "  \n**Shuffled:** " + md(" ".join(pt.shuffled)))
-    st.caption(f"Run: {md(pt.layer)}, on {loaded.device} in {loaded.dtype}.")
+    caption(f"Run: {md(pt.layer)}, on {loaded.device} in {loaded.dtype}.")
     st.latex(r"\mathrm{Attn}(\Pi X) = \Pi\,\mathrm{Attn}(X)\quad\text{(no positions)},\qquad "
              r"\mathrm{Attn}(\Pi X + P) \ne \Pi\,\mathrm{Attn}(X + P)")
     c1, c2, c3 = st.columns(3)

@@ -21,7 +21,7 @@ from explorer.text.escape import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.state import Controls
-from explorer.ui.charts import Origin, show, table
+from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.compare import compare_picker
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.ui.word_embeddings import follow_default
@@ -143,10 +143,10 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
     if mode != "steps":
         if 0 <= token < T:
             weight, key, total = strongest(trace.attentions[layer, head, token], trace.key_tokens)
-            st.caption(f"Live: layer {layer}, head {head}: “{md(labels[token])}” gives its largest weight "
+            caption(f"Live: layer {layer}, head {head}: “{md(labels[token])}” gives its largest weight "
                        f"a = {weight:.4f} to “{md(key)}”; its row sums to {total:.6f}.")
         if not trace.has_arithmetic and trace.arithmetic_note:
-            st.caption(md_message(trace.arithmetic_note))
+            caption(md_message(trace.arithmetic_note))
 
 
 def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int, layer: int, heads: list[int],
@@ -174,7 +174,7 @@ def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int
                                 f"{what}", theme), Origin("model", "the difference of the two models' own attention "
                                                                    "weights on this sentence."),
          key="head_heatmap_diff", filename=f"attention-L{layer}-difference")
-    st.caption(f"Both maps on the same scale (weights 0 … 1); largest |B − A|: {viz.largest_difference(z_a, z_b):.3f}.")
+    caption(f"Both maps on the same scale (weights 0 … 1); largest |B − A|: {viz.largest_difference(z_a, z_b):.3f}.")
 
 
 def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: int, hide: bool,
@@ -191,7 +191,7 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
              Origin("model", "the model's own attention weights" + (f", each {T}×{T} map max-pooled to "
                              f"{trace.thumbnails.shape[-1]}×{trace.thumbnails.shape[-1]}." if pooled else ".")),
              key="model_view", filename="attention-model-view", fold=True)
-        st.caption("Pick a layer and head above to enlarge it below at full resolution.")
+        caption("Pick a layer and head above to enlarge it below at full resolution.")
     matrix = head_matrix(trace, layer, heads, how)
     what = {"heads": f"layer {layer}, head {head}" if len(heads) == 1 else
             f"layer {layer}, mean of heads {', '.join(map(str, heads))}",
@@ -208,15 +208,15 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
     if token >= 0:
         row = token if rows is None else (rows.index(token) if token in rows else None)
         if row is None:
-            st.caption(f"The selected token “{md(labels[token])}” is hidden (special token).")
+            caption(f"The selected token “{md(labels[token])}” is hidden (special token).")
     show(viz.head_heatmap(z, q_tok, k_tok, what, theme, zmax=None if how == "max" else 1.0, rows=rows, cols=kcols,
                           highlight=row), origin, key="head_heatmap", filename=f"attention-L{layer}-H{head}",
          fold=mode == "head")
     if hidden_note:  # under the chart: it keeps the first screen
-        st.caption(hidden_note)
+        caption(hidden_note)
     if mode == "head":
         if T > 60 and row is None:
-            st.caption(f"{T} tokens: the line view draws the {viz.MAX_LINES:,} strongest lines; pick a query token "
+            caption(f"{T} tokens: the line view draws the {viz.MAX_LINES:,} strongest lines; pick a query token "
                        "to isolate its row.")
         if how == "heads" and len(heads) > 1:
             mats = [shown(trace, head_matrix(trace, layer, [h]), hide)[0] for h in heads]
@@ -294,7 +294,7 @@ def masks_view(trace, layer: int, head: int) -> None:
     # the formula under the charts: they keep the first screen
     st.latex(rf"\mathrm{{softmax}}\Big({scaled} + M\Big),\quad " + r"M_{ij}=\begin{cases}0 & \text{allowed}\\"
              r"-\infty & \text{masked (future token or padding)}\end{cases}")
-    st.caption(words)
+    caption(words)
     if trace.causal:
         st.markdown("**Causal mask**: a decoder token may not look at later tokens, so M is −∞ above the diagonal "
                     "and those weights are exactly 0 after the softmax.")
@@ -341,7 +341,7 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
 
 
 view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide, other_id)
-st.caption(f"{md(shape.model_id)} · {md(shape.adapter)} · {shape.stream_label} · {L} layers × {H} heads"
+caption(f"{md(shape.model_id)} · {md(shape.adapter)} · {shape.stream_label} · {L} layers × {H} heads"
            + (" · causal (decoder)" if shape.causal else "")
            + (f" · the view opens on layer {showcase.layer}, head {showcase.head}: {md(showcase.rule)} on the "
               f"example “{md(showcase.text)}”" if not showcase.error else ""))
@@ -349,7 +349,7 @@ if mode != "steps":  # static: outside the fragment
     scaled, words = viz.scale_tex(shape.scaling, shape.head_size)
     st.latex(rf"\mathrm{{Attention}}(Q,K,V)=\mathrm{{softmax}}\Big({scaled}+M\Big)V"
              r"\qquad\text{rollout: }\tilde A_l=\mathrm{rownorm}(\tfrac12 A_l+\tfrac12 I),\ R_l=\tilde A_l R_{l-1}")
-    st.caption(words)
+    caption(words)
 # What to notice, computed on the model's own example sentence and its pronoun pair (a causal model gets the pair
 # whose deciding word comes before "it"; a built-in's generated English has none: no pair point)
 pronouns = pronoun_pair(loaded.adapter)

@@ -10,7 +10,7 @@ from explorer.probes.seq2seq import (
 from explorer.text.escape import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
-from explorer.ui.charts import Origin, badge, show
+from explorer.ui.charts import Origin, badge, caption, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, model_picker, page_header, what_to_notice
 from explorer.viz import seq2seq as viz
@@ -35,7 +35,7 @@ def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_
             show(viz.reliance_figure(tr.out_tokens, tr.step_logprobs, tr.no_source_logprobs, theme),
                  Origin("model", "the model's own log-probabilities, and a second run with c and s₀ set to 0."),
                  key=f"reliance_{key}", filename="seq2seq-no-attention", fold=COMPARED_FOLD)
-            st.caption("How much each output token depends on c: its log-probability with c, and with c and s₀ set "
+            caption("How much each output token depends on c: its log-probability with c, and with c and s₀ set "
                        "to 0.")
         return
     what = ("attention a_tj" if tr.kind == "rnn" else
@@ -94,7 +94,7 @@ charts = st.container()  # the heatmap(s), drawn once the step slider under them
 mode_text = {"greedy": "greedy decoding", "beam": f"beam search (beam size {trace.beam_size})",
              "forced": "your target, teacher-forced"}[trace.mode]
 st.markdown(f"**Output** ({mode_text}): {md(trace.output_text) or '∅ (only the end token)'}")
-st.caption(f"{len(trace.src_tokens)} source tokens → {T} output steps · sum log p = {trace.step_logprobs.sum():.4f}"
+caption(f"{len(trace.src_tokens)} source tokens → {T} output steps · sum log p = {trace.step_logprobs.sum():.4f}"
            + (f" · teacher-forced loss (mean cross-entropy) = {trace.loss:.5f}" if trace.mode == "forced" else ""))
 step = c.token("step", trace.out_tokens, c.params["step"].default, slider=True) if T > 1 else 0  # follows the output
 step = min(step, T - 1)
@@ -135,7 +135,7 @@ def step_panel() -> None:
     if trace.form is not None:
         formula, where = viz.equation(trace.form)
         st.latex(formula)
-        st.caption(md_message(where))
+        caption(md_message(where))
     row = trace.matrix(layer, head)
     left, right = st.columns([3, 2])
     with left:
@@ -159,7 +159,7 @@ def step_panel() -> None:
         st.latex(rf"j^*=\text{{“{src_j}”}}\ (j={m.j}):\quad e_{{{step},{m.j}}}={sym}={m.score_recomputed:.5f},\quad "
                  rf"a_{{{step},{m.j}}}=\frac{{e^{{{m.score_model:.4f}-{m.max_score:.4f}}}}}{{{m.denominator:.4f}}}"
                  rf"={m.weight:.5f}")
-        st.caption(f"The score was recomputed in float64 from the two sides of the score the model computed: "
+        caption(f"The score was recomputed in float64 from the two sides of the score the model computed: "
                    f"{m.score_recomputed:.6f}; the model returned {m.score_model:.6f} (difference "
                    f"{abs(m.score_recomputed - m.score_model):.1e}). Vectors have {m.dim} dimensions; the first "
                    f"{len(m.parts[0][1])} are shown.")
@@ -167,10 +167,10 @@ def step_panel() -> None:
                                    f"{abs(m.score_recomputed - m.score_model):.1e}."))
         st.markdown(viz.math_table(m))
     if trace.contexts is not None:
-        st.caption(f"Context vector c_{step}: {vector_summary(trace.contexts[step])}")
+        caption(f"Context vector c_{step}: {vector_summary(trace.contexts[step])}")
     if trace.kind == "hf" and row is not None:
         weight, key, total = strongest(row[step], trace.src_tokens)
-        st.caption(f"Layer {layer}, {'mean over heads' if head == 'mean' else 'head ' + head}: output position {step} "
+        caption(f"Layer {layer}, {'mean over heads' if head == 'mean' else 'head ' + head}: output position {step} "
                    f"gives its largest weight {weight:.5f} to “{md(key)}”; the row sums to {total:.6f}. The weights "
                    f"are the model's own (eager attention).")
 
@@ -191,11 +191,11 @@ def length_panel() -> None:
         show(viz.length_accuracy_figure([(cv.label, cv.buckets, cv.accuracy, cv.n) for cv in curves], theme),
              Origin("model", "exact match of the models' own greedy outputs on held-out pairs."), key="length_curve",
              filename="seq2seq-length")
-        st.caption("Source: " + "; ".join(f"{md(cv.model_id)}: {md_message(cv.source)}" for cv in curves)
+        caption("Source: " + "; ".join(f"{md(cv.model_id)}: {md_message(cv.source)}" for cv in curves)
                    + ". Without attention the whole source must fit in one vector, so accuracy falls as sentences get "
                    "longer (the bottleneck).")
     else:
-        st.caption("The accuracy-by-length curve is available for the built-in seq2seq models.")
+        caption("The accuracy-by-length curve is available for the built-in seq2seq models.")
 
 
 PANELS = {"step": "Step by step", "length": "Accuracy against source length", "beam": "Beam search tree"}
@@ -208,7 +208,7 @@ elif panel == "beam":
     st.subheader("Beam search tree")
     show(beam_tree(trace.beam, theme), Origin("model", "the model's own log-probabilities, ranked by beam search."),
          key="beam_tree", filename="seq2seq-beam")
-    st.caption(f"Each step keeps the 2·K best continuations of the K = {trace.beam_size} running beams by total "
+    caption(f"Each step keeps the 2·K best continuations of the K = {trace.beam_size} running beams by total "
                "log-probability: the K best not ending continue (coloured), those ending with the end token or at "
                "the length limit join the finished list (diamonds), the rest are pruned (grey). Finished hypotheses "
                f"are ranked by sum log p / generated_length^{trace.beam.length_penalty:g} (Hugging Face's definition, "

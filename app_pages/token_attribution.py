@@ -6,7 +6,7 @@ from explorer.text.escape import md, md_message
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe_raising, probe_with_progress
 from explorer.ui.compare import compare_picker
-from explorer.ui.charts import Origin, show
+from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
 from explorer.ui.widgets import model_and_sentence, page_header, what_to_notice
@@ -82,7 +82,7 @@ show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, o
                            model=loaded.id if trace_b is not None else ""), origin,
      key="attr_heatmap", filename="attribution", fold=True)
 if peak is not None and trace_b is None:
-    st.caption(f"Colours from −{peak:.3f} to {peak:.3f}: the largest |{method}| of the trained model "
+    caption(f"Colours from −{peak:.3f} to {peak:.3f}: the largest |{method}| of the trained model "
                f"({md(trained.id)}) on this sentence, at every training step.")
 if trace_b is not None and values_b is not None:
     same = trace_b.inputs == trace.inputs and trace_b.outputs == trace.outputs
@@ -95,10 +95,10 @@ if trace_b is not None and values_b is not None:
                                   theme),
              Origin("model", "the difference of the two models' own attributions on this sentence."),
              key="attr_heatmap_diff", filename="attribution-difference")
-        st.caption(f"Both on one colour scale (±{peak or 0:.3f}); largest |B − A|: "
+        caption(f"Both on one colour scale (±{peak or 0:.3f}); largest |B − A|: "
                    f"{V.largest_difference(values, values_b):.3f}.")
 if outputs == "prediction" and len(trace.inputs) > 1:
-    st.caption("Only the model's own prediction after the last token is attributed: for a row per next token of "
+    caption("Only the model's own prediction after the last token is attributed: for a row per next token of "
                "the sentence choose “every next token” under Steps (each row costs tens of forward and backward "
                "passes of the model).")
 warning = V.completeness_warning(trace, c.view.params["steps"].hi)
@@ -106,7 +106,7 @@ if warning and method == "integrated gradients":
     st.warning(md_message(warning), icon=":material/warning:")
 st.markdown(f"**{method} onto “{md(trace.outputs[out])}”** ({V.colour_key(theme, trace.of)}):")
 st.html(V.attribution_html(trace.inputs, values[out], trace.reach[out], theme, V.kept_inputs(trace, method)))
-st.caption(f"{trace.of.capitalize()} of “{md(trace.outputs[out])}”: {trace.value[out]:.4f}; at the baseline "
+caption(f"{trace.of.capitalize()} of “{md(trace.outputs[out])}”: {trace.value[out]:.4f}; at the baseline "
            f"({md_message(trace.baseline)}): "
            f"{trace.baseline_value[out]:.4f}; the integrated gradients sum to {float(trace.integrated[out].sum()):.4f} "
            f"(completeness error {trace.completeness[out]:.2g}, {trace.relative[out]:.2%} of the change; "

@@ -6,7 +6,7 @@ from explorer.text.escape import md
 from explorer.training import curves as TC
 from explorer.ui import settings
 from explorer.ui.cache import get_model, session_catalogue
-from explorer.ui.charts import Origin, show, table
+from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import open_view
 from explorer.ui.widgets import model_picker, page_header, what_to_notice
@@ -45,7 +45,7 @@ picked = show(V.curves_figure(curves.steps, curves.curves, model_id, theme), MEA
 final = {name: float(v[-1]) for name, v in curves.curves.items()}
 first_good = {name: next((int(s) for s, x in zip(curves.steps, v) if x >= 0.9), None)
               for name, v in curves.curves.items() if name not in V.LOSSES}
-st.caption(" · ".join(f"{name}: {final[name]:.3f} at the end" + (f", first ≥ 0.9 at step {first_good[name]:,}"
+caption(" · ".join(f"{name}: {final[name]:.3f} at the end" + (f", first ≥ 0.9 at step {first_good[name]:,}"
                                                                   if first_good.get(name) is not None else "")
                       for name in curves.curves))
 head = None
@@ -56,7 +56,7 @@ if curves.heads:
                 MEASURED, key="heads", filename=f"{score}-scores", on_select="rerun", selection_mode="points")
     best = curves.heads[score][-1]
     layer, h = divmod(int(best.argmax()), best.shape[1])
-    st.caption(f"At the end, the highest {score} score is head L{layer}H{h}'s, {float(best.max()):.3f} "
+    caption(f"At the end, the highest {score} score is head L{layer}H{h}'s, {float(best.max()):.3f} "
                f"(at the first snapshot: {float(curves.heads[score][0].max()):.3f}).")
 
 for event, kind in ((picked, "curve"), (head, "head")):

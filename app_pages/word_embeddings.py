@@ -15,7 +15,7 @@ from explorer.ui import settings
 from explorer.ui.cache import get_model, probe_raising
 from explorer.ui.compare import compare_picker
 from explorer.ui import charts
-from explorer.ui.charts import Origin, show
+from explorer.ui.charts import Origin, caption, show
 from explorer.ui.word_embeddings import file_table, fit_status, follow_default, model_table, projection
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
@@ -41,7 +41,7 @@ def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
         st.warning(md_message(P.not_found_message(lost, table)))
         return None
     if table.scheme != "plain" or any(loc.how != "exact" for loc in locs):  # a word vocabulary's exact match: no news
-        st.caption(md_message(" · ".join(P.read_as(loc, table) for loc in locs) + "."))
+        caption(md_message(" · ".join(P.read_as(loc, table) for loc in locs) + "."))
     return locs
 
 
@@ -167,7 +167,7 @@ if job is not None:
     fit_status(job)
 TABLE_LINE = f"**{md(table.source)}**: {V_rows:,} entries × {table.dim} dimensions; order: {table.order_note}."
 if proj is None:
-    st.caption(TABLE_LINE)
+    caption(TABLE_LINE)
 
 if proj is not None:
     drawn = proj.method  # the requested method, or PCA while it is computed
@@ -179,7 +179,7 @@ if proj is not None:
                 "entries. Raise N to include them, or use PCA or UMAP, which place new points with transform.")
     if placed.transformed:
         placement = proj.placement or f"the fitted {PR.METHODS[drawn]}'s transform"
-        st.caption(f"{md(', '.join(w for w, _ in placed.transformed))}: outside the {len(rows):,} fitted entries, "
+        caption(f"{md(', '.join(w for w, _ in placed.transformed))}: outside the {len(rows):,} fitted entries, "
                    f"placed with {placement} (diamonds).")
     axis = [f"PC {i + 1} ({v:.1%} of variance)" for i, v in enumerate(proj.explained)] if drawn == "pca" else \
         [f"{PR.METHODS[drawn]} {i + 1}" for i in range(dims)]
@@ -212,14 +212,14 @@ if proj is not None:
                        else "by transform")}[drawn]
     how = ("Precomputed and shipped with the app (python -m explorer.startup.precompute_projections regenerates them) "
            "for " if proj.shipped else "Fitted once on ")
-    st.caption(f"{TABLE_LINE} {how}the {shown} with {what}: a map of the vectors, not the vectors themselves; "
+    caption(f"{TABLE_LINE} {how}the {shown} with {what}: a map of the vectors, not the vectors themselves; "
                "typing only places the typed words. "
                + (f"Colours: the built-in corpus's word classes (grey: no class; at most {V.MAX_LEGEND} legend "
                   "entries, so beyond them the smaller classes share one light grey entry, and a point's hover names "
                   "its class)." if has_classes else ""))
     read = [loc for loc in found if table.scheme != "plain" or loc.how != "exact"]
     if read:  # which entry each typed word is (subword vocabularies: the word as read inside a sentence)
-        st.caption("The typed words are read as the model reads them: " + " · ".join(
+        caption("The typed words are read as the model reads them: " + " · ".join(
             md_message(P.read_as(loc, table)) for loc in read[:12])
             + (f" · and {len(read) - 12} more" if len(read) > 12 else "")
             + ".")
@@ -256,16 +256,16 @@ if section == "neighbours":
                 ranked_b, cos_b = compared
                 t_a, t_b = st.columns(2)
                 with t_a:
-                    st.caption(f"**{md(model_id)}**")
+                    caption(f"**{md(model_id)}**")
                     charts.table(V.ranked_rows(ranked.words, ranked.cos), SOURCE)
                 with t_b:
-                    st.caption(f"**{md(other_id)}**")
+                    caption(f"**{md(other_id)}**")
                     charts.table(V.ranked_rows(ranked_b.words, ranked_b.cos),
                                  Origin("model", f"{md(other_id)}'s own embedding table."))
                 charts.table(V.compared_rows(ranked.words, ranked.cos, cos_b, (model_id, str(other_id))),
                              Origin("model", "each model's own cosines of the same entries."))
                 shared = len(set(ranked.words) & set(ranked_b.words))
-                st.caption(f"{shared} of {md(model_id)}'s {len(ranked.words)} nearest neighbours of "
+                caption(f"{shared} of {md(model_id)}'s {len(ranked.words)} nearest neighbours of "
                            f"“{md(nn_word)}” are among {md(other_id)}'s {len(ranked_b.words)}. The last table reads "
                            f"{md(model_id)}'s neighbours in {md(other_id)}: the cosine of each in both, and B − A "
                            "(blank: an entry the second model's table lacks).")
@@ -301,7 +301,7 @@ elif section == "analogies":
                 st.latex(r"x^\ast = \arg\max_{x \notin \{a, b, c\}} \cos(x,\ \hat a - \hat b + \hat c)"
                          rf"\qquad \cos(x^\ast, a) - \cos(x^\ast, b) + \cos(x^\ast, c) = {ca:.3f} - {cb:.3f} + {cc:.3f}"
                          rf"\quad(x^\ast = \text{{{V.tex(ranked.words[0])}}})")
-                st.caption("3CosAdd (Mikolov et al. 2013; Levy & Goldberg 2014) on unit-length vectors; the query "
+                caption("3CosAdd (Mikolov et al. 2013; Levy & Goldberg 2014) on unit-length vectors; the query "
                            "words are excluded from the answers. The table shows cos(x, â − b̂ + ĉ).")
     else:
         st.info("Fill in a, b and c.")
@@ -367,7 +367,7 @@ elif section == "contextual":
                                     "projected with PCA."),
                     key="context",
                     filename="contextual")
-                st.caption(f"{cproj.fitted}. States: {trace.what}. Grey lines follow each token through the layers. "
+                caption(f"{cproj.fitted}. States: {trace.what}. Grey lines follow each token through the layers. "
                            "The sentence: the words to highlight, at the top of the page.")
             except CE.ContextError as exc:
                 st.info(md_message(exc))
@@ -392,7 +392,7 @@ elif section == "contextual":
                      filename="same-word-two-sentences")
                 st.latex(rf"\cos\big(h_A, h_B\big):\quad \text{{embeddings}}:\ {dr.cos[0]:.3f}\qquad "
                          rf"\text{{{V.tex(dr.layer_names[-1])}}}:\ {dr.cos[-1]:.3f}")
-                st.caption(md_message(" ".join(CE.drift_story(ta, tb, dr))))
+                caption(md_message(" ".join(CE.drift_story(ta, tb, dr))))
                 HERE = (f" Here, for '{dw}': cos {dr.cos[0]:.3f} at the embeddings, {dr.cos[-1]:.3f} "
                         f"{dr.layer_names[-1]}.")
             except CE.ContextError as exc:

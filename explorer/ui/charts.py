@@ -50,15 +50,37 @@ BADGES = {"model": ("Model", "blue", "read from this model's own run."),
           "file": ("Uploaded vectors", "violet", "read from the uploaded file.")}
 
 
+RECORD = "_export_record"  # what this run of the page showed, in order (explorer.ui.export: the view as HTML)
+
+
+def record(key: Any, item: tuple) -> None:
+    """Keep `item` in this run's record under `key` (a later item of the same key, from a fragment's rerun,
+    replaces it in place). References only: the HTML is built when it is downloaded."""
+    rec = st.session_state.get(RECORD)
+    if isinstance(rec, dict):
+        rec[key] = item
+
+
+def caption(text: str, **kwargs: Any) -> Any:
+    """st.caption, kept in the view's record (its exported HTML shows it)."""
+    record(("text", text), ("text", text))
+    return st.caption(text, **kwargs)
+
+
+def badge_text(origin: Origin) -> str:
+    label, colour, meaning = BADGES[origin.kind]
+    return f":{colour}-badge[{label}] {origin.detail or meaning}"
+
+
 def badge(origin: Origin) -> None:
     """The small label above a chart or table: Model / Recomputed / Illustration / Uploaded vectors, and why."""
-    label, colour, meaning = BADGES[origin.kind]
-    st.caption(f":{colour}-badge[{label}] {origin.detail or meaning}")
+    st.caption(badge_text(origin))
 
 
 def table(data: Any, origin: Origin, **kwargs: Any) -> Any:
     """st.dataframe (no index, full width unless given) under its origin badge."""
     badge(origin)
+    record(("table", id(data)), ("table", data, badge_text(origin)))
     return st.dataframe(data, **{"hide_index": True, "width": "stretch", **kwargs})
 
 
@@ -127,6 +149,9 @@ def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str =
     30,000-point projection): only the overlay is converted when it alone changes.
     """
     badge(origin)
+    record(("figure", key or id(fig)), ("figure", fig, badge_text(origin), overlay))
+    if st.session_state.get(RECORD) is not None:
+        st.session_state[RECORD]["inputs"] = st.query_params.to_dict()
     theme = settings.theme()
     cap = None
     if fold:

@@ -15,7 +15,7 @@ import streamlit as st
 
 from explorer import lessons as L
 from explorer.text.escape import md, md_message
-from explorer.ui import state
+from explorer.ui import export, state
 from explorer.ui.widgets import forget_sentence_input, page_header
 from explorer.views import HOME, PARAMS
 
@@ -123,12 +123,17 @@ def frame(url_path: str) -> Any:
     follow()
     page = url_path or HOME.url_path
     area = None
+    rec = export.start(page)  # what the page shows in this run: the view's HTML download
     if page != LESSONS_PATH:
         where = context()
         if where is not None:
             area = lesson_bar(page, *where)
+            if area is not None and where[1] is not None:
+                export.keep_step(where[0], where[1], rec)
         if page in PARAMS:
             export_tool(page)
+            with st.sidebar:
+                export.download_view(rec, page)
     if st.session_state.pop(SCROLL_TOP, False):
         scroll_to_top()
     return area
@@ -179,6 +184,7 @@ def lesson_bar(page: str, lesson_id: str, index: int | None) -> Any:
         st.markdown(f"**What to notice.** {step.caption}")
         if step.question:
             st.markdown(f"**Question for the class.** {step.question}")
+        export.download_lesson(lesson)
         tools = st.columns(2)
         tools[0].button("Reset", key="_lesson_reset", icon=":material/restart_alt:", on_click=_go,
                         args=(lesson, index), type="tertiary", help="Back to the step's settings after exploring.")

@@ -15,6 +15,7 @@ from explorer.runtime.device import is_large
 from explorer.text.escape import md, md_message
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, session_catalogue
+from explorer.ui.charts import record
 from explorer.ui.sentence_box import forget, sentence_box
 
 MAX_CHARS = state.MAX_CHARS
@@ -223,6 +224,7 @@ def model_and_sentence(c: Any, default: str | None = None, task: str | None = No
 def page_header(title: str, summary: str) -> None:
     """The view's title and one-line summary (in projector mode, the summary is the title's tooltip: the first
     screen is for the chart)."""
+    record("title", ("title", title, summary))
     if settings.projector():
         st.title(title, help=summary)
     else:
@@ -231,6 +233,7 @@ def page_header(title: str, summary: str) -> None:
 
 
 def what_to_notice(points: Sequence[str]) -> None:
+    record("notice", ("notice", list(points)))
     with st.expander("What to notice", expanded=settings.projector()):
         for p in points:
             st.markdown(f"- {p}")
