@@ -14,6 +14,7 @@ from conftest import ROOT, assert_no_exception, run_page
 from explorer import lessons as L
 from explorer.text.escape import md_unescape
 from explorer.views import PARAMS, VIEWS
+from timing import scaled
 
 SHIPPED, SHIPPED_ERRORS = L.load_dir()
 # a lesson whose packaged model is not installed here is listed as unavailable (test below), not played
@@ -223,7 +224,7 @@ def test_billion_laughs_is_refused_at_once_with_bounded_memory() -> None:
         tracemalloc.stop()
     assert str(info.value) == ("laughs.yaml: is not a usable lesson: line 6: YAML anchors and aliases (&name, *name) "
                                "are not allowed in lesson files; write each value out")
-    assert elapsed < 0.5 and peak < 1_000_000
+    assert elapsed < scaled(0.5) and peak < 1_000_000
 
 
 @pytest.mark.parametrize("text, phrase", [
@@ -460,11 +461,13 @@ def test_uploaded_lesson_can_be_removed_and_names_do_not_clash() -> None:
 def test_save_the_current_view_as_a_step_and_play_the_draft() -> None:
     params = {"model": "builtin:gru-lm", "text": "the dogs that the farmer feeds sleep .", "gate": "z", "top": "12"}
     at = run_page("app_pages/lstm_gates.py", params)
-    assert not at.get("download_button")  # nothing to save before a caption is written
+    # nothing to save as a step before a caption is written (the view's own HTML download is there from the start)
+    assert [b.proto.label for b in at.get("download_button")] == ["Download this view (HTML)"]
     at.text_input(key="_export_title").input("Update gates").run()
     at.text_area(key="_export_caption").input("z near 1 keeps the state.").run()
     assert_no_exception(at)
-    assert [b.proto.label for b in at.get("download_button")] == ["Download the step (YAML)"]
+    assert [b.proto.label for b in at.get("download_button")] == ["Download the step (YAML)",
+                                                                   "Download this view (HTML)"]
     _click(at, "_export_add")
     (saved,) = at.session_state["_lesson_draft"].steps
     assert saved.page == "lstm-gates" and saved.title == "Update gates" and saved.caption == "z near 1 keeps the state."
