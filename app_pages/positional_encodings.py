@@ -17,6 +17,7 @@ from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
 from explorer.viz import positional_encodings as V
+from explorer.runtime.errors import severity
 
 PANELS = {
     "sinusoidal": "Sinusoidal",
@@ -74,9 +75,8 @@ def control_row(row: Any, widths: Sequence[float]) -> list:
 
 
 def show_notes(notes: tuple[str, ...]) -> None:
-    for note in notes:
-        warn = "only the first" in note or "not in" in note or "unknown" in note
-        (st.warning if warn else st.info)(md_message(note))
+    for note in notes:  # a Caution (a cut text, unknown words) as a warning, the others as information
+        (st.warning if severity(note) == "warning" else st.info)(md_message(note))
 
 
 def load_selected():

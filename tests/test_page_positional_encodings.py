@@ -208,3 +208,15 @@ def test_captions_print_the_computed_values() -> None:
     rot = rotation_check(2048, 128, 10000.0, 50)
     assert rot.max_error > 1e-14 and f"at most {rot.max_error:.1e} here (at p = {rot.worst})" in notice
     assert "1e-15" not in notice
+
+
+def test_a_notes_severity_comes_from_its_type_not_its_words() -> None:
+    """A cut text or unknown words (explorer.runtime.errors.Caution, from the adapter's reading) are warnings; the
+    page no longer guesses from the note's wording."""
+    from explorer.runtime.errors import Caution, severity
+
+    at = run_page(PAGE, {"panel": "sentence", "model": "builtin:tiny-gpt", "text": "the zyxwv dog runs"})
+    assert_no_exception(at)
+    assert any("not in the model's vocabulary" in w.value for w in at.warning)
+    assert not any("not in the model's vocabulary" in i.value for i in at.info)
+    assert severity(Caution("anything")) == "warning" and severity("only the first 3 are used") == "info"

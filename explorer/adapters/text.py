@@ -18,6 +18,7 @@ from typing import Any
 
 from explorer.text.token_text import TokenText, readable
 from explorer.data.vocab import Vocab, clean_text, normalisation_changes, tokenize_words
+from explorer.runtime.errors import Caution
 
 DEFAULT_MAX_TOKENS = 512
 TYPE_A_SENTENCE = "Type a sentence to see the model's internals."
@@ -101,7 +102,7 @@ def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
     truncated = False
     budget = max_tokens - (1 if bos else 0)
     if len(pieces) > budget:
-        notes.append(f"The text has {len(pieces):,} tokens; only the first {budget:,} are used ({whose}).")
+        notes.append(Caution(f"The text has {len(pieces):,} tokens; only the first {budget:,} are used ({whose})."))
         pieces = pieces[:budget]
         truncated = True
     unknown = [p for p, i in pieces if i is None]
@@ -110,12 +111,12 @@ def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
         shown = dict.fromkeys(repr(p) if unit == "character" else p for p in unknown[:8])
         sample = ", ".join(shown)
         if unk is not None:
-            notes.append(f"{len(unknown)} {unit}(s) are not in the model's vocabulary and are shown as "
-                         f"{vocab.itos[unk]}: {sample}. The model reads {vocab.itos[unk]} there; the charts mark them "
-                         f"as {unknown_label(next(iter(shown)), vocab.itos[unk])}.")
+            notes.append(Caution(f"{len(unknown)} {unit}(s) are not in the model's vocabulary and are shown as "
+                                 f"{vocab.itos[unk]}: {sample}. The model reads {vocab.itos[unk]} there; the charts "
+                                 f"mark them as {unknown_label(next(iter(shown)), vocab.itos[unk])}."))
         else:
-            notes.append(f"{len(unknown)} {unit}(s) are not in the model's vocabulary, which has no unknown-token "
-                         f"entry, so they are left out: {sample}.")
+            notes.append(Caution(f"{len(unknown)} {unit}(s) are not in the model's vocabulary, which has no "
+                                 f"unknown-token entry, so they are left out: {sample}."))
     kept = [(p, i) for p, i in pieces if i is not None or unk is not None]
     ids = [i if i is not None else unk for _, i in kept]
     if bos:
@@ -164,7 +165,7 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
     notes: list[str] = []
     truncated = False
     if len(ids) > max_tokens:
-        notes.append(f"The text has {len(ids):,} tokens; only the first {max_tokens:,} are used ({whose}).")
+        notes.append(Caution(f"The text has {len(ids):,} tokens; only the first {max_tokens:,} are used ({whose})."))
         full = call(truncation=True, max_length=max_tokens)
         ids = list(full["input_ids"])
         truncated = True
@@ -176,8 +177,8 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
         tokens = _typed_unknowns(tokenizer, text, ids, [str(t) for t in tokens], unk) if not text_pair and \
             not target else tokens
         typed = [t for t in tokens if UNKNOWN_MARK in str(t)]
-        notes.append(f"{n_unknown} piece(s) are unknown to the tokenizer and shown as {tokenizer.unk_token}"
-                     + (f": the charts mark them as {', '.join(dict.fromkeys(typed[:8]))}." if typed else "."))
+        notes.append(Caution(f"{n_unknown} piece(s) are unknown to the tokenizer and shown as {tokenizer.unk_token}"
+                             + (f": the charts mark them as {', '.join(dict.fromkeys(typed[:8]))}." if typed else ".")))
     special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
     special = tuple(i in special_ids and i != unk for i in ids)
     if all(special):  # only the tokens the tokenizer adds to every text: nothing of the text was read

@@ -26,3 +26,16 @@ class ViewError(Exception):
     setting, a failed load)."""
 
     alert: ClassVar[Alert] = "error"
+
+
+class Caution(str):
+    """A note that says part of the input was left out or changed (a cut text, unknown words): shown as a warning,
+    where other notes (plain str) are shown as information. A str, so that it is compared, cached and escaped as
+    one; pages read `severity`, never the note's words."""
+
+    severity: ClassVar[Alert] = "warning"
+
+
+def severity(note: str) -> Alert:
+    """How a page shows a note: "warning" for a Caution, else "info"."""
+    return getattr(note, "severity", "info")
