@@ -84,3 +84,8 @@ def latex_text(value: object) -> str:
 def plotly_text(value: object) -> str:
     """`value` as Plotly shows it literally in a title, axis label, tick, legend or hover text (& < > escaped)."""
     return html.escape(str(value), quote=False)
+
+
+def md_line(text: object) -> str:
+    """Text (a note naming user words or weight keys) shown literally by st.markdown / st.warning, on one line."""
+    return md(" ".join(str(text).split()))

@@ -12,20 +12,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.probes.lstm_gates import LABELS, CellTerms, Comparison, GateTrace
-from explorer.text.escape import md
+from explorer.text.escape import md_line, plotly_text
 from explorer.viz.theme import NORMAL, Theme, figure, ink_on, scale_rgb
 
 BOUNDED01 = {"i", "f", "o", "r", "z"}
 
 
-def plain(text: str) -> str:
-    """Text (notes naming user words or weight keys) shown literally by st.markdown / st.warning, on one line."""
-    return md(" ".join(str(text).split()))
-
-
-def label(token: str) -> str:
-    """A token as Plotly shows it literally (HTML-escaped)."""
-    return html.escape(token, quote=False)
+plain = md_line  # the shared helpers of explorer.text.escape, under the names this view's callers use
+label = plotly_text
 
 
 def token_labels(tokens: Sequence[str]) -> list[str]:

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.probes.masked_words import MASK, MaskedTrace
-from explorer.viz.lstm_gates import label, plain
+from explorer.text.escape import md_line as plain, plotly_text as label
 from explorer.viz.theme import Theme, figure
 from explorer.viz.tokens import labels
 
