@@ -120,3 +120,23 @@ def test_bad_input_is_a_message() -> None:
         nb.decoding_strategies("builtin:lstm-lm", "the dog", strategies=("greedy", "nonsense"))
     with pytest.raises(nb.NotebookError, match="layers"):
         nb.self_attention("builtin:tiny-gpt", "the dog", layer=99)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "roberta", "t5", "bart", "marian"])
+def test_hugging_face_families_in_memory_give_their_own_attentions(name: str) -> None:
+    from families import tiny
+
+    model, tok, family = tiny(name)
+    r = nb.self_attention(model, "the dog runs", tokenizer=tok, layer=1, head=3)
+    enc = tok("the dog runs", return_tensors="pt")
+    with torch.inference_mode():
+        if family == "encoder-decoder":  # the view's first stream is the encoder's self-attention
+            out = model(**enc, decoder_input_ids=enc["input_ids"], output_attentions=True)
+            own = out.encoder_attentions[1][0, 3].numpy()
+        else:
+            own = model(**enc, output_attentions=True).attentions[1][0, 3].numpy()
+    np.testing.assert_allclose(_z(r["head_heatmap"]), own, atol=1e-6)
+    assert f"Read as a Hugging Face {family}" in r.notes[0]
+    if family == "encoder-decoder":
+        s = nb.seq2seq(model, "the dog runs", tokenizer=tok)
+        np.testing.assert_allclose(_z(s["alignment"]).sum(axis=1), 1.0, atol=1e-5)
