@@ -342,21 +342,20 @@ def table_panel(loaded, controls: Any) -> None:
              Origin("model", "the difference of the two models' own position tables."), key="learned_heatmap_diff",
              filename="learned_positions_difference")
     sim = la.cosine if kind == "cosine" else la.dot
-    ref_la = probe_raising(P.learned_analysis, trained) if reference is not None else None
-    if ref_la is not None:  # a training step: the trained table's colour range and principal axes
-        la = P.analyse_table(lt.weight, reference)  # (P, 3) on the trained model's axes: one SVD of a small table
+    ref_la = probe_raising(P.learned_analysis, trained) if reference is not None else None  # a training step
     ref_sim = () if ref_la is None else ((ref_la.cosine if kind == "cosine" else ref_la.dot),)
     show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
         sim, theme, f"{kind} between learned positions", "position", "position", kind,
         max_cells=V.SIMILARITY_CELLS, scale_from=ref_sim)), stored,
          key="learned_similarity", filename="learned_similarity")
     learned_line(sim, kind)
-    show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(
-        la.coords, la.explained, theme, dims, None if ref_la is None else ref_la.coords,  # the trained table, own axes
-        "the trained table" if la.on_reference else "")),
+    show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(  # built once per model and dims
+        *((la.coords, la.explained) if ref_la is None else P.positions_pca(lt.weight, reference)), theme, dims,
+        None if ref_la is None else ref_la.coords,  # a step: on the trained table's axes, in its extent
+        "" if ref_la is None else "the trained table")),
          Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, projected with PCA"
                 + (f" on the principal axes of the trained model's table ({md(trained.id)}): the same frame at every "
-                   "training step; each axis's share is of this table's variance." if la.on_reference else ".")),
+                   "training step; each axis's share is of this table's variance." if ref_la is not None else ".")),
          key="learned_pca", filename="learned_pca")
 
 

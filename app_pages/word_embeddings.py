@@ -48,9 +48,9 @@ def _locate_all(words: tuple[str, ...]) -> list[P.Located] | None:
 def _compared_neighbours(other, word: str, ranked: P.Ranked, k: int) -> tuple[P.Ranked, Any] | None:
     """The second model's (?compare=) own neighbours of `word`, and its cosines of the first model's neighbours;
     None after a message when it has no such table or word."""
+    sources_b = P.table_sources(other)
     try:
-        table_b = model_table(other, source if source in P.table_sources(other) else next(iter(
-            P.table_sources(other))))
+        table_b = model_table(other, source if source in sources_b else next(iter(sources_b)))
     except P.EmbeddingError as exc:
         st.warning(f"{md(other.id)} cannot be compared here: {md_message(exc)}")
         return None

@@ -75,7 +75,16 @@ class ViewResult:
 
 
 # ------------------------------------------------------------------------------------------------ models
-_LOADED: dict[tuple[str, str, str], Any] = {}
+_CACHE: Any = None  # the app's own bounded model cache (explorer.loading.model_cache), made on first use
+
+
+def _models() -> Any:
+    global _CACHE
+    if _CACHE is None:
+        from explorer.loading.model_cache import ModelCache
+
+        _CACHE = ModelCache()
+    return _CACHE
 
 
 def read(model: Any, tokenizer: Any = None, vocab: Sequence[str] | dict[str, int] | None = None,
@@ -85,18 +94,15 @@ def read(model: Any, tokenizer: Any = None, vocab: Sequence[str] | dict[str, int
     other nn.Module, read from its state dict as an uploaded checkpoint is (its recurrent layers inferred from the
     weights' names and shapes; `vocab`: its words). Raises NotebookError."""
     from explorer.files.safe_load import ModelLoadError
-    from explorer.loading.loaders import LoadedModel, load_model
+    from explorer.loading.loaders import LoadedModel
 
     if isinstance(model, LoadedModel):
         return model
     if isinstance(model, str):
-        key = (model, device, dtype + (f":{task}" if task else ""))
-        if key not in _LOADED:
-            try:
-                _LOADED[key] = load_model(model, device, dtype, task=task)
-            except ModelLoadError as exc:
-                raise NotebookError(str(exc)) from None
-        return _LOADED[key]
+        try:
+            return _models().get(model, device, dtype, task)
+        except ModelLoadError as exc:
+            raise NotebookError(str(exc)) from None
     if not isinstance(model, torch.nn.Module):
         raise NotebookError(f"A model is a catalogue id, a Hugging Face model or an nn.Module; got "
                             f"{type(model).__name__}.")

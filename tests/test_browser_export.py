@@ -15,22 +15,12 @@ import pytest
 from explorer import lessons as L
 from explorer.loading.loaders import load_model
 from explorer.probes.lstm_gates import rnn_gates, unit_order
-from testkit.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
+from testkit.browser import ROOT, streamlit_server, wait_for_app
 
 pytestmark = pytest.mark.slow
 SHOTS = Path(os.environ.get("EXPLORER_SCREENSHOTS", ROOT / "artifacts" / "screenshots")) / "export"
 TEXT = "the keys to the cabinet are on the table"
 DRAWN = "() => document.querySelectorAll('.js-plotly-plot .main-svg').length"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def _open_offline(browser, path: Path, shot: str) -> tuple[object, list[str]]:

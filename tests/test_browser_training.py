@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_for_app
+from testkit.browser import ROOT, wait_for_app
 from explorer.loading.catalogue import series_steps
 
 pytestmark = pytest.mark.slow
@@ -23,24 +23,6 @@ VIEWS = [  # view, model, three steps (the last: the trained model), chart key, 
     ("lstm-gates", "builtin:lstm-lm", (3, 127, 1878), "heatmap", f"gate=c&sort=variance&text={AGREEMENT}"),
     ("self-attention", "builtin:tiny-gpt", (5, 98, 1252), "head_heatmap", f"mode=head&layer=1&head=2&text={AGREEMENT}"),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"chromium not found at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as base:
-        yield base
 
 
 def _open(page, url: str, key: str) -> dict:

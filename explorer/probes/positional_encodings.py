@@ -87,12 +87,18 @@ def analyse_table(weight: np.ndarray, reference: np.ndarray | None = None) -> Le
     mean) the rows are projected on, so that every training step is seen in the trained model's frame (default:
     the table's own axes)."""
     on_reference = reference is not None and reference.shape == weight.shape
-    mean, axes = principal_axes(reference if reference is not None and on_reference else weight)
+    coords, explained = positions_pca(weight, reference if on_reference else None)
+    return LearnedAnalysis(similarity(weight, "dot"), similarity(weight, "cosine"), coords, explained,
+                           on_reference=on_reference)
+
+
+def positions_pca(weight: np.ndarray, reference: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of `weight` (P, d) on the top principal axes of `reference` (default: its own), centred on the
+    reference's mean: coords (P, 3) and each axis's share of `weight`'s variance (3,)."""
+    mean, axes = principal_axes(weight if reference is None else reference)
     centred = np.asarray(weight, dtype=np.float64) - mean
-    coords = centred @ axes.T                                              # (P, 3)
-    total = float((centred ** 2).sum()) or 1.0
-    return LearnedAnalysis(similarity(weight, "dot"), similarity(weight, "cosine"), coords,
-                           (coords ** 2).sum(axis=0) / total, on_reference=on_reference)
+    coords = centred @ axes.T
+    return coords, (coords ** 2).sum(axis=0) / (float((centred ** 2).sum()) or 1.0)
 
 
 def learned_analysis(loaded: Loaded, reference: Loaded | None = None) -> LearnedAnalysis:

@@ -45,8 +45,8 @@ def section(rec: dict, heading: str = "", question: str = "", notice: str = "") 
         elif kind == "figure":
             fig, badge, overlay = item[1], item[2], item[3]
             if overlay is not None:
-                fig = {"data": [*fig.to_plotly_json()["data"], *overlay.to_plotly_json()["data"]],
-                       "layout": fig.to_plotly_json()["layout"]}
+                base = fig.to_plotly_json()
+                fig = {"data": [*base["data"], *overlay.to_plotly_json()["data"]], "layout": base["layout"]}
             items.append(("figure", fig, badge))
         elif kind == "table":
             items += _table_items(item[1], item[2])
