@@ -3,6 +3,7 @@
     python bench/bench_training_steps.py                 # switch times (AppTest, 1 torch thread) and sizes
     python bench/bench_training_steps.py --overhead      # and train lstm-lm and tiny-gpt with and without 16 snapshots
     python bench/bench_training_steps.py --browser       # and the same switch in Debian's chromium, key to paint
+    python bench/bench_training_steps.py --compare       # and the views' Compare with: a second model, whole page
 
 Switch: each view is opened on builtin:lstm-lm or builtin:tiny-gpt at its trained checkpoint, then its training-step
 slider is moved to every snapshot in turn (the first load of each snapshot included) and the rerun timed: request to
@@ -102,6 +103,37 @@ def browser_switch_times() -> dict[str, list[float]]:
     return out
 
 
+COMPARE = [("app_pages/decoding_strategies.py", {"model": "builtin:lstm-lm", "text": "the dog that the farmers"},
+            "builtin:lstm-lm@127"),
+           ("app_pages/masked_words.py", {"model": "builtin:masked-lm",
+                                          "text": "the keys to the cabinet [MASK] on the table ."},
+            "builtin:masked-lm-wordnet"),
+           ("app_pages/word_embeddings.py", {"model": "builtin:lstm-lm", "section": "neighbours", "nn": "dog"},
+            "builtin:lstm-lm@43"),
+           ("app_pages/interventions.py", {"model": "builtin:tiny-gpt"}, "builtin:tiny-gpt@272")]
+
+
+def compare_times(page: str, params: dict[str, str], other: str) -> tuple[float, float]:
+    """(seconds of the page run that adds the second model, of the next run on a new sentence): AppTest's whole
+    script run, the first model's results already cached."""
+    from streamlit.testing.v1 import AppTest
+
+    def run(query: dict[str, str]) -> float:
+        at = AppTest.from_file(str(ROOT / page), default_timeout=300)
+        for key, value in query.items():
+            at.query_params[key] = value
+        start = time.perf_counter()
+        at.run()
+        if at.exception:
+            raise RuntimeError(f"{page}: {at.exception[0].value}")
+        return time.perf_counter() - start
+
+    run(params)
+    first = run({**params, "compare": other})
+    text = {"text": params["text"] + " ."} if "text" in params else {}
+    return first, run({**params, "compare": other, **text})
+
+
 def overhead(name: str) -> tuple[float, float]:
     from explorer.training.recipes import train_builtin
 
@@ -114,6 +146,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--overhead", action="store_true")
     ap.add_argument("--browser", action="store_true")
+    ap.add_argument("--compare", action="store_true")
     args = ap.parse_args()
     import logging
 
@@ -136,6 +169,11 @@ def main() -> None:
             t = sorted(t)
             p95 = t[min(len(t) - 1, round(0.95 * (len(t) - 1)))]
             print(f"| {name} | {len(t)} | {statistics.median(t):.3f} s | {p95:.3f} s | {t[-1]:.3f} s |", flush=True)
+    if args.compare:
+        print("| view | compared with | adding it | next sentence |\n|---|---|---|---|")
+        for page, params, other in COMPARE:
+            first, again = compare_times(page, params, other)
+            print(f"| {page.split('/')[-1][:-3]} | {other} | {first:.2f} s | {again:.2f} s |", flush=True)
     if args.overhead:
         print("| model | training without snapshots | with 16 | overhead |\n|---|---|---|---|")
         for name in ("lstm-lm", "tiny-gpt"):
