@@ -66,7 +66,7 @@ def test_the_browser_shows_what_is_being_computed():
     from playwright.sync_api import sync_playwright
 
     from testkit.browser import streamlit_server, wait_for_app
-    from test_browser import CHROMIUM, CHROMIUM_ARGS
+    from testkit.browser import CHROMIUM, CHROMIUM_ARGS
 
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
