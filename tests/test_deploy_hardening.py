@@ -163,7 +163,7 @@ def _upgrade(path: str = "/_stcore/stream") -> str:
 @pytest.fixture(scope="module")
 def proxied():
     """(proxy base URL, the app's own base URL) of one app process behind nginx with the shipped template."""
-    with behind_nginx(1) as (base, procs):
+    with behind_nginx(1, reveal_upstream=False) as (base, procs):  # the template as shipped
         port = procs[0].args[procs[0].args.index("--server.port") + 1]
         yield base, f"http://127.0.0.1:{port}"
 
@@ -178,6 +178,7 @@ def test_every_answer_carries_the_headers(proxied) -> None:
         assert status in (200, 404), url
         for name, value in HEADERS.items():
             assert headers.get(name) == value, (url, name)
+        assert "X-Upstream" not in headers and not any("127.0.0.1:" in v for v in headers.values()), url
     # the inline script of the page as served is the one the policy names
     assert _inline_script_hashes(page.decode()) <= set(CSP["script-src"])
 

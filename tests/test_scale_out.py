@@ -96,11 +96,14 @@ def test_kubernetes_manifests_pin_sessions_and_scale_on_cpu() -> None:
 
 def test_nginx_accepts_the_sticky_configuration() -> None:
     assert Path(NGINX).exists(), "install Debian's nginx (README's test command does)"
-    done = check_config(["127.0.0.1:8601", "127.0.0.1:8602"], 8600)
+    done = check_config(["127.0.0.1:8601", "127.0.0.1:8602"], "127.0.0.1:8600")
     assert done.returncode == 0, done.stderr
     site = render(["app:8501"], 80)
     assert "hash $explorer_route consistent;" in site and "server app:8501;" in site and "listen 80;" in site
     assert "${" not in site  # every variable of the template is rendered
+    assert "listen 127.0.0.1:8080;" in render(["app:8501"], "127.0.0.1:8080")  # where the setting says
+    assert "X-Upstream" not in site and "$upstream_addr" not in site  # no replica's address leaves the proxy
+    assert "add_header X-Upstream $upstream_addr always;" in render(["app:8501"], 80, reveal_upstream=True)
 
 
 @pytest.mark.slow
