@@ -5,11 +5,12 @@ import streamlit as st
 
 import explorer.runtime.preload  # noqa: F401 -- side effect; first: see its docstring (a class opening the app at once)
 from explorer.runtime.device import configure_threads
-from explorer.ui import lessons, settings, upload_store
+from explorer.ui import lessons, settings, upload_store, widget_guard
 from explorer.views import HOME, PAGE_ICON, VIEWS
 
 configure_threads()
 upload_store.install()  # budgets on Streamlit's store of uploaded files (once per process)
+widget_guard.install()  # widget values from the websocket checked before a script reads them (once per process)
 # projector mode starts with the sidebar collapsed: the first screen is for the chart (its arrow opens the settings)
 st.set_page_config(page_title="Neural NLP Explorer", page_icon=PAGE_ICON, layout="wide",
                    initial_sidebar_state="collapsed" if settings.projector_requested() else "auto")
@@ -31,5 +32,6 @@ current = st.navigation(sections)
 settings.sidebar()
 area = lessons.frame(current.url_path)  # lesson panel and navigation, "save this view as a step"
 upload_store.show_refusal()  # why a file sent to an upload box was not kept, once
+widget_guard.show_rejected()  # which control ignored a value sent to it, once
 with area if area is not None else contextlib.nullcontext():  # a lesson step: the view beside its lesson panel
     current.run()

@@ -458,6 +458,59 @@ def test_a_ten_megabyte_sentence_over_the_websocket_is_refused_on_the_server(ser
     assert out.rss_peak - out.rss_before < 300 * 2**20
 
 
+def _wrong_values() -> dict[str, Any]:
+    """Widget states of every kind a script can put on the websocket, several not finite or not parsing."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    ints, doubles = WidgetState(), WidgetState()
+    ints.int_array_value.data.extend([5, 99])
+    doubles.double_array_value.data.extend([float("nan"), 1e308])
+    return {"text": dict(string_value="x"), "NaN": dict(double_value=float("nan")), "inf": dict(double_value=1e999),
+            "number": dict(double_value=2.5), "int": dict(int_value=99_999), "bool": dict(bool_value=True),
+            "ints": ints, "doubles": doubles, "json": dict(json_value="{not json")}
+
+
+@pytest.mark.parametrize("page, params", [
+    ("positional-encodings", {}),  # number boxes, sliders, selects, radios, toggles, text boxes
+    ("lstm-gates", {"model": "builtin:lstm-lm", "text": "the dog runs"}),  # the live sentence box (JSON), tokens
+    ("token-attribution", {"model": "builtin:tiny-gpt", "text": "the dog runs"}),  # "steps", where NaN stuck
+])
+def test_widget_values_of_the_wrong_kind_over_the_websocket_are_ignored_with_a_message(server, page, params) -> None:
+    """Every widget of the page gets every wrong kind of value, each in a new session: no run raises, the value is
+    ignored with a message naming the control, and the next rerun of that session is clean (issue 41, item 5)."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    async def attack() -> list[str]:
+        async with Session(server[0], page, query(**params)) as s:
+            first = await s.rerun()
+            no_exception(first)
+            widgets = dict(s.widget_ids)
+        assert len(widgets) >= 3, widgets
+        seen = []
+        for key, wid in widgets.items():
+            for kind, value in _wrong_values().items():
+                async with Session(server[0], page, query(**params)) as s:
+                    await s.rerun()
+                    state = WidgetState(**value) if isinstance(value, dict) else WidgetState()
+                    if not isinstance(value, dict):
+                        state.CopyFrom(value)
+                    state.id = wid
+                    s.states = {wid: state}
+                    run = await s.rerun(s.fragments.get(wid, ""))
+                    assert run.status == "ok", (key, kind, run.status)
+                    if "Ignored a value sent for" in run.text():
+                        seen.append(f"{key}: {kind}")
+                        assert f"“{key}”" in run.text().replace("\\", "")  # Markdown-escaped on screen
+                    s.states = {}
+                    again = await s.rerun()
+                    assert again.status == "ok" and "Ignored a value" not in again.text(), (key, kind)
+        return seen
+
+    out = under_attack(server, f"wrong widget values on {page}", attack)
+    out.check()
+    assert len(out.result) >= len(_wrong_values()), out.result  # a number box alone refuses most of them
+
+
 # ----------------------------------------------------------------------------------------- cross-talk
 def test_one_sessions_uploads_are_neither_listed_nor_evicted_by_another(server) -> None:
     mine = [("alices-secret-model.safetensors", safetensors_bytes(lstm_state_dict(10, emb=4))),
