@@ -292,3 +292,26 @@ def test_luong_input_feeding(kind):
     with pytest.raises(ValueError, match="Luong"):
         build_model("seq2seq", dict(src_vocab_size=20, tgt_vocab_size=25, emb_dim=8, hidden_size=16,
                                     attention="bahdanau", input_feeding=True))
+
+
+def test_the_masked_lm_reads_the_chosen_positions_only_with_the_same_logits() -> None:
+    """Training computes the output layer at the masked positions only (`at`): the same logits as at every position,
+    read there, and the same loss."""
+    import torch.nn.functional as F
+
+    from explorer.models.masked_lm import MaskedLM, MaskedLMConfig
+    from explorer.training.corpus import PAD
+    from explorer.training.tasks import mask_tokens
+
+    torch.manual_seed(0)
+    model = MaskedLM(MaskedLMConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=16)).eval()
+    ids = torch.randint(5, 50, (3, 12))
+    ids[2, 8:] = PAD
+    inputs, labels = mask_tokens(ids, torch.Generator().manual_seed(1), 50)
+    chosen, keep = labels != PAD, (ids != PAD)
+    every = model(inputs, attention_mask=keep)  # (B, T, V)
+    some = model(inputs, attention_mask=keep, at=chosen)  # (K, V)
+    assert some.shape == (int(chosen.sum()), 50)
+    torch.testing.assert_close(some, every[chosen], rtol=0, atol=1e-6)
+    full = F.cross_entropy(every.reshape(-1, 50), labels.reshape(-1), ignore_index=PAD)
+    torch.testing.assert_close(F.cross_entropy(some, labels[chosen]), full, rtol=0, atol=1e-6)

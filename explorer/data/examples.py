@@ -193,7 +193,8 @@ WORDNET: dict[str, tuple[str, ...]] = {
               "one two three four five first second third"),
     "contrast": ("The keys to the cabinet",),  # in CONTRASTS: "The key to the cabinet", are / is
 }
-LANGUAGES = {"english": ENGLISH, "wordnet": WORDNET, "translation": TRANSLATION, "dates": DATES, "natural": NATURAL}
+LANGUAGES = {"english": ENGLISH, "wordnet": WORDNET, "everyday": WORDNET, "translation": TRANSLATION, "dates": DATES,
+             "natural": NATURAL}
 # What a model that reads left to right gets instead, per language and purpose (see PRONOUN_PAIRS).
 LEFT_TO_RIGHT: dict[str, dict[str, tuple[str, ...]]] = {
     "natural": {"attention": (PRONOUN_PAIRS[True][0], NATURAL["attention"][1], PRONOUN_PAIRS[True][1])},

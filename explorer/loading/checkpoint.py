@@ -3,7 +3,8 @@
 meta schema:
     {"name": str, "architecture": key of explorer.models.build.ARCHITECTURES, "config": build_model kwargs,
      "vocab": [str] | "src_vocab": [str] + "tgt_vocab": [str] (seq2seq),
-     "corpus": {"generator": "english"|"wordnet"|"translation"|"dates"|"user", "seed", "n_train", "n_heldout", "level"},
+     "corpus": {"generator": "english"|"wordnet"|"everyday"|"translation"|"dates"|"user", "seed", "n_train",
+                "n_heldout", "level"},
      "metrics": {...}, "train": {"epochs", "seconds", "device", "torch"}, "description": str,
      "snapshots": [{"step", "epoch", "train_loss", "heldout_loss", …}] (optional: a run's snapshots)}
 

@@ -138,8 +138,9 @@ class MaskedLM(nn.Module):
 
     def forward(self, idx: torch.Tensor | None, record: dict | None = None, positions: bool = True,
                 causal: bool = False, n_blocks: int | None = None, attention_mask: torch.Tensor | None = None,
-                embeds: torch.Tensor | None = None) -> torch.Tensor | None:
-        """idx (B, T) -> logits (B, T, V).
+                embeds: torch.Tensor | None = None, at: torch.Tensor | None = None) -> torch.Tensor | None:
+        """idx (B, T) -> logits (B, T, V); with `at` (B, T) bool, only the logits of those positions, (K, V) in
+        row-major order (training reads the chosen positions only: the output layer is most of the work).
 
         attention_mask (B, T): 1 for tokens, 0 for padding (padding keys get no weight; training batches).
         record: a dict that receives the activations (names in the module docstring; all (B, ...), pos_embed (T, C)).
@@ -165,4 +166,4 @@ class MaskedLM(nn.Module):
         x = self.ln_f(x)
         if record is not None:
             record["ln_final"] = x
-        return self.lm_head(x)                                        # (B, T, V)
+        return self.lm_head(x if at is None else x[at])              # (B, T, V) or (K, V)

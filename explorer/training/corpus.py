@@ -13,6 +13,9 @@ from explorer.training.spec import TrainSpec
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # explorer.data.vocab's SPECIALS
 MASK, MASK_TOKEN = 4, "<mask>"  # masked_lm: the mask token follows the four specials
+# Real English, each its shipped corpus's own split: WordNet's lines (explorer.data.wordnet_english), and
+# SmolLM2's everyday sentences followed by WordNet's (explorer.data.everyday_english)
+REAL_ENGLISH = ("wordnet", "everyday")
 
 
 @dataclass
@@ -25,7 +28,8 @@ class Corpus:
     level: str
 
 
-CORPUS_MODULES = {"wordnet": "wordnet_english"}  # a corpus's name -> its module in explorer.data, where they differ
+# a corpus's name -> its module in explorer.data, where they differ
+CORPUS_MODULES = {"wordnet": "wordnet_english", "everyday": "everyday_english"}
 
 
 def data_module(name: str) -> ModuleType:
@@ -59,8 +63,8 @@ def _generated_corpus(spec: TrainSpec, stop: Callable[[], bool] | None) -> Corpu
     """n_train and n_heldout examples of a generated corpus from its two seeds: English sentences (split into
     characters at level "char"), or (source, target) token-list pairs."""
     mod = data_module(spec.corpus)
-    if spec.corpus in ("english", "wordnet"):
-        if spec.corpus == "wordnet":  # real English: the shipped corpus's own split (explorer.data.wordnet_english)
+    if spec.corpus in ("english", *REAL_ENGLISH):
+        if spec.corpus in REAL_ENGLISH:  # the shipped corpus's own split
             train, held = mod.generate_sentences(spec.n_train), mod.heldout_sentences(spec.n_heldout)
         else:
             train = mod.generate_sentences(spec.n_train, mod.TRAIN_SEED, stop=stop)

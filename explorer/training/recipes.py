@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from explorer.training.corpus import REAL_ENGLISH
 from explorer.training.loop import train_model
 from explorer.training.spec import TrainProgress, TrainResult, TrainSpec
 
@@ -28,6 +29,7 @@ _WORDNET_TEXT: dict[str, Any] = dict(corpus="wordnet", n_train=200_000, n_heldou
 _WORDNET: dict[str, Any] = dict(_WORDNET_TEXT, architecture="rnn_lm", emb_dim=128, hidden_size=256, epochs=2, lr=3e-3)
 _WORDNET_TRANSFORMER: dict[str, Any] = dict(_WORDNET_TEXT, num_layers=2, n_head=4, hidden_size=128, block_size=64,
                                             lr=2e-3, batch_size=64)
+EVERYDAY_EPOCHS = 6
 _ON_WORDNET = "on real English (WordNet 3.0's example sentences and definitions)."
 
 BUILTINS: dict[str, TrainSpec] = {
@@ -46,6 +48,10 @@ BUILTINS: dict[str, TrainSpec] = {
                                               + _ON_WORDNET),
     "masked-lm-wordnet": TrainSpec(**_WORDNET_TRANSFORMER, architecture="masked_lm", epochs=8, warmup_steps=200,
                                    description=f"2-layer, 4-head BERT-style masked language model {_ON_WORDNET}"),
+    "masked-lm-english": TrainSpec(**{**_WORDNET_TRANSFORMER, "corpus": "everyday", "hidden_size": 256},
+                                   architecture="masked_lm", epochs=EVERYDAY_EPOCHS, warmup_steps=300,
+                                   description="2-layer, 4-head BERT-style masked language model on real English "
+                                               "(SmolLM2's everyday sentences and WordNet 3.0's lines)."),
     "tiny-gpt": TrainSpec(architecture="tiny_gpt", corpus="english", n_train=20_000, n_heldout=1_000,
                           full_metrics=True, num_layers=2, n_head=4, hidden_size=128, block_size=64, epochs=4,
                           lr=2e-3, batch_size=64, warmup_steps=100,
@@ -131,7 +137,7 @@ def evaluate_builtin(name: str, folder: str | Path | None = None) -> dict[str, A
     base = Path(folder or BUILTIN_DIR)
     meta_path, weights = base / f"{name}.json", base / f"{name}.safetensors"
     meta = read_meta(meta_path)
-    if meta.get("corpus", {}).get("generator") != "wordnet":
+    if meta.get("corpus", {}).get("generator") not in REAL_ENGLISH:
         raise ValueError(f"{name} was not trained on the real-English corpus")
     model = from_checkpoint(meta, read_state_dict_file(weights), weights.name)
     vocab = Vocab.from_json(meta["vocab"])

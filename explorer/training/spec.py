@@ -11,9 +11,10 @@ from typing import Any
 
 import torch.nn as nn
 
-ARCH_CORPORA = {"rnn_lm": ("english", "wordnet", "user"), "tiny_gpt": ("english", "wordnet", "user"),
+ARCH_CORPORA = {"rnn_lm": ("english", "wordnet", "everyday", "user"),
+                "tiny_gpt": ("english", "wordnet", "everyday", "user"),
                 "word2vec": ("english", "wordnet", "user"), "seq2seq": ("translation", "dates"),
-                "masked_lm": ("english", "wordnet", "user")}
+                "masked_lm": ("english", "wordnet", "everyday", "user")}
 LIMITS = dict(epochs=100, hidden_size=1024, emb_dim=1024, num_layers=4, n_head=16, batch_size=1024,
               n_train=200_000, n_heldout=20_000, max_seconds=6 * 3600, max_len=512, vocab=200_000)
 ATTENTIONS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")

@@ -25,7 +25,8 @@ from explorer.metrics import held_out as M
 from explorer.models.build import build_model
 from explorer.training.budget import fit_batch
 from explorer.training.clock import NO_CLOCK, Clock
-from explorer.training.corpus import BOS, EOS, MASK, MASK_TOKEN, PAD, Corpus, bucketed_batches, chunks, data_module
+from explorer.training.corpus import (BOS, EOS, MASK, MASK_TOKEN, PAD, REAL_ENGLISH, Corpus, bucketed_batches, chunks,
+                                      data_module)
 from explorer.training.evaluation import (agreement_eval, masked_word_accuracy, natural_agreement_eval,
                                           natural_masked_agreement)
 from explorer.training.spec import TrainSpec
@@ -167,7 +168,7 @@ class LanguageModelTask(TaskBase):
             out["perplexity_reduction_vs_bigram"] = 1 - perplexity / ppl
             if self.corpus.generator == "english" and self.corpus.level == "word":
                 out["agreement"] = agreement_eval(self.model, self.vocab, device=self.device)
-            elif self.corpus.generator == "wordnet" and self.corpus.level == "word":
+            elif self.corpus.generator in REAL_ENGLISH and self.corpus.level == "word":
                 out["natural_agreement"] = natural_agreement_eval(self.model, self.vocab, device=self.device)
         return out
 
@@ -305,10 +306,10 @@ class MaskedLMTask(TaskBase):
     def _loss(self, ids: torch.Tensor, gen: torch.Generator, reduction: str) -> tuple[torch.Tensor, int]:
         """(cross-entropy at the chosen positions of the masked batch, how many were chosen)."""
         inputs, labels = mask_tokens(ids, gen, len(self.vocab))
-        logits = self.model(inputs.to(self.device), attention_mask=(ids != PAD).to(self.device))
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.to(self.device).reshape(-1),
-                               ignore_index=PAD, reduction=reduction)
-        return loss, int((labels != PAD).sum())
+        chosen = (labels != PAD).to(self.device)
+        logits = self.model(inputs.to(self.device), attention_mask=(ids != PAD).to(self.device), at=chosen)  # (K, V)
+        loss = F.cross_entropy(logits, labels.to(self.device)[chosen], reduction=reduction)
+        return loss, int(chosen.sum())
 
     def loss(self, batch: tuple[torch.Tensor, torch.Generator]) -> torch.Tensor:
         return self._loss(*batch, reduction="mean")[0]
@@ -330,7 +331,7 @@ class MaskedLMTask(TaskBase):
             out["masked_accuracy"] = masked_word_accuracy(self.model, self.vocab, self.corpus.heldout,
                                                           device=self.device, train_freq=self.vocab.freq,
                                                           stop=self.clock.over)
-        elif self.corpus.generator == "wordnet" and self.corpus.level == "word" and full:
+        elif self.corpus.generator in REAL_ENGLISH and self.corpus.level == "word" and full:
             out["natural_agreement"] = natural_masked_agreement(self.model, self.vocab, device=self.device)
         return out
 
