@@ -92,12 +92,16 @@ if rows:
     st.dataframe(rows, hide_index=True, width="stretch")
     caption(f"Shared by every browser session (other sessions' uploads are not listed): {cache.held()}; the least "
                "recently used are unloaded beyond either limit.")
-    target = st.selectbox("Unload", [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows],
-                          key="unload_pick")
-    if st.button("Unload model"):
-        mid, dev, dt = target.split(" · ")
-        cache.unload(mid, dev, dt)
-        st.rerun()
+    own = [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows if r["id"] in mine]
+    if own:  # a session unloads only what it brought: its uploads and the models it trained
+        target = st.selectbox("Unload one of your models", own, key="unload_pick")
+        if st.button("Unload model"):
+            mid, dev, dt = target.split(" · ")
+            cache.unload(mid, dev, dt)
+            st.rerun()
+    else:
+        caption("The built-in, packaged and folder models are the class's: the server unloads them when memory "
+                "runs short, never a session. You can unload the models you upload or train here.")
 else:
     st.info("No model is loaded yet.")
 

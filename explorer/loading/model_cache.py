@@ -84,6 +84,12 @@ class ModelCache:
         return self._store.get((model_id, device, dtype, task),
                                lambda: self._loaded(self._loader(model_id, device, dtype, task, **extra)))
 
+    def has(self, model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None) -> bool:
+        """Whether `get` with these arguments would return a model already loaded (no load)."""
+        key = (model_id, device, dtype) if task is None or not model_id.startswith(HF_KINDS) else \
+            (model_id, device, dtype, task)
+        return self._store.peek(key) is not None
+
     def _loaded(self, model: LoadedModel) -> LoadedModel:
         self._epochs[id(model)] = heap.epoch()
         return model

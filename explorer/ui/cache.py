@@ -68,6 +68,25 @@ def _claim_linked_upload(model_id: str) -> bool:
     return True
 
 
+LOADS = "_explorer_model_loads"  # session state: the times (time.monotonic) of this session's model loads
+
+
+def _load_allowed(model_id: str) -> bool:
+    """Whether this session may load one more model now (budget.session_loads_per_minute in any 60 s); records the
+    load. False, with a message naming the limit and when the model opens, when it may not."""
+    now, most = time.monotonic(), budget.session_loads_per_minute()
+    recent = [t for t in st.session_state.get(LOADS, []) if now - t < 60]
+    if len(recent) >= most:
+        st.session_state[LOADS] = recent
+        st.warning(f"This session has loaded {len(recent)} models in the last minute, the most one session may "
+                   f"(EXPLORER_SESSION_LOADS_PER_MINUTE = {most}), so that opening model after model cannot keep the "
+                   f"server busy for the class. {md(model_id)} can be opened in {60 - (now - recent[0]):.0f} s; "
+                   "the models already loaded open at once.")
+        return False
+    st.session_state[LOADS] = [*recent, now]
+    return True
+
+
 def _use_cpu() -> None:
     st.session_state["device"] = "cpu"
     st.session_state["dtype"] = "float32"
@@ -80,6 +99,8 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
     device = device or settings.device()
     dtype = dtype or settings.dtype()
     if not _claim_linked_upload(model_id):
+        return None
+    if not model_cache().has(model_id, device, dtype, task) and not _load_allowed(model_id):
         return None
     bar: list[Any] = []
 
