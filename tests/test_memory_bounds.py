@@ -376,3 +376,27 @@ def test_the_models_page_says_what_the_cache_holds_against_its_limits(monkeypatc
     mb = cache.total_bytes / 2**20
     assert cache.held() == (f"{mb:,.0f} MB of weights held of a budget of {DEFAULT_MAX_MODEL_MB:,} MB "
                             f"(EXPLORER_MAX_MODEL_MB) and at most {DEFAULT_MAX_MODELS} models")
+
+
+def test_the_servers_cache_never_evicts_the_classs_models_to_make_room() -> None:
+    """Issue 41: uploads, folders' models and training snapshots go first, least recently used first; a built-in or
+    packaged model stays (it counts against the budget). The server's cache pins them (explorer.ui.cache)."""
+    from explorer.loading.model_cache import pinned
+
+    sizes = {"builtin:lstm-lm": 4000, "pretrained:smollm2": 4000, "upload:00000000000000aa": 1000,
+             "builtin:lstm-lm@127": 1000, "local:mine": 1000, "upload:00000000000000bb": 3000}
+    calls: list[str] = []
+    cache = ModelCache(max_bytes=10_000, loader=_sized_loader(sizes, calls), pin=True)
+    for mid in sizes:  # 14,000 bytes: the oldest that are not the class's go, the newest stays
+        cache.get(mid)
+    assert [m.id for m in cache.loaded()] == ["builtin:lstm-lm", "pretrained:smollm2", "upload:00000000000000bb"]
+    assert cache.total_bytes == 11_000  # over the budget only by what is pinned and the model just loaded
+    cache.get("upload:00000000000000aa")  # the class's still stay; the oldest of the rest goes
+    assert [m.id for m in cache.loaded()] == ["builtin:lstm-lm", "pretrained:smollm2", "upload:00000000000000aa"]
+    assert cache.total_bytes == 9000 and not pinned(("local:mine", "cpu", "float32"))
+    assert pinned(("builtin:lstm-lm", "cpu", "float32")) and not pinned(("builtin:lstm-lm@127", "cpu", "float32"))
+    unpinned = ModelCache(max_bytes=10_000, loader=_sized_loader(sizes, []))  # the default: plain least recently used
+    for mid in sizes:
+        unpinned.get(mid)
+    assert "builtin:lstm-lm" not in [m.id for m in unpinned.loaded()]
+    assert cache.unload("builtin:lstm-lm") == 1  # dropping by id still works

@@ -2,7 +2,9 @@
 
 The Streamlit layer keeps one instance with st.cache_resource, so every browser session shares it.
 Bounded by the bytes of the models' parameters and buffers (EXPLORER_MAX_MODEL_MB, default 2048), so the 1-3 MB
-built-ins never push out a real model; EXPLORER_MAX_MODELS (default 64) only caps the count. A model larger than the
+built-ins never push out a real model; EXPLORER_MAX_MODELS (default 64) only caps the count. The class's models
+(built-in and packaged: `pinned`) are never evicted from the server's cache (`pin=True`) to make room: uploads,
+folders' models and training snapshots are, least recently used first. A model larger than the
 budget on its own still loads, and is then the only one held. Models loaded from an upload are unloaded when the
 upload is dropped (its sessions ended, see explorer.loading.uploads.UploadOwner).
 """
@@ -30,18 +32,28 @@ def _env_number(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
+PINNED = ("builtin:", "pretrained:")  # the class's models: what the shipped views open
+
+
+def pinned(key: tuple) -> bool:
+    """Whether a cache key holds one of the class's models, never evicted to make room: a built-in or packaged model
+    (not a training snapshot of one, `builtin:lstm-lm@127`, nor an upload or a folder's model, which are)."""
+    return str(key[0]).startswith(PINNED) and "@" not in str(key[0])
+
+
 class ModelCache:
     """Thread-safe LRU of LoadedModel; each key is loaded once even under concurrent requests."""
 
     def __init__(self, max_models: int | None = None, max_bytes: int | None = None,
-                 loader: Callable[[str, str, str], LoadedModel] = load_model) -> None:
+                 loader: Callable[[str, str, str], LoadedModel] = load_model, pin: bool = False) -> None:
+        """pin: the class's models (`pinned`) are never evicted to make room (the server's cache)."""
         max_models = max_models or max(1, int(_env_number("EXPLORER_MAX_MODELS", DEFAULT_MAX_MODELS)))
         if max_bytes is None:
             max_bytes = int(_env_number("EXPLORER_MAX_MODEL_MB", DEFAULT_MAX_MODEL_MB) * 2**20)
         self._loader = loader
         self._epochs: dict[int, int] = {}  # id(LoadedModel) -> heap.epoch() when it was loaded
         self._store: LoadOnceLRU[LoadedModel] = LoadOnceLRU(max_models, max_bytes, lambda m: m.memory_bytes,
-                                                             on_evict=self._release)
+                                                             on_evict=self._release, pinned=pinned if pin else None)
         on_upload_released(self._upload_released)
 
     def _upload_released(self, upload_id: str) -> None:

@@ -17,14 +17,17 @@ class LoadOnceLRU(Generic[V]):
 
     `get(key, build)` returns the stored value or runs `build()` once for that key while other keys proceed.
     `on_evict(values)` runs after values were dropped, with a list of them that it may clear (to free them).
+    `pinned(key)`: values never evicted (they count against the limits; `drop` still removes them).
     """
 
     def __init__(self, max_items: int, max_bytes: int | None = None, size: Callable[[V], int] | None = None,
-                 on_evict: Callable[[list[V]], None] | None = None) -> None:
+                 on_evict: Callable[[list[V]], None] | None = None,
+                 pinned: Callable[[Hashable], bool] | None = None) -> None:
         self.max_items = max_items
         self.max_bytes = max_bytes
         self._size = size
         self._on_evict = on_evict
+        self._pinned = pinned or (lambda key: False)
         self._items: "OrderedDict[Hashable, V]" = OrderedDict()
         self._lock = threading.Lock()
         self._key_locks: dict[Hashable, threading.Lock] = {}
@@ -58,9 +61,9 @@ class LoadOnceLRU(Generic[V]):
 
     def _evict_locked(self, keep: Hashable) -> list[V]:
         evicted = []
-        while self._over_locked() and len(self._items) > 1:
-            oldest = next(iter(self._items))
-            if oldest == keep:
+        while self._over_locked():
+            oldest = next((k for k in self._items if k != keep and not self._pinned(k)), None)
+            if oldest is None:  # what is left is pinned or just built
                 break
             evicted.append(self._items.pop(oldest))
         return evicted

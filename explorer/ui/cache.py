@@ -32,8 +32,9 @@ R = TypeVar("R")
 
 @st.cache_resource(max_entries=1, show_spinner=False)
 def model_cache() -> ModelCache:
-    """The one process-wide LRU of loaded models (EXPLORER_MAX_MODELS, EXPLORER_MAX_MODEL_MB)."""
-    return ModelCache()
+    """The one process-wide LRU of loaded models (EXPLORER_MAX_MODELS, EXPLORER_MAX_MODEL_MB); the class's models
+    (built-in and packaged) are never evicted to make room."""
+    return ModelCache(pin=True)
 
 
 def _release_owner(owner: UploadOwner) -> None:
