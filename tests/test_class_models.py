@@ -1,5 +1,5 @@
 """The models a class shares (issue 41, item 2): a session unloads only the models it brought (its uploads and the
-models it trained), and loads at most EXPLORER_SESSION_LOADS_PER_MINUTE models in any minute."""
+models it trained), and loads at most EXPLORER_SESSION_LOAD_MB of weights in any minute."""
 from __future__ import annotations
 
 import pytest
@@ -69,12 +69,13 @@ def _loads_script() -> None:
 def test_a_session_loads_at_most_so_many_models_a_minute(separate_sessions, monkeypatch) -> None:  # noqa: F811
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setenv("EXPLORER_SESSION_LOADS_PER_MINUTE", "2")
+    monkeypatch.setenv("EXPLORER_SESSION_LOAD_MB", "3")  # rnn-lm 1.5 MB, gru-lm 2.3 MB: 3.8 MB, over it
     at = AppTest.from_function(_loads_script, default_timeout=120).run()
     assert at.session_state["got"] == [True, True, False]
     (warning,) = at.warning
     text = warning.value.replace("\\", "")  # Markdown-escaped on screen
-    assert "EXPLORER_SESSION_LOADS_PER_MINUTE = 2" in text and "builtin:word2vec can be opened in 60 s" in text
+    assert "loaded 4 MB" in text and "EXPLORER_SESSION_LOAD_MB = 3" in text
+    assert "builtin:word2vec can be opened in 60 s" in text
     at.run()  # the two it loaded open at once (not counted again); the third waits for the minute to pass
     assert at.session_state["got"] == [True, True, False]
     other = AppTest.from_function(_loads_script, default_timeout=120)
@@ -83,9 +84,9 @@ def test_a_session_loads_at_most_so_many_models_a_minute(separate_sessions, monk
     assert other.session_state["got"] == [True, True, True] and not other.warning
 
 
-@pytest.mark.parametrize("value, expected", [("", 12), ("3", 3), ("-1", 12), ("0.5", 1)])
-def test_the_setting(monkeypatch, value: str, expected: int) -> None:
+@pytest.mark.parametrize("value, expected", [("", 1024), ("3", 3), ("-1", 1024), ("0.5", 0.5)])
+def test_the_setting(monkeypatch, value: str, expected: float) -> None:
     from explorer.runtime import budget
 
-    monkeypatch.setenv("EXPLORER_SESSION_LOADS_PER_MINUTE", value)
-    assert budget.session_loads_per_minute() == expected
+    monkeypatch.setenv("EXPLORER_SESSION_LOAD_MB", value)
+    assert budget.session_load_bytes() == int(expected * 2**20)

@@ -17,7 +17,7 @@ layer call (LAYER_CALL_S). Settings:
   EXPLORER_REQUEST_MB (400)          memory one request may take at its peak;
   EXPLORER_RESULTS_MB (256)          probe results the server keeps (explorer.runtime.result_cache);
   EXPLORER_SESSION_RESULTS_MB (128)  probe results one session keeps: a request's result must fit in it;
-  EXPLORER_SESSION_LOADS_PER_MINUTE (12)  models one session may load (not already loaded) in any 60 s.
+  EXPLORER_SESSION_LOAD_MB (1024)    weights one session may load (models not already loaded) in any 60 s.
 
 A view cuts its text to the tokens that fit (`fit_tokens`, with a note naming the setting) or refuses the request
 (`check`, a RequestOverBudget message naming the limit and its setting).
@@ -86,11 +86,11 @@ def session_result_bytes() -> int:
     return int(positive_setting("EXPLORER_SESSION_RESULTS_MB", 128.0) * 2**20)
 
 
-def session_loads_per_minute() -> int:
-    """Models one session may load in any 60 s, those already loaded not counted (EXPLORER_SESSION_LOADS_PER_MINUTE,
-    default 12): opening model after model by link cannot keep the server loading (a lesson opens a few a minute;
-    the gradients-through-time view three at once)."""
-    return max(1, int(positive_setting("EXPLORER_SESSION_LOADS_PER_MINUTE", 12.0)))
+def session_load_bytes() -> int:
+    """Bytes of weights one session may load in any 60 s, models already loaded not counted
+    (EXPLORER_SESSION_LOAD_MB, default 1024: SmolLM2 twice, or hundreds of training snapshots of a built-in as a
+    student plays through them): opening model after model by link cannot keep the server loading."""
+    return int(positive_setting("EXPLORER_SESSION_LOAD_MB", 1024.0) * 2**20)
 
 
 @functools.lru_cache(maxsize=8)

@@ -69,23 +69,28 @@ def _claim_linked_upload(model_id: str) -> bool:
     return True
 
 
-LOADS = "_explorer_model_loads"  # session state: the times (time.monotonic) of this session's model loads
+LOADS = "_explorer_model_loads"  # session state: (time.monotonic, bytes) of this session's model loads
 
 
 def _load_allowed(model_id: str) -> bool:
-    """Whether this session may load one more model now (budget.session_loads_per_minute in any 60 s); records the
-    load. False, with a message naming the limit and when the model opens, when it may not."""
-    now, most = time.monotonic(), budget.session_loads_per_minute()
-    recent = [t for t in st.session_state.get(LOADS, []) if now - t < 60]
-    if len(recent) >= most:
-        st.session_state[LOADS] = recent
-        st.warning(f"This session has loaded {len(recent)} models in the last minute, the most one session may "
-                   f"(EXPLORER_SESSION_LOADS_PER_MINUTE = {most}), so that opening model after model cannot keep the "
-                   f"server busy for the class. {md(model_id)} can be opened in {60 - (now - recent[0]):.0f} s; "
-                   "the models already loaded open at once.")
+    """Whether this session may load one more model now: the weights it loaded in the last 60 s are under
+    budget.session_load_bytes(). False, with a message naming the limit and when the model opens, when they are not."""
+    now, most = time.monotonic(), budget.session_load_bytes()
+    recent = [(t, n) for t, n in st.session_state.get(LOADS, []) if now - t < 60]
+    st.session_state[LOADS] = recent
+    loaded = sum(n for _, n in recent)
+    if loaded >= most:
+        st.warning(f"This session has loaded {loaded / 2**20:,.0f} MB of models in the last minute, the most one "
+                   f"session may (EXPLORER_SESSION_LOAD_MB = {most / 2**20:,.0f}), so that opening model after model "
+                   f"cannot keep the server busy for the class. {md(model_id)} can be opened in "
+                   f"{60 - (now - recent[0][0]):.0f} s; the models already loaded open at once.")
         return False
-    st.session_state[LOADS] = [*recent, now]
     return True
+
+
+def _charge_load(loaded: LoadedModel) -> None:
+    """Count a model this session loaded against its budget of loads per minute."""
+    st.session_state[LOADS] = [*st.session_state.get(LOADS, []), (time.monotonic(), loaded.memory_bytes)]
 
 
 def _use_cpu() -> None:
@@ -101,7 +106,8 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
     dtype = dtype or settings.dtype()
     if not _claim_linked_upload(model_id):
         return None
-    if not model_cache().has(model_id, device, dtype, task) and not _load_allowed(model_id):
+    cold = not model_cache().has(model_id, device, dtype, task)
+    if cold and not _load_allowed(model_id):
         return None
     bar: list[Any] = []
 
@@ -122,6 +128,8 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
     except ModelLoadError as exc:
         st.error(md_message(exc))
         return None
+    if cold:
+        _charge_load(loaded)
     if bar:
         bar[0].empty()
     for note in loaded.notes:
