@@ -10,6 +10,7 @@ deploy/compose.yaml) and nothing of one session is visible in another. The figur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import io
 import json
@@ -441,6 +442,40 @@ def test_two_students_heavy_work_on_the_real_model_takes_turns_and_the_class_kee
     FIGURES[out.name]["bystander_alone_s"] = round(out.alone, 3)
     # a light rerun waits behind heavy work for no more than ~0.2 s beyond its own cost (0.1 s more on a loaded CI)
     assert max(out.bystander) <= out.alone + 0.3, (out.alone, sorted(out.bystander)[-5:])
+
+
+@needs_smollm2
+@pytest.mark.parametrize("page, params", [
+    ("decoding-strategies", {"max_new": "100"}),  # 100 new tokens, every strategy: ~15 s of a core
+    ("token-attribution", {"steps": "1024"}),  # integrated gradients of the prediction, to 1 %: 5-15 s
+])
+def test_a_closed_tab_stops_its_work_within_a_second(server, page: str, params: dict) -> None:
+    """Issue 41, item 4: a student starts long work on SmolLM2 and closes the tab a second in: the work stops at its
+    next progress report (explorer.ui.cache.abandoned, besides Streamlit's own stop), so the server's CPU goes
+    quiet."""
+    base, proc = server
+
+    async def close_mid_run() -> tuple[float, float]:
+        s = Session(base, page, query(model="pretrained:smollm2", text="The cat", **params))
+        await s.connect()
+        await s.rerun(timeout=240)  # the model loaded, the first run done
+        running = asyncio.create_task(s.set_text("text", "The old dog walked slowly along the", timeout=240))
+        await asyncio.sleep(1.5)
+        assert not running.done()
+        busy = cpu_seconds(proc.pid)
+        await s.close()
+        with contextlib.suppress(Exception):
+            await running  # its websocket is gone
+        await asyncio.sleep(1.0)
+        after_a_second = cpu_seconds(proc.pid)
+        await asyncio.sleep(3.0)
+        return after_a_second - busy, cpu_seconds(proc.pid) - after_a_second
+
+    first_second, next_three = asyncio.run(close_mid_run())
+    FIGURES[f"a closed tab's {page} on SmolLM2"] = {"cpu_s_in_the_second_after": round(first_second, 2),
+                                                    "cpu_s_in_the_3_s_after_that": round(next_three, 2)}
+    print(FIGURES[f"a closed tab's {page} on SmolLM2"])
+    assert next_three < 0.5, (first_second, next_three)  # work still running would take ~3 s of CPU here
 
 
 def test_a_ten_megabyte_sentence_over_the_websocket_is_refused_on_the_server(server) -> None:

@@ -10,7 +10,9 @@ from typing import Any, Callable, ContextManager, Iterator, NoReturn, TypeVar
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from explorer.runtime.lru import LoadOnceLRU
 from explorer.runtime import budget
@@ -274,13 +276,17 @@ def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, l
     computes (from FIRST_DRAW_S on, every REDRAW_S at most; a kept result shows none), and `partial(shown)` draws
     what is known so far under it, in place (e.g. the decoding view's text as it is generated). A newer rerun of
     the session (a new sentence) cancels the work at its next drawn report: Streamlit stops the script there, and
-    nothing is kept. Kept in the same results cache as `probe`; `heavy` as for `probe`. A ViewError is shown once
-    and stops the page."""
+    nothing is kept. A closed tab cancels it at its next report (`abandoned`): Streamlit keeps a disconnected
+    session's script running to its end. Kept in the same results cache as `probe`; `heavy` as for `probe`. A
+    ViewError is shown once and stops the page."""
     slot = st.empty()
     started, drawn = time.perf_counter(), [0.0]
     said = label if label is not None else working_on(fn, loaded.id, args).removesuffix("…")
+    session = _results_session()
 
     def progress(fraction: float, what: str, shown: Any = None) -> None:
+        if abandoned(session):
+            raise StopException()  # ends this script run quietly; the results cache keeps nothing of it
         now = time.perf_counter()
         if now - started < FIRST_DRAW_S or now - drawn[0] < REDRAW_S:  # quick work draws nothing; then 4 a second
             return
@@ -300,6 +306,11 @@ def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, l
         stop_with(exc)
     slot.empty()
     return result
+
+
+def abandoned(session: str) -> bool:
+    """Whether the browser session `session` has no websocket any more (its tab closed): its work is for nobody."""
+    return bool(session) and runtime.exists() and not runtime.get_instance().is_active_session(session)
 
 
 def stop_with(exc: ViewError) -> NoReturn:
