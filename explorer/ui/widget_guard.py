@@ -32,6 +32,8 @@ _LOCK = threading.Lock()
 def problem(state: Any, expected: str | None) -> str:
     """Why one WidgetState proto cannot be read by a widget registered for the field `expected` ("" if it can)."""
     got = state.WhichOneof("value")
+    if got is None:  # no value: the widget's own (a file uploader with no files; Streamlit reads it as unset)
+        return ""
     if expected and got != expected:
         return f"expects {_KINDS.get(expected, expected)}, got {_KINDS.get(got or '', got or 'nothing')}"
     if got == "double_value" and not math.isfinite(state.double_value):
