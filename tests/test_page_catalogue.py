@@ -77,3 +77,19 @@ def test_training_on_real_english_from_the_page() -> None:
     assert meta["corpus"]["n_heldout"] == 40
     words = {w for s in wordnet_english.sentences("train")[:400] for w in s}
     assert set(meta["vocab"][4:]) == words  # every word of the 400 lines (fewer than 12,000), after the specials
+
+
+def test_training_on_everyday_english_from_the_page() -> None:
+    """The Models page's "Everyday English (SmolLM2)": the first N lines are SmolLM2's everyday sentences (then
+    WordNet's), with the real-English vocabulary limit."""
+    from explorer.data import everyday_english
+
+    at = run_page("app_pages/catalogue.py")
+    at.radio(key="train_corpus").set_value("Everyday English (SmolLM2)").run()
+    job = _train(at, "GRU language model", train_hidden=16, train_emb=8, train_epochs=1, train_n=300)
+    assert job.status == "done", job.error
+    assert (job.spec.corpus, job.spec.max_vocab) == ("everyday", 12_000)
+    meta = load_model(job.model_id).meta
+    assert meta["corpus"]["generator"] == "everyday" and meta["corpus"]["n_train"] == 300
+    words = {w for s in everyday_english.sentences("train")[:300] for w in s}
+    assert set(meta["vocab"][4:]) == words and {"breakfast", "kitchen"} <= words

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from explorer.data import english
+from explorer.data import everyday_english as E
 from explorer.data import wordnet_english as W
 from explorer.data.vocab import UNK, Vocab, tokenize_words
 
@@ -114,7 +115,7 @@ def test_the_real_english_models_fit_the_asset_budget() -> None:
     from explorer.loading.catalogue import BUILTIN_DIR
 
     new = sum((BUILTIN_DIR / f"{n}.{ext}").stat().st_size for n in MODELS for ext in ("json", "safetensors"))
-    new += W.ASSET.stat().st_size + W.LICENSE.stat().st_size
+    new += W.ASSET.stat().st_size + W.LICENSE.stat().st_size + E.ASSET.stat().st_size + E.TEXTS.stat().st_size
     assert new <= 60 * 2**20, f"{new / 2**20:.1f} MB"
 
 

