@@ -11,7 +11,7 @@ upload is dropped (its sessions ended, see explorer.loading.uploads.UploadOwner)
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Callable, Hashable
 
 import torch
 
@@ -35,10 +35,11 @@ def _env_number(name: str, default: float) -> float:
 PINNED = ("builtin:", "pretrained:")  # the class's models: what the shipped views open
 
 
-def pinned(key: tuple) -> bool:
+def pinned(key: Hashable) -> bool:
     """Whether a cache key holds one of the class's models, never evicted to make room: a built-in or packaged model
     (not a training snapshot of one, `builtin:lstm-lm@127`, nor an upload or a folder's model, which are)."""
-    return str(key[0]).startswith(PINNED) and "@" not in str(key[0])
+    model_id = str(key[0]) if isinstance(key, tuple) and key else ""
+    return model_id.startswith(PINNED) and "@" not in model_id
 
 
 class ModelCache:

@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -23,7 +24,8 @@ def generate(part: int = 0, parts: int = 1, folder: Path = GENERATED) -> None:
     """Write the texts of every batch b ≡ part (mod parts) not written yet, one JSON file each (1 torch thread)."""
     torch.set_num_threads(1)
     loaded = load_model(MODEL)
-    model, tok = loaded.model.to(torch.bfloat16), loaded.tokenizer
+    model: Any = loaded.model
+    model, tok = model.to(torch.bfloat16), loaded.tokenizer
     tok.padding_side = "left"
     folder.mkdir(parents=True, exist_ok=True)
     for b, batch in enumerate(batches()):
@@ -36,7 +38,7 @@ def generate(part: int = 0, parts: int = 1, folder: Path = GENERATED) -> None:
         enc = tok(chats, return_tensors="pt", padding=True)
         torch.manual_seed(SEED + b)
         with torch.no_grad():
-            ids = model.generate(**enc, **SAMPLING, pad_token_id=tok.pad_token_id)  # type: ignore[arg-type]
+            ids = model.generate(**enc, **SAMPLING, pad_token_id=tok.pad_token_id)
         texts = tok.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         tmp = out.with_suffix(".tmp")
         tmp.write_text(json.dumps({"batch": b, "seed": SEED + b, "prompts": batch, "texts": texts}), "utf-8")
