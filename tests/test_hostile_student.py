@@ -444,6 +444,43 @@ def test_two_students_heavy_work_on_the_real_model_takes_turns_and_the_class_kee
     assert max(out.bystander) <= out.alone + 0.3, (out.alone, sorted(out.bystander)[-5:])
 
 
+CYCLED = ("builtin:lstm-lm", "builtin:gru-lm", "builtin:rnn-lm", "builtin:lstm-lm-wordnet", "builtin:gru-lm-wordnet",
+          "builtin:rnn-lm-wordnet", "builtin:tiny-gpt")
+
+
+def test_cycling_models_by_link_and_asking_to_unload_the_classs_models_do_not_stall_the_class(server) -> None:
+    """Issue 41, item 2: a student opens seven models by link again and again for 20 s, each in a new session (as a
+    script reloading ?model= links does), and asks the Models page to unload a model of the class. The class's
+    models stay loaded once loaded (never evicted to make room, and no session may unload them), so the cycling costs
+    page runs, not loads: the other session keeps its pace and the server's memory does not grow."""
+    async def attack(pause: asyncio.Event) -> dict:
+        pause.set()  # the first load of each model is not the attack
+        for mid in CYCLED:
+            async with Session(server[0], "lstm-gates", query(model=mid, text="the dog runs")) as s:
+                no_exception(await s.rerun())
+        loaded = tree_rss_bytes(server[1].pid)  # every cycled model loaded once
+        pause.clear()
+        opens, start = 0, time.monotonic()
+        while time.monotonic() - start < 20:
+            async with Session(server[0], "lstm-gates", query(model=CYCLED[opens % len(CYCLED)],
+                                                             text="the dog runs")) as s:
+                no_exception(await s.rerun())
+            opens += 1
+        async with Session(server[0], "catalogue") as mallory:
+            page = await mallory.rerun()
+            offered = "unload_pick" in mallory.widget_ids or "Unload model" in mallory.widget_labels
+        return {"opens": opens, "unload_offered": offered, "page": messages(page), "loaded_rss": loaded}
+
+    out = under_attack(server, "cycling 7 models by link for 20 s", attack)
+    out.check()
+    FIGURES[out.name]["opens"] = out.result["opens"]
+    assert out.result["opens"] >= 20 and not out.result["unload_offered"]
+    assert "never a session" in out.result["page"]
+    FIGURES[out.name]["rss_with_the_models_loaded_mb"] = out.result["loaded_rss"] >> 20
+    print(FIGURES[out.name])
+    assert out.rss_after - out.result["loaded_rss"] < 100 * 2**20, (out.result["loaded_rss"] >> 20, out.rss_after >> 20)
+
+
 @needs_smollm2
 @pytest.mark.parametrize("page, params", [
     ("decoding-strategies", {"max_new": "100"}),  # 100 new tokens, every strategy: ~15 s of a core
