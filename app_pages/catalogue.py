@@ -90,8 +90,9 @@ mine = upload_owner().ids  # other sessions' uploads are theirs: not listed
 rows = [m.summary() for m in cache.loaded() if not m.id.startswith("upload:") or m.id in mine]
 if rows:
     st.dataframe(rows, hide_index=True, width="stretch")
-    caption(f"Shared by every browser session (other sessions' uploads are not listed): {cache.held()}; the least "
-               "recently used are unloaded beyond either limit.")
+    caption(f"Shared by every browser session (other sessions' uploads are not listed): {cache.held()}. Beyond either "
+            "limit the least recently used upload, folder model or training snapshot is unloaded; the built-in and "
+            "packaged models stay.")
     own = [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows if r["id"] in mine]
     if own:  # a session unloads only what it brought: its uploads and the models it trained
         target = st.selectbox("Unload one of your models", own, key="unload_pick")
@@ -100,8 +101,8 @@ if rows:
             cache.unload(mid, dev, dt)
             st.rerun()
     else:
-        caption("The built-in, packaged and folder models are the class's: the server unloads them when memory "
-                "runs short, never a session. You can unload the models you upload or train here.")
+        caption("These are the class's models: never a session unloads them. You can unload the models you upload or "
+                "train here.")
 else:
     st.info("No model is loaded yet.")
 
