@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from explorer.loading.catalogue import BUILTIN_DIR
-from test_session_uploads import separate_sessions  # noqa: F401 -- a fixture: each AppTest its own session
+from test_session_uploads import app_session, separate_sessions  # noqa: F401 -- a fixture: each AppTest its own session
 
 
 def _catalogue_script() -> None:
@@ -25,14 +25,7 @@ def _catalogue_script() -> None:
 
 
 def _run(**state):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_function(_catalogue_script, default_timeout=120)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return app_session(_catalogue_script, 120, **state)
 
 
 def test_a_session_unloads_only_its_own_models(separate_sessions) -> None:  # noqa: F811

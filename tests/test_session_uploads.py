@@ -162,9 +162,14 @@ def separate_sessions(monkeypatch):
 
 
 def _session(**state):
+    return app_session(_picker_script, **state)
+
+
+def app_session(script, timeout: float = 60, **state):
+    """An AppTest of `script` run once with `state` put in its session state first (no exception raised)."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_function(_picker_script, default_timeout=60)
+    at = AppTest.from_function(script, default_timeout=timeout)
     for key, value in state.items():
         at.session_state[key] = value
     at.run()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
-import io
 import json
 import re
 import sys
@@ -134,10 +133,7 @@ def collect(folder: Path = GENERATED) -> bytes:
     """TEXTS's bytes: every batch's file in GENERATED, in order, as one gzip'd JSON list (no name, no time). Raises
     FileNotFoundError when a batch is missing."""
     every = [json.loads((folder / f"batch-{b:04d}.json").read_text("utf-8")) for b in range(len(batches()))]
-    out = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=9, mtime=0) as gz:
-        gz.write(json.dumps(every, ensure_ascii=False, indent=0).encode("utf-8"))
-    return out.getvalue()
+    return W.gzipped(json.dumps(every, ensure_ascii=False, indent=0).encode("utf-8"))
 
 
 def texts() -> list[dict]:
@@ -146,11 +142,10 @@ def texts() -> list[dict]:
         return json.load(f)
 
 
-def corpus_lines(batches_: list[dict] | None = None) -> list[str]:
-    """Every kept sentence of the generated texts (default: TEXTS's), once (first occurrence), in batch and text
-    order."""
+def corpus_lines() -> list[str]:
+    """Every kept sentence of TEXTS's texts, once (first occurrence), in batch and text order."""
     seen: dict[str, None] = {}
-    for batch in texts() if batches_ is None else batches_:
+    for batch in texts():
         for text in batch["texts"]:
             seen.update(dict.fromkeys(s for s in split_sentences(text) if keep(s)))
     return list(seen)
@@ -168,9 +163,7 @@ def sentences(split: str = "train") -> tuple[tuple[str, ...], ...]:
     """This corpus's lines of `split` ("train" or "heldout"), then WordNet's, as lowercase word tokens."""
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', not {split!r}")
-    want = split == "heldout"
-    own = tuple(tuple(sys.intern(w) for w in tokenize_words(s)) for s in lines() if W.held_out(s) == want)
-    return own + W.sentences(split)
+    return W.tokenized(lines(), split) + W.sentences(split)
 
 
 def generate_sentences(n: int, seed: object = None, stop: object = None) -> list[list[str]]:

@@ -79,9 +79,12 @@ def read_wordnet(folder: Path | None = None) -> list[str]:
 
 
 def encode(lines: list[str]) -> bytes:
-    """The asset's bytes: the lines joined by newlines, gzip-compressed with no name and time (the same bytes on
-    every machine with the same zlib)."""
-    raw = ("\n".join(lines) + "\n").encode("utf-8")
+    """The asset's bytes: the lines joined by newlines, gzipped()."""
+    return gzipped(("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def gzipped(raw: bytes) -> bytes:
+    """`raw` gzip-compressed with no name and time (the same bytes on every machine with the same zlib)."""
     out = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=9, mtime=0) as gz:
         gz.write(raw)
@@ -105,8 +108,13 @@ def sentences(split: str = "train") -> tuple[tuple[str, ...], ...]:
     """The lines of `split` ("train" or "heldout") as lowercase word tokens, in corpus order."""
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', not {split!r}")
+    return tokenized(lines(), split)
+
+
+def tokenized(texts: tuple[str, ...], split: str) -> tuple[tuple[str, ...], ...]:
+    """The texts of `split` ("train" or "heldout", by held_out) as lowercase word tokens, in order."""
     want = split == "heldout"  # each word kept once in memory (sys.intern): 1.5M tokens share ~54,000 strings
-    return tuple(tuple(sys.intern(w) for w in tokenize_words(s)) for s in lines() if held_out(s) == want)
+    return tuple(tuple(sys.intern(w) for w in tokenize_words(s)) for s in texts if held_out(s) == want)
 
 
 def generate_sentences(n: int, seed: object = None, stop: object = None) -> list[list[str]]:

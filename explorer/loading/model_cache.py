@@ -32,6 +32,13 @@ def _env_number(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
+def _key(model_id: str, device: str, dtype: str, task: str | None) -> tuple:
+    """The cache key, also the loader's arguments: the task only for a Hugging Face model (the others have no head
+    to choose)."""
+    return (model_id, device, dtype) if task is None or not model_id.startswith(HF_KINDS) else \
+        (model_id, device, dtype, task)
+
+
 PINNED = ("builtin:", "pretrained:")  # the class's models: what the shipped views open
 
 
@@ -91,17 +98,12 @@ class ModelCache:
         task (Hugging Face models only, see loaders.load_model): cached apart from the model loaded without one.
         progress(fraction, what): reported by a load that does long first-time work (see loaders.load_model)."""
         extra = {"progress": progress} if progress is not None else {}
-        if task is None or not model_id.startswith(HF_KINDS):
-            return self._store.get((model_id, device, dtype),
-                                   lambda: self._loaded(self._loader(model_id, device, dtype, **extra)))
-        return self._store.get((model_id, device, dtype, task),
-                               lambda: self._loaded(self._loader(model_id, device, dtype, task, **extra)))
+        key = _key(model_id, device, dtype, task)
+        return self._store.get(key, lambda: self._loaded(self._loader(*key, **extra)))
 
     def has(self, model_id: str, device: str = "cpu", dtype: str = "float32", task: str | None = None) -> bool:
         """Whether `get` with these arguments would return a model already loaded (no load)."""
-        key = (model_id, device, dtype) if task is None or not model_id.startswith(HF_KINDS) else \
-            (model_id, device, dtype, task)
-        return self._store.peek(key) is not None
+        return self._store.peek(_key(model_id, device, dtype, task)) is not None
 
     def _loaded(self, model: LoadedModel) -> LoadedModel:
         self._epochs[id(model)] = heap.epoch()

@@ -276,9 +276,9 @@ def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, l
     computes (from FIRST_DRAW_S on, every REDRAW_S at most; a kept result shows none), and `partial(shown)` draws
     what is known so far under it, in place (e.g. the decoding view's text as it is generated). A newer rerun of
     the session (a new sentence) cancels the work at its next drawn report: Streamlit stops the script there, and
-    nothing is kept. A closed tab cancels it at its next report (`abandoned`): Streamlit keeps a disconnected
-    session's script running to its end. Kept in the same results cache as `probe`; `heavy` as for `probe`. A
-    ViewError is shown once and stops the page."""
+    nothing is kept. A closed tab cancels it at its next report too (`abandoned`), whether or not Streamlit has
+    stopped the disconnected session's script (1.67 does, at its next message). Kept in the same results cache as
+    `probe`; `heavy` as for `probe`. A ViewError is shown once and stops the page."""
     slot = st.empty()
     started, drawn = time.perf_counter(), [0.0]
     said = label if label is not None else working_on(fn, loaded.id, args).removesuffix("…")

@@ -7,6 +7,7 @@ import streamlit as st
 from explorer.training import budget as train_budget
 from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded_text
 from explorer.text.escape import md, md_message
+from explorer.training.corpus import REAL_ENGLISH
 from explorer.training.spec import LIMITS, TrainSpec
 from explorer.training.jobs import TrainingBusyError, TrainingJob
 from explorer.ui import charts, settings
@@ -78,7 +79,7 @@ def _spec_form() -> TrainSpec | None:
                                "wrote about everyday life (349,382 words), then WordNet's lines. Generated English: "
                                "this project's grammar (776 words).")
         spec.corpus = CORPORA[source]
-        if spec.corpus in ("wordnet", "everyday"):
+        if spec.corpus in REAL_ENGLISH:
             spec.max_vocab = min(WORDNET_VOCAB, spec.max_vocab or WORDNET_VOCAB)
         if source == "My text":
             level = st.radio("Tokens", ["word", "char"], horizontal=True, key="train_level")

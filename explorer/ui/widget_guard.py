@@ -35,7 +35,7 @@ def problem(state: Any, expected: str | None) -> str:
     if got is None:  # no value: the widget's own (a file uploader with no files; Streamlit reads it as unset)
         return ""
     if expected and got != expected:
-        return f"expects {_KINDS.get(expected, expected)}, got {_KINDS.get(got or '', got or 'nothing')}"
+        return f"expects {_KINDS.get(expected, expected)}, got {_KINDS.get(got, got)}"
     if got == "double_value" and not math.isfinite(state.double_value):
         return f"got {state.double_value}, not a finite number"
     if got == "double_array_value" and not all(math.isfinite(v) for v in state.double_array_value.data):
