@@ -93,3 +93,15 @@ def test_training_on_everyday_english_from_the_page() -> None:
     assert meta["corpus"]["generator"] == "everyday" and meta["corpus"]["n_train"] == 300
     words = {w for s in everyday_english.sentences("train")[:300] for w in s}
     assert set(meta["vocab"][4:]) == words and {"breakfast", "kitchen"} <= words
+
+
+def test_every_architecture_the_corpus_choice_is_offered_for_trains_on_each_corpus() -> None:
+    """The corpus radio is offered for every architecture but seq2seq: each of its corpora must be one that
+    architecture trains on (word2vec was offered "Everyday English" and refused it)."""
+    from explorer.training.spec import ARCH_CORPORA
+    from explorer.ui.training import CORPORA, RECIPES
+
+    for recipe in RECIPES.values():
+        arch = recipe["architecture"]
+        if arch != "seq2seq":
+            assert set(CORPORA.values()) <= set(ARCH_CORPORA[arch]), arch

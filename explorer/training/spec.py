@@ -13,7 +13,7 @@ import torch.nn as nn
 
 ARCH_CORPORA = {"rnn_lm": ("english", "wordnet", "everyday", "user"),
                 "tiny_gpt": ("english", "wordnet", "everyday", "user"),
-                "word2vec": ("english", "wordnet", "user"), "seq2seq": ("translation", "dates"),
+                "word2vec": ("english", "wordnet", "everyday", "user"), "seq2seq": ("translation", "dates"),
                 "masked_lm": ("english", "wordnet", "everyday", "user")}
 LIMITS = dict(epochs=100, hidden_size=1024, emb_dim=1024, num_layers=4, n_head=16, batch_size=1024,
               n_train=200_000, n_heldout=20_000, max_seconds=6 * 3600, max_len=512, vocab=200_000)
