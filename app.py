@@ -5,12 +5,13 @@ import streamlit as st
 
 import explorer.runtime.preload  # noqa: F401 -- side effect; first: see its docstring (a class opening the app at once)
 from explorer.runtime.device import configure_threads
-from explorer.ui import lessons, settings, upload_store, widget_guard
+from explorer.ui import lessons, reconnect, settings, upload_store, widget_guard
 from explorer.views import HOME, PAGE_ICON, VIEWS
 
 configure_threads()
 upload_store.install()  # budgets on Streamlit's store of uploaded files (once per process)
 widget_guard.install()  # widget values from the websocket checked before a script reads them (once per process)
+reconnect.install()  # a closed tab's session shut down after its reconnect window (once per process)
 # projector mode starts with the sidebar collapsed: the first screen is for the chart (its arrow opens the settings)
 st.set_page_config(page_title="Neural NLP Explorer", page_icon=PAGE_ICON, layout="wide",
                    initial_sidebar_state="collapsed" if settings.projector_requested() else "auto")

@@ -61,7 +61,7 @@ def test_stride_0_tensor_is_refused_before_anything_is_allocated() -> None:
     assert message == (
         "CorruptFileError 'tiny.pt': its tensors stand for 4,096.0 MB once laid out; the tensor 'w' of shape "
         "(1073741824,) torch.float32 alone stands for 4,096.0 MB held in 0.0 MB (a stride-0 or overlapping view), "
-        "over the 500 MB limit (set EXPLORER_MAX_UPLOAD_MB to change it). Refused before anything was allocated.")
+        "over the 250 MB limit (set EXPLORER_MAX_UPLOAD_MB to change it). Refused before anything was allocated.")
 
 
 def test_stride_0_upload_is_an_upload_error() -> None:

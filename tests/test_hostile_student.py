@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -29,12 +30,14 @@ from testkit.browser import streamlit_process
 from conftest import ROOT, needs_smollm2
 from hostile import lstm_state_dict
 from testkit.load_scenario import RssSampler, cpu_seconds, tree_rss_bytes
+from testkit.memory_scenario import UPLOAD_ID, add_to_catalogue, churn, reload
 from testkit.st_protocol import Run, Session, query
 from timing import scaled
 
 pytestmark = pytest.mark.slow
 
 REPLICA_LIMIT = 2 * 2**30  # the container's memory limit
+RECONNECT_S = 5  # the server's EXPLORER_RECONNECT_S
 STALL = 1.0  # seconds: the longest another session's rerun (or the health check) may take during an attack
 FIGURES: dict[str, dict] = {}
 NOUNS = ("dog", "cat", "bird", "fish", "horse", "cow", "frog", "duck")
@@ -152,7 +155,8 @@ def under_attack(server: tuple[str, Any], name: str, attack: Callable[..., Await
 
 @pytest.fixture(scope="module")
 def server():
-    with streamlit_process(timeout=180) as (base, proc):  # the live input, as a class uses it
+    # the live input, as a class uses it; a closed tab's session shut down 5 s after it closed (30 s by default)
+    with streamlit_process({"EXPLORER_RECONNECT_S": str(RECONNECT_S)}, timeout=180) as (base, proc):
         # open the bystander's view and the Models page once (the first Hugging Face model imports transformers,
         # once per process), so that no attack is charged for the server's own first-use costs
         async def warm() -> None:
@@ -219,15 +223,6 @@ def safetensors_bytes(state: dict[str, torch.Tensor]) -> bytes:
     return save(state)
 
 
-async def add_to_catalogue(s: Session, files: list[tuple[str, bytes]]) -> tuple[list[int], Run]:
-    """Upload `files` on the Models page and press "Add to the catalogue" (when the button is drawn)."""
-    statuses, run = await s.upload("upload_files", files)
-    if "Add to the catalogue" in s.widget_labels or "upload_add" in s.widget_ids:
-        run = await s.click("upload_add" if "upload_add" in s.widget_ids else "Add to the catalogue")
-    return statuses, run
-
-
-UPLOAD_ID = re.compile(r"upload:[0-9a-f]{8,}")
 
 
 @pytest.mark.parametrize("pattern, what", [(r"a*a*a*\d", "backtracks"), (r"(a|a)+$", "panics")])
@@ -314,25 +309,41 @@ def test_a_vocabulary_with_ids_from_one_is_checked_in_linear_time(server) -> Non
 
 # --------------------------------------------------------------------------------------------- memory
 def test_files_posted_straight_to_the_upload_endpoint_stay_within_the_budget(server) -> None:
-    blob = bytes(400 * 2**20)
+    """Issue 41, item 3: six sessions PUT a 240 MB file each at once (six 300 MB PUTs once peaked at 6.1 GB). One
+    budget (512 MB) counts the files held and the bodies in flight from their declared length, so the bodies over it
+    are refused before they are read; and what the files held goes back when their tabs close."""
+    blob = bytes(240 * 2**20)
 
-    async def attack() -> list[int]:
-        s = Session(server[0], "catalogue")
-        await s.connect()
-        await s.rerun()
-        urls = await s.upload_urls([f"big{i}.safetensors" for i in range(5)])
-        statuses = [await asyncio.to_thread(s.put_file, url, f"big{i}.safetensors", blob)
-                    for i, (_, url) in enumerate(urls)]
-        await s.close()  # the tab closes: whatever it left in the upload store goes
+    async def attack() -> list[int | str]:
+        sessions = [Session(server[0], "catalogue") for _ in range(6)]
+        for s in sessions:
+            await s.connect()
+            await s.rerun()
+        urls = [(await s.upload_urls(["big.safetensors"]))[0][1] for s in sessions]
+
+        def put(i: int) -> int | str:
+            try:
+                return sessions[i].put_file(urls[i], "big.safetensors", blob)
+            except OSError:  # answered 413 and closed while the body was still being sent
+                return "closed mid-body"
+
+        with ThreadPoolExecutor(6) as pool:
+            statuses = list(await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(pool, put, i)
+                                                   for i in range(6))))
+        for s in sessions:
+            await s.close()  # the tabs close: whatever they left in the upload store goes
         return statuses
 
-    out = under_attack(server, "five 400 MB files posted to the upload endpoint", attack)
+    out = under_attack(server, "six 240 MB files posted to the upload endpoint at once", attack)
     out.check()
-    assert any(st >= 400 for st in out.result), out.result  # refused beyond the session's budget
-    time.sleep(3)
+    accepted = [st for st in out.result if st == 204]
+    FIGURES[out.name]["statuses"] = out.result
+    assert 1 <= len(accepted) <= 2, out.result  # 2 × 240 MB fit in 512 MB
+    assert out.rss_peak - out.rss_before < (2 * 240 + 150) * 2**20, FIGURES[out.name]
+    time.sleep(RECONNECT_S + 3)
     kept = tree_rss_bytes(server[1].pid) - out.rss_before
     FIGURES[out.name]["rss_kept_after_close_mb"] = kept // 2**20
-    assert kept < 300 * 2**20, f"{kept / 2**20:.0f} MB kept after the tab closed"
+    assert kept < 50 * 2**20, f"{kept / 2**20:.0f} MB kept after the tabs closed"
 
 
 def long_sentence(n_words: int, seed: int) -> str:
@@ -479,6 +490,30 @@ def test_cycling_models_by_link_and_asking_to_unload_the_classs_models_do_not_st
     FIGURES[out.name]["rss_with_the_models_loaded_mb"] = out.result["loaded_rss"] >> 20
     print(FIGURES[out.name])
     assert out.rss_after - out.result["loaded_rss"] < 100 * 2**20, (out.result["loaded_rss"] >> 20, out.rss_after >> 20)
+
+
+def test_two_hundred_sessions_over_every_view_leave_the_replica_as_they_found_it(server) -> None:
+    """Issue 41, items 1 and 6: 200 sessions open and close, two at a time, every view at its defaults (on the real
+    model where it is the default). The class's models stay loaded once loaded and each closed tab's session is shut
+    down after its reconnect window, so the server's memory stays under the replica's limit and comes back (it was
+    1.8 -> 9.1 GB at ~140 sessions when each view's model pushed another out)."""
+    figures = asyncio.run(churn(server[0], server[1].pid, 200, reconnect_s=RECONNECT_S))
+    FIGURES["200 sessions over every view"] = figures
+    print(figures)
+    rss = figures["rss_mib"]
+    assert rss["peak"] < REPLICA_LIMIT // 2**20, rss
+    assert rss["closed"] - rss["warm"] < 100, rss  # the RSS once every view had run once, ± 100 MB
+
+
+def test_an_uploaded_model_loaded_and_released_gives_its_memory_back(server) -> None:
+    """Issue 41, item 1: a session uploads a ~100 MB model, opens it in a view and closes; twice. Its upload and the
+    model loaded from it are dropped when its session ends, and the freed pages go back to the system (malloc_trim):
+    the server's RSS after each cycle is the RSS before, within 50 MB (it grew by ~260 MB a cycle)."""
+    figures = asyncio.run(reload(server[0], server[1].pid, 2, reconnect_s=RECONNECT_S))
+    FIGURES["a 100 MB upload loaded and released, twice"] = figures
+    print(figures)
+    before, *after = figures["rss_mib"]
+    assert all(abs(a - before) < 50 for a in after), figures["rss_mib"]
 
 
 @needs_smollm2

@@ -14,7 +14,7 @@ def test_the_command_runs_the_checkouts_app_with_its_config_and_the_users_option
     cmd = command(["--server.port", "8600", "--server.maxUploadSize=50"])
     assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py")]
     assert "--runner.postScriptGC=false" in cmd and "--server.headless=true" in cmd
-    assert "--server.maxUploadSize=500" not in cmd and cmd[-3:] == ["--server.port", "8600",
+    assert "--server.maxUploadSize=250" not in cmd and cmd[-3:] == ["--server.port", "8600",
                                                                     "--server.maxUploadSize=50"]
 
 

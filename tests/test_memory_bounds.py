@@ -3,6 +3,7 @@ every Streamlit cache is bounded."""
 from __future__ import annotations
 
 import ast
+import os
 import gc
 import time
 import weakref
@@ -400,3 +401,34 @@ def test_the_servers_cache_never_evicts_the_classs_models_to_make_room() -> None
         unpinned.get(mid)
     assert "builtin:lstm-lm" not in [m.id for m in unpinned.loaded()]
     assert cache.unload("builtin:lstm-lm") == 1  # dropping by id still works
+
+
+TRIM_PROBE = """
+from explorer.runtime import heap
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) >> 10
+start = rss()
+blocks = [bytearray(b"x" * 65536) for _ in range(3200)]  # 200 MiB in 64 KiB blocks: inside malloc's heap
+last = blocks.pop()  # the heap's top stays in use: free() alone cannot shrink it
+del blocks
+freed = rss()
+trimmed = heap.trim()
+print(start, freed, rss(), trimmed)
+"""
+
+
+def test_freed_memory_goes_back_to_the_operating_system_after_a_trim() -> None:
+    """Issue 41, item 3: glibc keeps the free pages inside its heaps (a replica's RSS only grew); heap.trim()
+    (malloc_trim, run after an eviction, an upload's release and a closed tab's files) returns them."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "MALLOC_ARENA_MAX": "2"}, cwd=Path(__file__).parent.parent)
+    start, freed, after, trimmed = out.stdout.split()
+    if trimmed != "True":
+        pytest.skip("this C library has no malloc_trim")
+    assert int(freed) - int(start) > 150, out.stdout  # freed by Python, still resident
+    assert int(after) - int(start) < 30, out.stdout  # returned

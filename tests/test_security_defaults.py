@@ -168,17 +168,17 @@ def test_pages_open_no_files() -> None:
 
 def test_upload_size_limit_is_the_same_in_streamlit_and_the_registry() -> None:
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
-    assert config["server"]["maxUploadSize"] == DEFAULT_MAX_UPLOAD_MB == 500
+    assert config["server"]["maxUploadSize"] == DEFAULT_MAX_UPLOAD_MB == 250
 
 
 def test_upload_size_limit_comes_from_the_environment(monkeypatch) -> None:
     from explorer.files.safe_load import max_upload_bytes
 
-    assert max_upload_bytes() == 500 * 2**20
+    assert max_upload_bytes() == 250 * 2**20
     monkeypatch.setenv("EXPLORER_MAX_UPLOAD_MB", "2.5")
     assert max_upload_bytes() == int(2.5 * 2**20)
     monkeypatch.setenv("EXPLORER_MAX_UPLOAD_MB", "lots")  # unparsable: the default, never "no limit"
-    assert max_upload_bytes() == 500 * 2**20
+    assert max_upload_bytes() == 250 * 2**20
 
 
 def test_hugging_face_loading_never_trusts_remote_code(tmp_path: Path, monkeypatch) -> None:

@@ -4,11 +4,15 @@ session and in all, on a real server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+import socket
 import time
 import urllib.error
 import urllib.request
 import uuid
+from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 import pytest
 import torch
@@ -85,7 +89,8 @@ def test_the_servers_byte_budget_refuses_a_new_upload_and_evicts_nobody(owners, 
     monkeypatch.setenv("EXPLORER_UPLOADS_MB", "0.5")
     alice, bob = owners(), owners()
     mine = register_upload(weights(30, rows=20_000), owner=alice)  # 320,000 bytes
-    with pytest.raises(UploadBudgetError, match=r"^The server holds 0\.3 MB of uploaded models for all sessions; "
+    with pytest.raises(UploadBudgetError, match=r"^The server holds 0\.3 MB of uploads \(models and their files\) "
+                                                r"for all sessions; "
                                                 r"'model-31\.safetensors' \(0\.3 MB\) would pass the 0\.5 MB limit "
                                                 r"\(set EXPLORER_UPLOADS_MB to change it\)\."):
         register_upload(weights(31, rows=20_000), owner=bob)
@@ -203,23 +208,112 @@ def test_every_session_that_held_an_upload_has_ended() -> None:
 
 
 # ---------------------------------------------------------------------- Streamlit's store of uploaded files
+@pytest.fixture
+def store():
+    """A store of uploaded files with the budgets on it, counted by the uploads' budgets (as install() does)."""
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+
+    from explorer.ui.upload_store import BudgetedUploadedFileManager
+
+    manager = MemoryUploadedFileManager("/_stcore/upload_file")
+    BudgetedUploadedFileManager._start_budget(manager)  # type: ignore[arg-type]
+    manager.__class__ = BudgetedUploadedFileManager
+    uploads.count_stored_files(manager.held)  # type: ignore[attr-defined]
+    yield manager
+    uploads._STORED.clear()
+
+
+def test_one_budget_counts_the_files_as_sent_the_bodies_in_flight_and_the_tensors_read_from_them(store,
+                                                                                                 monkeypatch) -> None:
+    """Issue 41, item 3: an upload holds its file (in the store) and the tensors read from it (here) at once; a body
+    in flight holds its declared length. One budget counts all three, from either side."""
+    from starlette.exceptions import HTTPException
+    from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+
+    for uid in uploads.upload_ids():
+        uploads.forget_upload(uid)
+    monkeypatch.setenv("EXPLORER_SESSION_UPLOAD_MB", "1")  # 1,048,576 bytes
+    alice = UploadOwner(session="alice")
+    try:
+        files = weights(40, rows=20_000)  # tensors of 320,000 bytes; the file ~320,100
+        (name, data), = files
+        store.add_file("alice", UploadedFileRec("f1", name, "application/octet-stream", data))
+        uid = register_upload(files, owner=alice)
+        assert uploads.parsed_bytes("alice") == (320_000, 320_000) and uploads.parsed_bytes("bob") == (0, 320_000)
+        mine, every = store.held("alice")
+        assert mine == every == len(data) + len(name) + 1024
+        # 420,000 more bytes of file: 0.31 + 0.31 + 0.40 MB > 1 MB, refused, and the page is told why
+        with pytest.raises(HTTPException) as refused:
+            store.add_file("alice", UploadedFileRec("f2", "more.bin", "application/octet-stream", bytes(420_000)))
+        assert refused.value.status_code == 413
+        assert refused.value.detail.startswith("'more.bin' (0.4 MB) was not kept: this session's uploads would take "
+                                               "1.0 MB (models read from uploads: 0.3 MB), over the 1.0 MB")
+        assert store.pop_refusal("alice") == refused.value.detail
+        # a body in flight holds its declared length until its request ends
+        token = store.reserve("alice", "f3", 300_000)
+        assert store.held("alice")[0] == mine + 300_000
+        with pytest.raises(Exception, match="would take 1.1 MB"):
+            store.reserve("alice", "f4", 200_000)
+        store.unreserve("alice", "f3", token)
+        assert store.held("alice")[0] == mine
+        assert alice.ids == (uid,)
+        # and from the other side: a model read while the session's files fill its budget is refused
+        carol = UploadOwner(session="carol")
+        store.add_file("carol", UploadedFileRec("f5", "big.bin", "application/octet-stream", bytes(700_000)))
+        with pytest.raises(UploadBudgetError, match=r"'model-41\.safetensors' takes 0\.4 MB in memory besides its "
+                                                    r"0\.7 MB of uploaded files, over the 1\.0 MB one session"):
+            register_upload(weights(41, rows=25_000), owner=carol)
+        assert carol.ids == ()
+        carol.release()
+    finally:
+        alice.release()
+
+
 def _put(base: str, session_id: str, cookies: dict[str, str], name: str, data: bytes) -> tuple[int, str]:
-    """PUT one file to the upload endpoint as a browser would (multipart, XSRF header from the cookie)."""
+    """PUT one file to the upload endpoint (multipart, XSRF header from the cookie) with `Expect: 100-continue`, as
+    a careful client does: the body is sent only once the server asks for it, so a refusal from the declared length
+    is read, not met as a reset mid-body. Returns (status, detail)."""
     boundary = uuid.uuid4().hex
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
             "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
-    if cookies:
-        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
-    if "_streamlit_xsrf" in cookies:
-        headers["X-Xsrftoken"] = cookies["_streamlit_xsrf"]
-    url = f"{base}/_stcore/upload_file/{session_id}/{uuid.uuid4()}"
-    request = urllib.request.Request(url, data=body, method="PUT", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
+    with _connection(base, session_id, cookies, f"multipart/form-data; boundary={boundary}",
+                     [f"Content-Length: {len(body)}", "Expect: 100-continue"]) as (sock, reader):
+        status, detail = _answer(reader)
+        if status == 100:
+            sock.sendall(body)
+            status, detail = _answer(reader)
+        return status, detail
+
+
+def _declare_only(base: str, session: Any, length: int | None) -> int:
+    """The status the server answers to a PUT to the upload route that declares `length` bytes (None: no
+    Content-Length, a chunked body) and sends none of them, within 10 s."""
+    with _connection(base, session.session_id, session.cookies, "multipart/form-data; boundary=x",
+                     [f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"]) as (_, r):
+        return _answer(r)[0]
+
+
+@contextlib.contextmanager
+def _connection(base: str, session_id: str, cookies: dict[str, str], kind: str,
+                headers: list[str]) -> Iterator[tuple[socket.socket, Any]]:
+    """A connection that has sent the head of a PUT to a new upload URL of `session_id`: (socket, its reader)."""
+    url = urlsplit(base)
+    head = [f"PUT /_stcore/upload_file/{session_id}/{uuid.uuid4()} HTTP/1.1", f"Host: {url.netloc}",
+            f"Content-Type: {kind}", f"Cookie: {'; '.join(f'{k}={v}' for k, v in cookies.items())}",
+            f"X-Xsrftoken: {cookies.get('_streamlit_xsrf', '')}", *headers]
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock, sock.makefile("rb") as reader:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+        yield sock, reader
+
+
+def _answer(reader: Any) -> tuple[int, str]:
+    """(status, body) of the next response on `reader` (a 100 Continue has no body)."""
+    status = int(reader.readline().split()[1])
+    length = 0
+    while (line := reader.readline().strip()):
+        name, _, value = line.decode().partition(":")
+        length = int(value) if name.lower() == "content-length" else length
+    return status, reader.read(length).decode(errors="replace") if length else ""
 
 
 def _xsrf_cookie(base: str) -> dict[str, str]:
@@ -263,15 +357,19 @@ def test_streamlit_upload_store_budgets_and_closed_tabs_on_a_real_server() -> No
         assert _put(base, alice.session_id, alice.cookies, "a.bin", two)[0] == 204
         status, detail = _put(base, alice.session_id, alice.cookies, "b.bin", two)
         assert status == 413, (status, detail)
-        assert detail == ("'b.bin' (2.0 MB) was not kept: this session's uploaded files would take 4.0 MB, over the "
+        # refused from its declared length, before its body was read (the file's name is inside the body)
+        assert detail == ("A file of 2.0 MB was not kept: this session's uploads would take 4.0 MB, over the "
                           "3.0 MB one session may hold (set EXPLORER_SESSION_UPLOAD_MB to change it). Remove a file "
                           "from an upload box first.")
+        assert _declare_only(base, alice, 400 * mb) == 413  # answered with no body sent
+        assert _declare_only(base, alice, None) == 411  # a body of undeclared length is not read
         # nothing of the refused file was kept: 2 MB + 0.9 MB still fit in alice's 3 MB
         assert _put(base, alice.session_id, alice.cookies, "c.bin", bytes(9 * mb // 10))[0] == 204
         assert "EXPLORER_SESSION_UPLOAD_MB" in (await alice.rerun()).text().replace("\\", "")  # the page says why
         assert _put(base, bob.session_id, bob.cookies, "d.bin", two)[0] == 204  # 4.9 MB held in all
         status, detail = _put(base, carol.session_id, carol.cookies, "e.bin", two)
         assert status == 413 and "over the server's 5.0 MB (set EXPLORER_UPLOADS_MB to change it)" in detail, detail
+        assert detail.startswith("A file of 2.0 MB was not kept: the uploads of all sessions would take 6.9 MB"), detail
         await alice.close()  # the tab closes: its files go (bob's stay), so carol's file fits now
         deadline = time.monotonic() + 10
         while (status := _put(base, carol.session_id, carol.cookies, "e.bin", two)[0]) != 204 and \
@@ -282,7 +380,7 @@ def test_streamlit_upload_store_budgets_and_closed_tabs_on_a_real_server() -> No
         await dave.connect()
         await dave.rerun()
         status, detail = _put(base, dave.session_id, dave.cookies, "f.bin", two)  # bob's and carol's 4 MB stay
-        assert status == 413 and "the uploaded files of all sessions would take 6.0 MB" in detail, detail
+        assert status == 413 and "the uploads of all sessions would take 6.0 MB" in detail, detail
         await dave.close()
         await bob.close()
         await carol.close()

@@ -44,4 +44,4 @@ def test_the_wheel_installs_and_serves_a_view(tmp_path: Path) -> None:
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
     # the server runs the installed app with the app's own config (read from the install, not the current folder)
     assert str(venv / "share" / "neural-nlp-explorer" / "app.py").encode() in cmdline
-    assert b"--runner.postScriptGC=false" in cmdline and b"--server.maxUploadSize=500" in cmdline
+    assert b"--runner.postScriptGC=false" in cmdline and b"--server.maxUploadSize=250" in cmdline

@@ -6,7 +6,7 @@ that refusal into a clear `UnsafeFileError`. What the file holds (a state dict, 
 .ckpt, wrapper prefixes) is read by explorer.files.state_dicts.
 
 Budgets, each checked before what it bounds is built (a refusal names the limit and its setting):
-  EXPLORER_MAX_UPLOAD_MB (500)   a file's bytes, and what its tensors stand for once laid out (shape × element size;
+  EXPLORER_MAX_UPLOAD_MB (250)   a file's bytes, and what its tensors stand for once laid out (shape × element size;
                                  a stride-0 or overlapping view counts in full): checked after torch.load, which
                                  builds views without allocating them, before anything materialises them
   EXPLORER_MAX_HEADER_MB (8)     the part of a weights file that is not tensor data: a .pt's pickle (each list, dict
@@ -35,7 +35,7 @@ from explorer.runtime.errors import ViewError
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 WEIGHT_SUFFIXES = (".safetensors", *TORCH_SUFFIXES)
-DEFAULT_MAX_UPLOAD_MB = 500
+DEFAULT_MAX_UPLOAD_MB = 250  # a file and the tensors read from it fit the 512 MB upload budget
 DEFAULT_MAX_HEADER_MB = 8
 DEFAULT_MAX_JSON_MB = 40
 DEFAULT_MAX_JSON_VALUES = 3_000_000
@@ -64,7 +64,7 @@ def _setting(name: str, default: float) -> float:
 
 
 def max_upload_bytes() -> int:
-    """Upload size limit in bytes: EXPLORER_MAX_UPLOAD_MB (default 500)."""
+    """Upload size limit in bytes: EXPLORER_MAX_UPLOAD_MB (default 250)."""
     return int(_setting("EXPLORER_MAX_UPLOAD_MB", DEFAULT_MAX_UPLOAD_MB) * 2**20)
 
 

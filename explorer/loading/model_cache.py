@@ -130,5 +130,6 @@ class ModelCache:
 
 def _release_memory(thaw: bool = True) -> None:
     heap.collect(thaw)  # evicted models sit in reference cycles, and may be frozen (explorer.runtime.heap)
+    heap.trim()  # and their pages go back to the operating system
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -6,10 +6,13 @@ it (`UploadOwner`: the session that uploaded or trained it, and any session that
 it lives while one of them lives, and when it is dropped the `on_upload_released` hooks (the model cache) unload
 what was built from it.
 
-Budgets (bytes are the tensors' bytes in memory):
+Budgets, one for everything an upload holds in memory: the tensors parsed here, and the files as sent, in the
+server's store of uploaded files and in flight (explorer.ui.upload_store registers them with `count_stored_files`;
+a 200 MB checkpoint holds 400 MB while it is both a file in its upload box and a model's tensors here):
   EXPLORER_MAX_UPLOADS (8)           uploads one session holds: its oldest claim is given up for a new one;
-  EXPLORER_SESSION_UPLOAD_MB (600)   bytes one session holds: its oldest claims are given up for a new one;
-  EXPLORER_UPLOADS_MB (1200)         bytes held for all sessions: a new upload over it is refused with a message.
+  EXPLORER_SESSION_UPLOAD_MB (512)   bytes one session holds: its oldest claims are given up for a new one;
+  EXPLORER_UPLOADS_MB (512)          bytes held for all sessions: a new upload over it is refused with a message.
+The defaults fit a replica of 2 GiB: ~1.4 GB for the class's models at work, 512 MB for uploads.
 A session's budget never gives up another session's claim: an upload leaves memory only when no session holds it.
 Uploads registered without an owner (tests, scripts) are kept, EXPLORER_MAX_UPLOADS at most, until a session claims
 them or a newer unowned upload replaces them.
@@ -32,6 +35,7 @@ from explorer.loading.checkpoint import SERIES_SUFFIX, series_steps
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
                                 read_json_bytes, read_weights)
 from explorer.files.state_dicts import Weights
+from explorer.runtime import heap
 from explorer.runtime.budget import positive_setting
 
 
@@ -67,15 +71,42 @@ def max_uploads() -> int:
     return max(1, int(positive_setting("EXPLORER_MAX_UPLOADS", 8)))
 
 
+DEFAULT_UPLOADS_MB = 512  # all sessions, and one session: a 2 GiB replica's share for uploads
+
+
 def session_upload_bytes() -> int:
-    """Bytes of uploads one session holds (EXPLORER_SESSION_UPLOAD_MB, default 600): in the parsed uploads here and,
-    separately, in Streamlit's store of uploaded files (explorer.ui.upload_store)."""
-    return int(positive_setting("EXPLORER_SESSION_UPLOAD_MB", 600) * 2**20)
+    """Bytes of uploads one session holds (EXPLORER_SESSION_UPLOAD_MB, default 512): its parsed uploads here and its
+    files in the store of uploaded files and in flight, together."""
+    return int(positive_setting("EXPLORER_SESSION_UPLOAD_MB", DEFAULT_UPLOADS_MB) * 2**20)
 
 
 def total_upload_bytes() -> int:
-    """Bytes of uploads held for all sessions (EXPLORER_UPLOADS_MB, default 1200), in each of the same two stores."""
-    return int(positive_setting("EXPLORER_UPLOADS_MB", 1200) * 2**20)
+    """Bytes of uploads held for all sessions (EXPLORER_UPLOADS_MB, default 512), the same stores together."""
+    return int(positive_setting("EXPLORER_UPLOADS_MB", DEFAULT_UPLOADS_MB) * 2**20)
+
+
+StoredFiles = Callable[[str], tuple[int, int]]  # session id -> (its bytes, every session's bytes)
+_STORED: list[StoredFiles] = []
+
+
+def count_stored_files(counter: StoredFiles) -> None:
+    """Count, in the budgets above, the bytes of uploaded files held elsewhere (the server's store of uploaded files
+    and the bodies in flight): counter(session id) -> (that session's bytes, all sessions' bytes). One counter; a
+    later one replaces it."""
+    _STORED[:] = [counter]
+
+
+def stored_file_bytes(session: str) -> tuple[int, int]:
+    """(bytes of `session`'s uploaded files held outside the parsed uploads, all sessions' such bytes)."""
+    return _STORED[0](session) if _STORED else (0, 0)
+
+
+def parsed_bytes(session: str) -> tuple[int, int]:
+    """(bytes of the parsed uploads held by the owners of browser session `session`, bytes of all parsed uploads)."""
+    with _UPLOADS_LOCK:
+        owners = [o for o in list(_OWNERS.values()) if session and o.session == session and not o.released]
+        mine = {uid for o in owners for uid in _held_by(o)}
+        return sum(_UPLOADS[u].nbytes for u in mine), sum(b.nbytes for b in _UPLOADS.values())
 
 
 def mb(nbytes: int) -> str:
@@ -239,16 +270,19 @@ def _room(owner: "UploadOwner | None", uid: str, name: str, nbytes: int, new: bo
     if owner is not None and not owner._finalizer.alive:
         raise RuntimeError("this session's uploads were already released")
     per_session, total = session_upload_bytes(), total_upload_bytes()
-    if owner is not None and nbytes > per_session:
+    files_mine, files_all = stored_file_bytes(owner.session) if owner is not None else (0, 0)
+    files_all = max(files_all, files_mine)
+    if owner is not None and nbytes + files_mine > per_session:
+        with_files = f" besides its {mb(files_mine)} of uploaded files" if files_mine else ""
         raise UploadBudgetError(
-            f"'{name}' takes {mb(nbytes)} in memory, over the {mb(per_session)} one session may hold "
+            f"'{name}' takes {mb(nbytes)} in memory{with_files}, over the {mb(per_session)} one session may hold "
             "(set EXPLORER_SESSION_UPLOAD_MB to change it).")
     if owner is None:
         mine = [u for u in _UPLOADS if u != uid and not _CLAIMS.get(u)]
     else:
         mine = [u for u in _held_by(owner) if u != uid]
-    give_up, count, used = [], len(mine) + 1, sum(_UPLOADS[u].nbytes for u in mine) + nbytes
-    now = sum(b.nbytes for b in _UPLOADS.values())
+    give_up, count, used = [], len(mine) + 1, sum(_UPLOADS[u].nbytes for u in mine) + nbytes + files_mine
+    now = sum(b.nbytes for b in _UPLOADS.values()) + files_all
     held, token = now + (nbytes if new else 0), owner._token if owner is not None else None
     while mine and (count > max_uploads() or (owner is not None and used > per_session) or (new and held > total)):
         u = mine.pop(0)
@@ -258,7 +292,7 @@ def _room(owner: "UploadOwner | None", uid: str, name: str, nbytes: int, new: bo
             held -= _UPLOADS[u].nbytes
     if new and held > total:
         raise UploadBudgetError(
-            f"The server holds {mb(now)} of uploaded models for all sessions; '{name}' "
+            f"The server holds {mb(now)} of uploads (models and their files) for all sessions; '{name}' "
             f"({mb(nbytes)}) would pass the {mb(total)} limit (set EXPLORER_UPLOADS_MB to change it). "
             "Try again when other sessions have ended, or upload a smaller model.")
     return give_up
@@ -316,6 +350,7 @@ def bundle(uid: str) -> UploadBundle | None:
 # layer keeps it in a session-scoped cache whose release hook runs when the session disconnects); the same file
 # uploaded by two sessions has one id and is dropped when the last of its owners is released or gives it up.
 _CLAIMS: dict[str, set[int]] = {}  # upload id -> tokens of the unreleased owners holding it (under _UPLOADS_LOCK)
+_OWNERS: "weakref.WeakValueDictionary[int, UploadOwner]" = weakref.WeakValueDictionary()  # token -> live owner
 _TOKENS = itertools.count()
 _HOOKS: list[Callable[[], Callable[[str], None] | None]] = []  # weak references to release callbacks
 _HOOKS_LOCK = threading.Lock()
@@ -343,6 +378,7 @@ def _notify_released(uids: list[str]) -> None:
         for uid in uids:
             if callback is not None:
                 callback(uid)
+    heap.trim()  # the uploads' tensors are freed: their pages go back to the operating system
 
 
 def _release_claims(token: int, ids: dict[str, None]) -> list[str]:
@@ -397,9 +433,13 @@ class UploadOwner:
     `release()` is released the same way, from a worker thread.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, session: str = "") -> None:
+        """session: the id of the browser session it belongs to ("": none), whose uploaded files count in the same
+        budget (`count_stored_files`)."""
         self._ids: dict[str, None] = {}  # insertion-ordered: the oldest claim first
         self._token = next(_TOKENS)
+        self.session = session
+        _OWNERS[self._token] = self
         with _UPLOADS_LOCK:
             if not _WORKER:
                 _WORKER.append(threading.Thread(target=_release_worker, name="upload-release", daemon=True))

@@ -12,11 +12,19 @@ reference cycles (its adapter and the loaded record refer to each other), so evi
 `collect()` with `thaw=True` when the model may be frozen (loaded before the last freeze: compare `epoch()` then and
 now), which thaws everything, collects and freezes what is left (0.3-0.6 s holding the interpreter lock with a few
 models loaded: every other session waits), else a plain full collection of what is not frozen (milliseconds).
+
+Freed memory is not always returned to the operating system: glibc's malloc keeps the free pages of its heaps
+(tensors under its dynamic mmap threshold, up to 32 MB, live there) for later allocations, so a replica's resident
+memory only grows. `trim()` (malloc_trim(0)) hands every free page back; it is called after a model is evicted, an
+upload is dropped and a closed tab's files leave the upload store.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import threading
+from typing import Callable
 
 _lock = threading.Lock()
 _epoch = [0]  # how many freezes so far
@@ -48,3 +56,27 @@ def collect(thaw: bool = True) -> int:
         if frozen:
             gc.freeze()
         return found
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None where the C library has none (musl, macOS, Windows)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def trim() -> bool:
+    """Return the free pages of malloc's heaps to the operating system (glibc's malloc_trim(0), a few ms); False
+    where the C library cannot (nothing done)."""
+    if _TRIM is None:
+        return False
+    with _lock:
+        _TRIM(0)
+    return True

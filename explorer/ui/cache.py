@@ -48,7 +48,8 @@ def upload_owner() -> UploadOwner:
     """This browser session's uploads: `upload_owner().claim(uid)` after registering one. A session-scoped cache:
     when the session disconnects Streamlit releases it, and the uploads leave the catalogue and the model cache
     (unless another live session uploaded the same files)."""
-    return UploadOwner()
+    ctx = get_script_run_ctx()
+    return UploadOwner(session=ctx.session_id if ctx is not None else "")
 
 
 def session_catalogue() -> list[CatalogueEntry]:
