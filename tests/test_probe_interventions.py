@@ -294,7 +294,7 @@ def test_attribution_of_recurrent_states_is_the_gradient_times_the_difference():
     loaded = load_model("builtin:lstm-lm")
     c, clean_ids, corrupt_ids = _tokens(loaded)
     w = loaded.adapter.weights
-    from explorer.adapters.interventions import unroll
+    from explorer.adapters.recurrent import unroll
 
     def ld(ids, grad):
         x = w.embedding[ids].detach().requires_grad_(grad)
@@ -371,7 +371,7 @@ def test_mean_and_resample_ablation_of_a_recurrent_unit():
     loaded = load_model("builtin:lstm-lm")
     c, clean_ids, corrupt_ids = _tokens(loaded)
     w = loaded.adapter.weights
-    from explorer.adapters.interventions import unroll
+    from explorer.adapters.recurrent import unroll
     with torch.no_grad():
         x = w.embedding[torch.cat([clean_ids, corrupt_ids])]
         _, kept = unroll(w, x, (), ["rnn.0.fwd.h"])

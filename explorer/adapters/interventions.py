@@ -20,9 +20,10 @@ to or removed from the model per call. Inside a scope the hooks apply the scope'
 asks for (in the autograd graph, for gradients) and the arguments each block was called with, so that a batch can
 be resumed from block l (`resume`): the blocks before l give every patched row the same result and are not run again.
 
-Recurrent networks: `unroll` runs the stacked recurrence step by step from the weights with PyTorch's equations
-(explorer.adapters.recurrent.cell_step), patching h and c as they are made: a patch at step t reaches every later
-step and every layer above.
+Recurrent networks: explorer.adapters.recurrent.unroll runs the stacked recurrence step by step from the weights
+with PyTorch's equations, patching h and c as they are made (a patch at step t reaches every later step and every
+layer above); the recurrence's patching lives with the recurrence (PatchesRecurrence), which imports this module's
+Patch and Layout, never the other way.
 """
 from __future__ import annotations
 
@@ -35,9 +36,6 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import torch
 
 from explorer.adapters.base import Names, wants
-
-if TYPE_CHECKING:
-    from explorer.adapters.recurrent import RecurrentWeights
 
 _SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("explorer_intervention", default=None)
 
@@ -88,17 +86,18 @@ class Scope:
         return x
 
 
-def _by_site(patches: Sequence[Patch]) -> dict[str, list[Patch]]:
-    by_site: dict[str, list[Patch]] = {}
+def by_site(patches: Sequence[Patch]) -> dict[str, list[Patch]]:
+    """The patches grouped by the site they edit."""
+    found: dict[str, list[Patch]] = {}
     for p in patches:
-        by_site.setdefault(p.site, []).append(p)
-    return by_site
+        found.setdefault(p.site, []).append(p)
+    return found
 
 
 @contextmanager
 def scope(patches: Sequence[Patch] = (), keep: Names = (), calls: bool = False) -> Iterator[Scope]:
     """Open an intervention scope for the calls made inside it, in this thread only."""
-    current = Scope(_by_site(patches), keep, {}, {} if calls else None)
+    current = Scope(by_site(patches), keep, {}, {} if calls else None)
     token = _SCOPE.set(current)
     try:
         yield current
@@ -288,38 +287,6 @@ def _in_features(proj: torch.nn.Module) -> int:
     return int(weight.shape[1] if isinstance(proj, torch.nn.Linear) else weight.shape[0])
 
 
-# ------------------------------------------------------------------------------ recurrent networks
-def unroll(weights: RecurrentWeights, x: torch.Tensor, patches: Sequence[Patch] = (), keep: Names = ()
-           ) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
-    """The stacked recurrence over x (B, T, E) from zero states, with `patches` on rnn.{l}.{dir}.h | .c applied as each
-    step is made -> (the last layer's output (B, T, D·H), the kept sites: name -> T tensors (B, H), one per step in
-    input order, in the autograd graph). Layer l+1 reads [h_fwd; h_bwd] of layer l, as nn.LSTM/GRU/RNN do."""
-    from explorer.adapters.recurrent import DIRS, direction_steps
-
-    by_site = _by_site(patches)
-    kept: dict[str, list[torch.Tensor]] = {}
-    B, T = x.shape[:2]
-    inp = x
-    for layer, row in enumerate(weights.layers):
-        outs = []
-        for d, w in enumerate(row):
-            names = {s: f"rnn.{layer}.{DIRS[d]}.{s}" for s in ("h", "c")}
-
-            def edit(t: int, out: dict[str, torch.Tensor], names: dict[str, str] = names) -> dict[str, torch.Tensor]:
-                for s in ("c", "h"):  # a patched c is what the next step reads; this step's h is o ⊙ tanh(c) before it
-                    for p in by_site.get(names[s], ()) if s in out else ():
-                        out[s] = p.apply_step(t, out[s])
-                return out
-
-            steps = direction_steps(weights.cell, w, inp @ w.w_ih.T + w.b_ih, bool(d), weights.nonlinearity, edit)
-            for s in ("h", "c") if weights.cell == "lstm" else ("h",):
-                if keep and wants(keep, names[s]):
-                    kept[names[s]] = [step[s] for step in steps]
-            outs.append(torch.stack([step["h"] for step in steps], dim=1) if T else x.new_zeros(B, 0, w.w_hh.shape[1]))
-        inp = torch.cat(outs, dim=-1)
-    return inp, kept
-
-
 # ------------------------------------------------------------------------------ the adapters' capability
 @dataclass(frozen=True)
 class Layout:
@@ -408,55 +375,3 @@ class PatchesBlocks:
         values = {n: s.kept[n][0].detach() for n in names}
         return value.detach(), values, {n: (g[0] if g is not None else torch.zeros_like(values[n]))
                                         for n, g in zip(names, grads)}
-
-
-class PatchesRecurrence:
-    """The Intervenes capability of a recurrent LM: `unroll` over the adapter's `weights` (its embedding and output
-    layer included)."""
-
-    weights: Any
-
-    def intervention_layout(self) -> Layout | None:
-        w = self.weights
-        if w is None or w.output_weight is None or w.embedding is None:
-            return None
-        kinds = ("h", "c") if w.cell == "lstm" else ("h",)
-        dirs = ("fwd", "bwd")[: w.num_directions]
-        return Layout(w.num_layers, kinds, 0, dirs,
-                      f"{w.num_layers} {w.cell.upper()} layer(s) of {w.hidden_size} units")
-
-    def _unrolled(self, ids: torch.Tensor, patches: Sequence[Patch], keep: Names, grad: bool = False
-                  ) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
-        w = self.weights
-        x = w.embedding[ids.to(w.embedding.device)]
-        if grad:
-            x = x.detach().requires_grad_(True)
-        out, kept = unroll(w, x, patches, keep)
-        logits = out[:, -1] @ w.output_weight.T
-        return (logits + w.output_bias if w.output_bias is not None else logits), kept
-
-    def patched_logits(self, ids: torch.Tensor, patches: Sequence[Patch] = (), keep: Names = (),
-                       calls: bool = False) -> PatchedRun:
-        with torch.inference_mode():
-            logits, kept = self._unrolled(ids, patches, keep)
-        return PatchedRun(logits.float(), {n: torch.stack(v, dim=1) for n, v in kept.items()}, None)
-
-    def resume_logits(self, layer: int, hidden: torch.Tensor, patches: Sequence[Patch], calls: Any) -> torch.Tensor:
-        raise NotImplementedError("recurrent networks are run whole (they are small)")
-
-    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Any
-                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        with torch.enable_grad():
-            logits, kept = self._unrolled(ids, (), keep, grad=True)
-            value = metric(logits.float())
-            names = list(kept)
-            flat = [t for n in names for t in kept[n]]
-            grads = torch.autograd.grad(value, flat, allow_unused=True) if flat else ()
-        out_v, out_g, i = {}, {}, 0
-        for n in names:
-            steps = kept[n]
-            g = [gr if gr is not None else torch.zeros_like(st) for gr, st in zip(grads[i:i + len(steps)], steps)]
-            out_v[n] = torch.stack([st[0].detach() for st in steps])
-            out_g[n] = torch.stack([gg[0] for gg in g])
-            i += len(steps)
-        return value.detach(), out_v, out_g

@@ -33,8 +33,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn as nn
 
-from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported
-from explorer.adapters.interventions import PatchesRecurrence
+from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported, wants
+from explorer.adapters.interventions import Layout, Patch, PatchedRun, by_site
 from explorer.adapters.text import Encoded, VocabText, input_convention
 from explorer.files.state_dicts import describe as describe_tensors
 
@@ -221,6 +221,89 @@ def weights_of(rnn: nn.RNNBase, embedding: nn.Embedding | None = None,
     out_b = decoder.bias.detach().float() if isinstance(decoder, nn.Linear) and decoder.bias is not None else None
     emb = embedding.weight.detach().float() if embedding is not None else None
     return RecurrentWeights(cell, nonlinearity, layers, emb, out_w, out_b)
+
+
+# ------------------------------------------------------------------------------ patching the recurrence
+def unroll(weights: RecurrentWeights, x: torch.Tensor, patches: Sequence[Patch] = (), keep: Names = ()
+           ) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
+    """The stacked recurrence over x (B, T, E) from zero states, with `patches` on rnn.{l}.{dir}.h | .c applied as each
+    step is made -> (the last layer's output (B, T, D·H), the kept sites: name -> T tensors (B, H), one per step in
+    input order, in the autograd graph). Layer l+1 reads [h_fwd; h_bwd] of layer l, as nn.LSTM/GRU/RNN do."""
+    edits = by_site(patches)
+    kept: dict[str, list[torch.Tensor]] = {}
+    B, T = x.shape[:2]
+    inp = x
+    for layer, row in enumerate(weights.layers):
+        outs = []
+        for d, w in enumerate(row):
+            names = {s: f"rnn.{layer}.{DIRS[d]}.{s}" for s in ("h", "c")}
+
+            def edit(t: int, out: dict[str, torch.Tensor], names: dict[str, str] = names) -> dict[str, torch.Tensor]:
+                for s in ("c", "h"):  # a patched c is what the next step reads; this step's h is o ⊙ tanh(c) before it
+                    for p in edits.get(names[s], ()) if s in out else ():
+                        out[s] = p.apply_step(t, out[s])
+                return out
+
+            steps = direction_steps(weights.cell, w, inp @ w.w_ih.T + w.b_ih, bool(d), weights.nonlinearity, edit)
+            for s in ("h", "c") if weights.cell == "lstm" else ("h",):
+                if keep and wants(keep, names[s]):
+                    kept[names[s]] = [step[s] for step in steps]
+            outs.append(torch.stack([step["h"] for step in steps], dim=1) if T else x.new_zeros(B, 0, w.w_hh.shape[1]))
+        inp = torch.cat(outs, dim=-1)
+    return inp, kept
+
+
+
+class PatchesRecurrence:
+    """The Intervenes capability of a recurrent LM: `unroll` over the adapter's `weights` (its embedding and output
+    layer included)."""
+
+    weights: Any
+
+    def intervention_layout(self) -> Layout | None:
+        w = self.weights
+        if w is None or w.output_weight is None or w.embedding is None:
+            return None
+        kinds = ("h", "c") if w.cell == "lstm" else ("h",)
+        dirs = ("fwd", "bwd")[: w.num_directions]
+        return Layout(w.num_layers, kinds, 0, dirs,
+                      f"{w.num_layers} {w.cell.upper()} layer(s) of {w.hidden_size} units")
+
+    def _unrolled(self, ids: torch.Tensor, patches: Sequence[Patch], keep: Names, grad: bool = False
+                  ) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
+        w = self.weights
+        x = w.embedding[ids.to(w.embedding.device)]
+        if grad:
+            x = x.detach().requires_grad_(True)
+        out, kept = unroll(w, x, patches, keep)
+        logits = out[:, -1] @ w.output_weight.T
+        return (logits + w.output_bias if w.output_bias is not None else logits), kept
+
+    def patched_logits(self, ids: torch.Tensor, patches: Sequence[Patch] = (), keep: Names = (),
+                       calls: bool = False) -> PatchedRun:
+        with torch.inference_mode():
+            logits, kept = self._unrolled(ids, patches, keep)
+        return PatchedRun(logits.float(), {n: torch.stack(v, dim=1) for n, v in kept.items()}, None)
+
+    def resume_logits(self, layer: int, hidden: torch.Tensor, patches: Sequence[Patch], calls: Any) -> torch.Tensor:
+        raise NotImplementedError("recurrent networks are run whole (they are small)")
+
+    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Any
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        with torch.enable_grad():
+            logits, kept = self._unrolled(ids, (), keep, grad=True)
+            value = metric(logits.float())
+            names = list(kept)
+            flat = [t for n in names for t in kept[n]]
+            grads = torch.autograd.grad(value, flat, allow_unused=True) if flat else ()
+        out_v, out_g, i = {}, {}, 0
+        for n in names:
+            steps = kept[n]
+            g = [gr if gr is not None else torch.zeros_like(st) for gr, st in zip(grads[i:i + len(steps)], steps)]
+            out_v[n] = torch.stack([st[0].detach() for st in steps])
+            out_g[n] = torch.stack([gg[0] for gg in g])
+            i += len(steps)
+        return value.detach(), out_v, out_g
 
 
 class RecurrentNet(nn.Module):

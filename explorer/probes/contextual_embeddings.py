@@ -127,8 +127,9 @@ def contextual(loaded: Loaded, text: str) -> ContextTrace:
         raise ContextError(f"{mid} has one vector per word and no layers: there are no contextual embeddings. "
                            "Pick a language model or a transformer.")
     states = tuple(np.ascontiguousarray(rec[k], dtype=np.float32) for k in keys)
-    return ContextTrace(mid, enc.tokens, enc.special or (False,) * len(enc), tuple(names), states, what, enc.notes,
-                        tuple(int(i) for i in enc.ids), left_to_right, positions)
+    return ContextTrace(model_id=mid, tokens=enc.tokens, special=enc.special or (False,) * len(enc),
+                        layer_names=tuple(names), states=states, what=what, notes=enc.notes,
+                        ids=tuple(int(i) for i in enc.ids), left_to_right=left_to_right, positions=positions)
 
 
 def find_span(tokens: Sequence[str], word: str) -> tuple[int, int] | None:

@@ -135,6 +135,8 @@ def gradients_through_time(loaded: Loaded, text: str) -> GradientTrace:
     products = np.append(np.cumprod(norms_a[::-1])[::-1], 1.0)                  # (T,): ∏_{u=t+1}^{T−1}
     T = x.shape[0]
     cell = {"lstm": "LSTM", "gru": "GRU"}.get(weights.cell, "Elman RNN")
-    return GradientTrace(mid, cell, tuple(enc.tokens[:-1]), enc.tokens[-1], float(logp.detach()),
-                         grad.norm(dim=-1).detach().cpu().numpy().astype(np.float64),
-                         np.arange(T - 1, -1, -1), norms_a, products, tuple(enc.notes))
+    return GradientTrace(model_id=mid, cell=cell, tokens=tuple(enc.tokens[:-1]), target=enc.tokens[-1],
+                         log_prob=float(logp.detach()),
+                         input_grad=grad.norm(dim=-1).detach().cpu().numpy().astype(np.float64),
+                         distance=np.arange(T - 1, -1, -1), step_norms=norms_a, products=products,
+                         notes=tuple(enc.notes))

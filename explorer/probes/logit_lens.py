@@ -204,10 +204,14 @@ def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     rank = torch.stack([cols[t].rank for t in range(T)], dim=1)
     final = [cols[t].final for t in range(T)]
     topk_tokens = tuple(tuple(tuple(adapter.token_strings(row.tolist())) for row in layer) for layer in top_i)
-    return LensTrace(mid, tuple(enc.tokens), tuple(bool(s) for s in (enc.special or (False,) * len(enc.ids))),
-                     tuple(n for n, _, _ in states), tuple(tuple(t[0] for t in layer) for layer in topk_tokens),
-                     top_p[..., 0].numpy(), tuple(adapter.token_strings(final)), rank.numpy(), final_p.numpy(),
-                     topk_tokens, top_p.numpy(), error, tuple(enc.notes), tuple(int(i) for i in final))
+    return LensTrace(model_id=mid, tokens=tuple(enc.tokens),
+                     special=tuple(bool(s) for s in (enc.special or (False,) * len(enc.ids))),
+                     layers=tuple(n for n, _, _ in states),
+                     top_tokens=tuple(tuple(t[0] for t in layer) for layer in topk_tokens),
+                     top_probs=top_p[..., 0].numpy(), final_tokens=tuple(adapter.token_strings(final)),
+                     final_rank=rank.numpy(), final_prob=final_p.numpy(), topk_tokens=topk_tokens,
+                     topk_probs=top_p.numpy(), lens_error=error, notes=tuple(enc.notes),
+                     final_ids=tuple(int(i) for i in final))
 
 
 def probability_of(loaded: Loaded, text: str, ids: tuple[int, ...]) -> np.ndarray:

@@ -90,8 +90,9 @@ def rnn_gates(loaded: Loaded, text: str, max_tokens: int = MAX_TOKENS, top_k: in
     names = STATES[w.cell]
     if not enc.ids:
         empty = {n: np.zeros((L, D, 0, H), np.float32) for n in names}
-        return GateTrace(str(loaded.id), w.cell, w.nonlinearity, (), (), empty, np.zeros((0, 0), np.int64),
-                         np.zeros((0, 0), np.float32), (), tuple(adapter.describe()), notes, names=names)
+        return GateTrace(model_id=str(loaded.id), cell=w.cell, nonlinearity=w.nonlinearity, tokens=(), ids=(),
+                         gates=empty, next_ids=np.zeros((0, 0), np.int64), next_probs=np.zeros((0, 0), np.float32),
+                         next_tokens=(), inferred=tuple(adapter.describe()), notes=notes, names=names)
     rec = adapter.run(enc)
 
     def stack(name: str) -> np.ndarray:  # (L, D, T, ...)
@@ -107,9 +108,11 @@ def rnn_gates(loaded: Loaded, text: str, max_tokens: int = MAX_TOKENS, top_k: in
         next_ids = np.argsort(-p, axis=1, kind="stable")[:, :k]
         next_probs = np.take_along_axis(p, next_ids, axis=1).astype(np.float32)
     next_tokens = tuple(tuple(adapter.token_strings(row)) for row in next_ids.tolist())
-    return GateTrace(str(loaded.id), w.cell, w.nonlinearity, tuple(enc.tokens), tuple(enc.ids), gates, next_ids,
-                     next_probs, next_tokens, tuple(adapter.describe()), notes, enc.truncated, enc.n_unknown,
-                     float(rec["rnn.max_abs_error"]), names, tuple(enc.special), stack("x_part"), stack("h_part"))
+    return GateTrace(model_id=str(loaded.id), cell=w.cell, nonlinearity=w.nonlinearity, tokens=tuple(enc.tokens),
+                     ids=tuple(enc.ids), gates=gates, next_ids=next_ids, next_probs=next_probs,
+                     next_tokens=next_tokens, inferred=tuple(adapter.describe()), notes=notes,
+                     truncated=enc.truncated, n_unknown=enc.n_unknown, max_abs_error=float(rec["rnn.max_abs_error"]),
+                     names=names, special=tuple(enc.special), x_part=stack("x_part"), h_part=stack("h_part"))
 
 
 # ---------------------------------------------------------------------------------- unit analysis

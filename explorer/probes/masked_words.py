@@ -85,8 +85,9 @@ def mask_word(text: str, index: int) -> tuple[str, str]:
 def _empty(model_id: str, text: str, error: str = "", notes: tuple[str, ...] = (), tokens: tuple[str, ...] = (),
            special: tuple[bool, ...] = (), masked: str = "") -> MaskedTrace:
     z = np.zeros((0, 0))
-    return MaskedTrace(model_id, text, masked, tokens, special, (), np.zeros((0, 0), dtype=np.int64), (), z, z,
-                       np.zeros(0), np.zeros(0), notes=tuple(dict.fromkeys(notes)), error=error)
+    return MaskedTrace(model_id=model_id, text=text, masked=masked, tokens=tokens, special=special, positions=(),
+                       top_ids=np.zeros((0, 0), dtype=np.int64), top_tokens=(), probs=z, logits=z, lse=np.zeros(0),
+                       entropy=np.zeros(0), notes=tuple(dict.fromkeys(notes)), error=error)
 
 
 def mask_token(loaded: Loaded) -> tuple[int | None, str]:
@@ -238,6 +239,8 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
         word_r[:, j] = 1 + (p > word_p[:, j:j + 1]).sum(axis=1)
         pieces.append(adapter.token_strings([int(best[0])])[0])
     return MaskedTrace(
-        mid, text, masked, tokens, special, tuple(positions), order,
-        tuple(tuple(adapter.token_strings([int(i) for i in row])) for row in order), p[rows, order], z[rows, order],
-        lse, entropy, tuple(compare), tuple(pieces), word_p, word_r, int(p.shape[1]), tuple(dict.fromkeys(notes)))
+        model_id=mid, text=text, masked=masked, tokens=tokens, special=special, positions=tuple(positions),
+        top_ids=order, top_tokens=tuple(tuple(adapter.token_strings([int(i) for i in row])) for row in order),
+        probs=p[rows, order], logits=z[rows, order], lse=lse, entropy=entropy, words=tuple(compare),
+        pieces=tuple(pieces), word_probs=word_p, word_ranks=word_r, vocab_size=int(p.shape[1]),
+        notes=tuple(dict.fromkeys(notes)))

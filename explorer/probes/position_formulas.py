@@ -238,5 +238,6 @@ def rope(d_model: int, n_pos: int, base: float, pos: int, vectors: str = "ones",
         kn = rope_rotate(np.repeat(k[None, :], len(offsets), 0), m + offsets, base)
         scores[r] = kn @ qm
     angles = pos * frequencies(d_model, base)
-    return RopeTrace(d_model, float(base), pos, q, k, q_rot, angles, offsets, starts, scores,
-                     np.array([np.linalg.norm(q), np.linalg.norm(q_rot)]))
+    return RopeTrace(d_model=d_model, base=float(base), pos=pos, q=q, k=k, q_rot=q_rot, angles=angles,
+                     offsets=offsets, starts=starts, scores=scores,
+                     norms=np.array([np.linalg.norm(q), np.linalg.norm(q_rot)]))

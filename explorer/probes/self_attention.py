@@ -56,19 +56,19 @@ class AttentionTrace:
     """
 
     model_id: str
-    stream: str
-    streams: tuple[str, ...]
-    causal: bool
-    tokens: tuple[str, ...]
-    key_tokens: tuple[str, ...]
-    special: tuple[bool, ...]
-    key_special: tuple[bool, ...]
-    padding: tuple[bool, ...]
-    segments: tuple[int, ...]
-    attentions: np.ndarray
-    thumbnails: np.ndarray
-    rollout: np.ndarray | None
-    mask: np.ndarray
+    stream: str = ""
+    streams: tuple[str, ...] = ()
+    causal: bool = False
+    tokens: tuple[str, ...] = ()
+    key_tokens: tuple[str, ...] = ()
+    special: tuple[bool, ...] = ()
+    key_special: tuple[bool, ...] = ()
+    padding: tuple[bool, ...] = ()
+    segments: tuple[int, ...] = ()
+    attentions: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0), np.float32))
+    thumbnails: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0), np.float32))
+    rollout: np.ndarray | None = None
+    mask: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     q: np.ndarray | None = None
     k: np.ndarray | None = None
     v: np.ndarray | None = None
@@ -109,9 +109,8 @@ class AttentionTrace:
 
 
 def _empty(model_id: str, error: str, notes: tuple[str, ...] = ()) -> AttentionTrace:
-    z = np.zeros((0, 0, 0, 0), np.float32)
-    return AttentionTrace(model_id, "", (), False, (), (), (), (), (), (), z, z, None, np.zeros((0, 0), np.float32),
-                          notes=notes, error=error)
+    """A trace with nothing to show: `error` says why ("" with `notes`: no token to read)."""
+    return AttentionTrace(model_id=model_id, notes=notes, error=error)
 
 
 # --------------------------------------------------------------------------------------------- probe

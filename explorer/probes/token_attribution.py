@@ -544,8 +544,10 @@ def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs:
     error = np.abs(ig.sum(1) - (value - base))
     change = np.abs(value - base)
     relative = np.divide(error, change, out=np.where(error > 0, np.inf, 0.0), where=change > 0)
-    return AttributionTrace(mid, inputs, segment, outputs, positions, gxi, ig.astype(np.float32), value, base, error,
-                            relative, np.array([r.points for r in rows]), np.array([r.evaluations for r in rows]),
-                            tuple(r.edges for r in rows), steps, baseline, predicted,
-                            tuple(r.reach for r in rows), tuple(dict.fromkeys(notes)), kept,
-                            RULE, TOLERANCE, provisional, capped, of)
+    return AttributionTrace(
+        model_id=mid, inputs=inputs, segment=segment, outputs=outputs, position=positions, gradient_x_input=gxi,
+        integrated=ig.astype(np.float32), value=value, baseline_value=base, completeness=error, relative=relative,
+        points=np.array([r.points for r in rows]), evaluations=np.array([r.evaluations for r in rows]),
+        edges=tuple(r.edges for r in rows), steps=steps, baseline=baseline, predicted=predicted,
+        reach=tuple(r.reach for r in rows), notes=tuple(dict.fromkeys(notes)), kept=kept, rule=RULE,
+        tolerance=TOLERANCE, provisional=provisional, capped=capped, of=of)

@@ -16,7 +16,8 @@ import streamlit as st
 from explorer import lessons as L
 from explorer.text.escape import md, md_message
 from explorer.ui import export, state
-from explorer.ui.widgets import forget_sentence_input, page_header
+from explorer.ui.sentence_box import forget_sentence_input
+from explorer.ui.widgets import page_header
 from explorer.views import HOME, PARAMS
 
 LESSONS_PATH = "lesson-plans"  # url_path of the Lessons page (explorer/views.py)

@@ -124,3 +124,11 @@ def sentence_box(label: str, value: str, key: str, max_chars: int, mode: Literal
                   default={"value": current}, on_value_change=copy_out)
     sent = getattr(result, "value", None)
     return sent if isinstance(sent, str) else current
+
+
+def forget_sentence_input() -> None:
+    """Drop the sentence input's memory (the live input's last text, the preset choice, the text carried between
+    views), so that the next view seeds it from `text` in the session or the URL."""
+    st.session_state.pop("_text", None)
+    forget("text")
+    st.session_state["_text_rev"] = st.session_state.get("_text_rev", 0) + 1

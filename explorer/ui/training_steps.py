@@ -16,6 +16,7 @@ from explorer.loading.catalogue import ModelId, series_meta, series_steps
 from explorer.text.escape import md
 from explorer.ui import state
 from explorer.ui.cache import get_model
+from explorer.ui.sentence_box import forget_sentence_input
 
 KEY = "train_step"
 PLAYING = "_train_playing"
@@ -156,7 +157,6 @@ def open_view(url_path: str, params: dict[str, str]) -> None:
     """Open the view `url_path` with `params` (e.g. a model at a training step): its own keys are dropped from the
     session first, so that it reads them from the URL (as a lesson step opens its view)."""
     from explorer.lessons import view_script
-    from explorer.ui.widgets import forget_sentence_input
     from explorer.views import PARAMS
 
     for key in PARAMS.get(url_path, {}):

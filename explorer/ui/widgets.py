@@ -16,7 +16,7 @@ from explorer.text.escape import md, md_message
 from explorer.ui import settings, state
 from explorer.ui.cache import get_model, session_catalogue
 from explorer.ui.charts import record
-from explorer.ui.sentence_box import forget, sentence_box
+from explorer.ui.sentence_box import forget, forget_sentence_input, sentence_box
 
 MAX_CHARS = state.MAX_CHARS
 MULTILINE_HELP = "Enter starts a new line; Ctrl+Enter (or clicking away) updates the view."
@@ -29,14 +29,6 @@ def reads_on_enter(view: Any, loaded: Loaded) -> bool:
     attribution, interventions) on a model above explorer.runtime.device.LARGE_MODEL parameters, where one run takes
     seconds; every other view updates while typing (350 ms debounce)."""
     return bool(getattr(view, "heavy", False)) and is_large(getattr(loaded, "model", None))
-
-
-def forget_sentence_input() -> None:
-    """Drop the sentence input's memory (the live input's last text, the preset choice, the text carried between
-    views), so that the next view seeds it from `text` in the session or the URL."""
-    st.session_state.pop("_text", None)
-    forget("text")
-    st.session_state["_text_rev"] = st.session_state.get("_text_rev", 0) + 1
 
 
 def _set_text(value: str) -> None:
