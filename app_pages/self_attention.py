@@ -1,7 +1,8 @@
 """Self-attention: per-head maps, the layers × heads grid, rollout, masks and the Q·K/√d softmax arithmetic."""
 import streamlit as st
 
-from explorer.data.examples import PRONOUN, compare_default, pronoun_pair
+from explorer.adapters.examples import compare_default, pronoun_pair
+from explorer.data.examples import PRONOUN
 from explorer.probes.self_attention import (
     STREAM_LABELS,
     attention_notice,

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import assert_no_exception, needs_smollm2, run_page
 from explorer.adapters.generation import Strategy
+from explorer.adapters import examples as AE
 from explorer.data import examples as E
 from explorer.loading import pretrained
 from explorer.loading.loaders import load_model
@@ -127,8 +128,8 @@ def test_self_attention_claims(model_id: str) -> None:
     offered = adapter.examples("attention").sentences
     not_for_it = E.PRONOUN_PAIRS[not adapter.causal]
     assert not any(s in offered or s in said for s in not_for_it)
-    pair = E.pronoun_pair(adapter)
-    if E.language_of(loaded) != "natural":  # a built-in's generated English: no pair, no claim
+    pair = AE.pronoun_pair(adapter)
+    if AE.language_of(loaded) != "natural":  # a built-in's generated English: no pair, no claim
         assert pair is None and "Compare “" not in said
         return
     assert pair == E.PRONOUN_PAIRS[adapter.causal]

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import assert_no_exception, run_page, needs_smollm2
+from explorer.adapters import examples as AE
 from explorer.data import examples as E
 from explorer.text.escape import md_unescape
 from explorer.adapters.text import Encoded
@@ -55,7 +56,7 @@ def test_default_sentence_has_no_unknown_word_for_the_default_model(view) -> Non
 @pytest.mark.parametrize("name", builtin_names())
 def test_builtin_examples_are_their_own_language(name: str) -> None:
     loaded = model(f"builtin:{name}")
-    language = E.language_of(loaded)
+    language = AE.language_of(loaded)
     assert language == loaded.meta["corpus"]["generator"]
     purposes = {v.sentences for v in SENTENCE_VIEWS if loaded.family in v.families}  # the views that offer it
     assert purposes
@@ -96,7 +97,7 @@ def test_purposes_say_what_they_are() -> None:
 
 def test_hugging_face_models_get_natural_english() -> None:
     minilm = model("pretrained:minilm")
-    assert E.language_of(minilm) == "natural"
+    assert AE.language_of(minilm) == "natural"
     assert minilm.adapter.examples("attention").sentences == E.NATURAL["attention"]
     assert minilm.adapter.examples("order").default == "The dog bit the man."
 
@@ -114,12 +115,12 @@ class WordAdapter:
 
 def test_unknown_vocabulary_gets_the_sentences_it_reads_or_a_note() -> None:
     own = E.ENGLISH["agreement"][3]  # in no natural-English example
-    ex = E.for_model(WordAdapter(set(tokenize_words(own))), "agreement")
+    ex = AE.for_model(WordAdapter(set(tokenize_words(own))), "agreement")
     assert ex.sentences == (own,) and not ex.note and ex.language == "english"
-    none = E.for_model(WordAdapter({"the"}), "agreement")
+    none = AE.for_model(WordAdapter({"the"}), "agreement")
     assert none.sentences and "None of the example sentences" in none.note
     with pytest.raises(ValueError):
-        E.for_model(WordAdapter(set()), "nonsense")
+        AE.for_model(WordAdapter(set()), "nonsense")
 
 
 # ------------------------------------------------------------------------------------------ unknown words

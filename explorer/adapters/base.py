@@ -44,7 +44,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from explorer.data import examples as _examples
+from explorer.adapters import examples as _examples
 from explorer.runtime.errors import ViewError
 from explorer.adapters.text import Encoded, model_max_tokens
 

@@ -17,7 +17,7 @@ import numpy as np
 from explorer.adapters.protocols import Loaded
 from explorer.runtime import budget
 from explorer.adapters.base import Unsupported
-from explorer.data.examples import left_to_right, unknown_words
+from explorer.adapters.examples import left_to_right, unknown_words
 from explorer.files.vector_text import EmbeddingError
 from explorer.probes.word_embeddings import _pieces, _short
 
