@@ -68,7 +68,8 @@ st.markdown(
     "Lightning checkpoint, read with `torch.load(weights_only=True)` (files that would run code are refused). "
     "Add the vocabulary: `vocab.json` (a list of tokens, a `{token: id}` map, torchtext's itos/stoi) or a Hugging "
     "Face `tokenizer.json`, unless the checkpoint holds it; special tokens may sit anywhere or be absent. "
-    f"Limits: {max_upload_bytes() >> 20} MB per file, {session_upload_bytes() >> 20} MB of uploads per session. "
+    f"Limits: {max_upload_bytes() >> 20} MB per file, {session_upload_bytes() >> 20} MB of uploads per session (the "
+    "files as sent and the models read from them, together). "
     "Your uploads are listed in your own pickers only (and for whoever opens a link you share), and leave the "
     "server's memory when your session ends."
 )
