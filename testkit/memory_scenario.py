@@ -125,14 +125,9 @@ async def uploads(base: str, pid: int, size_mb: int = 240) -> dict:
     """Six sessions PUT a `size_mb` file each at once; then one session PUTs four; then every session closes."""
     blob = bytes(size_mb * MiB)
     out: dict = {"rss_start_mib": tree_rss_bytes(pid) // MiB}
-    sessions = [Session(base, "catalogue") for _ in range(6)]
-    for s in sessions:
-        await s.connect()
-        await s.rerun(timeout=600)
-    urls = [(await s.upload_urls(["big.safetensors"]))[0][1] for s in sessions]
-    with RssSampler(pid, 0.05) as sampler, ThreadPoolExecutor(6) as pool:
+    with RssSampler(pid, 0.05) as sampler:
         t0 = time.perf_counter()
-        statuses = list(pool.map(lambda su: put(su[0], su[1], blob), zip(sessions, urls)))
+        sessions, statuses = await put_at_once(base, 6, blob)
         out["six_at_once"] = {"statuses": statuses, "seconds": round(time.perf_counter() - t0, 2)}
     out["six_at_once"]["peak_mib"] = sampler.max_sampled // MiB
     out["six_at_once"]["held_mib"] = tree_rss_bytes(pid) // MiB
@@ -153,6 +148,21 @@ async def uploads(base: str, pid: int, size_mb: int = 240) -> dict:
     out["rss_150s_after_close_mib"] = (await settle(pid, 150)) // MiB
     print(f"150 s after the last tab closed: {out['rss_150s_after_close_mib']} MiB", flush=True)
     return out
+
+
+async def put_at_once(base: str, n: int, blob: bytes) -> tuple[list[Session], list[int | str]]:
+    """`n` sessions open the Models page, then each PUTs `blob` to an upload URL of its own, all at once (a thread
+    each; the event loop keeps serving other tasks). Returns the sessions, still open, and each PUT's status."""
+    sessions = [Session(base, "catalogue") for _ in range(n)]
+    for s in sessions:
+        await s.connect()
+        await s.rerun(timeout=600)
+    urls = [(await s.upload_urls(["big.safetensors"]))[0][1] for s in sessions]
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(n) as pool:
+        statuses = await asyncio.gather(*(loop.run_in_executor(pool, put, s, url, blob)
+                                          for s, url in zip(sessions, urls)))
+    return sessions, list(statuses)
 
 
 def put(s: Session, url: str, blob: bytes) -> int | str:

@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -30,7 +29,7 @@ from testkit.browser import streamlit_process
 from conftest import ROOT, needs_smollm2
 from hostile import lstm_state_dict
 from testkit.load_scenario import RssSampler, cpu_seconds, tree_rss_bytes
-from testkit.memory_scenario import UPLOAD_ID, add_to_catalogue, churn, reload
+from testkit.memory_scenario import UPLOAD_ID, add_to_catalogue, churn, put_at_once, reload
 from testkit.st_protocol import Run, Session, query
 from timing import scaled
 
@@ -315,21 +314,7 @@ def test_files_posted_straight_to_the_upload_endpoint_stay_within_the_budget(ser
     blob = bytes(240 * 2**20)
 
     async def attack() -> list[int | str]:
-        sessions = [Session(server[0], "catalogue") for _ in range(6)]
-        for s in sessions:
-            await s.connect()
-            await s.rerun()
-        urls = [(await s.upload_urls(["big.safetensors"]))[0][1] for s in sessions]
-
-        def put(i: int) -> int | str:
-            try:
-                return sessions[i].put_file(urls[i], "big.safetensors", blob)
-            except OSError:  # answered 413 and closed while the body was still being sent
-                return "closed mid-body"
-
-        with ThreadPoolExecutor(6) as pool:
-            statuses = list(await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(pool, put, i)
-                                                   for i in range(6))))
+        sessions, statuses = await put_at_once(server[0], 6, blob)
         for s in sessions:
             await s.close()  # the tabs close: whatever they left in the upload store goes
         return statuses

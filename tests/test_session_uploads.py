@@ -213,13 +213,9 @@ def store():
     """A store of uploaded files with the budgets on it, counted by the uploads' budgets (as install() does)."""
     from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 
-    from explorer.ui.upload_store import BudgetedUploadedFileManager
+    from explorer.ui.upload_store import put_budgets_on
 
-    manager = MemoryUploadedFileManager("/_stcore/upload_file")
-    BudgetedUploadedFileManager._start_budget(manager)  # type: ignore[arg-type]
-    manager.__class__ = BudgetedUploadedFileManager
-    uploads.count_stored_files(manager.held)  # type: ignore[attr-defined]
-    yield manager
+    yield put_budgets_on(MemoryUploadedFileManager("/_stcore/upload_file"))
     uploads._STORED.clear()
 
 

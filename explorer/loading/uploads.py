@@ -271,7 +271,6 @@ def _room(owner: "UploadOwner | None", uid: str, name: str, nbytes: int, new: bo
         raise RuntimeError("this session's uploads were already released")
     per_session, total = session_upload_bytes(), total_upload_bytes()
     files_mine, files_all = stored_file_bytes(owner.session) if owner is not None else (0, 0)
-    files_all = max(files_all, files_mine)
     if owner is not None and nbytes + files_mine > per_session:
         with_files = f" besides its {mb(files_mine)} of uploaded files" if files_mine else ""
         raise UploadBudgetError(

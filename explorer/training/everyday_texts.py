@@ -20,6 +20,7 @@ import torch
 from explorer.data.everyday_english import GENERATED, MODEL, SAMPLING, SEED, batches
 from explorer.loading.loaders import load_model
 
+
 def generate(part: int = 0, parts: int = 1, folder: Path = GENERATED) -> None:
     """Write the texts of every batch b ≡ part (mod parts) not written yet, one JSON file each (1 torch thread)."""
     torch.set_num_threads(1)

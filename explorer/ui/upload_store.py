@@ -136,16 +136,6 @@ class BudgetedUploadedFileManager(MemoryUploadedFileManager):
                 f"the server's {mb(total)} (set EXPLORER_UPLOADS_MB to change it). Try again when other sessions have "
                 "ended.")
 
-    def session_bytes(self, session_id: str) -> int:
-        """Bytes the files of `session_id` count for (charge())."""
-        with self._lock:
-            return sum(charge(f) for f in self.file_storage.get(session_id, {}).values())
-
-    def total_bytes(self) -> int:
-        """Bytes the files of all sessions count for."""
-        with self._lock:
-            return sum(charge(f) for files in self.file_storage.values() for f in files.values())
-
     def pop_refusal(self, session_id: str) -> str | None:
         """The last refusal of a file of `session_id` not yet shown, or None."""
         with self._lock:
@@ -241,6 +231,16 @@ def _counter(ref: "weakref.ref[BudgetedUploadedFileManager]") -> Callable[[str],
     return held
 
 
+def put_budgets_on(manager: MemoryUploadedFileManager) -> BudgetedUploadedFileManager:
+    """Turn Streamlit's store `manager` into a BudgetedUploadedFileManager in place (its class), counted by the
+    uploads' budgets (explorer.loading.uploads.count_stored_files); returns it."""
+    BudgetedUploadedFileManager._start_budget(manager)  # type: ignore[arg-type]
+    manager.__class__ = BudgetedUploadedFileManager
+    budgeted = cast(BudgetedUploadedFileManager, manager)
+    count_stored_files(_counter(weakref.ref(budgeted)))
+    return budgeted
+
+
 def install() -> BudgetedUploadedFileManager | None:
     """Put the budgets on this process's upload store (once); returns it, or None without a Streamlit server
     (AppTest, scripts) or when the store is not Streamlit's memory store."""
@@ -253,10 +253,7 @@ def install() -> BudgetedUploadedFileManager | None:
         return None
     with _INSTALL_LOCK:
         if not isinstance(manager, BudgetedUploadedFileManager):
-            BudgetedUploadedFileManager._start_budget(manager)  # type: ignore[arg-type]
-            manager.__class__ = BudgetedUploadedFileManager
-            budgeted = cast(BudgetedUploadedFileManager, manager)
-            count_stored_files(_counter(weakref.ref(budgeted)))
+            budgeted = put_budgets_on(manager)
             _guard_bodies(budgeted)
             threading.Thread(target=_sweep, args=(weakref.ref(manager),), name="upload-store-sweep",
                              daemon=True).start()
