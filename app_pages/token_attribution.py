@@ -119,7 +119,8 @@ what_to_notice([
     f"attractor noun: attribution says what raises this {trace.of}, not which word decides the verb's number.",
     "Gradient × input is one backward pass; integrated gradients integrate the gradient along the straight path from "
     f"the baseline, so the attributions add up to the change in the {trace.of} between the baseline and the sentence "
-    "(the completeness error, computed for every output, shows how closely).",
+    "(the completeness error, computed for every output, shows how closely). It checks the sum only: errors of "
+    "single tokens can cancel in it.",
     *([f"Outputs can need different numbers of gradient evaluations (here {trace.evaluations.min()} to "
        f"{trace.evaluations.max()}; the caption gives each one's count): the integration halves the intervals where "
        f"its sum disagrees with the {trace.of} at their ends, which is where it bends sharply along the path."]

@@ -17,6 +17,10 @@ and each view's rerun against the bare computation it shows (medians of N runs).
    function: on the same points (Simpson's three on each of the probe's final intervals), one-interval
    Gauss–Legendre with as many gradient evaluations as the probe spent, and with the fewest that reach the same
    completeness.
+5. The floor under integrated gradients on one thread (`--only floor`): one gradient evaluation's cost per path point
+   at batch 1, 4, 16 and 32; the output layer's matrix product in float32 and bfloat16; and on three 20-token prompts
+   the integrand on a grid of 257 points, against which the probe's result is scored token by token (its largest
+   error and the sum of its errors, as a share of |f(E) − f(B)|) and its evaluations are priced at the batch-32 cost.
 """
 from __future__ import annotations
 
@@ -148,6 +152,8 @@ def main() -> None:
         one_loop_table(loaded, runs)
     if not only or "captum" in only:
         captum_table(loaded, runs)
+    if not only or "floor" in only:
+        floor_table(loaded, runs)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}")
 
 
@@ -262,6 +268,55 @@ def captum_table(loaded, runs: int) -> None:
     print(f"| Captum, one interval, Gauss–Legendre, n_steps = the probe's gradient evaluations | {med[2]:.2f} |")
     print(f"| Captum, one interval, Gauss–Legendre, the fewest n_steps (of 8, 16, …, 1024) that add up within "
           f"{tr.tolerance:.0%} (median n_steps {med[6]}) | {med[5]:.2f} |")
+
+
+def floor_table(loaded, runs: int) -> None:
+    """What one thread can do for integrated gradients of a 20-token prediction (module docstring, item 5)."""
+    import numpy as np
+    import torch
+
+    from explorer.probes import token_attribution as T
+
+    adapter = loaded.adapter
+
+    def path_of(s: str):
+        ids = torch.tensor(adapter.encode(s).ids)
+        E = adapter.embed_ids(ids).detach().float()
+        B, _, _ = T.baseline_inputs(adapter, E)
+        with torch.no_grad():
+            y = int(adapter.logits_from_embeddings(E[None])[0, -1].argmax())
+        n = len(ids)
+        return T._Path(adapter.logits_from_embeddings, E, B, [T._Row(n - 1, y, n)], positions=True, chunk=32)
+
+    path = path_of(sentence20(400))
+    print("\n| one gradient evaluation of a 20-token prediction, batched | seconds per path point |\n|---|---:|")
+    per_point = {}
+    for n in (1, 4, 16, 32):
+        items = [(0, (j + 1) / (n + 1)) for j in range(n)]
+        per_point[n] = median_ms(lambda i: path.evaluate(items), max(1, runs // 2)) / 1000 / n
+        print(f"| {n} point(s) per pass | {per_point[n]:.3f} |")
+    W, h = torch.randn(49152, 576), torch.randn(310, 576)
+    print("\n| the output layer's product (310 × 576) · (576 × 49,152) on one thread | GFLOP/s |\n|---|---:|")
+    for dt in (torch.float32, torch.bfloat16):
+        Wd, hd = W.to(dt), h.to(dt)
+        ms = median_ms(lambda i: hd @ Wd.T, max(3, runs))
+        print(f"| {str(dt).removeprefix('torch.')} | {2 * 310 * 576 * 49152 / ms / 1e6:.0f} |")
+    K = 256
+    print(f"\n| prompt | probe: evaluations, seconds | at {per_point[32]:.3f} s a point | completeness | largest "
+          f"token error | sum of token errors | grid of {K + 1} points: completeness |\n"
+          "|---|---:|---:|---:|---:|---:|---:|")
+    for i in range(3):
+        s = sentence20(500 + i)
+        t0 = time.perf_counter()
+        tr = T.attribution(loaded, s, outputs="prediction")
+        seconds = time.perf_counter() - t0
+        along, _, vals = path_of(s).evaluate([(0, j / K) for j in range(K + 1)])
+        ref = sum((along[j] + 4 * along[j + 1] + along[j + 2]) / (3 * K) for j in range(0, K, 2))
+        change = vals[-1] - vals[0]
+        err = np.abs(np.asarray(tr.integrated[-1], dtype=float) - ref[:len(tr.integrated[-1])]) / abs(change)
+        spent = int(tr.evaluations[-1])
+        print(f"| {i + 1} | {spent}, {seconds:.2f} s | {spent * per_point[32]:.2f} s | {float(tr.relative[-1]):.2%} "
+              f"| {err.max():.1%} | {err.sum():.1%} | {abs(ref.sum() - change) / abs(change):.3%} |")
 
 
 if __name__ == "__main__":
