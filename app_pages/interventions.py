@@ -175,34 +175,13 @@ if chosen:
 else:
     caption("Choose heads, MLP layers or recurrent units above to ablate them in the clean run.")
 # What to notice: the first point is computed on this pair (how many tokens differ, and what the grid restores)
-points = []
 recurrent = "resid" not in layout.kinds
+points: list[str] = []
 if contrast is not None:
     shown_h = exact is not None and exact.kind == "h" and exact.direction == "denoise"
     grid = exact if not recurrent or shown_h else \
         probe(I.patching, loaded, *args, "h", "denoise", -1, rdir)  # a few runs of the recurrence
-    first = I.first_patches(contrast, grid)
-    n = len(first.differ)
-    differ = (f"these prompts differ in {n} token{'s' if n != 1 else ''} ("
-              + ", ".join(f"“{md(t)}”" for t in first.tokens) + ")")
-    if n and not recurrent:
-        points.append(
-            "Denoising the residual stream before layer 0 changes the input at one position only: where the prompts "
-            "agree it restores 0" + ("" if first.at_agree is None else f" (here at most {first.at_agree:.1e})")
-            + f"; {differ}"
-            + (", so that one patch makes the input the clean prompt and restores 1" if n == 1 else
-               f": each patch puts back one of them while the other {n - 1} stay corrupted, so none of them need "
-               "restore 1")
-            + ("" if first.at_differ is None else " (here " + ", ".join(f"{v:.6f}" if n == 1 else f"{v:.3f}"
-                                                                     for v in first.at_differ) + ")")
-            + ".")
-    elif n and first.at_differ is not None:
-        points.append(
-            f"Patching h of the top layer at the last position hands the output layer the clean state: it restores 1 "
-            f"(here {first.last:.6f}). Before the first token that differs the two runs are the same: 0 (here at "
-            f"most {first.at_agree:.1e}); {differ}, and from the first on one patch of h restores "
-            f"{min(first.at_differ):.3f} to {max(first.at_differ):.3f}"
-            + ("; the cell state c, still corrupted, carries the rest." if "c" in layout.kinds else "."))
+    points = V.first_patch_points(I.first_patches(contrast, grid), recurrent, "c" in layout.kinds)
 if not recurrent:
     points.append("Read the residual grid from the bottom: which positions carry the difference in the early layers, "
                   "and at which layer it has moved to the last position, where the next token is read out.")

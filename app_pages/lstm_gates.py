@@ -192,27 +192,5 @@ else:
 PAIR = next(iter(PAIRS.values()))
 notice = P.gate_notice(trace, probe(P.rnn_gates, loaded, PAIR[0]), probe(P.rnn_gates, loaded, PAIR[1]), layer,
                        direction)
-KEEPS = {"f": "Forget gates near 1 keep the cell state (c_t = f ⊙ c_{t−1} + i ⊙ g)",
-         "z": "Update gates near 1 keep the hidden state (h_t = (1 − z) ⊙ n + z ⊙ h_{t−1})",
-         "": "No gate keeps an Elman RNN's state: h_t = tanh(W x_t + U h_{t−1} + b) is rewritten at every token"}
-points = [KEEPS[notice.keep] + (
-    f": in “{md(PAIR[0])}” / “{md(PAIR[1])}” (Compare two sentences) unit {notice.unit}'s {P.LABELS[notice.state]} "
-    f"differs by {notice.diff_start:+.2f} at “{md(notice.start_token)}” and by {notice.diff_end:+.2f} at "
-    f"“{md(notice.end_token)}”, {notice.end - notice.start} tokens later"
-    + (f", its {P.LABELS[notice.keep]} averaging {notice.keep_mean:.2f} in between: a unit that holds its difference "
-       "like this can carry the subject's number to the verb." if notice.keep_mean is not None else ".")
-    if notice.carried else ".")]
-if notice.saturated is not None:
-    points.append(f"Sort by saturation: on this sentence {notice.saturated:.0%} of the {P.LABELS[notice.keep]}'s "
-                  f"values are below 0.1 or above 0.9, and {notice.steady_units} of the {notice.units} units stay so "
-                  "on at least 90 % of the tokens; look for units that switch sharply at brackets or quotes (Karpathy "
-                  "et al. 2015).")
-if notice.max_c is not None:
-    points.append(f"The cell state c is unbounded, h = o ⊙ tanh(c) is not: on this sentence |c| reaches "
-                  f"{notice.max_c:.2f} and |h| {notice.max_h:.4f}; look at both for the same unit.")
-else:
-    points.append(("A GRU" if trace.cell == "gru" else "An Elman RNN") + " has no cell state: h is its whole memory"
-                  + (f", within ±1 (a tanh; here |h| reaches {notice.max_h:.4f})."
-                     if trace.cell == "gru" or trace.nonlinearity == "tanh" else
-                     f" (here |h| reaches {notice.max_h:.4f})."))
+points = V.notice_points(notice, trace, PAIR)
 what_to_notice([*points, "Unknown words are read as <unk>: the same embedding for every unknown word."])

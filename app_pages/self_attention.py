@@ -1,67 +1,18 @@
 """Self-attention: per-head maps, the layers × heads grid, rollout, masks and the Q·K/√d softmax arithmetic."""
 import streamlit as st
 
-from explorer.adapters.examples import compare_default, pronoun_pair
-from explorer.data.examples import PRONOUN
-from explorer.probes.self_attention import (
-    STREAM_LABELS,
-    attention_notice,
-    attention_shape,
-    attention_trace,
-    compare_mismatch,
-    default_query,
-    find_token,
-    head_matrix,
-    head_row,
-    hide_special,
-    pronoun_shift,
-    Showcase,
-    step_by_step,
-)
-from explorer.text.escape import latex_text, md, md_message, plotly_text
-from explorer.ui import settings
+from explorer.probes.self_attention import STREAM_LABELS, Showcase, attention_notice, attention_shape
+from explorer.text.escape import md, md_message
+from explorer.ui import attention_views as AV
 from explorer.ui.cache import get_model, probe
-from explorer.ui.state import Controls
-from explorer.ui.charts import Origin, caption, show, table
+from explorer.ui.charts import caption
 from explorer.ui.compare import compare_picker
-from explorer.ui.widgets import model_picker, model_sentence, page_header, what_to_notice
-from explorer.ui.word_embeddings import follow_default
+from explorer.ui.widgets import model_picker, page_header, what_to_notice
 from explorer.viz import self_attention as viz
-from explorer.viz.tokens import strongest, vector_text
 
-c = Controls("self-attention")
+c = AV.c
 page_header("Self-attention", "Every layer and head of a transformer reading your sentence: who attends to whom, "
             "with which weight, and the arithmetic softmax(QKᵀ/√d + M)·V that produced it.")
-theme = settings.theme()
-
-MODES = {"head": "Head view", "model": "Model view (all heads)", "steps": "Step by step (one query)",
-         "masks": "Masks", "compare": "Compare two sentences"}
-AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over heads",
-        "rollout": "rollout (layers 0…l)"}
-
-
-def shown(trace, matrix, hide: bool):
-    """The matrix as displayed (special tokens hidden or not), its rows and columns, and the note about the
-    renormalisation ("" when nothing was hidden)."""
-    if not hide:
-        return matrix, None, None, ""
-    hidden = hide_special(matrix, trace.special, trace.key_special)
-    note = ""
-    if hidden.renormalised:
-        both = zip((*trace.tokens, *trace.key_tokens), (*trace.special, *trace.key_special))
-        names = dict.fromkeys(t for t, s in both if s)  # this model's own, as shown
-        note = (f"Special tokens hidden ({', '.join(f'“{md(t)}”' for t in names)}): each remaining row was "
-                f"renormalised to sum to 1 (the hidden tokens held {hidden.removed_mass:.1%} of a row's weight on "
-                "average).")
-    return hidden.matrix, hidden.rows, hidden.cols, note
-
-
-OWN = Origin("model", "the model's own attention weights on this run (eager attention).")
-
-
-def pick(seq, idx):
-    return [seq[i] for i in idx] if idx is not None else list(seq)
-
 
 c_model, c_mode, c_layer, c_head, c_more = st.columns([1.5, 1.4, 0.8, 0.8, 1], vertical_alignment="bottom")
 with c_model:
@@ -70,7 +21,7 @@ with c_model:
 if loaded is None:
     st.stop()
 with c_mode:
-    mode = c.selectbox("mode", format_func=MODES.get, label_visibility="collapsed")
+    mode = c.selectbox("mode", format_func=AV.MODES.get, label_visibility="collapsed")
 stream, pad, pair = "", 0, ""
 with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
     if loaded.family == "encoder":
@@ -84,7 +35,7 @@ with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
     shape = probe(attention_shape, loaded, stream)
     if not shape.error:
         extra = c.multiselect("heads", list(range(shape.n_heads)))
-        how = c.radio("agg", format_func=AGGS.get) if mode in ("head", "model") else "heads"
+        how = c.radio("agg", format_func=AV.AGGS.get) if mode in ("head", "model") else "heads"
         hide = c.toggle("hide")
     other_id = compare_picker(c.view.families, model_id) if mode == "head" else None
 if shape.error:
@@ -102,295 +53,14 @@ with c_layer:
 with c_head:
     head = c.selectbox("head", list(range(H)), default=None if showcase.error else showcase.head,
                        format_func=lambda i: f"head {i}", label_visibility="collapsed")
-
-
-@st.fragment
-def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads: list[int], how: str,
-         hide: bool, other_id: str | None = None) -> None:
-    """The sentence and everything drawn from it. A fragment: typing a sentence (or picking a query token) reruns
-    this part only, not the app's navigation, sidebar, lesson bar and the controls above, which are its
-    arguments."""
-    head = heads[0]
-    c_text, c_token = st.columns([3.6, 1.4], vertical_alignment="bottom")
-    with c_text:
-        text = model_sentence(loaded, c.view.sentences)
-
-    trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
-    if trace.error:
-        st.warning(md_message(trace.error))
-        return
-    for note in trace.notes:
-        st.info(md_message(note))
-    if not trace.tokens:
-        return
-
-    T = len(trace.tokens)
-    labels = viz.display_tokens(trace.tokens)
-    with c_token:
-        token = c.token("token", trace.tokens, default_query(trace.tokens, trace.special), [-1, *range(T)],
-                        label_visibility="collapsed",  # follows the sentence
-                        format_func=lambda i: "all query tokens" if i < 0 else f"query {i}: {labels[i]}")
-    if mode in ("head", "model"):
-        maps_view(trace, mode, layer, heads, how, token, hide, labels)
-        if other_id is not None:
-            other_view(trace, other_id, text, pair, stream, pad, layer, heads, how, hide)
-    elif mode == "steps":
-        steps_view(trace, layer, head, token)
-    elif mode == "masks":
-        masks_view(trace, layer, head)
-    elif mode == "compare":
-        compare_view(loaded, trace, stream, layer, head, token, labels)
-
-    if mode != "steps":
-        if 0 <= token < T:
-            weight, key, total = strongest(trace.attentions[layer, head, token], trace.key_tokens)
-            caption(f"Live: layer {layer}, head {head}: “{md(labels[token])}” gives its largest weight "
-                       f"a = {weight:.4f} to “{md(key)}”; its row sums to {total:.6f}.")
-        if not trace.has_arithmetic and trace.arithmetic_note:
-            caption(md_message(trace.arithmetic_note))
-
-
-def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int, layer: int, heads: list[int],
-               how: str, hide: bool) -> None:
-    """A second model (?compare=) on the same sentence: the same head's map, and B − A where the shapes match."""
-    other = get_model(other_id)
-    if other is None:
-        return
-    trace_b = probe(attention_trace, other, text, pair, stream, pad, arithmetic=False)
-    if trace_b.error or not trace_b.tokens:
-        st.warning(f"{md(other_id)} cannot be compared here: {md_message(trace_b.error or 'it read no tokens')}")
-        return
-    why = compare_mismatch(trace, trace_b, layer, heads)
-    if why:
-        st.info(f"{md(other_id)} is not compared with {md(trace.model_id)} here: {md(why)}.")
-        return
-    what = f"layer {layer}, head {heads[0]}" if how == "heads" and len(heads) == 1 else f"layer {layer}, {how}"
-    z_a, rows, kcols, _ = shown(trace, head_matrix(trace, layer, heads, how), hide)
-    z_b, _, _, _ = shown(trace_b, head_matrix(trace_b, layer, heads, how), hide)
-    q_tok, k_tok = pick(trace.tokens, rows), pick(trace.key_tokens, kcols)
-    show(viz.head_heatmap(z_b, q_tok, k_tok, f"{plotly_text(other_id)} · {what}", theme,
-                          zmax=None if how == "max" else 1.0, rows=rows, cols=kcols), OWN, key="head_heatmap_b",
-         filename=f"attention-L{layer}-compare")
-    show(viz.difference_heatmap(z_a, z_b, q_tok, k_tok, f"{plotly_text(other_id)} − {plotly_text(trace.model_id)} · "
-                                f"{what}", theme), Origin("model", "the difference of the two models' own attention "
-                                                                   "weights on this sentence."),
-         key="head_heatmap_diff", filename=f"attention-L{layer}-difference")
-    caption(f"Both maps on the same scale (weights 0 … 1); largest |B − A|: {viz.largest_difference(z_a, z_b):.3f}.")
-
-
-def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: int, hide: bool,
-              labels: list[str]) -> None:
-    """Head view (heatmap + line view) or model view (layers × heads grid + the chosen head enlarged)."""
-    H, T = trace.n_heads, len(trace.tokens)
-    head = heads[0]
-    if how == "rollout" and trace.rollout is None:
-        st.info("Rollout is defined for self-attention (queries and keys from the same sequence).")
-        how = "heads"
-    if mode == "model":
-        pooled = trace.thumbnails.shape[-1] < T
-        show(viz.model_view(trace.thumbnails, T, trace.stream_label, theme, selected=(layer, head)),
-             Origin("model", "the model's own attention weights" + (f", each {T}×{T} map max-pooled to "
-                             f"{trace.thumbnails.shape[-1]}×{trace.thumbnails.shape[-1]}." if pooled else ".")),
-             key="model_view", filename="attention-model-view", fold=True)
-        caption("Pick a layer and head above to enlarge it below at full resolution.")
-    matrix = head_matrix(trace, layer, heads, how)
-    what = {"heads": f"layer {layer}, head {head}" if len(heads) == 1 else
-            f"layer {layer}, mean of heads {', '.join(map(str, heads))}",
-            "mean": f"layer {layer}, mean over {H} heads", "max": f"layer {layer}, max over {H} heads (rows need "
-            "not sum to 1)", "rollout": f"attention rollout through layers 0…{layer}"}[how]
-    z, rows, kcols, hidden_note = shown(trace, matrix, hide)
-    origin = Origin("model", {"heads": "the model's own attention weights", "mean": "the mean over heads of the "
-                              "model's own weights", "max": "the max over heads of the model's own weights",
-                              "rollout": "attention rollout (Abnar & Zuidema 2020) computed from the model's own "
-                              "weights"}[how] + (", special tokens hidden and rows renormalised." if rows is not None
-                                                 else "."))
-    q_tok, k_tok = pick(trace.tokens, rows), pick(trace.key_tokens, kcols)
-    row = None
-    if token >= 0:
-        row = token if rows is None else (rows.index(token) if token in rows else None)
-        if row is None:
-            caption(f"The selected token “{md(labels[token])}” is hidden (special token).")
-    show(viz.head_heatmap(z, q_tok, k_tok, what, theme, zmax=None if how == "max" else 1.0, rows=rows, cols=kcols,
-                          highlight=row), origin, key="head_heatmap", filename=f"attention-L{layer}-H{head}",
-         fold=mode == "head")
-    if hidden_note:  # under the chart: it keeps the first screen
-        caption(hidden_note)
-    if mode == "head":
-        if T > 60 and row is None:
-            caption(f"{T} tokens: the line view draws the {viz.MAX_LINES:,} strongest lines; pick a query token "
-                       "to isolate its row.")
-        if how == "heads" and len(heads) > 1:
-            mats = [shown(trace, head_matrix(trace, layer, [h]), hide)[0] for h in heads]
-            names = [f"head {h}" for h in heads]
-        else:
-            mats, names = [z], [what]
-        show(viz.line_view(mats, names, q_tok, k_tok, theme, query=row, rows=rows, cols=kcols), origin,
-             key="line_view", filename=f"attention-lines-L{layer}")
-
-
-STEPS_FOLD = 330  # the bars of one query's scores sit under two lines of formulas
-MASKS_FOLD = 340  # the mask and the weights, side by side under the formula
-
-
-def steps_view(trace, layer: int, head: int, token: int) -> None:
-    """The lecture's table for one query: q·k, ÷√d, mask, softmax, a·v, from the layer's own weights."""
-    q_idx = token if token >= 0 else default_query(trace.tokens, trace.special)
-    steps = step_by_step(trace, layer, head, q_idx)
-    if steps is None:
-        st.warning(md_message(trace.arithmetic_note or "The Q/K/V arithmetic is not available for this model."))
-        row_p = head_row(trace, layer, head, q_idx)
-        table({"key": viz.display_tokens(trace.key_tokens), "attention (model)": row_p}, OWN, width="content")
-        show(viz.steps_figure(trace.key_tokens, None, row_p, trace.tokens[q_idx], theme), OWN, key="steps_bars",
-             filename=f"attention-row-L{layer}-H{head}", fold=STEPS_FOLD)
-        return
-    j = steps.top
-    kt = [latex_text(t) for t in viz.display_tokens(steps.key_tokens)]
-    qt = viz.display_tokens([steps.query_token])[0]
-    qt_tex = latex_text(qt)
-    scaled = rf"\tfrac{{q\cdot k}}{{\sqrt{{{steps.d}}}}}" if steps.standard_scale else rf"{steps.scale:.5f}\,q\cdot k"
-    bias = rf",\ b={steps.bias[j]:.4f}" if steps.bias is not None else ""
-    arithmetic = Origin("recomputed", f"from the layer's own Q, K, V in float64: the softmax equals the model's "
-                                      f"attention to {steps.max_error:.1e}.")
-    st.latex(viz.steps_formula(steps))
-    st.latex(
-        rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ "
-        rf"{scaled}={steps.scaled[j]:.4f}{bias},\ "
-        rf"a=\tfrac{{e^{{{steps.scaled[j] - steps.max_logit:.3f}}}}}{{{steps.denominator:.4f}}}={steps.probs[j]:.5f}"
-        if steps.bias is None and not steps.softcap else
-        rf"\text{{“{qt_tex}”}}\to\text{{“{kt[j]}”}}:\ q\cdot k={steps.dots[j]:.4f},\ "
-        rf"{scaled}={steps.scaled[j]:.4f}{bias},\ "
-        rf"a={steps.probs[j]:.5f}"
-    )
-    show(viz.steps_figure(steps.key_tokens, steps.logits, steps.probs, steps.query_token, theme),
-         arithmetic, key="steps_bars", filename=f"attention-steps-L{layer}-H{head}", fold=STEPS_FOLD)
-    scale_txt = (f"1/√{steps.d} = {steps.scale:.5f}" if steps.standard_scale
-                 else f"{steps.scale:.5f} (this model's scaling)")
-    st.markdown(f"Layer {layer}, head {head}, query **{md(qt)}** (token {q_idx}); head size d = {steps.d}; scale "
-                f"{scale_txt}. Q, K, V are what the model's attention multiplied (read from its run); the recomputed "
-                f"softmax equals the model's attention to **{steps.max_error:.1e}**.")
-    for note in viz.steps_notes(steps):
-        st.markdown(md_message(note))
-    if steps.angles is not None:
-        table(viz.rope_table(steps), Origin("recomputed", f"the query's rotation with the model's own cos/sin, "
-                                                          f"equal to its q to {steps.rope_error:.1e}."),
-              width="content")
-    st.markdown(f"q (first dims of {steps.d}): " + vector_text(steps.q))
-    table(viz.steps_table(steps), arithmetic, width="content")
-    st.markdown("z = Σ a·v (first dims): " + vector_text(steps.z))
-
-
-def masks_view(trace, layer: int, head: int) -> None:
-    """The mask M drawn explicitly (causal −∞ triangle, padding columns) and the weights after the softmax."""
-    scaled, words = viz.scale_tex(trace.scaling, trace.head_size)
-    mask, weights = st.columns(2)  # side by side: the mask and what the softmax made of it
-    with mask:
-        show(viz.mask_figure(trace.mask, trace.tokens, trace.key_tokens, "The mask M", theme),
-             Origin("model", "the additive mask this run used."), key="mask", filename="attention-mask",
-             fold=MASKS_FOLD)
-    with weights:
-        show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
-                              f"After the softmax: layer {layer}, head {head}", theme),
-             Origin("model", "the model's own weights on this run."), key="masked_heatmap",
-             filename=f"attention-masked-L{layer}-H{head}", fold=MASKS_FOLD)
-    # the formula under the charts: they keep the first screen
-    st.latex(rf"\mathrm{{softmax}}\Big({scaled} + M\Big),\quad " + r"M_{ij}=\begin{cases}0 & \text{allowed}\\"
-             r"-\infty & \text{masked (future token or padding)}\end{cases}")
-    caption(words)
-    if trace.causal:
-        st.markdown("**Causal mask**: a decoder token may not look at later tokens, so M is −∞ above the diagonal "
-                    "and those weights are exactly 0 after the softmax.")
-    if any(trace.padding):
-        pads = dict.fromkeys(t for t, p in zip(trace.key_tokens, trace.padding) if p)  # the token it pads with
-        st.markdown(f"**Padding mask**: {sum(trace.padding)} padding key(s) "
-                    f"({', '.join(f'“{md(t)}”' for t in pads)}, the token this tokenizer pads with) get −∞ "
-                    "(attention_mask = 0), so no real token attends to them; the padding rows themselves are computed "
-                    "but ignored.")
-    if not trace.causal and not any(trace.padding):
-        st.markdown("This encoder attends in both directions: M is all zeros (add padding above to see −∞ columns).")
-
-
-def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, labels: list[str]) -> None:
-    """Where the same word looks in two sentences ("…too tired" / "…too wide")."""
-    partner = compare_default(loaded.adapter) or c.params["text2"].default  # a causal model: its own pair's
-    follow_default("text2", partner)
-    other = c.text_input("text2", partner)
-    trace_b = probe(attention_trace, loaded, other, "", stream, 0)
-    if trace_b.error or not trace_b.tokens:
-        st.warning(md_message(trace_b.error or (trace_b.notes[0] if trace_b.notes else "Type a second sentence.")))
-    else:
-        q_idx = token if token >= 0 else default_query(trace.tokens, trace.special)
-        word = trace.tokens[q_idx]
-        j = find_token(trace_b.tokens, word.replace("Ġ", "").replace("▁", ""))
-        if j < 0:
-            j = default_query(trace_b.tokens, trace_b.special)
-            st.info(f"“{md(labels[q_idx])}” is not in the second sentence; showing “{md(trace_b.tokens[j])}” "
-                    "there.")
-        lb = min(layer, trace_b.n_layers - 1)
-        show(viz.compare_bars(trace.tokens, head_row(trace, layer, head, q_idx), trace_b.tokens,
-                              head_row(trace_b, lb, head, j),
-                              f"Where “{plotly_text(labels[q_idx])}” looks, layer {layer}, head {head}: "
-                              f"A (left) vs B (right)", theme),
-             OWN, key="compare_bars", filename="attention-compare", fold=380)
-        c1, c2 = st.columns(2)
-        with c1:
-            show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
-                                  "A", theme, highlight=q_idx), OWN, key="compare_a", filename="attention-compare-a")
-        with c2:
-            show(viz.head_heatmap(head_matrix(trace_b, lb, [head]), trace_b.tokens,
-                                  trace_b.key_tokens, "B", theme, highlight=j), OWN, key="compare_b",
-                 filename="attention-compare-b")
-
-
-view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide, other_id)
+AV.view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide, other_id)
 caption(f"{md(shape.model_id)} · {md(shape.adapter)} · {shape.stream_label} · {L} layers × {H} heads"
-           + (" · causal (decoder)" if shape.causal else "")
-           + (f" · the view opens on layer {showcase.layer}, head {showcase.head}: {md(showcase.rule)} on the "
-              f"example “{md(showcase.text)}”" if not showcase.error else ""))
+        + (" · causal (decoder)" if shape.causal else "")
+        + (f" · the view opens on layer {showcase.layer}, head {showcase.head}: {md(showcase.rule)} on the "
+           f"example “{md(showcase.text)}”" if not showcase.error else ""))
 if mode != "steps":  # static: outside the fragment
     scaled, words = viz.scale_tex(shape.scaling, shape.head_size)
     st.latex(rf"\mathrm{{Attention}}(Q,K,V)=\mathrm{{softmax}}\Big({scaled}+M\Big)V"
              r"\qquad\text{rollout: }\tilde A_l=\mathrm{rownorm}(\tfrac12 A_l+\tfrac12 I),\ R_l=\tilde A_l R_{l-1}")
     caption(words)
-# What to notice, computed on the model's own example sentence and its pronoun pair (a causal model gets the pair
-# whose deciding word comes before "it"; a built-in's generated English has none: no pair point)
-pronouns = pronoun_pair(loaded.adapter)
-shift = probe(pronoun_shift, loaded, *pronouns, *PRONOUN, stream) if pronouns else None
-ON = "on that example"
-points = []
-if not notice.error:
-    points.append(f"Rows sum to 1: each query token distributes one unit of attention over the keys (on the example "
-                  f"“{md(example)}”, the first under Examples: to within {notice.row_error:.1e}).")
-    if notice.above is not None:
-        points.append(f"This model is causal: the weights above the diagonal are exactly 0 (the largest {ON}: "
-                      f"{notice.above:.1g}), the −∞ mask hides later tokens." if notice.causal else
-                      f"This model attends both ways: nothing is masked above the diagonal (the largest weight there "
-                      f"{ON}: {notice.above:.3f}); a causal decoder's would be exactly 0.")
-    if notice.specials:
-        points.append(f"{notice.special_heads} of the {notice.n_heads} heads give their largest weight (averaged over "
-                      f"the query tokens) to a special token ({', '.join(f'“{md(t)}”' for t in notice.specials)}) "
-                      f"{ON}, a 'no-op'; hide special tokens to see the rest (rows are renormalised, the caption says "
-                      "by how much).")
-    else:
-        points.append(f"The tokenizer adds no special token here: {notice.first_heads} of the {notice.n_heads} heads "
-                      f"give their largest weight (averaged over the query tokens) to the first token, "
-                      f"“{md(notice.first)}”, {ON} (an attention sink); hiding special tokens changes nothing.")
-    if notice.rollout is not None and notice.n_layers > 1:
-        r0, r1 = notice.rollout
-        points.append(f"Rollout mixes the residual path (½ I) with the heads' mean: {ON} a row's largest weight "
-                      f"averages {r0:.2f} at layer 0 and {r1:.2f} at layer {notice.n_layers - 1}, so deeper layers "
-                      + ("gather the weight on a few tokens" if r1 > r0 else "spread the weight out")
-                      + f" (most rows of the last weigh “{md(notice.rollout_key)}” most).")
-if pronouns is not None and shift is not None and not shift.error:
-    lead = f"Compare “{md(pronouns[0])}” with “{md(pronouns[1])}” (both under Examples)"
-    if shift.shift_at is not None:
-        (wa1, wa2), (wb1, wb2) = shift.weights_a, shift.weights_b
-        points.append(f"{lead}: in layer {shift.shift_at[0]}, head {shift.shift_at[1]} “{shift.word}” gives "
-                      f"“{shift.first}” {wa1:.3f} and “{shift.second}” {wa2:.3f} in the first, {wb1:.3f} and "
-                      f"{wb2:.3f} in the second: it shifts from “{shift.first}” to “{shift.second}” "
-                      f"({shift.n_shift} of {shift.n_heads} heads do)."
-                      + (f" A causal model reads only the words before “{shift.word}”: here the deciding word comes "
-                         "before it." if notice.causal else ""))
-    else:
-        points.append(f"{lead}: no head shifts “{shift.word}” from “{shift.first}” to “{shift.second}”; the largest "
-                      f"change of one weight of its row is {shift.change:.3f}.")
-what_to_notice(points)
+what_to_notice(AV.notices(loaded, example, notice, stream))

@@ -1,51 +1,17 @@
 """Seq2seq alignment: Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search."""
 import streamlit as st
 
-from explorer.loading.catalogue import builtin_metas
-from explorer.probes.seq2seq import (
-    alignment_trace,
-    builtin_length_curves,
-    length_accuracy,
-)
-from explorer.text.escape import latex_text, md, md_message, plotly_text
+from explorer.probes.seq2seq import alignment_trace
+from explorer.text.escape import md, md_message
+from explorer.ui import seq2seq_panels as P
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
-from explorer.ui.charts import Origin, badge, caption, show
+from explorer.ui.charts import caption
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, model_picker, page_header, what_to_notice
-from explorer.viz import seq2seq as viz
-from explorer.viz.decoding_strategies import beam_tree
-from explorer.viz.tokens import strongest, vector_summary
 
 c = Controls("seq2seq")
 DECODING = {"greedy": "greedy decoding", "beam": "beam search"}
-
-
-COMPARED_FOLD = 370  # projector pixels of a chart under a line of text (a model's output, "No attention")
-
-
-def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_prefix: str = "",
-                   fold: bool | int = True) -> None:
-    """The heatmap of a trace (the first model's: key "alignment"), or (no attention) the reliance on the single
-    context vector."""
-    if tr.weights is None:
-        st.markdown("**No attention, so no alignment**: every output token is computed from ONE context vector c, "
-                    "the encoder's final state.")
-        if tr.no_source_logprobs is not None:
-            show(viz.reliance_figure(tr.out_tokens, tr.step_logprobs, tr.no_source_logprobs, theme),
-                 Origin("model", "the model's own log-probabilities, and a second run with c and s₀ set to 0."),
-                 key=f"reliance_{key}", filename="seq2seq-no-attention", fold=COMPARED_FOLD)
-            caption("How much each output token depends on c: its log-probability with c, and with c and s₀ set "
-                       "to 0.")
-        return
-    what = ("attention a_tj" if tr.kind == "rnn" else
-            f"cross-attention, layer {layer}, " + ("mean over heads" if head == "mean" else f"head {head}"))
-    show(viz.alignment_heatmap(tr.matrix(layer, head), tr.out_tokens, tr.src_tokens,
-                               f"{title_prefix}{plotly_text(tr.model_id)}: {what}", theme, highlight=step),
-         Origin("model", f"{md(tr.model_id)}'s own attention weights while it produced this output."),
-         key="alignment" if key == "a" else f"alignment_{key}", filename=f"seq2seq-alignment-{key}", fold=fold)
-
-
 page_header("Seq2seq alignment", "Type a source sentence: the encoder–decoder translates it, and the attention "
             "shows which source words each output word reads. Step through the decoding, force a translation, "
             "compare models, and watch beam search.")
@@ -103,13 +69,13 @@ step = min(step, T - 1)
 def alignment_charts() -> None:
     """The model's heatmap (key "alignment": the view's main chart), or both models' side by side."""
     if model2_id == "none":
-        show_alignment(trace, "a", layer, head, step)
+        P.show_alignment(trace, "a", layer, head, step)
         return
     loaded2 = get_model(model2_id)
     left, right = st.columns(2)
     with left:
         st.markdown(f"**{md(model_id)}**: {md(trace.output_text)}")
-        show_alignment(trace, "a", layer, head, step, fold=COMPARED_FOLD)
+        P.show_alignment(trace, "a", layer, head, step, fold=P.COMPARED_FOLD)
     with right:
         if loaded2 is None:
             return
@@ -123,79 +89,11 @@ def alignment_charts() -> None:
         if trace2.out_ids:
             l2 = min(layer, max(trace2.n_layers - 1, 0))
             h2 = head if head == "mean" or int(head) < trace2.n_heads else "mean"
-            show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None, fold=COMPARED_FOLD)
+            P.show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None, fold=P.COMPARED_FOLD)
 
 
 with charts:
     alignment_charts()
-
-
-def step_panel() -> None:
-    st.subheader(f"Step t = {step}: producing “{md(viz.labels([trace.out_tokens[step]])[0])}”")
-    if trace.form is not None:
-        formula, where = viz.equation(trace.form)
-        st.latex(formula)
-        caption(md_message(where))
-    row = trace.matrix(layer, head)
-    left, right = st.columns([3, 2])
-    with left:
-        if row is not None:
-            scores = trace.scores[step] if trace.scores is not None else None
-            show(viz.step_weights(row[step], trace.src_tokens, trace.out_tokens[step], step, theme, scores),
-                 Origin("model", "the model's own weights (and scores) at this step."), key="step_weights",
-                 filename=f"seq2seq-step-{step}")
-        elif trace.no_source_logprobs is not None:
-            lp, lp0 = trace.step_logprobs[step], trace.no_source_logprobs[step]
-            st.latex(rf"\log p(\text{{“{latex_text(viz.labels([trace.out_tokens[step]])[0])}”}})={lp:.4f}\ "
-                     rf"\text{{with }}c,\qquad{lp0:.4f}\ \text{{with }}c=s_0=0")
-    with right:
-        badge(Origin("model", "the model's own next-token distribution at this step, T = 1."))
-        st.markdown("**Top next-token candidates**\n\n" + viz.topk_table(trace, step))
-
-    m = trace.math[step] if step < len(trace.math) else None
-    if m is not None:
-        src_j = latex_text(viz.labels([trace.src_tokens[m.j]])[0])
-        sym = viz.SCORE_FORMULAS[trace.attention]
-        st.latex(rf"j^*=\text{{“{src_j}”}}\ (j={m.j}):\quad e_{{{step},{m.j}}}={sym}={m.score_recomputed:.5f},\quad "
-                 rf"a_{{{step},{m.j}}}=\frac{{e^{{{m.score_model:.4f}-{m.max_score:.4f}}}}}{{{m.denominator:.4f}}}"
-                 rf"={m.weight:.5f}")
-        caption(f"The score was recomputed in float64 from the two sides of the score the model computed: "
-                   f"{m.score_recomputed:.6f}; the model returned {m.score_model:.6f} (difference "
-                   f"{abs(m.score_recomputed - m.score_model):.1e}). Vectors have {m.dim} dimensions; the first "
-                   f"{len(m.parts[0][1])} are shown.")
-        badge(Origin("recomputed", f"the score from the record's two sides in float64, equal to the model's to "
-                                   f"{abs(m.score_recomputed - m.score_model):.1e}."))
-        st.markdown(viz.math_table(m))
-    if trace.contexts is not None:
-        caption(f"Context vector c_{step}: {vector_summary(trace.contexts[step])}")
-    if trace.kind == "hf" and row is not None:
-        weight, key, total = strongest(row[step], trace.src_tokens)
-        caption(f"Layer {layer}, {'mean over heads' if head == 'mean' else 'head ' + head}: output position {step} "
-                   f"gives its largest weight {weight:.5f} to “{md(key)}”; the row sums to {total:.6f}. The weights "
-                   f"are the model's own (eager attention).")
-
-
-def length_panel() -> None:
-    st.subheader("Accuracy against source length")
-    curves = []
-    gen = str(((loaded.meta or {}).get("corpus") or {}).get("generator", "translation"))
-    for lm in [loaded] + ([get_model(model2_id)] if model2_id != "none" else []):
-        if lm is not None and lm.family == "seq2seq-rnn":
-            curve = probe(length_accuracy, lm)
-            if not curve.error:
-                curves.append(curve)
-    if c.toggle("allcurves"):
-        seen = {curve.model_id for curve in curves}
-        curves += [curve for curve in builtin_length_curves(builtin_metas(), gen) if curve.model_id not in seen]
-    if curves:
-        show(viz.length_accuracy_figure([(cv.label, cv.buckets, cv.accuracy, cv.n) for cv in curves], theme),
-             Origin("model", "exact match of the models' own greedy outputs on held-out pairs."), key="length_curve",
-             filename="seq2seq-length")
-        caption("Source: " + "; ".join(f"{md(cv.model_id)}: {md_message(cv.source)}" for cv in curves)
-                   + ". Without attention the whole source must fit in one vector, so accuracy falls as sentences get "
-                   "longer (the bottleneck).")
-    else:
-        caption("The accuracy-by-length curve is available for the built-in seq2seq models.")
 
 
 PANELS = {"step": "Step by step", "length": "Accuracy against source length", "beam": "Beam search tree"}
@@ -203,26 +101,10 @@ panels = ["step", "length"] + (["beam"] if trace.mode == "beam" and trace.beam e
 panel = c.radio("panel", panels, default="beam" if "beam" in panels else "step", format_func=PANELS.get)
 
 if panel == "step":
-    step_panel()
+    P.step_panel(trace, step, layer, head)
 elif panel == "beam":
-    st.subheader("Beam search tree")
-    show(beam_tree(trace.beam, theme), Origin("model", "the model's own log-probabilities, ranked by beam search."),
-         key="beam_tree", filename="seq2seq-beam")
-    caption(f"Each step keeps the 2·K best continuations of the K = {trace.beam_size} running beams by total "
-               "log-probability: the K best not ending continue (coloured), those ending with the end token or at "
-               "the length limit join the finished list (diamonds), the rest are pruned (grey). Finished hypotheses "
-               f"are ranked by sum log p / generated_length^{trace.beam.length_penalty:g} (Hugging Face's definition, "
-               f"the same beam search as the decoding view); the returned one scored {trace.beam.final_score:.4f}.")
+    P.tree_panel(trace)
 else:
-    length_panel()
+    P.length_panel(c, loaded, model2_id)
 
-what_to_notice([
-    "Adjective–noun inversion: in “the red car” → “la voiture rouge”, the row of “voiture” looks at “car” "
-    "and the row of “rouge” looks back at “red”: the alignment is not the diagonal.",
-    "“the european economic area” → “la zone économique européenne”: the adjectives come out in mirror order.",
-    "The no-attention model has no heatmap: one context vector carries the whole sentence, and long sentences "
-    "suffer (see the length curve).",
-    "Bahdanau scores with the previous decoder state s_{t-1}; Luong with the current one s_t.",
-    "Dates: each output digit attends to the source characters of the day, month or year it copies.",
-    "Force a wrong translation: the loss rises and the alignment of the wrong words becomes diffuse.",
-])
+what_to_notice(P.NOTICE)
