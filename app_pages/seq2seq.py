@@ -1,11 +1,11 @@
 """Seq2seq alignment: Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search."""
 import streamlit as st
 
-from explorer.probes.seq2seq import alignment_trace
+from explorer.probes.seq2seq import Seq2SeqError, alignment_trace
 from explorer.text.escape import md, md_message
 from explorer.ui import seq2seq_panels as P
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import get_model, probe, probe_raising
 from explorer.ui.charts import caption
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, model_picker, page_header, what_to_notice
@@ -35,10 +35,7 @@ if decoding == "beam" and not target.strip():
     with options:
         beam = c.number("beam", slider=True)
 
-trace = probe(alignment_trace, loaded, text, target, decoding, beam)
-if trace.error:
-    st.warning(md_message(trace.error))
-    st.stop()
+trace = probe(alignment_trace, loaded, text, target, decoding, beam)  # a Seq2SeqError: said, the page stops
 for note in trace.notes:
     st.info(md_message(note))
 for warning in trace.warnings:
@@ -79,9 +76,10 @@ def alignment_charts() -> None:
     with right:
         if loaded2 is None:
             return
-        trace2 = probe(alignment_trace, loaded2, text, target, decoding, beam)
-        if trace2.error:
-            st.warning(md_message(trace2.error))
+        try:
+            trace2 = probe_raising(alignment_trace, loaded2, text, target, decoding, beam)
+        except Seq2SeqError as exc:
+            st.warning(md_message(exc))
             return
         for warning in trace2.warnings:
             st.warning(md_message(warning))

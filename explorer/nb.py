@@ -406,9 +406,7 @@ def seq2seq(model: Any, text: str, target: str = "", decoding: str = "greedy", b
     from explorer.viz import seq2seq as V
 
     loaded = read(model, **read_args)
-    tr = alignment_trace(loaded, text, target, decoding, beam)
-    if tr.error:
-        raise NotebookError(tr.error)
+    tr = _run(alignment_trace, loaded, text, target, decoding, beam)
     matrix = tr.matrix(layer, head)
     if matrix is None:
         raise NotebookError(f"{loaded.id} has no attention to draw.")

@@ -20,7 +20,7 @@ from explorer.probes import word_embeddings as E
 from explorer.probes import contextual_embeddings as CE
 from explorer.probes.positional_encodings import model_positions
 from explorer.probes.self_attention import attention_trace, step_by_step
-from explorer.probes.seq2seq import alignment_trace
+from explorer.probes.seq2seq import Seq2SeqError, alignment_trace
 from families import FAMILIES, save, tiny
 
 TEXT = "the red car is fast ."
@@ -75,13 +75,14 @@ def _cells(name: str) -> dict[str, str]:
         assert tr.arithmetic_note
         row["Q·K arithmetic"] = "— probabilities only"
 
-    al = alignment_trace(lm, TEXT, TARGET)
     if two:
+        al = alignment_trace(lm, TEXT, TARGET)
         cross = _run(model, ids, [*adapter.decoder_start, *al.out_ids[:-1]], output_attentions=True).cross_attentions
         np.testing.assert_allclose(al.weights, torch.stack([a[0] for a in cross]).numpy(), atol=TOL)
         row["Cross-attention"] = "✓"
     else:
-        assert al.error and "not an encoder" in al.error
+        with pytest.raises(Seq2SeqError, match="not an encoder"):
+            alignment_trace(lm, TEXT, TARGET)
         row["Cross-attention"] = "— not an encoder–decoder"
 
     mp = model_positions(lm, TEXT)

@@ -15,7 +15,7 @@ from explorer.data.vocab import Vocab
 from explorer.models.seq2seq import ATTENTIONS, Seq2Seq
 from explorer.loading.catalogue import builtin_names
 from explorer.loading.loaders import LoadedModel, load_model
-from explorer.probes.seq2seq import alignment_trace, length_accuracy, presets_for
+from explorer.probes.seq2seq import Seq2SeqError, alignment_trace, length_accuracy, presets_for
 from explorer.viz import seq2seq as viz_seq2seq
 from families import ENC_DEC_SMALL, T5_SMALL, make_tokenizer, tiny_model
 
@@ -76,7 +76,7 @@ def _greedy_by_hand(model: Seq2Seq, src: torch.Tensor, max_len: int) -> tuple[li
 def test_rnn_greedy_matches_model(attention: str) -> None:
     loaded = rnn_loaded(attention)
     tr = alignment_trace(loaded, SENT, max_len=12)
-    assert not tr.error and tr.mode == "greedy"
+    assert tr.mode == "greedy"
     src = torch.tensor([loaded.vocabs["src_vocab"].encode(SENT.split())])
     ids, rows = _greedy_by_hand(loaded.model, src, 12)
     assert list(tr.out_ids) == ids
@@ -116,7 +116,7 @@ def test_rnn_forced_reproduces_teacher_forced_loss(attention: str) -> None:
     loaded = rnn_loaded(attention, seed=2)
     target = "la voiture rouge est rapide ."
     tr = alignment_trace(loaded, SENT, target=target)
-    assert tr.mode == "forced" and not tr.error
+    assert tr.mode == "forced"
     tgt = loaded.vocabs["tgt_vocab"].encode(target.split())
     src = torch.tensor([loaded.vocabs["src_vocab"].encode(SENT.split())])
     with torch.no_grad():
@@ -163,7 +163,7 @@ def test_rnn_bad_inputs() -> None:
     assert alignment_trace(loaded, "").notes and not alignment_trace(loaded, "").out_ids
     assert alignment_trace(loaded, "   \x00\x07 ").out_ids == ()
     emo = alignment_trace(loaded, "the 🚗 car\x07 is ✨ fast", max_len=8)
-    assert not emo.error and any("<unk>" in n or "vocabulary" in n for n in emo.notes)
+    assert any("<unk>" in n or "vocabulary" in n for n in emo.notes)
     unk = alignment_trace(loaded, "zzz qqq", max_len=8)
     assert unk.warnings and unk.out_ids
     long = alignment_trace(loaded, " ".join(["the red car"] * 300))  # 900 words
@@ -193,7 +193,7 @@ def test_dates_target_tokenization_and_presets() -> None:
 def test_length_accuracy_computed_when_no_metrics() -> None:
     loaded = rnn_loaded("bahdanau")
     curve = length_accuracy(loaded, n_pairs=40)
-    assert not curve.error and curve.buckets and sum(curve.n) == 40 and "computed" in curve.source
+    assert curve.buckets and sum(curve.n) == 40 and "computed" in curve.source
     loaded.meta["metrics"] = {"exact_match_by_source_length": {"4-6": {"exact_match": 0.9, "n": 10},
                                                                 "1-3": {"exact_match": 1.0, "n": 5}}}
     stored = length_accuracy(loaded)
@@ -206,7 +206,6 @@ def test_hf_greedy_cross_attention_equals_model(kind: str) -> None:
     loaded = hf_loaded(kind)
     model, tok = loaded.model, loaded.tokenizer
     tr = alignment_trace(loaded, "the red car is fast .", max_len=8)
-    assert not tr.error, tr.error
     enc = tok("the red car is fast .", return_tensors="pt")
     with torch.no_grad():
         gen = model.generate(**enc, max_new_tokens=8, do_sample=False, num_beams=1, min_length=0)
@@ -255,16 +254,19 @@ def test_hf_forced_loss_and_beam(kind: str) -> None:
 
 def test_hf_bad_inputs_and_non_seq2seq() -> None:
     loaded = hf_loaded("marian")
-    assert not alignment_trace(loaded, "").error and not alignment_trace(loaded, "").out_ids
+    assert not alignment_trace(loaded, "").out_ids and alignment_trace(loaded, "").notes
     emo = alignment_trace(loaded, "🚗\x07 zzz", max_len=5)
-    assert not emo.error and emo.notes  # unknown pieces
+    assert emo.notes  # unknown pieces
     no_tok = LoadedModel("test:no-tok", "encoder-decoder", loaded.model, "cpu", "float32", {})
-    assert "cannot read text" in alignment_trace(no_tok, SENT).error
+    with pytest.raises(Seq2SeqError, match="cannot read text"):
+        alignment_trace(no_tok, SENT)
     bert = tiny_model("BertModel", 30, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                       intermediate_size=64).eval()
     enc_only = LoadedModel("test:bert", "encoder", bert, "cpu", "float32", {}, tokenizer=make_tokenizer())
-    assert "not an encoder–decoder" in alignment_trace(enc_only, SENT).error
-    assert "curve needs a built-in" in length_accuracy(loaded).error
+    with pytest.raises(Seq2SeqError, match="not an encoder–decoder"):
+        alignment_trace(enc_only, SENT)
+    with pytest.raises(Seq2SeqError, match="curve needs a built-in"):
+        length_accuracy(loaded)
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
@@ -272,7 +274,7 @@ def test_hf_bad_inputs_and_non_seq2seq() -> None:
 def test_builtin_bahdanau_preset() -> None:
     loaded = load_model("builtin:seq2seq-bahdanau")
     tr = alignment_trace(loaded, translation.PRESETS[1])
-    assert not tr.error and tr.finished
+    assert tr.finished
     np.testing.assert_allclose(tr.weights.sum(-1), 1.0, atol=1e-5)
     assert all(abs(m.score_recomputed - m.score_model) < 1e-4 for m in tr.math)
     ref = translation.translate(translation.tokenize(translation.PRESETS[1]))

@@ -30,6 +30,7 @@ from explorer.adapters.protocols import Aligns, Loaded
 from explorer.adapters.text import Encoded, no_text, shown_text
 from explorer.adapters.generation import BeamTrace
 from explorer.runtime import budget
+from explorer.runtime.errors import ViewError
 
 TOPK = 5
 MAX_OUTPUT = 200          # hard cap on decoded tokens, whatever the source length
@@ -102,7 +103,6 @@ class AlignmentTrace:
     max_len: int = 0
     notes: tuple[str, ...] = ()                # informational (unknown words, truncation)
     warnings: tuple[str, ...] = ()             # the user should know (longer than training, cap reached)
-    error: str = ""                            # non-empty: nothing to show, say this instead
     form: CrossForm | None = None              # what the checkpoint's attention computes, read from it
 
     @property
@@ -128,9 +128,15 @@ class AlignmentTrace:
         return w[int(head)]
 
 
-def _empty(loaded: Loaded, mode: str, attention: str, kind: str, error: str = "",
-           notes: tuple[str, ...] = ()) -> AlignmentTrace:
-    return AlignmentTrace(getattr(loaded, "id", "?"), kind, attention, mode, error=error, notes=tuple(notes))
+class Seq2SeqError(ViewError, ValueError):
+    """Nothing to align: a model that is not an encoder–decoder, a text it cannot read, a target with no tokens."""
+
+    alert = "warning"
+
+
+def _empty(loaded: Loaded, mode: str, attention: str, kind: str, notes: tuple[str, ...] = ()) -> AlignmentTrace:
+    """A trace with no output (no source tokens): its notes say why."""
+    return AlignmentTrace(getattr(loaded, "id", "?"), kind, attention, mode, notes=tuple(notes))
 
 
 # =========================================================================================== entry point
@@ -138,7 +144,8 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
                     max_len: int | None = None) -> AlignmentTrace:
     """Decode `text` with `loaded` (greedy / beam of size `beam`), or force-decode `target` when it is non-empty.
 
-    Never raises for bad input: the trace's `error` / `warnings` / `notes` say what happened.
+    Raises Seq2SeqError when there is nothing to align (module docstring of Seq2SeqError); bad text otherwise gives
+    a trace whose `warnings` and `notes` say what happened (no source tokens: no output).
     """
     decoding = decoding if decoding in DECODINGS else "greedy"
     mode = "forced" if no_text(target or "") is None else decoding
@@ -150,15 +157,15 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
         what = {"encoder": "an encoder (it reads text but generates nothing)",
                 "decoder": "a decoder-only language model (no source to align to)"}.get(
             loaded.family, f"a {loaded.family or 'non-seq2seq'} model")
-        return _empty(loaded, mode, "", "", adapter.reason or f"{loaded.id} is {what}, not an encoder–decoder: there "
-                      "is no cross-attention between a source and an output. Pick a built-in seq2seq model or a "
-                      "Hugging Face encoder–decoder (Marian, T5, BART).")
+        raise Seq2SeqError(adapter.reason or f"{loaded.id} is {what}, not an encoder–decoder: there is no "
+                           "cross-attention between a source and an output. Pick a built-in seq2seq model or a "
+                           "Hugging Face encoder–decoder (Marian, T5, BART).")
     lanes, hf = (beam if mode == "beam" else 1), kind == "hf"
     src = adapter.encode(text or "", max_tokens=budget.cap_tokens(
         loaded.model, adapter.max_tokens, lambda shape, t: price(shape, t, lanes, _cap(loaded, t, max_len, hf)[0])))
     if not src.ids:
         if any("cannot read text" in n for n in src.notes):
-            return _empty(loaded, mode, attention, kind, " ".join(src.notes))
+            raise Seq2SeqError(" ".join(src.notes))
         said = tuple(n.replace("Type a sentence to see the model's internals.", "Type a source sentence to decode it.")
                      for n in src.notes)
         return _empty(loaded, mode, attention, kind, notes=said or ("Type a source sentence to decode it.",))
@@ -179,7 +186,7 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
                 notes.append(f"The target has {len(out.ids)} tokens; only the first {cap} are forced.")
                 out = Encoded(out.ids[:cap], out.tokens[:cap], out.notes, True, out.n_unknown, out.special[:cap])
             if not out.ids:
-                return _empty(loaded, mode, attention, kind, "The target text gives no tokens.")
+                raise Seq2SeqError("The target text gives no tokens.")
         else:
             if mode == "beam":
                 ids, _, tree = G.beam_search(adapter, x, start, G.Strategy("beam", num_beams=beam), cap)
@@ -192,7 +199,7 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
         rec = adapter.run(src, names, target=out, steps=steps)  # the greedy loop's own steps: no second pass
         no_source = adapter.run(src, ("logits",), target=out, ablate_source=True) if attention == "none" else None
     except Unsupported as exc:
-        return _empty(loaded, mode, attention, kind, str(exc))
+        raise Seq2SeqError(str(exc)) from None
     ids = list(out.ids)
     finished = bool(ids) and ids[-1] in adapter.eos_ids
     if mode == "greedy" and not finished:
@@ -325,18 +332,18 @@ class LengthCurve:
     accuracy: tuple[float, ...] = ()
     n: tuple[int, ...] = ()
     source: str = ""
-    error: str = ""
 
 
 def length_accuracy(loaded: Loaded, n_pairs: int = 300) -> LengthCurve:
     """Per-length exact match: from the checkpoint's meta["metrics"]["exact_match_by_source_length"] when
-    stored, else computed (greedy) on `n_pairs` regenerated held-out pairs of the checkpoint's corpus."""
+    stored, else computed (greedy) on `n_pairs` regenerated held-out pairs of the checkpoint's corpus. Raises
+    Seq2SeqError for a model with no such curve (not a built-in seq2seq model)."""
     meta = getattr(loaded, "meta", {}) or {}
     attention = loaded.adapter.attention_kind
     label = f"{loaded.id} ({attention})" if attention not in ("", "cross") else loaded.id
     if attention in ("", "cross"):
-        return LengthCurve(loaded.id, label, error="The accuracy-by-length curve needs a built-in seq2seq model "
-                           "(trained on the explorer's generated corpora).")
+        raise Seq2SeqError("The accuracy-by-length curve needs a built-in seq2seq model (trained on the explorer's "
+                           "generated corpora).")
     stored = stored_curve(loaded.id, meta)
     if stored is not None:
         n = sum(stored.n)
@@ -344,7 +351,7 @@ def length_accuracy(loaded: Loaded, n_pairs: int = 300) -> LengthCurve:
                            f"held-out metrics stored in the checkpoint ({n:,} pairs)")
     src_vocab, tgt_vocab = loaded.vocabs.get("src_vocab"), loaded.vocabs.get("tgt_vocab")
     if src_vocab is None or tgt_vocab is None:
-        return LengthCurve(loaded.id, label, error=f"{loaded.id} has no vocabularies to evaluate with.")
+        raise Seq2SeqError(f"{loaded.id} has no vocabularies to evaluate with.")
     from explorer.metrics import held_out as M
 
     mod = _data_module(loaded)

@@ -8,10 +8,10 @@ from typing import Any
 import streamlit as st
 
 from explorer.loading.catalogue import builtin_metas
-from explorer.probes.seq2seq import AlignmentTrace, builtin_length_curves, length_accuracy
+from explorer.probes.seq2seq import AlignmentTrace, Seq2SeqError, builtin_length_curves, length_accuracy
 from explorer.text.escape import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import get_model, probe_raising
 from explorer.ui.charts import Origin, badge, caption, show
 from explorer.ui.state import Controls
 from explorer.viz import seq2seq as viz
@@ -109,9 +109,10 @@ def length_panel(c: Controls, loaded: Any, model2_id: str) -> None:
     gen = str(((loaded.meta or {}).get("corpus") or {}).get("generator", "translation"))
     for lm in [loaded] + ([get_model(model2_id)] if model2_id != "none" else []):
         if lm is not None and lm.family == "seq2seq-rnn":
-            curve = probe(length_accuracy, lm)
-            if not curve.error:
-                curves.append(curve)
+            try:
+                curves.append(probe_raising(length_accuracy, lm))
+            except Seq2SeqError:  # no curve for this model: the caption below says which have one
+                pass
     if c.toggle("allcurves"):
         seen = {curve.model_id for curve in curves}
         curves += [curve for curve in builtin_length_curves(builtin_metas(), gen) if curve.model_id not in seen]
