@@ -1,10 +1,10 @@
 """Masked-word prediction (BERT's pre-training task): the top-k fillers of each [MASK], two sentences side by side."""
 import streamlit as st
 
-from explorer.probes.masked_words import MASK, masked_fill, words_of
+from explorer.probes.masked_words import MASK, MaskedWordsError, masked_fill, words_of
 from explorer.text.escape import md
 from explorer.ui import settings
-from explorer.ui.cache import figure_once, get_model, probe
+from explorer.ui.cache import figure_once, get_model, probe, probe_raising
 from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
@@ -33,10 +33,7 @@ with c3, st.popover("Options", icon=":material/tune:", width="stretch"):
     compare = c.text_input("words", max_chars=200)
     k = c.number("k")
 
-trace = probe(masked_fill, loaded, text, k, compare, index)
-if trace.error:
-    st.warning(V.plain(trace.error))
-    st.stop()
+trace = probe(masked_fill, loaded, text, k, compare, index)  # a MaskedWordsError: said, the page stops
 for note in trace.notes:
     st.info(V.plain(note))
 if not len(trace):
@@ -75,9 +72,13 @@ else:
             show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}", fold=V.FOLD if m < 2 else False)
 if other_id is not None and (other := get_model(other_id, task="masked-lm")) is not None:
     st.subheader(f"Compared with {md(other_id)}")  # the same sentence A, the same masks
-    trace_o = probe(masked_fill, other, text, k, compare, index)
-    if trace_o.error or not len(trace_o):
-        st.warning(f"{md(other_id)} cannot be compared here: " + V.plain(trace_o.error or " ".join(trace_o.notes)))
+    try:
+        trace_o = probe_raising(masked_fill, other, text, k, compare, index)
+        why = "" if len(trace_o) else " ".join(trace_o.notes)
+    except MaskedWordsError as exc:
+        why = str(exc)
+    if why:
+        st.warning(f"{md(other_id)} cannot be compared here: " + V.plain(why))
     else:
         same = trace_o.tokens == trace.tokens and trace_o.vocab_size == trace.vocab_size
         at_a = probe(masked_fill, other, text, k, compare, index,

@@ -370,9 +370,7 @@ def masked_words(model: Any, text: str, k: int = 10, words: str = "", mask: int 
     from explorer.viz import masked_words as V
 
     loaded = read(model, task=read_args.pop("task", "masked-lm"), **read_args)
-    trace = masked_fill(loaded, text, k, words, mask)
-    if trace.error:
-        raise NotebookError(trace.error)
+    trace = _run(masked_fill, loaded, text, k, words, mask)
     theme = _theme(projector)
     return ViewResult("masked-words", loaded.id, {f"fill-{m}": V.fill_bars(trace, m, theme) for m in range(len(trace))},
                       trace, _notes(loaded, trace.notes))

@@ -28,7 +28,7 @@ from explorer.probes import interventions as I
 from explorer.probes import lstm_gates as G
 from explorer.probes import word_embeddings as W
 from explorer.probes.logit_lens import logit_lens
-from explorer.probes.masked_words import masked_fill
+from explorer.probes.masked_words import MaskedWordsError, masked_fill
 from explorer.probes.positional_encodings import learned_analysis, model_positions, permutation_experiment
 from explorer.probes.self_attention import find_token
 from explorer.probes.token_attribution import attribution, default_outputs
@@ -396,8 +396,9 @@ def test_masked_words_claims(model_id: str) -> None:
     assert accepts("masked-words", loaded)
     said = notice(page("masked-words", {"model": model_id}))
     a = "the keys to the cabinet [MASK] on the table ."
-    trace = masked_fill(loaded, a, 10)
-    if trace.error:  # no masked-LM head (MiniLM's sentence-embedding checkpoint): nothing is claimed
+    try:
+        trace = masked_fill(loaded, a, 10)
+    except MaskedWordsError:  # no masked-LM head (MiniLM's sentence-embedding checkpoint): nothing is claimed
         assert not said
         return
     b = BY_PATH["masked-words"].params["b"].default  # the second sentence: the numbers swapped

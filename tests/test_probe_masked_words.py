@@ -11,7 +11,8 @@ import torch
 
 from explorer.loading.loaders import load_model
 from explorer.loading.model_cache import ModelCache
-from explorer.probes.masked_words import MAX_MASKS, cannot_fill, mask_word, masked_fill, word_spans, words_of
+from explorer.probes.masked_words import (MAX_MASKS, MaskedWordsError, cannot_fill, mask_word, masked_fill, word_spans,
+                                          words_of)
 
 KEYS = "the keys to the cabinet [MASK] on the table ."
 MLM_WORDS = "the keys key to cabinet cabinets is are on table dog dogs sleeps sleep in garden a".split()
@@ -87,8 +88,7 @@ def test_no_mask_masks_the_last_word_with_a_note() -> None:
     ("the dog " * 40 + "[MASK]", "No [MASK] is left in the part of the text the model reads", False),
 ])
 def test_bad_input_is_a_note(text: str, note: str, fills: bool) -> None:
-    trace = masked_fill(builtin(), text, k=5, words="are, xyzzy")
-    assert not trace.error
+    trace = masked_fill(builtin(), text, k=5, words="are, xyzzy")  # no MaskedWordsError: bad text is a note
     assert any(note in n for n in trace.notes), trace.notes
     assert len(trace) == int(fills)
     if fills:
@@ -107,8 +107,8 @@ def test_huge_k_and_words_are_bounded() -> None:
     ("builtin:seq2seq-bahdanau", "not a transformer"),
 ])
 def test_models_that_cannot_fill_masks_say_why(model_id: str, reason: str) -> None:
-    trace = masked_fill(load_model(model_id), KEYS)
-    assert reason in trace.error and not len(trace)
+    with pytest.raises(MaskedWordsError, match=reason):
+        masked_fill(load_model(model_id), KEYS)
 
 
 def test_word_spans() -> None:
@@ -191,7 +191,8 @@ def test_hf_encoder_without_a_head_is_loaded_without_one_and_says_so(hf_root: Pa
     loaded = load_model("local:tiny-bert-encoder", task="masked-lm")
     assert loaded.meta["task"] == "base" and type(loaded.model).__name__ == "BertModel"
     assert any("has no masked-LM head saved with it" in n and "cls.predictions" in n for n in loaded.notes)
-    assert "has no masked-LM head" in masked_fill(loaded, KEYS).error
+    with pytest.raises(MaskedWordsError, match="has no masked-LM head"):
+        masked_fill(loaded, KEYS)
 
 
 def test_the_cache_keeps_a_task_apart_only_for_hugging_face_models(hf_root: Path, monkeypatch) -> None:

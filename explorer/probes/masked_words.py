@@ -3,8 +3,8 @@ probabilities p(w | context) = softmax(z)_w, z the model's logits at the mask po
 
 The text is fed with the model's own rules (adapter.encode); "[MASK]" or "<mask>" typed anywhere becomes the model's
 mask token. A word of the text can be masked by its index (`mask_word`, the view's "click a word to mask it");
-a text without a mask gets its last word masked, with a note. Bad input (empty, huge, emoji, a model that is not a
-masked LM) gives a note or an error in the trace, never an exception.
+a text without a mask gets its last word masked, with a note. Bad text (empty, huge, emoji) gives a note; a model that
+is not a masked LM, or a run it cannot do, raises MaskedWordsError.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 from explorer.adapters.base import Unsupported
 from explorer.adapters.protocols import Loaded, Reads
 from explorer.runtime import budget
+from explorer.runtime.errors import ViewError
 
 MASK_SPELLINGS = re.compile(r"\[\s*mask\s*\]|<\s*mask\s*>", re.IGNORECASE)
 WORDS = re.compile(MASK_SPELLINGS.pattern + r"|\w+|[^\w\s]", re.IGNORECASE)  # masks, words, single symbols
@@ -35,7 +36,7 @@ class MaskedTrace:
     their probabilities and logits z; lse (M,): log Σ_v e^{z_v}; entropy (M,): of the whole distribution, in nats;
     words (W,): the words compared, pieces (W,): the model's token for each ("" when the word is not one token),
     word_probs (M, W), word_ranks (M, W): probability and rank (1 = most probable; 0 when not one token);
-    vocab_size: V; notes: messages for the user; error: why nothing could be read (then the rest is empty).
+    vocab_size: V; notes: messages for the user (no masks read: why, and the rest is empty).
     """
 
     model_id: str
@@ -56,7 +57,6 @@ class MaskedTrace:
     word_ranks: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     vocab_size: int = 0
     notes: tuple[str, ...] = ()
-    error: str = ""
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -82,12 +82,19 @@ def mask_word(text: str, index: int) -> tuple[str, str]:
     return text[:start] + MASK + text[end:], word
 
 
-def _empty(model_id: str, text: str, error: str = "", notes: tuple[str, ...] = (), tokens: tuple[str, ...] = (),
+class MaskedWordsError(ViewError, ValueError):
+    """No fillers can be read: the model is not a masked LM, or it could not run on this input."""
+
+    alert = "warning"
+
+
+def _empty(model_id: str, text: str, notes: tuple[str, ...] = (), tokens: tuple[str, ...] = (),
            special: tuple[bool, ...] = (), masked: str = "") -> MaskedTrace:
+    """A trace with no mask read: its notes say why."""
     z = np.zeros((0, 0))
     return MaskedTrace(model_id=model_id, text=text, masked=masked, tokens=tokens, special=special, positions=(),
                        top_ids=np.zeros((0, 0), dtype=np.int64), top_tokens=(), probs=z, logits=z, lse=np.zeros(0),
-                       entropy=np.zeros(0), notes=tuple(dict.fromkeys(notes)), error=error)
+                       entropy=np.zeros(0), notes=tuple(dict.fromkeys(notes)))
 
 
 def mask_token(loaded: Loaded) -> tuple[int | None, str]:
@@ -167,17 +174,17 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
     words: words to compare at each mask (e.g. "is, are"): their probability and rank. mask_index >= 0: replace
     word mask_index of the text (word_spans) by [MASK] first. ids: the tokens to show at each mask instead of the
     most probable ones (another model's top tokens, to compare the two; one tuple per mask, ids of this model's
-    vocabulary). Never raises for bad input: see the trace's notes and error."""
+    vocabulary). Bad text gives notes (and no masks read); raises MaskedWordsError (class docstring)."""
     mid = str(getattr(loaded, "id", "model"))
     text = text or ""
     reason = cannot_fill(loaded)
     if reason:
-        return _empty(mid, text, reason)
+        raise MaskedWordsError(reason)
     adapter = loaded.adapter
     k = int(min(max(int(k), 1), MAX_K))
     first = adapter.encode(text)
     if not first.ids:  # nothing to read (empty, only control or combining characters): the adapter says why
-        return _empty(mid, text, "", first.notes)
+        return _empty(mid, text, first.notes)
     notes: list[str] = []
     masked = ""
     if mask_index >= 0:
@@ -192,24 +199,23 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
                          max_tokens=budget.cap_tokens(loaded.model, adapter.max_tokens))  # one priced forward
     notes = list(enc.notes) + notes
     if not enc.ids:
-        return _empty(mid, text, "", tuple(notes), masked=masked)
+        return _empty(mid, text, tuple(notes), masked=masked)
     tokens = tuple(MASK if i == mask_id else t for i, t in zip(enc.ids, enc.tokens))
     special = tuple(bool(s) for s in enc.special)
     positions = [t for t, i in enumerate(enc.ids) if i == mask_id]
     if not positions:
         notes.append(f"No {MASK} is left in the part of the text the model reads (its first {len(enc.ids):,} "
                      "tokens): put one earlier.")
-        return _empty(mid, text, "", tuple(notes), tokens, special, masked)
+        return _empty(mid, text, tuple(notes), tokens, special, masked)
     if len(positions) > MAX_MASKS:
         notes.append(f"The text has {len(positions)} masks; the first {MAX_MASKS} are shown.")
         positions = positions[:MAX_MASKS]
     try:
         rec = adapter.run(enc, names=("logits",))
     except Unsupported as exc:
-        return _empty(mid, text, str(exc), tuple(notes), tokens, special, masked)
+        raise MaskedWordsError(str(exc)) from None
     except (RuntimeError, ValueError, IndexError) as exc:
-        return _empty(mid, text, f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}",
-                      tuple(notes), tokens, special, masked)
+        raise MaskedWordsError(f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}") from None
     z = rec["logits"][positions].astype(np.float64)                          # (M, V)
     top = z.max(axis=1, keepdims=True)
     lse = (top + np.log(np.exp(z - top).sum(axis=1, keepdims=True)))[:, 0]  # (M,)
@@ -219,8 +225,8 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
     if ids:
         if len(ids) != len(positions) or len({len(r) for r in ids}) != 1 or \
                 not all(0 <= int(i) < p.shape[1] for r in ids for i in r):
-            return _empty(mid, text, f"The tokens to compare are not {len(positions)} rows of ids of {mid}'s "
-                                     f"{p.shape[1]:,} tokens.", tuple(notes), tokens, special, masked)
+            raise MaskedWordsError(f"The tokens to compare are not {len(positions)} rows of ids of {mid}'s "
+                                   f"{p.shape[1]:,} tokens.")
         order = np.array(ids, dtype=np.int64)                               # (M, k) as given
     rows = np.arange(len(positions))[:, None]
     entropy = -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=1)
