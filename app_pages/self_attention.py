@@ -1,10 +1,11 @@
 """Self-attention: per-head maps, the layers × heads grid, rollout, masks and the Q·K/√d softmax arithmetic."""
 import streamlit as st
 
-from explorer.probes.self_attention import STREAM_LABELS, Showcase, attention_notice, attention_shape
-from explorer.text.escape import md, md_message
+from explorer.probes.self_attention import (STREAM_LABELS, AttentionError, AttentionTrace, attention_notice,
+                                            attention_shape)
+from explorer.text.escape import md
 from explorer.ui import attention_views as AV
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import get_model, probe, probe_raising, stop_with
 from explorer.ui.charts import caption
 from explorer.ui.compare import compare_picker
 from explorer.ui.widgets import model_picker, page_header, what_to_notice
@@ -32,32 +33,37 @@ with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
         stream = c.selectbox("stream", format_func=STREAM_LABELS.get)
     if mode == "masks" and loaded.tokenizer is not None and loaded.family != "encoder-decoder":
         pad = c.number("pad", slider=True)
-    shape = probe(attention_shape, loaded, stream)
-    if not shape.error:
+    shape: AttentionTrace | None = None
+    failed: AttentionError | None = None  # a model this view cannot show: said under the controls, the page stops
+    try:
+        shape = probe_raising(attention_shape, loaded, stream)
+    except AttentionError as exc:
+        failed = exc
+    if shape is not None:
         extra = c.multiselect("heads", list(range(shape.n_heads)))
         how = c.radio("agg", format_func=AV.AGGS.get) if mode in ("head", "model") else "heads"
         hide = c.toggle("hide")
     other_id = compare_picker(c.view.families, model_id) if mode == "head" else None
-if shape.error:
-    st.warning(md_message(shape.error))
-    st.stop()
+if failed is not None:
+    stop_with(failed)
+assert shape is not None
 L, H = shape.n_layers, shape.n_heads
 # opened on the head with the most visible pattern on the model's own example sentence (not on the typed one: the
 # head stays while the sentence changes); a layer and head in the URL or chosen win
 example = loaded.adapter.examples(c.view.sentences).default
 notice = probe(attention_notice, loaded, example, stream)  # also the head it opens on: one run of the example
-showcase = notice.showcase or Showcase(example, error=notice.error)
+showcase = notice.showcase if notice is not None else None
 with c_layer:
-    layer = c.selectbox("layer", list(range(L)), default=None if showcase.error else showcase.layer,
+    layer = c.selectbox("layer", list(range(L)), default=None if showcase is None else showcase.layer,
                         format_func=lambda i: f"layer {i}", label_visibility="collapsed")
 with c_head:
-    head = c.selectbox("head", list(range(H)), default=None if showcase.error else showcase.head,
+    head = c.selectbox("head", list(range(H)), default=None if showcase is None else showcase.head,
                        format_func=lambda i: f"head {i}", label_visibility="collapsed")
 AV.view(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide, other_id)
 caption(f"{md(shape.model_id)} · {md(shape.adapter)} · {shape.stream_label} · {L} layers × {H} heads"
         + (" · causal (decoder)" if shape.causal else "")
         + (f" · the view opens on layer {showcase.layer}, head {showcase.head}: {md(showcase.rule)} on the "
-           f"example “{md(showcase.text)}”" if not showcase.error else ""))
+           f"example “{md(showcase.text)}”" if showcase is not None else ""))
 if mode != "steps":  # static: outside the fragment
     scaled, words = viz.scale_tex(shape.scaling, shape.head_size)
     st.latex(rf"\mathrm{{Attention}}(Q,K,V)=\mathrm{{softmax}}\Big({scaled}+M\Big)V"

@@ -211,8 +211,6 @@ def self_attention(model: Any, text: str, layer: int = 0, head: int = 0, how: st
 
     loaded = read(model, **read_args)
     trace = _run(P.attention_trace, loaded, text, pair, stream)
-    if trace.error:
-        raise NotebookError(trace.error)
     L, H = trace.attentions.shape[:2]
     if not (0 <= layer < L and 0 <= head < H):
         raise NotebookError(f"{loaded.id} has {L} layers × {H} heads; got layer {layer}, head {head}.")

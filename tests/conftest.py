@@ -86,3 +86,28 @@ def server():
 
     with streamlit_server() as base:
         yield base
+
+
+def _ui_imports(source: str) -> set[str]:
+    """The explorer.ui modules a script imports (`from explorer.ui import x`, `from explorer.ui.x import ...`)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "explorer.ui":
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("explorer.ui."):
+            found.add(str(node.module).rsplit(".", 1)[-1])
+    return found
+
+
+def view_source(script: str) -> str:
+    """A view's page script and its own modules: the explorer.ui modules that page imports and neither another page
+    nor app.py does (a page of glue calls them to draw its sections, with the view's Controls)."""
+    from explorer.views import VIEWS
+
+    pages = {v.script: _ui_imports((ROOT / v.script).read_text()) for v in VIEWS}
+    pages["app.py"] = _ui_imports((ROOT / "app.py").read_text())
+    mine = pages[script] - set().union(*(m for other, m in pages.items() if other != script))
+    return "\n".join([(ROOT / script).read_text(), *((ROOT / "explorer" / "ui" / f"{m}.py").read_text()
+                                                   for m in sorted(mine))])

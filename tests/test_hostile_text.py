@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_no_exception, run_page
+from conftest import assert_no_exception, run_page, view_source
 from explorer.text.escape import md
 from explorer.views import BY_PATH, VIEWS
 from testkit.view_cases import CASES
 from hostile import HOSTILE_TEXTS, HTML_CASES, UNUSABLE, bytelevel_gpt2, raw_html_in
 
 # Every page whose script has the main sentence input (widget key "text", ?text=).
-TEXT_PAGES = [v.script for v in VIEWS if any(f"{w}(" in (ROOT / v.script).read_text()
+TEXT_PAGES = [v.script for v in VIEWS if any(f"{w}(" in view_source(v.script)
                                              for w in ("sentence_input", "model_sentence", "model_and_sentence"))]
 
 # page script -> what it says about hostile text (testkit/view_cases.py: Hostile)

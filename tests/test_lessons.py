@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, assert_no_exception, run_page
+from conftest import assert_no_exception, run_page, view_source
 from explorer import lessons as L
 from explorer.text.escape import md_unescape
 from explorer.views import PARAMS, VIEWS
@@ -310,8 +310,9 @@ def _url_keys(source: str) -> set[str]:
 def test_params_map_matches_the_page(view) -> None:
     """The page reads exactly the URL keys its declaration (explorer/views.py) lists: no undeclared key, no declared
     key left unused; its widgets take their labels, defaults and ranges from that declaration (explorer.ui.state
-    Controls), and the page builds them from `Controls("<url path>")`."""
-    source = (ROOT / view.script).read_text()
+    Controls), and the page builds them from `Controls("<url path>")`. A page's own modules under explorer/ui (the
+    sections it calls) count as the page."""
+    source = view_source(view.script)
     assert f'Controls("{view.url_path}")' in source
     assert not re.search(r"\bstate\.(slider|selectbox|radio|toggle|multiselect|text_input)\(", source), \
         "a page widget bypasses the declaration"

@@ -13,6 +13,7 @@ from explorer.adapters.hf import HFAdapter, HFSeq2SeqAdapter
 from explorer.data.vocab import Vocab, tokenize_words
 from explorer.probes.self_attention import (
     FLOAT16_ABOVE,
+    AttentionError,
     PRESETS,
     attention_trace,
     head_matrix,
@@ -140,7 +141,6 @@ def test_probe_leaves_no_hooks(minilm):
 def test_rows_sum_to_one_and_match_the_model(request, name, text, pair):
     loaded = request.getfixturevalue(name)
     tr = attention_trace(loaded, text, pair)
-    assert not tr.error
     assert tr.attentions.dtype == np.float32
     np.testing.assert_allclose(tr.attentions.sum(-1), 1.0, atol=TOL)
     expected, tokens = _model_attentions(loaded, text, pair if loaded.family == "encoder" else "")
@@ -273,8 +273,7 @@ def test_line_view_and_masks(gpt):
 @pytest.mark.parametrize("name", ["gpt", "minilm", "gpt2"])
 @pytest.mark.parametrize("text", ["", "   ", "😀🤖", "a\x00b\x07c\u200b", "漢字 ಠ_ಠ ⱦ", "\n\t"])
 def test_bad_input_gives_notes_not_exceptions(request, name, text):
-    tr = attention_trace(request.getfixturevalue(name), text)
-    assert not tr.error
+    tr = attention_trace(request.getfixturevalue(name), text)  # no AttentionError: bad text is a note
     if not tr.tokens:
         assert tr.notes
     else:
@@ -307,10 +306,11 @@ def test_large_traces_are_float16(minilm, monkeypatch):
 
 def test_unsupported_models_say_why():
     sd = LoadedModel("upload:x", "state-dict", None, "cpu", "float32", state_dict={"w": torch.zeros(2)})
-    tr = attention_trace(sd, SENT)
-    assert tr.error and "state dict" in tr.error
+    with pytest.raises(AttentionError, match="state dict"):
+        attention_trace(sd, SENT)
     rnn = LoadedModel("builtin:lstm-lm", "rnn-lm", torch.nn.LSTM(2, 2), "cpu", "float32")
-    assert "not a transformer" in attention_trace(rnn, SENT).error
+    with pytest.raises(AttentionError, match="not a transformer"):
+        attention_trace(rnn, SENT)
 
 
 def test_encoder_decoder_streams_and_their_arithmetic():

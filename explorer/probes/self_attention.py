@@ -28,6 +28,7 @@ from explorer.adapters.base import Record, Unsupported
 from explorer.data.examples import NATURAL
 from explorer.adapters.text import Encoded
 from explorer.runtime import budget
+from explorer.runtime.errors import ViewError
 
 STREAM_LABELS = {
     "encoder": "Encoder self-attention",
@@ -88,7 +89,6 @@ class AttentionTrace:
     rope_sin: np.ndarray | None = None
     rope_inv_freq: np.ndarray | None = None
     notes: tuple[str, ...] = ()
-    error: str = ""  # non-empty: nothing to show, say this instead
     adapter: str = ""
 
     @property
@@ -108,9 +108,15 @@ class AttentionTrace:
         return STREAM_LABELS.get(self.stream, self.stream)
 
 
-def _empty(model_id: str, error: str, notes: tuple[str, ...] = ()) -> AttentionTrace:
-    """A trace with nothing to show: `error` says why ("" with `notes`: no token to read)."""
-    return AttentionTrace(model_id=model_id, notes=notes, error=error)
+class AttentionError(ViewError, ValueError):
+    """No attention to show: the model is not a transformer this view can run, or it could not run on this input."""
+
+    alert = "warning"
+
+
+def _empty(model_id: str, notes: tuple[str, ...] = ()) -> AttentionTrace:
+    """A trace with no token to read: its `notes` say why."""
+    return AttentionTrace(model_id=model_id, notes=notes)
 
 
 # --------------------------------------------------------------------------------------------- probe
@@ -121,23 +127,21 @@ def attention_trace(loaded: Loaded, text: str, pair: str = "", stream: str = "",
     stream: "encoder" | "decoder" | "cross" ("" = the model's first). pad: extra padding tokens appended with
     attention_mask 0 (shows the padding mask; HF encoders and decoders). thumb: thumbnail size of the model view.
     arithmetic: also read Q, K, V (and check them against the model's own attention) for the step-by-step view.
-    Never raises for bad input or unsupported models: the trace's `error` / `notes` say what happened.
+    Bad text gives notes (no tokens: an empty trace); raises AttentionError (class docstring).
     """
     mid = str(getattr(loaded, "id", "model"))
     adapter = loaded.adapter
     if not adapter.streams:
-        return _empty(mid, _not_a_transformer(loaded, mid))
+        raise AttentionError(_not_a_transformer(loaded, mid))
     shape = budget.shape_of(loaded.model)
     cap = budget.fit_tokens(lambda t: price(shape, t, arithmetic), adapter.max_tokens)
     src, tgt, notes = _inputs(adapter, text or "", pair or "", cap)
     if not src.ids or (tgt is not None and not tgt.ids):
-        return _empty(mid, "", tuple(dict.fromkeys(notes + list(tgt.notes if tgt is not None else ()))))
+        return _empty(mid, tuple(dict.fromkeys(notes + list(tgt.notes if tgt is not None else ()))))
     stream = stream if stream in adapter.streams else next(iter(adapter.streams))
     prefix = adapter.streams[stream]
     pad = _padding(adapter, pad, len(src.ids), notes)
-    rec, error = _read_record(adapter, mid, src, tgt, _wanted(prefix, arithmetic), pad)
-    if rec is None:
-        return _empty(mid, error, tuple(notes))
+    rec = _read_record(adapter, mid, src, tgt, _wanted(prefix, arithmetic), pad)
     atts = torch.from_numpy(rec.stack(prefix + ".pattern"))                   # (L, H, Tq, Tk)
     masks = torch.from_numpy(rec.stack(prefix + ".mask")).float()             # (L, Tq, Tk)
     qkv = _arithmetic(rec, prefix, adapter, masks, atts) if arithmetic else _Arithmetic()
@@ -163,8 +167,8 @@ def price(shape: budget.Shape, tokens: int, arithmetic: bool = True) -> budget.P
 
 
 def attention_shape(loaded: Loaded, stream: str = "") -> AttentionTrace:
-    """The trace of a one-word text, for what does not depend on the text: n_layers and n_heads of `stream`, and
-    `error` when the model cannot be shown at all."""
+    """The trace of a one-word text, for what does not depend on the text: n_layers and n_heads of `stream`. Raises
+    AttentionError when the model cannot be shown at all."""
     return attention_trace(loaded, "a", "", stream, 0, thumb=1, arithmetic=False)
 
 
@@ -216,14 +220,14 @@ def _wanted(prefix: str, arithmetic: bool) -> list[str]:
 
 
 def _read_record(adapter: Any, mid: str, src: Encoded, tgt: Encoded | None, names: list[str],
-                 pad: int) -> tuple[Record | None, str]:
-    """(the record of one forward pass, "") or (None, why the model could not run on this input)."""
+                 pad: int) -> Record:
+    """The record of one forward pass. Raises AttentionError saying why the model could not run on this input."""
     try:
-        return adapter.run(src, names=names, target=tgt, pad=pad), ""
+        return adapter.run(src, names=names, target=tgt, pad=pad)
     except Unsupported as exc:
-        return None, str(exc)
+        raise AttentionError(str(exc)) from None
     except (RuntimeError, ValueError, IndexError) as exc:
-        return None, f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}"
+        raise AttentionError(f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def _tokens(rec: Record, stream: str, pad: int) -> dict[str, Any]:
@@ -572,7 +576,7 @@ class PronounShift:
     have (0: its row is the same in both); change_at: its (layer, head). shift_at: the (layer, head) where the pronoun
     gives `first` more weight than `second` in A and `second` more than `first` in B, with the largest smaller margin
     of the two (None: no head does); weights_a, weights_b: (weight on first, weight on second) there; n_shift: how
-    many heads do; n_heads: L × H. error: why nothing was computed (a word not found, a model without attention)."""
+    many heads do; n_heads: L × H."""
 
     word: str
     first: str
@@ -584,20 +588,20 @@ class PronounShift:
     weights_b: tuple[float, float] = (0.0, 0.0)
     n_shift: int = 0
     n_heads: int = 0
-    error: str = ""
 
 
 def pronoun_shift(loaded: Loaded, a: str, b: str, word: str = "it", first: str = "animal", second: str = "street",
-                  stream: str = "") -> PronounShift:
-    """Where `word` looks in sentence `a` and in sentence `b` (see PronounShift), from the model's own weights."""
+                  stream: str = "") -> PronounShift | None:
+    """Where `word` looks in sentence `a` and in sentence `b` (see PronounShift), from the model's own weights; None
+    when a sentence gives no tokens or `word`, `first` or `second` is not a token of both."""
     ta = attention_trace(loaded, a, "", stream, 0, thumb=1, arithmetic=False)
     tb = attention_trace(loaded, b, "", stream, 0, thumb=1, arithmetic=False)
-    if ta.error or tb.error or not ta.tokens or not tb.tokens:
-        return PronounShift(word, first, second, error=ta.error or tb.error or "no tokens")
+    if not ta.tokens or not tb.tokens:
+        return None
     at = [(find_token(t.tokens, word), find_token(t.key_tokens, first), find_token(t.key_tokens, second))
           for t in (ta, tb)]
     if min(min(x) for x in at) < 0:
-        return PronounShift(word, first, second, error=f"“{word}”, “{first}” or “{second}” is not a token of both")
+        return None
     (qa, fa, sa), (qb, fb, sb) = at
     ra = ta.attentions[:, :, qa, :].astype(np.float64)  # (L, H, Tk)
     rb = tb.attentions[:, :, qb, :].astype(np.float64)
@@ -623,7 +627,7 @@ class AttentionNotice:
     largest weight, averaged over the query tokens, goes to a special token (specials: those tokens, as shown);
     first_heads: heads whose largest weight so goes to the first key token, `first`; rollout: (mean over rows of the
     largest rollout weight at layer 0, the same at the last layer), None without rollout; rollout_key: the key that
-    most rows of the last layer's rollout weigh most. error: why nothing was computed."""
+    most rows of the last layer's rollout weigh most."""
 
     text: str
     row_error: float = 0.0
@@ -637,16 +641,15 @@ class AttentionNotice:
     first: str = ""
     rollout: tuple[float, float] | None = None
     rollout_key: str = ""
-    error: str = ""
     showcase: Showcase | None = None  # the head the view opens on (showcase_head), from the same run
 
 
-def attention_notice(loaded: Loaded, text: str, stream: str = "") -> AttentionNotice:
+def attention_notice(loaded: Loaded, text: str, stream: str = "") -> AttentionNotice | None:
     """AttentionNotice of `loaded` on `text` (the page passes the model's own example sentence), with the head the view
-    opens on: one run of the model for both."""
+    opens on: one run of the model for both. None when `text` gives no tokens."""
     tr = attention_trace(loaded, text, "", stream, 0, thumb=1, arithmetic=False)
-    if tr.error or not tr.tokens:
-        return AttentionNotice(text, error=tr.error or "no tokens")
+    if not tr.tokens:
+        return None
     A = tr.attentions.astype(np.float64)  # (L, H, Tq, Tk)
     L, H, Tq, Tk = A.shape
     above = None
@@ -677,14 +680,13 @@ class Showcase:
     score: float = 0.0
     n_heads: int = 0
     rule: str = ""
-    error: str = ""
 
 
-def showcase_head(tr: AttentionTrace, text: str) -> Showcase:
+def showcase_head(tr: AttentionTrace, text: str) -> Showcase | None:
     """The head whose rows put the most weight on one real token of `text` (the page opens on it when no layer and
     head are asked for): a visible pattern (previous token, the same word, a pronoun's antecedent) rather than the
     near-uniform or sink-only maps of many heads. Scores every head of `tr`, the model's own attention on `text`
-    (read once with the notice: attention_notice)."""
+    (read once with the notice: attention_notice). None when the sentence is too short to compare heads."""
     A = tr.attentions.astype(np.float64)  # (L, H, Tq, Tk)
     L, H, Tq, Tk = A.shape
     keys = ~np.array(tr.key_special, dtype=bool)
@@ -695,7 +697,7 @@ def showcase_head(tr: AttentionTrace, text: str) -> Showcase:
         rows[:2] = False  # rows 0 and 1 see at most the first token and themselves
         sink = " nor the first token"
     if not keys.any() or not rows.any():
-        return Showcase(text, error="the sentence is too short to compare heads")
+        return None
     if tr.stream != "cross" and Tq == Tk:  # a token attending to itself draws only the diagonal: not counted
         A = A * (1.0 - np.eye(Tq))
     score = A[:, :, rows][..., keys].max(-1).mean(-1)  # (L, H)

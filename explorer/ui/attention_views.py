@@ -9,12 +9,12 @@ import streamlit as st
 
 from explorer.adapters.examples import compare_default, pronoun_pair
 from explorer.data.examples import PRONOUN
-from explorer.probes.self_attention import (AttentionNotice, PronounShift, attention_trace, compare_mismatch,
-                                            default_query, find_token, head_matrix, head_row, hide_special,
-                                            pronoun_shift, step_by_step)
+from explorer.probes.self_attention import (AttentionError, AttentionNotice, PronounShift, attention_trace,
+                                            compare_mismatch, default_query, find_token, head_matrix, head_row,
+                                            hide_special, pronoun_shift, step_by_step)
 from explorer.text.escape import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe
+from explorer.ui.cache import get_model, probe, probe_raising
 from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_sentence
@@ -65,9 +65,10 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
     with c_text:
         text = model_sentence(loaded, c.view.sentences)
 
-    trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
-    if trace.error:
-        st.warning(md_message(trace.error))
+    try:  # said here: the fragment ends, the rest of the page stays
+        trace = probe_raising(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
+    except AttentionError as exc:
+        st.warning(md_message(exc))
         return
     for note in trace.notes:
         st.info(md_message(note))
@@ -107,9 +108,13 @@ def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int
     other = get_model(other_id)
     if other is None:
         return
-    trace_b = probe(attention_trace, other, text, pair, stream, pad, arithmetic=False)
-    if trace_b.error or not trace_b.tokens:
-        st.warning(f"{md(other_id)} cannot be compared here: {md_message(trace_b.error or 'it read no tokens')}")
+    try:
+        trace_b = probe_raising(attention_trace, other, text, pair, stream, pad, arithmetic=False)
+        why = "" if trace_b.tokens else "it read no tokens"
+    except AttentionError as exc:
+        why = str(exc)
+    if why:
+        st.warning(f"{md(other_id)} cannot be compared here: {md_message(why)}")
         return
     why = compare_mismatch(trace, trace_b, layer, heads)
     if why:
@@ -269,9 +274,9 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
     partner = compare_default(loaded.adapter) or c.params["text2"].default  # a causal model: its own pair's
     follow_default("text2", partner)
     other = c.text_input("text2", partner)
-    trace_b = probe(attention_trace, loaded, other, "", stream, 0)
-    if trace_b.error or not trace_b.tokens:
-        st.warning(md_message(trace_b.error or (trace_b.notes[0] if trace_b.notes else "Type a second sentence.")))
+    trace_b = probe(attention_trace, loaded, other, "", stream, 0)  # the same model as the first sentence's
+    if not trace_b.tokens:
+        st.warning(md_message(trace_b.notes[0] if trace_b.notes else "Type a second sentence."))
     else:
         q_idx = token if token >= 0 else default_query(trace.tokens, trace.special)
         word = trace.tokens[q_idx]
@@ -296,14 +301,14 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
                  filename="attention-compare-b")
 
 
-def notices(loaded: Any, example: str, notice: AttentionNotice, stream: str) -> list[str]:
+def notices(loaded: Any, example: str, notice: AttentionNotice | None, stream: str) -> list[str]:
     """What to notice, computed on the model's own example sentence and its pronoun pair (a causal model gets the
     pair whose deciding word comes before "it"; a built-in's generated English has none: no pair point)."""
     pronouns = pronoun_pair(loaded.adapter)
     shift = probe(pronoun_shift, loaded, *pronouns, *PRONOUN, stream) if pronouns else None
-    points = [] if notice.error else _example_points(example, notice)
-    if pronouns is not None and shift is not None and not shift.error:
-        points.append(_pronoun_point(pronouns, shift, notice.causal))
+    points = [] if notice is None else _example_points(example, notice)
+    if pronouns is not None and shift is not None:
+        points.append(_pronoun_point(pronouns, shift, notice is not None and notice.causal))
     return points
 
 
