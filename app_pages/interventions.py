@@ -6,7 +6,7 @@ from explorer.probes import interventions as I
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
 from explorer.runtime.errors import ViewError
-from explorer.ui.cache import figure_once, get_model, probe, probe_raising, probe_with_progress
+from explorer.ui.cache import figure_of, get_model, probe, probe_raising, probe_with_progress
 from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
@@ -94,8 +94,7 @@ if contrast is not None:
     title = (f"{'Denoising' if direction == 'denoise' else 'Noising'}: {I.KINDS[site]} restored"
              + (f" ({shown.method})" if method == "both" else ""))
     scale = V.colour_range(shown, span)
-    fig = figure_once(("interventions", loaded.id, *args, site, direction, pos, rdir, shown.method, row, col, scale),
-                      lambda: V.restored_grid(shown, labels, title, theme, (row, col), scale))
+    fig = figure_of(V.restored_grid, shown, labels, title, theme, (row, col), scale)
     with chart:
         show(fig, origin, key="patch_grid", filename="interventions", fold=390)
 

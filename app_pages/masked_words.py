@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.probes.masked_words import MASK, MaskedWordsError, masked_fill, words_of
 from explorer.text.escape import md
 from explorer.ui import settings
-from explorer.ui.cache import figure_once, get_model, probe, probe_raising
+from explorer.ui.cache import figure_of, get_model, probe, probe_raising
 from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
@@ -48,13 +48,11 @@ if second.strip():
         traces, names = [trace, trace_b], ["A", "B"]
 
 OWN = Origin("model", f"softmax of {md(model_id)}'s own logits at each {MASK}, over its {trace.vocab_size:,} tokens.")
-MODEL_KEY = (model_id, loaded.device, loaded.dtype, k, compare)
 
 
 def bars(tr, m: int, title: str = "", top: float | None = None):
-    """The top-k bars of mask m of a trace, built once per (model, text, k, compared words, mask, title, scale)."""
-    return figure_once(("masked-bars", *MODEL_KEY, tr.model_id, tr.text, m, title, top),
-                       lambda: V.fill_bars(tr, m, theme, title, top))
+    """The top-k bars of mask m of a trace, built once per trace, mask, title and scale."""
+    return figure_of(V.fill_bars, tr, m, theme, title, top)
 
 
 if len(traces) == 2:

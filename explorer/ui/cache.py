@@ -20,6 +20,7 @@ from explorer.runtime.device import is_large
 from explorer.runtime.heavy import HeavyQueue, heavy_slots
 from explorer.runtime.result_cache import ResultCache
 from explorer.runtime.errors import ViewError
+from explorer.runtime.keys import fingerprint
 from explorer.loading.model_cache import ModelCache
 from explorer.loading.loaders import LoadedModel, OutOfMemoryLoadError
 from explorer.files.safe_load import ModelLoadError
@@ -355,10 +356,14 @@ def _figure_store() -> LoadOnceLRU[go.Figure]:
                        size=_figure_bytes)
 
 
-def figure_once(key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
-    """The figure for `key`, built once per theme and shared by every session.
-
-    `key` must name everything the figure shows (model id, control values...). A rerun that shows an unchanged
-    figure then costs only its JSON: explorer.ui.charts.show keeps the figure's spec with it.
-    """
-    return _figure_store().get((settings.theme().name, *key), build)
+def figure_of(build: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.Figure:
+    """build(*args, **kwargs), built once and shared by every session: kept under the function's name and the
+    fingerprints of all its arguments (explorer.runtime.keys), so no control, model or theme can be left out of the
+    key. A rerun that shows an unchanged figure then costs only its JSON (explorer.ui.charts.show keeps the figure's
+    spec with it). `build` must be a module-level function: a lambda or a closure could read a value the key never
+    sees (TypeError)."""
+    name = f"{build.__module__}.{build.__qualname__}"
+    if "<" in build.__qualname__ or getattr(build, "__closure__", None):
+        raise TypeError(f"figure_of needs a module-level function, not {name}")
+    key = (name, fingerprint(args), fingerprint(kwargs))
+    return _figure_store().get(key, lambda: build(*args, **kwargs))

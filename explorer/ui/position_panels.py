@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.adapters.base import Unsupported
@@ -14,13 +16,14 @@ from explorer.probes import positional_encodings as P
 from explorer.runtime.errors import severity
 from explorer.text.escape import md, md_code, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import compute, figure_once, get_model, probe, probe_raising
+from explorer.ui.cache import compute, figure_of, get_model, probe, probe_raising
 from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
 from explorer.ui.widgets import model_picker, model_sentence, what_to_notice
 from explorer.viz import positional_encodings as V
+from explorer.viz.theme import Theme
 
 PANELS = {
     "sinusoidal": "Sinusoidal",
@@ -99,8 +102,7 @@ def sinusoidal_panel(row: Any) -> None:
     tr = compute(PF.sinusoidal, n, d, b)
     formula = Origin("illustration", f"the sinusoidal formula of Vaswani et al. for d = {d}, n = {b:g}, {n} positions; "
                                      "no model is read.")
-    show(figure_once(("pe", n, d, b), lambda: V.pe_heatmap(
-        tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}")),
+    show(figure_of(V.pe_heatmap, tr.pe, theme, f"Sinusoidal PE: {n} positions × {d} dimensions, base {b:g}"),
          formula, key="pe_heatmap", filename="sinusoidal_pe", overlay=V.cell_mark((pos, 2 * i), theme), fold=_fold())
     f = PF.formula_values(tr, pos, i)
     caption(f"The square marks position {pos}, dimension {2 * i} (pair {i}): PE = {f.sin:.4f}, and "
@@ -142,8 +144,8 @@ def similarity_panel(row: Any) -> None:
         k = c.number("k", hi=max(n - 1, 0), slider=True)
     sim = compute(PF.sinusoidal_similarity, n, d, b, kind)
     formula = Origin("illustration", f"the sinusoidal table for d = {d}, n = {b:g}, {n} positions; no model is read.")
-    show(figure_once(("pe-similarity", n, d, b, kind), lambda: V.matrix_heatmap(
-        sim, theme, f"{kind} between positions", "position", "position", kind, max_cells=V.SIMILARITY_CELLS)),
+    show(figure_of(V.matrix_heatmap, sim, theme, f"{kind} between positions", "position", "position", kind,
+                   max_cells=V.SIMILARITY_CELLS),
          formula, key="pe_similarity", filename="sinusoidal_similarity", fold=_fold())
     show(V.similarity_line(sim, pos, theme, kind), formula, key="pe_similarity_line",
          filename="sinusoidal_similarity_line")
@@ -312,7 +314,6 @@ def table_panel(loaded, controls: Any) -> None:
         dims: int = c.radio("pca", format_func=lambda x: f"{x}-D")
     with c3:
         other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
-    model_key = (loaded.id, loaded.device, loaded.dtype)
     stored = Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, as stored in the checkpoint.")
     trained = trained_model(loaded)  # a snapshot: coloured on the trained model's table's scale
     try:
@@ -333,9 +334,8 @@ def table_panel(loaded, controls: Any) -> None:
             other = None
     scale = (() if reference is None else (reference,)) + (() if other is None else (lt.weight, other.weight))
     named = f"{plotly_text(lt.model_id)} · " if other is not None else ""
-    show(figure_once(("learned", *model_key, trained.id if reference is not None else "", other_id if other else ""),
-                     lambda: V.pe_heatmap(lt.weight, theme, f"{named}{plotly_text(lt.source)}: position × dimension",
-                                          scale_from=scale)),
+    show(figure_of(V.pe_heatmap, lt.weight, theme, f"{named}{plotly_text(lt.source)}: position × dimension",
+                   scale_from=scale),
          stored, key="learned_heatmap", filename="learned_positions")
     if reference is not None:
         caption(f"Coloured on the scale of the trained model's table ({md(trained.id)}), at every training step.")
@@ -351,19 +351,27 @@ def table_panel(loaded, controls: Any) -> None:
     sim = la.cosine if kind == "cosine" else la.dot
     ref_la = probe_raising(P.learned_analysis, trained) if reference is not None else None  # a training step
     ref_sim = () if ref_la is None else ((ref_la.cosine if kind == "cosine" else ref_la.dot),)
-    show(figure_once(("learned-similarity", *model_key, kind), lambda: V.matrix_heatmap(
-        sim, theme, f"{kind} between learned positions", "position", "position", kind,
-        max_cells=V.SIMILARITY_CELLS, scale_from=ref_sim)), stored,
+    show(figure_of(V.matrix_heatmap, sim, theme, f"{kind} between learned positions", "position", "position", kind,
+                   max_cells=V.SIMILARITY_CELLS, scale_from=ref_sim), stored,
          key="learned_similarity", filename="learned_similarity")
     learned_line(sim, kind)
-    show(figure_once(("learned-pca", *model_key, dims), lambda: V.pca_positions(  # built once per model and dims
-        *((la.coords, la.explained) if ref_la is None else P.positions_pca(lt.weight, reference)), theme, dims,
-        None if ref_la is None else ref_la.coords,  # a step: on the trained table's axes, in its extent
-        "" if ref_la is None else "the trained table")),
+    show(figure_of(_pca_figure, la.coords, la.explained, lt.weight, reference,
+                   None if ref_la is None else ref_la.coords, theme, dims),
          Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, projected with PCA"
                 + (f" on the principal axes of the trained model's table ({md(trained.id)}): the same frame at every "
                    "training step; each axis's share is of this table's variance." if ref_la is not None else ".")),
          key="learned_pca", filename="learned_pca")
+
+
+
+def _pca_figure(coords: np.ndarray, explained: np.ndarray, weight: np.ndarray, reference: np.ndarray | None,
+                ref_coords: np.ndarray | None, theme: Theme, dims: int) -> go.Figure:
+    """The PCA of a position table (coords, explained); at a training step (reference: the trained table, whose
+    PCA is ref_coords) on the trained table's axes, in its extent (positions_pca, computed here: only when the
+    figure is built)."""
+    if reference is not None:
+        coords, explained = P.positions_pca(weight, reference)
+    return V.pca_positions(coords, explained, theme, dims, ref_coords, "" if reference is None else "the trained table")
 
 
 @st.fragment
