@@ -21,7 +21,7 @@ Sampling draws from a torch.Generator seeded per call: the server's global RNG i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Sequence, Union, cast
 
 import numpy as np
 import torch
@@ -104,7 +104,7 @@ def processors(adapter: Generates, strategy: Strategy, prompt_len: int, max_new:
     prompt_len: length of the sequence the processors see before the first new token (the decoder's prompt, or
     its start tokens); max_new: new tokens at most; warpers=False leaves out the sampling filters."""
     settings = adapter.generation_settings()
-    eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=adapter.device)
+    eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=str(adapter.device))
     procs = LogitsProcessorList()
     if strategy.repetition_penalty != 1.0:
         procs.append(RepetitionPenaltyLogitsProcessor(strategy.repetition_penalty))
@@ -113,21 +113,21 @@ def processors(adapter: Generates, strategy: Strategy, prompt_len: int, max_new:
     if settings.get("bad_words_ids"):
         procs.append(NoBadWordsLogitsProcessor(settings["bad_words_ids"], eos if len(eos) else None))
     if len(eos) and settings.get("min_length", 0) > 0:
-        procs.append(MinLengthLogitsProcessor(settings["min_length"], eos, device=adapter.device))
+        procs.append(MinLengthLogitsProcessor(settings["min_length"], eos, device=str(adapter.device)))
     min_new = max(strategy.min_new_tokens, settings.get("min_new_tokens") or 0)
     if len(eos) and min_new > 0:
-        procs.append(MinNewTokensLengthLogitsProcessor(prompt_len, min_new, eos, device=adapter.device))
+        procs.append(MinNewTokensLengthLogitsProcessor(prompt_len, min_new, eos, device=str(adapter.device)))
     if settings.get("forced_bos_token_id") is not None:
         procs.append(ForcedBOSTokenLogitsProcessor(settings["forced_bos_token_id"]))
     if settings.get("forced_eos_token_id") is not None:
         procs.append(ForcedEOSTokenLogitsProcessor(prompt_len + max_new, settings["forced_eos_token_id"],
-                                                   device=adapter.device))
+                                                   device=str(adapter.device)))
     if settings.get("suppress_tokens") is not None:
-        procs.append(SuppressTokensLogitsProcessor(settings["suppress_tokens"], device=adapter.device))
+        procs.append(SuppressTokensLogitsProcessor(settings["suppress_tokens"], device=str(adapter.device)))
     if settings.get("begin_suppress_tokens") is not None:
         begin = prompt_len if prompt_len > 1 or settings.get("forced_bos_token_id") is None else prompt_len + 1
         procs.append(SuppressTokensAtBeginLogitsProcessor(settings["begin_suppress_tokens"], begin,
-                                                          device=adapter.device))
+                                                          device=str(adapter.device)))
     if warpers:
         procs.extend(strategy.warpers())
     return procs
@@ -155,7 +155,7 @@ class Sampling:
     def advance(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Choose each row's next token from its logits (n, V). Returns (tokens (n,), the rows' order: 0..n-1) to
         go on, or None when every row has ended or max_new tokens are out."""
-        scores = self.procs(self.seq, logits)
+        scores = self.procs(cast(torch.LongTensor, self.seq), logits)
         if self.gen is not None:
             nxt = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=self.gen).squeeze(1)
         else:
@@ -263,8 +263,8 @@ def greedy_batch(adapter: Generates, sources: list[list[int]], max_new: int, bat
     for i in range(0, len(order), batch_size):
         idx = order[i:i + batch_size]
         width = max(1, max(len(sources[j]) for j in idx))
-        src = torch.tensor([sources[j] + [pad] * (width - len(sources[j])) for j in idx], device=adapter.device)
-        start = torch.tensor([list(adapter.decoder_start)] * len(idx), device=adapter.device)
+        src = torch.tensor([sources[j] + [pad] * (width - len(sources[j])) for j in idx], device=str(adapter.device))
+        start = torch.tensor([list(adapter.decoder_start)] * len(idx), device=str(adapter.device))
         rows = sample(adapter, src, start, Strategy("greedy"), max_new)[0]
         for j, r in zip(idx, rows):
             result[j] = [x for x in r if x not in adapter.eos_ids]
@@ -342,7 +342,7 @@ class Beams:
         it continues (K,)) to go on, or None when the search is over."""
         K, C, P, eos = self.rows, self.C, self.P, self.eos
         own = torch.log_softmax(logits, dim=-1)
-        log_probs = self.procs(self.flat, own.clone())
+        log_probs = self.procs(cast(torch.LongTensor, self.flat), own.clone())
         V = log_probs.shape[-1]
         acc = (log_probs.view(1, K, V) + self.running_scores[:, :, None]).reshape(1, -1)
         topk_lp, topk_idx = torch.topk(acc, k=C)

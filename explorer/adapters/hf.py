@@ -65,7 +65,9 @@ def _rope_theta(cfg: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _base(model: torch.nn.Module) -> torch.nn.Module:
+def _base(model: torch.nn.Module) -> Any:
+    """The Hugging Face base model under a task head. Its submodules are read by name and differ by family (`h`,
+    `embeddings`, `encoder.layer`, ...): torch types each such attribute as `Tensor | Module`, so it is untyped."""
     return getattr(model, "base_model", model)
 
 
@@ -255,7 +257,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         every attention call, under the record name of its stream and layer."""
         prefixes = prefixes or {"": "blocks.{l}.attn"}
         if self.recorded:  # the k-th call of a stream is its layer k (ALBERT calls one shared module every layer)
-            count: dict[str, int] = {}
+            count: dict[str | None, int] = {}
             parts = []
             for c in calls:
                 stream = self.sites.get(id(c.module), (None,))[0]
@@ -305,7 +307,7 @@ class HFAdapter(PatchesBlocks, Adapter):
                         "softcap": None})
         return out
 
-    lens_names = ("blocks.*.resid_pre", "blocks.*.resid_post", "ln_final", "logits")
+    lens_names: tuple[str, ...] = ("blocks.*.resid_pre", "blocks.*.resid_post", "ln_final", "logits")
 
     def _final_norm_module(self) -> torch.nn.Module | None:
         base = _base(self.model)
@@ -454,7 +456,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         for name, module in (root.named_modules() if root is not None else ()):
             leaf = name.rsplit(".", 1)[-1].lower()
             if isinstance(module, torch.nn.Embedding) and ("pos" in leaf or leaf == "wpe") and "relative" not in leaf:
-                parent = root.get_submodule(name.rsplit(".", 1)[0]) if "." in name else root
+                parent = root.get_submodule(name.rsplit(".", 1)[0]) if "." in name and root is not None else root
                 offset = getattr(module, "offset", None)
                 if not isinstance(offset, int):  # RoBERTa-style embeddings count positions from padding_idx + 1
                     pad = getattr(parent, "padding_idx", None) if type(parent).__name__.endswith("Embeddings") else None
@@ -605,7 +607,7 @@ class HFSeq2SeqAdapter(HFAdapter):
         """The encoder's record (prefix `encoder.`), and with a target the decoder's (`decoder.`), the
         cross-attention (`cross.{l}.pattern`) and logits. The decoder reads [start] + target[:-1]."""
         acts = Acts(names)
-        kw = self._inputs(enc, 0)
+        kw: dict[str, Any] = dict(self._inputs(enc, 0))
         S, read = kw["input_ids"].shape[1], None
         streams = {"encoder": "encoder.blocks.{l}.attn", "decoder": "decoder.blocks.{l}.attn", "cross": "cross.{l}"}
         arithmetic = self.recorded and acts.want(*(p.format(l="*") + ".q*" for p in streams.values()))

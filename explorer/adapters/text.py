@@ -14,7 +14,7 @@ itself changes before any model reads it (the token budget) is said in a note to
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from explorer.text.token_text import TokenText, readable
 from explorer.data.vocab import Vocab, clean_text, normalisation_changes, tokenize_words
@@ -118,14 +118,15 @@ def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
             notes.append(Caution(f"{len(unknown)} {unit}(s) are not in the model's vocabulary, which has no "
                                  f"unknown-token entry, so they are left out: {sample}."))
     kept = [(p, i) for p, i in pieces if i is not None or unk is not None]
-    ids = [i if i is not None else unk for _, i in kept]
-    if bos:
+    ids = [i if i is not None else cast(int, unk) for _, i in kept]  # kept: a known id, or unk exists
+    if bos and vocab.bos_id is not None:
         ids = [vocab.bos_id, *ids]
         kept = [("", vocab.bos_id), *kept]
-    shown = (display or TokenText.of_vocab(vocab)).texts(ids)
-    tokens = [t if i is not None else unknown_label(readable(p), vocab.itos[unk]) for t, (p, i) in zip(shown, kept)]
+    texts = (display or TokenText.of_vocab(vocab)).texts(ids)
+    tokens = [t if i is not None else unknown_label(readable(p), vocab.itos[cast(int, unk)])
+              for t, (p, i) in zip(texts, kept)]
     special = [i in vocab.special_ids and i != unk for i in ids]
-    if bos:
+    if bos and vocab.bos_id is not None:
         special[0] = True
     return Encoded(tuple(ids), tuple(tokens), tuple(notes), truncated, len(unknown), tuple(special))
 
@@ -173,7 +174,7 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
     tokens = (display or TokenText.of_tokenizer(tokenizer)).texts(ids)
     unk = getattr(tokenizer, "unk_token_id", None)
     n_unknown = sum(1 for i in ids if unk is not None and i == unk)
-    if n_unknown:
+    if n_unknown and unk is not None:
         tokens = _typed_unknowns(tokenizer, text, ids, [str(t) for t in tokens], unk) if not text_pair and \
             not target else tokens
         typed = [t for t in tokens if UNKNOWN_MARK in str(t)]

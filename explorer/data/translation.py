@@ -85,7 +85,7 @@ watch regarde regardent regardé - - t | sign signe signent signé - - p
 visit visite visitent visité - - p | repair répare réparent réparé - - p
 follow suit suivent suivi - - t | want veut veulent voulu - - t | clean nettoie nettoient nettoyé - - p
 """
-DETERMINERS: dict[str, tuple[str, str, str | None]] = {
+DETERMINERS: dict[str, tuple[str | None, str | None, str | None]] = {
     # english: (masc sg, fem sg, plural); None where the determiner has no such number
     "the": ("le", "la", "les"), "a": ("un", "une", None), "an": ("un", "une", None), "some": (None, None, "des"),
     "this": ("ce", "cette", None), "these": (None, None, "ces"), "my": ("mon", "ma", "mes"),

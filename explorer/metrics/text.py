@@ -112,7 +112,7 @@ def self_bleu(samples: Sequence[Seq], max_n: int = MAX_N) -> float | None:
     return float(np.mean(scores))
 
 
-def perplexity(logprobs: Sequence[float]) -> float | None:
+def perplexity(logprobs: Sequence[float] | np.ndarray) -> float | None:
     """exp(-mean log-probability); None for an empty sequence."""
     arr = np.asarray(logprobs, dtype=np.float64)
     if arr.size == 0:
@@ -120,6 +120,6 @@ def perplexity(logprobs: Sequence[float]) -> float | None:
     return float(np.exp(-arr.mean()))
 
 
-def mean_logprob(logprobs: Sequence[float]) -> float | None:
+def mean_logprob(logprobs: Sequence[float] | np.ndarray) -> float | None:
     arr = np.asarray(logprobs, dtype=np.float64)
     return float(arr.mean()) if arr.size else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import torch
@@ -585,12 +585,12 @@ def step_view(loaded: Loaded, model_input: tuple[int, ...], start: tuple[int, ..
     seq = torch.tensor([list(start) + prefix], dtype=torch.long, device=dev)
     raw = torch.log_softmax(logits[0], dim=-1)
     base = G.processors(adapter, replace(strategy, temperature=1.0), len(start), 10**9, warpers=False)
-    pen = base(seq, logits.clone())[0]
+    pen = base(cast(torch.LongTensor, seq), logits.clone())[0]
     T = float(temperature) if temperature and temperature > 0 else 1.0
     scaled = pen / T
     log_probs = torch.log_softmax(scaled, dim=-1)
     if strategy.do_sample:
-        final_scores = replace(strategy, temperature=T).warpers()(seq, pen[None].clone())[0]
+        final_scores = replace(strategy, temperature=T).warpers()(cast(torch.LongTensor, seq), pen[None].clone())[0]
     elif strategy.kind == "greedy":
         final_scores = torch.full_like(pen, float("-inf"))
         final_scores[int(torch.argmax(pen))] = 0.0

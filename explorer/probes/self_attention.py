@@ -496,7 +496,7 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 def step_by_step(trace: AttentionTrace, layer: int, head: int, query: int) -> Steps | None:
     """The arithmetic of one attention row from the model's own Q, K, V (and bias, soft-cap); None when the trace
     has no Q/K/V."""
-    if not trace.has_arithmetic:
+    if not trace.has_arithmetic or trace.q is None or trace.k is None or trace.v is None:
         return None
     q = trace.q[layer, head, query].astype(np.float64)
     keys = trace.k[layer, head].astype(np.float64)
@@ -516,21 +516,26 @@ def step_by_step(trace: AttentionTrace, layer: int, head: int, query: int) -> St
     probs = e / e.sum()
     weighted = probs[:, None] * values
     kv = trace.kv_head[layer] if trace.kv_head is not None else np.arange(trace.n_heads)
-    rope = trace.q_pre is not None and trace.rope_inv_freq is not None
+    q_pre, k_pre, inv_freq = trace.q_pre, trace.k_pre, trace.rope_inv_freq
+    rope = q_pre is not None and k_pre is not None and inv_freq is not None
     rope_error, theta_error = _rope_errors(trace, layer, head, query, q, keys) if rope else (0.0, 0.0)
     return Steps(layer, head, query, trace.tokens[query], trace.key_tokens, int(q.shape[0]), float(scale),
                  q.astype(np.float32), keys.astype(np.float32), values.astype(np.float32), dots, scaled, mask,
                  probs, trace.attentions[layer, head, query].astype(np.float64), weighted, weighted.sum(axis=0),
                  int(np.argmax(probs)), top, float(e.sum()), bias, trace.bias_name, cap, int(kv[head]),
                  int(np.sum(kv == kv[head])),
-                 trace.q_pre[layer, head, query] if rope else None, trace.k_pre[layer, head] if rope else None,
-                 trace.rope_inv_freq.astype(np.float64) if rope else None, rope_error, theta_error, logits)
+                 q_pre[layer, head, query] if q_pre is not None and rope else None,
+                 k_pre[layer, head] if k_pre is not None and rope else None,
+                 inv_freq.astype(np.float64) if inv_freq is not None and rope else None, rope_error, theta_error,
+                 logits)
 
 
 def _rope_errors(trace: AttentionTrace, layer: int, head: int, query: int, q: np.ndarray,
                  keys: np.ndarray) -> tuple[float, float]:
     """(max |rotate(q_pre, cos, sin) − q| and the same for every key, max |cos(position·θ_i) − the model's cos| at
     the query's position): the model's rotary tables agree with its q, keys (Tk, d) and with RoPE's definition."""
+    assert trace.rope_cos is not None and trace.rope_sin is not None and trace.q_pre is not None \
+        and trace.k_pre is not None and trace.rope_inv_freq is not None  # step_by_step's `rope`
     cos, sin = trace.rope_cos.astype(np.float64), trace.rope_sin.astype(np.float64)
     q_pre, k_pre = trace.q_pre[layer, head].astype(np.float64), trace.k_pre[layer, head].astype(np.float64)
     rope_error = float(max(np.abs(rotate(q_pre[query], cos[query], sin[query]) - q).max(),

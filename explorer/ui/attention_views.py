@@ -280,7 +280,7 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
     else:
         q_idx = token if token >= 0 else default_query(trace.tokens, trace.special)
         word = trace.tokens[q_idx]
-        j = find_token(trace_b.tokens, word.replace("Ġ", "").replace("▁", ""))
+        j = find_token(trace_b.tokens, word)  # tokens as shown: find_token reads the space mark
         if j < 0:
             j = default_query(trace_b.tokens, trace_b.special)
             st.info(f"“{md(labels[q_idx])}” is not in the second sentence; showing “{md(trace_b.tokens[j])}” "

@@ -1,6 +1,8 @@
 """The Train section of the Models page: choose a recipe, train in the background, watch the loss, stop, use."""
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -44,7 +46,7 @@ def _spec_form() -> TrainSpec | None:
     budget = train_budget.TrainBudget.from_env()
     cap = budget.seconds / 60  # the server's limit, in the field's minutes
     recipe_name = st.selectbox("Architecture", list(RECIPES), key="train_recipe")
-    recipe = dict(RECIPES[recipe_name])
+    recipe: dict[str, Any] = dict(RECIPES[recipe_name])
     arch = recipe["architecture"]
     c1, c2, c3, c4 = st.columns(4)
     layers = c1.number_input("Layers", 1, LIMITS["num_layers"], 1, key="train_layers")
