@@ -46,7 +46,7 @@ with col_text:  # drawn above the row: an instruct model's message in chat mode,
     text = model_sentence(loaded, "chat" if chat else c.view.sentences, label="Message (a user turn)" if chat
                           else "Prompt", on_enter=reads_on_enter(c.view, loaded))
 with c_kinds:
-    chosen = c.multiselect("strategies", format_func=LABELS.get, label_visibility="collapsed")  # at most 6
+    chosen: list[str] = c.multiselect("strategies", format_func=LABELS.get, label_visibility="collapsed")  # at most 6
 with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch"):
     system = ""
     if template is not None:
@@ -149,7 +149,7 @@ with st.expander("Metrics of each output, and every sample"):
         st.markdown(f"**{gen.strategy.label}**: " + " · ".join(f"({i + 1}) {md(o.text)}" if len(gen.outputs) > 1
                                                              else md(o.text) for i, o in enumerate(gen.outputs)))
 
-section = c.radio("section", format_func=S.SECTIONS.get, label_visibility="collapsed")
+section: str = c.radio("section", format_func=S.SECTIONS.get, label_visibility="collapsed")
 if section == "step":
     S.step_section(c, loaded, run, other, run_b, model_id, other_id, theme)
 elif section == "beam":

@@ -26,7 +26,7 @@ c = Controls("gradients-through-time")
 page_header("Gradients through time", "The gradient of log p(last word) with respect to every earlier input word, "
             "and the norms of the recurrent Jacobians it flows through (Bengio et al. 1994; Hochreiter 1991).")
 entries = session_catalogue()
-options = [e.id for e in entries if e.family in c.view.families]
+options = [e.id for e in entries if e.family in (c.view.families or ())]
 options += [f"{m}@{step}" for m in list(options) for step in series_steps(m)[:-1]]  # steps of a training series
 HELP = "The last word is the one predicted; the gradient of its log-probability flows back to every word before it."
 # ?models= ids that this view cannot read: said by name (the multiselect would drop them, or the whole list, silently)

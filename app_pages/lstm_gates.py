@@ -64,7 +64,7 @@ with c_more, st.popover("Units", icon=":material/tune:", width="stretch"):
     direction = 0
     if trace.num_directions == 2:
         direction = ["forward", "backward"].index(c.radio("dir"))
-    sort = c.radio("sort")
+    sort: str = c.radio("sort")
     top = 1
     if trace.hidden_size > 1:
         top = c.number("top", slider=True, hi=trace.hidden_size, default=min(64, trace.hidden_size))
@@ -117,7 +117,7 @@ with st.expander(f"What the view read from {md(model_id)}", expanded=loaded.fami
 
 # ------------------------------------------------------------------------------------ sections
 SECTIONS = c.params["section"].choices
-section = c.radio("section", label_visibility="collapsed")
+section: str = c.radio("section", label_visibility="collapsed")
 
 if section == SECTIONS[0]:
     u1, u2 = st.columns([1, 4])

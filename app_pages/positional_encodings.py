@@ -12,5 +12,5 @@ page_header("Positional encodings",
 # The panel menu and the panel's controls share one row, right under the title: the panel's first chart follows.
 c_panel, c_row = st.columns([1.2, 3.3], vertical_alignment="bottom")
 with c_panel:
-    panel = c.selectbox("panel", format_func=PP.PANELS.get, label_visibility="collapsed")
+    panel: str = c.selectbox("panel", format_func=PP.PANELS.get, label_visibility="collapsed")
 PP.PANEL_FUNCTIONS[panel](c_row)

@@ -22,7 +22,7 @@ with c_model:
 if loaded is None:
     st.stop()
 with c_mode:
-    mode = c.selectbox("mode", format_func=AV.MODES.get, label_visibility="collapsed")
+    mode: str = c.selectbox("mode", format_func=AV.MODES.get, label_visibility="collapsed")
 stream, pad, pair = "", 0, ""
 with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
     if loaded.family == "encoder":

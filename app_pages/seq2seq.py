@@ -28,7 +28,7 @@ with options:
     model2_id = model_picker(c.view.families, default="none", label=c.params["model2"].label, key="model2",
                              none_label="— no second model —")
 with c_decoding:
-    decoding = c.selectbox("decoding", format_func=DECODING.get, disabled=bool(target.strip()),
+    decoding: str = c.selectbox("decoding", format_func=DECODING.get, disabled=bool(target.strip()),
                            label_visibility="collapsed")
 beam = c.params["beam"].default
 if decoding == "beam" and not target.strip():

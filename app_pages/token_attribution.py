@@ -22,7 +22,7 @@ c_out, c_method, c_cmp, c_steps = st.columns([2.2, 1.6, 1.6, 1], vertical_alignm
 with c_cmp:
     other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
 with c_method:
-    method = c.selectbox("method", label_visibility="collapsed")
+    method: str = c.selectbox("method", label_visibility="collapsed")
 with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
     of: str = c.radio("of")
     steps = c.number("steps", disabled=method != "integrated gradients")

@@ -21,7 +21,7 @@ text, found = S.highlighted(c, col_text, v)
 fitted = S.projection_section(c, columns, vectors, v, found, theme)
 
 here = ""  # the computed cosines of the same-word comparison, when this run drew it (quoted in what to notice)
-section = c.radio("section", format_func=S.SECTIONS.get, label_visibility="collapsed")
+section: str = c.radio("section", format_func=S.SECTIONS.get, label_visibility="collapsed")
 if section == "neighbours":
     S.neighbours_section(c, v, found)
 elif section == "analogies":

@@ -178,7 +178,8 @@ def train_section() -> None:
     spec = _spec_form()
     job: TrainingJob | None = st.session_state.get("train_job")
     busy = job is not None and job.running
-    if st.button("Start training", type="primary", disabled=spec is None or busy, key="train_start"):
+    if st.button("Start training", type="primary", disabled=spec is None or busy, key="train_start") \
+            and spec is not None:
         try:
             st.session_state["train_job"] = TrainingJob(spec, device=settings.device(), owner=upload_owner(),
                                                         snapshots=int(st.session_state.get("train_snapshots", 0))

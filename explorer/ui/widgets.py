@@ -61,7 +61,7 @@ def _examples_menu(presets: Sequence[str]) -> None:
                     help="The loaded model's example sentences"):
         choice = st.radio("Example sentences", list(presets), index=None, format_func=md,  # options are Markdown
                           key=f"_preset_{st.session_state.get('_text_rev', 0)}")
-    if choice in presets and choice != st.session_state.get("text"):
+    if choice is not None and choice in presets and choice != st.session_state.get("text"):
         _set_text(choice)
         st.session_state["_text_default"] = None  # chosen: it stays when the model changes
         st.rerun()
