@@ -51,7 +51,7 @@ def for_model(adapter: Any, purpose: str) -> Examples:
         found = tuple(s for s in sentences(lang, purpose, one_way) if unknown_words(adapter, s) == 0)
         if found:
             return Examples(found, "", lang)
-    ranked = tuple(sorted(first, key=lambda s: counts[s]))
+    ranked = tuple(sorted(first, key=lambda s: counts[s] or 0))  # every count is known here (checked above)
     return Examples(ranked, f"None of the example sentences has every word in {adapter.id}'s vocabulary: the words "
                             "it does not know are read as its unknown token (marked in the charts). Type a sentence "
                             "in the model's own words.", own)

@@ -97,7 +97,7 @@ class GPTAdapter(VocabText, PatchesBlocks, Adapter):
         return self.model(ids)[:, -1, :]
 
     def _logits(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(ids[:, -self.context_len:])[:, -1, :].float()
+        return self.model(ids[:, -int(self.context_len or ids.shape[1]):])[:, -1, :].float()
 
     def start(self, ids, record=False):
         return self._logits(ids), ids, {}

@@ -27,7 +27,7 @@ Tables (plain data, also used by the tests to check agreement independently):
 from __future__ import annotations
 
 import random
-from typing import Callable
+from typing import Callable, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -409,7 +409,7 @@ class _Grammar:
         """Object of a locative preposition: a place, piece of furniture or vehicle, no numeral."""
         return self.simple_np(LOCATIONS, adj_prob=adj_prob, allow_numeral=False)
 
-    def _attach(self, phrase: _Phrase, extra: _Phrase, prefix: list[str], suffix: list[str] = ()) -> None:
+    def _attach(self, phrase: _Phrase, extra: _Phrase, prefix: list[str], suffix: Sequence[str] = ()) -> None:
         offset = len(phrase.tokens) + len(prefix)
         phrase.tokens += list(prefix) + extra.tokens + list(suffix)
         phrase.nouns += [(i + offset, n) for i, n in extra.nouns]

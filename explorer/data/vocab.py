@@ -271,6 +271,7 @@ class Vocab:
             missing = [t for t in tokens if t not in self.stoi]
             if missing:
                 raise ValueError(f"not in the vocabulary, which has no unknown-token entry: {missing[:10]}")
+            return [self.stoi[t] for t in tokens]
         return [self.stoi.get(t, unk) for t in tokens]
 
     def decode(self, ids: Iterable[int]) -> list[str]:
@@ -349,7 +350,11 @@ class Vocab:
                 if not isinstance(tok, str):
                     raise ValueError(f"vocabulary entry {i} is {_short(tok)}, not a string")
             seen: set[str] = set()
-            dups = [t for t in tokens if t in seen or seen.add(t)]
+            dups = []
+            for t in tokens:
+                if t in seen:
+                    dups.append(t)
+                seen.add(t)
             if dups:
                 raise ValueError(f"vocabulary has duplicate tokens: {_short(dups[:10])}")
         else:

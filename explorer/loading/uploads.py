@@ -122,8 +122,8 @@ def bundle_from_parts(uid: str, label: str, weights: Weights, json_files: dict[s
 
     state = weights.tensors
     sizes = {int(t.shape[0]) for t in state.values() if t.dim() == 2}
-    rows = max(sizes, default=0)  # JSON files are bounded by the weights' rows before they are parsed
-    parsed = {name: read_json_bytes(data, name, rows) for name, data in sorted(json_files.items())}
+    most = max(sizes, default=0)  # JSON files are bounded by the weights' rows before they are parsed
+    parsed = {name: read_json_bytes(data, name, most) for name, data in sorted(json_files.items())}
     meta = next((obj for obj in parsed.values() if isinstance(obj, dict) and "architecture" in obj), None)
     try:
         found = find_vocabulary({n: o for n, o in parsed.items() if o is not meta}, weights.extras, sizes, label)

@@ -180,7 +180,7 @@ def precision_at_k(vectors: torch.Tensor, itos: Sequence[str], word_class: Calla
     sims = W @ W.T
     sims.fill_diagonal_(-float("inf"))
     top = sims.topk(k, dim=1).indices
-    by: dict[str, list[float]] = defaultdict(list)
+    by: dict[str | None, list[float]] = defaultdict(list)
     for row, i in enumerate(ids):
         same = sum(classes[ids[j]] == classes[i] for j in top[row].tolist())
         by[classes[i]].append(same / k)

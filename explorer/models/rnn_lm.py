@@ -50,6 +50,7 @@ class RNNLanguageModel(nn.Module):
         self.embedding = nn.Embedding(vocab_size, emb_dim)
         self.drop = nn.Dropout(dropout)
         rnn_dropout = dropout if num_layers > 1 else 0.0
+        self.rnn: nn.LSTM | nn.GRU | nn.RNN
         if cell == "lstm":
             self.rnn = nn.LSTM(emb_dim, hidden_size, num_layers, batch_first=True, dropout=rnn_dropout)
         elif cell == "gru":

@@ -216,7 +216,10 @@ class CellTerms:
 
 
 def cell_terms(trace: GateTrace, layer: int, direction: int, t: int, unit: int) -> CellTerms:
-    """The numbers of the equations for token t and unit j, read from the trace's record."""
+    """The numbers of the equations for token t and unit j, read from the trace's record. Raises RNNGatesError for
+    a trace without the equations' parts (x_part, h_part)."""
+    if trace.x_part is None or trace.h_part is None:
+        raise RNNGatesError(f"{trace.model_id}'s record has no parts of the gates' equations.")
     H = trace.hidden_size
     prev_t = t + 1 if direction else t - 1
     has_prev = 0 <= prev_t < len(trace)

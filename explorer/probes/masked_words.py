@@ -105,7 +105,7 @@ def mask_token(loaded: Loaded) -> tuple[int | None, str]:
         return int(own), str(getattr(adapter, "mask_token", ""))
     tok = getattr(adapter, "tokenizer", None)
     mid = getattr(tok, "mask_token_id", None) if tok is not None else None
-    return (int(mid), str(tok.mask_token)) if isinstance(mid, int) else (None, "")
+    return (int(mid), str(getattr(tok, "mask_token", ""))) if isinstance(mid, int) else (None, "")
 
 
 def cannot_fill(loaded: Loaded) -> str:
@@ -192,6 +192,8 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
         if not masked:
             notes.append(f"The text has no word {mask_index}: nothing more was masked.")
     mask_id, mask_str = mask_token(loaded)
+    if mask_id is None:  # cannot_fill said so above; kept for the type
+        raise MaskedWordsError(f"{mid} has no mask token in its vocabulary, so it cannot be asked to fill one in.")
     if not MASK_SPELLINGS.search(text):
         text, masked, note = _auto_mask(loaded, text, mask_id, mask_str)
         notes += [note] if note else []

@@ -205,7 +205,7 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
     if mode == "greedy" and not finished:
         warnings.append(f"No end-of-sentence token within {cap} steps: the output was cut at the length cap.")
     logp = _log_softmax(rec["logits"])                                     # (T, V)
-    rows = np.arange(len(ids))
+    at = np.arange(len(ids))
     k = min(TOPK, logp.shape[1])
     top = np.argpartition(-logp, k - 1, axis=1)[:, :k]
     top = np.take_along_axis(top, np.argsort(-np.take_along_axis(logp, top, axis=1), axis=1, kind="stable"), axis=1)
@@ -216,12 +216,12 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
         out_tokens=tuple(adapter.sequence_strings(ids)),
         out_ids=tuple(int(i) for i in ids), output_text=shown_text(adapter, ids), weights=weights,
         scores=rec["cross.0.scores"][0] if "cross.0.scores" in rec else None, contexts=rec.get("cross.0.context"),
-        states=rec.get("decoder.s"), step_logprobs=logp[rows, ids], topk_ids=top,
+        states=rec.get("decoder.s"), step_logprobs=logp[at, ids], topk_ids=top,
         topk_tokens=tuple(tuple(adapter.token_strings(r)) for r in top.tolist()),
         topk_probs=np.exp(np.take_along_axis(logp, top, axis=1)).astype(np.float32),
         math=_steps_math(rec, attention) if kind == "rnn" and "cross.0.q" in rec else (None,) * len(ids), beam=tree,
         beam_size=beam if mode == "beam" else 1,
-        no_source_logprobs=_log_softmax(no_source["logits"])[rows, ids] if no_source is not None else None,
+        no_source_logprobs=_log_softmax(no_source["logits"])[at, ids] if no_source is not None else None,
         final_state=rec.get("encoder.final"), finished=finished, max_len=cap, notes=tuple(notes),
         warnings=tuple(warnings), form=form,
     )

@@ -565,7 +565,7 @@ def place(table: EmbeddingTable, proj: Any, rows: np.ndarray, located: Sequence[
     outside = [loc for loc in found if loc.row not in in_bg]
     if not outside:
         return Placed(fit, (), ())
-    coords = transform(proj, table.vectors[[loc.row for loc in outside]])
+    coords = transform(proj, table.vectors[[int(loc.row) for loc in outside if loc.row is not None]])
     if coords is None:
         return Placed(fit, (), tuple(loc.word for loc in outside))
     return Placed(fit, tuple((loc.word, tuple(float(v) for v in xyz)) for loc, xyz in zip(outside, coords)), ())

@@ -16,10 +16,7 @@ import plotly.io as pio
 from _plotly_utils.basevalidators import is_homogeneous_array
 from _plotly_utils.utils import plotlyjsShortTypes, to_typed_array_spec
 
-try:
-    import orjson
-except ImportError:  # pragma: no cover - orjson is in requirements.txt
-    orjson = None
+import orjson
 
 
 class Serialized(dict):
@@ -52,7 +49,7 @@ def _escape(text: str) -> str:
 
 
 _SWAPS = (("<", "\\u003c"), (">", "\\u003e"), ("/", "\\u002f"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
-_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY if orjson is not None else 0
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
 def _fragment(value: Any) -> Any:
@@ -112,7 +109,7 @@ def _typed_array(v: np.ndarray) -> Any:
     short = plotlyjsShortTypes.get(str(v.dtype))
     if short is None:
         return to_typed_array_spec(v)
-    spec = {"dtype": short, "bdata": base64.b64encode(np.ascontiguousarray(v)).decode("ascii")}
+    spec = {"dtype": short, "bdata": base64.b64encode(np.ascontiguousarray(v).data).decode("ascii")}
     if v.ndim > 1:
         spec["shape"] = str(v.shape)[1:-1]
     return spec

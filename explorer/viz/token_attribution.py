@@ -83,7 +83,8 @@ def _ends(theme: Theme) -> tuple[str, str]:
     """rgba templates (with {a} for the opacity) of the theme's diverging scale one step in from each end."""
     scale = colorscale(theme.diverging)
     rgb = [re.findall(r"[\d.]+", scale[i][1])[:3] for i in (1, -2)]
-    return tuple("rgba(" + ",".join(c) + ",{a:.2f})" for c in rgb)
+    low, high = ("rgba(" + ",".join(c) + ",{a:.2f})" for c in rgb)
+    return low, high
 
 
 BASELINE_METHODS = ("integrated gradients",)  # the methods that attribute from a baseline
