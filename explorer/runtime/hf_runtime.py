@@ -10,7 +10,7 @@ at a time (explorer.loading.loaders). The ~190,000 objects transformers leaves a
 collector (explorer.runtime.heap).
 """
 import contextlib
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import transformers
 from transformers import (AttentionInterface, AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
@@ -48,20 +48,20 @@ def gguf_progress(report: Callable[[int, int], None]) -> Iterator[None]:
     block. Used only by explorer.loading.pretrained's one-time conversion, under the load lock (one load at a time)."""
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    original = gguf_utils.tqdm
+    original = vars(gguf_utils)["tqdm"]  # the name the module imported (not re-exported: read from its namespace)
 
-    def counted(items, *args, **kwargs):  # noqa: ANN001 (tqdm's signature)
+    def counted(items: Iterable[Any], *args: Any, **kwargs: Any) -> Iterator[Any]:  # tqdm's signature
         items = list(items)
         for i, item in enumerate(items):
             report(i, len(items))
             yield item
         report(len(items), len(items))
 
-    gguf_utils.tqdm = counted
+    vars(gguf_utils)["tqdm"] = counted
     try:
         yield
     finally:
-        gguf_utils.tqdm = original
+        vars(gguf_utils)["tqdm"] = original
 
 
 heap.freeze()

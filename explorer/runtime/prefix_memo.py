@@ -45,7 +45,7 @@ class PrefixMemo:
 
 def prefix_memo(adapter: Any, probe: str) -> PrefixMemo:
     """The memo of `probe` ("attribution", "gradients", "lens:<k>") on this model's adapter, made on first use."""
-    memos = adapter.__dict__.setdefault("_prefix_memos", {})
+    memos: dict[str, PrefixMemo] = adapter.__dict__.setdefault("_prefix_memos", {})
     if probe not in memos:
         memos.setdefault(probe, PrefixMemo())
     return memos[probe]

@@ -333,7 +333,7 @@ def _decode_run(parts: list[bytes]) -> list[str]:
         if len(tokens) == 1:
             shown[tokens[0]] += readable(ch)
         else:
-            for part, k in enumerate(tokens, 1):
-                shown[k] += f"{readable(ch)}({part}/{len(tokens)})"
+            for n, k in enumerate(tokens, 1):
+                shown[k] += f"{readable(ch)}({n}/{len(tokens)})"
         pos += need
     return [s.replace(BYTES_CLOSE + BYTES_OPEN, " ") or EMPTY for s in shown]  # ‹F0›‹9F› -> ‹F0 9F›
