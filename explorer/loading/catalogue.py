@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable
 
 from explorer.models.build import FAMILY_OF_ARCHITECTURE
-from explorer.loading.checkpoint import series_path
+from explorer.loading.checkpoint import Meta, series_path
 from explorer.loading.checkpoint import series_steps as checkpoint_series_steps
 from explorer.loading.pretrained import available
 from explorer.files.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
@@ -159,12 +159,12 @@ def catalogue(uploads: Iterable[str] = ()) -> list[CatalogueEntry]:
     return entries
 
 
-def builtin_metas() -> dict[str, dict]:
+def builtin_metas() -> dict[str, Meta]:
     """name -> the JSON meta of each built-in checkpoint (unreadable ones left out)."""
     return {name: meta for name in builtin_names() if (meta := _read_builtin_meta(name)) is not None}
 
 
-def _read_builtin_meta(name: str) -> dict | None:
+def _read_builtin_meta(name: str) -> Meta | None:
     """The checkpoint's metadata, read once per file version (every page's model picker lists the catalogue)."""
     path = BUILTIN_DIR / f"{name}.json"
     try:
@@ -174,7 +174,7 @@ def _read_builtin_meta(name: str) -> dict | None:
     return _read_meta_file(path, stamp)
 
 
-def series_meta(model_id: str) -> dict | None:
+def series_meta(model_id: str) -> Meta | None:
     """The checkpoint meta of a model trained with snapshots (a built-in or an upload; its meta["snapshots"] lists
     them), or None."""
     if not series_steps(model_id):
@@ -205,7 +205,7 @@ def series_steps(model_id: str) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _read_meta_file(path: Path, stamp: int) -> dict | None:
+def _read_meta_file(path: Path, stamp: int) -> Meta | None:
     try:
         meta = read_json_file(path)
         return meta if isinstance(meta, dict) else None

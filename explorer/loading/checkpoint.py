@@ -24,6 +24,8 @@ from safetensors.torch import save_file
 
 from explorer.models.build import ARCHITECTURES
 
+Meta = dict[str, Any]  # a checkpoint's JSON meta (config, corpus, metrics, vocabularies)
+
 REQUIRED_KEYS = ("name", "architecture", "config")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -36,7 +38,7 @@ def _check_name(name: str) -> None:
 def _unique_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """state_dict with tied (shared-storage) parameters stored once, as contiguous CPU tensors."""
     out: dict[str, torch.Tensor] = {}
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[int, int, tuple[int, ...], tuple[int, ...]], str] = {}
     for key, t in model.state_dict().items():
         ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
         if ident in seen:
@@ -46,7 +48,7 @@ def _unique_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def _vocab_sizes_ok(meta: dict) -> None:
+def _vocab_sizes_ok(meta: Meta) -> None:
     cfg = meta["config"]
     arch = meta["architecture"]
     if arch == "seq2seq":
@@ -58,7 +60,7 @@ def _vocab_sizes_ok(meta: dict) -> None:
                          f"{cfg.get('vocab_size')}")
 
 
-def validate_meta(meta: dict) -> None:
+def validate_meta(meta: Meta) -> None:
     """Raise ValueError if the meta dict misses required keys or is inconsistent."""
     if not isinstance(meta, dict):
         raise ValueError("checkpoint meta must be a JSON object")
@@ -80,7 +82,7 @@ def validate_meta(meta: dict) -> None:
     _vocab_sizes_ok(meta)
 
 
-def save_checkpoint(model: nn.Module, meta: dict, folder: Path, name: str,
+def save_checkpoint(model: nn.Module, meta: Meta, folder: Path, name: str,
                     dtype: torch.dtype | None = None) -> tuple[Path, Path]:
     """Write folder/<name>.safetensors (floating-point tensors in `dtype`, default as they are) and
     folder/<name>.json; returns (weights_path, meta_path)."""
@@ -103,9 +105,9 @@ def save_checkpoint(model: nn.Module, meta: dict, folder: Path, name: str,
     return weights_path, meta_path
 
 
-def read_meta(meta_path: Path) -> dict:
+def read_meta(meta_path: Path) -> Meta:
     try:
-        meta = json.loads(Path(meta_path).read_text(encoding="utf-8"))
+        meta: Meta = json.loads(Path(meta_path).read_text(encoding="utf-8"))  # validate_meta: a dict of the keys
     except json.JSONDecodeError as e:
         raise ValueError(f"{Path(meta_path).name} is not valid JSON: {e}") from e
     validate_meta(meta)

@@ -16,7 +16,7 @@ import torch
 
 from explorer.loading import pretrained
 from explorer.loading.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
-from explorer.loading.checkpoint import read_snapshot, series_path, series_steps
+from explorer.loading.checkpoint import Meta, read_snapshot, series_path, series_steps
 from explorer.runtime.device import DTYPES, is_out_of_memory, resolve
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
@@ -49,7 +49,7 @@ class LoadedModel:
     model: torch.nn.Module | None
     device: str
     dtype: str
-    meta: dict = field(default_factory=dict)
+    meta: Meta = field(default_factory=dict)
     tokenizer: Any = None
     vocabs: dict[str, Any] = field(default_factory=dict)
     state_dict: dict[str, torch.Tensor] | None = None
@@ -183,8 +183,8 @@ def _load_builtin(mid: ModelId, device: str, dtype: str) -> LoadedModel:
                        vocabs=vocabs_from_meta(meta))
 
 
-def _snapshot(mid: ModelId, meta: dict, state: dict[str, torch.Tensor], steps: tuple[int, ...],
-              read: Callable[[int], tuple[dict[str, torch.Tensor], str]]) -> tuple[dict, dict[str, torch.Tensor]]:
+def _snapshot(mid: ModelId, meta: Meta, state: dict[str, torch.Tensor], steps: tuple[int, ...],
+              read: Callable[[int], tuple[dict[str, torch.Tensor], str]]) -> tuple[Meta, dict[str, torch.Tensor]]:
     """The meta and state dict of the snapshot at mid.step of a model trained with snapshots at `steps` (read(index):
     that snapshot's floating-point tensors and their stored dtype): the model's tensors with the snapshot's in their
     place (float32 values of the stored ones), and meta["snapshot"] = {step, epoch, train_loss, heldout_loss, index,

@@ -32,7 +32,10 @@ def _env_number(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
-def _key(model_id: str, device: str, dtype: str, task: str | None) -> tuple:
+Key = tuple[str, ...]  # (model id, device, dtype[, task])
+
+
+def _key(model_id: str, device: str, dtype: str, task: str | None) -> Key:
     """The cache key, also the loader's arguments: the task only for a Hugging Face model (the others have no head
     to choose)."""
     return (model_id, device, dtype) if task is None or not model_id.startswith(HF_KINDS) else \
@@ -122,7 +125,8 @@ class ModelCache:
 
     def unload(self, model_id: str, device: str | None = None, dtype: str | None = None) -> int:
         """Drop matching entries; returns how many were dropped."""
-        return self._store.drop(lambda k: k[0] == model_id and device in (None, k[1]) and dtype in (None, k[2]))
+        return self._store.drop(lambda k: isinstance(k, tuple) and k[0] == model_id and device in (None, k[1])
+                                and dtype in (None, k[2]))
 
     def clear(self) -> None:
         self._store.drop(lambda k: True)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint
-from explorer.loading.checkpoint import SERIES_SUFFIX, series_steps
+from explorer.loading.checkpoint import Meta, SERIES_SUFFIX, series_steps
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
                                 read_json_bytes, read_weights)
 from explorer.files.state_dicts import Weights
@@ -50,7 +50,7 @@ class UploadBundle:
     label: str
     family: str
     state_dict: dict[str, torch.Tensor]
-    meta: dict | None
+    meta: Meta | None
     vocab: Any
     nbytes: int
     found: tuple[tuple[str, str], ...] = ()
