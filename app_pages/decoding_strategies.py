@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.loading.catalogue import builtin_names
-from explorer.adapters.generation import LABELS, Strategy
+from explorer.adapters.generation import LABELS, DecodingError, Strategy
 from explorer.text.escape import md, md_message
 from explorer.probes import decoding_strategies as D
 from explorer.runtime.errors import ViewError
@@ -117,7 +117,7 @@ other = get_model(other_id) if other_id is not None else None
 if other is not None:
     try:
         if chat and probe(D.chat_template, other) is None:
-            raise D.DecodingError("it has no chat template to read the message with (turn Chat template off).")
+            raise DecodingError("it has no chat template to read the message with (turn Chat template off).")
         run_b = probe_raising(D.decode_all, other, text, strategies, seed, max_new, n, stop_eos, chat,
                               system if chat else "", heavy=True)
     except ViewError as exc:

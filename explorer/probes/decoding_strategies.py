@@ -520,7 +520,9 @@ def checked(strategy: Strategy, vocab_size: int) -> tuple[Strategy, tuple[str, .
     (a top-k not smaller than the vocabulary keeps every token: said, and k = vocabulary)."""
     if strategy.kind not in KINDS:
         raise DecodingError(f"Unknown strategy '{strategy.kind}': use one of {', '.join(KINDS)}.")
-    params, label, notes, fixed = BY_PATH["decoding-strategies"].params, LABELS[strategy.kind], [], {}
+    params, label = BY_PATH["decoding-strategies"].params, LABELS[strategy.kind]
+    notes: list[str] = []
+    fixed: dict[str, Any] = {}
     if strategy.kind == "top-k" and strategy.top_k >= vocab_size:
         notes.append(f"Top-k: k = {strategy.top_k:,} is not smaller than the vocabulary ({vocab_size:,} tokens): "
                      "every token is kept, so this column is pure sampling.")

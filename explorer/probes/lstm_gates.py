@@ -136,13 +136,13 @@ def unit_scores(values: np.ndarray, by: str) -> np.ndarray:
     if values.shape[0] == 0 or by == "index":
         return -np.arange(values.shape[1], dtype=np.float64)
     if by == "variance":
-        return values.var(0)
+        return np.asarray(values.var(0))
     if by == "mean":
-        return values.mean(0)
+        return np.asarray(values.mean(0))
     if by == "saturation":
         if values.min() >= 0:  # gates in (0, 1)
-            return ((values < SATURATION_LOW) | (values > SATURATION_HIGH)).mean(0)
-        return (np.abs(values) > SATURATION_HIGH).mean(0)
+            return np.asarray(((values < SATURATION_LOW) | (values > SATURATION_HIGH)).mean(0))
+        return np.asarray((np.abs(values) > SATURATION_HIGH).mean(0))
     raise ValueError(f"unknown sort {by!r}; use one of {SORTS}")
 
 

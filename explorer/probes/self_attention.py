@@ -17,7 +17,7 @@ Everything else (hiding special tokens, aggregations, the step-by-step table) is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import torch
@@ -205,7 +205,7 @@ def _padding(adapter: Any, pad: int, n_tokens: int, notes: list[str]) -> int:
         notes.append("Padding is shown for Hugging Face encoders and decoders (the built-in GPT takes no padding "
                      "mask: right padding cannot change earlier tokens of a causal model anyway).")
         pad = 0
-    return min(pad, max(0, adapter.max_tokens - n_tokens))
+    return int(min(pad, max(0, adapter.max_tokens - n_tokens)))
 
 
 def _wanted(prefix: str, arithmetic: bool) -> list[str]:
@@ -223,7 +223,7 @@ def _read_record(adapter: Any, mid: str, src: Encoded, tgt: Encoded | None, name
                  pad: int) -> Record:
     """The record of one forward pass. Raises AttentionError saying why the model could not run on this input."""
     try:
-        return adapter.run(src, names=names, target=tgt, pad=pad)
+        return cast(Record, adapter.run(src, names=names, target=tgt, pad=pad))
     except Unsupported as exc:
         raise AttentionError(str(exc)) from None
     except (RuntimeError, ValueError, IndexError) as exc:
@@ -383,13 +383,13 @@ def head_matrix(trace: AttentionTrace, layer: int, heads: tuple[int, ...] | list
         return np.asarray(trace.rollout[layer], dtype=np.float32)
     a = trace.attentions[layer]
     if how == "mean":
-        return a.astype(np.float32).mean(axis=0)
+        return np.asarray(a.astype(np.float32).mean(axis=0))
     if how == "max":
-        return a.max(axis=0).astype(np.float32)
+        return np.asarray(a.max(axis=0).astype(np.float32))
     heads = list(heads) or [0]
     if len(heads) == 1:
-        return a[heads[0]].astype(np.float32)
-    return a[heads].astype(np.float32).mean(axis=0)
+        return np.asarray(a[heads[0]].astype(np.float32))
+    return np.asarray(a[heads].astype(np.float32).mean(axis=0))
 
 
 @dataclass(frozen=True)
@@ -468,7 +468,7 @@ class Steps:
     @property
     def standard_scale(self) -> bool:
         """The model scales q·k by 1/√d (and not by another factor)."""
-        return abs(self.scale * np.sqrt(self.d) - 1) < 1e-6
+        return bool(abs(self.scale * np.sqrt(self.d) - 1) < 1e-6)
 
     @property
     def max_error(self) -> float:
@@ -547,7 +547,7 @@ def _rope_errors(trace: AttentionTrace, layer: int, head: int, query: int, q: np
 
 def head_row(trace: AttentionTrace, layer: int, head: int, query: int) -> np.ndarray:
     """(Tk,) float32: the weights query token `query` gives every key in (layer, head)."""
-    return trace.attentions[layer, head, query].astype(np.float32)
+    return np.asarray(trace.attentions[layer, head, query].astype(np.float32))
 
 
 def find_token(tokens: tuple[str, ...], word: str) -> int:

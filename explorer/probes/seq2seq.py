@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -124,8 +125,8 @@ class AlignmentTrace:
             return None
         w = self.weights[min(int(layer or 0), self.n_layers - 1)]
         if head is None or head == "mean" or w.shape[0] == 1:
-            return w.mean(axis=0)
-        return w[int(head)]
+            return np.asarray(w.mean(axis=0))
+        return np.asarray(w[int(head)])
 
 
 class Seq2SeqError(ViewError, ValueError):
@@ -238,7 +239,7 @@ def _form(adapter: Aligns, notes: list[str]) -> CrossForm | None:
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
     z = logits.astype(np.float64)
     z = z - z.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return np.asarray(z - np.log(np.exp(z).sum(axis=1, keepdims=True)))
 
 
 def price(shape: budget.Shape, source: int, rows: int, new: int) -> budget.Price:
@@ -293,7 +294,7 @@ def _steps_math(rec: Record, attention: str) -> tuple[StepMath, ...]:
 
 
 # =========================================================================================== built-in data
-def _data_module(loaded: Loaded):
+def _data_module(loaded: Loaded) -> Any:
     from explorer.data import dates, translation
 
     corpus = (getattr(loaded, "meta", {}) or {}).get("corpus") or {}
@@ -373,7 +374,7 @@ def presets_for(loaded: Loaded) -> list[str]:
     return list(loaded.adapter.examples("translation").sentences)
 
 
-def stored_curve(name: str, meta: dict) -> LengthCurve | None:
+def stored_curve(name: str, meta: dict[str, Any]) -> LengthCurve | None:
     """The per-length curve stored in a seq2seq checkpoint's JSON meta, or None."""
     if not isinstance(meta, dict):
         return None
@@ -392,7 +393,7 @@ def stored_curve(name: str, meta: dict) -> LengthCurve | None:
         return None
 
 
-def builtin_length_curves(metas: dict[str, dict], generator: str = "translation") -> tuple[LengthCurve, ...]:
+def builtin_length_curves(metas: dict[str, dict[str, Any]], generator: str = "translation") -> tuple[LengthCurve, ...]:
     """Stored per-length curves of the built-in seq2seq checkpoints (name -> JSON meta) trained on `generator`."""
     curves = (stored_curve(name, meta) for name, meta in sorted(metas.items()))
     return tuple(c for c in curves if c is not None and c.label.endswith(f", {generator})"))

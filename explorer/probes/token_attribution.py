@@ -216,7 +216,7 @@ Rounds = Callable[[list[_Result], float], None]  # on_round(each row's result so
 
 def _simpson(node: dict[float, tuple[np.ndarray, float]], a: float, b: float) -> np.ndarray:
     """(N,) Simpson's rule on [a, b] of each input's (E − B)_i · ∇_i f, from the gradients at a, (a + b)/2, b."""
-    return (b - a) / 6 * (node[a][0] + 4 * node[(a + b) / 2][0] + node[b][0])
+    return np.asarray((b - a) / 6 * (node[a][0] + 4 * node[(a + b) / 2][0] + node[b][0]))
 
 
 def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[_Result]:
@@ -319,11 +319,11 @@ def _mean_embedding(adapter: Differentiates, side: str) -> torch.Tensor:
             total = sum((adapter.embed_ids(chunk, side=side).double().sum(0) for chunk in ids.split(4096)),
                         torch.zeros((), dtype=torch.float64, device=adapter.device))
         cache[side] = (total / len(ids)).float()
-    return cache[side]
+    return cast(torch.Tensor, cache[side])
 
 
 def baseline_inputs(adapter: Differentiates, E: torch.Tensor,
-                    starts: tuple[int, ...] = (0,)) -> tuple[torch.Tensor, str, tuple]:
+                    starts: tuple[int, ...] = (0,)) -> tuple[torch.Tensor, str, tuple[int, ...]]:
     """(N, C) the baseline of every input, its name, and the inputs it keeps (module docstring). starts: where each
     segment begins (an encoder-decoder's decoder inputs are a second segment, with their own table)."""
     try:
@@ -423,7 +423,7 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
             rows[i] = result
             if memo is not None:
                 memo.put(keys[i], result)
-    return rows
+    return cast(list[_Result], rows)  # every row filled: from the memo or computed
 
 
 def default_outputs(loaded: Loaded) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 import numpy as np
 import torch
@@ -61,7 +61,7 @@ class EmbeddingTable:
     order_kind: str = "id"
     scheme: str = "plain"
     index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
-    cache: dict = field(default_factory=dict, repr=False, compare=False)  # derived arrays (unit rows), memoised
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)  # derived arrays, memoised
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -403,7 +403,7 @@ def unit_table(table: EmbeddingTable) -> np.ndarray:
     """unit_vectors(table.vectors), computed once per table."""
     if "unit" not in table.cache:
         table.cache["unit"] = unit_vectors(table.vectors)
-    return table.cache["unit"]
+    return np.asarray(table.cache["unit"])
 
 
 def _top(table: EmbeddingTable, target: np.ndarray, k: int, exclude: Iterable[int]) -> Ranked:
@@ -545,14 +545,17 @@ class Placed:
     unplaced: tuple[str, ...]
 
 
-def fitted_rows(table: EmbeddingTable, proj: Any, rows: np.ndarray) -> tuple[dict[int, int], list[str], list, bool]:
+Fitted = tuple[dict[int, int], list[str], list[Any], bool]
+
+
+def fitted_rows(table: EmbeddingTable, proj: Any, rows: np.ndarray) -> Fitted:
     """(row -> position in the fit, the fitted rows' words, their classes, whether any has a class), kept with the
     fit (per fit, not per keystroke)."""
     if "rows" not in proj.memo:
         classes = [table.classes[r] for r in rows]
         proj.memo["rows"] = ({int(r): i for i, r in enumerate(rows)}, [table.words[r] for r in rows], classes,
                              any(classes))
-    return proj.memo["rows"]
+    return cast(Fitted, proj.memo["rows"])
 
 
 def place(table: EmbeddingTable, proj: Any, rows: np.ndarray, located: Sequence[Located]) -> Placed:
@@ -605,7 +608,7 @@ def whole_words(table: EmbeddingTable) -> np.ndarray:
     if "whole" not in table.cache:
         table.cache["whole"] = np.array([not s and is_whole_word(w, table.scheme)
                                          for w, s in zip(table.words, table.special)], dtype=bool)
-    return table.cache["whole"]
+    return np.asarray(table.cache["whole"])
 
 
 def ranks(table: EmbeddingTable, rows: np.ndarray) -> np.ndarray:
@@ -614,7 +617,7 @@ def ranks(table: EmbeddingTable, rows: np.ndarray) -> np.ndarray:
         inv = np.empty(len(table), dtype=np.int64)
         inv[table.order] = np.arange(1, len(table) + 1)
         table.cache["rank"] = inv
-    return table.cache["rank"][np.asarray(rows, dtype=np.int64)]
+    return np.asarray(table.cache["rank"][np.asarray(rows, dtype=np.int64)])
 
 
 def background_rows(table: EmbeddingTable, n: int, whole: bool = False) -> np.ndarray:
