@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from explorer.adapters import examples as _examples
+from explorer.data.examples import Examples
 from explorer.runtime.errors import ViewError
 from explorer.adapters.text import Encoded, model_max_tokens
 
@@ -344,10 +345,10 @@ class Adapter:
         return ()
 
     # ------------------------------------------------------------------ example sentences
-    def examples(self, purpose: str) -> _examples.Examples:
+    def examples(self, purpose: str) -> Examples:
         """This model's example sentences for a view's purpose (explorer.data.examples.PURPOSES): sentences of the
         language it was trained on that it reads without an unknown token. Computed once per adapter."""
-        cache = self.__dict__.setdefault("_examples", {})
+        cache: dict[str, Examples] = self.__dict__.setdefault("_examples", {})
         if purpose not in cache:
             cache[purpose] = _examples.for_model(self, purpose)
         return cache[purpose]

@@ -97,6 +97,8 @@ class Strategy:
         return procs
 
 
+Step = tuple[torch.Tensor, dict[str, torch.Tensor]]  # one generation step: logits (B, V), what it recorded
+
 def processors(adapter: Generates, strategy: Strategy, prompt_len: int, max_new: int,
                stop_at_eos: bool = True, warpers: bool = True) -> LogitsProcessorList:
     """The processors `model.generate` builds for `strategy` on this model, in its order.
@@ -194,7 +196,7 @@ Track = Union["Sampling", "Beams"]
 @torch.inference_mode()
 def together(adapter: Generates, model_input: torch.Tensor, tracks: Sequence[Track], record: bool = False,
              on_step: Callable[[int], None] | None = None,
-             read: tuple[torch.Tensor, Any] | None = None) -> list[tuple[torch.Tensor, dict]]:
+             read: tuple[torch.Tensor, Any] | None = None) -> list[Step]:
     """Run every track's rows side by side: one forward per step for all of them (one cache), each track choosing
     its own rows' tokens (its processors, generator, beams). A track that ends leaves the batch.
 
@@ -204,7 +206,7 @@ def together(adapter: Generates, model_input: torch.Tensor, tracks: Sequence[Tra
     the loop). With record=True returns, for row 0, each step's (logits (1, V), activations) as adapter.start /
     step returned them, else []. read: adapter.start's (logits, state) of model_input when it was read already
     (a copy: the loop changes it); record needs the prompt read here."""
-    acts: dict = {}
+    acts: dict[str, torch.Tensor] = {}
     if read is not None and not record:
         logits, state = read
     else:
@@ -241,7 +243,7 @@ def together(adapter: Generates, model_input: torch.Tensor, tracks: Sequence[Tra
 
 def sample(adapter: Generates, model_input: torch.Tensor, seq: torch.Tensor, strategy: Strategy, max_new: int,
            seed: int = 0, stop_at_eos: bool = True,
-           record: bool = False) -> tuple[list[list[int]], list[list[float]], list[tuple[torch.Tensor, dict]]]:
+           record: bool = False) -> tuple[list[list[int]], list[list[float]], list[Step]]:
     """Greedy or sampling, one row per row of `seq` (as `_sample`; n samples: n copies of the prompt).
 
     model_input (B, T) or (1, T): what `adapter.start` reads (a decoder's prompt, or an encoder-decoder's sources);
@@ -333,7 +335,7 @@ class Beams:
         self.heur = torch.ones((1, 1), dtype=torch.bool, device=dev)
         self.running_raw = torch.zeros((1, K, max_new), dtype=torch.float, device=dev)  # the model's own log p
         self.raw = self.running_raw.clone()
-        self.rec: dict[str, list] = {k: [] for k in ("parent", "token", "score", "step", "stopped", "running",
+        self.rec: dict[str, list[Any]] = {k: [] for k in ("parent", "token", "score", "step", "stopped", "running",
                                                      "finished")}
         self.flat = seq.repeat(K, 1)
 

@@ -6,7 +6,7 @@ context; beyond block_size the context slides (the last block_size tokens, as na
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import torch
@@ -63,7 +63,7 @@ class GPTAdapter(VocabText, PatchesBlocks, Adapter):
         return (1.0 / math.sqrt(self.head_size(stream)),) * self.n_layers
 
     def head_size(self, stream: str) -> int:
-        return self.model.config.n_embd // self.n_heads
+        return int(self.model.config.n_embd) // self.n_heads
 
     def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[np.ndarray, str]:
         """(T, C) output of block 0's attention (before the residual) on the input embeddings, with or without the
@@ -78,7 +78,7 @@ class GPTAdapter(VocabText, PatchesBlocks, Adapter):
 
     def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
         x = x.to(self.model.lm_head.weight.dtype)  # float32 states meet a half-precision model in its dtype
-        return self.model.lm_head(x if normed else self.model.ln_f(x))
+        return cast(torch.Tensor, self.model.lm_head(x if normed else self.model.ln_f(x)))
 
     def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
         """After block l: blocks.{l}.resid_post (the last one is read after ln_f, as the model reads it)."""
@@ -86,27 +86,28 @@ class GPTAdapter(VocabText, PatchesBlocks, Adapter):
         return [(f"layer {layer}", torch.from_numpy(rec[f"blocks.{layer}.resid_post"]), False) for layer in range(L)]
 
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
-        return self.model.wte(ids)
+        return cast(torch.Tensor, self.model.wte(ids))
 
     def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
                                keep: Sequence[int] | None = None) -> torch.Tensor:
         logits = self.model(None, embeds=embeds)
-        return logits if keep is None else logits[:, list(keep)]
+        return cast(torch.Tensor, logits if keep is None else logits[:, list(keep)])
 
     def _block_logits(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(ids)[:, -1, :]
+        return cast(torch.Tensor, self.model(ids)[:, -1, :])
 
     def _logits(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(ids[:, -int(self.context_len or ids.shape[1]):])[:, -1, :].float()
+        return cast(torch.Tensor, self.model(ids[:, -int(self.context_len or ids.shape[1]):])[:, -1, :].float())
 
-    def start(self, ids, record=False):
+    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         return self._logits(ids), ids, {}
 
-    def step(self, state, tokens, record=False):
+    def step(self, state: Any, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         ids = torch.cat([state, tokens[:, None]], dim=1)
         return self._logits(ids), ids, {}
 
-    def reorder(self, state, idx):
+    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
         return state[idx]
 
     # ------------------------------------------------------------------ tables

@@ -17,7 +17,7 @@ against the model's own weights and shows the arithmetic only when they agree.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import torch
@@ -173,7 +173,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         if self.tokenizer is None:
             return " ".join(f"#{i}" for i in ids)
         try:
-            return self.tokenizer.decode(list(ids), skip_special_tokens=self.is_encoder_decoder)
+            return str(self.tokenizer.decode(list(ids), skip_special_tokens=self.is_encoder_decoder))
         except Exception:
             return "".join(self.token_strings(ids))
 
@@ -225,7 +225,7 @@ class HFAdapter(PatchesBlocks, Adapter):
                 acts.put("logits", out.logits[0])
         return Record(self.padded(enc, pad), acts.out)
 
-    def _forward(self, module: torch.nn.Module, kw: dict, acts: Acts, blocks: str) -> Any:
+    def _forward(self, module: torch.nn.Module, kw: dict[str, Any], acts: Acts, blocks: str) -> Any:
         """One forward pass with the model's own attentions and hidden states, when the record asks for them."""
         flags = {"output_attentions": acts.want(f"{blocks}.attn.*", "cross.*"), "return_dict": True,
                  "output_hidden_states": acts.want(f"{blocks}.resid_*", "*ln_final", f"{blocks}.ln1",
@@ -251,7 +251,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         last = "ln_final" if self._final_norm(prefix) else f"blocks.{L - 1}.resid_post"
         acts.put(prefix + last, hidden[L][0])
 
-    def _put_arithmetic(self, acts: Acts, calls: list, hidden: list[torch.Tensor], attention_mask: torch.Tensor,
+    def _put_arithmetic(self, acts: Acts, calls: list[Any], hidden: list[torch.Tensor], attention_mask: torch.Tensor,
                         T: int, prefixes: dict[str, str] | None = None) -> None:
         """Record q, k, v, scale, mask (and bias, kv_head, softcap; rope.* and q_pre/k_pre for rotary models) of
         every attention call, under the record name of its stream and layer."""
@@ -316,7 +316,7 @@ class HFAdapter(PatchesBlocks, Adapter):
                            if isinstance(getattr(part, n, None), torch.nn.Module)),
                           None) if part is not None else None
             if module is not None:
-                return module
+                return cast(torch.nn.Module | None, module)
         return None
 
     def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
@@ -328,7 +328,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         norm = None if normed else self._final_norm_module()
         weight = getattr(head, "weight", None)  # states kept in float32 meet a half-precision model in its dtype
         x = x.to(weight.dtype) if isinstance(weight, torch.Tensor) and weight.is_floating_point() else x
-        return head(norm(x) if norm is not None else x)
+        return cast(torch.Tensor, head(norm(x) if norm is not None else x))
 
     def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
         """After block l: hidden_states[l + 1] (before the final norm), the last one as the model returns it (after
@@ -340,7 +340,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         return out + [(f"layer {L - 1}", torch.from_numpy(rec[last]), last == "ln_final")]
 
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
-        return self.model.get_input_embeddings()(ids)
+        return cast(torch.Tensor, self.model.get_input_embeddings()(ids))
 
     def _logits_at(self, keep: int | torch.Tensor, **kw: Any) -> torch.Tensor:
         """The model's logits (B, K, V) only at positions `keep` (an int k: the last k; a tensor: those positions),
@@ -350,8 +350,8 @@ class HFAdapter(PatchesBlocks, Adapter):
         except TypeError:  # a family without logits_to_keep
             logits = self.model(**kw).logits
         if logits.shape[1] == (keep if isinstance(keep, int) else len(keep)):
-            return logits
-        return logits[:, -keep:] if isinstance(keep, int) else logits[:, keep]
+            return cast(torch.Tensor, logits)
+        return cast(torch.Tensor, logits[:, -keep:] if isinstance(keep, int) else logits[:, keep])
 
     def _block_logits(self, ids: torch.Tensor) -> torch.Tensor:
         """ids (B, T) -> the model's own logits (B, V) after the last token (only that position unembedded)."""
@@ -364,10 +364,12 @@ class HFAdapter(PatchesBlocks, Adapter):
             raise Unsupported(f"{self.id} has no language-model head: there is no output token to attribute.")
         mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
         if target is not None:
-            return self.model(inputs_embeds=embeds, attention_mask=mask, decoder_inputs_embeds=target,
-                              use_cache=False, return_dict=True).logits
+            out = self.model(inputs_embeds=embeds, attention_mask=mask, decoder_inputs_embeds=target, use_cache=False,
+                             return_dict=True)
+            return cast(torch.Tensor, out.logits)
         if keep is None:
-            return self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True).logits
+            return cast(torch.Tensor, self.model(inputs_embeds=embeds, attention_mask=mask, use_cache=False,
+                                        return_dict=True).logits)
         return self._logits_at(torch.tensor(list(keep), dtype=torch.long, device=embeds.device),
                                inputs_embeds=embeds, attention_mask=mask, use_cache=False, return_dict=True)
 
@@ -390,7 +392,7 @@ class HFAdapter(PatchesBlocks, Adapter):
             return self.model.get_decoder() if hasattr(self.model, "get_decoder") else None
         if stream == "encoder" and self.is_encoder_decoder:
             return self.model.get_encoder() if hasattr(self.model, "get_encoder") else None
-        return _base(self.model)
+        return cast(torch.nn.Module | None, _base(self.model))
 
     def scalings(self, stream: str) -> tuple[float | None, ...]:
         """Read from each layer's attention module (its `scaling`: 1/√d for most families, 1 for T5, 1/(√d·(l+1))
@@ -412,7 +414,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         gen = getattr(self.model, "generation_config", None)
         return {k: getattr(gen, k) for k in HONOURED if gen is not None and getattr(gen, k, None) is not None}
 
-    def start(self, ids, record=False):
+    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         if not self.can_generate:
             raise Unsupported(f"{self.id} ({self.family}) has no language-model head that predicts the next token: "
                               "pick a causal LM (built-in tiny-gpt / RNN LMs, GPT-2 family) or an encoder-decoder.")
@@ -420,14 +422,15 @@ class HFAdapter(PatchesBlocks, Adapter):
         out = self.model(input_ids=ids, attention_mask=mask, use_cache=True, return_dict=True)
         return out.logits[:, -1, :].float(), (out.past_key_values, mask), {}
 
-    def step(self, state, tokens, record=False):
+    def step(self, state: Any, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         cache, mask = state
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
         out = self.model(input_ids=tokens[:, None], attention_mask=mask, past_key_values=cache, use_cache=True,
                          return_dict=True)
         return out.logits[:, -1, :].float(), (out.past_key_values, mask), {}
 
-    def reorder(self, state, idx):
+    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
         cache, mask = state
         cache.reorder_cache(idx)
         return (cache, mask[idx])
@@ -526,7 +529,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         build = sys.modules[type(base).__module__].build_alibi_tensor
         H = base.config.n_head
         alibi = build(torch.ones(1, 2, dtype=torch.long, device=self.device), H, torch.float32)
-        return alibi[:H, 0, 1].cpu().numpy()  # m_h · 1
+        return np.asarray(alibi[:H, 0, 1].cpu().numpy())  # m_h · 1
 
     def _relative_module(self) -> Any:
         return next((m for m in self.model.modules() if getattr(m, "has_relative_attention_bias", False)
@@ -537,7 +540,7 @@ class HFAdapter(PatchesBlocks, Adapter):
         if module is None:
             raise Unsupported(f"{self.id} has no relative position bias.")
         with torch.inference_mode():
-            return module.compute_bias(n, n, device=self.device)[0].float().cpu().numpy()
+            return np.asarray(module.compute_bias(n, n, device=self.device)[0].float().cpu().numpy())
 
     def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[np.ndarray, str]:
         """(T, C) output of layer 0's attention on the input embeddings, with or without position vectors
@@ -637,7 +640,7 @@ class HFSeq2SeqAdapter(HFAdapter):
             acts.put("logits", out.logits[0])
         return Record(enc, acts.out, read)
 
-    def start(self, ids, record=False):
+    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         if not self.decoder_start:
             raise Unsupported(f"{self.id} has no decoder_start_token_id: its decoder has nowhere to start.")
         mask = torch.ones_like(ids)
@@ -647,13 +650,14 @@ class HFSeq2SeqAdapter(HFAdapter):
                          return_dict=True)
         return out.logits[:, -1, :].float(), (out.past_key_values, mask, enc), {}
 
-    def step(self, state, tokens, record=False):
+    def step(self, state: Any, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         cache, mask, enc = state
         out = self.model(encoder_outputs=enc, attention_mask=mask, decoder_input_ids=tokens[:, None],
                          past_key_values=cache, use_cache=True, return_dict=True)
         return out.logits[:, -1, :].float(), (out.past_key_values, mask, enc), {}
 
-    def reorder(self, state, idx):
+    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
         cache, mask, enc = state
         cache.reorder_cache(idx)
         return (cache, mask[idx], type(enc)(last_hidden_state=enc.last_hidden_state[idx]))

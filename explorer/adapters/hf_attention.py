@@ -23,12 +23,15 @@ import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 IMPLEMENTATION = "explorer_eager"
-_CALLS: contextvars.ContextVar[list | None] = contextvars.ContextVar("explorer_attention_calls", default=None)
+_CALLS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("explorer_attention_calls", default=None)
 _REGISTERED = False
 NEG = -1e30  # additive mask entries below this are "masked" (the model uses the dtype's minimum)
 
@@ -78,7 +81,7 @@ def _register() -> None:
         _REGISTERED = True
 
 
-def install(model: torch.nn.Module) -> bool:
+def install(model: PreTrainedModel) -> bool:
     """Switch `model` to explorer_eager (once, at load); False for families whose attention does not go through
     the attention interface (BLOOM, Falcon): they keep eager attention."""
     if not hasattr(sys.modules.get(type(model).__module__), "ALL_ATTENTION_FUNCTIONS"):
@@ -88,7 +91,7 @@ def install(model: torch.nn.Module) -> bool:
         model.set_attn_implementation(IMPLEMENTATION)
     except (ValueError, TypeError, AttributeError):
         return False
-    return model.config._attn_implementation == IMPLEMENTATION
+    return bool(model.config._attn_implementation == IMPLEMENTATION)
 
 
 @contextmanager

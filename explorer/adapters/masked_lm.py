@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import torch
 
 from explorer.adapters.base import Adapter, Names, Record, Unsupported
 from explorer.adapters.gpt import GPTAdapter
@@ -74,6 +75,6 @@ class MaskedLMAdapter(GPTAdapter):
             (", causal mask added" if causal else " (no causal mask, as trained)")
         return rec["blocks.0.attn.out"], what
 
-    def start(self, ids, record=False):
+    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         raise Unsupported(f"{self.id} is a masked language model: it predicts masked words from both sides, not the "
                           "next token, so it does not generate. Open it in the masked-word view.")

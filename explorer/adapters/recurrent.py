@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import torch
 import torch.nn as nn
@@ -76,7 +76,7 @@ class RecurrentWeights:
     cell: str
     nonlinearity: str
     layers: list[list[CellWeights]]
-    embedding: torch.Tensor
+    embedding: torch.Tensor | None  # None: the recurrence alone (a seq2seq encoder read for its gates)
     output_weight: torch.Tensor | None = None
     output_bias: torch.Tensor | None = None
     inferred: list[tuple[str, str]] = field(default_factory=list)
@@ -314,6 +314,8 @@ class RecurrentNet(nn.Module):
     def __init__(self, weights: RecurrentWeights) -> None:
         super().__init__()
         w = weights
+        if w.embedding is None:
+            raise RecurrentInferenceError("No embedding matrix: a recurrent language model reads ids through one.")
         self.embedding = nn.Embedding.from_pretrained(w.embedding, freeze=True)
         kwargs = dict(input_size=w.input_size, hidden_size=w.hidden_size, num_layers=w.num_layers,
                       bidirectional=w.num_directions == 2, batch_first=True)
@@ -335,7 +337,8 @@ class RecurrentNet(nn.Module):
                     self.decoder.bias.copy_(w.output_bias)
         self.to(w.embedding.device).eval()
 
-    def forward(self, ids: torch.Tensor, hidden: Any = None, record: dict | None = None):
+    def forward(self, ids: torch.Tensor, hidden: Any = None,
+                record: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor | None, Any]:
         """ids (B, T) -> logits (B, T, V) or None, hidden."""
         x = self.embedding(ids)
         out, hidden = self.rnn(x, hidden)
@@ -380,11 +383,11 @@ def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") 
         notes.append(f"An Elman RNN's nonlinearity is not stored in its weights: assuming {nonlinearity}.")
     emb_key = _find_embedding(tensors, layers[0][0].w_ih.shape[1])
     if emb_key is None:
-        others = {k: t for k, t in tensors.items() if t.dim() == 2 and not _RNN_KEY.match(k)}
+        found = {k: t for k, t in tensors.items() if t.dim() == 2 and not _RNN_KEY.match(k)}
         raise RecurrentInferenceError(
             f"No embedding matrix found: expected a 2-D tensor of shape (vocabulary size, "
             f"{layers[0][0].w_ih.shape[1]}) (the input size of '{prefix}weight_ih_l0'), e.g. 'embedding.weight'; the "
-            f"other 2-D tensors are: {describe_tensors(others) if others else 'none'}.")
+            f"other 2-D tensors are: {describe_tensors(found) if found else 'none'}.")
     embedding = tensors[emb_key].detach().float()
     V, D_H = embedding.shape[0], hidden * num_dirs
     out_key = _find_output(tensors, V, D_H, exclude={emb_key})
@@ -420,7 +423,7 @@ def _lone_output_bias(tensors: dict[str, torch.Tensor], vocab_size: int, emb_key
     return None
 
 
-def _pick_group(groups: dict[str, dict]) -> str:
+def _pick_group(groups: dict[str, dict[tuple[str, int, int], str]]) -> str:
     """The recurrent module to show: the one with a layer 0 (fewest-dots prefix, then alphabetical)."""
     usable = [p for p, ks in groups.items() if ("weight_ih", 0, 0) in ks and ("weight_hh", 0, 0) in ks]
     if not usable:
@@ -430,7 +433,8 @@ def _pick_group(groups: dict[str, dict]) -> str:
     return sorted(usable, key=lambda p: (p.count("."), p))[0]
 
 
-def _infer_shape(tensors: dict[str, torch.Tensor], prefix: str, keys: dict) -> tuple[str, int, int, int]:
+def _infer_shape(tensors: dict[str, torch.Tensor], prefix: str,
+                 keys: dict[tuple[str, int, int], str]) -> tuple[str, int, int, int]:
     """(cell, H, num_layers, num_directions) from weight_hh_l0's shape (G*H, H) and the keys present."""
     w_hh = tensors[keys[("weight_hh", 0, 0)]]
     if w_hh.dim() != 2 or w_hh.shape[1] == 0 or w_hh.shape[0] % w_hh.shape[1]:
@@ -503,7 +507,7 @@ def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: st
         ("hidden size H", str(w.hidden_size)),
         ("input size E", str(w.input_size)),
         ("gate order (rows of W)", ", ".join(GATES[w.cell])),
-        ("embedding", f"{emb_key} {tuple(w.embedding.shape)}"),
+        ("embedding", f"{emb_key} {tuple(w.embedding.shape) if w.embedding is not None else '(none)'}"),
         ("output layer", output + (f", {tied}" if tied else "")),
     ]
 
@@ -531,12 +535,14 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
             self.net = RecurrentNet(self.weights)
         w = self.weights
         self.name = f"{CELL_NAMES[w.cell]} ({'built-in' if self.model is not None else 'inferred from the state dict'})"
-        self.vocab = (loaded.vocabs or {}).get("vocab")
+        vocab = (loaded.vocabs or {}).get("vocab")
+        assert w.embedding is not None  # RecurrentNet refused weights without one
         emb = f"'{w.embedding_key}' {tuple(w.embedding.shape)}"
-        if self.vocab is None:
+        if vocab is None:
             raise RecurrentInferenceError(
                 f"No vocabulary: add a vocab.json (a list of tokens, a {{token: id}} map, torchtext's itos/stoi) or "
                 f"a tokenizer.json with {w.embedding.shape[0]} entries, one per row of the embedding {emb}.")
+        self.vocab = vocab
         if len(self.vocab) != w.embedding.shape[0]:
             raise RecurrentInferenceError(
                 f"The vocabulary has {len(self.vocab)} tokens but the embedding matrix has {w.embedding.shape[0]} "
@@ -549,7 +555,7 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
 
     @property
     def cell(self) -> str:
-        return self.weights.cell
+        return str(self.weights.cell)
 
     # ------------------------------------------------------------------ run
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
@@ -585,14 +591,15 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
         own)."""
         if self.net.decoder is None or x.shape[-1] != self.net.decoder.in_features:
             raise Unsupported(f"{self.id}: its layers' outputs do not have the output layer's width.")
-        return self.net.decoder(x.to(self.net.decoder.weight.dtype))  # float32 states, a half-precision model
+        # float32 states into a half-precision model's output layer
+        return cast(torch.Tensor, self.net.decoder(x.to(self.net.decoder.weight.dtype)))
 
     def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
         return [(f"{self.name.split(' (')[0]} layer {layer}", torch.from_numpy(rec[f"rnn.{layer}.out"]), True)
                 for layer in rec.layers("rnn.{l}.out")]
 
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
-        return self.net.embedding(ids)
+        return cast(torch.Tensor, self.net.embedding(ids))
 
     def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
                                keep: Sequence[int] | None = None) -> torch.Tensor:
@@ -601,20 +608,21 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
         if not self.can_generate:
             raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions).")
         out, _ = self.net.rnn(embeds)
-        return self.net.decoder(out if keep is None else out[:, list(keep)])
+        return cast(torch.Tensor, self.net.decoder(out if keep is None else out[:, list(keep)]))
 
-    def start(self, ids, record=False):
+    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         if not self.can_generate:
             raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions): "
                               "it does not predict next tokens.")
         logits, hidden = self.net(ids)
         return logits[:, -1, :].float(), hidden, {}
 
-    def step(self, state, tokens, record=False):
+    def step(self, state: Any, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         logits, hidden = self.net(tokens[:, None], state)
         return logits[:, -1, :].float(), hidden, {}
 
-    def reorder(self, state, idx):
+    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
         return tuple(x[:, idx] for x in state) if isinstance(state, tuple) else state[:, idx]
 
     # ------------------------------------------------------------------ tables

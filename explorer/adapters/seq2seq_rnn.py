@@ -20,7 +20,7 @@ much an output token relies on the source, for the model without attention).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import torch
 
@@ -94,7 +94,8 @@ class Seq2SeqAdapter(Adapter):
         return ("" if self.char_level else " ").join(words)
 
     # ------------------------------------------------------------------ generation
-    def start(self, ids, record=False, ablate_source=False):
+    def start(self, ids: torch.Tensor, record: bool = False,
+              ablate_source: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         """ids (B, S) sources (padded with <pad>) -> logits (B, V) of the first output token, after <bos>."""
         m = self.model
         mask = m.make_src_mask(ids)
@@ -114,7 +115,8 @@ class Seq2SeqAdapter(Adapter):
         acts.update(step)
         return logits, st, acts
 
-    def step(self, state, tokens, record=False):
+    def step(self, state: Any, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         m = self.model
         dec, enc, mask, U_h = state
         out = m.decode_step(tokens, dec, enc, mask, _U_h=U_h)
@@ -132,12 +134,14 @@ class Seq2SeqAdapter(Adapter):
 
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         m = self.model
-        return (m.src_embedding if side == "input" else m.tgt_embedding)(ids)
+        return cast(torch.Tensor, (m.src_embedding if side == "input" else m.tgt_embedding)(ids))
 
     def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
                                keep: Sequence[int] | None = None) -> torch.Tensor:
         """Source embeddings (B, S, E) and decoder-input embeddings (B, T, E) -> (B, T, V): the model's own encode
         and decode_step, teacher-forced (every decoder position: `keep` is for decoder-only models)."""
+        if target is None:
+            raise Unsupported(f"{self.id} reads its output through its decoder: give the decoder inputs' embeddings.")
         m = self.model
         mask = torch.ones(embeds.shape[:2], dtype=torch.bool, device=embeds.device)
         enc, state = m.encode(None, mask, embeds=embeds)
@@ -149,14 +153,14 @@ class Seq2SeqAdapter(Adapter):
             rows.append(out.logits)
         return torch.stack(rows, 1)
 
-    def reorder(self, state, idx):
+    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
         dec, enc, mask, U_h = state
         dec = self.model.map_state(dec, lambda s: s[:, idx], lambda h: h[idx])
         return (dec, enc[idx], mask[idx], U_h[idx] if U_h is not None else None)
 
     # ------------------------------------------------------------------ one forward pass
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, ablate_source: bool = False,
-            steps: list | None = None, **options: Any) -> Record:
+            steps: list[Any] | None = None, **options: Any) -> Record:
         """The record of the module docstring. Without a target only the encoder entries are recorded. steps: the
         (logits, activations) a generation loop recorded while it produced `target` (explorer.adapters.generation.sample
         with record=True): the record is assembled from them instead of stepping the decoder again."""

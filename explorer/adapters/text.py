@@ -264,4 +264,4 @@ def shown_text(adapter: Any, ids: Any) -> str:
     shows them, never "�"."""
     text = adapter.detokenize(ids)
     display = getattr(adapter, "display", None)
-    return display.decoded([int(i) for i in ids], text) if display is not None else text
+    return str(display.decoded([int(i) for i in ids], text)) if display is not None else text
