@@ -8,7 +8,7 @@ from explorer.probes import decoding_strategies as D
 from explorer.runtime.errors import ViewError
 from explorer.ui import decoding_sections as S
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe, probe_raising, probe_with_progress
+from explorer.ui.cache import get_model, probe
 from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
 from explorer.ui.charts import Origin, caption, show, table
@@ -98,8 +98,8 @@ def so_far(shown: tuple[tuple[str, str], ...]) -> None:
         col.markdown(f"**{md(label)}**\n\n{md(LEAD + generated)} ▌")
 
 
-run = probe_with_progress(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat,
-                          system if chat else "", partial=so_far, heavy=True)
+run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "",
+            partial=so_far, heavy=True, progress=True)
 OWN = Origin("model", f"{md(model_id)}'s own log-probabilities (T = 1, whatever the strategy sampled from; seed "
                       f"{seed}).")
 # -------------------------------------------------------------------------------------------- columns
@@ -118,8 +118,8 @@ if other is not None:
     try:
         if chat and probe(D.chat_template, other) is None:
             raise DecodingError("it has no chat template to read the message with (turn Chat template off).")
-        run_b = probe_raising(D.decode_all, other, text, strategies, seed, max_new, n, stop_eos, chat,
-                              system if chat else "", heavy=True)
+        run_b = probe(D.decode_all, other, text, strategies, seed, max_new, n, stop_eos, chat,
+                      system if chat else "", heavy=True, raising=True)
     except ViewError as exc:
         st.warning(f"{md(other_id)} cannot be compared here: {md_message(exc)}")
     else:

@@ -7,7 +7,7 @@ from explorer.probes.gradients_through_time import GradientError, gradients_thro
 from explorer.files.safe_load import ModelLoadError
 from explorer.text.escape import md, md_message
 from explorer.ui import settings, state
-from explorer.ui.cache import get_model, probe_raising, session_catalogue
+from explorer.ui.cache import get_model, probe, session_catalogue
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_sentence, page_header, sentence_input, top_row, what_to_notice
@@ -52,7 +52,7 @@ with col_text:  # the sentences of the first model (the built-in recurrent LMs s
 traces = []
 for model_id, loaded in models.items():
     try:
-        traces.append(probe_raising(gradients_through_time, loaded, text))
+        traces.append(probe(gradients_through_time, loaded, text, raising=True))
     except GradientError as exc:  # one model left out, the others shown
         st.info(f"{md(model_id)}: {md_message(exc)}")
 if not traces:

@@ -6,7 +6,7 @@ from explorer.probes import interventions as I
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
 from explorer.runtime.errors import ViewError
-from explorer.ui.cache import figure_of, get_model, probe, probe_raising, probe_with_progress
+from explorer.ui.cache import figure_of, get_model, probe
 from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
@@ -30,7 +30,7 @@ layout = probe(I.layout, loaded)  # an InterventionError (a model this view cann
 args = (text, corrupt, answer, wrong)
 contrast: I.Contrast | None
 try:
-    contrast = probe_raising(I.contrast, loaded, *args)
+    contrast = probe(I.contrast, loaded, *args, raising=True)
 except I.InterventionError as exc:  # no pair to patch yet: the ablation below still reads the clean prompt
     st.info(md_message(exc))
     contrast = None
@@ -71,8 +71,8 @@ if contrast is not None:
                       "by attribution patching until their runs are done"),
              key=f"patch_so_far_{drawn[0]}", fold=390)
 
-    exact = probe_with_progress(I.patching, loaded, *args, site, direction, pos, rdir, partial=grid_so_far,
-                                label=f"Patching every cell of the {I.KINDS[site]}", heavy=True) \
+    exact = probe(I.patching, loaded, *args, site, direction, pos, rdir, partial=grid_so_far,
+                  label=f"Patching every cell of the {I.KINDS[site]}", heavy=True, progress=True) \
         if method != "attribution" \
         else None
     estimates = probe(I.attribution, loaded, *args, direction, pos, rdir) if method != "exact" else None
@@ -115,10 +115,11 @@ if contrast is not None:
 
     if other_id is not None and (other := get_model(other_id)) is not None:
         try:  # the second model (?compare=): the same prompts, site, direction and method, on the same scale
-            probe_raising(I.layout, other)
-            probe_raising(I.contrast, other, *args)
-            shown_b = probe_raising(I.patching, other, *args, site, direction, pos, rdir, heavy=True) \
-                if shown.method == "exact" else probe_raising(I.attribution, other, *args, direction, pos, rdir)[site]
+            probe(I.layout, other, raising=True)
+            probe(I.contrast, other, *args, raising=True)
+            shown_b = probe(I.patching, other, *args, site, direction, pos, rdir, heavy=True, raising=True) \
+                if shown.method == "exact" else \
+                probe(I.attribution, other, *args, direction, pos, rdir, raising=True)[site]
         except (ViewError, KeyError) as exc:
             st.warning(f"{md(other_id)} cannot be compared here: "
                        + (f"it has no {I.KINDS[site]} to patch." if isinstance(exc, KeyError) else md_message(exc)))

@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.probes.logit_lens import LensError, logit_lens, probability_of
 from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe, probe_raising
+from explorer.ui.cache import get_model, probe
 from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
@@ -35,7 +35,7 @@ rows = V.grid_rows(L, layer)  # a deep model: every k-th layer and the selected 
 show(V.lens_grid(trace, theme, (layer, pos), rows), own, key="lens_grid", filename="logit-lens", fold=True)
 if other_id is not None and (other := get_model(other_id)) is not None:
     try:
-        trace_b = probe_raising(logit_lens, other, text)
+        trace_b = probe(logit_lens, other, text, raising=True)
     except LensError as exc:
         st.warning(f"{md(other_id)} cannot be compared here: {md_message(exc)}")
     else:
@@ -44,7 +44,7 @@ if other_id is not None and (other := get_model(other_id)) is not None:
              key="lens_grid_b", filename="logit-lens-compare")
         try:
             same = trace_b.tokens == trace.tokens and len(trace_b.layers) == L
-            tracked = probe_raising(probability_of, other, text, trace.final_ids) if same else None
+            tracked = probe(probability_of, other, text, trace.final_ids, raising=True) if same else None
         except LensError:
             tracked = None
         if tracked is None:

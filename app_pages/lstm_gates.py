@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.probes import lstm_gates as P
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe, probe_raising
+from explorer.ui.cache import get_model, probe
 from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
@@ -31,7 +31,7 @@ page_header("Inside the recurrent cell",
 
 model_id, loaded, text = model_and_sentence(c)
 try:
-    trace = probe_raising(P.rnn_gates, loaded, text)
+    trace = probe(P.rnn_gates, loaded, text, raising=True)
 except P.RNNGatesError as exc:  # the message names the model and the cells this view reads
     st.error(f"{V.plain(model_id)} cannot be read as an LSTM, GRU or Elman RNN: {V.plain(str(exc))}")
     st.stop()
@@ -70,13 +70,13 @@ with c_more, st.popover("Units", icon=":material/tune:", width="stretch"):
         top = c.number("top", slider=True, hi=trace.hidden_size, default=min(64, trace.hidden_size))
 values = trace.gates[name][layer, direction]
 trained = trained_model(loaded)  # a snapshot: units ordered, and coloured, as the trained model has them
-reference = trace if trained is None else probe_raising(P.rnn_gates, trained, text)
+reference = trace if trained is None else probe(P.rnn_gates, trained, text, raising=True)
 ref_values = reference.gates[name][layer, direction]
 units = P.unit_order(ref_values, sort, top)
 other, diff, why = None, None, ""
 if other_id is not None and (other_model := get_model(other_id)) is not None:
     try:
-        other = probe_raising(P.rnn_gates, other_model, text)
+        other = probe(P.rnn_gates, other_model, text, raising=True)
     except P.RNNGatesError as exc:
         st.warning(f"{V.plain(other_id)} cannot be compared here: {V.plain(str(exc))}")
     else:

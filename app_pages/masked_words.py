@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.probes.masked_words import MASK, MaskedWordsError, masked_fill, words_of
 from explorer.text.escape import md
 from explorer.ui import settings
-from explorer.ui.cache import figure_of, get_model, probe, probe_raising
+from explorer.ui.cache import figure_of, get_model, probe
 from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
@@ -71,7 +71,7 @@ else:
 if other_id is not None and (other := get_model(other_id, task="masked-lm")) is not None:
     st.subheader(f"Compared with {md(other_id)}")  # the same sentence A, the same masks
     try:
-        trace_o = probe_raising(masked_fill, other, text, k, compare, index)
+        trace_o = probe(masked_fill, other, text, k, compare, index, raising=True)
         why = "" if len(trace_o) else " ".join(trace_o.notes)
     except MaskedWordsError as exc:
         why = str(exc)

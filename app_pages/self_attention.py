@@ -5,7 +5,7 @@ from explorer.probes.self_attention import (STREAM_LABELS, AttentionError, Atten
                                             attention_shape)
 from explorer.text.escape import md
 from explorer.ui import attention_views as AV
-from explorer.ui.cache import get_model, probe, probe_raising, stop_with
+from explorer.ui.cache import get_model, probe, stop_with
 from explorer.ui.charts import caption
 from explorer.ui.compare import compare_picker
 from explorer.ui.widgets import model_picker, page_header, what_to_notice
@@ -36,7 +36,7 @@ with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
     shape: AttentionTrace | None = None
     failed: AttentionError | None = None  # a model this view cannot show: said under the controls, the page stops
     try:
-        shape = probe_raising(attention_shape, loaded, stream)
+        shape = probe(attention_shape, loaded, stream, raising=True)
     except AttentionError as exc:
         failed = exc
     if shape is not None:

@@ -5,7 +5,7 @@ from explorer.probes.seq2seq import Seq2SeqError, alignment_trace
 from explorer.text.escape import md, md_message
 from explorer.ui import seq2seq_panels as P
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe, probe_raising
+from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import caption
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_and_sentence, model_picker, page_header, what_to_notice
@@ -77,7 +77,7 @@ def alignment_charts() -> None:
         if loaded2 is None:
             return
         try:
-            trace2 = probe_raising(alignment_trace, loaded2, text, target, decoding, beam)
+            trace2 = probe(alignment_trace, loaded2, text, target, decoding, beam, raising=True)
         except Seq2SeqError as exc:
             st.warning(md_message(exc))
             return

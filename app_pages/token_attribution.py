@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.probes.token_attribution import AttributionError, AttributionTrace, attribution, default_outputs
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe_raising, probe_with_progress
+from explorer.ui.cache import get_model, probe
 from explorer.ui.compare import compare_picker
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.state import Controls
@@ -45,8 +45,8 @@ def so_far(partial: AttributionTrace) -> None:
                                V.kept_inputs(partial, shown)))
 
 
-trace = probe_with_progress(attribution, loaded, text, target, steps, outputs, of=of, partial=so_far,
-                            heavy=True)  # an AttributionError: shown, page stops
+trace = probe(attribution, loaded, text, target, steps, outputs, of=of, partial=so_far, heavy=True,
+              progress=True)  # an AttributionError: shown, page stops
 for note in trace.notes:
     st.info(md_message(note))
 theme = settings.theme()
@@ -61,14 +61,14 @@ origin = Origin("model", f"gradients of {md(loaded.id)}'s own {of} (autograd); i
 trained, peak = trained_model(loaded), None
 if trained is not None:  # a snapshot: coloured on the trained model's scale, so that what changes is the model
     try:
-        reference = probe_raising(attribution, trained, text, target, steps, outputs, of=of, heavy=True)
+        reference = probe(attribution, trained, text, target, steps, outputs, of=of, heavy=True, raising=True)
         peak = V.peak(reference.integrated if method == "integrated gradients" else reference.gradient_x_input)
     except AttributionError:
         peak = None
 trace_b, values_b = None, None
 if other_id is not None and (other := get_model(other_id)) is not None:
     try:
-        trace_b = probe_raising(attribution, other, text, target, steps, outputs, of=of, heavy=True)
+        trace_b = probe(attribution, other, text, target, steps, outputs, of=of, heavy=True, raising=True)
     except AttributionError as exc:
         st.warning(f"{md(other_id)} cannot be compared here: {md_message(exc)}")
     else:

@@ -90,7 +90,7 @@ def _probe_page(module: str, name: str, raising: bool) -> None:
 
     import streamlit as st
 
-    from explorer.ui.cache import probe, probe_raising
+    from explorer.ui.cache import probe
 
     error = getattr(importlib.import_module(module), name)
 
@@ -100,7 +100,7 @@ def _probe_page(module: str, name: str, raising: bool) -> None:
     loaded = SimpleNamespace(id="hf:x/[y](https://example.com)", device="cpu", dtype="float32")
     if raising:
         try:
-            probe_raising(fails, loaded, "**bold** <b>")
+            probe(fails, loaded, "**bold** <b>", raising=True)
         except error:
             st.markdown("handled by the page")
     else:
@@ -125,7 +125,7 @@ def test_probe_shows_a_view_error_once_escaped_and_stops_the_page(module: str, n
     assert [m.value for m in at.markdown] == []  # the page stopped at the probe
 
 
-def test_probe_raising_leaves_the_error_to_the_page() -> None:
+def test_probe_raising_true_leaves_the_error_to_the_page() -> None:
     at = AppTest.from_function(_probe_page, args=("explorer.probes.logit_lens", "LensError", True),
                                default_timeout=60).run()
     assert_no_exception(at)

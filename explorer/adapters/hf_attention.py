@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import torch
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from explorer.runtime.hf_runtime import PreTrainedModel
 
 IMPLEMENTATION = "explorer_eager"
 _CALLS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("explorer_attention_calls", default=None)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import transformers
 from transformers import (AttentionInterface, AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
-                          AutoModelForSeq2SeqLM, AutoTokenizer)
+                          AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel)
 from transformers.generation.logits_process import (
     ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList, MinLengthLogitsProcessor,
     MinNewTokensLengthLogitsProcessor, MinPLogitsWarper, NoBadWordsLogitsProcessor, NoRepeatNGramLogitsProcessor,
@@ -36,7 +36,7 @@ __all__ = [
     "NoRepeatNGramLogitsProcessor", "RepetitionPenaltyLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
     "SuppressTokensLogitsProcessor", "TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper",
     "TypicalLogitsWarper", "ALL_MASK_ATTENTION_FUNCTIONS", "AttentionMaskInterface", "llama_eager_attention_forward",
-    "gguf_progress",
+    "gguf_progress", "PreTrainedModel",
 ]
 
 

@@ -14,7 +14,7 @@ from explorer.probes.self_attention import (AttentionError, AttentionNotice, Pro
                                             hide_special, pronoun_shift, step_by_step)
 from explorer.text.escape import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe, probe_raising
+from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.state import Controls
 from explorer.ui.widgets import model_sentence
@@ -66,7 +66,7 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
         text = model_sentence(loaded, c.view.sentences)
 
     try:  # said here: the fragment ends, the rest of the page stays
-        trace = probe_raising(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps")
+        trace = probe(attention_trace, loaded, text, pair, stream, pad, arithmetic=mode == "steps", raising=True)
     except AttentionError as exc:
         st.warning(md_message(exc))
         return
@@ -109,7 +109,7 @@ def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int
     if other is None:
         return
     try:
-        trace_b = probe_raising(attention_trace, other, text, pair, stream, pad, arithmetic=False)
+        trace_b = probe(attention_trace, other, text, pair, stream, pad, arithmetic=False, raising=True)
         why = "" if trace_b.tokens else "it read no tokens"
     except AttentionError as exc:
         why = str(exc)

@@ -213,30 +213,35 @@ def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, fn:
     return results().get(key, _results_session(), lambda: _build(fn_name, fn, loaded, args, dict(kwargs), heavy))
 
 
-def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, heavy: bool = False, **kwargs: Any) -> R:
-    """Run `fn(loaded, *args, **kwargs)` once per (fn, model id, device, dtype, args): results cached.
+def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, heavy: bool = False, raising: bool = False,
+          progress: bool = False, label: str | None = None, partial: Callable[[Any], None] | None = None,
+          **kwargs: Any) -> R:
+    """The one way a page runs a probe: `fn(loaded, *args, **kwargs)`, once per (fn, model id, device, dtype,
+    arguments), the result kept in the results cache (explorer.runtime.result_cache) and shared read-only.
 
-    Arguments other than the model must be hashable by st.cache_data (str, numbers, tuples...). A ViewError the probe
-    raises (a message for the user) is shown once, escaped, and stops the page (`stop_with`): pages need no except
-    block of their own around a probe. heavy: a view's heavy computation (explorer.views.View.heavy): on a large
-    model it waits for its turn (explorer.runtime.heavy), saying where it is in the queue.
-    """
-    try:
-        return probe_raising(fn, loaded, *args, heavy=heavy, **kwargs)
-    except ViewError as exc:
-        stop_with(exc)
-
-
-def probe_raising(fn: Callable[..., R], loaded: LoadedModel, *args: Any, heavy: bool = False, **kwargs: Any) -> R:
-    """`probe`, cached the same way, raising the ViewError instead: for a page that does something else with it (a
-    fallback, a message naming more, a section that ends while the rest of the page goes on).
+    Arguments other than the model must be hashable (str, numbers, tuples...). A ViewError the probe raises (a
+    message for the user) is shown once, as the alert its class names, escaped, and stops the page (`stop_with`):
+    pages need no except block of their own; `raising=True` raises it instead, for a page that does something else
+    with it (a fallback, a message naming more, a section that ends while the rest of the page goes on). heavy: a
+    view's heavy computation (explorer.views.View.heavy): on a large model it waits for its turn
+    (explorer.runtime.heavy), saying where it is in the queue.
 
     A computation that lasts over half a second says what it computes, on which model and for which sentence, with
-    the seconds so far, where its chart will be (st.spinner shows only after 0.5 s: a cached result shows nothing)."""
-    key = (loaded.id, loaded.device, loaded.dtype)
-    with st.spinner(working_on(fn, loaded.id, args), show_time=True):
-        return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn, loaded,
-                            heavy)
+    the seconds so far, where its chart will be (st.spinner shows only after 0.5 s: a cached result shows nothing).
+    progress=True: long work that reports its progress (`fn(..., progress=callback)`: `_with_progress`), drawn as a
+    bar labelled `label` with `partial(shown)` under it; a newer rerun or a closed tab cancels it.
+    """
+    try:
+        if progress:
+            return _with_progress(fn, loaded, args, kwargs, label, partial, heavy)
+        key = (loaded.id, loaded.device, loaded.dtype)
+        with st.spinner(working_on(fn, loaded.id, args), show_time=True):
+            return _cached_call(f"{fn.__module__}.{fn.__qualname__}", key, args, tuple(sorted(kwargs.items())), fn,
+                                loaded, heavy)
+    except ViewError as exc:
+        if raising:
+            raise
+        stop_with(exc)
 
 
 def working_on(fn: Callable[..., Any], model_id: str, args: tuple) -> str:
@@ -271,16 +276,16 @@ FIRST_DRAW_S = 0.15  # long work shows its progress from this many seconds on (a
 REDRAW_S = 0.25  # and redraws it at most this often (each draw is a message to the browser)
 
 
-def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, label: str | None = None,
-                        partial: Callable[[Any], None] | None = None, heavy: bool = False, **kwargs: Any) -> R:
-    """`probe` for long work: `fn(loaded, *args, progress=callback, **kwargs)` reports (fraction, what[, shown]) to
-    a progress bar (labelled `label`, else with `working_on`: the work, the model, the text), shown only while it
+def _with_progress(fn: Callable[..., R], loaded: LoadedModel, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   label: str | None, partial: Callable[[Any], None] | None, heavy: bool) -> R:
+    """`probe(..., progress=True)`: `fn(loaded, *args, progress=callback, **kwargs)` reports (fraction, what[, shown])
+    to a progress bar (labelled `label`, else with `working_on`: the work, the model, the text), shown only while it
     computes (from FIRST_DRAW_S on, every REDRAW_S at most; a kept result shows none), and `partial(shown)` draws
     what is known so far under it, in place (e.g. the decoding view's text as it is generated). A newer rerun of
     the session (a new sentence) cancels the work at its next drawn report: Streamlit stops the script there, and
     nothing is kept. A closed tab cancels it at its next report too (`abandoned`), whether or not Streamlit has
-    stopped the disconnected session's script (1.67 does, at its next message). Kept in the same results cache as
-    `probe`; `heavy` as for `probe`. A ViewError is shown once and stops the page."""
+    stopped the disconnected session's script (1.67 does, at its next message). Kept in the same results cache;
+    the bar goes before a ViewError reaches `probe`."""
     slot = st.empty()
     started, drawn = time.perf_counter(), [0.0]
     said = label if label is not None else working_on(fn, loaded.id, args).removesuffix("…")
@@ -301,11 +306,11 @@ def probe_with_progress(fn: Callable[..., R], loaded: LoadedModel, *args: Any, l
     name = f"{fn.__module__}.{fn.__qualname__}"
     key = (name, (loaded.id, loaded.device, loaded.dtype), args, tuple(sorted(kwargs.items())), "progress")
     try:
-        result = results().get(key, _results_session(),
-                               lambda: _build(name, fn, loaded, args, dict(kwargs, progress=progress), heavy))
-    except ViewError as exc:
+        result: R = results().get(key, _results_session(),
+                                  lambda: _build(name, fn, loaded, args, dict(kwargs, progress=progress), heavy))
+    except ViewError:
         slot.empty()
-        stop_with(exc)
+        raise
     slot.empty()
     return result
 

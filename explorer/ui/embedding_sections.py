@@ -20,7 +20,7 @@ from explorer.probes import word_embeddings as P
 from explorer.projections import reduce as PR
 from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import charts
-from explorer.ui.cache import get_model, probe_raising
+from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, caption, show
 from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
@@ -405,7 +405,7 @@ def contextual_section(c: Controls, v: Vectors, text: str, theme: Theme) -> str:
         return ""
     shown_notes: set[str] = set()  # a model without layers says so once, not once per section
     try:
-        trace: CE.ContextTrace | None = probe_raising(CE.contextual, v.loaded, text)  # said once, the page goes on
+        trace: CE.ContextTrace | None = probe(CE.contextual, v.loaded, text, raising=True)  # said once, page goes on
     except CE.ContextError as exc:
         trace = None
         shown_notes.add(str(exc))
@@ -452,7 +452,7 @@ def _drift(c: Controls, v: Vectors, loaded: LoadedModel, shown_notes: set[str], 
         st.info("Type two sentences and a word they share.")
         return ""
     try:
-        ta, tb = probe_raising(CE.contextual, loaded, sa), probe_raising(CE.contextual, loaded, sb)
+        ta, tb = probe(CE.contextual, loaded, sa, raising=True), probe(CE.contextual, loaded, sb, raising=True)
         dr = CE.drift(ta, tb, dw)
         show(V.drift_figure(dr.layer_names, dr.cos, dw, theme),
              Origin("model", f"cosines of {md(v.model_id)}'s own hidden states in the two runs."), key="drift",

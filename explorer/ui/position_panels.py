@@ -16,7 +16,7 @@ from explorer.probes import positional_encodings as P
 from explorer.runtime.errors import severity
 from explorer.text.escape import md, md_code, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import compute, figure_of, get_model, probe, probe_raising
+from explorer.ui.cache import compute, figure_of, get_model, probe
 from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
@@ -233,9 +233,9 @@ def learned_panel(row: Any) -> None:
     if loaded is None:
         return
     try:
-        kind = probe_raising(P.model_positions, loaded, "").kind
+        kind = probe(P.model_positions, loaded, "", raising=True).kind
         text = model_sentence(loaded, c.view.sentences) if kind == "rotary" else ""
-        mp = probe_raising(P.model_positions, loaded, text)
+        mp = probe(P.model_positions, loaded, text, raising=True)
     except Unsupported as exc:  # this panel ends; the others are still shown
         st.info(md_message(exc))
         return
@@ -270,7 +270,7 @@ def learned_panel(row: Any) -> None:
     points = []  # about the way this model knows positions, with its own numbers
     if mp.kind in ("learned", "sinusoidal"):
         try:
-            near, far = probe_raising(P.learned_analysis, loaded).neighbours
+            near, far = probe(P.learned_analysis, loaded, raising=True).neighbours
             points.append(("A learned table: nobody told the model positions are ordered, yet neighbouring positions "
                            if mp.kind == "learned" else "A fixed sinusoidal table: neighbouring positions ")
                           + ("have similar vectors" if near > far else "are no more alike than far ones")
@@ -295,8 +295,8 @@ def table_panel(loaded, controls: Any) -> None:
     """The model's own position table: heatmap, similarity, PCA, one position against all."""
     theme = settings.theme()
     try:
-        lt = probe_raising(P.learned_positions, loaded)
-        la = probe_raising(P.learned_analysis, loaded)
+        lt = probe(P.learned_positions, loaded, raising=True)
+        la = probe(P.learned_analysis, loaded, raising=True)
     except Unsupported as exc:  # this panel ends; the others are still shown
         st.info(md_message(exc))
         return
@@ -317,7 +317,7 @@ def table_panel(loaded, controls: Any) -> None:
     stored = Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, as stored in the checkpoint.")
     trained = trained_model(loaded)  # a snapshot: coloured on the trained model's table's scale
     try:
-        reference = None if trained is None else probe_raising(P.learned_positions, trained).weight
+        reference = None if trained is None else probe(P.learned_positions, trained, raising=True).weight
     except Unsupported:
         reference = None
     if reference is not None and reference.shape != lt.weight.shape:
@@ -325,7 +325,7 @@ def table_panel(loaded, controls: Any) -> None:
     other = None
     if other_id is not None and (other_model := get_model(other_id)) is not None:
         try:
-            other = probe_raising(P.learned_positions, other_model)
+            other = probe(P.learned_positions, other_model, raising=True)
         except Unsupported as exc:
             st.info(f"{md(other_id)} is not compared: {md_message(exc)}")
         if other is not None and other.weight.shape != lt.weight.shape:
@@ -349,7 +349,7 @@ def table_panel(loaded, controls: Any) -> None:
              Origin("model", "the difference of the two models' own position tables."), key="learned_heatmap_diff",
              filename="learned_positions_difference")
     sim = la.cosine if kind == "cosine" else la.dot
-    ref_la = probe_raising(P.learned_analysis, trained) if reference is not None else None  # a training step
+    ref_la = probe(P.learned_analysis, trained, raising=True) if reference is not None else None  # a training step
     ref_sim = () if ref_la is None else ((ref_la.cosine if kind == "cosine" else ref_la.dot),)
     show(figure_of(V.matrix_heatmap, sim, theme, f"{kind} between learned positions", "position", "position", kind,
                    max_cells=V.SIMILARITY_CELLS, scale_from=ref_sim), stored,
@@ -393,7 +393,7 @@ def sentence_panel(row: Any) -> None:
         return
     text = model_sentence(loaded, c.view.sentences)
     try:
-        sv = probe_raising(P.sentence_vectors, loaded, text)
+        sv = probe(P.sentence_vectors, loaded, text, raising=True)
     except Unsupported as exc:  # this panel ends; the others are still shown
         st.info(md_message(exc))
         return

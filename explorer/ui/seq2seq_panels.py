@@ -11,7 +11,7 @@ from explorer.loading.catalogue import builtin_metas
 from explorer.probes.seq2seq import AlignmentTrace, Seq2SeqError, builtin_length_curves, length_accuracy
 from explorer.text.escape import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
-from explorer.ui.cache import get_model, probe_raising
+from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, badge, caption, show
 from explorer.ui.state import Controls
 from explorer.viz import seq2seq as viz
@@ -110,7 +110,7 @@ def length_panel(c: Controls, loaded: Any, model2_id: str) -> None:
     for lm in [loaded] + ([get_model(model2_id)] if model2_id != "none" else []):
         if lm is not None and lm.family == "seq2seq-rnn":
             try:
-                curves.append(probe_raising(length_accuracy, lm))
+                curves.append(probe(length_accuracy, lm, raising=True))
             except Seq2SeqError:  # no curve for this model: the caption below says which have one
                 pass
     if c.toggle("allcurves"):
