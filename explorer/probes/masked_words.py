@@ -192,8 +192,7 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
         if not masked:
             notes.append(f"The text has no word {mask_index}: nothing more was masked.")
     mask_id, mask_str = mask_token(loaded)
-    if mask_id is None:  # cannot_fill said so above; kept for the type
-        raise MaskedWordsError(f"{mid} has no mask token in its vocabulary, so it cannot be asked to fill one in.")
+    assert mask_id is not None  # cannot_fill refused a model without one
     if not MASK_SPELLINGS.search(text):
         text, masked, note = _auto_mask(loaded, text, mask_id, mask_str)
         notes += [note] if note else []

@@ -545,17 +545,17 @@ class Placed:
     unplaced: tuple[str, ...]
 
 
-Fitted = tuple[dict[int, int], list[str], list[Any], bool]
+FittedRows = tuple[dict[int, int], list[str], list[Any], bool]
 
 
-def fitted_rows(table: EmbeddingTable, proj: Any, rows: np.ndarray) -> Fitted:
+def fitted_rows(table: EmbeddingTable, proj: Any, rows: np.ndarray) -> FittedRows:
     """(row -> position in the fit, the fitted rows' words, their classes, whether any has a class), kept with the
     fit (per fit, not per keystroke)."""
     if "rows" not in proj.memo:
         classes = [table.classes[r] for r in rows]
         proj.memo["rows"] = ({int(r): i for i, r in enumerate(rows)}, [table.words[r] for r in rows], classes,
                              any(classes))
-    return cast(Fitted, proj.memo["rows"])
+    return cast(FittedRows, proj.memo["rows"])
 
 
 def place(table: EmbeddingTable, proj: Any, rows: np.ndarray, located: Sequence[Located]) -> Placed:

@@ -362,7 +362,7 @@ def analogies_section(c: Controls, v: Vectors) -> None:
 
 def axes_section(c: Controls, v: Vectors, fitted: Fitted, found: list[P.Located], theme: Theme) -> None:
     """The fitted entries on two axes, each from one word to another, with the typed words on top."""
-    x1c, x2c, y1c, y2c = st.columns(4)
+    x1c, x2c, y1c, y2c = st.columns(4)  # each key written out: tests read a view's URL keys from its source
     with x1c:
         x1 = c.text_input("x1", max_chars=200, strip=True)
     with x2c:

@@ -19,6 +19,7 @@ from explorer.ui import settings
 from explorer.ui.cache import compute, figure_of, get_model, probe
 from explorer.ui.charts import Origin, caption, show, table
 from explorer.ui.compare import compare_picker
+from explorer.loading.loaders import LoadedModel
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
 from explorer.ui.widgets import model_picker, model_sentence, what_to_notice
@@ -84,9 +85,13 @@ def show_notes(notes: tuple[str, ...]) -> None:
         (st.warning if severity(note) == "warning" else st.info)(md_message(note))
 
 
-def load_selected():
-    model_id = model_picker(c.view.families, default=c.params["model"].default, label_visibility="collapsed")
-    return get_model(model_id) if model_id else None
+def model_in_row(row: Any) -> tuple[LoadedModel | None, Any]:
+    """The model picker at the start of the panel's control row: (the model picked, or None; the rest of the row)."""
+    c_model, c_more = control_row(row, [1.3, 1.7])
+    with c_model:
+        model_id = model_picker(c.view.families, default=c.params["model"].default, label_visibility="collapsed")
+        loaded = get_model(model_id) if model_id else None
+    return loaded, c_more
 
 
 # ---------------------------------------------------------------------------------------- panels
@@ -227,9 +232,7 @@ def rope_panel(row: Any) -> None:
 
 def learned_panel(row: Any) -> None:
     theme = settings.theme()
-    c_model, c_more = control_row(row, [1.3, 1.7])
-    with c_model:
-        loaded = load_selected()
+    loaded, c_more = model_in_row(row)
     if loaded is None:
         return
     try:
@@ -386,9 +389,7 @@ def learned_line(sim, kind: str) -> None:
 
 def sentence_panel(row: Any) -> None:
     theme = settings.theme()
-    c_model, _ = control_row(row, [1.3, 1.7])
-    with c_model:
-        loaded = load_selected()
+    loaded, _ = model_in_row(row)
     if loaded is None:
         return
     text = model_sentence(loaded, c.view.sentences)
