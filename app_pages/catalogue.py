@@ -35,7 +35,7 @@ with right:
 with left:
     if "_added_upload" in st.session_state:  # set by "Add to the catalogue" below, before the picker exists
         st.session_state["model"] = st.session_state.pop("_added_upload")
-    chosen = model_picker(c.view.families, default=c.params["model"].default, training_steps=False,
+    chosen = model_picker(c.view.needs, default=c.params["model"].default, training_steps=False,
                           extra=[st.session_state.get("model", "")] if
                           str(st.session_state.get("model", "")).startswith(("hf:", "upload:")) else ())
 

@@ -25,7 +25,7 @@ default_model = declared if not declared.startswith("builtin:") or declared.remo
     builtin_names() else "builtin:lstm-lm-wordnet"
 col_model, col_text = top_row()
 with col_model:
-    model_id = model_picker(c.view.families, default=default_model)
+    model_id = model_picker(c.view.needs, default=default_model)
     loaded = get_model(model_id)
 if loaded is None:
     st.stop()
@@ -41,7 +41,7 @@ else:
     c_kinds, c_cmp, c_settings = st.columns([3.6, 1.6, 1], vertical_alignment="bottom")
     chat = False
 with c_cmp:
-    other_id = compare_picker(c.view.families, model_id, label_visibility="collapsed")
+    other_id = compare_picker(c.view.needs, model_id, label_visibility="collapsed")
 with col_text:  # drawn above the row: an instruct model's message in chat mode, else a prompt to continue
     text = model_sentence(loaded, "chat" if chat else c.view.sentences, label="Message (a user turn)" if chat
                           else "Prompt", on_enter=reads_on_enter(c.view, loaded))

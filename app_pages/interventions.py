@@ -41,7 +41,7 @@ if contrast is not None:
         st.info(md_message(note))
     c_site, c_dir, c_method, c_cmp, c_more = st.columns([1.5, 1.2, 1.2, 1.4, 1], vertical_alignment="bottom")
     with c_cmp:
-        other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
+        other_id = compare_picker(c.view.needs, loaded.id, label_visibility="collapsed")
     with c_site:
         site = c.selectbox("site", list(layout.kinds), label_visibility="collapsed", format_func=I.KINDS.get)
     with c_dir:

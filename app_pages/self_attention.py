@@ -17,7 +17,7 @@ page_header("Self-attention", "Every layer and head of a transformer reading you
 
 c_model, c_mode, c_layer, c_head, c_more = st.columns([1.5, 1.4, 0.8, 0.8, 1], vertical_alignment="bottom")
 with c_model:
-    model_id = model_picker(c.view.families, default=c.params["model"].default, label_visibility="collapsed")
+    model_id = model_picker(c.view.needs, default=c.params["model"].default, label_visibility="collapsed")
     loaded = get_model(model_id)
 if loaded is None:
     st.stop()
@@ -27,11 +27,11 @@ stream, pad, pair = "", 0, ""
 with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
     if loaded.family == "encoder":
         pair = c.text_input("pair", label="Second sentence (optional: joined to the first by [SEP], segment B)")
-    elif loaded.family == "encoder-decoder":
+    elif loaded.caps.alignment is not None:  # an encoder-decoder
         pair = c.text_input("pair", label="Decoder text (the target the decoder reads; empty = the same text)")
-    if loaded.family == "encoder-decoder":
+    if loaded.caps.alignment is not None:
         stream = c.selectbox("stream", format_func=STREAM_LABELS.get)
-    if mode == "masks" and loaded.tokenizer is not None and loaded.family != "encoder-decoder":
+    if mode == "masks" and loaded.tokenizer is not None and loaded.caps.alignment is None:
         pad = c.number("pad", slider=True)
     shape: AttentionTrace | None = None
     failed: AttentionError | None = None  # a model this view cannot show: said under the controls, the page stops
@@ -43,7 +43,7 @@ with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
         extra = c.multiselect("heads", list(range(shape.n_heads)))
         how = c.radio("agg", format_func=AV.AGGS.get) if mode in ("head", "model") else "heads"
         hide = c.toggle("hide")
-    other_id = compare_picker(c.view.families, model_id) if mode == "head" else None
+    other_id = compare_picker(c.view.needs, model_id) if mode == "head" else None
 if failed is not None:
     stop_with(failed)
 assert shape is not None

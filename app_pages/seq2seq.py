@@ -25,7 +25,7 @@ c_decoding, c_layer, c_head, c_more = st.columns([1.4, 0.9, 1.2, 1], vertical_al
 options = c_more.popover("Options", icon=":material/tune:", width="stretch")
 with options:
     target = c.text_input("target")
-    model2_id = model_picker(c.view.families, default="none", label=c.params["model2"].label, key="model2",
+    model2_id = model_picker(c.view.needs, default="none", label=c.params["model2"].label, key="model2",
                              none_label="— no second model —")
 with c_decoding:
     decoding: str = c.selectbox("decoding", format_func=DECODING.get, disabled=bool(target.strip()),

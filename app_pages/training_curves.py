@@ -17,7 +17,7 @@ page_header("Watch it learn",
             "What a model learned, when: held-out measures of each snapshot of its training. Click a point to open "
             "the view that shows it, at that step.")
 with_series = [e.id for e in session_catalogue() if series_steps(e.id)]
-model_id = model_picker(c.view.families, default=c.params["model"].default, training_steps=False)
+model_id = model_picker(c.view.needs, default=c.params["model"].default, training_steps=False)
 if not series_steps(model_id):
     st.info(f"{md(model_id)} was not trained with snapshots. The models that were: "
             f"{', '.join(md(m) for m in with_series) or 'none here'} (train one with "

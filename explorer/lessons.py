@@ -32,11 +32,12 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
+from explorer.adapters.capabilities import WHAT, families_with, may_have
 from explorer.loading import pretrained
 from explorer.loading.catalogue import ROOT, ModelId, builtin_names, catalogue
 from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.errors import ViewError
-from explorer.views import MODEL_FAMILIES, PARAMS, VIEWS
+from explorer.views import MODEL_NEEDS, PARAMS, VIEWS
 
 LESSON_DIR = ROOT / "assets" / "lessons"
 SUFFIXES = (".yaml", ".yml", ".md")
@@ -218,11 +219,12 @@ def _check_model(value: str, page: str) -> None:
     if mid.kind == "pretrained" and mid.name not in pretrained.PACKAGED:
         ids = [p.id for p in pretrained.PACKAGED.values()]
         raise ValueError(f"'{value}' is not a packaged model{_near(value, ids)}; packaged: {', '.join(ids)}")
-    families = MODEL_FAMILIES.get(page)
+    needs = MODEL_NEEDS.get(page)
     family = next((e.family for e in catalogue() if e.id == str(mid)), "") or \
         (pretrained.PACKAGED[mid.name].family if mid.kind == "pretrained" else "")
-    if families is not None and family and family not in families:
-        raise ValueError(f"{value} is a {family} model: the view {page} reads {', '.join(families)} models")
+    if not may_have(family, needs):
+        raise ValueError(f"{value} is a {family} model: the view {page} needs a model that "
+                         f"{' and '.join(WHAT[n] for n in needs or ())} ({', '.join(families_with(needs))} models)")
     if mid.kind == "pretrained" and not pretrained.is_installed(mid.name):
         raise NotInstalled(value, pretrained.PACKAGED[mid.name].install)
 

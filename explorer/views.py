@@ -1,9 +1,11 @@
-"""The views of the app, declared once: navigation, URL parameters (kind, default, range, label) and model families.
+"""The views of the app, declared once: navigation, URL parameters (kind, default, range, label) and what their
+models must be able to do.
 
 Everything that needs to know a view reads this: app.py and the home page (navigation), the page controls and the
 URL state (explorer.ui.state.Controls: each widget takes its label, default and range from here, and a URL value
 outside the range gets a message), lessons (explorer.lessons validates a step's parameters against it) and the
-model pickers (the families a view reads). Adding a view is one `VIEWS.append(View(...))` line below.
+model pickers (the capabilities a view needs, explorer.adapters.capabilities). Adding a view is one
+`VIEWS.append(View(...))` line below.
 
 A view is listed here only once its page exists and works. The page scripts live in app_pages/, not pages/: a
 folder named pages/ next to app.py puts the first session of a server process in Streamlit's legacy multipage
@@ -91,7 +93,8 @@ class View:
     summary: str  # one line for the home page
     section: str = "Views"
     params: dict[str, Param] = field(default_factory=dict)
-    families: tuple[str, ...] | None = None  # model families (explorer.loading.catalogue.FAMILIES) its picker offers
+    needs: tuple[str, ...] | None = None  # the capabilities its model must have (explorer.adapters.capabilities):
+    # its picker offers the models that may have them
     sentences: str = ""  # the purpose of its sentence (explorer.data.examples.PURPOSES): the model gives the sentences
     main: str = ""  # the key of its main chart, which fits in the first screen of a projector (tests/test_browser.py)
     heavy: bool = False  # a run on a large model takes seconds: its sentence is read on Enter, not while typing
@@ -150,7 +153,7 @@ VIEWS.append(View(
         "compare": P("model or none", "none", label="Compare with",
                      help="A second model, or another step of this model's training: its learned position table on "
                           "one colour scale with the first, and B − A where the two tables have the same shape."),
-    }, families=("encoder", "decoder", "masked-lm"), sentences="order", main="pe_heatmap"))
+    }, needs=("positions",), sentences="order", main="pe_heatmap"))
 VIEWS.append(View(
     "app_pages/lstm_gates.py", "Recurrent cell", ":material/memory:", "lstm-gates",
     "LSTM/GRU/Elman gates, cell and hidden states for your sentence, unit by unit.", params={
@@ -166,7 +169,7 @@ VIEWS.append(View(
         "compare": P("model or none", "none", label="Compare with",
                      help="A second model, or another step of this model's training: the same sentence read by both, "
                           "side by side on one colour scale, and their difference where the shapes match."),
-    }, families=("rnn-lm", "state-dict"), sentences="agreement", main="heatmap"))
+    }, needs=("recurrence",), sentences="agreement", main="heatmap"))
 VIEWS.append(View(
     "app_pages/self_attention.py", "Self-attention", ":material/hub:", "self-attention",
     "Per-head attention maps, rollout, masks and the Q·K/√d softmax arithmetic, live.", params={
@@ -186,7 +189,7 @@ VIEWS.append(View(
         "compare": P("model or none", "none", label="Compare with",
                      help="A second model, or another step of this model's training: the same sentence read by both, "
                           "the chosen head side by side and their difference where the shapes match."),
-    }, families=("decoder", "encoder", "encoder-decoder", "masked-lm"), sentences="attention", main="head_heatmap"))
+    }, needs=("attention",), sentences="attention", main="head_heatmap"))
 VIEWS.append(View(
     "app_pages/seq2seq.py", "Seq2seq alignment", ":material/translate:", "seq2seq",
     "Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search.", params={
@@ -199,7 +202,7 @@ VIEWS.append(View(
         "step": P("int", 0, 0, None, "Decoding step t"),
         "allcurves": P("bool", True, label="Also show every built-in model on this corpus"),
         "panel": choice("step", "length", "beam", label="Below the heatmap"),
-    }, families=("seq2seq-rnn", "encoder-decoder"), sentences="translation", main="alignment"))
+    }, needs=("alignment",), sentences="translation", main="alignment"))
 VIEWS.append(View(
     "app_pages/word_embeddings.py", "Word embeddings", ":material/scatter_plot:", "word-embeddings",
     "PCA, t-SNE and UMAP of a whole vocabulary, neighbours, analogies and contextual embeddings.", params={
@@ -237,8 +240,7 @@ VIEWS.append(View(
                           "own neighbours of the word beside the first model's, and the first model's neighbours "
                           "read in it (B − A)."),
         "section": choice("neighbours", "analogies", "axes", "contextual", label="Below the projection"),
-    }, families=("word2vec", "rnn-lm", "decoder", "encoder", "encoder-decoder", "seq2seq-rnn", "state-dict",
-                 "masked-lm"), sentences="words", main="projection"))
+    }, needs=("tables",), sentences="words", main="projection"))
 VIEWS.append(View(
     "app_pages/decoding_strategies.py", "Decoding strategies", ":material/casino:", "decoding-strategies",
     "Greedy, temperature, top-k, top-p, typical, min-p and beam search side by side, with metrics.", params={
@@ -283,7 +285,7 @@ VIEWS.append(View(
         "x": choice("self-BLEU", "distinct-2", "distinct-1", "distinct-3", label="x (diversity)"),
         "y": choice("mean log-prob", "perplexity", label="y (quality)"),
         "section": choice("step", "beam", "tradeoff", label="Below the outputs"),
-    }, families=("decoder", "rnn-lm", "encoder-decoder", "state-dict"), sentences="prompt", main="logprobs",
+    }, needs=("stepper",), sentences="prompt", main="logprobs",
        heavy=True))
 VIEWS.append(View(
     "app_pages/logit_lens.py", "Logit lens", ":material/layers:", "logit-lens",
@@ -294,7 +296,7 @@ VIEWS.append(View(
                      help="A second model, or another step of this model's training: its lens on the same sentence, "
                           "and the probability it gives the first model's prediction minus the first model's."),
         "pos": P("int", None, 0, None, "After token"),
-    }, families=("decoder", "rnn-lm", "state-dict"), sentences="agreement", main="lens_grid"))
+    }, needs=("lens",), sentences="agreement", main="lens_grid"))
 VIEWS.append(View(
     "app_pages/token_attribution.py", "Token attribution", ":material/target:", "token-attribution",
     "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
@@ -317,7 +319,7 @@ VIEWS.append(View(
                                "each); prediction: only the model's own next token. Language models above 50 "
                                "million parameters open on the prediction alone: every row costs tens of forward "
                                "and backward passes."),
-    }, families=("decoder", "rnn-lm", "seq2seq-rnn", "encoder-decoder", "state-dict"), sentences="agreement",
+    }, needs=("gradient",), sentences="agreement",
        main="attr_heatmap", heavy=True))
 VIEWS.append(View(
     "app_pages/gradients_through_time.py", "Gradients through time", ":material/trending_down:",
@@ -327,7 +329,7 @@ VIEWS.append(View(
                     choices=RECURRENT_WORDNET + ("builtin:rnn-lm", "builtin:gru-lm", "builtin:lstm-lm")
                     + tuple(f"builtin:lstm-lm@{step}" for step in series_steps("builtin:lstm-lm")[:-1])),
         "text": TEXT,
-    }, families=("rnn-lm", "state-dict"), sentences="distance", main="gradients"))
+    }, needs=("recurrence",), sentences="distance", main="gradients"))
 VIEWS.append(View(
     "app_pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
     "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
@@ -343,7 +345,7 @@ VIEWS.append(View(
         "k": P("int", 10, 1, 30, "Top-k fillers"),
         "b": P("text", "the key to the cabinets [MASK] on the table .",
                label="Second sentence, side by side (empty: none)"),
-    }, families=("masked-lm", "encoder"), sentences="masked", main="fill-A-0"))
+    }, needs=("fill_in",), sentences="masked", main="fill-A-0"))
 VIEWS.append(View(
     "app_pages/interventions.py", "Interventions", ":material/healing:", "interventions",
     "Patch, ablate and trace where a model computes its answer: activation and attribution patching.", params={
@@ -374,7 +376,7 @@ VIEWS.append(View(
         "how": choice("zero", "mean", "resample", label="Ablation",
                       help="zero: the output set to 0; mean: to its mean over the positions of both prompts; "
                            "resample: to its value in the corrupted prompt."),
-    }, families=("decoder", "rnn-lm", "state-dict"), sentences="contrast", main="patch_grid", heavy=True))
+    }, needs=("patching",), sentences="contrast", main="patch_grid", heavy=True))
 TRAINING = View(
     "app_pages/training_curves.py", "Watch it learn", ":material/show_chart:", "training-curves",
     "What a model learned, when: held-out loss, agreement, its number unit, embedding neighbours and attention heads "
@@ -384,7 +386,7 @@ TRAINING = View(
                         help="previous-token: the mean attention weight from each position to the one before it on "
                              "held-out sentences; induction: from each token of a repeated random sequence to the "
                              "token after its first occurrence (Olsson et al. 2022)."),
-    }, families=("rnn-lm", "decoder"), main="curves")
+    }, needs=("lens",), main="curves")
 VIEWS.append(TRAINING)
 VIEWS.append(View("app_pages/lesson_plans.py", "Lessons", ":material/school:", "lesson-plans",
                   "Step-by-step lessons for class: each step opens a view in a given state, with what to notice and a "
@@ -400,7 +402,7 @@ for _view in VIEWS:
         _view.params["train_step"] = TRAIN_STEP
 
 BY_PATH: dict[str, View] = {v.url_path: v for v in VIEWS}
-# What explorer.lessons checks: the parameters of each view that has any, and the families of its model picker.
+# What explorer.lessons checks: the parameters of each view that has any, and the capabilities its model needs.
 PARAMS: dict[str, dict[str, object]] = {v.url_path: {k: p.lesson_kind for k, p in v.params.items()}
                                         for v in VIEWS if v.params or v is HOME}
-MODEL_FAMILIES: dict[str, tuple[str, ...] | None] = {v.url_path: v.families for v in VIEWS if v.params}
+MODEL_NEEDS: dict[str, tuple[str, ...] | None] = {v.url_path: v.needs for v in VIEWS if v.params}

@@ -204,8 +204,11 @@ def test_no_file_points_outside_the_repository() -> None:
 
 
 def test_the_worked_example_in_the_architecture_guide_runs() -> None:
-    """docs/ARCHITECTURE.md's example probe and test, executed as written, against builtin:tiny-gpt."""
+    """docs/ARCHITECTURE.md's example probe and tests, executed as written, against builtin:tiny-gpt and an LSTM
+    given the example's new capability by the guide's own line of `capabilities.of`."""
+    import dataclasses
     import re
+    from types import SimpleNamespace
 
     import numpy as np
     import torch
@@ -216,12 +219,23 @@ def test_the_worked_example_in_the_architecture_guide_runs() -> None:
     blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
     probe_code = next(b for b in blocks if "def residual_norms" in b)
     test_code = next(b for b in blocks if "def test_norms_are_the_models_own" in b)
+    decides = re.search(r"^ +residual=(.+?),\s+# of\(a\)$", doc, flags=re.M)
+    assert decides, "the guide shows the line of capabilities.of that decides the new capability"
+
+    def load_with_residual(model_id: str) -> SimpleNamespace:
+        loaded = load_model(model_id)
+        a = loaded.adapter
+        caps = {f.name: getattr(loaded.caps, f.name) for f in dataclasses.fields(loaded.caps)}
+        caps["residual"] = eval(decides.group(1), {"a": a, "transformer": bool(a.streams)})
+        return SimpleNamespace(id=loaded.id, model=loaded.model, adapter=a, caps=SimpleNamespace(**caps))
+
     space: dict = {}
     exec(compile(probe_code, "ARCHITECTURE.md (probe)", "exec"), space)
-    space.update(load_model=load_model, torch=torch, np=np)
+    space.update(load_model=load_with_residual, torch=torch, np=np, pytest=pytest)
     exec(compile(test_code, "ARCHITECTURE.md (test)", "exec"), space)
     space["test_norms_are_the_models_own"]()
-    trace = space["residual_norms"](load_model("builtin:tiny-gpt"), "the keys to the cabinet")
+    space["test_a_model_without_the_capability_gets_the_views_message"]()
+    trace = space["residual_norms"](load_with_residual("builtin:tiny-gpt"), "the keys to the cabinet")
     assert trace.norms.shape == (2, len(trace.tokens)) and trace.tokens[0] == "<bos>"
 
 

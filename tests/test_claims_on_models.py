@@ -68,7 +68,7 @@ def texts(at) -> str:
 
 
 def accepts(view: str, loaded) -> bool:
-    return loaded.family in BY_PATH[view].families
+    return set(BY_PATH[view].needs or ()) <= loaded.caps.names
 
 
 def f3(x: float) -> str:

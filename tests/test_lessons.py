@@ -508,10 +508,10 @@ def test_a_lesson_on_a_model_not_installed_is_listed_as_unavailable(monkeypatch)
     assert REAL.id in opens
     for lesson in lessons:
         assert lesson.missing == ((("pretrained:smollm2", SMOLLM2_INSTALL),) if lesson.id in opens else ())
-    # parsing a lesson that opens it: accepted (listed as unavailable), still checked against the view's families
+    # parsing a lesson that opens it: accepted (listed as unavailable), still checked against what the view needs
     text = _step(title="s", page="logit-lens", caption="c", params={"model": "pretrained:smollm2"})
     assert L.parse_lesson(text, "x", "x.yaml").missing == (("pretrained:smollm2", SMOLLM2_INSTALL),)
-    with pytest.raises(L.LessonError, match="decoder model: the view lstm-gates reads"):
+    with pytest.raises(L.LessonError, match="decoder model: the view lstm-gates needs a model that runs a recurrent"):
         L.parse_lesson(_step(**BASE, params={"model": "pretrained:smollm2"}), "x", "x.yaml")
     at = run_page(LESSONS_PAGE)
     assert_no_exception(at)

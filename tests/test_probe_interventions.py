@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import threading
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ import torch
 
 from explorer.adapters.gpt import GPTAdapter
 from explorer.adapters.interventions import Patch
-from explorer.loading.loaders import load_model
+from explorer.loading.loaders import LoadedModel, load_model
 from explorer.probes import interventions as I
 
 CLEAN, CORRUPT, ANSWER, WRONG = "the keys to the cabinet", "the key to the cabinet", "are", "is"
@@ -318,9 +317,8 @@ def test_attribution_is_exact_where_the_model_is_linear_in_the_site():
     base = load_model("builtin:tiny-gpt")
     model = copy.deepcopy(base.model)
     model.ln_f = torch.nn.Identity()
-    loaded = SimpleNamespace(id="linear-head", model=model, device="cpu", dtype="float32", meta=base.meta,
-                             tokenizer=None, vocabs=base.vocabs, state_dict=None, family="decoder")
-    loaded.adapter = GPTAdapter(loaded)
+    loaded = LoadedModel("linear-head", "decoder", model, "cpu", "float32", base.meta, vocabs=base.vocabs)
+    assert isinstance(loaded.adapter, GPTAdapter)
     est = I.attribution(loaded, CLEAN, CORRUPT, ANSWER, WRONG)
     for kind in ("resid", "mlp"):
         exact = I.patching(loaded, CLEAN, CORRUPT, ANSWER, WRONG, kind)
@@ -451,11 +449,7 @@ def test_a_two_layer_lstm_patches_each_layer_as_the_modules_stepped():
     vocab = base.vocabs["vocab"]
     torch.manual_seed(0)
     net = RNNLanguageModel(len(vocab), 16, 24, num_layers=2, cell="lstm").eval()
-    loaded = SimpleNamespace(id="two-layers", model=net, device="cpu", dtype="float32", meta={}, tokenizer=None,
-                             vocabs={"vocab": vocab}, state_dict=None, family="rnn-lm")
-    from explorer.adapters.recurrent import RecurrentAdapter
-
-    loaded.adapter = RecurrentAdapter(loaded)
+    loaded = LoadedModel("two-layers", "rnn-lm", net, "cpu", "float32", vocabs={"vocab": vocab})
     assert loaded.adapter.intervention_layout().n_layers == 2
     c, clean_ids, corrupt_ids = _tokens(loaded)
     for state in ("h", "c"):

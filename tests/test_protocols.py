@@ -26,7 +26,7 @@ def test_members_are_read_from_the_protocols() -> None:
     assert members(P.Generates) >= members(P.Reads) | {"start", "step", "reorder", "eos_ids", "context_len"}
     assert members(P.Recurrent) - members(P.Records) == {"weights", "net"}
     assert members(P.Loaded) == {"id", "family", "model", "device", "dtype", "meta", "tokenizer", "vocabs",
-                                 "state_dict", "adapter"}
+                                 "state_dict", "adapter", "caps"}
 
 
 @pytest.mark.parametrize("model_id, recurrent", [

@@ -135,9 +135,12 @@ def test_probe_raising_true_leaves_the_error_to_the_page() -> None:
 
 @pytest.mark.parametrize("page, model, alert, says", [
     ("app_pages/logit_lens.py", "pretrained:minilm", "info",
-     "pretrained:minilm has no language-model head to read its layers through."),
+     "pretrained:minilm has no language-model head that predicts the next token (it reads the sentence both ways), "
+     "so there is no next-token prediction to read its layers through: pick a decoder (the built-in GPT, a Hugging "
+     "Face causal LM) or a recurrent language model."),
     ("app_pages/token_attribution.py", "builtin:word2vec", "info",
-     "builtin:word2vec cannot be differentiated with respect to its input embeddings."),
+     "builtin:word2vec has no language-model head that predicts an output from its input (a next token, or a "
+     "translation): pick a decoder, a recurrent language model or an encoder–decoder."),
     ("app_pages/decoding_strategies.py", "pretrained:minilm", "error",
      "pretrained:minilm (encoder) has no language-model head that predicts the next token: pick a causal LM "
      "(built-in tiny-gpt / RNN LMs, GPT-2 family) or an encoder-decoder."),

@@ -23,6 +23,7 @@ Shapes: T tokens, C width, V vocabulary, H heads, B batch.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeGuard
 
 import torch
@@ -63,6 +64,8 @@ class Loaded(Protocol):
     def state_dict(self) -> dict[str, torch.Tensor] | None: ...
     @property
     def adapter(self) -> Adapter: ...
+    @property
+    def caps(self) -> Capabilities: ...  # what it can do: each capability the adapter typed as its protocol, or None
 
 
 class Reads(Protocol):
@@ -71,6 +74,8 @@ class Reads(Protocol):
 
     @property
     def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...  # what reads the model, e.g. "built-in GPT", "Hugging Face llama"
     @property
     def device(self) -> torch.device: ...
     @property
@@ -261,6 +266,28 @@ class Intervenes(Reads, Protocol):
     def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Any
                        ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """ids (1, T): metric(logits (1, V)), the kept sites' values and their gradients, each (T, ...)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a loaded model can do: each capability the adapter typed as its protocol, or None
+    (explorer.adapters.capabilities says which is which and decides them)."""
+
+    stepper: Generates | None
+    lens: Unembeds | None
+    gradient: Differentiates | None
+    attention: HasAttention | None
+    positions: KnowsPositions | None
+    fill_in: Records | None
+    alignment: Aligns | None
+    recurrence: Recurrent | None
+    patching: Intervenes | None
+    tables: HasTables | None
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The names of the capabilities present."""
+        return frozenset(f.name for f in fields(self) if getattr(self, f.name) is not None)
 
 
 def can_intervene(adapter: Adapter) -> TypeGuard[Intervenes]:

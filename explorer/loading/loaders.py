@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from explorer.adapters import capabilities
+from explorer.adapters.base import Adapter
+from explorer.adapters.protocols import Capabilities
 from explorer.loading import pretrained
 from explorer.loading.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
 from explorer.loading.checkpoint import Meta, read_snapshot, series_path, series_steps
@@ -54,12 +57,14 @@ class LoadedModel:
     vocabs: dict[str, Any] = field(default_factory=dict)
     state_dict: dict[str, torch.Tensor] | None = None
     notes: list[str] = field(default_factory=list)
-    adapter: Any = field(init=False, repr=False, compare=False)
+    adapter: Adapter = field(init=False, repr=False, compare=False)
+    caps: Capabilities = field(init=False, repr=False, compare=False)  # what it can do, each capability or None
 
     def __post_init__(self) -> None:
         from explorer.adapters.family import adapter_for
 
         self.adapter = adapter_for(self)  # attached once: every view reads the model through it
+        self.caps = capabilities.of(self.adapter)
 
     def tensors(self) -> list[torch.Tensor]:
         if self.model is not None:

@@ -139,11 +139,10 @@ class DecodingRun:
 
 def generator(loaded: Loaded) -> Generates:
     """The model's adapter if it can generate; DecodingError with the reason otherwise."""
-    adapter = loaded.adapter
-    if not adapter.can_generate:
-        raise DecodingError(adapter.reason or f"{loaded.id} ({getattr(loaded, 'family', '?')}) has no language-model "
-                            "head that predicts the next token: pick a causal LM (built-in tiny-gpt / RNN LMs, GPT-2 "
-                            "family) or an encoder-decoder.")
+    if (adapter := loaded.caps.stepper) is None:
+        raise DecodingError(loaded.adapter.reason or f"{loaded.id} ({getattr(loaded, 'family', '?')}) has no "
+                            "language-model head that predicts the next token: pick a causal LM (built-in tiny-gpt / "
+                            "RNN LMs, GPT-2 family) or an encoder-decoder.")
     return adapter
 
 

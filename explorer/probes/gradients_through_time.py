@@ -17,7 +17,7 @@ import numpy as np
 from scipy.sparse.linalg import svds
 import torch
 
-from explorer.adapters.protocols import Loaded, is_recurrent
+from explorer.adapters.protocols import Loaded
 from explorer.adapters.recurrent import state_step
 from explorer.runtime.prefix_memo import prefix_memo
 from explorer.runtime.errors import ViewError
@@ -87,8 +87,8 @@ def spectral_norm(J: np.ndarray) -> float:
 
 def gradients_through_time(loaded: Loaded, text: str) -> GradientTrace:
     """See the module docstring. Raises GradientError."""
-    adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
-    if not is_recurrent(adapter):
+    adapter, mid = loaded.caps.recurrence, str(getattr(loaded, "id", "model"))
+    if adapter is None:
         raise GradientError(f"{mid} has no recurrence to differentiate through time: pick a recurrent language model "
                             "(builtin:rnn-lm, gru-lm, lstm-lm, or your own nn.RNN/GRU/LSTM state dict).")
     net, dev = adapter.net, adapter.device

@@ -31,7 +31,7 @@ import torch
 
 from explorer.adapters.base import Unsupported
 from explorer.adapters.interventions import Layout, Patch, PatchedRun
-from explorer.adapters.protocols import Intervenes, Loaded, can_intervene
+from explorer.adapters.protocols import Intervenes, Loaded
 from explorer.adapters.text import TYPE_A_SENTENCE
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
@@ -94,8 +94,8 @@ def layout(loaded: Loaded) -> Layout:
 
 
 def _adapter(loaded: Loaded) -> tuple[Intervenes, Layout]:
-    adapter = loaded.adapter
-    if not can_intervene(adapter) or (layout := adapter.intervention_layout()) is None:
+    adapter = loaded.caps.patching
+    if adapter is None or (layout := adapter.intervention_layout()) is None:
         raise InterventionError(
             f"{loaded.id} cannot be patched by this view: it reads decoders (the built-in GPT, Hugging Face causal "
             "LMs whose blocks it finds) and recurrent language models with an output layer.")

@@ -155,6 +155,18 @@ def price(shape: budget.Shape, tokens: int) -> budget.Price:
                           transient=budget.layer_bytes(shape, tokens, 2) + 3 * ROWS * vocab * budget.FLOAT_BYTES)
 
 
+def _no_lens(loaded: Loaded, mid: str) -> str:
+    """Why `loaded` has no logit lens (the adapter's own reason first)."""
+    a = loaded.adapter
+    why = "has no language-model head that predicts the next token"
+    if a.lens_names and not a.can_generate:
+        why += " (it reads the sentence both ways)"
+    elif not a.lens_names:
+        why = "has no layers and next-token prediction"
+    return a.reason or (f"{mid} {why}, so there is no next-token prediction to read its layers through: pick a "
+                        "decoder (the built-in GPT, a Hugging Face causal LM) or a recurrent language model.")
+
+
 def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     """The lens over every layer and position of `text`. Raises LensError (no output layer, empty text, or a
     model whose last layer through the lens is not its own output).
@@ -162,11 +174,9 @@ def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
     A left-to-right model's column at position p reads only the tokens 0 … p: columns are kept in the model's
     prefix memo (explorer.runtime.prefix_memo) under those tokens, so typing on at the end of a sentence unembeds only
     the new positions (the forward pass still runs over the whole sentence)."""
-    adapter = loaded.adapter
     mid = str(getattr(loaded, "id", "model"))
-    if not adapter.lens_names:
-        raise LensError(f"{mid} has no layers and output layer to read through a logit lens: pick a decoder (the "
-                        "built-in GPT, a Hugging Face causal LM) or a recurrent language model.")
+    if (adapter := loaded.caps.lens) is None:
+        raise LensError(_no_lens(loaded, mid))
     enc = adapter.encode(text, max_tokens=budget.cap_tokens(loaded.model, MAX_TOKENS, price))
     if not enc.ids:
         raise LensError(" ".join(enc.notes) or "Type a sentence.")
@@ -178,7 +188,7 @@ def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
                 adapter.unembed(states[-1][1][:1].to(adapter.device), states[-1][2])
             raise LensError(f"{mid} records no logits: it has no output layer over its vocabulary.")
         own = torch.from_numpy(rec["logits"]).float()
-        memo = prefix_memo(adapter, f"lens:{k}") if adapter.can_generate else None
+        memo = prefix_memo(adapter, f"lens:{k}")
         keys = [tuple(enc.ids[:t + 1]) for t in range(len(enc.ids))]
         cols: dict[int, _Column] = {}
         if memo is not None:
@@ -218,10 +228,9 @@ def probability_of(loaded: Loaded, text: str, ids: tuple[int, ...]) -> np.ndarra
     """(L, T): the probability the lens of `loaded` gives, after each layer and at each position t of `text`, to the
     token ids[t] (e.g. another model's own predictions there: LensTrace.final_ids). Raises LensError when the text is
     not T tokens for this model or an id is outside its vocabulary."""
-    adapter = loaded.adapter
     mid = str(getattr(loaded, "id", "model"))
-    if not adapter.lens_names:
-        raise LensError(f"{mid} has no layers and output layer to read through a logit lens.")
+    if (adapter := loaded.caps.lens) is None:
+        raise LensError(_no_lens(loaded, mid))
     enc = adapter.encode(text, max_tokens=budget.cap_tokens(loaded.model, MAX_TOKENS, price))
     if len(enc.ids) != len(ids):
         raise LensError(f"{mid} reads the text as {len(enc.ids)} tokens, not {len(ids)}.")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from explorer.adapters.protocols import Loaded, is_recurrent
+from explorer.adapters.protocols import Loaded
 from explorer.adapters.recurrent import DIRS, GATES, STATES
 from explorer.runtime.errors import ViewError
 
@@ -79,10 +79,9 @@ class GateTrace:
 
 def rnn_gates(loaded: Loaded, text: str, max_tokens: int = MAX_TOKENS, top_k: int = 5) -> GateTrace:
     """The model's record for `text`, as it reads it (see GateTrace). Raises RNNGatesError for non-recurrent models."""
-    adapter = loaded.adapter
-    if not is_recurrent(adapter):
-        raise RNNGatesError(adapter.reason or f"{loaded.id} has no recurrent layers (nn.RNN / GRU / LSTM) to look "
-                            "inside.")
+    if (adapter := loaded.caps.recurrence) is None:
+        raise RNNGatesError(loaded.adapter.reason or f"{loaded.id} has no recurrent layers (nn.RNN / GRU / LSTM) "
+                            "to look inside.")
     w = adapter.weights
     enc = adapter.encode(text, max_tokens=max_tokens)
     notes = tuple(w.notes) + tuple(enc.notes)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from explorer.adapters.protocols import Loaded
+from explorer.adapters.protocols import HasAttention, Loaded
 from explorer.adapters.base import Record, Unsupported
 from explorer.data.examples import NATURAL
 from explorer.adapters.text import Encoded
@@ -130,8 +130,7 @@ def attention_trace(loaded: Loaded, text: str, pair: str = "", stream: str = "",
     Bad text gives notes (no tokens: an empty trace); raises AttentionError (class docstring).
     """
     mid = str(getattr(loaded, "id", "model"))
-    adapter = loaded.adapter
-    if not adapter.streams:
+    if (adapter := loaded.caps.attention) is None:
         raise AttentionError(_not_a_transformer(loaded, mid))
     shape = budget.shape_of(loaded.model)
     cap = budget.fit_tokens(lambda t: price(shape, t, arithmetic), adapter.max_tokens)
@@ -179,7 +178,8 @@ def _not_a_transformer(loaded: Loaded, mid: str) -> str:
             "Hugging Face encoder, decoder or encoder–decoder).")
 
 
-def _inputs(adapter: Any, text: str, pair: str, cap: int | None = None) -> tuple[Encoded, Encoded | None, list[str]]:
+def _inputs(adapter: HasAttention, text: str, pair: str,
+            cap: int | None = None) -> tuple[Encoded, Encoded | None, list[str]]:
     """(input encoding, the decoder's target for encoder-decoders, notes: the input's own first): the adapter's own
     input convention; each side cut to `cap` tokens (the per-request budget's)."""
     notes: list[str] = []
@@ -197,7 +197,7 @@ def _inputs(adapter: Any, text: str, pair: str, cap: int | None = None) -> tuple
     return src, None, list(src.notes) + notes
 
 
-def _padding(adapter: Any, pad: int, n_tokens: int, notes: list[str]) -> int:
+def _padding(adapter: HasAttention, pad: int, n_tokens: int, notes: list[str]) -> int:
     """The padding tokens to append: `pad`, none where the adapter takes no padding mask (a note says so), at most
     what fits after `n_tokens` in the model's context."""
     pad = max(0, int(pad))
@@ -219,7 +219,7 @@ def _wanted(prefix: str, arithmetic: bool) -> list[str]:
     return names
 
 
-def _read_record(adapter: Any, mid: str, src: Encoded, tgt: Encoded | None, names: list[str],
+def _read_record(adapter: HasAttention, mid: str, src: Encoded, tgt: Encoded | None, names: list[str],
                  pad: int) -> Record:
     """The record of one forward pass. Raises AttentionError saying why the model could not run on this input."""
     try:
@@ -259,7 +259,8 @@ class _Arithmetic:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _arithmetic(rec: Record, prefix: str, adapter: Any, masks: torch.Tensor, atts: torch.Tensor) -> _Arithmetic:
+def _arithmetic(rec: Record, prefix: str, adapter: HasAttention, masks: torch.Tensor,
+                atts: torch.Tensor) -> _Arithmetic:
     """Q, K, V, the scales and the model's extra terms (bias, soft-cap) of every layer, checked against the model's
     own weights atts (L, H, Tq, Tk) under masks (L, Tq, Tk) on the first and last layers."""
     if not rec.layers(prefix + ".q"):

@@ -151,16 +151,15 @@ def alignment_trace(loaded: Loaded, text: str, target: str = "", decoding: str =
     decoding = decoding if decoding in DECODINGS else "greedy"
     mode = "forced" if no_text(target or "") is None else decoding
     beam = int(min(max(int(beam), 1), MAX_BEAM))
-    adapter = loaded.adapter
-    attention = adapter.attention_kind
-    kind = "hf" if attention == "cross" else "rnn"
-    if not adapter.is_encoder_decoder:
+    if (adapter := loaded.caps.alignment) is None:
         what = {"encoder": "an encoder (it reads text but generates nothing)",
                 "decoder": "a decoder-only language model (no source to align to)"}.get(
             loaded.family, f"a {loaded.family or 'non-seq2seq'} model")
-        raise Seq2SeqError(adapter.reason or f"{loaded.id} is {what}, not an encoder–decoder: there is no "
+        raise Seq2SeqError(loaded.adapter.reason or f"{loaded.id} is {what}, not an encoder–decoder: there is no "
                            "cross-attention between a source and an output. Pick a built-in seq2seq model or a "
                            "Hugging Face encoder–decoder (Marian, T5, BART).")
+    attention = adapter.attention_kind
+    kind = "hf" if attention == "cross" else "rnn"
     lanes, hf = (beam if mode == "beam" else 1), kind == "hf"
     src = adapter.encode(text or "", max_tokens=budget.cap_tokens(
         loaded.model, adapter.max_tokens, lambda shape, t: price(shape, t, lanes, _cap(loaded, t, max_len, hf)[0])))

@@ -443,7 +443,11 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     "prediction" (the model's own next token only). of: what is attributed, "log-probability" or "logit". progress:
     called after each round of the integration with the trace so far (`provisional` says what is not final):
     gradient × input first, then integrated gradients as their completeness error falls. Raises AttributionError."""
-    adapter, mid = loaded.adapter, str(getattr(loaded, "id", "model"))
+    adapter, mid = loaded.caps.gradient, str(getattr(loaded, "id", "model"))
+    if adapter is None:
+        raise AttributionError(loaded.adapter.reason or f"{mid} has no language-model head that predicts an output "
+                               "from its input (a next token, or a translation): pick a decoder, a recurrent language "
+                               "model or an encoder–decoder.")
     steps = int(min(max(int(steps), MIN_STEPS), MAX_STEPS))
     if of not in OF:
         raise AttributionError(f"Attribute one of: {', '.join(OF)}.")
@@ -455,7 +459,8 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     ids = torch.tensor(list(enc.ids), dtype=torch.long, device=dev)
     try:
         if adapter.is_encoder_decoder:
-            return _seq2seq(adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes, progress, of)
+            return _seq2seq(loaded.adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes,
+                            progress, of)
         raw = adapter.embed_ids(ids).detach()
         E, dtype = raw.float(), raw.dtype
         with torch.no_grad():

@@ -7,6 +7,7 @@ from typing import Iterable
 
 import streamlit as st
 
+from explorer.adapters.capabilities import may_have
 from explorer.loading.catalogue import ModelId, series_steps
 from explorer.text.escape import md_message
 from explorer.files.safe_load import ModelLoadError
@@ -17,9 +18,9 @@ KEY = "compare"
 NONE = "none"
 
 
-def options(families: Iterable[str] | None, model_id: str) -> dict[str, str]:
+def options(needs: Iterable[str] | None, model_id: str) -> dict[str, str]:
     """id -> label of what `model_id` can be compared with: the other steps of its training (when it has snapshots),
-    then the other models of the view's families."""
+    then the other models of known families that may have the capabilities the view `needs`."""
     out: dict[str, str] = {NONE: "Compare with: nothing"}
     steps = series_steps(model_id)
     if steps:
@@ -27,18 +28,18 @@ def options(families: Iterable[str] | None, model_id: str) -> dict[str, str]:
         for step in steps[:-1]:
             out[f"{base}@{step}"] = f"step {step:,} of this model"
         out[base] = f"step {steps[-1]:,} of this model (trained)"
-    allowed = set(families) if families is not None else None
+    wanted = tuple(needs) if needs is not None else None
     for entry in session_catalogue():
-        if allowed is None or entry.family in allowed:
+        if wanted is None or (entry.family and may_have(entry.family, wanted)):
             out.setdefault(entry.id, entry.label)
     out.pop(model_id, None)
     return out
 
 
-def compare_picker(families: Iterable[str] | None, model_id: str, **kwargs: object) -> str | None:
+def compare_picker(needs: Iterable[str] | None, model_id: str, **kwargs: object) -> str | None:
     """The "Compare with" selectbox (?compare=): the id of the second model, or None. An id in the URL that is not
     offered (e.g. hf:<repo>) is offered too, so that links work; a malformed one is ignored with a message."""
-    labels = options(families, model_id)
+    labels = options(needs, model_id)
     raw = state.url_value(KEY)
     if raw and raw not in labels and raw != NONE:
         try:

@@ -65,7 +65,7 @@ def pick_vectors(c: Controls, vectors: Any, col_model: Any) -> Vectors:
     if origin == "model":
         default_model = c.params["model"].default if "word2vec" in builtin_names() else "pretrained:minilm"
         with col_model:
-            model_id = model_picker(c.view.families, default=default_model)
+            model_id = model_picker(c.view.needs, default=default_model)
             loaded = get_model(model_id)
         if loaded is None:
             st.stop()
@@ -287,7 +287,7 @@ def neighbours_section(c: Controls, v: Vectors, found: list[P.Located]) -> None:
     other_id = None
     if v.loaded is not None:
         with n3:
-            other_id = compare_picker(c.view.families, v.loaded.id, label_visibility="collapsed")
+            other_id = compare_picker(c.view.needs, v.loaded.id, label_visibility="collapsed")
     if not nn_word:
         st.info("Type a word to see its nearest neighbours.")
         return

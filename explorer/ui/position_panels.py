@@ -89,7 +89,7 @@ def model_in_row(row: Any) -> tuple[LoadedModel | None, Any]:
     """The model picker at the start of the panel's control row: (the model picked, or None; the rest of the row)."""
     c_model, c_more = control_row(row, [1.3, 1.7])
     with c_model:
-        model_id = model_picker(c.view.families, default=c.params["model"].default, label_visibility="collapsed")
+        model_id = model_picker(c.view.needs, default=c.params["model"].default, label_visibility="collapsed")
         loaded = get_model(model_id) if model_id else None
     return loaded, c_more
 
@@ -316,7 +316,7 @@ def table_panel(loaded, controls: Any) -> None:
     with c2:
         dims: int = c.radio("pca", format_func=lambda x: f"{x}-D")
     with c3:
-        other_id = compare_picker(c.view.families, loaded.id, label_visibility="collapsed")
+        other_id = compare_picker(c.view.needs, loaded.id, label_visibility="collapsed")
     stored = Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, as stored in the checkpoint.")
     trained = trained_model(loaded)  # a snapshot: coloured on the trained model's table's scale
     try:

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Sequence
 import streamlit as st
 
 from explorer.adapters.protocols import Loaded
+from explorer.adapters.capabilities import may_have
 from explorer.loading.catalogue import ModelId, series_steps
 from explorer.ui.training_steps import step_control
 from explorer.files.safe_load import ModelLoadError
@@ -130,19 +131,20 @@ def model_sentence(loaded: Loaded, purpose: str, **kwargs: Any) -> str:
     return text
 
 
-def model_picker(families: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
+def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
                  extra: Sequence[str] = (), none_label: str | None = None, training_steps: bool = True,
                  **kwargs: Any) -> str:
-    """Choose a catalogue id (kept in ?model=). `families`: keys of explorer.loading.catalogue.FAMILIES this view can
-    read. The view's model (key "model") trained with snapshots gets the training-step control under the picker
+    """Choose a catalogue id (kept in ?model=) among the models that may have the capabilities the view `needs`
+    (explorer.adapters.capabilities; a model whose family is known only once loaded is offered too). The view's
+    model (key "model") trained with snapshots gets the training-step control under the picker
     (explorer.ui.training_steps; training_steps=False: not), and the id returned is that of the chosen step's model.
 
     An id from the URL that is not in the offline catalogue (e.g. hf:<repo>) is offered too, so links work.
     With `none_label`, the first option is "none" (shown as none_label): an optional second model. kwargs go to
     st.selectbox (e.g. label_visibility).
     """
-    allowed = set(families) if families is not None else None
-    entries = [e for e in session_catalogue() if allowed is None or e.family in allowed or e.family == ""]
+    wanted = tuple(needs) if needs is not None else None
+    entries = [e for e in session_catalogue() if may_have(e.family, wanted)]
     # projector mode: the name without its origin ("(packaged)", "(built-in)"), so that the large font shows it whole
     labels = {e.id: re.sub(r" \([^()]*\)$", "", e.label) if settings.projector() else e.label for e in entries}
     options = [e.id for e in entries] + [x for x in extra if x not in labels]
@@ -203,7 +205,7 @@ def model_and_sentence(c: Any, default: str | None = None, task: str | None = No
     kwargs go to sentence_input). Stops the page when the model does not load. Returns (model id, model, text)."""
     col_model, col_text = top_row()
     with col_model:
-        model_id = model_picker(c.view.families, default=default or c.params["model"].default)
+        model_id = model_picker(c.view.needs, default=default or c.params["model"].default)
         loaded = get_model(model_id, task=task)
     if loaded is None:
         st.stop()

@@ -1,0 +1,114 @@
+"""What a model can do, said once: each capability is the adapter typed as one protocol of
+explorer.adapters.protocols, or None when the model cannot do it.
+
+Capabilities are attached when a model is loaded (explorer.loading.loaders.LoadedModel.caps, a
+protocols.Capabilities: `loaded.caps.lens`, `loaded.caps.stepper`, ...), so a probe asks
+`if (lens := loaded.caps.lens) is None: raise ...` and mypy narrows the rest;
+a view declares the capabilities it needs (explorer.views.View.needs), and the model pickers offer the models that
+may have them. Before a model is loaded only its family is known (explorer.loading.catalogue.FAMILIES): MAY_HAVE
+says what each family's models may have, and tests/test_capabilities.py checks it against every shipped model
+once loaded (equal for them) and the tiny Hugging Face model of each family (a subset: a checkpoint without an
+output layer, say, has less).
+
+  capability   protocol        what the model can do                                      views that need it
+  stepper      Generates       generate token by token (start / step / reorder)           decoding strategies
+  lens         Unembeds        read left to right and predict the next token, every       logit lens, watch it learn
+                               layer readable through its own final norm and output layer
+  gradient     Differentiates  give its output logits as a differentiable function of     token attribution
+                               its input embeddings
+  attention    HasAttention    record per-head attention (blocks.{l}.attn.*)              self-attention
+  positions    KnowsPositions  be read for how it knows word order (a transformer         positional encodings
+                               encoder or decoder: table, rotary, ALiBi)
+  fill_in      Records         read a sentence both ways (an encoder): fill a masked word masked words
+                               where it has a masked-LM head
+  alignment    Aligns          attend from its output to its source (encoder-decoders)    seq2seq
+  recurrence   Recurrent       run a recurrent cell whose weights were read (rnn.*)       recurrent cell, gradients
+  patching     Intervenes      run with activations patched at named sites                interventions
+  tables       HasTables       give its embedding tables                                  word embeddings
+
+Adding a capability: a protocol and a field of `Capabilities` in protocols.py; below, a `Capability` row, the line
+of `of` that says whether an adapter has it, and the families that may have it in MAY_HAVE (docs/ARCHITECTURE.md,
+"Adding a view", walks through one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorer.adapters.base import Adapter
+from explorer.adapters.protocols import Capabilities, can_intervene, is_recurrent
+
+
+def _implements(adapter: Adapter, method: str) -> bool:
+    """Whether the adapter's class overrides the base's `method` (the base raises Unsupported)."""
+    return getattr(type(adapter), method, None) is not getattr(Adapter, method)
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One thing a model may be able to do: `name` is its attribute on a loaded model, `protocol` the interface a
+    probe then calls, `what` one line for the docs and the pickers."""
+
+    name: str
+    protocol: str
+    what: str
+
+
+CAPABILITIES: tuple[Capability, ...] = (
+    Capability("stepper", "Generates", "generates token by token"),
+    Capability("lens", "Unembeds", "predicts the next token, each layer readable through its output layer"),
+    Capability("gradient", "Differentiates", "gives its logits as a function of its input embeddings"),
+    Capability("attention", "HasAttention", "records per-head attention"),
+    Capability("positions", "KnowsPositions", "is a transformer encoder or decoder, read for how it knows word order"),
+    Capability("fill_in", "Records", "reads a sentence both ways (an encoder)"),
+    Capability("alignment", "Aligns", "attends from its output to its source"),
+    Capability("recurrence", "Recurrent", "runs a recurrent cell whose weights were read"),
+    Capability("patching", "Intervenes", "runs with activations patched at named sites"),
+    Capability("tables", "HasTables", "has embedding tables"),
+)
+NAMES: tuple[str, ...] = tuple(c.name for c in CAPABILITIES)
+WHAT: dict[str, str] = {c.name: c.what for c in CAPABILITIES}
+
+# What the models of each family (explorer.loading.catalogue.FAMILIES) may have, before one is loaded: what the
+# pickers offer. A loaded model has these or fewer (tests/test_capabilities.py).
+_LM = ("stepper", "lens", "gradient", "patching", "tables")
+MAY_HAVE: dict[str, frozenset[str]] = {
+    "rnn-lm": frozenset((*_LM, "recurrence")),
+    "state-dict": frozenset((*_LM, "recurrence")),  # a user's state dict: a recurrent network is inferred from it
+    "decoder": frozenset((*_LM, "attention", "positions")),
+    "encoder": frozenset(("attention", "positions", "fill_in", "tables")),
+    "masked-lm": frozenset(("attention", "positions", "fill_in", "tables")),
+    "encoder-decoder": frozenset(("stepper", "gradient", "attention", "alignment", "tables")),
+    "seq2seq-rnn": frozenset(("stepper", "gradient", "alignment", "tables")),
+    "word2vec": frozenset(("tables",)),
+}
+
+
+def may_have(family: str, needs: tuple[str, ...] | None) -> bool:
+    """Whether a model of `family` may have every capability in `needs` (None: a view that reads any model; an
+    unknown family, known only once loaded, may have anything: the view says what is missing)."""
+    if needs is None or family not in MAY_HAVE:
+        return True
+    return set(needs) <= MAY_HAVE[family]
+
+
+def families_with(needs: tuple[str, ...] | None) -> list[str]:
+    """The families whose models may have every capability in `needs`."""
+    return [family for family in MAY_HAVE if may_have(family, needs)]
+
+
+def of(a: Adapter) -> Capabilities:
+    """The capabilities of adapter `a`, read from its flags and from what its class implements (never raises)."""
+    one_way = a.can_generate and not a.is_encoder_decoder
+    transformer = bool(a.streams)
+    return Capabilities(
+        stepper=a if a.can_generate else None,
+        lens=a if one_way and a.lens_names else None,
+        gradient=a if a.can_generate and _implements(a, "logits_from_embeddings") else None,
+        attention=a if transformer else None,
+        positions=a if transformer and not a.is_encoder_decoder else None,
+        fill_in=a if transformer and not a.causal and not a.is_encoder_decoder else None,
+        alignment=a if a.is_encoder_decoder else None,
+        recurrence=a if is_recurrent(a) else None,
+        patching=a if can_intervene(a) else None,
+        tables=a if _implements(a, "tables") else None,
+    )
