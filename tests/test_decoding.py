@@ -702,3 +702,22 @@ def test_the_prompt_is_read_once_for_the_run_and_its_step_view():
     fresh = D.step_view(loaded, run.prompt_ids, run.start_ids, g.outputs[0].ids, g.strategy, 3, 1.0)
     np.testing.assert_array_equal(cached.logits, fresh.logits)
     assert (cached.chosen, cached.chosen_prob, cached.log_z) == (fresh.chosen, fresh.chosen_prob, fresh.log_z)
+
+
+def test_the_builtin_translation_models_decode_in_the_view() -> None:
+    """The decoding view offers the built-in RNN encoder-decoders (capability `stepper`): greedy in the view is the
+    seq2seq view's own greedy translation, and the step view's context is what the decoder read (its start token
+    and its own output, in the target vocabulary), not the source."""
+    from explorer.probes.seq2seq import alignment_trace
+
+    loaded = load_model("builtin:seq2seq-bahdanau")
+    assert "stepper" in loaded.caps.names and set(BY_PATH["decoding-strategies"].needs or ()) <= loaded.caps.names
+    text = "the agreement on the european economic area was signed in august 1992 ."
+    run = D.decode_all(loaded, text, (Strategy("greedy"), Strategy("beam", num_beams=4)), max_new=30)
+    greedy = run.generations[0].outputs[0]
+    own = alignment_trace(loaded, text, decoding="greedy")
+    assert greedy.ids and tuple(greedy.ids) == tuple(own.out_ids)
+    assert run.is_encoder_decoder and run.start_ids == tuple(loaded.adapter.decoder_start)
+    sv = D.step_view(loaded, run.prompt_ids, run.start_ids, greedy.ids, Strategy("greedy"), 2, 1.0)
+    target = loaded.adapter.sequence_strings(list(run.start_ids) + list(greedy.ids[:2]))
+    assert sv.context == tuple(target) and sv.chosen == greedy.ids[2]

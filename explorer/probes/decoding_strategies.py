@@ -542,7 +542,8 @@ class StepView:
     best first; logits: their penalised logits; raw_probs: the model's own softmax (T = 1, no penalty); probs:
     softmax(penalised logits / T) over the whole vocabulary; kept: True where the strategy's filters (at this T) keep
     the token; final: the distribution actually sampled from (kept tokens renormalised); chosen: the token generated
-    at this step (rank in the whole vocabulary); context: the last tokens before it.
+    at this step (rank in the whole vocabulary); context: the last tokens before it (an encoder-decoder's: the
+    decoder's).
     """
 
     step: int
@@ -603,7 +604,10 @@ def step_view(loaded: Loaded, model_input: tuple[int, ...], start: tuple[int, ..
     top_ids = order[:top] if ids is None else torch.tensor(list(ids), dtype=torch.long, device=dev)
     chosen = int(generated[step]) if generated else int(torch.argmax(pen))
     rank = int((order == chosen).nonzero()[0, 0]) if generated else 0
-    context = tuple(adapter.sequence_strings(list(model_input) + prefix))[-12:]
+    # what the next token is predicted after: an encoder-decoder's decoder reads its start tokens and its own output
+    # (the source is the encoder's, in the source's vocabulary), a decoder the prompt and its output
+    before = list(start) if adapter.is_encoder_decoder else list(model_input)
+    context = tuple(adapter.sequence_strings(before + prefix))[-12:]
     return StepView(
         step=step, ids=top_ids.cpu().numpy(), tokens=tuple(adapter.token_strings(top_ids.tolist())),
         logits=pen[top_ids].float().cpu().numpy(), raw_probs=raw.exp()[top_ids].float().cpu().numpy(),
