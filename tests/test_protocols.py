@@ -1,7 +1,7 @@
 """The typed model contract (explorer/adapters/protocols.py) holds for the models the explorer loads: a LoadedModel
-has every member of `Loaded`, every adapter every member of the capability protocols (mypy checks the Adapter base;
-this checks the objects the families build), and `is_recurrent` tells the recurrent adapters, whose `weights` and
-`net` are those of their own cell."""
+has every member of `Loaded`, every adapter every member of the protocols the Adapter base implements (mypy checks
+the base; this checks the objects the families build) and the encoder-decoders' adapters those of Aligns, and
+`is_recurrent` tells the recurrent adapters, whose `weights` and `net` are those of their own cell."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +12,7 @@ from explorer.adapters.recurrent import RecurrentWeights
 from explorer.loading.loaders import load_model
 
 CAPABILITIES = (P.Reads, P.Records, P.Generates, P.Unembeds, P.HasTables, P.Differentiates, P.HasAttention,
-                P.KnowsPositions, P.Aligns)
+                P.KnowsPositions)  # what every adapter has (the Adapter base implements them)
 
 
 def members(protocol: type) -> set[str]:
@@ -38,6 +38,10 @@ def test_loaded_models_have_what_the_protocols_name(model_id: str, recurrent: bo
     assert sorted(m for m in members(P.Loaded) if not hasattr(loaded, m)) == []
     for capability in CAPABILITIES:
         assert sorted(m for m in members(capability) if not hasattr(loaded.adapter, m)) == [], capability.__name__
+    aligned = loaded.caps.alignment  # implemented by the encoder-decoders' adapters only, not by the base
+    assert (aligned is not None) == hasattr(loaded.adapter, "cross_form") == loaded.adapter.is_encoder_decoder
+    if aligned is not None:
+        assert sorted(m for m in members(P.Aligns) if not hasattr(aligned, m)) == []
     assert P.is_recurrent(loaded.adapter) is recurrent
     if recurrent:
         weights, net = loaded.adapter.weights, loaded.adapter.net

@@ -181,7 +181,6 @@ class Adapter:
     recurrent = False
     can_generate = False
     is_encoder_decoder = False
-    attention_kind = ""  # encoder-decoders: the built-in's attention (none, bahdanau, luong-*) or "cross" (HF)
     arithmetic_note = ""  # why q/k/v are not recorded, when they are not
     bias_name = ""  # what the recorded attention bias (blocks.{l}.attn.bias) is
     reason = ""  # why this model can only be read in part (shown by the views it does not support)
@@ -335,10 +334,6 @@ class Adapter:
     def head_size(self, stream: str) -> int:
         """The size d of one head's q and k in attention stream `stream` (0: not read)."""
         return 0
-
-    def cross_form(self) -> CrossForm:
-        """What this encoder-decoder's attention computes, read from its modules and weight shapes."""
-        raise Unsupported(f"{self.id} is not an encoder-decoder.")
 
     def describe(self) -> tuple[tuple[str, str], ...]:
         """(what, value) rows: what the adapter read from the model (shown on the pages)."""

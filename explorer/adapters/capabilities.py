@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.adapters.base import Adapter
-from explorer.adapters.protocols import Capabilities, can_intervene, is_recurrent
+from explorer.adapters.protocols import Capabilities, aligns, can_intervene, is_recurrent
 
 
 def _implements(adapter: Adapter, method: str) -> bool:
@@ -107,7 +107,7 @@ def of(a: Adapter) -> Capabilities:
         attention=a if transformer else None,
         positions=a if transformer and not a.is_encoder_decoder else None,
         fill_in=a if transformer and not a.causal and not a.is_encoder_decoder else None,
-        alignment=a if a.is_encoder_decoder else None,
+        alignment=a if aligns(a) else None,
         recurrence=a if is_recurrent(a) else None,
         patching=a if can_intervene(a) else None,
         tables=a if _implements(a, "tables") else None,

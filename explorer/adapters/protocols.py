@@ -296,6 +296,12 @@ def can_intervene(adapter: Adapter) -> TypeGuard[Intervenes]:
     return callable(layout) and layout() is not None
 
 
+def aligns(adapter: Adapter) -> TypeGuard[Aligns]:
+    """Whether `adapter` reads an encoder-decoder whose attention it can describe (it implements Aligns: only the
+    encoder-decoder adapters have `attention_kind` and `cross_form`; the Adapter base does not)."""
+    return adapter.is_encoder_decoder and callable(getattr(adapter, "cross_form", None))
+
+
 def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:
     """Whether `adapter` reads a recurrent network (its `recurrent` flag): then it has `weights` and `net`."""
     return bool(getattr(adapter, "recurrent", False))
@@ -303,6 +309,7 @@ def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:
 
 if TYPE_CHECKING:
     def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates, Unembeds, HasTables,
-                                                             Differentiates, HasAttention, KnowsPositions, Aligns]:
-        """Never called: mypy checks here that the Adapter base implements every capability protocol."""
-        return a, a, a, a, a, a, a, a, a
+                                                             Differentiates, HasAttention, KnowsPositions]:
+        """Never called: mypy checks here that the Adapter base implements these protocols (Aligns, Recurrent and
+        Intervenes are implemented by the adapters that have them only: see aligns, is_recurrent, can_intervene)."""
+        return a, a, a, a, a, a, a, a

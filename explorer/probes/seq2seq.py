@@ -339,7 +339,7 @@ def length_accuracy(loaded: Loaded, n_pairs: int = 300) -> LengthCurve:
     stored, else computed (greedy) on `n_pairs` regenerated held-out pairs of the checkpoint's corpus. Raises
     Seq2SeqError for a model with no such curve (not a built-in seq2seq model)."""
     meta = getattr(loaded, "meta", {}) or {}
-    attention = loaded.adapter.attention_kind
+    attention = aligned.attention_kind if (aligned := loaded.caps.alignment) is not None else ""
     label = f"{loaded.id} ({attention})" if attention not in ("", "cross") else loaded.id
     if attention in ("", "cross"):
         raise Seq2SeqError("The accuracy-by-length curve needs a built-in seq2seq model (trained on the explorer's "
