@@ -1,6 +1,6 @@
 """The typed model contract (explorer/adapters/protocols.py) holds for the models the explorer loads: a LoadedModel
 has every member of `Loaded`, every adapter every member of the protocols the Adapter base implements (mypy checks
-the base; this checks the objects the families build) and the encoder-decoders' adapters those of Aligns, and
+the base; this checks the objects the families build) and the adapters that have them those of Unembeds and Aligns, and
 `is_recurrent` tells the recurrent adapters, whose `weights` and `net` are those of their own cell."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from explorer.adapters import protocols as P
 from explorer.adapters.recurrent import RecurrentWeights
 from explorer.loading.loaders import load_model
 
-CAPABILITIES = (P.Reads, P.Records, P.Generates, P.Unembeds, P.HasTables, P.Differentiates, P.HasAttention,
+CAPABILITIES = (P.Reads, P.Records, P.Generates, P.HasTables, P.Differentiates, P.HasAttention,
                 P.KnowsPositions)  # what every adapter has (the Adapter base implements them)
 
 
@@ -42,6 +42,9 @@ def test_loaded_models_have_what_the_protocols_name(model_id: str, recurrent: bo
     assert (aligned is not None) == hasattr(loaded.adapter, "cross_form") == loaded.adapter.is_encoder_decoder
     if aligned is not None:
         assert sorted(m for m in members(P.Aligns) if not hasattr(aligned, m)) == []
+    if P.unembeds(loaded.adapter):  # the lens's methods: on the adapters that read through an output layer only
+        assert sorted(m for m in members(P.Unembeds) if not hasattr(loaded.adapter, m)) == []
+    assert P.unembeds(loaded.adapter) == (model_id != "builtin:word2vec" and "seq2seq" not in model_id)
     assert P.is_recurrent(loaded.adapter) is recurrent
     if recurrent:
         weights, net = loaded.adapter.weights, loaded.adapter.net

@@ -282,18 +282,6 @@ class Adapter:
             return PositionScheme("none")
         return PositionScheme(table.kind, (("table", f"{table.source} {tuple(table.weight.shape)}"),))
 
-    def unembed(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
-        """(T, C) a hidden state -> (T, V) logits through the model's own final norm (skipped when `normed`: x is
-        already after it) and output layer: the logit lens."""
-        raise Unsupported(f"{self.id} has no output layer to read intermediate layers through.")
-
-    def lens_states(self, rec: Record) -> list[tuple[str, torch.Tensor, bool]]:
-        """(layer name, (T, C) state after that layer, whether it is already after the final norm), first layer
-        to last, read from `rec` (run with names `self.lens_names`)."""
-        raise Unsupported(f"{self.id} has no layers to read through its output layer.")
-
-    lens_names: tuple[str, ...] = ()
-
     def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
         """(T,) ids -> (T, C) the token embeddings the model adds (what attribution differentiates against)."""
         raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")

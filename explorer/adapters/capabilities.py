@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.adapters.base import Adapter
-from explorer.adapters.protocols import Capabilities, aligns, can_intervene, is_recurrent
+from explorer.adapters.protocols import Capabilities, aligns, can_intervene, is_recurrent, unembeds
 
 
 def _implements(adapter: Adapter, method: str) -> bool:
@@ -102,7 +102,7 @@ def of(a: Adapter) -> Capabilities:
     transformer = bool(a.streams)
     return Capabilities(
         stepper=a if a.can_generate else None,
-        lens=a if one_way and a.lens_names else None,
+        lens=a if one_way and unembeds(a) else None,
         gradient=a if a.can_generate and _implements(a, "logits_from_embeddings") else None,
         attention=a if transformer else None,
         positions=a if transformer and not a.is_encoder_decoder else None,

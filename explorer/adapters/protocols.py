@@ -296,6 +296,13 @@ def can_intervene(adapter: Adapter) -> TypeGuard[Intervenes]:
     return callable(layout) and layout() is not None
 
 
+def unembeds(adapter: Adapter) -> TypeGuard[Unembeds]:
+    """Whether `adapter` names the states a logit lens reads and has the output layer to read them through (it
+    implements Unembeds: the built-in GPT and masked LM, the recurrent LMs and Hugging Face models; the Adapter base
+    does not)."""
+    return bool(getattr(adapter, "lens_names", ())) and callable(getattr(adapter, "unembed", None))
+
+
 def aligns(adapter: Adapter) -> TypeGuard[Aligns]:
     """Whether `adapter` reads an encoder-decoder whose attention it can describe (it implements Aligns: only the
     encoder-decoder adapters have `attention_kind` and `cross_form`; the Adapter base does not)."""
@@ -308,8 +315,9 @@ def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:
 
 
 if TYPE_CHECKING:
-    def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates, Unembeds, HasTables,
-                                                             Differentiates, HasAttention, KnowsPositions]:
-        """Never called: mypy checks here that the Adapter base implements these protocols (Aligns, Recurrent and
-        Intervenes are implemented by the adapters that have them only: see aligns, is_recurrent, can_intervene)."""
-        return a, a, a, a, a, a, a, a
+    def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates, HasTables, Differentiates,
+                                                             HasAttention, KnowsPositions]:
+        """Never called: mypy checks here that the Adapter base implements these protocols (Unembeds, Aligns,
+        Recurrent and Intervenes are implemented by the adapters that have them only: see unembeds, aligns,
+        is_recurrent, can_intervene)."""
+        return a, a, a, a, a, a, a

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from explorer.adapters.base import Unsupported
-from explorer.adapters.protocols import Loaded, Unembeds
+from explorer.adapters.protocols import Loaded, Unembeds, unembeds
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 from explorer.runtime.prefix_memo import prefix_memo
@@ -159,9 +159,9 @@ def _no_lens(loaded: Loaded, mid: str) -> str:
     """Why `loaded` has no logit lens (the adapter's own reason first)."""
     a = loaded.adapter
     why = "has no language-model head that predicts the next token"
-    if a.lens_names and not a.can_generate:
+    if unembeds(a) and not a.can_generate:
         why += " (it reads the sentence both ways)"
-    elif not a.lens_names:
+    elif not unembeds(a):
         why = "has no layers and next-token prediction"
     return a.reason or (f"{mid} {why}, so there is no next-token prediction to read its layers through: pick a "
                         "decoder (the built-in GPT, a Hugging Face causal LM) or a recurrent language model.")
