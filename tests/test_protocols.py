@@ -1,7 +1,8 @@
 """The typed model contract (explorer/adapters/protocols.py) holds for the models the explorer loads: a LoadedModel
 has every member of `Loaded`, every adapter every member of the protocols the Adapter base implements (mypy checks
-the base; this checks the objects the families build) and the adapters that have them those of Unembeds and Aligns, and
-`is_recurrent` tells the recurrent adapters, whose `weights` and `net` are those of their own cell."""
+the base; this checks the objects the families build), the adapters that have them those of Unembeds,
+KnowsPositions and Aligns, and `is_recurrent` tells the recurrent adapters, whose `weights` and `net` are those of
+their own cell."""
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,8 @@ from explorer.adapters import protocols as P
 from explorer.adapters.recurrent import RecurrentWeights
 from explorer.loading.loaders import load_model
 
-CAPABILITIES = (P.Reads, P.Records, P.Generates, P.HasTables, P.Differentiates, P.HasAttention,
-                P.KnowsPositions)  # what every adapter has (the Adapter base implements them)
+CAPABILITIES = (P.Reads, P.Records, P.Generates, P.HasTables, P.Differentiates,
+                P.HasAttention)  # what every adapter has (the Adapter base implements them)
 
 
 def members(protocol: type) -> set[str]:
@@ -45,6 +46,10 @@ def test_loaded_models_have_what_the_protocols_name(model_id: str, recurrent: bo
     if P.unembeds(loaded.adapter):  # the lens's methods: on the adapters that read through an output layer only
         assert sorted(m for m in members(P.Unembeds) if not hasattr(loaded.adapter, m)) == []
     assert P.unembeds(loaded.adapter) == (model_id != "builtin:word2vec" and "seq2seq" not in model_id)
+    transformer = model_id in ("builtin:tiny-gpt", "builtin:masked-lm")
+    assert P.knows_positions(loaded.adapter) == transformer == (loaded.caps.positions is not None)
+    if transformer:
+        assert sorted(m for m in members(P.KnowsPositions) if not hasattr(loaded.adapter, m)) == []
     assert P.is_recurrent(loaded.adapter) is recurrent
     if recurrent:
         weights, net = loaded.adapter.weights, loaded.adapter.net

@@ -268,17 +268,15 @@ class Adapter:
         """The embedding tables this model has: key -> Table (the first is the default)."""
         raise Unsupported(f"{self.id} has no input embedding table this view can read.")
 
-    def position_table(self) -> PositionTable:
-        """The model's own table of position vectors."""
-        raise Unsupported(f"{self.id} has no learned position table this view can read (BERT-family "
-                          "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt). Recurrent models "
-                          "know order from the recurrence, not from position vectors.")
-
     def position_scheme(self) -> PositionScheme:
-        """How this model knows positions (kind and what was read)."""
+        """How this model knows positions (kind and what was read): "none" unless it has a position table (the
+        transformer adapters, `Positions`, say more)."""
+        table_of = getattr(self, "position_table", None)
         try:
-            table = self.position_table()
+            table = table_of() if callable(table_of) else None
         except Unsupported:
+            table = None
+        if table is None:
             return PositionScheme("none")
         return PositionScheme(table.kind, (("table", f"{table.source} {tuple(table.weight.shape)}"),))
 
@@ -292,6 +290,41 @@ class Adapter:
         (decoders and RNN LMs). Encoder-decoders: embeds are the source's and `target` (B, T', C) the decoder inputs'
         ([start] + target[:-1]); the logits are the decoder's (B, T', V)."""
         raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")
+
+    def scalings(self, stream: str) -> tuple[float | None, ...]:
+        """Per layer of attention stream `stream`, the factor the model multiplies q·k by (None: not read)."""
+        return ()
+
+    def head_size(self, stream: str) -> int:
+        """The size d of one head's q and k in attention stream `stream` (0: not read)."""
+        return 0
+
+    def describe(self) -> tuple[tuple[str, str], ...]:
+        """(what, value) rows: what the adapter read from the model (shown on the pages)."""
+        return ()
+
+    # ------------------------------------------------------------------ example sentences
+    def examples(self, purpose: str) -> Examples:
+        """This model's example sentences for a view's purpose (explorer.data.examples.PURPOSES): sentences of the
+        language it was trained on that it reads without an unknown token. Computed once per adapter."""
+        cache: dict[str, Examples] = self.__dict__.setdefault("_examples", {})
+        if purpose not in cache:
+            cache[purpose] = _examples.for_model(self, purpose)
+        return cache[purpose]
+
+
+class Positions:
+    """What a transformer adapter reads about how its model knows word order (KnowsPositions), with what each
+    method says where the model has no such thing (it raises Unsupported). Mixed into the transformer adapters (the
+    built-in GPT and masked LM, Hugging Face) before Adapter; the other adapters do not have it."""
+
+    id: str
+
+    def position_table(self) -> PositionTable:
+        """The model's own table of position vectors."""
+        raise Unsupported(f"{self.id} has no learned position table this view can read (BERT-family "
+                          "embeddings.position_embeddings, GPT-2-family wpe or builtin:tiny-gpt). Recurrent models "
+                          "know order from the recurrence, not from position vectors.")
 
     def input_note(self) -> str:
         """What the model does to token + position vectors before its first layer, read from it ("" if nothing)."""
@@ -314,27 +347,6 @@ class Adapter:
         the causal mask (an experiment), and a description of what was run."""
         raise Unsupported(f"The shuffle test runs layer 0 of the BERT and GPT-2 families and the built-in GPT; "
                           f"{self.id} is not one of them.")
-
-    def scalings(self, stream: str) -> tuple[float | None, ...]:
-        """Per layer of attention stream `stream`, the factor the model multiplies q·k by (None: not read)."""
-        return ()
-
-    def head_size(self, stream: str) -> int:
-        """The size d of one head's q and k in attention stream `stream` (0: not read)."""
-        return 0
-
-    def describe(self) -> tuple[tuple[str, str], ...]:
-        """(what, value) rows: what the adapter read from the model (shown on the pages)."""
-        return ()
-
-    # ------------------------------------------------------------------ example sentences
-    def examples(self, purpose: str) -> Examples:
-        """This model's example sentences for a view's purpose (explorer.data.examples.PURPOSES): sentences of the
-        language it was trained on that it reads without an unknown token. Computed once per adapter."""
-        cache: dict[str, Examples] = self.__dict__.setdefault("_examples", {})
-        if purpose not in cache:
-            cache[purpose] = _examples.for_model(self, purpose)
-        return cache[purpose]
 
 
 @dataclass

@@ -17,8 +17,8 @@ output layer, say, has less).
   gradient     Differentiates  give its output logits as a differentiable function of     token attribution
                                its input embeddings
   attention    HasAttention    record per-head attention (blocks.{l}.attn.*)              self-attention
-  positions    KnowsPositions  be read for how it knows word order (a transformer         positional encodings
-                               encoder or decoder: table, rotary, ALiBi)
+  positions    KnowsPositions  be read for how it knows word order (a transformer: table, positional encodings
+                               rotary, ALiBi, relative bias)
   fill_in      Records         read a sentence both ways (an encoder): fill a masked word masked words
                                where it has a masked-LM head
   alignment    Aligns          attend from its output to its source (encoder-decoders)    seq2seq
@@ -35,7 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.adapters.base import Adapter
-from explorer.adapters.protocols import Capabilities, aligns, can_intervene, is_recurrent, unembeds
+from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, is_recurrent, knows_positions,
+                                         unembeds)
 
 
 def _implements(adapter: Adapter, method: str) -> bool:
@@ -58,7 +59,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("lens", "Unembeds", "predicts the next token, each layer readable through its output layer"),
     Capability("gradient", "Differentiates", "gives its logits as a function of its input embeddings"),
     Capability("attention", "HasAttention", "records per-head attention"),
-    Capability("positions", "KnowsPositions", "is a transformer encoder or decoder, read for how it knows word order"),
+    Capability("positions", "KnowsPositions", "is a transformer, read for how it knows word order"),
     Capability("fill_in", "Records", "reads a sentence both ways (an encoder)"),
     Capability("alignment", "Aligns", "attends from its output to its source"),
     Capability("recurrence", "Recurrent", "runs a recurrent cell whose weights were read"),
@@ -77,7 +78,7 @@ MAY_HAVE: dict[str, frozenset[str]] = {
     "decoder": frozenset((*_LM, "attention", "positions")),
     "encoder": frozenset(("attention", "positions", "fill_in", "tables")),
     "masked-lm": frozenset(("attention", "positions", "fill_in", "tables")),
-    "encoder-decoder": frozenset(("stepper", "gradient", "attention", "alignment", "tables")),
+    "encoder-decoder": frozenset(("stepper", "gradient", "attention", "positions", "alignment", "tables")),
     "seq2seq-rnn": frozenset(("stepper", "gradient", "alignment", "tables")),
     "word2vec": frozenset(("tables",)),
 }
@@ -105,7 +106,7 @@ def of(a: Adapter) -> Capabilities:
         lens=a if one_way and unembeds(a) else None,
         gradient=a if a.can_generate and _implements(a, "logits_from_embeddings") else None,
         attention=a if transformer else None,
-        positions=a if transformer and not a.is_encoder_decoder else None,
+        positions=a if transformer and knows_positions(a) else None,
         fill_in=a if transformer and not a.causal and not a.is_encoder_decoder else None,
         alignment=a if aligns(a) else None,
         recurrence=a if is_recurrent(a) else None,

@@ -24,7 +24,8 @@ import torch
 
 from explorer.adapters import hf_attention as A
 from explorer.adapters.interventions import PatchesBlocks, find_sites
-from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table,
+from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, Positions, PositionScheme, PositionTable,
+                                    Record, Table,
                                    Unsupported, causal_mask)
 from explorer.adapters.text import Encoded, encode_hf, no_typed_text, token_limit
 from explorer.text.token_text import TokenText
@@ -88,7 +89,7 @@ def _ints(value: Any) -> tuple[int, ...]:
     return ()
 
 
-class HFAdapter(PatchesBlocks, Adapter):
+class HFAdapter(PatchesBlocks, Positions, Adapter):
     """Any Hugging Face encoder or decoder loaded with eager attention."""
 
     supports_padding = True

@@ -198,7 +198,7 @@ class HasAttention(Records, Protocol):
         """The size d of one head's q and k in `stream` (0: not read)."""
 
 
-class KnowsPositions(Records, Protocol):
+class KnowsPositions(HasAttention, Protocol):
     """How the model knows word order, read from its weights."""
 
     def position_table(self) -> PositionTable:
@@ -303,6 +303,12 @@ def unembeds(adapter: Adapter) -> TypeGuard[Unembeds]:
     return bool(getattr(adapter, "lens_names", ())) and callable(getattr(adapter, "unembed", None))
 
 
+def knows_positions(adapter: Adapter) -> TypeGuard[KnowsPositions]:
+    """Whether `adapter` reads how a transformer knows word order (it implements KnowsPositions: the transformer
+    adapters, explorer.adapters.base.Positions; the Adapter base does not)."""
+    return callable(getattr(adapter, "first_attention", None)) and callable(getattr(adapter, "rotary", None))
+
+
 def aligns(adapter: Adapter) -> TypeGuard[Aligns]:
     """Whether `adapter` reads an encoder-decoder whose attention it can describe (it implements Aligns: only the
     encoder-decoder adapters have `attention_kind` and `cross_form`; the Adapter base does not)."""
@@ -316,8 +322,8 @@ def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:
 
 if TYPE_CHECKING:
     def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates, HasTables, Differentiates,
-                                                             HasAttention, KnowsPositions]:
-        """Never called: mypy checks here that the Adapter base implements these protocols (Unembeds, Aligns,
-        Recurrent and Intervenes are implemented by the adapters that have them only: see unembeds, aligns,
-        is_recurrent, can_intervene)."""
-        return a, a, a, a, a, a, a
+                                                             HasAttention]:
+        """Never called: mypy checks here that the Adapter base implements these protocols (Unembeds,
+        KnowsPositions, Aligns, Recurrent and Intervenes are implemented by the adapters that have them only: see
+        unembeds, knows_positions, aligns, is_recurrent, can_intervene)."""
+        return a, a, a, a, a, a

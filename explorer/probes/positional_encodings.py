@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from explorer.adapters.protocols import Loaded
+from explorer.adapters.protocols import KnowsPositions, Loaded
 from explorer.runtime import budget
 from explorer.adapters.base import Unsupported
 from explorer.probes.position_formulas import similarity
@@ -21,11 +21,20 @@ from explorer.probes.self_attention import rotate
 
 
 # ---------------------------------------------------------------------------------------------- models
-def _table(loaded: Loaded) -> Any:
+def _positions(loaded: Loaded) -> KnowsPositions:
+    """The model's positions capability; Unsupported (the panel's message) for a model without one."""
+    mid = getattr(loaded, "id", "This model")
     if getattr(loaded, "model", None) is None:
-        raise Unsupported(f"{getattr(loaded, 'id', 'This model')} is a bare state dict: load it as a model to see its "
-                          "positions.")
-    return loaded.adapter.position_table()
+        raise Unsupported(f"{mid} is a bare state dict: load it as a model to see its positions.")
+    if (positions := loaded.caps.positions) is None:
+        raise Unsupported(f"{mid} is not a transformer whose positions this view reads (the built-in GPT and masked "
+                          "LM, Hugging Face encoders, decoders and encoder–decoders). Recurrent models know order "
+                          "from the recurrence, not from position vectors.")
+    return positions
+
+
+def _table(loaded: Loaded) -> Any:
+    return _positions(loaded).position_table()
 
 
 @dataclass(frozen=True)
@@ -152,10 +161,7 @@ class ModelPositions:
 
 def model_positions(loaded: Loaded, text: str, n: int = 48) -> ModelPositions:
     """The model's own position scheme and numbers (see ModelPositions). Raises Unsupported for a bare state dict."""
-    if getattr(loaded, "model", None) is None:
-        raise Unsupported(f"{getattr(loaded, 'id', 'This model')} is a bare state dict: load it as a model to see its "
-                          "positions.")
-    adapter, mid = loaded.adapter, str(loaded.id)
+    adapter, mid = _positions(loaded), str(loaded.id)
     scheme = adapter.position_scheme()
     if scheme.kind == "alibi":
         slopes = adapter.alibi_slopes().astype(np.float64)
@@ -216,7 +222,7 @@ def sentence_vectors(loaded: Loaded, text: str) -> SentenceTrace:
     """The token and position vectors the model adds for `text` (its record's embed and pos_embed)."""
     table = _table(loaded)
     max_pos = int(table.weight.shape[0]) - table.offset
-    adapter = loaded.adapter
+    adapter = _positions(loaded)
     enc = adapter.encode(text, max_tokens=max_pos)
     d = int(table.weight.shape[1])
     if not enc.ids:
@@ -280,7 +286,7 @@ def permutation_experiment(loaded: Loaded, text: str, seed: int = 0) -> Permutat
     from explorer.adapters.text import Encoded
 
     table = _table(loaded)
-    adapter = loaded.adapter
+    adapter = _positions(loaded)
     enc = adapter.encode(text, max_tokens=int(table.weight.shape[0]) - table.offset)
     special = enc.special or tuple(False for _ in enc.ids)
     perm = shuffle_order(special, seed)
