@@ -181,10 +181,7 @@ class Adapter:
     recurrent = False
     can_generate = False
     is_encoder_decoder = False
-    arithmetic_note = ""  # why q/k/v are not recorded, when they are not
-    bias_name = ""  # what the recorded attention bias (blocks.{l}.attn.bias) is
     reason = ""  # why this model can only be read in part (shown by the views it does not support)
-    supports_padding = False  # run(..., pad=n) appends n padding tokens with attention_mask 0
     # generation (set by adapters that can generate)
     vocab_size = 0
     bos_id: int | None = None
@@ -291,14 +288,6 @@ class Adapter:
         ([start] + target[:-1]); the logits are the decoder's (B, T', V)."""
         raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")
 
-    def scalings(self, stream: str) -> tuple[float | None, ...]:
-        """Per layer of attention stream `stream`, the factor the model multiplies q·k by (None: not read)."""
-        return ()
-
-    def head_size(self, stream: str) -> int:
-        """The size d of one head's q and k in attention stream `stream` (0: not read)."""
-        return 0
-
     def describe(self) -> tuple[tuple[str, str], ...]:
         """(what, value) rows: what the adapter read from the model (shown on the pages)."""
         return ()
@@ -311,6 +300,25 @@ class Adapter:
         if purpose not in cache:
             cache[purpose] = _examples.for_model(self, purpose)
         return cache[purpose]
+
+
+class Attends:
+    """What a transformer adapter says about the attention its record holds (HasAttention): the defaults of what
+    each transformer adapter (the built-in GPT and masked LM, Hugging Face) may set. The other adapters do not have
+    it."""
+
+    arithmetic_note = ""  # why q/k/v are not recorded, when they are not
+    bias_name = ""  # what the recorded attention bias (blocks.{l}.attn.bias) is
+    supports_padding = False  # run(..., pad=n) appends n padding tokens with attention_mask 0
+
+    def scalings(self, stream: str) -> tuple[float | None, ...]:
+        """Per layer of attention stream `stream`, the factor the model multiplies q·k by (None: not read)."""
+        return ()
+
+    def head_size(self, stream: str) -> int:
+        """The size d of one head's q and k in attention stream `stream` (0: not read)."""
+        return 0
+
 
 
 class Positions:

@@ -35,8 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.adapters.base import Adapter
-from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, is_recurrent, knows_positions,
-                                         unembeds)
+from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, has_attention, is_recurrent,
+                                         knows_positions, unembeds)
 
 
 def _implements(adapter: Adapter, method: str) -> bool:
@@ -100,12 +100,12 @@ def families_with(needs: tuple[str, ...] | None) -> list[str]:
 def of(a: Adapter) -> Capabilities:
     """The capabilities of adapter `a`, read from its flags and from what its class implements (never raises)."""
     one_way = a.can_generate and not a.is_encoder_decoder
-    transformer = bool(a.streams)
+    transformer = has_attention(a)
     return Capabilities(
         stepper=a if a.can_generate else None,
         lens=a if one_way and unembeds(a) else None,
         gradient=a if a.can_generate and _implements(a, "logits_from_embeddings") else None,
-        attention=a if transformer else None,
+        attention=a if has_attention(a) else None,
         positions=a if transformer and knows_positions(a) else None,
         fill_in=a if transformer and not a.causal and not a.is_encoder_decoder else None,
         alignment=a if aligns(a) else None,

@@ -11,12 +11,13 @@ from typing import Any, Sequence, cast
 import numpy as np
 import torch
 
-from explorer.adapters.base import Acts, Adapter, Names, Positions, PositionTable, Record, Table, causal_mask
+from explorer.adapters.base import (Acts, Adapter, Attends, Names, Positions, PositionTable, Record, Table,
+                                    causal_mask)
 from explorer.adapters.interventions import PatchesBlocks, TransformerSites
 from explorer.adapters.text import Encoded, VocabText
 
 
-class GPTAdapter(VocabText, PatchesBlocks, Positions, Adapter):
+class GPTAdapter(VocabText, PatchesBlocks, Attends, Positions, Adapter):
     name = "built-in GPT"
     causal = True
     streams = {"decoder": "blocks.{l}.attn"}

@@ -24,7 +24,7 @@ import torch
 
 from explorer.adapters import hf_attention as A
 from explorer.adapters.interventions import PatchesBlocks, find_sites
-from explorer.adapters.base import (Acts, Adapter, CrossForm, Names, Positions, PositionScheme, PositionTable,
+from explorer.adapters.base import (Acts, Adapter, Attends, CrossForm, Names, Positions, PositionScheme, PositionTable,
                                     Record, Table,
                                    Unsupported, causal_mask)
 from explorer.adapters.text import Encoded, encode_hf, no_typed_text, token_limit
@@ -89,7 +89,7 @@ def _ints(value: Any) -> tuple[int, ...]:
     return ()
 
 
-class HFAdapter(PatchesBlocks, Positions, Adapter):
+class HFAdapter(PatchesBlocks, Attends, Positions, Adapter):
     """Any Hugging Face encoder or decoder loaded with eager attention."""
 
     supports_padding = True

@@ -303,6 +303,12 @@ def unembeds(adapter: Adapter) -> TypeGuard[Unembeds]:
     return bool(getattr(adapter, "lens_names", ())) and callable(getattr(adapter, "unembed", None))
 
 
+def has_attention(adapter: Adapter) -> TypeGuard[HasAttention]:
+    """Whether `adapter` records per-head attention and says how to read it (it implements HasAttention: the
+    transformer adapters, explorer.adapters.base.Attends; the Adapter base does not)."""
+    return bool(adapter.streams) and callable(getattr(adapter, "scalings", None))
+
+
 def knows_positions(adapter: Adapter) -> TypeGuard[KnowsPositions]:
     """Whether `adapter` reads how a transformer knows word order (it implements KnowsPositions: the transformer
     adapters, explorer.adapters.base.Positions; the Adapter base does not)."""
@@ -321,9 +327,8 @@ def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:
 
 
 if TYPE_CHECKING:
-    def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates, HasTables, Differentiates,
-                                                             HasAttention]:
-        """Never called: mypy checks here that the Adapter base implements these protocols (Unembeds,
+    def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates, HasTables, Differentiates]:
+        """Never called: mypy checks here that the Adapter base implements these protocols (Unembeds, HasAttention,
         KnowsPositions, Aligns, Recurrent and Intervenes are implemented by the adapters that have them only: see
-        unembeds, knows_positions, aligns, is_recurrent, can_intervene)."""
-        return a, a, a, a, a, a
+        unembeds, has_attention, knows_positions, aligns, is_recurrent, can_intervene)."""
+        return a, a, a, a, a
