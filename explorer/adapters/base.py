@@ -261,10 +261,6 @@ class Adapter:
         return {}
 
     # ------------------------------------------------------------------ tables
-    def tables(self) -> dict[str, Table]:
-        """The embedding tables this model has: key -> Table (the first is the default)."""
-        raise Unsupported(f"{self.id} has no input embedding table this view can read.")
-
     def position_scheme(self) -> PositionScheme:
         """How this model knows positions (kind and what was read): "none" unless it has a position table (the
         transformer adapters, `Positions`, say more)."""
@@ -276,17 +272,6 @@ class Adapter:
         if table is None:
             return PositionScheme("none")
         return PositionScheme(table.kind, (("table", f"{table.source} {tuple(table.weight.shape)}"),))
-
-    def embed_ids(self, ids: torch.Tensor, side: str = "input") -> torch.Tensor:
-        """(T,) ids -> (T, C) the token embeddings the model adds (what attribution differentiates against)."""
-        raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")
-
-    def logits_from_embeddings(self, embeds: torch.Tensor, target: torch.Tensor | None = None,
-                               keep: Sequence[int] | None = None) -> torch.Tensor:
-        """(B, T, C) token embeddings -> (B, T, V) logits, differentiable; keep: only those positions, (B, K, V)
-        (decoders and RNN LMs). Encoder-decoders: embeds are the source's and `target` (B, T', C) the decoder inputs'
-        ([start] + target[:-1]); the logits are the decoder's (B, T', V)."""
-        raise Unsupported(f"{self.id} cannot be differentiated with respect to its input embeddings.")
 
     def describe(self) -> tuple[tuple[str, str], ...]:
         """(what, value) rows: what the adapter read from the model (shown on the pages)."""

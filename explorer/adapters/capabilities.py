@@ -35,13 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.adapters.base import Adapter
-from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, has_attention, is_recurrent,
-                                         knows_positions, unembeds)
-
-
-def _implements(adapter: Adapter, method: str) -> bool:
-    """Whether the adapter's class overrides the base's `method` (the base raises Unsupported)."""
-    return getattr(type(adapter), method, None) is not getattr(Adapter, method)
+from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, differentiates, has_attention,
+                                         has_tables, is_recurrent, knows_positions, unembeds)
 
 
 @dataclass(frozen=True)
@@ -104,12 +99,12 @@ def of(a: Adapter) -> Capabilities:
     return Capabilities(
         stepper=a if a.can_generate else None,
         lens=a if one_way and unembeds(a) else None,
-        gradient=a if a.can_generate and _implements(a, "logits_from_embeddings") else None,
+        gradient=a if differentiates(a) else None,
         attention=a if has_attention(a) else None,
         positions=a if transformer and knows_positions(a) else None,
         fill_in=a if transformer and not a.causal and not a.is_encoder_decoder else None,
         alignment=a if aligns(a) else None,
         recurrence=a if is_recurrent(a) else None,
         patching=a if can_intervene(a) else None,
-        tables=a if _implements(a, "tables") else None,
+        tables=a if has_tables(a) else None,
     )

@@ -166,7 +166,7 @@ class HasTables(Reads, Protocol):
         """key -> Table of (V, C) weights with the token of each row (the first is the default)."""
 
 
-class Differentiates(HasTables, Protocol):
+class Differentiates(HasTables, Generates, Protocol):
     """Logits as a differentiable function of the input token embeddings (token attribution)."""
 
     @property
@@ -303,6 +303,18 @@ def unembeds(adapter: Adapter) -> TypeGuard[Unembeds]:
     return bool(getattr(adapter, "lens_names", ())) and callable(getattr(adapter, "unembed", None))
 
 
+def has_tables(adapter: Adapter) -> TypeGuard[HasTables]:
+    """Whether `adapter` gives embedding tables (it implements HasTables: every adapter of the explorer does; the
+    Adapter base does not)."""
+    return callable(getattr(adapter, "tables", None))
+
+
+def differentiates(adapter: Adapter) -> TypeGuard[Differentiates]:
+    """Whether `adapter` gives a generated output's logits as a differentiable function of its input embeddings (it
+    implements Differentiates: the built-in GPT, RNN LMs and seq2seq, Hugging Face; the Adapter base does not)."""
+    return has_tables(adapter) and adapter.can_generate and callable(getattr(adapter, "logits_from_embeddings", None))
+
+
 def has_attention(adapter: Adapter) -> TypeGuard[HasAttention]:
     """Whether `adapter` records per-head attention and says how to read it (it implements HasAttention: the
     transformer adapters, explorer.adapters.base.Attends; the Adapter base does not)."""
@@ -327,8 +339,9 @@ def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:
 
 
 if TYPE_CHECKING:
-    def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates, HasTables, Differentiates]:
-        """Never called: mypy checks here that the Adapter base implements these protocols (Unembeds, HasAttention,
-        KnowsPositions, Aligns, Recurrent and Intervenes are implemented by the adapters that have them only: see
-        unembeds, has_attention, knows_positions, aligns, is_recurrent, can_intervene)."""
-        return a, a, a, a, a
+    def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates]:
+        """Never called: mypy checks here that the Adapter base implements these protocols (HasTables,
+        Differentiates, Unembeds, HasAttention, KnowsPositions, Aligns, Recurrent and Intervenes are implemented by
+        the adapters that have them only: see has_tables, differentiates, unembeds, has_attention, knows_positions,
+        aligns, is_recurrent, can_intervene)."""
+        return a, a, a

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from explorer.adapters import generation as G
-from explorer.adapters.base import Adapter, Unsupported
+from explorer.adapters.base import Unsupported
 from explorer.adapters.protocols import Differentiates, Loaded
 from explorer.adapters.text import Encoded, no_text
 from explorer.runtime import budget
@@ -459,7 +459,7 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     ids = torch.tensor(list(enc.ids), dtype=torch.long, device=dev)
     try:
         if adapter.is_encoder_decoder:
-            return _seq2seq(loaded.adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes,
+            return _seq2seq(adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes,
                             progress, of)
         raw = adapter.embed_ids(ids).detach()
         E, dtype = raw.float(), raw.dtype
@@ -505,7 +505,7 @@ def _reporter(trace: Callable[..., AttributionTrace], progress: Progress | None)
     return on_round
 
 
-def _seq2seq(adapter: Adapter, shape: budget.Shape, mid: str, enc: Encoded, ids: torch.Tensor, target: str,
+def _seq2seq(adapter: Differentiates, shape: budget.Shape, mid: str, enc: Encoded, ids: torch.Tensor, target: str,
              steps: int, notes: list[str], progress: Progress | None = None, of: str = OF[0]) -> AttributionTrace:
     dev = adapter.device
     if no_text(target or "") is None:

@@ -136,7 +136,8 @@ def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray,
 def table_sources(loaded: Loaded) -> dict[str, str]:
     """The embedding tables a model offers: source key -> label (the first is the default)."""
     try:
-        return {key: t.label for key, t in loaded.adapter.tables().items()}
+        return {key: t.label for key, t in loaded.caps.tables.tables().items()} if loaded.caps.tables else \
+            {"input": "input embeddings"}
     except Unsupported:
         return {"input": "input embeddings"}
 
@@ -144,8 +145,10 @@ def table_sources(loaded: Loaded) -> dict[str, str]:
 def embedding_table(loaded: Loaded, source: str = "input") -> EmbeddingTable:
     """The embedding table `source` of any LoadedModel (its adapter's `tables()`). Raises EmbeddingError."""
     mid = str(getattr(loaded, "id", "model"))
+    if (has := loaded.caps.tables) is None:
+        raise EmbeddingError(f"{mid} has no embedding table this view can read.")
     try:
-        tables = loaded.adapter.tables()
+        tables = has.tables()
     except Unsupported as exc:
         raise EmbeddingError(str(exc)) from None
     t = tables.get(source) or next(iter(tables.values()))
