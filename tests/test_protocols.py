@@ -1,8 +1,8 @@
 """The typed model contract (explorer/adapters/protocols.py) holds for the models the explorer loads: a LoadedModel
 has every member of `Loaded`, every adapter every member of the protocols the Adapter base implements (mypy checks
 the base; this checks the objects the families build) and HasTables, the adapters that have them those of
-Differentiates, Unembeds, HasAttention, KnowsPositions and Aligns, and `is_recurrent` tells the recurrent adapters,
-whose `weights` and `net` are those of their own cell."""
+Generates, Differentiates, Unembeds, HasAttention, KnowsPositions and Aligns, and `is_recurrent` tells the
+recurrent adapters, whose `weights` and `net` are those of their own cell."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +12,7 @@ from explorer.adapters import protocols as P
 from explorer.adapters.recurrent import RecurrentWeights
 from explorer.loading.loaders import load_model
 
-CAPABILITIES = (P.Reads, P.Records, P.Generates, P.HasTables)  # every adapter has these (the base: all but tables)
+CAPABILITIES = (P.Reads, P.Records, P.HasTables)  # every adapter has these (the base: Reads and Records)
 
 
 def members(protocol: type) -> set[str]:
@@ -49,6 +49,9 @@ def test_loaded_models_have_what_the_protocols_name(model_id: str, recurrent: bo
     assert P.knows_positions(loaded.adapter) == transformer == (loaded.caps.positions is not None)
     assert P.has_attention(loaded.adapter) == transformer == (loaded.caps.attention is not None)
     assert P.differentiates(loaded.adapter) == (model_id not in ("builtin:masked-lm", "builtin:word2vec"))
+    assert P.generates(loaded.adapter) == P.differentiates(loaded.adapter) == (loaded.caps.stepper is not None)
+    if P.generates(loaded.adapter):
+        assert sorted(m for m in members(P.Generates) if not hasattr(loaded.adapter, m)) == []
     if P.differentiates(loaded.adapter):
         assert sorted(m for m in members(P.Differentiates) if not hasattr(loaded.adapter, m)) == []
     if transformer:

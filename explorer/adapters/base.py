@@ -39,7 +39,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Self, Sequence
 
 import numpy as np
 import torch
@@ -198,7 +198,7 @@ class Adapter:
         self.device = torch.device(loaded.device)
 
     @classmethod
-    def of(cls, model: torch.nn.Module, **vocabs: Any) -> "Adapter":
+    def of(cls, model: torch.nn.Module, **vocabs: Any) -> Self:
         """The adapter of a model that is not in the catalogue (e.g. during training)."""
         from types import SimpleNamespace
 
@@ -240,21 +240,8 @@ class Adapter:
         raise Unsupported(f"{self.id} cannot be run by this explorer.")
 
     # ------------------------------------------------------------------ generation
-    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
-        """ids (B, T) -> logits (B, V) of the next token, the generation state (opaque to the loops), and
-        (record=True) what this pass computed. Encoder-decoders: ids is the source; the decoder reads its start
-        tokens."""
-        raise Unsupported(f"{self.id} has no language-model head that predicts the next token.")
-
-    def step(self, state: Any, tokens: torch.Tensor,
-             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
-        """tokens (B,) appended -> logits (B, V) of the next token, new state, (record=True) step activations."""
-        raise Unsupported(f"{self.id} cannot generate.")
-
-    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
-        """The state of rows `idx` (beam search)."""
-        raise Unsupported(f"{self.id} cannot generate.")
-
+    # start / step / reorder (Generates) are the generating adapters' own: the built-in GPT and masked LM, RNN LMs
+    # and seq2seq, Hugging Face. The special ids above are every model's (empty where it has none).
     def generation_settings(self) -> dict[str, Any]:
         """The model's own generation settings that every strategy honours (forced BOS/EOS, bad words, ...):
         GenerationConfig field -> value. Built-in models have none."""

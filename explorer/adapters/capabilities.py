@@ -35,8 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.adapters.base import Adapter
-from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, differentiates, has_attention,
-                                         has_tables, is_recurrent, knows_positions, unembeds)
+from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, differentiates, generates,
+                                         has_attention, has_tables, is_recurrent, knows_positions, unembeds)
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def of(a: Adapter) -> Capabilities:
     one_way = a.can_generate and not a.is_encoder_decoder
     transformer = has_attention(a)
     return Capabilities(
-        stepper=a if a.can_generate else None,
+        stepper=a if generates(a) else None,
         lens=a if one_way and unembeds(a) else None,
         gradient=a if differentiates(a) else None,
         attention=a if has_attention(a) else None,

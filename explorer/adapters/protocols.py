@@ -303,6 +303,12 @@ def unembeds(adapter: Adapter) -> TypeGuard[Unembeds]:
     return bool(getattr(adapter, "lens_names", ())) and callable(getattr(adapter, "unembed", None))
 
 
+def generates(adapter: Adapter) -> TypeGuard[Generates]:
+    """Whether `adapter` can generate token by token (it implements Generates' start / step / reorder and its model
+    has a head that predicts the next token; the Adapter base does not)."""
+    return adapter.can_generate and callable(getattr(adapter, "step", None))
+
+
 def has_tables(adapter: Adapter) -> TypeGuard[HasTables]:
     """Whether `adapter` gives embedding tables (it implements HasTables: every adapter of the explorer does; the
     Adapter base does not)."""
@@ -312,7 +318,8 @@ def has_tables(adapter: Adapter) -> TypeGuard[HasTables]:
 def differentiates(adapter: Adapter) -> TypeGuard[Differentiates]:
     """Whether `adapter` gives a generated output's logits as a differentiable function of its input embeddings (it
     implements Differentiates: the built-in GPT, RNN LMs and seq2seq, Hugging Face; the Adapter base does not)."""
-    return has_tables(adapter) and adapter.can_generate and callable(getattr(adapter, "logits_from_embeddings", None))
+    return adapter.can_generate and all(callable(getattr(adapter, name, None))
+                                        for name in ("step", "tables", "logits_from_embeddings"))
 
 
 def has_attention(adapter: Adapter) -> TypeGuard[HasAttention]:
@@ -339,9 +346,8 @@ def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:
 
 
 if TYPE_CHECKING:
-    def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records, Generates]:
-        """Never called: mypy checks here that the Adapter base implements these protocols (HasTables,
-        Differentiates, Unembeds, HasAttention, KnowsPositions, Aligns, Recurrent and Intervenes are implemented by
-        the adapters that have them only: see has_tables, differentiates, unembeds, has_attention, knows_positions,
-        aligns, is_recurrent, can_intervene)."""
-        return a, a, a
+    def _every_adapter_has_the_interface(a: Adapter) -> tuple[Reads, Records]:
+        """Never called: mypy checks here that the Adapter base implements these protocols (every other one is
+        implemented by the adapters that have it only: see generates, has_tables, differentiates, unembeds,
+        has_attention, knows_positions, aligns, is_recurrent, can_intervene)."""
+        return a, a

@@ -163,7 +163,7 @@ def _render(tokenizer: Any, user: str, system: str | None) -> str:
 def chat_template(loaded: Loaded) -> ChatTemplate | None:
     """The chat template of a decoder's tokenizer, read from what it renders, or None when it has none (or cannot
     render a user turn)."""
-    return _template(loaded.adapter)
+    return _template(stepper) if (stepper := loaded.caps.stepper) is not None else None
 
 
 def _template(adapter: Generates) -> ChatTemplate | None:

@@ -359,7 +359,8 @@ def length_accuracy(loaded: Loaded, n_pairs: int = 300) -> LengthCurve:
     srcs = [src_vocab.encode(s) for s, _ in pairs]
     refs = [tgt_vocab.encode(t) for _, t in pairs]
     with torch.inference_mode():
-        preds = G.greedy_batch(loaded.adapter, srcs, max(len(r) for r in refs) + 5)
+        assert aligned is not None  # an attention_kind of a built-in seq2seq (checked above)
+        preds = G.greedy_batch(aligned, srcs, max(len(r) for r in refs) + 5)
     by = M.accuracy_by_length(preds, refs, srcs)
     items = list(by.items())
     return LengthCurve(loaded.id, label, tuple(k for k, _ in items), tuple(float(v["exact_match"]) for _, v in items),

@@ -171,7 +171,9 @@ def continuations(model: nn.Module, meta: dict[str, Any], prompts: Sequence[str]
 
     loaded = LoadedModel("builtin:" + str(meta.get("name", "model")), FAMILY_OF_ARCHITECTURE[meta["architecture"]],
                          model.eval(), "cpu", "float32", meta, vocabs=vocabs_from_meta(meta))
-    adapter = loaded.adapter
+    adapter = loaded.caps.stepper
+    if adapter is None:  # a checkpoint that predicts no next token (a masked LM): nothing to continue
+        return {}
     out = {}
     for prompt in prompts:
         ids = torch.tensor([list(adapter.encode(prompt).ids)])
