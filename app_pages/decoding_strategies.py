@@ -132,7 +132,7 @@ theme = settings.theme()
 show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
                      [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text, reply=run.chat,
                      second=None if run_b is None else [g.outputs[0].logprobs for g in run_b.generations],
-                     names=(model_id, other_id or "")),
+                     names=(model_id, other_id or ""), source=run.is_encoder_decoder),
      OWN if run_b is None else Origin("model", f"each model's own log-probabilities of its own output (T = 1; "
                                                f"{md(model_id)} solid, {md(other_id)} dashed; seed {seed})."),
      key="logprobs", filename="logprobs", fold=V.FOLD)

@@ -310,7 +310,7 @@ def decoding_strategies(model: Any, prompt: str, strategies: Sequence[str] = ("g
     run = _run(D.decode_all, loaded, prompt, chosen, seed, max_new, n, eos, chat, system)
     fig = V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
                           [g.outputs[0].logprobs for g in run.generations], _theme(projector), run.prompt_text,
-                          reply=run.chat)
+                          reply=run.chat, source=run.is_encoder_decoder)
     outputs = [{"strategy": g.strategy.label, "output": o.text} for g in run.generations for o in g.outputs]
     return ViewResult("decoding-strategies", loaded.id, {"logprobs": fig}, run, _notes(loaded, run.notes),
                       {"outputs": outputs})

@@ -718,6 +718,12 @@ def test_the_builtin_translation_models_decode_in_the_view() -> None:
     own = alignment_trace(loaded, text, decoding="greedy")
     assert greedy.ids and tuple(greedy.ids) == tuple(own.out_ids)
     assert run.is_encoder_decoder and run.start_ids == tuple(loaded.adapter.decoder_start)
+    assert run.prompt_text == text  # the source, not its ids read in the target vocabulary
+    from explorer.viz.decoding_strategies import logprob_lines
+    from explorer.viz.theme import NORMAL
+
+    fig = logprob_lines(["greedy"], [greedy.logprobs], NORMAL, run.prompt_text, source=True)
+    assert fig.layout.title.text == "Log p of each output token for “…signed in august 1992 .”"
     sv = D.step_view(loaded, run.prompt_ids, run.start_ids, greedy.ids, Strategy("greedy"), 2, 1.0)
     target = loaded.adapter.sequence_strings(list(run.start_ids) + list(greedy.ids[:2]))
     assert sv.context == tuple(target) and sv.chosen == greedy.ids[2]

@@ -119,7 +119,8 @@ class ChatTemplate:
 @dataclass(frozen=True)
 class DecodingRun:
     """Everything the page shows: the prompt as read (wrapped in the chat template when `chat`), one Generation per
-    strategy, notes. prompt_text: the text the columns continue (chat: the user's message, which they answer)."""
+    strategy, notes. prompt_text: the text the columns continue (chat: the user's message, which they answer; an
+    encoder-decoder: the source they translate)."""
 
     model_id: str
     prompt_ids: tuple[int, ...]
@@ -494,7 +495,9 @@ def decode_all(loaded: Loaded, text: str, strategies: tuple[Strategy, ...], seed
         gens = generate_all(adapter, prompt, strategies, seed, n, stop_at_eos, progress)
     except Unsupported as exc:
         raise DecodingError(str(exc)) from None
-    shown = text if chat else shown_text(adapter, list(prompt.model_input))
+    # what the columns continue, as text: an encoder-decoder's source as typed (its ids are the source vocabulary's,
+    # which the adapter's decoding, the target's, would misread when the two differ)
+    shown = text if chat or adapter.is_encoder_decoder else shown_text(adapter, list(prompt.model_input))
     return DecodingRun(str(loaded.id), prompt.model_input, prompt.tokens, shown, gens, tuple(notes), int(seed),
                        adapter.context_len, adapter.is_encoder_decoder, prompt.start, bool(chat), prompt.system,
                        prompt.special, prompt.start_note)

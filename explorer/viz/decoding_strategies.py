@@ -121,16 +121,18 @@ def settings_line(seed: int, max_new: int, min_new: int, stop_eos: bool, n: int,
 
 def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: Theme, prompt: str = "",
                   reply: bool = False, second: Sequence[np.ndarray] | None = None,
-                  names: tuple[str, str] = ("", "")) -> go.Figure:
+                  names: tuple[str, str] = ("", ""), source: bool = False) -> go.Figure:
     """Log-probability of each generated token under the model, one line per strategy; the title quotes the end of
-    the prompt (so that an exported chart says what it continues), or of the message the model replies to
-    (`reply`: a chat template). second: a second model's lines for the same strategies, dashed in the same colours
-    on the same axes, `names` the two models' ids (in each legend entry)."""
+    the prompt (so that an exported chart says what it continues), of the message the model replies to
+    (`reply`: a chat template) or of the source an encoder-decoder's output is for (`source`). second: a second
+    model's lines for the same strategies, dashed in the same colours on the same axes, `names` the two models' ids
+    (in each legend entry)."""
     layout: dict[str, Any] = {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
                               "margin": {"t": 40}, "xaxis": {"title": {"text": "generated token"}},
                               "yaxis": {"title": {"text": "log p (model, T = 1)"}}}
     if prompt.strip():  # the title above the legend: short enough for a projector's font
-        what = "Log p of each token of the reply to" if reply else "Log p of each new token after"
+        what = "Log p of each token of the reply to" if reply else "Log p of each output token for" if source else \
+            "Log p of each new token after"
         layout["title"] = {"text": f"{what} “{html.escape(prompt_end(prompt, 26))}”"}
         layout["margin"] = {"t": 64}
         layout["height"] = 400
