@@ -512,3 +512,26 @@ def test_labels_of_close_typed_words_take_different_sides() -> None:
     sides = label_positions(coords)
     assert sides[0] == "top center" and len(set(sides[:3])) == 3 and sides[3] == "top center"
     assert label_positions(np.zeros((0, 2))) == []
+
+
+def test_a_model_has_context_when_it_computes_vectors_in_the_sentence() -> None:
+    """The word-embeddings view's 'same word in two sentences' says a word vector has no context only for models
+    that are one vector per word; a recurrent network from a user's state dict has its layers' states (it used to
+    be told it had none, by its family)."""
+    from explorer.loading import pretrained
+    from explorer.loading.loaders import load_model
+    from explorer.probes import contextual_embeddings as CE
+
+    for mid in ("builtin:word2vec", "pretrained:glove"):
+        if mid != "pretrained:glove" or pretrained.is_installed("glove"):
+            assert not CE.has_context(load_model(mid))
+    words = ["the", "dog", "cat", "runs", "sleeps", "."]
+    lstm = torch.nn.LSTM(8, 12, batch_first=True)
+    state = {"embedding.weight": torch.randn(len(words) + 4, 8),
+             **{f"rnn.{k}": v for k, v in lstm.state_dict().items()}}
+    upload = LoadedModel("upload:lstm", "state-dict", None, "cpu", "float32", state_dict=state,
+                         vocabs={"vocab": Vocab(["<pad>", "<unk>", "<bos>", "<eos>", *words], keep_ids=True)})
+    for loaded in (upload, load_model("builtin:seq2seq-bahdanau"), load_model("builtin:tiny-gpt")):
+        assert CE.has_context(loaded), loaded.id
+        trace = CE.contextual(loaded, "the dog runs")
+        assert len(trace.states) >= 2 and trace.states[-1].shape[0] == len(trace.tokens)

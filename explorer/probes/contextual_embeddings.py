@@ -72,6 +72,13 @@ def reads_left_to_right(adapter: Any) -> bool:
     return left_to_right(adapter)
 
 
+def has_context(loaded: Loaded) -> bool:
+    """Whether the model computes each token's vector in its sentence (a transformer or a recurrent network: it can
+    do more than give its embedding tables), rather than having one vector per word (word2vec, GloVe, a bare
+    embedding table)."""
+    return bool(loaded.caps.names - {"tables"})
+
+
 def drift_pair(loaded: Loaded) -> tuple[str, str, str]:
     """The default (sentence A, sentence B, word) of the same-word comparison for this model (see PAIR_*): the
     generated-English pair when the model reads a word of the natural one as unknown."""

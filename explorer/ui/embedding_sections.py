@@ -473,7 +473,7 @@ def notices(v: Vectors, fitted: Fitted, here: str) -> list[str]:
     vocabularies), else the colours as the model reads them; the default analogy's answer; the same word in two
     sentences (`here`: the cosines the contextual section computed, or "")."""
     table, loaded, rows, shown = v.table, v.loaded, fitted.rows, fitted.shown
-    if loaded is None or loaded.family in ("word2vec", "state-dict"):  # one vector per word: no context
+    if loaded is None or not CE.has_context(loaded):  # one vector per word: no context
         same_word = ("A word vector has no context: 'bank' has one vector whether it is by a river or holds an "
                      "account. Pick a language model or a transformer to see contextual embeddings.")
     else:

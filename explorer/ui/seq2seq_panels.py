@@ -108,7 +108,7 @@ def length_panel(c: Controls, loaded: Any, model2_id: str) -> None:
     curves = []
     gen = str(((loaded.meta or {}).get("corpus") or {}).get("generator", "translation"))
     for lm in [loaded] + ([get_model(model2_id)] if model2_id != "none" else []):
-        if lm is not None and lm.family == "seq2seq-rnn":
+        if lm is not None and lm.caps.alignment is not None:  # a Hugging Face one has no curve: the probe says so
             try:
                 curves.append(probe(length_accuracy, lm, raising=True))
             except Seq2SeqError:  # no curve for this model: the caption below says which have one
