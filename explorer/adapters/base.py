@@ -249,16 +249,9 @@ class Adapter:
 
     # ------------------------------------------------------------------ tables
     def position_scheme(self) -> PositionScheme:
-        """How this model knows positions (kind and what was read): "none" unless it has a position table (the
-        transformer adapters, `Positions`, say more)."""
-        table_of = getattr(self, "position_table", None)
-        try:
-            table = table_of() if callable(table_of) else None
-        except Unsupported:
-            table = None
-        if table is None:
-            return PositionScheme("none")
-        return PositionScheme(table.kind, (("table", f"{table.source} {tuple(table.weight.shape)}"),))
+        """How this model knows positions (kind and what was read): "none" here; the transformer adapters
+        (`Positions`) read it."""
+        return PositionScheme("none")
 
     def describe(self) -> tuple[tuple[str, str], ...]:
         """(what, value) rows: what the adapter read from the model (shown on the pages)."""
@@ -292,13 +285,20 @@ class Attends:
         return 0
 
 
-
 class Positions:
     """What a transformer adapter reads about how its model knows word order (KnowsPositions), with what each
     method says where the model has no such thing (it raises Unsupported). Mixed into the transformer adapters (the
     built-in GPT and masked LM, Hugging Face) before Adapter; the other adapters do not have it."""
 
     id: str
+
+    def position_scheme(self) -> PositionScheme:
+        """How this model knows positions: its position table's kind, or "none"."""
+        try:
+            table = self.position_table()
+        except Unsupported:
+            return PositionScheme("none")
+        return PositionScheme(table.kind, (("table", f"{table.source} {tuple(table.weight.shape)}"),))
 
     def position_table(self) -> PositionTable:
         """The model's own table of position vectors."""

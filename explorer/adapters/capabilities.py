@@ -10,21 +10,8 @@ says what each family's models may have, and tests/test_capabilities.py checks i
 once loaded (equal for them) and the tiny Hugging Face model of each family (a subset: a checkpoint without an
 output layer, say, has less).
 
-  capability   protocol        what the model can do                                      views that need it
-  stepper      Generates       generate token by token (start / step / reorder)           decoding strategies
-  lens         Unembeds        read left to right and predict the next token, every       logit lens, watch it learn
-                               layer readable through its own final norm and output layer
-  gradient     Differentiates  give its output logits as a differentiable function of     token attribution
-                               its input embeddings
-  attention    HasAttention    record per-head attention (blocks.{l}.attn.*)              self-attention
-  positions    KnowsPositions  be read for how it knows word order (a transformer: table, positional encodings
-                               rotary, ALiBi, relative bias)
-  fill_in      Records         read a sentence both ways (an encoder): fill a masked word masked words
-                               where it has a masked-LM head
-  alignment    Aligns          attend from its output to its source (encoder-decoders)    seq2seq
-  recurrence   Recurrent       run a recurrent cell whose weights were read (rnn.*)       recurrent cell, gradients
-  patching     Intervenes      run with activations patched at named sites                interventions
-  tables       HasTables       give its embedding tables                                  word embeddings
+The capabilities are the rows of CAPABILITIES below (name, protocol, what the model can do); docs/ARCHITECTURE.md
+prints them with the views that need each, a table tests/test_capabilities.py keeps true.
 
 Adding a capability: a protocol and a field of `Capabilities` in protocols.py; below, a `Capability` row, the line
 of `of` that says whether an adapter has it, and the families that may have it in MAY_HAVE (docs/ARCHITECTURE.md,
@@ -33,6 +20,7 @@ of `of` that says whether an adapter has it, and the families that may have it i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from explorer.adapters.base import Adapter
 from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, differentiates, generates,
@@ -79,7 +67,7 @@ MAY_HAVE: dict[str, frozenset[str]] = {
 }
 
 
-def may_have(family: str, needs: tuple[str, ...] | None) -> bool:
+def may_have(family: str, needs: Iterable[str] | None) -> bool:
     """Whether a model of `family` may have every capability in `needs` (None: a view that reads any model; an
     unknown family, known only once loaded, may have anything: the view says what is missing)."""
     if needs is None or family not in MAY_HAVE:
@@ -87,7 +75,7 @@ def may_have(family: str, needs: tuple[str, ...] | None) -> bool:
     return set(needs) <= MAY_HAVE[family]
 
 
-def families_with(needs: tuple[str, ...] | None) -> list[str]:
+def families_with(needs: Iterable[str] | None) -> list[str]:
     """The families whose models may have every capability in `needs`."""
     return [family for family in MAY_HAVE if may_have(family, needs)]
 

@@ -25,8 +25,7 @@ import torch
 from explorer.adapters import hf_attention as A
 from explorer.adapters.interventions import PatchesBlocks, find_sites
 from explorer.adapters.base import (Acts, Adapter, Attends, CrossForm, Names, Positions, PositionScheme, PositionTable,
-                                    Record, Table,
-                                   Unsupported, causal_mask)
+                                    Record, Table, Unsupported, causal_mask)
 from explorer.adapters.text import Encoded, encode_hf, no_typed_text, token_limit
 from explorer.text.token_text import TokenText
 

@@ -158,11 +158,10 @@ def price(shape: budget.Shape, tokens: int) -> budget.Price:
 def _no_lens(loaded: Loaded, mid: str) -> str:
     """Why `loaded` has no logit lens (the adapter's own reason first)."""
     a = loaded.adapter
-    why = "has no language-model head that predicts the next token"
-    if unembeds(a) and not a.can_generate:
-        why += " (it reads the sentence both ways)"
-    elif not unembeds(a):
-        why = "has no layers and next-token prediction"
+    why = "has no layers and next-token prediction"
+    if unembeds(a):  # it has layers and an output layer, but that layer does not predict the next token
+        why = "has no language-model head that predicts the next token" + \
+              ("" if a.can_generate else " (it reads the sentence both ways)")
     return a.reason or (f"{mid} {why}, so there is no next-token prediction to read its layers through: pick a "
                         "decoder (the built-in GPT, a Hugging Face causal LM) or a recurrent language model.")
 

@@ -136,10 +136,11 @@ def make_table(key: str, source: str, words: Sequence[str], vectors: np.ndarray,
 def table_sources(loaded: Loaded) -> dict[str, str]:
     """The embedding tables a model offers: source key -> label (the first is the default)."""
     try:
-        return {key: t.label for key, t in loaded.caps.tables.tables().items()} if loaded.caps.tables else \
-            {"input": "input embeddings"}
+        if (has := loaded.caps.tables) is not None:
+            return {key: t.label for key, t in has.tables().items()}
     except Unsupported:
-        return {"input": "input embeddings"}
+        pass
+    return {"input": "input embeddings"}
 
 
 def embedding_table(loaded: Loaded, source: str = "input") -> EmbeddingTable:

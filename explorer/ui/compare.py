@@ -28,9 +28,8 @@ def options(needs: Iterable[str] | None, model_id: str) -> dict[str, str]:
         for step in steps[:-1]:
             out[f"{base}@{step}"] = f"step {step:,} of this model"
         out[base] = f"step {steps[-1]:,} of this model (trained)"
-    wanted = tuple(needs) if needs is not None else None
     for entry in session_catalogue():
-        if wanted is None or (entry.family and may_have(entry.family, wanted)):
+        if needs is None or (entry.family and may_have(entry.family, needs)):
             out.setdefault(entry.id, entry.label)
     out.pop(model_id, None)
     return out

@@ -143,8 +143,7 @@ def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model"
     With `none_label`, the first option is "none" (shown as none_label): an optional second model. kwargs go to
     st.selectbox (e.g. label_visibility).
     """
-    wanted = tuple(needs) if needs is not None else None
-    entries = [e for e in session_catalogue() if may_have(e.family, wanted)]
+    entries = [e for e in session_catalogue() if may_have(e.family, needs)]
     # projector mode: the name without its origin ("(packaged)", "(built-in)"), so that the large font shows it whole
     labels = {e.id: re.sub(r" \([^()]*\)$", "", e.label) if settings.projector() else e.label for e in entries}
     options = [e.id for e in entries] + [x for x in extra if x not in labels]
