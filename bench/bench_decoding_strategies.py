@@ -67,7 +67,7 @@ def main() -> None:
     assert all(len(g.outputs[0].ids) == NEW for g in run.generations), [len(g.outputs[0].ids) for g in run.generations]
     per = {}
     for s in strategies:
-        lm = loaded.adapter
+        lm = loaded.caps.stepper
         pr = D.prepare_prompt(lm, prompt(1), NEW)
         per[s.kind] = median_ms(lambda i, s=s: D.generate(lm, pr, s, i, 1, False), runs)
     gen_ms = median_ms(lambda i: bare(i + 1), runs)

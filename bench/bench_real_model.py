@@ -169,7 +169,7 @@ def one_loop_table(loaded, runs: int) -> None:
     sized = D.first_open(loaded)
     kinds = ("greedy", "top-k", "top-p", "beam")
     strategies = tuple(Strategy(k) for k in kinds)
-    tok, model, adapter = loaded.tokenizer, loaded.model, loaded.adapter
+    tok, model, adapter = loaded.tokenizer, loaded.model, loaded.caps.stepper
 
     def one_loop(s: str) -> None:
         D.decode_all(loaded, s, strategies, 0, sized["max_new"], sized["n"])
@@ -206,7 +206,7 @@ def captum_table(loaded, runs: int) -> None:
 
     from explorer.probes.token_attribution import attribution, baseline_inputs
 
-    adapter = loaded.adapter
+    adapter = loaded.caps.gradient
 
     def inputs(s: str, tr) -> tuple[torch.Tensor, torch.Tensor, IntegratedGradients]:
         """The sentence's embeddings E (T, C), the probe's baseline B (T, C), and Captum's IntegratedGradients of the
@@ -277,7 +277,7 @@ def floor_table(loaded, runs: int) -> None:
 
     from explorer.probes import token_attribution as T
 
-    adapter = loaded.adapter
+    adapter = loaded.caps.gradient
 
     def path_of(s: str):
         ids = torch.tensor(adapter.encode(s).ids)

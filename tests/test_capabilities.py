@@ -43,8 +43,9 @@ def test_every_shipped_model_has_exactly_what_its_family_may_have(shipped: dict[
     assert len(shipped) >= 17
     for mid, loaded in shipped.items():
         assert loaded.caps.names == C.MAY_HAVE[loaded.family], mid
-        for name in C.NAMES:  # a capability is the adapter itself, typed as its protocol
-            assert getattr(loaded.caps, name) in (None, loaded.adapter)
+        for name in C.NAMES:  # a capability is the adapter itself typed as its protocol, or one of its parts
+            cap = getattr(loaded.caps, name)
+            assert cap is None or getattr(cap, "core", cap) is loaded.adapter, (mid, name)
 
 
 def test_capabilities_follow_the_adapters_own_flags(shipped: dict[str, LoadedModel]) -> None:
@@ -54,8 +55,8 @@ def test_capabilities_follow_the_adapters_own_flags(shipped: dict[str, LoadedMod
         assert (caps.attention is not None) == bool(a.streams), mid
         assert (caps.alignment is not None) == a.is_encoder_decoder, mid
         assert (caps.recurrence is not None) == is_recurrent(a), mid
-        assert (caps.patching is not None) == can_intervene(a), mid
-        assert caps.lens is None or (a.lens_names and a.can_generate and not a.is_encoder_decoder), mid
+        assert (caps.patching is not None) == can_intervene(caps.patching or a), mid
+        assert caps.lens is None or (caps.lens.lens_names and a.can_generate and not a.is_encoder_decoder), mid
 
 
 @pytest.mark.parametrize("name", sorted(HF_FAMILIES))

@@ -56,8 +56,8 @@ def test_same_tokens_as_model_generate(gpt2, strategy):
     ns = (1,) if not strategy.do_sample else (1, 3)
     for n in ns:
         for ids in ((5, 6, 7),) if n > 1 else ((5, 6, 7), (9,)):
-            gen = D.generate(gpt2.adapter, prompt_for(ids), strategy, SEED, n=n)
-            ref = reference_generate(gpt2.adapter, ids, strategy, SEED, MAX_NEW, n)
+            gen = D.generate(gpt2.caps.stepper, prompt_for(ids), strategy, SEED, n=n)
+            ref = reference_generate(gpt2.caps.stepper, ids, strategy, SEED, MAX_NEW, n)
             assert [list(o.ids) for o in gen.outputs] == ref, (strategy.label, n, ids)
 
 
@@ -65,7 +65,7 @@ def test_global_rng_untouched(gpt2):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    D.generate(gpt2.adapter, prompt_for((5,)), Strategy("sample"), SEED, n=2)
+    D.generate(gpt2.caps.stepper, prompt_for((5,)), Strategy("sample"), SEED, n=2)
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -95,7 +95,7 @@ def test_seq2seq_same_as_generate(kind):
     """Greedy, sampling and beam search on Hugging Face encoder-decoders equal model.generate with the same seed,
     with the model's own generation settings (Marian's bad words and forced EOS, BART's forced BOS) honoured."""
     loaded = _hf_seq2seq(kind)
-    adapter = loaded.adapter
+    adapter = loaded.caps.stepper
     assert adapter.is_encoder_decoder and adapter.decoder_start == (loaded.model.config.decoder_start_token_id,)
     src = (5, 6, 7, 8, adapter.eos_ids[0])
     prompt = D.Prompt(src, adapter.decoder_start, (), (), 12)
@@ -120,7 +120,7 @@ def test_seq2seq_beam_score_equals_generate_sequences_score(kind):
     """The returned hypothesis's score (sum log p / generated_length ** length_penalty) is generate's own
     sequences_scores, and its per-token log-probabilities are the model's own (temperature 1) on that output."""
     loaded = _hf_seq2seq(kind)
-    adapter = loaded.adapter
+    adapter = loaded.caps.stepper
     src = (5, 6, 7, 8, adapter.eos_ids[0])
     for lp in (1.0, 0.0, 2.0):
         s = Strategy("beam", num_beams=4, length_penalty=lp)
@@ -178,7 +178,7 @@ def test_builtin_seq2seq_beam_equals_exhaustive_search():
 
 
 def test_greedy_is_argmax_at_every_step(gpt2):
-    gen = D.generate(gpt2.adapter, prompt_for((5, 6)), Strategy("greedy"), SEED)
+    gen = D.generate(gpt2.caps.stepper, prompt_for((5, 6)), Strategy("greedy"), SEED)
     ids = [5, 6]
     for t in gen.outputs[0].ids:
         logits = gpt2.model(torch.tensor([ids])).logits[0, -1]
@@ -188,8 +188,8 @@ def test_greedy_is_argmax_at_every_step(gpt2):
 
 def test_beam_one_equals_greedy(gpt2):
     for ids in ((5, 6), (12,), (3, 4, 30)):
-        g = D.generate(gpt2.adapter, prompt_for(ids), Strategy("greedy"), SEED).outputs[0]
-        b = D.generate(gpt2.adapter, prompt_for(ids), Strategy("beam", num_beams=1), SEED).outputs[0]
+        g = D.generate(gpt2.caps.stepper, prompt_for(ids), Strategy("greedy"), SEED).outputs[0]
+        b = D.generate(gpt2.caps.stepper, prompt_for(ids), Strategy("beam", num_beams=1), SEED).outputs[0]
         assert g.ids == b.ids
         np.testing.assert_allclose(g.logprobs, b.logprobs, atol=1e-6)  # the model's own log p, whatever the loop
 
@@ -300,7 +300,7 @@ def test_checked_messages():
 
 
 def test_bad_prompts(gpt2):
-    lm = gpt2.adapter
+    lm = gpt2.caps.stepper
     # empty prompt: start from BOS (no tokenizer needed)
     p = D.prepare_prompt(lm, "", 10)
     assert p.model_input == (0,) and any("Empty" in n for n in p.notes)
@@ -347,7 +347,7 @@ def test_builtin_models_all_strategies(which):
     strategies = tuple(Strategy(k) for k in D.KINDS)
     run = D.decode_all(loaded, "a person riding a motorcycle on", strategies, 0, 15, n=3)
     assert run.prompt_tokens[0] == "<bos>"
-    lm_adapter = loaded.adapter
+    lm_adapter = loaded.caps.stepper
     for g in run.generations:
         o = g.outputs[0]
         assert 1 <= len(o.ids) <= 15 and len(o.logprobs) == len(o.ids)
@@ -364,7 +364,7 @@ def test_builtin_models_all_strategies(which):
         else:  # one output, not n copies of it: no self-BLEU
             assert row["samples"] == 1 and row["self-BLEU"] is None
     # greedy == argmax; beam 1 == greedy on a built-in model too
-    lm = loaded.adapter
+    lm = loaded.caps.stepper
     pr = D.prepare_prompt(lm, "the computer which i had just put into the machine room", 15)
     g = D.generate(lm, pr, Strategy("greedy"), 0).outputs[0].ids
     b = D.generate(lm, pr, Strategy("beam", num_beams=1), 0).outputs[0].ids
@@ -470,18 +470,18 @@ def test_chat_template_read_from_its_output():
     assert info == D.ChatTemplate("you are a small robot", True, "<|im_start|>", ("<|im_end|>",))
     assert D.chat_template(load_model("builtin:lstm-lm")) is None and D.chat_template(tiny_gpt2()) is None
     # the system prompt the model reads: the template's own, or the one given (cut to MAX_SYSTEM characters)
-    ids, system = D.chat_ids(loaded.adapter, "what is the red car ?")
+    ids, system = D.chat_ids(loaded.caps.stepper, "what is the red car ?")
     assert system == "you are a small robot"
     tok = loaded.tokenizer
     assert ids == tok.apply_chat_template([{"role": "user", "content": "what is the red car ?"}], tokenize=True,
                                           add_generation_prompt=True, return_dict=True)["input_ids"]
-    assert loaded.adapter.sequence_strings(ids)[:3] == ["<|im_start|>", "system", "you"]
-    p = D.prepare_prompt(loaded.adapter, "what is it ?", 10, chat=True, system="a " * 600)
+    assert loaded.caps.stepper.sequence_strings(ids)[:3] == ["<|im_start|>", "system", "you"]
+    p = D.prepare_prompt(loaded.caps.stepper, "what is it ?", 10, chat=True, system="a " * 600)
     assert p.system == ("a " * 600)[:D.MAX_SYSTEM] and "1,200 characters; only its first 1,000" in p.notes[0]
     assert p.tokens[:4] == ("<|im_start|>", "system", "a", "a") and p.tokens.count("a") == 500
     assert [t for t, s in zip(p.tokens, p.special) if s] == ["<|im_start|>", "<|im_end|>"] * 2 + ["<|im_start|>"]
     with pytest.raises(DecodingError, match="does not fit in the model's 1,024 positions"):  # not cut: refused
-        D.prepare_prompt(loaded.adapter, "the red car " * 400, 10, chat=True)
+        D.prepare_prompt(loaded.caps.stepper, "the red car " * 400, 10, chat=True)
 
 
 @pytest.mark.parametrize("strategy", [Strategy("greedy"), Strategy("top-p", top_p=0.8), Strategy("beam", num_beams=3)],
@@ -498,27 +498,27 @@ def test_chat_wrapped_prompt_same_tokens_as_model_generate(strategy):
                                                    return_dict=True)["input_ids"]
         assert list(run.prompt_ids) == ids and run.chat and run.prompt_text == "what is the red car ?"
         assert run.system == (system or "you are a small robot")
-        ref = reference_generate(loaded.adapter, tuple(ids), strategy, SEED, 12, 2 if strategy.do_sample else 1)
+        ref = reference_generate(loaded.caps.stepper, tuple(ids), strategy, SEED, 12, 2 if strategy.do_sample else 1)
         assert [list(o.ids) for o in run.generations[0].outputs] == ref, (strategy.label, system)
         assert not any("may stop at once" in n for n in run.notes)
 
 
 def test_empty_prompt_names_its_start_token():
     loaded = tiny_chat_llama()
-    p = D.prepare_prompt(loaded.adapter, "", 5)
+    p = D.prepare_prompt(loaded.caps.stepper, "", 5)
     assert p.model_input == (1,) and p.tokens == ("<|im_start|>",) and p.special == (True,)
     assert p.start_note == p.notes[0] == (
         "Empty prompt: generation starts from the beginning-of-sequence token alone, <|im_start|> (the tokenizer's), "
         "which this chat model uses to open a turn: its chat template writes <|im_start|> before every message, so "
         "the model continues as if a new turn began.")
-    lstm = D.prepare_prompt(load_model("builtin:lstm-lm").adapter, "", 5)
+    lstm = D.prepare_prompt(load_model("builtin:lstm-lm").caps.stepper, "", 5)
     assert lstm.start_note == ("Empty prompt: generation starts from the beginning-of-sequence token alone, <bos> "
                                "(the model's), the token that starts every text it was trained on.")
     # chat: an empty message is an empty user turn, said so
-    p = D.prepare_prompt(loaded.adapter, "", 5, chat=True)
+    p = D.prepare_prompt(loaded.caps.stepper, "", 5, chat=True)
     assert "Empty message" in p.notes[0] and p.tokens[-2:] == ("<|im_start|>", "assistant")
     with pytest.raises(DecodingError, match="no chat template"):
-        D.prepare_prompt(tiny_gpt2().adapter, "x", 5, chat=True)
+        D.prepare_prompt(tiny_gpt2().caps.stepper, "x", 5, chat=True)
 
 
 def test_large_models_open_with_fewer_tokens():
@@ -538,14 +538,14 @@ def test_smollm2_chat_greedy_equals_model_generate():
                                                add_generation_prompt=True, return_dict=True)["input_ids"]
     assert list(run.prompt_ids) == ids
     out = run.generations[0].outputs[0]
-    assert list(out.ids) == reference_generate(loaded.adapter, tuple(ids), Strategy("greedy"), SEED, 12)[0]
+    assert list(out.ids) == reference_generate(loaded.caps.stepper, tuple(ids), Strategy("greedy"), SEED, 12)[0]
     assert out.ids[-1] == 2 and out.tokens[-1] == "<|im_end|>"  # stopped at the model's end-of-turn token
     template = D.chat_template(loaded)
     assert template.default_system == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
     assert run.system == template.default_system and template.opener == "<|im_start|>"
     raw = D.decode_all(loaded, "The capital of France is", (Strategy("greedy"),), SEED, 8)
     assert list(raw.generations[0].outputs[0].ids) == reference_generate(
-        loaded.adapter, raw.prompt_ids, Strategy("greedy"), SEED, 8)[0]
+        loaded.caps.stepper, raw.prompt_ids, Strategy("greedy"), SEED, 8)[0]
 
 
 # ----------------------------------------------------------------------------- every strategy in one loop
@@ -570,12 +570,12 @@ class _Counting:
 def test_every_strategy_in_one_loop_equals_its_own_model_generate(gpt2):
     """All of STRATEGIES at once (sampling ones with 3 samples each): one forward per step for every row, the prompt
     read once; each strategy's rows equal model.generate run for it alone with the same seed."""
-    adapter = _Counting(gpt2.adapter)
+    adapter = _Counting(gpt2.caps.stepper)
     ids = (5, 6, 7)
     gens = D.generate_all(adapter, prompt_for(ids), STRATEGIES, SEED, n=3)
     for strategy, gen in zip(STRATEGIES, gens):
         n = 3 if strategy.do_sample else 1
-        ref = reference_generate(gpt2.adapter, ids, strategy, SEED, MAX_NEW, n)
+        ref = reference_generate(gpt2.caps.stepper, ids, strategy, SEED, MAX_NEW, n)
         assert [list(o.ids) for o in gen.outputs] == ref, strategy.label
     rows = sum(3 if s.do_sample else (s.num_beams if s.kind == "beam" else 1) for s in STRATEGIES)
     assert adapter.calls[0] == ("start", 1)  # the prompt read once, for every row
@@ -586,7 +586,7 @@ def test_every_strategy_in_one_loop_equals_its_own_model_generate(gpt2):
 @pytest.mark.parametrize("kind", ["t5", "bart"])
 def test_every_strategy_in_one_loop_on_an_encoder_decoder(kind):
     loaded = _hf_seq2seq(kind)
-    adapter = loaded.adapter
+    adapter = loaded.caps.stepper
     src = (5, 6, 7, 8, adapter.eos_ids[0])
     strategies = (Strategy("greedy"), Strategy("top-p", top_p=0.9), Strategy("beam", num_beams=3),
                   Strategy("sample", temperature=1.5))
@@ -601,7 +601,7 @@ def test_the_default_decoding_view_on_smollm2_in_one_loop_equals_generate():
     """The view's defaults on the real model (greedy, top-k, top-p, beam; 3 samples; 20 new tokens): every row equals
     model.generate for its strategy alone."""
     loaded = load_model("pretrained:smollm2")
-    adapter = loaded.adapter
+    adapter = loaded.caps.stepper
     defaults = D.first_open(loaded)
     prompt = D.prepare_prompt(adapter, "The capital of France is", defaults["max_new"])
     strategies = tuple(Strategy(k) for k in BY_PATH["decoding-strategies"].params["strategies"].default)
@@ -717,7 +717,7 @@ def test_the_builtin_translation_models_decode_in_the_view() -> None:
     greedy = run.generations[0].outputs[0]
     own = alignment_trace(loaded, text, decoding="greedy")
     assert greedy.ids and tuple(greedy.ids) == tuple(own.out_ids)
-    assert run.is_encoder_decoder and run.start_ids == tuple(loaded.adapter.decoder_start)
+    assert run.is_encoder_decoder and run.start_ids == tuple(loaded.caps.stepper.decoder_start)
     assert run.prompt_text == text  # the source, not its ids read in the target vocabulary
     from explorer.viz.decoding_strategies import logprob_lines
     from explorer.viz.theme import NORMAL
@@ -725,5 +725,5 @@ def test_the_builtin_translation_models_decode_in_the_view() -> None:
     fig = logprob_lines(["greedy"], [greedy.logprobs], NORMAL, run.prompt_text, source=True)
     assert fig.layout.title.text == "Log p of each output token for “…signed in august 1992 .”"
     sv = D.step_view(loaded, run.prompt_ids, run.start_ids, greedy.ids, Strategy("greedy"), 2, 1.0)
-    target = loaded.adapter.sequence_strings(list(run.start_ids) + list(greedy.ids[:2]))
+    target = loaded.caps.stepper.sequence_strings(list(run.start_ids) + list(greedy.ids[:2]))
     assert sv.context == tuple(target) and sv.chosen == greedy.ids[2]

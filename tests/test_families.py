@@ -103,7 +103,7 @@ def _cells(name: str) -> dict[str, str]:
         np.testing.assert_allclose(mp.bias[:, n - 1], module.compute_bias(n, n)[0, :, 0, 0].detach().numpy(), atol=TOL)
     elif mp.kind in ("learned", "sinusoidal"):  # the row of position 0, as each family's code counts
         offset = {"opt": 2, "bart": 2, "mbart": 2, "roberta": 1}.get(name, 0)
-        assert lm.adapter.position_table().offset == offset
+        assert lm.caps.positions.position_table().offset == offset
     row["Positions"] = "✓ " + mp.kind if mp.kind != "none" else "—"
 
     table = E.embedding_table(lm)

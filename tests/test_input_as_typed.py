@@ -103,7 +103,7 @@ def test_decoder_views_feed_the_tokenizers_ids(models, name):
         assert _same(attribution(m, text, "", 8, "prediction").inputs, ids, m), ("token attribution", text)
         if name == "gpt2":  # a learned position table: the sentence's vectors (rotary models have no table)
             assert _same(sentence_vectors(m, text).tokens, ids, m), ("positional encodings", text)
-        assert list(D.prepare_prompt(m.adapter, text, 5).model_input) == ids, ("decoding", text)
+        assert list(D.prepare_prompt(m.caps.stepper, text, 5).model_input) == ids, ("decoding", text)
         # interventions: the prompt as typed but its trailing whitespace, said in a note
         stripped = text.rstrip()
         got, _, notes = I._encode(m.adapter, text, "clean")
@@ -120,7 +120,7 @@ def test_chat_template_reads_the_message_as_typed(models):
 
     m = _model(models, "smollm2")
     for text in TYPED:
-        prompt = D.prepare_prompt(m.adapter, text, 5, chat=True, system="Answer\tbriefly.\n")
+        prompt = D.prepare_prompt(m.caps.stepper, text, 5, chat=True, system="Answer\tbriefly.\n")
         ref = m.tokenizer.apply_chat_template([{"role": "system", "content": "Answer\tbriefly.\n"},
                                                {"role": "user", "content": text}], tokenize=True,
                                               add_generation_prompt=True, return_dict=True)["input_ids"]

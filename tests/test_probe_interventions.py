@@ -133,7 +133,7 @@ def test_exact_patching_equals_hooks_on_a_copy(model_id, kind, hf_zoo):
     parts = _gpt_parts if model_id.startswith("builtin") else _hf_parts
     grid = I.patching(loaded, *args, kind)
     ref = _reference_grid(loaded.model, parts, kind, clean_ids, corrupt_ids, c.answer_id, c.wrong_id,
-                          loaded.adapter.intervention_layout().n_heads)
+                          loaded.caps.patching.intervention_layout().n_heads)
     np.testing.assert_allclose(grid.values, ref, atol=TOL, rtol=0)
     assert grid.check <= TOL  # the fast path (resuming at a block) was used and reproduces the model's own numbers
     np.testing.assert_allclose(grid.restored, (ref - c.corrupted.ld) / (c.clean.ld - c.corrupted.ld), atol=1e-4)
@@ -143,7 +143,7 @@ def test_resume_equals_the_whole_run_on_smollm2_sized_llama(hf_zoo):
     """The fast path is exact on rotary GQA blocks: every row of a residual grid computed both ways."""
     loaded = load_model(hf_zoo["llama"])
     fast = I.patching(loaded, *HF, "resid")
-    slow_adapter = loaded.adapter
+    slow_adapter = loaded.caps.patching
     original = slow_adapter.resume_logits
     try:
         slow_adapter.resume_logits = lambda *a, **k: (_ for _ in ()).throw(NotImplementedError())
@@ -344,7 +344,7 @@ def test_ablating_a_head_is_zeroing_its_output_in_a_hook(model_id, hf_zoo):
     args = prompts(model_id)
     c, clean_ids, _ = _tokens(loaded, args)
     parts = _gpt_parts if model_id.startswith("builtin") else _hf_parts
-    H = loaded.adapter.intervention_layout().n_heads
+    H = loaded.caps.patching.intervention_layout().n_heads
     result = I.ablation(loaded, args[0], ("L1H1",), "zero", *args[1:])
     model = copy.deepcopy(loaded.model)
     proj = parts(model)[3][1]

@@ -203,7 +203,7 @@ def test_minilm_layer_is_the_models_own(minilm: LoadedModel) -> None:
         ids = torch.tensor([enc.ids])
         with torch.inference_mode():
             minilm.model(input_ids=ids)
-            mine, _ = minilm.adapter.first_attention(enc, positions=True, causal=False)
+            mine, _ = minilm.caps.positions.first_attention(enc, positions=True, causal=False)
             rec = minilm.adapter.run(enc, names=("embed", "pos_embed"))
             emb = minilm.model.embeddings
             x = emb.LayerNorm(torch.from_numpy(rec["embed"] + rec["pos_embed"]) + emb.token_type_embeddings.weight[0])
@@ -263,7 +263,7 @@ def test_tiny_gpt2_positions_and_layer(tiny_gpt2, monkeypatch: pytest.MonkeyPatc
     try:
         with torch.inference_mode():
             loaded.model(input_ids=ids)
-            mine, what = loaded.adapter.first_attention(enc, positions=True, causal=True)
+            mine, what = loaded.caps.positions.first_attention(enc, positions=True, causal=True)
     finally:
         handle.remove()
     np.testing.assert_allclose(mine, captured["y"][0].numpy(), atol=1e-5)
@@ -297,8 +297,8 @@ def test_builtin_tiny_gpt_positions_and_attention(positions: str) -> None:
     with torch.inference_mode():  # block 0's attention on token + position embeddings, as GPT.forward computes it
         ref = model.h[0].attn(model.h[0].ln_1(model.wte(ids) + model.position_embeddings(len(enc.ids))))
         no_pos = model.h[0].attn(model.h[0].ln_1(model.wte(ids)), causal=False)
-    np.testing.assert_allclose(loaded.adapter.first_attention(enc, True, True)[0], ref[0].numpy(), atol=1e-6)
-    np.testing.assert_allclose(loaded.adapter.first_attention(enc, False, False)[0], no_pos[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(loaded.caps.positions.first_attention(enc, True, True)[0], ref[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(loaded.caps.positions.first_attention(enc, False, False)[0], no_pos[0].numpy(), atol=1e-6)
     pt = P.permutation_experiment(loaded, "the dog bit the man .", seed=0)
     assert pt.max_nopos < 1e-5 and len(pt.tokens) == 7 and pt.tokens[0] == pt.shuffled[0] == "<bos>"
     sv = P.sentence_vectors(loaded, "the man bit the dog " * 10)  # longer than block_size 16

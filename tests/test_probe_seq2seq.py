@@ -342,7 +342,7 @@ def test_shipped_luong_models_show_input_feeding(name):
 def test_cross_attention_formula_shows_the_models_own_scaling():
     """T5 does not scale q·k (its attention modules multiply by 1); Marian scales by 1/√d: the formula says so."""
     t5, marian = hf_loaded("t5"), hf_loaded("marian")
-    f5, fm = t5.adapter.cross_form(), marian.adapter.cross_form()
+    f5, fm = t5.caps.alignment.cross_form(), marian.caps.alignment.cross_form()
     assert f5.scaling == (1.0, 1.0) and all(s == pytest.approx(8 ** -0.5) for s in fm.scaling) and fm.head_dim == 8
     tex5, words5 = viz_seq2seq.equation(f5)
     texm, _ = viz_seq2seq.equation(fm)

@@ -79,17 +79,17 @@ def _captum_rows(lm, text: str, tr, rows):
     point, halved at the ends, so its method gives (n − 1)/n T_n)."""
     from captum.attr import IntegratedGradients
 
-    ids = torch.tensor(lm.adapter.encode(text).ids)
-    E = lm.adapter.embed_ids(ids).detach().float()
-    B, _, _ = baseline_inputs(lm.adapter, E)
+    ids = torch.tensor(lm.caps.gradient.encode(text).ids)
+    E = lm.caps.gradient.embed_ids(ids).detach().float()
+    B, _, _ = baseline_inputs(lm.caps.gradient, E)
     D = E - B
     out = []
-    predicted = int(lm.adapter.logits_from_embeddings(E[None])[0, -1].argmax())
+    predicted = int(lm.caps.gradient.logits_from_embeddings(E[None])[0, -1].argmax())
     for r in rows:
         p = tr.position[r]
         y = int(ids[p + 1]) if p + 1 < len(ids) else predicted
         ig = IntegratedGradients(
-            lambda x, p=p, y=y: torch.log_softmax(lm.adapter.logits_from_embeddings(x)[:, p], -1)[:, y])
+            lambda x, p=p, y=y: torch.log_softmax(lm.caps.gradient.logits_from_embeddings(x)[:, p], -1)[:, y])
         total = torch.zeros(E.shape[0], dtype=torch.float64)
         for a, b in zip(tr.edges[r][:-1], tr.edges[r][1:]):
             ends = {"inputs": (B + b * D)[None], "baselines": (B + a * D)[None]}

@@ -39,7 +39,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Self, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Self, Sequence
 
 import numpy as np
 import torch
@@ -194,8 +194,13 @@ class Adapter:
     def __init__(self, loaded: Any) -> None:
         self.loaded = loaded
         self.model = loaded.model
-        self.id = str(loaded.id)
+        self._id = str(loaded.id)
         self.device = torch.device(loaded.device)
+
+    @property
+    def id(self) -> str:
+        """The model's id (explorer.loading.catalogue), as the views name it."""
+        return self._id
 
     @classmethod
     def of(cls, model: torch.nn.Module, **vocabs: Any) -> Self:
@@ -290,7 +295,9 @@ class Positions:
     method says where the model has no such thing (it raises Unsupported). Mixed into the transformer adapters (the
     built-in GPT and masked LM, Hugging Face) before Adapter; the other adapters do not have it."""
 
-    id: str
+    if TYPE_CHECKING:
+        @property
+        def id(self) -> str: ...
 
     def position_scheme(self) -> PositionScheme:
         """How this model knows positions: its position table's kind, or "none"."""

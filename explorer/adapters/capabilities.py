@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from explorer.adapters.base import Adapter
-from explorer.adapters.protocols import (Capabilities, aligns, can_intervene, differentiates, generates,
-                                         has_attention, has_tables, is_recurrent, knows_positions, unembeds)
+from explorer.adapters.protocols import (Capabilities, Reads, aligns, can_intervene, differentiates, generates,
+                                         has_attention, has_tables, is_composed, is_recurrent, knows_positions,
+                                         unembeds)
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,23 @@ def families_with(needs: Iterable[str] | None) -> list[str]:
 
 
 def of(a: Adapter) -> Capabilities:
-    """The capabilities of adapter `a`, read from its flags and from what its class implements (never raises)."""
+    """The capabilities of adapter `a`, read from its flags and from what it implements (never raises). Where `a` is
+    composed of parts (Hugging Face: explorer.adapters.hf_parts), each capability is read from its part of that
+    name (the adapter itself where it has none)."""
+    def part(name: str) -> Reads:
+        return a.part(name) if is_composed(a) else a
+
     one_way = a.can_generate and not a.is_encoder_decoder
-    transformer = has_attention(a)
+    transformer = has_attention(part("attention"))
     return Capabilities(
-        stepper=a if generates(a) else None,
-        lens=a if one_way and unembeds(a) else None,
-        gradient=a if differentiates(a) else None,
-        attention=a if has_attention(a) else None,
-        positions=a if transformer and knows_positions(a) else None,
+        stepper=s if generates(s := part("stepper")) else None,
+        lens=le if one_way and unembeds(le := part("lens")) else None,
+        gradient=g if differentiates(g := part("gradient")) else None,
+        attention=at if has_attention(at := part("attention")) else None,
+        positions=po if transformer and knows_positions(po := part("positions")) else None,
         fill_in=a if transformer and not a.causal and not a.is_encoder_decoder else None,
-        alignment=a if aligns(a) else None,
-        recurrence=a if is_recurrent(a) else None,
-        patching=a if can_intervene(a) else None,
-        tables=a if has_tables(a) else None,
+        alignment=al if aligns(al := part("alignment")) else None,
+        recurrence=r if is_recurrent(r := part("recurrence")) else None,
+        patching=pa if can_intervene(pa := part("patching")) else None,
+        tables=t if has_tables(t := part("tables")) else None,
     )

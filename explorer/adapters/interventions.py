@@ -328,7 +328,10 @@ class PatchesBlocks:
     the adapter gives `_block_logits(ids (B, T)) -> (B, V)` at the last position and `unembed`."""
 
     patch_sites: TransformerSites | None = None
-    can_generate: bool = False
+
+    if TYPE_CHECKING:
+        @property
+        def can_generate(self) -> bool: ...
 
     def intervention_layout(self) -> Layout | None:
         """None unless the blocks were found and the model predicts the next token (a masked LM does not)."""

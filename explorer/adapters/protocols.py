@@ -290,57 +290,70 @@ class Capabilities:
         return frozenset(f.name for f in fields(self) if getattr(self, f.name) is not None)
 
 
-def can_intervene(adapter: Adapter) -> TypeGuard[Intervenes]:
+class Composed(Protocol):
+    """An adapter composed of parts (explorer.adapters.parts: the Hugging Face adapter): each capability is read from
+    its part of that name."""
+
+    def part(self, name: str) -> Reads:
+        """Its part for the capability `name` (explorer.adapters.capabilities.NAMES), itself where it has none."""
+
+
+def is_composed(adapter: Adapter) -> TypeGuard[Composed]:
+    """Whether `adapter` is composed of parts (it implements Composed; the Adapter base does not)."""
+    return callable(getattr(adapter, "part", None))
+
+
+def can_intervene(adapter: Reads) -> TypeGuard[Intervenes]:
     """Whether `adapter` can run with patched activations (it implements Intervenes and found its sites)."""
     layout = getattr(adapter, "intervention_layout", None)
     return callable(layout) and layout() is not None
 
 
-def unembeds(adapter: Adapter) -> TypeGuard[Unembeds]:
+def unembeds(adapter: Reads) -> TypeGuard[Unembeds]:
     """Whether `adapter` names the states a logit lens reads and has the output layer to read them through (it
     implements Unembeds: the built-in GPT and masked LM, the recurrent LMs and Hugging Face models; the Adapter base
     does not)."""
     return bool(getattr(adapter, "lens_names", ())) and callable(getattr(adapter, "unembed", None))
 
 
-def generates(adapter: Adapter) -> TypeGuard[Generates]:
+def generates(adapter: Reads) -> TypeGuard[Generates]:
     """Whether `adapter` can generate token by token (it implements Generates' start / step / reorder and its model
     has a head that predicts the next token; the Adapter base does not)."""
     return adapter.can_generate and callable(getattr(adapter, "step", None))
 
 
-def has_tables(adapter: Adapter) -> TypeGuard[HasTables]:
+def has_tables(adapter: Reads) -> TypeGuard[HasTables]:
     """Whether `adapter` gives embedding tables (it implements HasTables: every adapter of the explorer does; the
     Adapter base does not)."""
     return callable(getattr(adapter, "tables", None))
 
 
-def differentiates(adapter: Adapter) -> TypeGuard[Differentiates]:
+def differentiates(adapter: Reads) -> TypeGuard[Differentiates]:
     """Whether `adapter` gives a generated output's logits as a differentiable function of its input embeddings (it
     implements Differentiates: the built-in GPT, RNN LMs and seq2seq, Hugging Face; the Adapter base does not)."""
     return adapter.can_generate and all(callable(getattr(adapter, name, None))
                                         for name in ("step", "tables", "logits_from_embeddings"))
 
 
-def has_attention(adapter: Adapter) -> TypeGuard[HasAttention]:
+def has_attention(adapter: Reads) -> TypeGuard[HasAttention]:
     """Whether `adapter` records per-head attention and says how to read it (it implements HasAttention: the
     transformer adapters, explorer.adapters.base.Attends; the Adapter base does not)."""
     return bool(adapter.streams) and callable(getattr(adapter, "scalings", None))
 
 
-def knows_positions(adapter: Adapter) -> TypeGuard[KnowsPositions]:
+def knows_positions(adapter: Reads) -> TypeGuard[KnowsPositions]:
     """Whether `adapter` reads how a transformer knows word order (it implements KnowsPositions: the transformer
     adapters, explorer.adapters.base.Positions; the Adapter base does not)."""
     return callable(getattr(adapter, "first_attention", None)) and callable(getattr(adapter, "rotary", None))
 
 
-def aligns(adapter: Adapter) -> TypeGuard[Aligns]:
+def aligns(adapter: Reads) -> TypeGuard[Aligns]:
     """Whether `adapter` reads an encoder-decoder whose attention it can describe (it implements Aligns: only the
     encoder-decoder adapters have `attention_kind` and `cross_form`; the Adapter base does not)."""
     return adapter.is_encoder_decoder and callable(getattr(adapter, "cross_form", None))
 
 
-def is_recurrent(adapter: Adapter) -> TypeGuard[Recurrent]:
+def is_recurrent(adapter: Reads) -> TypeGuard[Recurrent]:
     """Whether `adapter` reads a recurrent network (its `recurrent` flag): then it has `weights` and `net`."""
     return bool(getattr(adapter, "recurrent", False))
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from explorer.adapters.protocols import Loaded
+from explorer.adapters.protocols import KnowsPositions, Loaded
 from explorer.runtime import budget
 from explorer.adapters.base import Unsupported
 from explorer.adapters.examples import left_to_right, unknown_words
@@ -65,7 +65,7 @@ PAIRS_GENERATED = {True: ("the farmers feed the dog", "the old woman saw the dog
                    False: ("the dog sleeps in the garden", "the dog chased the cat", "dog")}
 
 
-def reads_left_to_right(adapter: Any) -> bool:
+def reads_left_to_right(adapter: object) -> bool:
     """Whether the model's hidden state at a token reads only the tokens before it (known before a run): a causal
     transformer, or a recurrent language model (one direction: it predicts the next word); the example sentences
     follow the same rule."""
@@ -90,9 +90,11 @@ def drift_pair(loaded: Loaded) -> tuple[str, str, str]:
     return pair
 
 
-def _position_kind(adapter: Any) -> str:
+def _position_kind(positions: KnowsPositions | None) -> str:
+    if positions is None:
+        return ""
     try:
-        return str(adapter.position_scheme().kind)
+        return str(positions.position_scheme().kind)
     except Exception:  # a model whose position scheme cannot be read: said as unknown, never guessed
         return ""
 
@@ -122,7 +124,7 @@ def contextual(loaded: Loaded, text: str) -> ContextTrace:
         what = (f"{whose}hidden states: the embeddings (the residual stream entering layer 0), then the output of "
                 f"each layer 0 … {L - 1} (block l's residual stream)"
                 + ("; the last as the model returns it, after its final norm" if normed else ""))
-        left_to_right, positions = bool(adapter.causal) and not p, _position_kind(adapter)
+        left_to_right, positions = bool(adapter.causal) and not p, _position_kind(loaded.caps.positions)
     elif rec.layers(p + "rnn.{l}.out"):
         layers = rec.layers(p + "rnn.{l}.out")
         keys = [p + "embed"] + [f"{p}rnn.{layer}.out" for layer in layers]

@@ -157,11 +157,12 @@ def price(shape: budget.Shape, tokens: int) -> budget.Price:
 
 def _no_lens(loaded: Loaded, mid: str) -> str:
     """Why `loaded` has no logit lens (the adapter's own reason first)."""
-    a = loaded.adapter
+    a, caps = loaded.adapter, loaded.caps
     why = "has no layers and next-token prediction"
-    if unembeds(a):  # it has layers and an output layer, but that layer does not predict the next token
-        why = "has no language-model head that predicts the next token" + \
-              ("" if a.can_generate else " (it reads the sentence both ways)")
+    if caps.fill_in is not None:  # an encoder: its layers read the sentence both ways
+        why = "has no language-model head that predicts the next token (it reads the sentence both ways)"
+    elif unembeds(a) or (caps.attention is not None and not a.is_encoder_decoder):  # layers, no next-token head
+        why = "has no language-model head that predicts the next token"
     return a.reason or (f"{mid} {why}, so there is no next-token prediction to read its layers through: pick a "
                         "decoder (the built-in GPT, a Hugging Face causal LM) or a recurrent language model.")
 
