@@ -81,7 +81,7 @@ if other_id is not None and (other := get_model(other_id)) is not None:
 show(V.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out, peak,
                            model=loaded.id if trace_b is not None else ""), origin,
      key="attr_heatmap", filename="attribution", fold=True)
-if peak is not None and trace_b is None:
+if peak is not None and trace_b is None and trained is not None:  # a peak of the trained model's
     caption(f"Colours from −{peak:.3f} to {peak:.3f}: the largest |{method}| of the trained model "
                f"({md(trained.id)}) on this sentence, at every training step.")
 if trace_b is not None and values_b is not None:

@@ -27,7 +27,7 @@ import re
 import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Hashable, Iterable, Mapping, TypeVar
 from urllib.parse import quote, urlencode
 
 import yaml
@@ -37,6 +37,7 @@ from explorer.loading import pretrained
 from explorer.loading.catalogue import ROOT, ModelId, builtin_names, catalogue
 from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.errors import ViewError
+from explorer.runtime.json_value import JSON, JSONDict
 from explorer.views import MODEL_NEEDS, PARAMS, VIEWS
 
 LESSON_DIR = ROOT / "assets" / "lessons"
@@ -52,6 +53,7 @@ GLOBAL_PARAMS: dict[str, object] = {"projector": "bool"}  # read by the sidebar 
 LESSON_FIELDS = ("title", "summary", "intro", "projector", "steps")
 STEP_FIELDS = ("title", "page", "params", "caption", "question")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+K = TypeVar("K", bound=Hashable)  # a mapping's keys as read from a file (YAML keys may be other than text)
 
 
 class NotInstalled(ValueError):
@@ -88,7 +90,7 @@ _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 2, 4, 4, 40, 40
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A short repr of a value from a file: bounded work and length whatever its size (reprlib)."""
     return _clip(_REPR.repr(value), 120)
 
@@ -173,7 +175,7 @@ def view_script(page: str) -> str:
     return next(v.script for v in VIEWS if v.url_path == page)
 
 
-def to_url_value(value: Any) -> str:
+def to_url_value(value: object) -> str:
     """A parameter value as the views write it to the URL (explorer.ui.state.write): bools 0/1, lists comma-joined."""
     if isinstance(value, bool):
         return "1" if value else "0"
@@ -200,7 +202,7 @@ def _float(text: str) -> bool:
         return False
 
 
-def _scalar(value: Any, what: str) -> str:
+def _scalar(value: object, what: str) -> str:
     if isinstance(value, (dict, list, tuple)) or value is None:
         raise ValueError(f"must be {what}, not {'empty' if value is None else type(value).__name__}")
     return to_url_value(value)
@@ -229,7 +231,7 @@ def _check_model(value: str, page: str) -> None:
         raise NotInstalled(value, pretrained.PACKAGED[mid.name].install)
 
 
-def check_value(page: str, key: str, kind: object, value: Any) -> str:
+def check_value(page: str, key: str, kind: object, value: object) -> str:
     """The URL value of parameter `key` of view `page`; raises ValueError saying what the value must be."""
     if isinstance(kind, list):  # several of the choices
         items = value if isinstance(value, (list, tuple)) else [v for v in _scalar(value, "a list").split(",") if v]
@@ -276,7 +278,7 @@ def allowed_params(page: str) -> dict[str, object]:
     return {**PARAMS.get(page, {}), **GLOBAL_PARAMS}
 
 
-def check_params(page: str, params: Mapping[Any, Any], source: str = "",
+def check_params(page: str, params: Mapping[K, object], source: str = "",
                  step: int | None = None) -> tuple[tuple[str, str], ...]:
     """Validated (name, URL value) pairs for view `page`; LessonError names the step and the field."""
     allowed = allowed_params(page)
@@ -300,7 +302,7 @@ def check_params(page: str, params: Mapping[Any, Any], source: str = "",
 
 
 # ------------------------------------------------------------------------------------------------ parsing
-def _text_field(data: Mapping, name: str, source: str, step: int | None, required: bool) -> str:
+def _text_field(data: Mapping[str, object], name: str, source: str, step: int | None, required: bool) -> str:
     value = data.get(name)
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
@@ -311,14 +313,14 @@ def _text_field(data: Mapping, name: str, source: str, step: int | None, require
     return str(value).strip()
 
 
-def _unknown(data: Mapping, fields: tuple[str, ...], source: str, step: int | None) -> None:
+def _unknown(data: Mapping[K, object], fields: tuple[str, ...], source: str, step: int | None) -> None:
     for key in data:
         if str(key) not in fields:
             raise LessonError(f"is not a lesson field{_near(str(key), fields)}; fields: {', '.join(fields)}",
                               source, step, _clip(str(key)))
 
 
-def parse_step(data: Any, number: int, source: str = "") -> Step:
+def parse_step(data: object, number: int, source: str = "") -> Step:
     """One step from its YAML mapping; `number` is 1-based (for messages)."""
     if not isinstance(data, dict):
         raise LessonError(f"must be a mapping with the fields {', '.join(STEP_FIELDS)}, not "
@@ -386,7 +388,7 @@ def parse_lesson(text: str, lesson_id: str, source: str = "", markdown: bool = F
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML was built with it
 
 
-def load_yaml(text: str, source: str = "") -> Any:
+def load_yaml(text: str, source: str = "") -> object:
     """The value of a lesson's YAML, read with the safe loader after a pass over its events that refuses anchors and
     aliases (`&a`, `*a`: a few hundred bytes of nested aliases stand for gigabytes once expanded — a "billion
     laughs"; lessons never need them) and nesting deeper than MAX_YAML_DEPTH, before any value is built.
@@ -479,7 +481,7 @@ def step_url(lesson: Lesson, index: int, base: str = "", projector: bool | None 
     return f"{base.rstrip('/')}/{lesson.steps[index].page}?{urlencode(query, quote_via=quote)}"
 
 
-def current_params(page: str, values: Mapping[str, Any]) -> dict[str, str]:
+def current_params(page: str, values: Mapping[str, object]) -> dict[str, str]:
     """The view state to save as a step: the values of the view's own parameters (not projector, not the lesson
     context), as URL values; values a step would reject are left out."""
     out: dict[str, str] = {}
@@ -492,7 +494,7 @@ def current_params(page: str, values: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _typed(page: str, key: str, value: str) -> Any:
+def _typed(page: str, key: str, value: str) -> JSON:
     """A URL value as YAML of the parameter's kind: numbers as numbers, bools as true/false, lists as lists."""
     kind = PARAMS.get(page, {}).get(key, GLOBAL_PARAMS.get(key))
     if kind == "bool":
@@ -509,8 +511,8 @@ def _typed(page: str, key: str, value: str) -> Any:
     return value
 
 
-def step_dict(step: Step) -> dict[str, Any]:
-    out: dict[str, Any] = {"title": step.title, "page": step.page}
+def step_dict(step: Step) -> JSONDict:
+    out: JSONDict = {"title": step.title, "page": step.page}
     if step.params:
         out["params"] = {k: _typed(step.page, k, v) for k, v in step.params}
     out["caption"] = step.caption
@@ -519,7 +521,7 @@ def step_dict(step: Step) -> dict[str, Any]:
     return out
 
 
-def _dump(data: Any) -> str:
+def _dump(data: JSON) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
 
 
@@ -530,7 +532,7 @@ def step_yaml(step: Step) -> str:
 
 def lesson_yaml(lesson: Lesson) -> str:
     """A complete lesson file (parse_lesson of it gives the lesson back)."""
-    data: dict[str, Any] = {"title": lesson.title}
+    data: JSONDict = {"title": lesson.title}
     if lesson.summary:
         data["summary"] = lesson.summary
     if lesson.intro:

@@ -16,13 +16,32 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import (TYPE_CHECKING, Callable, Generic, ParamSpec, Sequence, TypeAlias, TypedDict, TypeGuard, TypeVar,
+                    Unpack)
 
 import plotly.graph_objects as go
 import torch
 
 from explorer.runtime.errors import ViewError
 from explorer.viz.theme import Theme, get_theme
+
+if TYPE_CHECKING:
+    from explorer.loading.loaders import LoadedModel
+    from explorer.loading.model_cache import ModelCache
+    from explorer.probes.decoding_strategies import DecodingRun
+    from explorer.probes.gradients_through_time import GradientTrace
+    from explorer.probes.interventions import PatchGrid
+    from explorer.probes.logit_lens import LensTrace
+    from explorer.probes.lstm_gates import GateTrace
+    from explorer.probes.masked_words import MaskedTrace
+    from explorer.probes.position_formulas import SinusoidalTrace
+    from explorer.probes.positional_encodings import LearnedTrace
+    from explorer.probes.self_attention import AttentionTrace
+    from explorer.probes.seq2seq import AlignmentTrace
+    from explorer.probes.token_attribution import AttributionTrace
+    from explorer.probes.word_embeddings import EmbeddingTable
+    from explorer.runtime.hf_runtime import PreTrainedModel
+    from explorer.training.curves import SeriesCurves
 
 __all__ = ["ViewResult", "NotebookError", "read", "lstm_gates", "self_attention", "positional_encodings",
            "word_embeddings", "decoding_strategies", "logit_lens", "token_attribution", "gradients_through_time",
@@ -33,17 +52,35 @@ class NotebookError(ViewError, ValueError):
     """What a view says instead of a chart (str(): the message)."""
 
 
+# What a view reads as `model`: a catalogue id, a LoadedModel, or a module in memory (Hugging Face or a student's).
+Model: TypeAlias = "str | LoadedModel | torch.nn.Module"
+Row = dict[str, str | int | float]  # one row of a view's table
+TraceT = TypeVar("TraceT")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class ReadArgs(TypedDict, total=False):
+    """The keyword arguments of `read` a view passes on."""
+
+    tokenizer: object
+    vocab: Sequence[str] | dict[str, int] | None
+    device: str
+    dtype: str
+    task: str | None
+
+
 @dataclass
-class ViewResult:
+class ViewResult(Generic[TraceT]):
     """A view's answer: `figures` (name -> Plotly figure, in the view's order), `trace` (the probe's record: the
     numbers the figures draw), `notes` (what the view says about its input or about what it inferred)."""
 
     view: str
     model_id: str
     figures: dict[str, go.Figure]
-    trace: Any
+    trace: TraceT
     notes: tuple[str, ...] = ()
-    tables: dict[str, list[dict]] = field(default_factory=dict)
+    tables: dict[str, list[Row]] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> go.Figure:
         return self.figures[name]
@@ -75,10 +112,10 @@ class ViewResult:
 
 
 # ------------------------------------------------------------------------------------------------ models
-_CACHE: Any = None  # the app's own bounded model cache (explorer.loading.model_cache), made on first use
+_CACHE: ModelCache | None = None  # the app's own bounded model cache (explorer.loading.model_cache), made on first use
 
 
-def _models() -> Any:
+def _models() -> ModelCache:
     global _CACHE
     if _CACHE is None:
         from explorer.loading.model_cache import ModelCache
@@ -87,8 +124,8 @@ def _models() -> Any:
     return _CACHE
 
 
-def read(model: Any, tokenizer: Any = None, vocab: Sequence[str] | dict[str, int] | None = None,
-         device: str = "cpu", dtype: str = "float32", task: str | None = None) -> Any:
+def read(model: Model, tokenizer: object = None, vocab: Sequence[str] | dict[str, int] | None = None,
+         device: str = "cpu", dtype: str = "float32", task: str | None = None) -> LoadedModel:
     """The explorer's LoadedModel of `model`: a catalogue id (loaded once per process), a LoadedModel, a Hugging Face
     model in memory (`tokenizer`: its tokenizer; attention switched to eager so that its weights can be read), or any
     other nn.Module, read from its state dict as an uploaded checkpoint is (its recurrent layers inferred from the
@@ -106,9 +143,15 @@ def read(model: Any, tokenizer: Any = None, vocab: Sequence[str] | dict[str, int
     if not isinstance(model, torch.nn.Module):
         raise NotebookError(f"A model is a catalogue id, a Hugging Face model or an nn.Module; got "
                             f"{type(model).__name__}.")
-    if hasattr(model, "config") and getattr(model.config, "model_type", None):
+    if _is_hugging_face(model):
         return _hugging_face(model, tokenizer, dtype)
     return _module(model, vocab, device, dtype)
+
+
+def _is_hugging_face(model: torch.nn.Module) -> TypeGuard[PreTrainedModel]:
+    """Whether `model` is a Hugging Face model: it has a config with a model type (read by duck typing, so that
+    transformers is not imported here)."""
+    return hasattr(model, "config") and bool(getattr(model.config, "model_type", None))
 
 
 def _digest(module: torch.nn.Module) -> str:
@@ -119,10 +162,10 @@ def _digest(module: torch.nn.Module) -> str:
     return h.hexdigest()[:12]
 
 
-def _hugging_face(model: Any, tokenizer: Any, dtype: str) -> Any:
+def _hugging_face(model: PreTrainedModel, tokenizer: object, dtype: str) -> LoadedModel:
     from explorer.loading.loaders import LoadedModel, _hf_family
 
-    config: Any = model.config
+    config = model.config
     name = type(model).__name__
     family = _hf_family(config)
     task = ("masked-lm" if name.endswith("ForMaskedLM") else "seq2seq-lm" if family == "encoder-decoder" else
@@ -142,7 +185,8 @@ def _hugging_face(model: Any, tokenizer: Any, dtype: str) -> Any:
                        tokenizer=tokenizer, notes=notes)
 
 
-def _module(model: torch.nn.Module, vocab: Any, device: str, dtype: str) -> Any:
+def _module(model: torch.nn.Module, vocab: Sequence[str] | dict[str, int] | None, device: str,
+            dtype: str) -> LoadedModel:
     from safetensors.torch import save
 
     from explorer.files.safe_load import ModelLoadError, read_weights
@@ -166,7 +210,7 @@ def _module(model: torch.nn.Module, vocab: Any, device: str, dtype: str) -> Any:
     return loaded
 
 
-def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+def _run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     try:
         return fn(*args, **kwargs)
     except ViewError as exc:
@@ -177,13 +221,14 @@ def _theme(projector: bool) -> Theme:
     return get_theme(projector)
 
 
-def _notes(loaded: Any, *more: Sequence[str]) -> tuple[str, ...]:
+def _notes(loaded: LoadedModel, *more: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*getattr(loaded, "notes", []), *(n for m in more for n in m)]))
 
 
 # ------------------------------------------------------------------------------------------------ views
-def lstm_gates(model: Any, text: str, gate: str = "c", layer: int = 0, direction: int = 0, sort: str = "variance",
-               top: int = 64, unit: int | None = None, projector: bool = False, **read_args: Any) -> ViewResult:
+def lstm_gates(model: Model, text: str, gate: str = "c", layer: int = 0, direction: int = 0, sort: str = "variance",
+               top: int = 64, unit: int | None = None, projector: bool = False,
+               **read_args: Unpack[ReadArgs]) -> ViewResult[GateTrace]:
     """Inside the recurrent cell: figures "heatmap" (token × unit, state `gate`, the `top` units by `sort`) and
     "unit_lines" (every state of `unit`, default the first unit shown). trace: explorer.probes.lstm_gates.GateTrace."""
     from explorer.probes import lstm_gates as P
@@ -202,8 +247,9 @@ def lstm_gates(model: Any, text: str, gate: str = "c", layer: int = 0, direction
         {"what was read from the model": [{"what": what, "value": value} for what, value in trace.inferred]})
 
 
-def self_attention(model: Any, text: str, layer: int = 0, head: int = 0, how: str = "heads", pair: str = "",
-                   stream: str = "", projector: bool = False, **read_args: Any) -> ViewResult:
+def self_attention(model: Model, text: str, layer: int = 0, head: int = 0, how: str = "heads", pair: str = "",
+                   stream: str = "", projector: bool = False,
+                   **read_args: Unpack[ReadArgs]) -> ViewResult[AttentionTrace]:
     """Self-attention: figures "head_heatmap" (layer `layer`, head `head`; how="mean"/"max"/"rollout" over heads) and
     "model_view" (every layer × head). trace: explorer.probes.self_attention.AttentionTrace (attentions: L, H, T, T)."""
     from explorer.probes import self_attention as P
@@ -223,8 +269,9 @@ def self_attention(model: Any, text: str, layer: int = 0, head: int = 0, how: st
                                    selected=(layer, head))}, trace, _notes(loaded, trace.notes))
 
 
-def positional_encodings(model: Any = None, n: int = 64, d: int = 128, base: float = 10000.0,
-                         projector: bool = False, **read_args: Any) -> ViewResult:
+def positional_encodings(model: Model | None = None, n: int = 64, d: int = 128, base: float = 10000.0,
+                         projector: bool = False,
+                         **read_args: Unpack[ReadArgs]) -> ViewResult[SinusoidalTrace | LearnedTrace]:
     """Positional encodings: with a model, its own learned position table ("table": position × dimension, "pca":
     the positions on the table's principal axes; trace: LearnedTrace); without one, the sinusoidal formula of
     Vaswani et al. for n positions × d dimensions ("table"; trace: SinusoidalTrace)."""
@@ -252,9 +299,9 @@ def positional_encodings(model: Any = None, n: int = 64, d: int = 128, base: flo
         "pca": V.pca_positions(la.coords, la.explained, theme)}, lt, _notes(loaded))
 
 
-def word_embeddings(model: Any, words: str = "", method: str = "pca", n: int = 2000, dims: int = 2,
+def word_embeddings(model: Model, words: str = "", method: str = "pca", n: int = 2000, dims: int = 2,
                     nn: str | None = None, k: int = 10, source: str = "input", projector: bool = False,
-                    **read_args: Any) -> ViewResult:
+                    **read_args: Unpack[ReadArgs]) -> ViewResult[EmbeddingTable]:
     """Word embeddings: figure "projection" (the first n entries of the model's embedding table by PCA, t-SNE or UMAP,
     the typed `words` marked) and table "neighbours" (the k nearest entries of `nn` by cosine). trace: the
     EmbeddingTable."""
@@ -288,11 +335,12 @@ def word_embeddings(model: Any, words: str = "", method: str = "pca", n: int = 2
                       tables)
 
 
-def decoding_strategies(model: Any, prompt: str, strategies: Sequence[str] = ("greedy", "top-k", "top-p", "beam"),
+def decoding_strategies(model: Model, prompt: str, strategies: Sequence[str] = ("greedy", "top-k", "top-p", "beam"),
                         seed: int = 0, max_new: int = 30, n: int = 1, eos: bool = True, chat: bool = False,
                         system: str = "", temperature: float = 1.0, k: int = 50, p: float = 0.9,
                         typical: float = 0.9, minp: float = 0.05, beam: int = 4, lp: float = 1.0, rep: float = 1.0,
-                        ngram: int = 0, min_new: int = 0, projector: bool = False, **read_args: Any) -> ViewResult:
+                        ngram: int = 0, min_new: int = 0, projector: bool = False,
+                        **read_args: Unpack[ReadArgs]) -> ViewResult[DecodingRun]:
     """Decoding strategies side by side, with Hugging Face's own logits processors: figure "logprobs" (the model's
     log-probability of each generated token, one line per strategy); table "outputs" (each strategy's text).
     trace: explorer.probes.decoding_strategies.DecodingRun."""
@@ -311,12 +359,13 @@ def decoding_strategies(model: Any, prompt: str, strategies: Sequence[str] = ("g
     fig = V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
                           [g.outputs[0].logprobs for g in run.generations], _theme(projector), run.prompt_text,
                           reply=run.chat, source=run.is_encoder_decoder)
-    outputs = [{"strategy": g.strategy.label, "output": o.text} for g in run.generations for o in g.outputs]
+    outputs: list[Row] = [{"strategy": g.strategy.label, "output": o.text} for g in run.generations for o in g.outputs]
     return ViewResult("decoding-strategies", loaded.id, {"logprobs": fig}, run, _notes(loaded, run.notes),
                       {"outputs": outputs})
 
 
-def logit_lens(model: Any, text: str, projector: bool = False, **read_args: Any) -> ViewResult:
+def logit_lens(model: Model, text: str, projector: bool = False,
+               **read_args: Unpack[ReadArgs]) -> ViewResult[LensTrace]:
     """The logit lens: figure "lens_grid" (each layer's top next token and its probability at each position, through
     the model's own final norm and output layer). trace: explorer.probes.logit_lens.LensTrace."""
     from explorer.probes.logit_lens import logit_lens as lens
@@ -328,9 +377,9 @@ def logit_lens(model: Any, text: str, projector: bool = False, **read_args: Any)
                       _notes(loaded, trace.notes))
 
 
-def token_attribution(model: Any, text: str, method: str = "integrated gradients", steps: int = 32,
+def token_attribution(model: Model, text: str, method: str = "integrated gradients", steps: int = 32,
                       target: str = "", outputs: str = "all", of: str = "log-probability", projector: bool = False,
-                      **read_args: Any) -> ViewResult:
+                      **read_args: Unpack[ReadArgs]) -> ViewResult[AttributionTrace]:
     """Token attribution: figure "attribution" (each output token (row) onto the input tokens: integrated gradients
     with `steps` steps, or "gradient x input"). trace: explorer.probes.token_attribution.AttributionTrace."""
     from explorer.probes.token_attribution import attribution
@@ -344,7 +393,8 @@ def token_attribution(model: Any, text: str, method: str = "integrated gradients
         trace, _notes(loaded, trace.notes))
 
 
-def gradients_through_time(models: Sequence[Any], text: str, projector: bool = False) -> ViewResult:
+def gradients_through_time(models: str | torch.nn.Module | Sequence[Model], text: str,
+                           projector: bool = False) -> ViewResult[list[GradientTrace]]:
     """Gradients through time: figures "gradients" (‖∂ log p(last word) / ∂x_t‖ by distance, one line per model)
     and "jacobians" (the recurrent Jacobians' norms). trace: the list of GradientTraces."""
     from explorer.probes.gradients_through_time import gradients_through_time as grads
@@ -360,23 +410,24 @@ def gradients_through_time(models: Sequence[Any], text: str, projector: bool = F
         _notes(loaded[0], *(t.notes for t in traces)))
 
 
-def masked_words(model: Any, text: str, k: int = 10, words: str = "", mask: int = -1, projector: bool = False,
-                 **read_args: Any) -> ViewResult:
+def masked_words(model: Model, text: str, k: int = 10, words: str = "", mask: int = -1, projector: bool = False,
+                 **read_args: Unpack[ReadArgs]) -> ViewResult[MaskedTrace]:
     """Masked-word prediction: figure "fill-<m>" per [MASK] (its top-k fillers, the model's own probabilities);
     `mask` >= 0 masks that word of the text first. trace: explorer.probes.masked_words.MaskedTrace."""
     from explorer.probes.masked_words import masked_fill
     from explorer.viz import masked_words as V
 
-    loaded = read(model, task=read_args.pop("task", "masked-lm"), **read_args)
+    read_args.setdefault("task", "masked-lm")
+    loaded = read(model, **read_args)
     trace = _run(masked_fill, loaded, text, k, words, mask)
     theme = _theme(projector)
     return ViewResult("masked-words", loaded.id, {f"fill-{m}": V.fill_bars(trace, m, theme) for m in range(len(trace))},
                       trace, _notes(loaded, trace.notes))
 
 
-def interventions(model: Any, text: str, corrupt: str, answer: str, wrong: str, site: str = "resid",
+def interventions(model: Model, text: str, corrupt: str, answer: str, wrong: str, site: str = "resid",
                   direction: str = "denoise", method: str = "exact", pos: int = -1, projector: bool = False,
-                  **read_args: Any) -> ViewResult:
+                  **read_args: Unpack[ReadArgs]) -> ViewResult[PatchGrid]:
     """Activation patching: figure "patch_grid" (the fraction of the logit difference logit(answer) − logit(wrong)
     restored by each patched activation: exact patching, or "attribution" patching's estimate). trace: PatchGrid."""
     from explorer.probes import interventions as I
@@ -394,8 +445,9 @@ def interventions(model: Any, text: str, corrupt: str, answer: str, wrong: str, 
         grid, _notes(loaded, contrast.notes))
 
 
-def seq2seq(model: Any, text: str, target: str = "", decoding: str = "greedy", beam: int = 4, layer: int = 0,
-            head: int | str = "mean", projector: bool = False, **read_args: Any) -> ViewResult:
+def seq2seq(model: Model, text: str, target: str = "", decoding: str = "greedy", beam: int = 4, layer: int = 0,
+            head: int | str = "mean", projector: bool = False,
+            **read_args: Unpack[ReadArgs]) -> ViewResult[AlignmentTrace]:
     """Seq2seq alignment: figure "alignment" (which source token each output token attends to: Bahdanau or Luong
     attention, or a Hugging Face encoder-decoder's cross-attention at `layer`, `head`). trace: AlignmentTrace."""
     from explorer.probes.seq2seq import alignment_trace
@@ -412,7 +464,7 @@ def seq2seq(model: Any, text: str, target: str = "", decoding: str = "greedy", b
                                          _theme(projector))}, tr, _notes(loaded, tr.warnings, tr.notes))
 
 
-def training_curves(model: str, projector: bool = False) -> ViewResult:
+def training_curves(model: str, projector: bool = False) -> ViewResult[SeriesCurves]:
     """Watch it learn: figure "curves" (held-out loss, agreement, the number unit, neighbour precision at each
     snapshot of a model trained with snapshots). trace: explorer.training.curves.SeriesCurves."""
     from explorer.training import curves as TC

@@ -29,7 +29,7 @@ class Param:
     """One piece of view state kept in the URL (?key=): kind, default, bounds or choices, label and help."""
 
     kind: str
-    default: Any = None
+    default: Any = None  # of the kind's type (str, int, float, bool; a tuple for ints, choices): pages read it so
     lo: float | None = None
     hi: float | None = None  # a bound that depends on the model (layers, units, tokens) is given by the page;
     # for "choices": how many may be chosen at most
@@ -45,8 +45,8 @@ class Param:
         return tuple(self.choices) if self.kind == "choice" else list(self.choices) if self.kind == "choices" \
             else self.kind
 
-    def validate(self, raw: Any, lo: float | None = None, hi: float | None = None,
-                 name: str | None = None) -> tuple[Any, str | None]:
+    def validate(self, raw: object, lo: float | None = None, hi: float | None = None,
+                 name: str | None = None) -> tuple[float | None, str | None]:
         """`raw` parsed to this int or float parameter and kept in [lo, hi] (default: its declared bounds), with a
         message naming it (`name`, default its label) and saying what was changed (None when nothing was)."""
         lo = self.lo if lo is None else lo
@@ -75,12 +75,12 @@ class Param:
         return f"{int(x):,}" if self.kind == "int" else f"{x:g}"
 
 
-def P(kind: str, default: Any = None, lo: float | None = None, hi: float | None = None, label: str = "",
+def P(kind: str, default: object = None, lo: float | None = None, hi: float | None = None, label: str = "",
       step: float | None = None, choices: tuple = (), help: str | None = None, even: bool = False) -> Param:
     return Param(kind, default, lo, hi, step, tuple(choices), label, help, even)
 
 
-def choice(*choices: Any, label: str = "", default: Any = None, help: str | None = None) -> Param:
+def choice(*choices: object, label: str = "", default: object = None, help: str | None = None) -> Param:
     return Param("choice", choices[0] if default is None else default, choices=tuple(choices), label=label, help=help)
 
 

@@ -17,7 +17,9 @@ EDITED = "a keys to the old cabinet are on the table"  # the first word changed:
 
 
 def _forget(lm) -> None:
-    lm.adapter.__dict__.pop("_prefix_memos", None)
+    for reader in (lm.adapter, lm.caps.lens, lm.caps.gradient):  # a memo is kept by what the probe reads
+        if reader is not None:
+            reader.__dict__.pop("_prefix_memos", None)
 
 
 def _common_prefix(lm, a: str, b: str) -> int:
@@ -37,7 +39,7 @@ def test_attribution_reuses_the_rows_of_the_prefix_and_equals_a_fresh_computatio
     lm = _model(name)
     _forget(lm)
     attribution(lm, SHORT, steps=8)
-    memo = prefix_memo(lm.adapter, "attribution")
+    memo = prefix_memo(lm.caps.gradient, "attribution")
     stored, hits = len(memo), memo.hits
     grown = attribution(lm, LONGER, steps=8)
     common = _common_prefix(lm, SHORT, LONGER)
@@ -62,7 +64,7 @@ def test_attribution_of_a_changed_step_count_is_not_reused():
     _forget(lm)
     coarse = attribution(lm, LONGER, steps=2)
     fine = attribution(lm, LONGER, steps=64)
-    assert prefix_memo(lm.adapter, "attribution").hits == 0
+    assert prefix_memo(lm.caps.gradient, "attribution").hits == 0
     assert np.abs(coarse.integrated - fine.integrated).max() > 1e-3
     assert fine.max_completeness < coarse.max_completeness
 
@@ -105,7 +107,7 @@ def test_the_logit_lens_reuses_the_columns_of_the_prefix_and_equals_a_fresh_comp
     lm = _model(name)
     _forget(lm)
     logit_lens(lm, SHORT)
-    memo = prefix_memo(lm.adapter, "lens:10")
+    memo = prefix_memo(lm.caps.lens, "lens:10")
     stored, hits = len(memo), memo.hits
     grown = logit_lens(lm, LONGER)
     common = _common_prefix(lm, SHORT, LONGER)

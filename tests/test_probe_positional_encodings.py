@@ -297,8 +297,9 @@ def test_builtin_tiny_gpt_positions_and_attention(positions: str) -> None:
     with torch.inference_mode():  # block 0's attention on token + position embeddings, as GPT.forward computes it
         ref = model.h[0].attn(model.h[0].ln_1(model.wte(ids) + model.position_embeddings(len(enc.ids))))
         no_pos = model.h[0].attn(model.h[0].ln_1(model.wte(ids)), causal=False)
-    np.testing.assert_allclose(loaded.caps.positions.first_attention(enc, True, True)[0], ref[0].numpy(), atol=1e-6)
-    np.testing.assert_allclose(loaded.caps.positions.first_attention(enc, False, False)[0], no_pos[0].numpy(), atol=1e-6)
+    positions = loaded.caps.positions
+    np.testing.assert_allclose(positions.first_attention(enc, True, True)[0], ref[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(positions.first_attention(enc, False, False)[0], no_pos[0].numpy(), atol=1e-6)
     pt = P.permutation_experiment(loaded, "the dog bit the man .", seed=0)
     assert pt.max_nopos < 1e-5 and len(pt.tokens) == 7 and pt.tokens[0] == pt.shuffled[0] == "<bos>"
     sv = P.sentence_vectors(loaded, "the man bit the dog " * 10)  # longer than block_size 16

@@ -189,3 +189,11 @@ def test_regex_patterns_skip_the_model_data_and_find_nested_ones() -> None:
     obj = _tokenizer(pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), _split_pre("x+")]))
     obj["model"]["vocab"] = {**obj["model"]["vocab"], "Regex": 99}  # a token named Regex is data, not a pattern
     assert TS.regex_patterns(obj) == [("pre_tokenizer.pretokenizers[1].pattern", "x+")]
+
+
+@pytest.mark.parametrize("added", [5, "x", {"content": "a"}])
+def test_added_tokens_that_are_not_a_list_are_a_clear_error(added: object) -> None:
+    """An uploaded tokenizer.json whose added_tokens is not a list is refused with a ValueError naming the field (the
+    upload path turns it into its message), never an uncaught TypeError or AssertionError."""
+    with pytest.raises(ValueError, match="added_tokens is a (int|str|dict), not a list"):
+        tokenizer_vocab({**_tokenizer(), "added_tokens": added})

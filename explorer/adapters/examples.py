@@ -4,12 +4,36 @@ another it reads), each checked with the model's own `encode` (computed once per
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
+from explorer.adapters.text import Encoded
 from explorer.data.examples import LANGUAGES, PRONOUN_PAIRS, PURPOSES, Examples, sentences
 
 
-def language_of(loaded: Any) -> str:
+class Encodes(Protocol):
+    """An adapter's id and input convention (explorer.adapters.protocols.Reads has them; explorer.adapters.base
+    imports this module and that one imports the base, so this module names neither)."""
+
+    @property
+    def id(self) -> str: ...
+
+    def encode(self, text: str) -> Encoded: ...
+
+
+class Adapted(Encodes, Protocol):
+    """An adapter with what it was made from (the loaded model, whose meta names its training corpus)."""
+
+    @property
+    def loaded(self) -> object: ...
+
+
+class Offers(Protocol):
+    """An adapter's example sentences (explorer.adapters.base.Adapter.examples)."""
+
+    def examples(self, purpose: str) -> Examples: ...
+
+
+def language_of(loaded: object) -> str:
     """The language a model was trained on: its generator (built-ins and checkpoints trained here), else
     "natural" (Hugging Face models, MiniLM, a user's checkpoint)."""
     corpus = (getattr(loaded, "meta", None) or {}).get("corpus")
@@ -17,7 +41,7 @@ def language_of(loaded: Any) -> str:
     return generator if generator in LANGUAGES and generator != "natural" else "natural"
 
 
-def left_to_right(adapter: Any) -> bool:
+def left_to_right(adapter: object) -> bool:
     """Whether the model's state at a token reads only the tokens before it (known before a run): a causal
     transformer, or a recurrent language model (one direction: it predicts the next word)."""
     return bool(getattr(adapter, "causal", False)) or (
@@ -25,7 +49,7 @@ def left_to_right(adapter: Any) -> bool:
         and not getattr(adapter, "is_encoder_decoder", False))
 
 
-def unknown_words(adapter: Any, text: str) -> int | None:
+def unknown_words(adapter: Encodes, text: str) -> int | None:
     """How many tokens of `text` the model reads as unknown, or None when it cannot read text."""
     try:
         return int(adapter.encode(text).n_unknown)
@@ -33,7 +57,7 @@ def unknown_words(adapter: Any, text: str) -> int | None:
         return None
 
 
-def for_model(adapter: Any, purpose: str) -> Examples:
+def for_model(adapter: Adapted, purpose: str) -> Examples:
     """The example sentences of the model behind `adapter` for `purpose` (a key of PURPOSES)."""
     if purpose not in PURPOSES:
         raise ValueError(f"unknown purpose {purpose!r}; use one of {', '.join(PURPOSES)}")
@@ -57,7 +81,7 @@ def for_model(adapter: Any, purpose: str) -> Examples:
                             "in the model's own words.", own)
 
 
-def pronoun_pair(adapter: Any) -> tuple[str, str] | None:
+def pronoun_pair(adapter: Offers) -> tuple[str, str] | None:
     """The self-attention view's pronoun pair for this model (PRONOUN_PAIRS: the one whose deciding word it can
     read), or None when its example sentences do not include it (a built-in's generated English)."""
     pair = PRONOUN_PAIRS[left_to_right(adapter)]
@@ -65,7 +89,7 @@ def pronoun_pair(adapter: Any) -> tuple[str, str] | None:
     return pair if all(s in offered for s in pair) else None
 
 
-def compare_default(adapter: Any) -> str:
+def compare_default(adapter: Offers) -> str:
     """The self-attention view's second sentence to compare: the pronoun pair's second when the model offers it, else
     its second example sentence ("" when it has none)."""
     pair = pronoun_pair(adapter)

@@ -2,13 +2,14 @@
 loaded (explorer.loading.loaders); every view then reads the model through `loaded.adapter`."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from explorer.adapters.base import Adapter
+    from explorer.adapters.protocols import Loaded
 
 
-def adapter_for(loaded: Any) -> Adapter:
+def adapter_for(loaded: Loaded) -> Adapter:
     """The adapter of a LoadedModel (never raises: a model no adapter reads gets one that says why)."""
     from explorer.adapters.base import Unsupported
     from explorer.adapters.gpt import GPTAdapter

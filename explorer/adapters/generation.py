@@ -21,7 +21,7 @@ Sampling draws from a torch.Generator seeded per call: the server's global RNG i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Union, cast
+from typing import Callable, Sequence, Union, cast
 
 import numpy as np
 import torch
@@ -196,7 +196,7 @@ Track = Union["Sampling", "Beams"]
 @torch.inference_mode()
 def together(adapter: Generates, model_input: torch.Tensor, tracks: Sequence[Track], record: bool = False,
              on_step: Callable[[int], None] | None = None,
-             read: tuple[torch.Tensor, Any] | None = None) -> list[Step]:
+             read: tuple[torch.Tensor, object] | None = None) -> list[Step]:
     """Run every track's rows side by side: one forward per step for all of them (one cache), each track choosing
     its own rows' tokens (its processors, generator, beams). A track that ends leaves the batch.
 
@@ -335,8 +335,8 @@ class Beams:
         self.heur = torch.ones((1, 1), dtype=torch.bool, device=dev)
         self.running_raw = torch.zeros((1, K, max_new), dtype=torch.float, device=dev)  # the model's own log p
         self.raw = self.running_raw.clone()
-        self.rec: dict[str, list[Any]] = {k: [] for k in ("parent", "token", "score", "step", "stopped", "running",
-                                                     "finished")}
+        self.rec: dict[str, list[np.ndarray]] = {k: [] for k in ("parent", "token", "score", "step", "stopped",
+                                                                 "running", "finished")}
         self.flat = seq.repeat(K, 1)
 
     def advance(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:

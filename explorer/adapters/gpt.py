@@ -6,7 +6,7 @@ context; beyond block_size the context slides (the last block_size tokens, as na
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence, cast
+from typing import Sequence, cast
 
 import numpy as np
 import torch
@@ -14,6 +14,7 @@ import torch
 from explorer.adapters.base import (Acts, Adapter, Attends, Names, Positions, PositionTable, Record, Table,
                                     causal_mask)
 from explorer.adapters.interventions import PatchesBlocks, TransformerSites
+from explorer.adapters.protocols import Loaded
 from explorer.adapters.text import Encoded, VocabText
 
 
@@ -24,7 +25,7 @@ class GPTAdapter(VocabText, PatchesBlocks, Attends, Positions, Adapter):
     can_generate = True
     sliding = True
 
-    def __init__(self, loaded: Any) -> None:
+    def __init__(self, loaded: Loaded) -> None:
         super().__init__(loaded)
         cfg = self.model.config
         self.vocab = loaded.vocabs.get("vocab")
@@ -39,7 +40,7 @@ class GPTAdapter(VocabText, PatchesBlocks, Attends, Positions, Adapter):
         self.patch_sites.install()  # once, at load: the hooks act only inside an intervention scope
 
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, positions: bool = True,
-            causal: bool = True, n_blocks: int | None = None, **options: Any) -> Record:
+            causal: bool = True, n_blocks: int | None = None, **options: object) -> Record:
         """The model's own record (GPT.forward), batch dimension removed; plus blocks.{l}.attn.scale and .mask.
         positions / causal / n_blocks: experiments (see GPT.forward)."""
         acts = Acts(names)
@@ -100,15 +101,17 @@ class GPTAdapter(VocabText, PatchesBlocks, Attends, Positions, Adapter):
     def _logits(self, ids: torch.Tensor) -> torch.Tensor:
         return cast(torch.Tensor, self.model(ids[:, -int(self.context_len or ids.shape[1]):])[:, -1, :].float())
 
-    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+    # The generation state is the ids read so far (B, T): the model has no KV cache, each step re-reads them.
+    def start(self, ids: torch.Tensor, record: bool = False
+              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         return self._logits(ids), ids, {}
 
-    def step(self, state: Any, tokens: torch.Tensor,
-             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+    def step(self, state: torch.Tensor, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         ids = torch.cat([state, tokens[:, None]], dim=1)
         return self._logits(ids), ids, {}
 
-    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
+    def reorder(self, state: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         return state[idx]
 
     # ------------------------------------------------------------------ tables

@@ -16,7 +16,7 @@ against the model's own weights and shows the arithmetic only when they agree.
 """
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Iterable, Sequence, cast
 
 import torch
 
@@ -110,26 +110,26 @@ class HFAdapter(Adapter):
             return Encoded((), (), enc.notes + (f"The tokenizer of {self.id} gives no tokens for this text.",))
         return enc
 
-    def token_strings(self, ids: Any) -> list[str]:
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
         """Each id shown on its own (explorer.text.token_text: `·` for a space, bytes decoded)."""
         if self.display is None:
             return [f"#{int(i)}" for i in ids]
         return [self.display.text(int(i)) for i in ids]
 
-    def sequence_strings(self, ids: Any) -> list[str]:
+    def sequence_strings(self, ids: Iterable[int]) -> list[str]:
         """The ids of one sequence, shown as in a sentence (a character split over tokens shown in each)."""
         if self.display is None:
             return [f"#{int(i)}" for i in ids]
         return self.display.texts([int(i) for i in ids])
 
-    def piece_strings(self, ids: Any) -> list[str]:
+    def piece_strings(self, ids: Iterable[int]) -> list[str]:
         """The tokenizer's own piece names (##, Ġ, ▁ markers kept)."""
+        ids = [int(i) for i in ids]
         if self.tokenizer is None:
-            return [f"#{int(i)}" for i in ids]
-        return [str(t) if t is not None else f"#{i}" for i, t in zip(ids, self.tokenizer.convert_ids_to_tokens(
-            [int(i) for i in ids]))]
+            return [f"#{i}" for i in ids]
+        return [str(t) if t is not None else f"#{i}" for i, t in zip(ids, self.tokenizer.convert_ids_to_tokens(ids))]
 
-    def detokenize(self, ids: Any) -> str:
+    def detokenize(self, ids: Sequence[int]) -> str:
         if self.tokenizer is None:
             return " ".join(f"#{i}" for i in ids)
         try:

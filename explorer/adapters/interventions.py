@@ -31,13 +31,16 @@ import contextvars
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import torch
 
 from explorer.adapters.base import Names, wants
 
 _SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("explorer_intervention", default=None)
+
+BlockCall = tuple[tuple[object, ...], dict[str, object]]  # a block's (args, kwargs) as it was called, passed back as is
+Metric = Callable[[torch.Tensor], torch.Tensor]  # logits (1, V) -> a scalar to differentiate
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Scope:
     patches: dict[str, list[Patch]] = field(default_factory=dict)
     keep: Names = ()
     kept: dict[str, torch.Tensor] = field(default_factory=dict)
-    calls: dict[int, tuple[tuple[Any, ...], dict[str, Any]]] | None = None
+    calls: dict[int, BlockCall] | None = None
     grad: bool = False  # kept sites that nothing upstream makes differentiable become leaves that require grad
 
     def site(self, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -105,14 +108,14 @@ def scope(patches: Sequence[Patch] = (), keep: Names = (), calls: bool = False) 
         _SCOPE.reset(token)
 
 
-def _first(output: Any) -> torch.Tensor:
+def _first(output: object) -> torch.Tensor:
     """A module's output tensor (a block or attention may return a tuple whose first item it is)."""
     out = output[0] if isinstance(output, tuple) else output
     assert isinstance(out, torch.Tensor)
     return out
 
 
-def _with_first(output: Any, x: torch.Tensor) -> Any:
+def _with_first(output: object, x: torch.Tensor) -> object:
     return (x, *output[1:]) if isinstance(output, tuple) else x
 
 
@@ -163,8 +166,7 @@ class TransformerSites:
                 proj.register_forward_pre_hook(_heads_pre(f"blocks.{layer}.attn.z", self.n_heads))
         self.installed = True
 
-    def resume(self, layer: int, hidden: torch.Tensor, calls: dict[int, tuple[tuple[Any, ...], dict[str, Any]]]
-               ) -> torch.Tensor:
+    def resume(self, layer: int, hidden: torch.Tensor, calls: dict[int, BlockCall]) -> torch.Tensor:
         """hidden (B, T, C) entering block `layer` -> (B, T, C) after the last block, running blocks layer..L−1 with
         the arguments they were called with in `calls` (batch 1, broadcast over B) inside the current scope.
         layer == L: only the patches of blocks.{L−1}.resid_post are applied."""
@@ -181,26 +183,36 @@ class TransformerSites:
         return hidden
 
 
-def _block_pre(layer: int) -> Any:
+BlockPreHook = Callable[[torch.nn.Module, tuple[object, ...], dict[str, object]], BlockCall | None]
+OutputHook = Callable[[torch.nn.Module, tuple[object, ...], object], object]
+PreHook = Callable[[torch.nn.Module, tuple[object, ...]], tuple[object, ...] | None]
+
+
+def _patched(current: Scope, name: str, x: object) -> object:
+    """A block's hidden states after the scope's patches at `name` (a block is always called with a tensor)."""
+    return current.site(name, x) if isinstance(x, torch.Tensor) else x
+
+
+def _block_pre(layer: int) -> BlockPreHook:
     name = f"blocks.{layer}.resid_pre"
 
-    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def hook(module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> BlockCall | None:
         current = _SCOPE.get()
         if current is None:
             return None
         if args:
-            x = current.site(name, args[0])
+            x = _patched(current, name, args[0])
             args = (x, *args[1:])
         else:
-            kwargs = {**kwargs, "hidden_states": current.site(name, kwargs["hidden_states"])}
+            kwargs = {**kwargs, "hidden_states": _patched(current, name, kwargs["hidden_states"])}
         if current.calls is not None:
             current.calls[layer] = (args, kwargs)
         return args, kwargs
     return hook
 
 
-def _output_hook(name: str) -> Any:
-    def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> Any:
+def _output_hook(name: str) -> OutputHook:
+    def hook(module: torch.nn.Module, args: tuple[object, ...], output: object) -> object:
         current = _SCOPE.get()
         if current is None:
             return None
@@ -208,12 +220,14 @@ def _output_hook(name: str) -> Any:
     return hook
 
 
-def _heads_pre(name: str, n_heads: int) -> Any:
-    def hook(module: torch.nn.Module, args: tuple[Any, ...]) -> Any:
+def _heads_pre(name: str, n_heads: int) -> PreHook:
+    def hook(module: torch.nn.Module, args: tuple[object, ...]) -> tuple[object, ...] | None:
         current = _SCOPE.get()
         if current is None or not args:
             return None
         z = args[0]
+        if not isinstance(z, torch.Tensor):  # an output projection is always called with a tensor
+            return None
         heads = current.site(name, z.reshape(*z.shape[:-1], n_heads, z.shape[-1] // n_heads))  # (B, T, H, d)
         return (heads.reshape(z.shape), *args[1:])
     return hook
@@ -320,7 +334,7 @@ class PatchedRun:
 
     logits: torch.Tensor
     kept: dict[str, torch.Tensor]
-    calls: dict[int, tuple[tuple[Any, ...], dict[str, Any]]] | None = None
+    calls: dict[int, BlockCall] | None = None
 
 
 class PatchesBlocks:
@@ -359,7 +373,7 @@ class PatchesBlocks:
         return PatchedRun(logits.float(), s.kept, s.calls)
 
     def resume_logits(self, layer: int, hidden: torch.Tensor, patches: Sequence[Patch],
-                      calls: dict[int, tuple[tuple[Any, ...], dict[str, Any]]]) -> torch.Tensor:
+                      calls: dict[int, BlockCall]) -> torch.Tensor:
         """hidden (B, T, C) entering block `layer` (n_layers: after the last) -> (B, V) logits at the last position,
         running only blocks layer.. with `patches`, as they were called in `calls`."""
         assert self.patch_sites is not None
@@ -367,7 +381,7 @@ class PatchesBlocks:
             out = self.patch_sites.resume(layer, hidden, calls)
             return self.unembed(out[:, -1]).float()
 
-    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Any
+    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Metric
                        ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """ids (1, T): (metric(logits (1, V)), the kept sites' values and ∂metric/∂site, each (T, ...))."""
         with torch.enable_grad(), scope((), keep) as s:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import re
 from copy import copy
 from dataclasses import replace
-from typing import Any
-
 import numpy as np
 import torch
 
 from explorer.adapters.base import Adapter, Names, Record, Unsupported
 from explorer.adapters.gpt import GPTAdapter
+from explorer.adapters.protocols import Loaded
 from explorer.adapters.text import Encoded, encode_vocab, no_text, token_limit
 from explorer.data.vocab import tokenize_words
 
@@ -30,23 +29,26 @@ class MaskedLMAdapter(GPTAdapter):
     sliding = False
     has_head = True  # logits over the vocabulary at every position
 
-    def __init__(self, loaded: Any) -> None:
+    def __init__(self, loaded: Loaded) -> None:
         super().__init__(loaded)
         self.eos_ids = ()
-        self.mask_id = self.vocab.specials.get("mask") if self.vocab is not None else None
-        self.mask_token = self.vocab.itos[self.mask_id] if self.mask_id is not None else ""
+        vocab = self.vocab
+        self.mask_id = vocab.specials.get("mask") if vocab is not None else None
+        self.mask_token = vocab.itos[self.mask_id] if vocab is not None and self.mask_id is not None else ""
         self._reader = None
-        if self.mask_id is not None:  # the vocabulary, reading typed masks as <mask>
-            self._reader = copy(self.vocab)
+        if vocab is not None and self.mask_id is not None:  # the vocabulary, reading typed masks as <mask>
+            self._reader = copy(vocab)
             self._reader.splitter = self._pieces
 
     def _pieces(self, text: str) -> list[tuple[str, int | None]]:
         """(piece, id) of the words of `text` (lowercased, as trained), a typed mask as (<mask>, its id)."""
         out: list[tuple[str, int | None]] = []
+        vocab = self.vocab
+        assert vocab is not None  # the splitter of `_reader`, which only a vocabulary has
         for i, part in enumerate(MASK_SPELLINGS.split(text)):
             if i:
                 out.append((self.mask_token, self.mask_id))
-            out += [(t, self.vocab.stoi.get(t)) for t in tokenize_words(part, self.vocab.lower)]
+            out += [(t, vocab.stoi.get(t)) for t in tokenize_words(part, vocab.lower)]
         return out
 
     def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
@@ -64,7 +66,7 @@ class MaskedLMAdapter(GPTAdapter):
                        special=enc.special + (True,))
 
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, positions: bool = True,
-            causal: bool = False, n_blocks: int | None = None, **options: Any) -> Record:
+            causal: bool = False, n_blocks: int | None = None, **options: object) -> Record:
         """The model's own record, with no causal mask (blocks.{l}.attn.mask all 0); causal=True is an experiment."""
         return super().run(enc, names, target, positions=positions, causal=causal, n_blocks=n_blocks, **options)
 
@@ -75,6 +77,7 @@ class MaskedLMAdapter(GPTAdapter):
             (", causal mask added" if causal else " (no causal mask, as trained)")
         return rec["blocks.0.attn.out"], what
 
-    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+    def start(self, ids: torch.Tensor, record: bool = False
+              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         raise Unsupported(f"{self.id} is a masked language model: it predicts masked words from both sides, not the "
                           "next token, so it does not generate. Open it in the masked-word view.")

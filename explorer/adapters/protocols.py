@@ -26,15 +26,17 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeGuard
 
+import numpy as np
 import torch
 from numpy.typing import NDArray
 
 if TYPE_CHECKING:
     from explorer.adapters.base import Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table
-    from explorer.adapters.interventions import Layout, Patch, PatchedRun
+    from explorer.adapters.interventions import BlockCall, Layout, Metric, Patch, PatchedRun
     from explorer.adapters.recurrent import RecurrentWeights
     from explorer.adapters.text import Encoded
     from explorer.data.examples import Examples
+    from explorer.data.vocab import Vocab
 
 
 class Loaded(Protocol):
@@ -59,7 +61,7 @@ class Loaded(Protocol):
     @property
     def tokenizer(self) -> Any: ...
     @property
-    def vocabs(self) -> dict[str, Any]: ...
+    def vocabs(self) -> dict[str, Vocab]: ...
     @property
     def state_dict(self) -> dict[str, torch.Tensor] | None: ...
     @property
@@ -207,13 +209,13 @@ class KnowsPositions(HasAttention, Protocol):
         """learned / sinusoidal / rotary / alibi / relative / none, with what was read."""
     def input_note(self) -> str:
         """What the model does to token + position vectors before its first layer ("" if nothing)."""
-    def rotary(self, n: int) -> tuple[NDArray[Any], NDArray[Any]]:
+    def rotary(self, n: int) -> tuple[NDArray[np.floating], NDArray[np.floating]]:
         """(cos, sin), each (n, r): the model's own rotary tables."""
-    def alibi_slopes(self) -> NDArray[Any]:
+    def alibi_slopes(self) -> NDArray[np.floating]:
         """(H,) each head's ALiBi slope."""
-    def relative_bias(self, n: int) -> NDArray[Any]:
+    def relative_bias(self, n: int) -> NDArray[np.floating]:
         """(H, n, n) the relative position bias the first layer adds."""
-    def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[NDArray[Any], str]:
+    def first_attention(self, enc: Encoded, positions: bool, causal: bool) -> tuple[NDArray[np.floating], str]:
         """(T, C) layer 0's attention output with or without positions and the causal mask, and what was run."""
 
 
@@ -261,9 +263,9 @@ class Intervenes(Reads, Protocol):
                        calls: bool = False) -> PatchedRun:
         """ids (B, T) run with `patches` -> logits (B, V) after the last token, the kept sites (B, T, ...)."""
     def resume_logits(self, layer: int, hidden: torch.Tensor, patches: Sequence[Patch],
-                      calls: dict[int, tuple[tuple[Any, ...], dict[str, Any]]]) -> torch.Tensor:
+                      calls: dict[int, BlockCall]) -> torch.Tensor:
         """hidden (B, T, C) entering block `layer` -> (B, V), the blocks before it not run (decoders)."""
-    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Any
+    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Metric
                        ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """ids (1, T): metric(logits (1, V)), the kept sites' values and their gradients, each (T, ...)."""
 

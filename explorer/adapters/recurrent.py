@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, cast
+from typing import Callable, Mapping, Protocol, Sequence, cast
 
 import torch
 import torch.nn as nn
 
 from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported, wants
-from explorer.adapters.interventions import Layout, Patch, PatchedRun, by_site
+from explorer.adapters.interventions import BlockCall, Layout, Metric, Patch, PatchedRun, by_site
 from explorer.adapters.text import Encoded, VocabText, input_convention
+from explorer.data.vocab import Vocab
 from explorer.files.state_dicts import describe as describe_tensors
+from explorer.models.rnn_lm import Hidden, RNNLanguageModel
 
 GATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n"), "rnn": ("h",)}
 STATES: dict[str, tuple[str, ...]] = {"lstm": ("i", "f", "g", "o", "c", "h"), "gru": ("r", "z", "n", "h"),
@@ -258,7 +260,7 @@ class PatchesRecurrence:
     """The Intervenes capability of a recurrent LM: `unroll` over the adapter's `weights` (its embedding and output
     layer included)."""
 
-    weights: Any
+    weights: RecurrentWeights
 
     def intervention_layout(self) -> Layout | None:
         w = self.weights
@@ -272,6 +274,7 @@ class PatchesRecurrence:
     def _unrolled(self, ids: torch.Tensor, patches: Sequence[Patch], keep: Names, grad: bool = False
                   ) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
         w = self.weights
+        assert w.embedding is not None and w.output_weight is not None  # intervention_layout said so
         x = w.embedding[ids.to(w.embedding.device)]
         if grad:
             x = x.detach().requires_grad_(True)
@@ -285,10 +288,11 @@ class PatchesRecurrence:
             logits, kept = self._unrolled(ids, patches, keep)
         return PatchedRun(logits.float(), {n: torch.stack(v, dim=1) for n, v in kept.items()}, None)
 
-    def resume_logits(self, layer: int, hidden: torch.Tensor, patches: Sequence[Patch], calls: Any) -> torch.Tensor:
+    def resume_logits(self, layer: int, hidden: torch.Tensor, patches: Sequence[Patch],
+                      calls: dict[int, BlockCall]) -> torch.Tensor:
         raise NotImplementedError("recurrent networks are run whole (they are small)")
 
-    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Any
+    def site_gradients(self, ids: torch.Tensor, keep: Names, metric: Metric
                        ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         with torch.enable_grad():
             logits, kept = self._unrolled(ids, (), keep, grad=True)
@@ -328,7 +332,7 @@ class RecurrentNet(nn.Module):
                 state.update({f"weight_ih{sfx}": cw.w_ih, f"weight_hh{sfx}": cw.w_hh, f"bias_ih{sfx}": cw.b_ih,
                               f"bias_hh{sfx}": cw.b_hh})
         self.rnn.load_state_dict(state)
-        self.decoder = None
+        self.decoder: nn.Linear | None = None
         if w.output_weight is not None:
             self.decoder = nn.Linear(w.output_weight.shape[1], w.output_weight.shape[0], bias=w.output_bias is not None)
             with torch.no_grad():
@@ -337,8 +341,8 @@ class RecurrentNet(nn.Module):
                     self.decoder.bias.copy_(w.output_bias)
         self.to(w.embedding.device).eval()
 
-    def forward(self, ids: torch.Tensor, hidden: Any = None,
-                record: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor | None, Any]:
+    def forward(self, ids: torch.Tensor, hidden: Hidden | None = None,
+                record: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor | None, Hidden]:
         """ids (B, T) -> logits (B, T, V) or None, hidden."""
         x = self.embedding(ids)
         out, hidden = self.rnn(x, hidden)
@@ -348,7 +352,7 @@ class RecurrentNet(nn.Module):
 
 
 # ------------------------------------------------------------------------------------ state dicts
-def _group_rnn_keys(state: dict[str, Any]) -> dict[str, dict[tuple[str, int, int], str]]:
+def _group_rnn_keys(state: dict[str, torch.Tensor]) -> dict[str, dict[tuple[str, int, int], str]]:
     """prefix -> {(kind, layer, direction): key} for every key that looks like an nn.RNN parameter."""
     groups: dict[str, dict[tuple[str, int, int], str]] = {}
     for key in state:
@@ -513,6 +517,19 @@ def _describe(w: RecurrentWeights, prefix: str, emb_key: str | None, out_key: st
 
 
 # --------------------------------------------------------------------------------------------- adapter
+class Source(Protocol):
+    """What the recurrent adapter reads of a loaded model besides what every adapter reads (its id, model and
+    device): the meta, the raw tensors of a bare state dict and the vocabularies (explorer.adapters.protocols.Loaded
+    has them; that module names this one, so this one does not name it back)."""
+
+    @property
+    def meta(self) -> Mapping[str, object] | None: ...
+    @property
+    def state_dict(self) -> dict[str, torch.Tensor] | None: ...
+    @property
+    def vocabs(self) -> Mapping[str, Vocab] | None: ...
+
+
 class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
     """Built-in RNN LMs and user state dicts with nn.RNN/GRU/LSTM weights (see the module docstring).
 
@@ -521,8 +538,11 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
     left out and listed when the vocabulary has no unknown token."""
 
     recurrent = True
+    loaded: Source
+    vocab: Vocab  # __init__ refuses a model without one
+    net: RNNLanguageModel | RecurrentNet
 
-    def __init__(self, loaded: Any) -> None:
+    def __init__(self, loaded: Source) -> None:
         super().__init__(loaded)
         if self.model is not None:
             self.net = self.model
@@ -558,11 +578,12 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
         return str(self.weights.cell)
 
     # ------------------------------------------------------------------ run
-    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: object) -> Record:
         """embed (T, E), rnn.{l}.{dir}.* (see the module docstring), rnn.{l}.out (T, D·H), logits (T, V),
         rnn.max_abs_error ()."""
         acts = Acts(names)
         w = self.weights
+        assert w.embedding is not None  # __init__ refused weights without one
         with torch.inference_mode():
             ids = torch.tensor([list(enc.ids)], dtype=torch.long, device=w.embedding.device)
             rec: dict[str, torch.Tensor] = {}
@@ -608,25 +629,27 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
         if not self.can_generate:
             raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions).")
         out, _ = self.net.rnn(embeds)
+        assert self.net.decoder is not None  # can_generate: there is an output layer
         return cast(torch.Tensor, self.net.decoder(out if keep is None else out[:, list(keep)]))
 
-    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+    def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Hidden, dict[str, torch.Tensor]]:
         if not self.can_generate:
             raise Unsupported(f"{self.id} has no output layer over its vocabulary (or reads both directions): "
                               "it does not predict next tokens.")
         logits, hidden = self.net(ids)
         return logits[:, -1, :].float(), hidden, {}
 
-    def step(self, state: Any, tokens: torch.Tensor,
-             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+    def step(self, state: Hidden, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, Hidden, dict[str, torch.Tensor]]:
         logits, hidden = self.net(tokens[:, None], state)
         return logits[:, -1, :].float(), hidden, {}
 
-    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
-        return tuple(x[:, idx] for x in state) if isinstance(state, tuple) else state[:, idx]
+    def reorder(self, state: Hidden, idx: torch.Tensor) -> Hidden:
+        return (state[0][:, idx], state[1][:, idx]) if isinstance(state, tuple) else state[:, idx]
 
     # ------------------------------------------------------------------ tables
     def tables(self) -> dict[str, Table]:
+        assert self.weights.embedding is not None  # __init__ refused weights without one
         V = self.weights.embedding.shape[0]
         words = tuple(self.token_strings(range(V)))
         notes = () if self.model is not None else (f"Vocabulary: {self.vocab.summary()}.",)
@@ -637,7 +660,8 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
     def describe(self) -> tuple[tuple[str, str], ...]:
         """Where the weights and vocabulary were read (user files), the architecture read from them, the vocabulary
         and how text is fed."""
-        found = tuple((str(a), str(b)) for a, b in (self.loaded.meta or {}).get("found", ()))
+        rows = (self.loaded.meta or {}).get("found", ())  # (what, value) pairs (explorer.loading.loaders)
+        found = tuple((str(a), str(b)) for a, b in rows) if isinstance(rows, (list, tuple)) else ()
         return found + tuple(self.weights.inferred) + (("vocabulary", self.vocab.summary()),
                                                        ("input", input_convention(self.vocab, self.feeds_bos)))
 

@@ -20,23 +20,34 @@ much an output token relies on the source, for the model without attention).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, cast
+from typing import Iterable, Sequence, cast
 
 import torch
 
 from explorer.adapters.base import Acts, Adapter, CrossForm, Names, Record, Table, Unsupported
+from explorer.adapters.protocols import Loaded
 from explorer.adapters.recurrent import DIRS, recompute, weights_of
 from explorer.adapters.text import DEFAULT_MAX_TOKENS, Encoded, limit_of, no_text, unknown_label
+from explorer.data.vocab import Vocab
 from explorer.text.token_text import readable
 
 MAX_SOURCE = 400  # longer sources are truncated (with a note)
+
+DecoderState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # (L, B, H); Luong input feeding: (that, h̃ (B, H))
+# The generation state: the decoder state, the encoder outputs (B, S, H), the source mask (B, S) and, for Bahdanau
+# attention, the keys U_a h (B, S, A) computed once
+State = tuple[DecoderState, torch.Tensor, torch.Tensor, torch.Tensor | None]
+Steps = list[tuple[torch.Tensor, dict[str, torch.Tensor]]]  # per decoder step: logits (1, V), what it recorded
 
 
 class Seq2SeqAdapter(Adapter):
     is_encoder_decoder = True
     can_generate = True
 
-    def __init__(self, loaded: Any) -> None:
+    src_vocab: Vocab | None
+    tgt_vocab: Vocab | None
+
+    def __init__(self, loaded: Loaded) -> None:
         super().__init__(loaded)
         m = self.model
         self.attention_kind = m.attention_kind
@@ -81,21 +92,22 @@ class Seq2SeqAdapter(Adapter):
         tokens = [readable(w) if i != vocab.unk_id else unknown_label(readable(w), "<unk>") for w, i in zip(words, ids)]
         special = [False] * len(ids)
         if side != "input":
+            assert vocab.eos_id is not None  # the built-in vocabularies hold <eos> (explorer.data.vocab.SPECIALS)
             ids, tokens, special = ids + [vocab.eos_id], tokens + ["<eos>"], special + [True]
         return Encoded(tuple(ids), tuple(tokens), tuple(notes), False, len(unknown), tuple(special))
 
-    def token_strings(self, ids: Any) -> list[str]:
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
         return [readable(w) for w in self.tgt_vocab.decode(ids)] if self.tgt_vocab is not None else \
             [f"#{i}" for i in ids]
 
-    def detokenize(self, ids: Any) -> str:
+    def detokenize(self, ids: Sequence[int]) -> str:
         words = [w for w, i in zip(self.tgt_vocab.decode(ids) if self.tgt_vocab is not None else
                                    [f"#{i}" for i in ids], ids) if i not in self.eos_ids]
         return ("" if self.char_level else " ").join(words)
 
     # ------------------------------------------------------------------ generation
     def start(self, ids: torch.Tensor, record: bool = False,
-              ablate_source: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+              ablate_source: bool = False) -> tuple[torch.Tensor, State, dict[str, torch.Tensor]]:
         """ids (B, S) sources (padded with <pad>) -> logits (B, V) of the first output token, after <bos>."""
         m = self.model
         mask = m.make_src_mask(ids)
@@ -115,8 +127,8 @@ class Seq2SeqAdapter(Adapter):
         acts.update(step)
         return logits, st, acts
 
-    def step(self, state: Any, tokens: torch.Tensor,
-             record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+    def step(self, state: State, tokens: torch.Tensor,
+             record: bool = False) -> tuple[torch.Tensor, State, dict[str, torch.Tensor]]:
         m = self.model
         dec, enc, mask, U_h = state
         out = m.decode_step(tokens, dec, enc, mask, _U_h=U_h)
@@ -153,14 +165,14 @@ class Seq2SeqAdapter(Adapter):
             rows.append(out.logits)
         return torch.stack(rows, 1)
 
-    def reorder(self, state: Any, idx: torch.Tensor) -> Any:
+    def reorder(self, state: State, idx: torch.Tensor) -> State:
         dec, enc, mask, U_h = state
         dec = self.model.map_state(dec, lambda s: s[:, idx], lambda h: h[idx])
         return (dec, enc[idx], mask[idx], U_h[idx] if U_h is not None else None)
 
     # ------------------------------------------------------------------ one forward pass
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, ablate_source: bool = False,
-            steps: list[Any] | None = None, **options: Any) -> Record:
+            steps: Steps | None = None, **options: object) -> Record:
         """The record of the module docstring. Without a target only the encoder entries are recorded. steps: the
         (logits, activations) a generation loop recorded while it produced `target` (explorer.adapters.generation.sample
         with record=True): the record is assembled from them instead of stepping the decoder again."""

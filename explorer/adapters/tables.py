@@ -10,17 +10,18 @@ the vocab.json uploaded beside it when there is one.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported
+from explorer.adapters.protocols import Loaded
 from explorer.adapters.text import Encoded, VocabText
+from explorer.data.vocab import Vocab
 
 _STATE_HINTS = ("in_embed", "wte", "word_embeddings", "embedding", "embed", "emb", "encoder.weight")
 
 
-def _vocab_table(label: str, weight: torch.Tensor, vocab: Any, describe: bool = False, ranked: bool = False) -> Table:
+def _vocab_table(label: str, weight: torch.Tensor, vocab: Vocab | None, describe: bool = False,
+                 ranked: bool = False) -> Table:
     """The rows of `weight` named by the vocabulary's tokens (its special tokens flagged; rows past its end by id).
     describe: add a note saying what the vocabulary is (a user's file)."""
     itos = list(vocab.itos) if vocab is not None else []
@@ -41,11 +42,11 @@ class Word2VecAdapter(VocabText, Adapter):
     name = "built-in word2vec (skip-gram)"
     feeds_bos = False
 
-    def __init__(self, loaded: Any) -> None:
+    def __init__(self, loaded: Loaded) -> None:
         super().__init__(loaded)
         self.vocab = loaded.vocabs.get("vocab")
 
-    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: object) -> Record:
         acts = Acts(names)
         with torch.inference_mode():
             acts.put("embed", self.model.in_embed(torch.tensor(list(enc.ids), device=self.device)))
@@ -60,7 +61,7 @@ class VectorsAdapter(Word2VecAdapter):
 
     name = "pretrained word vectors (GloVe)"
 
-    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: object) -> Record:
         acts = Acts(names)
         with torch.inference_mode():
             acts.put("embed", self.model(torch.tensor(list(enc.ids), dtype=torch.long, device=self.device)))
@@ -70,6 +71,7 @@ class VectorsAdapter(Word2VecAdapter):
         return {"input": _vocab_table("GloVe vectors (w + w̃)", self.model.weight, self.vocab, ranked=True)}
 
     def describe(self) -> tuple[tuple[str, str], ...]:
+        assert self.vocab is not None  # pretrained vectors come with their words
         return (("vectors", f"{self.model.weight.shape[0]:,} × {self.model.weight.shape[1]}"),
                 ("vocabulary", self.vocab.summary()))
 
@@ -79,11 +81,11 @@ class StateDictAdapter(Adapter):
 
     name = "state dict (embedding table)"
 
-    def __init__(self, loaded: Any, reason: str = "") -> None:
+    def __init__(self, loaded: Loaded, reason: str = "") -> None:
         super().__init__(loaded)
         self.reason = reason
 
-    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: Any) -> Record:
+    def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, **options: object) -> Record:
         raise Unsupported(self.reason or f"{self.id} is a bare state dict whose architecture is not recognised.")
 
     def tables(self) -> dict[str, Table]:

@@ -14,11 +14,14 @@ itself changes before any model reads it (the token budget) is said in a note to
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence, Unpack, cast
 
 from explorer.text.token_text import TokenText, readable
 from explorer.data.vocab import Vocab, clean_text, normalisation_changes, tokenize_words
 from explorer.runtime.errors import Caution
+
+if TYPE_CHECKING:
+    from explorer.runtime.hf_runtime import Encoding, Tokenizer, TokenizerOptions
 
 DEFAULT_MAX_TOKENS = 512
 TYPE_A_SENTENCE = "Type a sentence to see the model's internals."
@@ -45,7 +48,7 @@ class Encoded:
         return len(self.ids)
 
 
-def model_max_tokens(loaded: Any) -> int:
+def model_max_tokens(loaded: object) -> int:
     """The longest input the model accepts (positions), or DEFAULT_MAX_TOKENS when unbounded."""
     cfg = getattr(loaded, "config", None)
     for name in ("max_position_embeddings", "n_positions", "block_size"):
@@ -56,7 +59,7 @@ def model_max_tokens(loaded: Any) -> int:
     return int(block) if isinstance(block, int) and block > 0 else DEFAULT_MAX_TOKENS
 
 
-def token_limit(loaded: Any, max_tokens: int | None) -> tuple[int, str]:
+def token_limit(loaded: object, max_tokens: int | None) -> tuple[int, str]:
     """The number of tokens to read (a view's `max_tokens`, at most the model's) and whose limit that is."""
     return limit_of(max_tokens, model_max_tokens(loaded))
 
@@ -143,7 +146,7 @@ def input_convention(vocab: Vocab, feeds_bos: bool = True) -> str:
     return f"{first}{split}{as_is}; {unknown}"
 
 
-def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None = None, target: bool = False,
+def encode_hf(tokenizer: Tokenizer, text: str, max_tokens: int, text_pair: str | None = None, target: bool = False,
               whose: str = "the model's limit", display: TokenText | None = None) -> Encoded:
     """Hugging Face encoding with special tokens of the text as typed (`tokenizer(text)`, nothing of ours before it);
     counts [UNK] pieces and truncates to `max_tokens`, saying so. An Encoded with no ids and `blank` set when the
@@ -151,15 +154,14 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
 
     text_pair: a second segment (token type 1); target: encode as a decoder target (`text_target=`); display: how
     tokens are shown (default: the tokenizer's TokenText, built anew: adapters pass theirs)."""
-    kwargs: dict[str, Any] = {"add_special_tokens": True}
-
-    def call(**extra: Any) -> Any:
+    def call(**extra: Unpack[TokenizerOptions]) -> Encoding:
+        kwargs: TokenizerOptions = {"add_special_tokens": True, **extra}
         if target:
             try:
-                return tokenizer(text_target=text, **kwargs, **extra)
+                return tokenizer(text_target=text, **kwargs)
             except (TypeError, ValueError):
                 pass
-        return tokenizer(text, text_pair, **kwargs, **extra) if text_pair else tokenizer(text, **kwargs, **extra)
+        return tokenizer(text, text_pair, **kwargs) if text_pair else tokenizer(text, **kwargs)
 
     full = call()
     ids = list(full["input_ids"])
@@ -187,7 +189,7 @@ def encode_hf(tokenizer: Any, text: str, max_tokens: int, text_pair: str | None 
     return Encoded(tuple(ids), tuple(str(t) for t in tokens), tuple(notes), truncated, n_unknown, special, segments)
 
 
-def _typed_unknowns(tokenizer: Any, text: str, ids: list[int], tokens: list[str], unk: int) -> list[str]:
+def _typed_unknowns(tokenizer: Tokenizer, text: str, ids: list[int], tokens: list[str], unk: int) -> list[str]:
     """The tokens with each unknown piece labelled by the text it covers (fast tokenizers' offsets), else as
     they are."""
     try:
@@ -220,16 +222,20 @@ class VocabText:
     character-level vocabulary; a tokenizer.json's pieces), the beginning-of-sentence token first when the
     vocabulary has one and `feeds_bos` is set; when it has none, the text as is, with a note saying so."""
 
-    vocab: Vocab
-    loaded: Any
+    vocab: Vocab | None  # None: the model came without one (it cannot read text)
+    loaded: object  # what the adapter was made from: read for the model's own token limit (model_max_tokens)
     feeds_bos = True
 
     @property
     def display(self) -> TokenText:
-        """How this vocabulary's tokens are shown (built once per adapter)."""
+        """How this vocabulary's tokens are shown (built once per adapter). An adapter without a vocabulary has
+        none: AttributeError, so that getattr(adapter, "display", None) reads None."""
+        vocab = self.vocab
+        if vocab is None:
+            raise AttributeError(f"{type(self).__name__} has no vocabulary to show tokens with")
         shown = self.__dict__.get("_display")
-        if shown is None or shown.size != len(self.vocab):
-            shown = self.__dict__["_display"] = TokenText.of_vocab(self.vocab)
+        if shown is None or shown.size != len(vocab):
+            shown = self.__dict__["_display"] = TokenText.of_vocab(vocab)
         return shown
 
     def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
@@ -237,28 +243,38 @@ class VocabText:
         if empty is not None:
             return empty
         limit, whose = token_limit(self.loaded, max_tokens)
-        bos = self.feeds_bos and self.vocab.bos_id is not None
-        enc = encode_vocab(self.vocab, text, limit, bos=bos, whose=whose, display=self.display)
+        vocab = self.vocab
+        assert vocab is not None, f"{type(self).__name__} has no vocabulary to read text with"
+        bos = self.feeds_bos and vocab.bos_id is not None
+        enc = encode_vocab(vocab, text, limit, bos=bos, whose=whose, display=self.display)
         if self.feeds_bos and not bos:
-            enc = replace(enc, notes=(NO_BOS.format(unit=_unit(self.vocab)), *enc.notes))
+            enc = replace(enc, notes=(NO_BOS.format(unit=_unit(vocab)), *enc.notes))
         return enc
 
-    def token_strings(self, ids: Any) -> list[str]:
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
         """Each id shown on its own (explorer.text.token_text)."""
         return [self.display.text(i) for i in ids]
 
-    def sequence_strings(self, ids: Any) -> list[str]:
+    def sequence_strings(self, ids: Iterable[int]) -> list[str]:
         """The ids of one sequence, shown as in a sentence."""
         return self.display.texts(list(ids))
 
-    def detokenize(self, ids: Any) -> str:
+    def detokenize(self, ids: Iterable[int]) -> str:
         """Generated ids as text: characters joined as they are, words and pieces with spaces."""
-        itos = self.vocab.itos
+        vocab = self.vocab
+        assert vocab is not None, f"{type(self).__name__} has no vocabulary to read ids with"
+        itos = vocab.itos
         words = [itos[i] if 0 <= i < len(itos) else f"#{i}" for i in ids]
-        return ("" if self.vocab.level == "char" else " ").join(words)
+        return ("" if vocab.level == "char" else " ").join(words)
 
 
-def shown_text(adapter: Any, ids: Any) -> str:
+class Detokenizes(Protocol):
+    """An adapter's `detokenize` (explorer.adapters.protocols.Reads has it)."""
+
+    def detokenize(self, ids: Sequence[int]) -> str: ...
+
+
+def shown_text(adapter: Detokenizes, ids: Sequence[int]) -> str:
     """Generated ids as the page shows their text: the adapter's `detokenize` (the tokenizer's decoding), with bytes
     that form no whole character (a text that ends inside one) as the bytes ‹E3 81›, the way a token on its own
     shows them, never "�"."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from explorer.runtime.errors import ViewError
 
@@ -69,11 +69,11 @@ class TokenizerError(ViewError, ValueError):
     """An uploaded tokenizer that cannot be used here; str() says why, fit for the page."""
 
 
-def regex_patterns(obj: Any) -> list[tuple[str, Any]]:
+def regex_patterns(obj: object) -> list[tuple[str, object]]:
     """(where, pattern) of every `{"Regex": ...}` in a parsed tokenizer.json (its model's vocab and merges aside).
     `where` is a dotted path such as "pre_tokenizer.pretokenizers[0].pattern"."""
-    found: list[tuple[str, Any]] = []
-    stack: list[tuple[str, Any]] = [("", obj)]
+    found: list[tuple[str, object]] = []
+    stack: list[tuple[str, object]] = [("", obj)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, Mapping):
@@ -88,7 +88,7 @@ def regex_patterns(obj: Any) -> list[tuple[str, Any]]:
     return sorted(found, key=lambda f: f[0])
 
 
-def check_patterns(obj: Any) -> None:
+def check_patterns(obj: object) -> None:
     """Raise TokenizerError when a parsed tokenizer.json holds a regex that is not one of KNOWN_PATTERNS."""
     for where, pattern in regex_patterns(obj):
         if isinstance(pattern, str) and pattern in _KNOWN:

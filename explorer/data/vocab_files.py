@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypeGuard
 
 from explorer.data.tokenizer_safety import TokenizerError, check_patterns, guarded, is_panic
 from explorer.data.vocab import Vocab, find_specials
 
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
 _COUNT_KEYS = ("freq", "freqs", "counts", "frequencies")
 
 
-def read_vocabulary(obj: Any, nested: bool = False) -> Vocab:
+def read_vocabulary(obj: object, nested: bool = False) -> Vocab:
     """A Vocab from a parsed JSON value saved in any of the ways of the module docstring. Raises ValueError.
 
     nested: obj is an entry of an object already (its own entries are not searched again)."""
@@ -41,7 +44,7 @@ def read_vocabulary(obj: Any, nested: bool = False) -> Vocab:
     return vocab
 
 
-def _shape(obj: Any) -> str:
+def _shape(obj: object) -> str:
     if isinstance(obj, (list, tuple)):
         return "a list of tokens"
     if isinstance(obj, Mapping) and "itos" in obj:
@@ -54,7 +57,7 @@ def _is_flat(obj: Mapping) -> bool:
     return not any(isinstance(v, (list, tuple, Mapping)) for v in obj.values())
 
 
-def _id_map_tokens(obj: Any) -> list[str] | None:
+def _id_map_tokens(obj: object) -> list[str] | None:
     """The tokens of an {id: token} map (ids "0".."n-1" as JSON keys), in id order; None if obj is not one."""
     if not isinstance(obj, Mapping) or not obj or not all(isinstance(v, str) for v in obj.values()):
         return None
@@ -97,16 +100,17 @@ def _from_entries(obj: Mapping) -> Vocab:
 
 
 # ------------------------------------------------------------------------------------------- tokenizer.json
-def is_tokenizer_json(obj: Any) -> bool:
+def is_tokenizer_json(obj: object) -> TypeGuard[Mapping[str, object]]:
     """Whether obj looks like a Hugging Face tokenizer.json (a "model" object with a "vocab")."""
     return isinstance(obj, Mapping) and isinstance(obj.get("model"), Mapping) and "vocab" in obj["model"]
 
 
-def tokenizer_vocab(obj: Mapping) -> Vocab:
+def tokenizer_vocab(obj: Mapping[str, object]) -> Vocab:
     """The vocabulary of a tokenizer.json (model vocab + added tokens) with the tokenizer to split text. Raises
     ValueError (TokenizerError: a regex that is not a known family's, a crash of the library)."""
     check_patterns(obj)  # before anything is built, and before the library compiles anything of the file
     model = obj["model"]
+    assert isinstance(model, Mapping)  # is_tokenizer_json(obj)
     kind = str(model.get("type") or "tokenizer")
     raw = model["vocab"]
     if isinstance(raw, list):  # Unigram: [[piece, score], ...], id = position
@@ -115,7 +119,10 @@ def tokenizer_vocab(obj: Mapping) -> Vocab:
         raise ValueError(f"tokenizer.json: model.vocab is a {type(raw).__name__}, not a {{token: id}} map")
     by_token = dict(raw)
     declared = set()
-    for added in obj.get("added_tokens") or []:
+    added_tokens = obj.get("added_tokens") or []
+    if not isinstance(added_tokens, list):
+        raise ValueError(f"tokenizer.json: added_tokens is a {type(added_tokens).__name__}, not a list")
+    for added in added_tokens:
         if isinstance(added, Mapping) and isinstance(added.get("content"), str) and isinstance(added.get("id"), int):
             by_token[added["content"]] = added["id"]
             if added.get("special"):
@@ -150,7 +157,7 @@ class _TokenizerSplitter:
     """Text -> [(piece, id or None)] with a `tokenizers` Tokenizer, no special tokens added. A piece the tokenizer
     maps to its unknown token is returned as the text it covers, with id None."""
 
-    def __init__(self, tokenizer: Any, vocab: Vocab) -> None:
+    def __init__(self, tokenizer: Tokenizer, vocab: Vocab) -> None:
         self.tokenizer, self.stoi, self.unk = tokenizer, vocab.stoi, vocab.unk_id
 
     def __call__(self, text: str) -> list[tuple[str, int | None]]:
@@ -181,10 +188,12 @@ NAMED = ("tokenizer.json", "vocab.json")  # read as the vocabulary whatever else
 VOCAB_SLACK = 1_024  # a vocabulary may have this many more tokens than its model's largest weight matrix has rows
 
 
-def token_count(obj: Any, depth: int = 0) -> int:
+def token_count(obj: object, depth: int = 0) -> int:
     """How many tokens a vocabulary saved as `obj` would hold, counted without building anything (0: none)."""
     if is_tokenizer_json(obj):
-        vocab, added = obj["model"]["vocab"], obj.get("added_tokens")
+        model = obj["model"]
+        assert isinstance(model, Mapping)  # is_tokenizer_json(obj)
+        vocab, added = model["vocab"], obj.get("added_tokens")
         return (len(vocab) if isinstance(vocab, (list, Mapping)) else 0) + (len(added) if isinstance(added, list)
                                                                            else 0)
     if isinstance(obj, (list, tuple)):
@@ -196,13 +205,13 @@ def token_count(obj: Any, depth: int = 0) -> int:
     return max((token_count(v, depth + 1) for v in obj.values()), default=0)
 
 
-def _too_large(obj: Any, rows: int) -> int:
+def _too_large(obj: object, rows: int) -> int:
     """The token count of obj when it exceeds rows + VOCAB_SLACK, else 0."""
     n = token_count(obj)
     return n if n > rows + VOCAB_SLACK else 0
 
 
-def find_vocabulary(files: Mapping[str, Any], extras: Mapping[str, Any], sizes: set[int],
+def find_vocabulary(files: Mapping[str, object], extras: Mapping[str, object], sizes: set[int],
                     weights_name: str = "the weights file") -> tuple[Vocab, str] | None:
     """The vocabulary among parsed JSON files (name -> value) and a checkpoint's plain entries (`extras`).
 

@@ -26,12 +26,15 @@ import os
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING
 
 import torch
 
 from explorer.files.state_dicts import NoWeightsError, Weights, unwrap
 from explorer.runtime.errors import ViewError
+
+if TYPE_CHECKING:
+    from explorer.runtime.json_value import JSON
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 WEIGHT_SUFFIXES = (".safetensors", *TORCH_SUFFIXES)
@@ -104,7 +107,7 @@ def _limit(nbytes: int) -> str:
     return f"{mb:,.0f}" if mb >= 100 or mb == round(mb) else f"{mb:.2g}"
 
 
-def _unwrapped(obj: Any, name: str) -> Weights:
+def _unwrapped(obj: object, name: str) -> Weights:
     try:
         return unwrap(obj)
     except NoWeightsError as exc:
@@ -209,7 +212,7 @@ def _checked(weights: Weights, name: str, budget: int) -> Weights:
     return weights
 
 
-def check_safetensors_header(fh: Any, name: str) -> None:
+def check_safetensors_header(fh: IO[bytes], name: str) -> None:
     """Refuse a safetensors file whose header (JSON: one entry per tensor) is over EXPLORER_MAX_HEADER_MB, before the
     library parses it. The library itself checks every tensor's shape × dtype against its byte range in the file
     (so a safetensors file stands for no more than it holds) and names what is wrong; this leaves those to it."""
@@ -240,7 +243,7 @@ def read_state_dict_file(path: Path) -> dict[str, torch.Tensor]:
 _PICKLE_CONTAINERS = b"]}(\x85\x86\x87\x8fR\x81"  # opcodes that build a list, dict, tuple, set or object
 
 
-def check_torch_zip(fh: Any, name: str) -> None:
+def check_torch_zip(fh: IO[bytes], name: str) -> None:
     """Refuse, before torch.load, a torch file it cannot read within bounds.
 
     torch.save stores its records uncompressed, so their declared sizes add up to at most the file's size; a
@@ -291,7 +294,8 @@ def check_torch_zip(fh: Any, name: str) -> None:
                 f"{_limit(limit)} MB limit (set EXPLORER_MAX_HEADER_MB to change it). Refused before it ran.")
 
 
-def _torch_load_weights_only(fh: Any, name: str) -> Any:
+def _torch_load_weights_only(fh: IO[bytes], name: str) -> object:
+    """What torch.load(weights_only=True) rebuilds: tensors in dicts, lists, tuples, numbers and strings."""
     check_torch_zip(fh, name)
     try:
         return torch.load(fh, map_location="cpu", weights_only=True)
@@ -331,7 +335,7 @@ def check_json_budget(data: bytes, name: str, rows: int | None = None) -> None:
             f"({JSON_VALUES_PER_ROW} per row + {JSON_VALUES_BASE:,}). Refused before parsing.")
 
 
-def read_json_bytes(data: bytes, name: str, rows: int | None = None) -> Any:
+def read_json_bytes(data: bytes, name: str, rows: int | None = None) -> JSON:
     """Parse JSON bytes within the budgets of `check_json_budget`, with a clear error naming the file, line and
     column."""
     check_json_budget(data, name, rows)
@@ -347,7 +351,7 @@ def read_json_bytes(data: bytes, name: str, rows: int | None = None) -> Any:
         raise CorruptFileError(f"'{name}' nests lists or objects too deeply to be read.") from None
 
 
-def read_json_file(path: Path, rows: int | None = None) -> Any:
+def read_json_file(path: Path, rows: int | None = None) -> JSON:
     """Read a JSON file from a model folder (size-checked before it is read, clear errors)."""
     check_size(path.name, path.stat().st_size, max_json_bytes(), "EXPLORER_MAX_JSON_MB")
     return read_json_bytes(path.read_bytes(), path.name, rows)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeGuard
 
 import torch
 
@@ -25,6 +25,10 @@ PREFERRED = ("model_state_dict", "state_dict", "model", "net", "model_state", "n
 WRAPPER_PREFIXES = {"module.": "nn.DataParallel / DistributedDataParallel", "_orig_mod.": "torch.compile",
                     "model.": "a wrapper module (e.g. a LightningModule's self.model)",
                     "net.": "a wrapper module", "network.": "a wrapper module"}
+
+
+#: a plain value kept beside the weights: a list of tokens or a {token: id} / {id: token} map
+Plain = list[str] | tuple[str, ...] | Mapping[str | int, str | int]
 
 
 class NoWeightsError(ValueError):
@@ -39,11 +43,11 @@ class Weights:
 
     tensors: dict[str, torch.Tensor]
     rows: list[tuple[str, str]] = field(default_factory=list)
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Plain] = field(default_factory=dict)
     note: str = ""
 
 
-def describe(obj: Any, limit: int = 8) -> str:
+def describe(obj: object, limit: int = 8) -> str:
     """What an object holds, for messages: "emb.weight (10, 6), epoch (int), optimizer_state_dict (dict of 2)"."""
     if isinstance(obj, torch.Tensor):
         return f"a single tensor of shape {tuple(obj.shape)}"
@@ -53,7 +57,7 @@ def describe(obj: Any, limit: int = 8) -> str:
     return ", ".join(parts) + (f", … ({len(obj)} entries)" if len(obj) > limit else "") if parts else "nothing"
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return str(tuple(value.shape))
     if isinstance(value, (Mapping, list, tuple)):
@@ -61,14 +65,14 @@ def _kind(value: Any) -> str:
     return f"({type(value).__name__})"
 
 
-def _state_dict(value: Any) -> dict[str, torch.Tensor] | None:
+def _state_dict(value: object) -> dict[str, torch.Tensor] | None:
     """value as {name: tensor} when it is a non-empty mapping of tensors, else None."""
     if isinstance(value, Mapping) and value and all(isinstance(v, torch.Tensor) for v in value.values()):
         return {str(k): v for k, v in value.items()}
     return None
 
 
-def unwrap(obj: Any) -> Weights:
+def unwrap(obj: object) -> Weights:
     """The model's tensors in `obj` (see the module docstring). Raises NoWeightsError."""
     if not isinstance(obj, Mapping):
         raise NoWeightsError(f"holds {describe(obj)}, not a state dict. Expected a mapping from parameter names to "
@@ -113,7 +117,7 @@ def strip_wrappers(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Te
     return tensors, rows
 
 
-def _plain(value: Any) -> bool:
+def _plain(value: object) -> TypeGuard[Plain]:
     """A list of strings, or a mapping of strings/ints to strings/ints (what a vocabulary is saved as)."""
     if isinstance(value, (list, tuple)):
         return bool(value) and all(isinstance(v, str) for v in value)
@@ -121,9 +125,9 @@ def _plain(value: Any) -> bool:
         isinstance(k, (str, int)) and isinstance(v, (str, int)) for k, v in value.items())
 
 
-def _extras(obj: Mapping) -> dict[str, Any]:
+def _extras(obj: Mapping[object, object]) -> dict[str, Plain]:
     """The plain lists and maps of obj and of its mapping entries ("entry.key")."""
-    out = {}
+    out: dict[str, Plain] = {}
     for key, value in obj.items():
         if _plain(value):
             out[str(key)] = value

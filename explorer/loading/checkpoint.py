@@ -122,7 +122,7 @@ def series_path(weights_path: Path) -> Path:
     return weights_path.with_name(weights_path.name[: -len(".safetensors")] + SERIES_SUFFIX)
 
 
-def series_steps(meta: Any) -> tuple[int, ...]:
+def series_steps(meta: object) -> tuple[int, ...]:
     """The optimiser steps of the snapshots that meta["snapshots"] lists, in order; () when it lists none or is not
     a list of {"step": int ≥ 0} in ascending order."""
     infos = meta.get("snapshots") if isinstance(meta, dict) else None

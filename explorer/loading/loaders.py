@@ -10,7 +10,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 import torch
 
@@ -21,6 +21,7 @@ from explorer.loading import pretrained
 from explorer.loading.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
 from explorer.loading.checkpoint import Meta, read_snapshot, series_path, series_steps
 from explorer.runtime.device import DTYPES, is_out_of_memory, resolve
+from explorer.data.vocab import Vocab
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
                                 first_line, max_json_bytes, read_json_file, read_state_dict_file,
@@ -38,6 +39,11 @@ class OutOfMemoryLoadError(ModelLoadError):
 
 
 # ------------------------------------------------------------------------------------- loaded model
+# One row of the loaded-models table (LoadedModel.summary)
+Summary = TypedDict("Summary", {"id": str, "family": str, "layers": int | None, "heads": int | None,
+                                "parameters": int, "device": str, "dtype": str, "memory (MB)": float})
+
+
 @dataclass
 class LoadedModel:
     """A model placed on a device, with what the views need to read it.
@@ -54,7 +60,7 @@ class LoadedModel:
     dtype: str
     meta: Meta = field(default_factory=dict)
     tokenizer: Any = None
-    vocabs: dict[str, Any] = field(default_factory=dict)
+    vocabs: dict[str, Vocab] = field(default_factory=dict)
     state_dict: dict[str, torch.Tensor] | None = None
     notes: list[str] = field(default_factory=list)
     adapter: Adapter = field(init=False, repr=False, compare=False)
@@ -87,7 +93,8 @@ class LoadedModel:
         return sum(t.numel() * t.element_size() for t in self.tensors())
 
     @property
-    def config(self) -> Any:
+    def config(self) -> object:
+        """The Hugging Face model's config (read by name with getattr), or None."""
         return getattr(self.model, "config", None)
 
     def _config_int(self, *names: str) -> int | None:
@@ -104,7 +111,7 @@ class LoadedModel:
         value = self._config_int("num_attention_heads", "n_head", "num_heads")
         return value if value is not None else self.meta.get("config", {}).get("n_head")
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Summary:
         """One row of the loaded-models table."""
         return {"id": self.id, "family": FAMILIES.get(self.family, self.family), "layers": self.n_layers,
                 "heads": self.n_heads, "parameters": self.n_params, "device": self.device, "dtype": self.dtype,
@@ -113,6 +120,7 @@ class LoadedModel:
 
 if TYPE_CHECKING:
     from explorer.adapters.protocols import Loaded
+    from explorer.runtime.hf_runtime import Tokenizer
 
     def _gives_probes_what_they_read(m: LoadedModel) -> Loaded:
         """Never called: mypy checks here that a LoadedModel is the `Loaded` every probe receives."""
@@ -226,6 +234,7 @@ def _load_pretrained(mid: ModelId, device: str, dtype: str, task: str | None,
     if mid.name == "glove":
         return _load_glove(mid, device, dtype)
     folder = pretrained.minilm_dir() if mid.name == "minilm" else pretrained.smollm2_dir(progress)
+    assert folder is not None  # is_installed: minilm_dir() found the folder
     loaded = _load_hf_source(str(mid), folder, True, device, dtype, task)
     loaded.meta.update(packaged=mid.name, description=pretrained.describe(spec))
     return loaded
@@ -301,7 +310,7 @@ def _offline_help(label: str, repo: str) -> str:
     )
 
 
-def _hf_family(config: Any) -> str:
+def _hf_family(config: object) -> str:
     if getattr(config, "is_encoder_decoder", False):
         return "encoder-decoder"
     archs = list(getattr(config, "architectures", None) or [])
@@ -312,7 +321,7 @@ def _hf_family(config: Any) -> str:
     return "encoder"
 
 
-def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtype: str,
+def _load_hf_source(label: str, source: str | Path, local_only: bool, device: str, dtype: str,
                     task: str | None) -> LoadedModel:
     """Load a Hugging Face model from a repo id or a folder, eager attention, never remote code."""
     from explorer.runtime.hf_runtime import AUTO_CLASSES, AutoConfig, AutoModel, AutoTokenizer
@@ -386,7 +395,7 @@ def _load_hf_source(label: str, source: Any, local_only: bool, device: str, dtyp
     return LoadedModel(label, family, model, device, dtype, meta, tokenizer=tokenizer, notes=notes)
 
 
-def _has_vocabulary(tok: Any, minimum: int = 4) -> bool:
+def _has_vocabulary(tok: Tokenizer, minimum: int = 4) -> bool:
     """False for the placeholder tokenizers transformers 5 builds when a folder holds no tokenizer files
     (only special tokens, e.g. a T5Tokenizer with <pad>, </s>, <unk> and the <extra_id_N> sentinels)."""
     try:

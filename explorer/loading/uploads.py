@@ -26,7 +26,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import torch
 
@@ -37,6 +37,9 @@ from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLo
 from explorer.files.state_dicts import Weights
 from explorer.runtime import heap
 from explorer.runtime.budget import positive_setting
+
+if TYPE_CHECKING:
+    from explorer.data.vocab import Vocab
 
 
 @dataclass
@@ -51,7 +54,7 @@ class UploadBundle:
     family: str
     state_dict: dict[str, torch.Tensor]
     meta: Meta | None
-    vocab: Any
+    vocab: Vocab | None
     nbytes: int
     found: tuple[tuple[str, str], ...] = ()
     note: str = ""

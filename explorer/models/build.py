@@ -6,7 +6,8 @@ allocate something absurd.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict, overload
 
 import torch
 import torch.nn as nn
@@ -19,6 +20,10 @@ from explorer.models.seq2seq import ATTENTIONS, Seq2Seq
 from explorer.models.tiny_gpt import GPT, GPTConfig
 from explorer.models.word2vec import SkipGram
 
+if TYPE_CHECKING:
+    from explorer.data.vocab import Vocab
+    from explorer.runtime.json_value import JSON
+
 MAX_LAYERS = 6
 MAX_HIDDEN = 1024
 MAX_EMB = 1024
@@ -26,8 +31,21 @@ MAX_VOCAB = 200_000
 MAX_BLOCK = 4096
 MAX_HEADS = 32
 
+#: build_model's keyword arguments as the explorer writes them (a checkpoint's meta "config"); read from a file, a
+#: config is checked key by key
+ModelConfig = dict[str, int | float | str | bool]
 
-def _int(config: dict, key: str, lo: int, hi: int, default: Any = None, required: bool = True) -> int:
+
+@overload
+def _int(config: Mapping[str, object], key: str, lo: int, hi: int) -> int: ...
+
+
+@overload
+def _int(config: Mapping[str, object], key: str, lo: int, hi: int, default: int, required: bool = True) -> int: ...
+
+
+def _int(config: Mapping[str, object], key: str, lo: int, hi: int, default: int | None = None,
+         required: bool = True) -> int | None:
     if key not in config:
         if required and default is None:
             raise ValueError(f"config is missing required key {key!r}")
@@ -40,7 +58,7 @@ def _int(config: dict, key: str, lo: int, hi: int, default: Any = None, required
     return v
 
 
-def _float(config: dict, key: str, lo: float, hi: float, default: float) -> float:
+def _float(config: Mapping[str, object], key: str, lo: float, hi: float, default: float) -> float:
     v = config.get(key, default)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"config[{key!r}] must be a number, got {v!r}")
@@ -49,21 +67,21 @@ def _float(config: dict, key: str, lo: float, hi: float, default: float) -> floa
     return float(v)
 
 
-def _choice(config: dict, key: str, choices: tuple, default: Any) -> Any:
+def _choice(config: Mapping[str, object], key: str, choices: tuple[str, ...], default: str) -> str:
     v = config.get(key, default)
-    if v not in choices:
+    if not isinstance(v, str) or v not in choices:  # the choices are strings: nothing else is one of them
         raise ValueError(f"config[{key!r}] must be one of {list(choices)}, got {v!r}")
     return v
 
 
-def _bool(config: dict, key: str, default: bool) -> bool:
+def _bool(config: Mapping[str, object], key: str, default: bool) -> bool:
     v = config.get(key, default)
     if not isinstance(v, bool):
         raise ValueError(f"config[{key!r}] must be true or false, got {v!r}")
     return v
 
 
-def _check_keys(config: dict, allowed: set[str], architecture: str) -> None:
+def _check_keys(config: Mapping[str, object], allowed: set[str], architecture: str) -> None:
     if not isinstance(config, dict):
         raise ValueError(f"config must be a dict, got {type(config).__name__}")
     unknown = set(config) - allowed
@@ -71,78 +89,92 @@ def _check_keys(config: dict, allowed: set[str], architecture: str) -> None:
         raise ValueError(f"unknown config keys for {architecture}: {sorted(unknown)} (allowed: {sorted(allowed)})")
 
 
-def _build_rnn_lm(c: dict) -> RNNLanguageModel:
+def _build_rnn_lm(c: Mapping[str, object]) -> RNNLanguageModel:
     _check_keys(c, {"vocab_size", "emb_dim", "hidden_size", "num_layers", "cell", "dropout", "tie_weights"}, "rnn_lm")
-    kw = dict(
-        vocab_size=_int(c, "vocab_size", 5, MAX_VOCAB),
-        emb_dim=_int(c, "emb_dim", 1, MAX_EMB),
-        hidden_size=_int(c, "hidden_size", 1, MAX_HIDDEN),
-        num_layers=_int(c, "num_layers", 1, MAX_LAYERS, default=1, required=False),
-        cell=_choice(c, "cell", CELLS, "lstm"),
-        dropout=_float(c, "dropout", 0.0, 0.9, 0.0),
-        tie_weights=_bool(c, "tie_weights", False),
-    )
-    if kw["tie_weights"] and kw["emb_dim"] != kw["hidden_size"]:
+    vocab_size = _int(c, "vocab_size", 5, MAX_VOCAB)
+    emb_dim = _int(c, "emb_dim", 1, MAX_EMB)
+    hidden_size = _int(c, "hidden_size", 1, MAX_HIDDEN)
+    num_layers = _int(c, "num_layers", 1, MAX_LAYERS, default=1, required=False)
+    cell = _choice(c, "cell", CELLS, "lstm")
+    dropout = _float(c, "dropout", 0.0, 0.9, 0.0)
+    tie_weights = _bool(c, "tie_weights", False)
+    if tie_weights and emb_dim != hidden_size:
         raise ValueError("tie_weights needs emb_dim == hidden_size")
-    return RNNLanguageModel(**kw)
+    return RNNLanguageModel(vocab_size=vocab_size, emb_dim=emb_dim, hidden_size=hidden_size, num_layers=num_layers,
+                            cell=cell, dropout=dropout, tie_weights=tie_weights)
 
 
-def _build_seq2seq(c: dict) -> Seq2Seq:
+def _build_seq2seq(c: Mapping[str, object]) -> Seq2Seq:
     _check_keys(c, {"src_vocab_size", "tgt_vocab_size", "emb_dim", "hidden_size", "attention", "num_layers",
                     "dropout", "bidirectional", "input_feeding", "pad_id", "bos_id", "eos_id"}, "seq2seq")
-    kw = dict(
-        src_vocab_size=_int(c, "src_vocab_size", 5, MAX_VOCAB),
-        tgt_vocab_size=_int(c, "tgt_vocab_size", 5, MAX_VOCAB),
-        emb_dim=_int(c, "emb_dim", 1, MAX_EMB),
-        hidden_size=_int(c, "hidden_size", 1, MAX_HIDDEN),
-        attention=_choice(c, "attention", ATTENTIONS, "bahdanau"),
-        num_layers=_int(c, "num_layers", 1, MAX_LAYERS, default=1, required=False),
-        dropout=_float(c, "dropout", 0.0, 0.9, 0.0),
-        bidirectional=_bool(c, "bidirectional", False),
-        input_feeding=_bool(c, "input_feeding", False),
-    )
-    if kw["input_feeding"] and not kw["attention"].startswith("luong"):
+    src_vocab_size = _int(c, "src_vocab_size", 5, MAX_VOCAB)
+    tgt_vocab_size = _int(c, "tgt_vocab_size", 5, MAX_VOCAB)
+    emb_dim = _int(c, "emb_dim", 1, MAX_EMB)
+    hidden_size = _int(c, "hidden_size", 1, MAX_HIDDEN)
+    attention = _choice(c, "attention", ATTENTIONS, "bahdanau")
+    num_layers = _int(c, "num_layers", 1, MAX_LAYERS, default=1, required=False)
+    dropout = _float(c, "dropout", 0.0, 0.9, 0.0)
+    bidirectional = _bool(c, "bidirectional", False)
+    input_feeding = _bool(c, "input_feeding", False)
+    if input_feeding and not attention.startswith("luong"):
         raise ValueError("input_feeding applies to Luong attention only")
-    if kw["bidirectional"] and kw["hidden_size"] % 2:
+    if bidirectional and hidden_size % 2:
         raise ValueError("a bidirectional encoder needs an even hidden_size")
-    for key, default in (("pad_id", 0), ("bos_id", 2), ("eos_id", 3)):
-        kw[key] = _int(c, key, 0, min(kw["src_vocab_size"], kw["tgt_vocab_size"]) - 1, default=default,
-                       required=False)
-    return Seq2Seq(**kw)
+    top = min(src_vocab_size, tgt_vocab_size) - 1
+    pad_id = _int(c, "pad_id", 0, top, default=0, required=False)
+    bos_id = _int(c, "bos_id", 0, top, default=2, required=False)
+    eos_id = _int(c, "eos_id", 0, top, default=3, required=False)
+    return Seq2Seq(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, emb_dim=emb_dim,
+                   hidden_size=hidden_size, attention=attention, num_layers=num_layers, dropout=dropout,
+                   bidirectional=bidirectional, input_feeding=input_feeding, pad_id=pad_id, bos_id=bos_id,
+                   eos_id=eos_id)
 
 
-def _transformer_kw(c: dict, name: str, positions: tuple[str, ...]) -> dict:
+class _TransformerKw(TypedDict):
+    """The fields of GPTConfig and MaskedLMConfig (the same blocks)."""
+    vocab_size: int
+    block_size: int
+    n_layer: int
+    n_head: int
+    n_embd: int
+    dropout: float
+    bias: bool
+    norm: str
+    positions: str
+
+
+def _transformer_kw(c: Mapping[str, object], name: str, positions: tuple[str, ...]) -> _TransformerKw:
     """The checked config of a built-in transformer (tiny_gpt, masked_lm: the same blocks)."""
     _check_keys(c, {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "norm",
                     "positions"}, name)
-    kw = dict(
-        vocab_size=_int(c, "vocab_size", 5, MAX_VOCAB),
-        block_size=_int(c, "block_size", 1, MAX_BLOCK),
-        n_layer=_int(c, "n_layer", 1, MAX_LAYERS),
-        n_head=_int(c, "n_head", 1, MAX_HEADS),
-        n_embd=_int(c, "n_embd", 1, MAX_HIDDEN),
-        dropout=_float(c, "dropout", 0.0, 0.9, 0.0),
-        bias=_bool(c, "bias", True),
-        norm=_choice(c, "norm", ("pre", "post"), "pre"),
-        positions=_choice(c, "positions", positions, "learned"),
-    )
+    kw: _TransformerKw = {
+        "vocab_size": _int(c, "vocab_size", 5, MAX_VOCAB),
+        "block_size": _int(c, "block_size", 1, MAX_BLOCK),
+        "n_layer": _int(c, "n_layer", 1, MAX_LAYERS),
+        "n_head": _int(c, "n_head", 1, MAX_HEADS),
+        "n_embd": _int(c, "n_embd", 1, MAX_HIDDEN),
+        "dropout": _float(c, "dropout", 0.0, 0.9, 0.0),
+        "bias": _bool(c, "bias", True),
+        "norm": _choice(c, "norm", ("pre", "post"), "pre"),
+        "positions": _choice(c, "positions", positions, "learned"),
+    }
     if kw["n_embd"] % kw["n_head"]:
         raise ValueError(f"n_embd ({kw['n_embd']}) must be divisible by n_head ({kw['n_head']})")
     return kw
 
 
-def _build_tiny_gpt(c: dict) -> GPT:
+def _build_tiny_gpt(c: Mapping[str, object]) -> GPT:
     kw = _transformer_kw(c, "tiny_gpt", ("learned", "sinusoidal"))
     if kw["positions"] == "sinusoidal" and kw["n_embd"] % 2:
         raise ValueError("sinusoidal positions need an even n_embd")
     return GPT(GPTConfig(**kw))
 
 
-def _build_masked_lm(c: dict) -> MaskedLM:
+def _build_masked_lm(c: Mapping[str, object]) -> MaskedLM:
     return MaskedLM(MaskedLMConfig(**_transformer_kw(c, "masked_lm", ("learned",))))
 
 
-def _build_word2vec(c: dict) -> SkipGram:
+def _build_word2vec(c: Mapping[str, object]) -> SkipGram:
     _check_keys(c, {"vocab_size", "dim"}, "word2vec")
     return SkipGram(vocab_size=_int(c, "vocab_size", 5, MAX_VOCAB), dim=_int(c, "dim", 1, MAX_EMB))
 
@@ -155,7 +187,7 @@ ARCHITECTURES: dict[str, type[nn.Module]] = {
     "masked_lm": MaskedLM,
 }
 
-_BUILDERS: dict[str, Callable[[dict], nn.Module]] = {
+_BUILDERS: dict[str, Callable[[Mapping[str, object]], nn.Module]] = {
     "rnn_lm": _build_rnn_lm,
     "seq2seq": _build_seq2seq,
     "tiny_gpt": _build_tiny_gpt,
@@ -164,7 +196,7 @@ _BUILDERS: dict[str, Callable[[dict], nn.Module]] = {
 }
 
 
-def build_model(architecture: str, config: dict) -> nn.Module:
+def build_model(architecture: str, config: Mapping[str, object]) -> nn.Module:
     """Validated construction: architecture is a key of ARCHITECTURES, config its constructor kwargs
     (for tiny_gpt, the GPTConfig fields). Raises ValueError with a readable message on bad input."""
     if architecture not in _BUILDERS:
@@ -177,12 +209,14 @@ FAMILY_OF_ARCHITECTURE = {"rnn_lm": "rnn-lm", "seq2seq": "seq2seq-rnn", "tiny_gp
                           "masked_lm": "masked-lm"}
 
 
-def from_checkpoint(meta: dict, state: dict[str, torch.Tensor], label: str) -> torch.nn.Module:
+def from_checkpoint(meta: Mapping[str, JSON], state: dict[str, torch.Tensor], label: str) -> torch.nn.Module:
     """Build an explorer architecture from its JSON meta ({"architecture", "config"}) and load `state` into it
     (strict, except that a tied weight saved once, e.g. tie_weights=True, is not missing). Raises CorruptFileError
     naming what does not fit. The model is in eval mode."""
     try:
-        architecture, config = str(meta["architecture"]), dict(meta.get("config", {}))
+        # dict() takes the file's config as it is (an object, or a list of pairs): its errors are the message
+        raw: Any = meta.get("config", {})
+        architecture, config = str(meta["architecture"]), dict(raw)
         with torch.device("meta"):  # shapes only: a config claiming a huge model allocates nothing
             skeleton = build_model(architecture, config)
     except KeyError as exc:
@@ -219,13 +253,13 @@ def _check_shapes(skeleton: torch.nn.Module, state: dict[str, torch.Tensor], lab
         raise CorruptFileError(f"{label}: the weights do not match the config ({'; '.join(problems)}).")
 
 
-def vocabs_from_meta(meta: dict) -> dict[str, Any]:
+def vocabs_from_meta(meta: Mapping[str, object]) -> dict[str, Vocab]:
     """The vocabularies stored in a checkpoint's JSON: "vocab", "src_vocab", "tgt_vocab" -> Vocab.
 
     The built-in architectures are trained with the SPECIALS at ids 0..3 (explorer.data.vocab), so these must be."""
     from explorer.data.vocab import SPECIALS, Vocab
 
-    out: dict[str, Any] = {}
+    out: dict[str, Vocab] = {}
     for key in ("vocab", "src_vocab", "tgt_vocab"):
         if key in meta:
             try:

@@ -289,6 +289,7 @@ def context_projection(trace: ContextTrace, layer: int | None = None, dims: int 
     except ProjectionError as exc:
         raise ContextError(f"No PCA of this sentence's vectors: {exc}") from None
     coords = np.full((len(trace.states), T, dims), np.nan, dtype=np.float32)
+    assert proj.model is not None  # a PCA keeps its fitted map
     for i in same:
         coords[i] = proj.model.transform(trace.states[i])
     what = "all layers' token vectors together" if layer is None else f"the token vectors of {trace.layer_names[layer]}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 import torch
@@ -22,6 +22,9 @@ from explorer.runtime.device import is_large
 from explorer.runtime.lru import LoadOnceLRU
 from explorer.adapters.generation import LABELS, SAMPLING, BeamTrace, DecodingError, Strategy
 from explorer.views import BY_PATH, KINDS, MAX_NEW, MAX_SAMPLES
+
+if TYPE_CHECKING:
+    from explorer.runtime.hf_runtime import Tokenizer
 
 BEAM_BUDGET = 800  # num_beams × new tokens: beyond this, the beam column generates fewer tokens
 SAMPLE_BUDGET = 4000  # n samples × new tokens per strategy
@@ -151,11 +154,13 @@ def generator(loaded: Loaded) -> Generates:
 _MARK_SYSTEM, _MARK_USER = "\u2063SYSTEM\u2063", "\u2063USER\u2063"  # invisible separators: in no template
 
 
-def _tokenizer(adapter: Reads) -> Any:
-    return getattr(adapter, "tokenizer", None)
+def _tokenizer(adapter: Reads) -> Tokenizer | None:
+    """The Hugging Face tokenizer of the adapter (explorer.adapters.hf), or None (the built-in models)."""
+    tokenizer: Tokenizer | None = getattr(adapter, "tokenizer", None)
+    return tokenizer
 
 
-def _render(tokenizer: Any, user: str, system: str | None) -> str:
+def _render(tokenizer: Tokenizer, user: str, system: str | None) -> str:
     messages = ([{"role": "system", "content": system}] if system is not None else []) + \
         [{"role": "user", "content": user}]
     return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
@@ -193,7 +198,7 @@ def _template(adapter: Generates) -> ChatTemplate | None:
     return ChatTemplate(default, system_ok, opener, tuple(adapter.token_strings(list(adapter.eos_ids))))
 
 
-def _chat_ids(tokenizer: Any, rendered: str) -> list[int]:
+def _chat_ids(tokenizer: Tokenizer, rendered: str) -> list[int]:
     """The ids of a rendered chat, as apply_chat_template(tokenize=True) gives them (no special tokens added)."""
     return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
@@ -206,10 +211,13 @@ def chat_ids(adapter: Generates, text: str, system: str = "") -> tuple[list[int]
     if info is None:
         raise DecodingError(f"{adapter.id}'s tokenizer has no chat template: the prompt is read as raw text.")
     tok = _tokenizer(adapter)
+    assert tok is not None  # _template read the chat template from it
     given = system if system and info.system_ok else None
-    ids = tok.apply_chat_template([*([{"role": "system", "content": given}] if given is not None else []),
-                                   {"role": "user", "content": text}], tokenize=True, add_generation_prompt=True,
-                                  return_dict=True)["input_ids"]
+    encoded = tok.apply_chat_template([*([{"role": "system", "content": given}] if given is not None else []),
+                                       {"role": "user", "content": text}], tokenize=True, add_generation_prompt=True,
+                                      return_dict=True)
+    assert isinstance(encoded, Mapping)  # return_dict: a BatchEncoding
+    ids = encoded["input_ids"]
     return [int(i) for i in ids], (given if given is not None else info.default_system)
 
 
@@ -422,14 +430,14 @@ def _generation(adapter: Generates, plan: _Planned, seconds: float) -> Generatio
 Progress = Callable[..., None]  # progress(fraction, what, shown): shown = ((strategy label, text so far), ...)
 
 
-def read_prompt(adapter: Generates, model_input: Sequence[int]) -> tuple[torch.Tensor, Any]:
+def read_prompt(adapter: Generates, model_input: Sequence[int]) -> tuple[torch.Tensor, object]:
     """adapter.start's (logits (1, V), state) after reading the prompt `model_input`, as a copy (generation changes
     its state). Read once per prompt: the model keeps the PROMPT_STATES last ones, so the step view and a rerun with
     other settings do not read the prompt again (SmolLM2, a 462-token prompt: 2.4 s to read, 21 MB kept)."""
-    kept: LoadOnceLRU[tuple[torch.Tensor, Any]] = adapter.__dict__.setdefault("_prompt_states",
-                                                                              LoadOnceLRU(PROMPT_STATES))
+    kept: LoadOnceLRU[tuple[torch.Tensor, object]] = adapter.__dict__.setdefault("_prompt_states",
+                                                                                 LoadOnceLRU(PROMPT_STATES))
 
-    def start() -> tuple[torch.Tensor, Any]:
+    def start() -> tuple[torch.Tensor, object]:
         with torch.inference_mode(False), torch.no_grad():  # normal tensors: the copies may be stepped anywhere
             logits, state, _ = adapter.start(torch.tensor([list(model_input)], dtype=torch.long,
                                                           device=adapter.device))
@@ -524,7 +532,7 @@ def checked(strategy: Strategy, vocab_size: int) -> tuple[Strategy, tuple[str, .
         raise DecodingError(f"Unknown strategy '{strategy.kind}': use one of {', '.join(KINDS)}.")
     params, label = BY_PATH["decoding-strategies"].params, LABELS[strategy.kind]
     notes: list[str] = []
-    fixed: dict[str, Any] = {}
+    fixed: dict[str, Any] = {}  # Strategy field -> its value, the fields named at run time (FIELDS)
     if strategy.kind == "top-k" and strategy.top_k >= vocab_size:
         notes.append(f"Top-k: k = {strategy.top_k:,} is not smaller than the vocabulary ({vocab_size:,} tokens): "
                      "every token is kept, so this column is pure sampling.")

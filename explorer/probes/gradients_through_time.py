@@ -19,7 +19,7 @@ import torch
 
 from explorer.adapters.protocols import Loaded
 from explorer.adapters.recurrent import state_step
-from explorer.runtime.prefix_memo import prefix_memo
+from explorer.runtime.prefix_memo import PrefixMemo, prefix_memo
 from explorer.runtime.errors import ViewError
 
 MAX_TOKENS = 80
@@ -110,7 +110,7 @@ def gradients_through_time(loaded: Loaded, text: str) -> GradientTrace:
     state = torch.zeros((2 if lstm else 1) * weights.num_layers * weights.hidden_size, device=dev)
     # norm k = ‖∂s_{k+1}/∂s_k‖ reads only x_0 … x_{k+1}: kept in the model's prefix memo under those ids, so
     # typing on at the end of the sentence computes only the new steps' Jacobians (their SVDs are most of the cost)
-    memo = prefix_memo(adapter, "gradients")
+    memo: PrefixMemo[float] = prefix_memo(adapter, "gradients")
     keys = [tuple(enc.ids[:k + 2]) for k in range(x.shape[0] - 1)]
     norms = [memo.get(key) for key in keys]
     todo = [k for k, norm in enumerate(norms) if norm is None]
@@ -129,8 +129,8 @@ def gradients_through_time(loaded: Loaded, text: str) -> GradientTrace:
             else:
                 J = torch.stack([step_jacobian(weights, s, u) for s, u in zip(at, inputs)])
         for k, j in zip(todo, J.detach().cpu().double().numpy()):
-            norms[k] = spectral_norm(j)
-            memo.put(keys[k], norms[k])
+            norms[k] = norm = spectral_norm(j)
+            memo.put(keys[k], norm)
     norms_a = np.array(norms, dtype=np.float64)
     products = np.append(np.cumprod(norms_a[::-1])[::-1], 1.0)                  # (T,): ∏_{u=t+1}^{T−1}
     T = x.shape[0]

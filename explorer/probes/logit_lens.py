@@ -23,7 +23,7 @@ from explorer.adapters.base import Unsupported
 from explorer.adapters.protocols import Loaded, Unembeds, unembeds
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
-from explorer.runtime.prefix_memo import prefix_memo
+from explorer.runtime.prefix_memo import PrefixMemo, prefix_memo
 
 K = 10
 MAX_TOKENS = 128
@@ -188,7 +188,7 @@ def logit_lens(loaded: Loaded, text: str, k: int = K) -> LensTrace:
                 adapter.unembed(states[-1][1][:1].to(adapter.device), states[-1][2])
             raise LensError(f"{mid} records no logits: it has no output layer over its vocabulary.")
         own = torch.from_numpy(rec["logits"]).float()
-        memo = prefix_memo(adapter, f"lens:{k}")
+        memo: PrefixMemo[_Column] = prefix_memo(adapter, f"lens:{k}")
         keys = [tuple(enc.ids[:t + 1]) for t in range(len(enc.ids))]
         cols: dict[int, _Column] = {}
         if memo is not None:

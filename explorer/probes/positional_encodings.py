@@ -8,14 +8,13 @@ formula illustrations (sinusoidal, rotary, computed from the papers' equations) 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 
 from explorer.adapters.protocols import KnowsPositions, Loaded
 from explorer.runtime import budget
-from explorer.adapters.base import Unsupported
+from explorer.adapters.base import PositionTable, Unsupported
 from explorer.probes.position_formulas import similarity
 from explorer.probes.self_attention import rotate
 
@@ -33,7 +32,7 @@ def _positions(loaded: Loaded) -> KnowsPositions:
     return positions
 
 
-def _table(loaded: Loaded) -> Any:
+def _table(loaded: Loaded) -> PositionTable:
     return _positions(loaded).position_table()
 
 

@@ -17,7 +17,7 @@ Everything else (hiding special tokens, aggregations, the step-by-step table) is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence, cast
+from typing import Sequence, TypedDict, TypeVar, cast, overload
 
 import numpy as np
 import torch
@@ -40,6 +40,7 @@ FLOAT16_ABOVE = 2**22  # attention entries above which the trace stores float16
 CHECK_TOL = 1e-4  # recomputed softmax(QKᵀ·s + M) must equal the model's weights to this, else no arithmetic
 
 PRESETS = NATURAL["attention"]  # natural-English examples (explorer.data.examples); views ask the model for its own
+D = TypeVar("D")
 
 
 @dataclass(frozen=True)
@@ -230,15 +231,45 @@ def _read_record(adapter: HasAttention, mid: str, src: Encoded, tgt: Encoded | N
         raise AttentionError(f"{mid} could not run on this input: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _tokens(rec: Record, stream: str, pad: int) -> dict[str, Any]:
+class _TokenFields(TypedDict):
+    """The trace's token fields (AttentionTrace's)."""
+
+    tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    special: tuple[bool, ...]
+    key_special: tuple[bool, ...]
+    padding: tuple[bool, ...]
+    segments: tuple[int, ...]
+
+
+class _RopeFields(TypedDict, total=False):
+    """The trace's rotary fields (AttentionTrace's), present for rotary models only."""
+
+    q_pre: np.ndarray
+    k_pre: np.ndarray
+    rope_cos: np.ndarray
+    rope_sin: np.ndarray
+    rope_inv_freq: np.ndarray | None
+
+
+class _ExtraFields(_RopeFields, total=False):
+    """The trace's fields of the model's extra attention terms (AttentionTrace's)."""
+
+    softcaps: tuple[float, ...]
+    kv_head: np.ndarray | None
+    bias_name: str
+
+
+def _tokens(rec: Record, stream: str, pad: int) -> _TokenFields:
     """The trace's token fields: queries (Tq,) are the decoder's tokens for the decoder and cross streams, keys
     (Tk,) the decoder's for the decoder stream (else the input's); the last `pad` keys are padding."""
     queries = rec.input if stream == "encoder" or rec.target is None else rec.target
     keys = rec.target if stream == "decoder" and rec.target is not None else rec.input
-    return dict(tokens=tuple(queries.tokens), key_tokens=tuple(keys.tokens),
-                special=tuple(bool(x) for x in queries.special), key_special=tuple(bool(x) for x in keys.special),
-                padding=(False,) * (len(keys.ids) - pad) + (True,) * pad,
-                segments=tuple(queries.segments or (0,) * len(queries.ids)))
+    return _TokenFields(tokens=tuple(queries.tokens), key_tokens=tuple(keys.tokens),
+                        special=tuple(bool(x) for x in queries.special),
+                        key_special=tuple(bool(x) for x in keys.special),
+                        padding=(False,) * (len(keys.ids) - pad) + (True,) * pad,
+                        segments=tuple(queries.segments or (0,) * len(queries.ids)))
 
 
 @dataclass(frozen=True)
@@ -256,7 +287,7 @@ class _Arithmetic:
     scales: tuple[float, ...] = ()
     check: float | None = None
     note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: _ExtraFields = field(default_factory=_ExtraFields)
 
 
 def _arithmetic(rec: Record, prefix: str, adapter: HasAttention, masks: torch.Tensor,
@@ -267,13 +298,13 @@ def _arithmetic(rec: Record, prefix: str, adapter: HasAttention, masks: torch.Te
         return _Arithmetic(note=adapter.arithmetic_note)
     q, k, v = (torch.from_numpy(rec.stack(prefix + n)).float() for n in (".q", ".k", ".v"))
     scales = tuple(float(x) for x in rec.stack(prefix + ".scale"))
-    bias = _optional(rec, prefix + ".bias")
+    bias = _optional(rec, prefix + ".bias", None)
     bias_t = torch.from_numpy(bias).float() if bias is not None else None
     caps = tuple(float(x) for x in _optional(rec, prefix + ".softcap", ()))
     check = _check(q, k, scales, masks, bias_t, caps, atts)
     if check <= CHECK_TOL:
-        extra = {"softcaps": caps, "kv_head": _optional(rec, prefix + ".kv_head"),
-                 "bias_name": adapter.bias_name if bias_t is not None else "", **_rope(rec, prefix)}
+        extra: _ExtraFields = {"softcaps": caps, "kv_head": _optional(rec, prefix + ".kv_head", None),
+                               "bias_name": adapter.bias_name if bias_t is not None else "", **_rope(rec, prefix)}
         return _Arithmetic(q.numpy(), k.numpy(), v.numpy(), bias_t.numpy() if bias_t is not None else None, scales,
                            check, "", extra)
     return _Arithmetic(scales=scales, check=check, note=(
@@ -281,18 +312,18 @@ def _arithmetic(rec: Record, prefix: str, adapter: HasAttention, masks: torch.Te
         f"attention by {check:.2g} (> {CHECK_TOL:g}), so the arithmetic is not shown."))
 
 
-def _optional(rec: Record, name: str, default: Any = None) -> Any:
+def _optional(rec: Record, name: str, default: D) -> np.ndarray | D:
     """rec.stack(name) (L, ...) when the record holds `name` for some layer, else `default`."""
     return rec.stack(name) if rec.layers(name) else default
 
 
-def _rope(rec: Record, prefix: str) -> dict[str, Any]:
+def _rope(rec: Record, prefix: str) -> _RopeFields:
     """Rotary models: q_pre, k_pre (L, H, T, d) before the rotation and the model's rope_cos, rope_sin (T, r),
     rope_inv_freq (r/2,); {} for other models."""
     if not (rec.layers(prefix + ".q_pre") and "rope.cos" in rec):
         return {}
-    return dict(q_pre=rec.stack(prefix + ".q_pre"), k_pre=rec.stack(prefix + ".k_pre"), rope_cos=rec["rope.cos"],
-                rope_sin=rec["rope.sin"], rope_inv_freq=rec.get("rope.inv_freq"))
+    return _RopeFields(q_pre=rec.stack(prefix + ".q_pre"), k_pre=rec.stack(prefix + ".k_pre"),
+                       rope_cos=rec["rope.cos"], rope_sin=rec["rope.sin"], rope_inv_freq=rec.get("rope.inv_freq"))
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor, scale: float, bias: torch.Tensor | None,
@@ -345,7 +376,11 @@ def _thumbnails(atts: torch.Tensor, size: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------ pure arithmetic
-def rollout(mean_attn: Any) -> Any:
+@overload
+def rollout(mean_attn: np.ndarray) -> np.ndarray: ...
+@overload
+def rollout(mean_attn: torch.Tensor) -> torch.Tensor: ...
+def rollout(mean_attn: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
     """Attention rollout (Abnar & Zuidema 2020). mean_attn (L, T, T) head-averaged -> (L, T, T): R_l.
 
     Ã_l = rownorm(0.5·A_l + 0.5·I); R_0 = Ã_0; R_l = Ã_l · R_{l−1}. Works on torch tensors and numpy arrays.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Mapping, Protocol
 
 import numpy as np
 import torch
@@ -293,7 +293,16 @@ def _steps_math(rec: Record, attention: str) -> tuple[StepMath, ...]:
 
 
 # =========================================================================================== built-in data
-def _data_module(loaded: Loaded) -> Any:
+class _Corpus(Protocol):
+    """A generated parallel corpus (the modules explorer.data.dates and explorer.data.translation)."""
+
+    @property
+    def HELDOUT_SEED(self) -> int: ...
+
+    def generate_pairs(self, n: int, seed: int = ...) -> list[tuple[list[str], list[str]]]: ...
+
+
+def _data_module(loaded: Loaded) -> _Corpus:
     from explorer.data import dates, translation
 
     corpus = (getattr(loaded, "meta", {}) or {}).get("corpus") or {}
@@ -374,8 +383,9 @@ def presets_for(loaded: Loaded) -> list[str]:
     return list(loaded.adapter.examples("translation").sentences)
 
 
-def stored_curve(name: str, meta: dict[str, Any]) -> LengthCurve | None:
-    """The per-length curve stored in a seq2seq checkpoint's JSON meta, or None."""
+def stored_curve(name: str, meta: object) -> LengthCurve | None:
+    """The per-length curve stored in a seq2seq checkpoint's JSON meta, or None (also when `meta` is not a JSON
+    object)."""
     if not isinstance(meta, dict):
         return None
     by = (meta.get("metrics") or {}).get("exact_match_by_source_length")
@@ -393,7 +403,7 @@ def stored_curve(name: str, meta: dict[str, Any]) -> LengthCurve | None:
         return None
 
 
-def builtin_length_curves(metas: dict[str, dict[str, Any]], generator: str = "translation") -> tuple[LengthCurve, ...]:
+def builtin_length_curves(metas: Mapping[str, object], generator: str = "translation") -> tuple[LengthCurve, ...]:
     """Stored per-length curves of the built-in seq2seq checkpoints (name -> JSON meta) trained on `generator`."""
     curves = (stored_curve(name, meta) for name, meta in sorted(metas.items()))
     return tuple(c for c in curves if c is not None and c.label.endswith(f", {generator})"))

@@ -40,7 +40,7 @@ TOLERANCE of |f(E) − f(B)|, or the output has spent `steps` gradient evaluatio
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence, cast
+from typing import Callable, Sequence, cast
 
 import numpy as np
 import torch
@@ -52,7 +52,7 @@ from explorer.adapters.text import Encoded, no_text
 from explorer.runtime import budget
 from explorer.runtime.device import is_large
 from explorer.runtime.errors import ViewError
-from explorer.runtime.prefix_memo import prefix_memo
+from explorer.runtime.prefix_memo import PrefixMemo, prefix_memo
 
 STEPS = 256  # the most gradient evaluations an output may spend
 MIN_STEPS, MAX_STEPS = 2, 1024  # Simpson's rule on [0, 1] reads α = 0 and ½ (and 1: gradient × input's)
@@ -388,7 +388,7 @@ def in_float32(logits_from_embeddings: Callable[..., torch.Tensor], dtype: torch
     if dtype == torch.float32:
         return logits_from_embeddings
 
-    def logits(embeds: torch.Tensor, target: torch.Tensor | None = None, **kw: Any) -> torch.Tensor:
+    def logits(embeds: torch.Tensor, target: torch.Tensor | None = None, **kw: Sequence[int] | None) -> torch.Tensor:
         return logits_from_embeddings(embeds.to(dtype), target.to(dtype) if target is not None else None,
                                       **kw).float()
     return logits
@@ -405,7 +405,7 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
     two rows, not N. A model that does not generate (it may read both ways) has no memo. on_round: as for
     _integrate, with every row (the memo's too).
     """
-    memo = prefix_memo(adapter, "attribution") if adapter.can_generate else None
+    memo: PrefixMemo[_Result] | None = prefix_memo(adapter, "attribution") if adapter.can_generate else None
     keys = [(RULE, of, steps, tuple(ids[:p + 1]), t) for p, t in zip(positions, targets)]
     rows = [memo.get(key) if memo is not None else None for key in keys]
     todo = [i for i, row in enumerate(rows) if row is None]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence, cast
 
 import numpy as np
 import torch
@@ -30,6 +30,9 @@ from explorer.adapters.protocols import Loaded
 from explorer.adapters.base import Unsupported
 from explorer.data.english import word_class
 from explorer.files.vector_text import MAX_FILE_ROWS, EmbeddingError, parse_text_embeddings
+
+if TYPE_CHECKING:
+    from explorer.projections.reduce import Projection
 
 MAX_TYPED_WORDS = 64
 MARKED = ("byte-level", "sentencepiece")  # vocabularies with an entry for a word after a space ("Ġking", "▁king")
@@ -61,7 +64,7 @@ class EmbeddingTable:
     order_kind: str = "id"
     scheme: str = "plain"
     index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
-    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)  # derived arrays, memoised
+    cache: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)  # derived arrays, memoised
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -549,10 +552,10 @@ class Placed:
     unplaced: tuple[str, ...]
 
 
-FittedRows = tuple[dict[int, int], list[str], list[Any], bool]
+FittedRows = tuple[dict[int, int], list[str], list[str | None], bool]
 
 
-def fitted_rows(table: EmbeddingTable, proj: Any, rows: np.ndarray) -> FittedRows:
+def fitted_rows(table: EmbeddingTable, proj: Projection, rows: np.ndarray) -> FittedRows:
     """(row -> position in the fit, the fitted rows' words, their classes, whether any has a class), kept with the
     fit (per fit, not per keystroke)."""
     if "rows" not in proj.memo:
@@ -562,7 +565,7 @@ def fitted_rows(table: EmbeddingTable, proj: Any, rows: np.ndarray) -> FittedRow
     return cast(FittedRows, proj.memo["rows"])
 
 
-def place(table: EmbeddingTable, proj: Any, rows: np.ndarray, located: Sequence[Located]) -> Placed:
+def place(table: EmbeddingTable, proj: Projection, rows: np.ndarray, located: Sequence[Located]) -> Placed:
     """Where the typed words sit in the fitted projection `proj` of table rows `rows`."""
     from explorer.projections.reduce import transform
 

@@ -19,16 +19,39 @@ import platform
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from explorer.projections.reduce import METHODS, Projection
+from explorer.projections.reduce import METHODS, Params, Placer, Projection
 from explorer.runtime.paths import app_root
 
 ASSET_DIR = app_root() / "assets" / "projections"
 FORMAT = 1
 LIBRARIES = ("numpy", "scikit-learn", "umap-learn", "pynndescent", "numba")
+
+
+class Table(Protocol):
+    """The embedding table a projection is fitted on (explorer.probes.word_embeddings.EmbeddingTable)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def words(self) -> Sequence[str]: ...
+    @property
+    def vectors(self) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+
+@runtime_checkable
+class _FittedPCA(Protocol):
+    """scikit-learn's fitted PCA: what a shipped PCA keeps of it."""
+
+    mean_: np.ndarray
+    components_: np.ndarray
 
 
 def fingerprint(words: Sequence[str], X: np.ndarray) -> str:
@@ -127,7 +150,7 @@ def _arrays(asset: Asset) -> dict[str, np.ndarray]:
     return load_file(str(asset.arrays))
 
 
-def find(table: Any, rows: np.ndarray, method: str, dims: int, params: dict[str, Any],
+def find(table: Table, rows: np.ndarray, method: str, dims: int, params: Params,
          folder: Path = ASSET_DIR) -> Projection | None:
     """The shipped projection of `table` (an EmbeddingTable: key, words, vectors) rows `rows` (N,) with exactly
     this method, dims and parameters (as `projection.params_for` returns them), or None."""
@@ -163,7 +186,7 @@ def describe(meta: dict) -> str:
 def _projection(asset: Asset, arrays: dict[str, np.ndarray], X: np.ndarray) -> Projection:
     m = asset.meta
     coords = np.ascontiguousarray(arrays["coords"], dtype=np.float32)
-    model: Any = None
+    model: Placer | None = None
     placement = ""
     if m["method"] == "pca":
         model = LinearMap(arrays["mean"], arrays["components"])
@@ -176,7 +199,7 @@ def _projection(asset: Asset, arrays: dict[str, np.ndarray], X: np.ndarray) -> P
                       tuple(m.get("explained", ())), shipped=describe(m), placement=placement)
 
 
-def save(name: str, table: Any, rows: np.ndarray, params: dict[str, Any], proj: Projection, seed: int,
+def save(name: str, table: Table, rows: np.ndarray, params: Params, proj: Projection, seed: int,
          rows_note: str = "", folder: Path = ASSET_DIR) -> Path:
     """Write `proj` (fitted on table rows `rows` with request parameters `params`) as asset `name`; returns the
     JSON path. rows_note: which rows these are, in words (e.g. "5,000 first whole-word entries")."""
@@ -186,6 +209,7 @@ def save(name: str, table: Any, rows: np.ndarray, params: dict[str, Any], proj: 
     words = [table.words[r] for r in rows]
     arrays = {"rows": rows, "coords": np.ascontiguousarray(proj.coords, dtype=np.float32)}
     if proj.method == "pca":
+        assert isinstance(proj.model, _FittedPCA)  # fit's (it has both)
         arrays["mean"] = np.asarray(proj.model.mean_, dtype=np.float64)
         arrays["components"] = np.asarray(proj.model.components_, dtype=np.float64)
     folder.mkdir(parents=True, exist_ok=True)

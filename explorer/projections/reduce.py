@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -36,12 +37,20 @@ numba_cache.configure()  # before umap imports numba: compiled functions are kep
 
 METHODS: dict[str, str] = {"pca": "PCA", "tsne": "t-SNE", "umap": "UMAP"}
 CAN_TRANSFORM = {"pca": True, "tsne": False, "umap": True}
-DEFAULTS: dict[str, dict[str, Any]] = {
+#: a method's parameters (perplexity, metric, n_neighbors, min_dist, n_epochs), as scikit-learn and umap-learn take them
+Params = dict[str, float | str | None]
+DEFAULTS: dict[str, Params] = {
     "pca": {},
     "tsne": {"perplexity": 30.0, "metric": "cosine"},
     "umap": {"n_neighbors": 15, "min_dist": 0.1, "metric": "cosine", "n_epochs": None},
 }
 Progress = Callable[[float, str], None]
+
+
+class Placer(Protocol):
+    """A fitted map that places new rows (scikit-learn's PCA, umap-learn's UMAP, a shipped asset's map)."""
+
+    def transform(self, Y: np.ndarray) -> np.ndarray: ...
 
 
 class ProjectionError(ViewError, ValueError):
@@ -56,9 +65,9 @@ class Projection:
 
     method: str
     dims: int
-    params: dict[str, Any]
+    params: Params
     coords: np.ndarray
-    model: Any = field(repr=False, default=None)  # the fitted sklearn PCA / umap.UMAP (None for t-SNE)
+    model: Placer | None = field(repr=False, default=None)  # the fitted sklearn PCA / umap.UMAP (None for t-SNE)
     seconds: float = 0.0
     explained: tuple[float, ...] = ()  # PCA: explained variance ratio per component
     memo: dict = field(default_factory=dict, repr=False)  # derived results a caller keeps with the fit (figures, CSV)
@@ -74,7 +83,7 @@ class Projection:
         return int(self.coords.shape[0])
 
 
-def params_for(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+def params_for(method: str, params: Mapping[str, float | str | None] | None = None) -> Params:
     """The method's default parameters updated with `params` (unknown keys dropped)."""
     if method not in METHODS:
         raise ProjectionError(f"Unknown projection method '{method}': use one of {', '.join(METHODS)}.")
@@ -129,7 +138,7 @@ class _TqdmSink:
         pass
 
 
-def fit(X: np.ndarray, method: str, dims: int = 2, params: dict[str, Any] | None = None,
+def fit(X: np.ndarray, method: str, dims: int = 2, params: Mapping[str, float | str | None] | None = None,
         progress: Progress | None = None, seed: int = 0, deterministic: bool = False) -> Projection:
     """Fit `method` on X (N, D) -> Projection with coords (N, dims). Raises ProjectionError for bad input.
     deterministic: UMAP with random_state=seed (see the module docstring)."""
@@ -138,7 +147,7 @@ def fit(X: np.ndarray, method: str, dims: int = 2, params: dict[str, Any] | None
     reason = check(X, method, dims)
     if reason:
         raise ProjectionError(reason)
-    params = params_for(method, params)
+    fitted = params_for(method, params)
     n = X.shape[0]
     t0 = time.perf_counter()
     explained: tuple[float, ...] = ()
@@ -158,29 +167,35 @@ def fit(X: np.ndarray, method: str, dims: int = 2, params: dict[str, Any] | None
     elif method == "tsne":
         from sklearn.manifold import TSNE
 
-        perplexity = float(min(params["perplexity"], max(1.0, (n - 1) / 3.0)))
-        params["perplexity"] = perplexity
+        asked = fitted["perplexity"]
+        assert not isinstance(asked, (str, type(None)))  # a number (min() refuses a text or None)
+        perplexity = float(min(asked, max(1.0, (n - 1) / 3.0)))
+        fitted["perplexity"] = perplexity
         progress(0.0, f"t-SNE of {n:,} vectors (perplexity {perplexity:g}); this cannot show finer progress")
         model = None
-        coords = TSNE(n_components=dims, perplexity=perplexity, metric=params["metric"], init="pca",
+        coords = TSNE(n_components=dims, perplexity=perplexity, metric=fitted["metric"], init="pca",
                       random_state=seed, method="barnes_hut").fit_transform(X)
     else:
         import umap  # noqa: F401  (import is slow the first time: numba)
 
-        n_neighbors = int(min(params["n_neighbors"], n - 1))
-        params["n_neighbors"] = n_neighbors
+        asked = fitted["n_neighbors"]
+        assert not isinstance(asked, (str, type(None)))  # a number (min() refuses a text or None)
+        n_neighbors = int(min(asked, n - 1))
+        fitted["n_neighbors"] = n_neighbors
+        min_dist = fitted["min_dist"]
+        assert min_dist is not None  # a number or its text (float() refuses None)
         progress(0.02, f"UMAP of {n:,} vectors: nearest neighbours (a server's first UMAP also compiles umap-learn's "
                        "numba code)")
         sink = _TqdmSink(progress, 0.3, 0.7, "UMAP layout")
-        model = umap.UMAP(n_components=dims, n_neighbors=n_neighbors, min_dist=float(params["min_dist"]),
-                          metric=params["metric"], low_memory=True, n_epochs=params["n_epochs"],
+        model = umap.UMAP(n_components=dims, n_neighbors=n_neighbors, min_dist=float(min_dist),
+                          metric=fitted["metric"], low_memory=True, n_epochs=fitted["n_epochs"],
                           random_state=seed if deterministic else None, n_jobs=1 if deterministic else -1,
                           tqdm_kwds={"disable": False, "file": sink, "bar_format": "{n}/{total}", "mininterval": 0.25,
                                      "ascii": True})
         coords = model.fit_transform(X)
     coords = np.asarray(coords, dtype=np.float32)
     progress(1.0, f"{METHODS[method]} done")
-    return Projection(method, dims, params, coords, model, time.perf_counter() - t0, explained)
+    return Projection(method, dims, fitted, coords, model, time.perf_counter() - t0, explained)
 
 
 def transform(proj: Projection, Y: np.ndarray) -> np.ndarray | None:

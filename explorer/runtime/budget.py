@@ -28,7 +28,7 @@ import functools
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -148,7 +148,7 @@ _CONFIG_NAMES = {"layers": ("num_hidden_layers", "n_layer", "num_layers", "n_lay
                  "heads": ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")}
 
 
-def shape_of(model: Any) -> Shape:
+def shape_of(model: object) -> Shape:
     """The Shape of `model`: parameters counted (tied once); layers, width and heads from its config when it has one,
     else from its nn.MultiheadAttention modules, else 1 layer and no attention term; the output layer from
     get_output_embeddings() (a Hugging Face model's)."""
@@ -281,7 +281,7 @@ class TokenCap(int):
         return cap
 
 
-def cap_tokens(model: Any, most: int, price: Callable[[Shape, int], Price] | None = None) -> TokenCap:
+def cap_tokens(model: object, most: int, price: Callable[[Shape, int], Price] | None = None) -> TokenCap:
     """fit_tokens for `model` (its Shape read once): `price(shape, t)`, by default one forward that keeps a few
     (L, T, d) arrays (hidden states of every layer)."""
     shape = shape_of(model)

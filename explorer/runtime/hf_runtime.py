@@ -10,7 +10,7 @@ at a time (explorer.loading.loaders). The ~190,000 objects transformers leaves a
 collector (explorer.runtime.heap).
 """
 import contextlib
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping, Protocol, TypedDict, TypeVar, Unpack
 
 import transformers
 from transformers import (AttentionInterface, AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
@@ -36,8 +36,55 @@ __all__ = [
     "NoRepeatNGramLogitsProcessor", "RepetitionPenaltyLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
     "SuppressTokensLogitsProcessor", "TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper",
     "TypicalLogitsWarper", "ALL_MASK_ATTENTION_FUNCTIONS", "AttentionMaskInterface", "llama_eager_attention_forward",
-    "gguf_progress", "PreTrainedModel",
+    "gguf_progress", "PreTrainedModel", "Tokenizer", "TokenizerOptions", "Encoding",
 ]
+
+T = TypeVar("T")
+
+
+class TokenizerOptions(TypedDict, total=False):
+    """The keyword arguments the explorer passes when it calls a tokenizer on a text."""
+
+    add_special_tokens: bool
+    truncation: bool
+    max_length: int
+    return_offsets_mapping: bool
+
+
+class Encoding(TypedDict, total=False):
+    """What a tokenizer gives for one text (transformers' BatchEncoding): its ids, the segment of each id (a pair of
+    texts) and, asked for, the characters (start, end) each covers."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    offset_mapping: list[tuple[int, int]]
+
+
+class Tokenizer(Protocol):
+    """What the explorer calls of a Hugging Face tokenizer (transformers' PreTrainedTokenizerBase has it). Modules
+    that read a tokenizer import this name for type checking only, so that reading one does not import transformers."""
+
+    @property
+    def unk_token(self) -> str | None: ...
+    @property
+    def unk_token_id(self) -> int | None: ...
+    @property
+    def all_special_ids(self) -> list[int]: ...
+    @property
+    def all_special_tokens(self) -> list[str]: ...
+
+    def __call__(self, text: str | None = None, text_pair: str | None = None, *, text_target: str | None = None,
+                 **options: Unpack[TokenizerOptions]) -> Encoding:
+        """The ids of `text` (and `text_pair`, or of `text_target` as a decoder's target)."""
+    def get_vocab(self) -> dict[str, int]:
+        """piece -> id, added tokens included."""
+    def get_added_vocab(self) -> dict[str, int]:
+        """The tokens added to the tokenizer's own vocabulary (special and user-added ones): piece -> id."""
+    def apply_chat_template(self, conversation: list[dict[str, str]], *, tokenize: bool = True,
+                            add_generation_prompt: bool = False, return_dict: bool = True
+                            ) -> str | list[int] | list[str] | list[list[int]] | Mapping[str, list[int]]:
+        """The conversation in the model's chat template: the text (tokenize=False), or its ids (return_dict: in
+        a mapping, under "input_ids")."""
 
 
 
@@ -50,7 +97,7 @@ def gguf_progress(report: Callable[[int, int], None]) -> Iterator[None]:
 
     original = vars(gguf_utils)["tqdm"]  # the name the module imported (not re-exported: read from its namespace)
 
-    def counted(items: Iterable[Any], *args: Any, **kwargs: Any) -> Iterator[Any]:  # tqdm's signature
+    def counted(items: Iterable[T], *args: object, **kwargs: object) -> Iterator[T]:  # tqdm's signature
         items = list(items)
         for i, item in enumerate(items):
             report(i, len(items))

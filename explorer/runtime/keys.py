@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Hashable
+from typing import Hashable
 
 import numpy as np
 
 ATOMS = (type(None), bool, int, float, str, bytes)
 
 
-def fingerprint(value: Any) -> Hashable:
+def fingerprint(value: object) -> Hashable:
     """A hashable value equal for equal contents (module docstring). Raises TypeError for a value it cannot read."""
     if isinstance(value, ATOMS):
         return (type(value).__name__, value)
@@ -38,6 +38,7 @@ def fingerprint(value: Any) -> Hashable:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (type(value).__qualname__,
                 tuple((f.name, fingerprint(getattr(value, f.name))) for f in dataclasses.fields(value)))
-    if all(hasattr(value, a) for a in ("id", "device", "dtype", "adapter")):  # a LoadedModel
+    if hasattr(value, "id") and hasattr(value, "device") and hasattr(value, "dtype") \
+            and hasattr(value, "adapter"):  # a LoadedModel
         return ("model", str(value.id), str(value.device), str(value.dtype))
     raise TypeError(f"no cache key for a {type(value).__module__}.{type(value).__qualname__}")

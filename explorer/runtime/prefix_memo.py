@@ -12,23 +12,24 @@ that could collide); each memo keeps its `max_items` most recently used results.
 """
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Generic, Hashable, TypeVar
 
 from explorer.runtime.lru import LoadOnceLRU
 
 MAX_ITEMS = 4096
+V = TypeVar("V")
 
 
-class PrefixMemo:
+class PrefixMemo(Generic[V]):
     """The project's thread-safe LRU (explorer.runtime.lru) as a lookup/store map key -> result; `hits` / `misses` count
     lookups (the tests read them)."""
 
     def __init__(self, max_items: int = MAX_ITEMS) -> None:
-        self._store: LoadOnceLRU[Any] = LoadOnceLRU(max_items)
+        self._store: LoadOnceLRU[V] = LoadOnceLRU(max_items)
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: Hashable) -> Any | None:
+    def get(self, key: Hashable) -> V | None:
         value = self._store.peek(key)
         if value is None:
             self.misses += 1
@@ -36,16 +37,17 @@ class PrefixMemo:
             self.hits += 1
         return value
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         self._store.get(key, lambda: value)
 
     def __len__(self) -> int:
         return len(self._store.values())
 
 
-def prefix_memo(adapter: Any, probe: str) -> PrefixMemo:
-    """The memo of `probe` ("attribution", "gradients", "lens:<k>") on this model's adapter, made on first use."""
-    memos: dict[str, PrefixMemo] = adapter.__dict__.setdefault("_prefix_memos", {})
+def prefix_memo(adapter: object, probe: str) -> PrefixMemo[V]:
+    """The memo of `probe` ("attribution", "gradients", "lens:<k>") on this model's adapter, made on first use. One
+    probe keeps one kind of result: the caller names it (`memo: PrefixMemo[np.ndarray] = prefix_memo(...)`)."""
+    memos: dict[str, PrefixMemo[V]] = adapter.__dict__.setdefault("_prefix_memos", {})
     if probe not in memos:
         memos.setdefault(probe, PrefixMemo())
     return memos[probe]

@@ -19,7 +19,7 @@ import dataclasses
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Generic, Hashable, TypeVar
+from typing import Callable, Generic, Hashable, TypeVar
 
 import numpy as np
 
@@ -28,10 +28,10 @@ OBJECT_BYTES = 64  # charged for each Python object besides its arrays
 MAX_OBJECTS = 200_000  # nbytes stops looking past this many objects (and charges what it has seen)
 
 
-def _walk(value: Any, visit: Callable[[Any], None]) -> None:
+def _walk(value: object, visit: Callable[[object], None]) -> None:
     """Call visit(obj) on `value` and what it holds (containers, dataclasses), each object once, MAX_OBJECTS at most."""
     seen: set[int] = set()
-    stack = [value]
+    stack: list[object] = [value]
     while stack and len(seen) < MAX_OBJECTS:
         obj = stack.pop()
         if id(obj) in seen:
@@ -47,17 +47,17 @@ def _walk(value: Any, visit: Callable[[Any], None]) -> None:
             stack.extend(getattr(obj, f.name, None) for f in dataclasses.fields(obj))
 
 
-def read_only(value: Any) -> None:
+def read_only(value: object) -> None:
     """Make the numpy arrays `value` holds read-only: a shared result that a page wrote into would change what
     every other session sees (writing raises "assignment destination is read-only" instead)."""
-    def visit(obj: Any) -> None:
+    def visit(obj: object) -> None:
         if isinstance(obj, np.ndarray):
             obj.flags.writeable = False
 
     _walk(value, visit)
 
 
-def nbytes(value: Any) -> int:
+def nbytes(value: object) -> int:
     """Bytes `value` holds: numpy arrays and torch tensors by their buffers (a buffer shared by several views counted
     once), bytes and str by their length, containers and dataclasses through their items, OBJECT_BYTES for each
     object. Other objects (a model or tokenizer a result refers to, shared, not the result's own) are not walked.
@@ -67,7 +67,7 @@ def nbytes(value: Any) -> int:
     buffers: set[tuple[str, int]] = set()
     total = 0
 
-    def visit(obj: Any) -> None:
+    def visit(obj: object) -> None:
         nonlocal total
         total += OBJECT_BYTES
         if isinstance(obj, np.ndarray):
@@ -101,7 +101,7 @@ class ResultCache(Generic[V]):
     """Results by key, bounded in bytes per process and per session and in age (see the module's docstring)."""
 
     def __init__(self, max_bytes: int, session_bytes: int, ttl_s: float = 3600.0,
-                 size: Callable[[Any], int] = nbytes, clock: Callable[[], float] = time.monotonic) -> None:
+                 size: Callable[[V], int] = nbytes, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_bytes, self.session_bytes, self.ttl_s = max_bytes, session_bytes, ttl_s
         self._size, self._clock = size, clock
         self._items: "OrderedDict[Hashable, _Entry[V]]" = OrderedDict()

@@ -14,12 +14,15 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from explorer.projections import reduce as PR
 from explorer.projections import assets as A
+
+if TYPE_CHECKING:
+    from explorer.probes.word_embeddings import EmbeddingTable
 
 SEED = 0
 # (asset prefix, model id, whole words only): what the page asks for by default. GloVe is a word vocabulary, where
@@ -40,15 +43,15 @@ class Spec:
     dims: int
 
 
-def view_defaults() -> dict[str, Any]:
-    """The word-embedding view's declared defaults (URL parameter name -> value)."""
+def view_defaults() -> dict[str, float | str | None]:
+    """The word-embedding view's declared defaults (URL parameter name -> value: text, a number or None)."""
     from explorer.views import VIEWS
 
     view = next(v for v in VIEWS if v.url_path == "word-embeddings")
     return {name: p.default for name, p in view.params.items()}
 
 
-def request_params(method: str, d: dict[str, Any] | None = None) -> dict[str, Any]:
+def request_params(method: str, d: Mapping[str, float | str | None] | None = None) -> PR.Params:
     """The parameters the page asks for by default (what `projection.params_for` makes of its controls)."""
     d = d or view_defaults()
     asked = {"umap": {"n_neighbors": d["nb"], "min_dist": d["md"], "metric": d["metric"]},
@@ -61,16 +64,18 @@ def specs() -> list[Spec]:
             for short, mid, whole in TABLES for method in PR.METHODS for dims in DIMS]
 
 
-def table_rows(spec: Spec) -> tuple[Any, np.ndarray]:
+def table_rows(spec: Spec) -> tuple[EmbeddingTable, np.ndarray]:
     """(EmbeddingTable, rows (N,)) the page projects by default for the spec's model (CPU, float32)."""
     from explorer.loading.loaders import load_model
     from explorer.probes import word_embeddings as P
 
     table = P.embedding_table(load_model(spec.model_id, "cpu", "float32"))
-    return table, P.background_rows(table, int(view_defaults()["n"]), spec.whole)
+    n = view_defaults()["n"]
+    assert isinstance(n, int)  # declared P("int", ...) in explorer/views.py
+    return table, P.background_rows(table, int(n), spec.whole)
 
 
-def fit_spec(spec: Spec, table: Any, rows: np.ndarray) -> PR.Projection:
+def fit_spec(spec: Spec, table: EmbeddingTable, rows: np.ndarray) -> PR.Projection:
     """A fresh, deterministic fit of the spec's rows (what the shipped asset holds)."""
     return PR.fit(table.vectors[rows], spec.method, spec.dims, request_params(spec.method), seed=SEED,
                   deterministic=True)

@@ -21,7 +21,10 @@ import difflib
 import functools
 import re
 import unicodedata
-from typing import Any, Sequence, cast
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence, cast
+
+if TYPE_CHECKING:
+    from explorer.runtime.hf_runtime import Tokenizer
 
 SPACE, NEWLINE, TAB, EMPTY = "·", "↵", "⇥", "∅"
 BASE = "◌"  # U+25CC, the base a combining mark is shown on when its token holds no letter before it
@@ -105,7 +108,7 @@ def _hex(data: bytes) -> str:
     return BYTES_OPEN + " ".join(f"{b:02X}" for b in data) + BYTES_CLOSE
 
 
-def _scheme_of_decoder(tokenizer: Any) -> str:
+def _scheme_of_decoder(tokenizer: Tokenizer) -> str:
     """"byte-level", "sentencepiece", "wordpiece" or "" from a fast tokenizer's decoder (or a slow GPT-2's map)."""
     if getattr(tokenizer, "byte_decoder", None):
         return "byte-level"
@@ -138,12 +141,21 @@ def _scheme_of_vocab(pieces: Sequence[str]) -> str:
     return ""
 
 
+class Pieces(Protocol):
+    """A vocabulary's tokens by id and its special ids (explorer.data.vocab.Vocab has them)."""
+
+    @property
+    def itos(self) -> Sequence[str]: ...
+    @property
+    def special_ids(self) -> Iterable[int]: ...
+
+
 class TokenText:
     """The text of a vocabulary's ids (see the module docstring). pieces: (V,) each id's name in the tokenizer's code
     (None where it has none); special: ids shown as named. `scheme`: "byte-level", "sentencepiece", "wordpiece" or
     "plain"; `source`: where the scheme was read ("decoder" or "vocabulary")."""
 
-    def __init__(self, pieces: Sequence[str | None], special: Any = (), scheme: str = "") -> None:
+    def __init__(self, pieces: Sequence[str | None], special: Iterable[int] = (), scheme: str = "") -> None:
         self.pieces = list(pieces)
         self.size = len(self.pieces)
         self.special = frozenset(int(i) for i in special)
@@ -153,7 +165,7 @@ class TokenText:
         self._cache: dict[int, bytes | str] = {}
 
     @classmethod
-    def of_tokenizer(cls, tokenizer: Any) -> "TokenText":
+    def of_tokenizer(cls, tokenizer: Tokenizer) -> "TokenText":
         """A Hugging Face tokenizer's: its vocabulary, special and added tokens, and the scheme its decoder names."""
         vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
         pieces: list[str | None] = [None] * (max(vocab.values(), default=-1) + 1)
@@ -168,7 +180,7 @@ class TokenText:
         return cls(pieces, (vocab[t] for t in named if t in vocab), _scheme_of_decoder(tokenizer))
 
     @classmethod
-    def of_vocab(cls, vocab: Any) -> "TokenText":
+    def of_vocab(cls, vocab: Pieces) -> "TokenText":
         """An explorer Vocab's (built-in words, a user's vocab.json or tokenizer.json pieces): scheme read from the
         pieces."""
         return cls(list(vocab.itos), vocab.special_ids)

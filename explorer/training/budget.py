@@ -19,8 +19,13 @@ names the limit and its setting.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from explorer.models.build import ModelConfig
+    from explorer.training.spec import TrainSpec
 
 SETTINGS = {"seconds": ("EXPLORER_MAX_TRAIN_SECONDS", 180.0), "vocab": ("EXPLORER_MAX_TRAIN_VOCAB", 20_000),
             "params": ("EXPLORER_MAX_TRAIN_PARAMS", 10_000_000), "memory_mb": ("EXPLORER_MAX_TRAIN_MB", 512.0)}
@@ -55,7 +60,7 @@ class TrainBudget:
                    _setting("memory_mb"))
 
 
-def apply(spec: Any, budget: TrainBudget | None = None) -> Any:
+def apply(spec: TrainSpec, budget: TrainBudget | None = None) -> TrainSpec:
     """A copy of `spec` (an explorer.training.spec.TrainSpec) within `budget` (default: the environment's): no time
     limit becomes the server's, a longer one is refused; the vocabulary is capped; the parameter and memory limits are
     set for explorer.training.tasks to check once the vocabulary is known. Raises TrainBudgetError."""
@@ -71,7 +76,7 @@ def apply(spec: Any, budget: TrainBudget | None = None) -> Any:
     return replace(spec, max_seconds=float(seconds), max_vocab=vocab, max_params=params, max_memory_mb=memory)
 
 
-def vocab_note(token_lists: list, max_vocab: int, specials: int = 4) -> str | None:
+def vocab_note(token_lists: Sequence[Sequence[str]], max_vocab: int, specials: int = 4) -> str | None:
     """What the vocabulary cap does to a user's corpus, in one sentence (numbers only), or None when all fit."""
     distinct = len({t for tokens in token_lists for t in tokens})
     kept = max_vocab - specials
@@ -82,7 +87,7 @@ def vocab_note(token_lists: list, max_vocab: int, specials: int = 4) -> str | No
             f"{distinct - kept:,} are read as `<unk>`.")
 
 
-def count_parameters(architecture: str, config: dict) -> int:
+def count_parameters(architecture: str, config: Mapping[str, object]) -> int:
     """Parameters of explorer.models.build.build_model(architecture, config), counted without allocating them (the
     model is built on PyTorch's meta device); shared (tied) tensors once."""
     import torch
@@ -94,7 +99,7 @@ def count_parameters(architecture: str, config: dict) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-def activation_bytes(architecture: str, config: dict, length: int, negatives: int = 5) -> int:
+def activation_bytes(architecture: str, config: ModelConfig, length: int, negatives: int = 5) -> int:
     """Estimated bytes one training example of `length` tokens keeps for the backward pass (float32): the output
     layer's logits, their log-softmax and both gradients (4 V a token), about 24 values per unit of width per layer
     and token, the transformers' attention weights (3 per head, layer and pair of tokens) and an encoder-decoder's
@@ -114,7 +119,7 @@ def activation_bytes(architecture: str, config: dict, length: int, negatives: in
     return 4 * floats
 
 
-def fit_batch(architecture: str, config: dict, length: int, batch_size: int, max_params: int | None,
+def fit_batch(architecture: str, config: ModelConfig, length: int, batch_size: int, max_params: int | None,
               max_memory_mb: float | None, negatives: int = 5) -> tuple[int, str | None]:
     """(the batch size to train with, a note when it was lowered) so that the model's parameters stay within
     `max_params` and its weights, optimiser state and one batch of `length`-token examples within `max_memory_mb`.

@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Generic, TypeVar
 
 from explorer.training.spec import TrainSpec
 
@@ -17,12 +17,16 @@ MASK, MASK_TOKEN = 4, "<mask>"  # masked_lm: the mask token follows the four spe
 # SmolLM2's everyday sentences followed by WordNet's (explorer.data.everyday_english)
 REAL_ENGLISH = ("wordnet", "everyday")
 
+Sentence = list[str]                    # one example of a language model or word2vec: its tokens
+Pair = tuple[list[str], list[str]]      # one example of seq2seq: (source tokens, target tokens)
+E = TypeVar("E", Sentence, Pair)
+
 
 @dataclass
-class Corpus:
+class Corpus(Generic[E]):
     """Token-level data of one run: sentences (LMs, word2vec) or (src, tgt) pairs (seq2seq)."""
-    train: list[Any]
-    heldout: list[Any]
+    train: list[E]
+    heldout: list[E]
     generator: str
     seed: int | None
     level: str
@@ -37,7 +41,7 @@ def data_module(name: str) -> ModuleType:
     return importlib.import_module(f"explorer.data.{CORPUS_MODULES.get(name, name)}")
 
 
-def load_corpus(spec: TrainSpec, stop: Callable[[], bool] | None = None) -> Corpus:
+def load_corpus(spec: TrainSpec, stop: Callable[[], bool] | None = None) -> Corpus[Sentence] | Corpus[Pair]:
     """The run's data. stop(): generation ends early (fewer examples) when it returns True (a run out of time)."""
     return _user_corpus(spec) if spec.corpus == "user" else _generated_corpus(spec, stop)
 
@@ -47,7 +51,7 @@ def heldout_seed(spec: TrainSpec) -> int | None:
     return getattr(data_module(spec.corpus), "HELDOUT_SEED", None) if spec.corpus != "user" else None
 
 
-def _user_corpus(spec: TrainSpec) -> Corpus:
+def _user_corpus(spec: TrainSpec) -> Corpus[Sentence]:
     """The user's non-empty token lists, a tenth of them (at least one, drawn with the spec's seed) held out."""
     sents = [list(s) for s in spec.user_tokens or () if len(s)]
     rng = random.Random(spec.seed)
@@ -59,7 +63,7 @@ def _user_corpus(spec: TrainSpec) -> Corpus:
     return Corpus(train, held, "user", None, spec.level)
 
 
-def _generated_corpus(spec: TrainSpec, stop: Callable[[], bool] | None) -> Corpus:
+def _generated_corpus(spec: TrainSpec, stop: Callable[[], bool] | None) -> Corpus[Sentence] | Corpus[Pair]:
     """n_train and n_heldout examples of a generated corpus from its two seeds: English sentences (split into
     characters at level "char"), or (source, target) token-list pairs."""
     mod = data_module(spec.corpus)

@@ -20,10 +20,11 @@ from __future__ import annotations
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
+import torch.nn as nn
 
 from explorer.data.vocab import Vocab
 from explorer.loading.catalogue import ModelId, series_meta, series_steps
@@ -39,6 +40,23 @@ K = 5              # neighbours for the embedding precision
 LOSS, TRAIN_LOSS, AGREEMENT, NUMBER_UNIT, NEIGHBOURS = ("held-out loss", "training loss", "agreement",
                                                         "number unit", "neighbour precision@5")
 PREVIOUS, INDUCTION = "previous-token", "induction"
+
+
+class _Sizes(Protocol):
+    @property
+    def n_layer(self) -> int: ...
+    @property
+    def block_size(self) -> int: ...
+
+
+@runtime_checkable
+class _Transformer(Protocol):
+    """A built-in transformer (explorer.models.tiny_gpt.GPT): a module with a `config` (isinstance: it has one)."""
+
+    @property
+    def config(self) -> _Sizes: ...
+
+    def __call__(self, idx: torch.Tensor, record: dict[str, torch.Tensor]) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -72,18 +90,18 @@ def _agreement(vocab: Vocab) -> tuple[list[list[int]], np.ndarray, np.ndarray, n
 
 
 @torch.no_grad()
-def _last_states(model: Any, prefixes: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+def _last_states(model: nn.Module, prefixes: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     """A recurrent LM on each prefix: (logits (N, V) after its last token, the last layer's state there (N, H): the
     cell state of an LSTM, else the hidden state)."""
     lengths = torch.tensor([len(p) for p in prefixes])
     ids = M.pad_batch(prefixes)
-    packed = torch.nn.utils.rnn.pack_padded_sequence(model.embedding(ids), lengths, batch_first=True,
+    packed = torch.nn.utils.rnn.pack_padded_sequence(model.get_submodule("embedding")(ids), lengths, batch_first=True,
                                                      enforce_sorted=False)
-    out, hidden = model.rnn(packed)
+    out, hidden = model.get_submodule("rnn")(packed)
     out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
     last = out[torch.arange(len(prefixes)), lengths - 1]                          # (N, H)
     state = hidden[1][-1] if isinstance(hidden, tuple) else hidden[-1]            # (N, H)
-    return model.decoder(last).numpy(), state.numpy()
+    return model.get_submodule("decoder")(last).numpy(), state.numpy()
 
 
 def number_unit(states: np.ndarray, plural: np.ndarray) -> tuple[int, float]:
@@ -99,12 +117,12 @@ def number_unit(states: np.ndarray, plural: np.ndarray) -> tuple[int, float]:
 
 
 @torch.no_grad()
-def head_scores(model: Any, sentences: list[list[int]], vocab_size: int, seed: int = 0
+def head_scores(model: _Transformer, sentences: list[list[int]], vocab_size: int, seed: int = 0
                 ) -> dict[str, np.ndarray]:
     """PREVIOUS and INDUCTION -> (L, H) of the built-in GPT `model` (its recorded attention patterns). The sentences
     are read in one batch, padded on the right: a causal model's weights at a real position do not see the padding."""
     L = model.config.n_layer
-    rec: dict = {}
+    rec: dict[str, torch.Tensor] = {}
     model(M.pad_batch(sentences), record=rec)
     pats = torch.stack([rec[f"blocks.{i}.attn.pattern"] for i in range(L)])     # (L, B, H, T, T)
     T = pats.shape[-1]
@@ -122,27 +140,30 @@ def head_scores(model: Any, sentences: list[list[int]], vocab_size: int, seed: i
 
 
 @torch.no_grad()
-def _last_logits(model: Any, prefixes: list[list[int]]) -> np.ndarray:
+def _last_logits(model: nn.Module, prefixes: list[list[int]]) -> np.ndarray:
     """A causal transformer's logits (N, V) after the last token of each prefix (one batch, padded on the right)."""
     lengths = torch.tensor([len(p) for p in prefixes])
     logits = M.lm_logits(model, M.pad_batch(prefixes))
     return logits[torch.arange(len(prefixes)), lengths - 1].float().numpy()
 
 
-def _snapshot_measures(loaded: LoadedModel, vocab: Vocab, items: tuple, sentences: list[list[int]]
+def _snapshot_measures(loaded: LoadedModel, vocab: Vocab, items: tuple[list[list[int]], np.ndarray, np.ndarray,
+                                                                       np.ndarray], sentences: list[list[int]]
                        ) -> dict[str, object]:
-    model: Any = loaded.model
+    model = loaded.model
+    assert model is not None  # a built-in recurrent LM or transformer
     prefixes, correct, wrong, plural = items
     out: dict[str, object] = {}
     english = data_module("english")
     if hasattr(model, "rnn"):
         logits, states = _last_states(model, prefixes)
         out["unit"], out[NUMBER_UNIT] = number_unit(states, plural)
-        embedding = model.embedding.weight
+        embedding = model.get_parameter("embedding.weight")
     else:
+        assert isinstance(model, _Transformer)  # the built-in GPT (it has a config)
         logits = _last_logits(model, prefixes)
         out["heads"] = head_scores(model, sentences, len(vocab.itos))
-        embedding = model.wte.weight
+        embedding = model.get_parameter("wte.weight")
     rows = np.arange(len(correct))
     out[AGREEMENT] = float((logits[rows, correct] > logits[rows, wrong]).mean())
     out[NEIGHBOURS] = float(M.precision_at_k(embedding.detach(), vocab.itos, english.word_class, k=K)["precision_at_k"])
@@ -202,8 +223,8 @@ def _measure(base: str) -> SeriesCurves:
         n_items = len(items[0])
         english = data_module("english")
         sentences = [[BOS, *vocab.encode(s)] for s in english.generate_sentences(SENTENCES, english.HELDOUT_SEED)]
-        net: Any = trained.model
-        sentences = [s[:net.config.block_size] for s in sentences] if hasattr(net, "config") else sentences
+        net = trained.model
+        sentences = [s[:net.config.block_size] for s in sentences] if isinstance(net, _Transformer) else sentences
         rows = [_snapshot_measures(load_model(f"{base}@{s}"), vocab, items, sentences) for s in steps]
         for name in (AGREEMENT, NEIGHBOURS, NUMBER_UNIT):
             if name in rows[0]:

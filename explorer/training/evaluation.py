@@ -4,7 +4,7 @@ agreement across an attractor in templated sentences and in the corpus's own (ex
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
@@ -12,6 +12,10 @@ import torch.nn as nn
 from explorer.data.vocab import Vocab
 from explorer.metrics import held_out as M
 from explorer.training.corpus import BOS, EOS, MASK, UNK, data_module
+
+if TYPE_CHECKING:
+    from explorer.data.wordnet_english import AgreementCase
+    from explorer.runtime.json_value import JSONDict
 
 MASKED_CLASSES = ("noun", "verb", "auxiliary")
 
@@ -30,7 +34,7 @@ def agreement_items(vocab: Vocab, n: int = 1000, seed: int | None = None,
     return items
 
 
-def agreement_eval(model: nn.Module, vocab: Vocab, n: int = 1000, device: str = "cpu") -> dict[str, Any]:
+def agreement_eval(model: nn.Module, vocab: Vocab, n: int = 1000, device: str = "cpu") -> JSONDict:
     """Agreement accuracy on all distances (min_distance=1) and on long-range pairs (min_distance=4)."""
     res = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=1), device=device)
     long = M.agreement_accuracy(model, agreement_items(vocab, n, min_distance=4), device=device)
@@ -53,7 +57,7 @@ def masked_class(word: str) -> str | None:
 @torch.no_grad()
 def masked_word_accuracy(model: nn.Module, vocab: Vocab, sentences: Sequence[Sequence[str]], device: str = "cpu",
                          train_freq: dict[str, int] | None = None,
-                         stop: Callable[[], bool] | None = None) -> dict[str, dict[str, Any]]:
+                         stop: Callable[[], bool] | None = None) -> JSONDict:
     """Every noun, lexical verb and auxiliary of each sentence replaced by <mask> in turn (one at a time, the rest of
     <bos> s <eos> visible): top-1 and top-5 accuracy of the model's logits at the mask, per class (`n` masked
     words). With train_freq (training counts): `baseline`, the top-1 accuracy of always answering the class's most
@@ -92,18 +96,19 @@ def masked_word_accuracy(model: nn.Module, vocab: Vocab, sentences: Sequence[Seq
                 other = "pl" if n == "sg" else "sg"
                 number[c][0] += int(probs[i, forms[n]].sum() > probs[i, forms[other]].sum())
                 number[c][1] += 1
-    out: dict[str, dict[str, Any]] = {}
+    out: JSONDict = {}
     for c in MASKED_CLASSES:
         h1, h5, n = hits[c]
-        out[c] = {"top1": h1 / max(n, 1), "top5": h5 / max(n, 1), "n": n}
+        counts: JSONDict = {"top1": h1 / max(n, 1), "top5": h5 / max(n, 1), "n": n}
+        out[c] = counts
         if train_freq:
             members = [w for w in train_freq if masked_class(w) == c]
             best = max(members, key=lambda w: train_freq[w]) if members else None
-            out[c]["baseline"] = sum(w == best for w in targets[c]) / max(n, 1)
-            out[c]["baseline_word"] = best
+            counts["baseline"] = sum(w == best for w in targets[c]) / max(n, 1)
+            counts["baseline_word"] = best
         if c != "noun":
-            out[c]["verb_number"] = number[c][0] / max(number[c][1], 1)
-            out[c]["verb_number_n"] = number[c][1]
+            counts["verb_number"] = number[c][0] / max(number[c][1], 1)
+            counts["verb_number_n"] = number[c][1]
     return out
 
 
@@ -111,19 +116,19 @@ def _accuracy(right: Sequence[bool]) -> float | None:
     return sum(right) / len(right) if right else None
 
 
-def _summary(cases: Sequence[Any], right: Sequence[bool]) -> dict[str, Any]:
+def _summary(cases: Sequence[AgreementCase], right: Sequence[bool]) -> JSONDict:
     """Accuracy with and without an attractor, and their counts."""
     split = {a: [r for c, r in zip(cases, right) if c.attractor == a] for a in (True, False)}
     return {"attractor": _accuracy(split[True]), "attractor_n": len(split[True]),
             "no_attractor": _accuracy(split[False]), "no_attractor_n": len(split[False])}
 
 
-def natural_agreement_eval(model: nn.Module, vocab: Vocab, device: str = "cpu") -> dict[str, Any]:
+def natural_agreement_eval(model: nn.Module, vocab: Vocab, device: str = "cpu") -> JSONDict:
     """A left-to-right LM on real English: the share of cases where P(correct verb | <bos> prefix) > P(wrong verb),
     on templated_agreement() (1,000: "the keys near the door" -> are/is) and on the corpus's own sentences
     (corpus_agreement: the training lines, "corpus", and the held-out ones, "corpus_held_out")."""
     W = data_module("wordnet")
-    out: dict[str, Any] = {}
+    out: JSONDict = {}
     for name, cases in (("templated", W.templated_agreement()), ("corpus", W.corpus_agreement("train")),
                         ("corpus_held_out", W.corpus_agreement("heldout"))):
         items = [(vocab.encode(list(c.prefix)), vocab.stoi[c.correct], vocab.stoi[c.wrong], 0) for c in cases]
@@ -143,7 +148,7 @@ def _right(model: nn.Module, items: Sequence[tuple[list[int], int, int, int]], d
 
 
 @torch.no_grad()
-def natural_masked_agreement(model: nn.Module, vocab: Vocab, device: str = "cpu") -> dict[str, Any]:
+def natural_masked_agreement(model: nn.Module, vocab: Vocab, device: str = "cpu") -> JSONDict:
     """A masked LM on real English: templated_agreement() as "<bos> the keys near the door <mask> here . <eos>", the
     share where the logit of the agreeing verb at the mask exceeds the other form's."""
     W = data_module("wordnet")
@@ -160,8 +165,8 @@ def natural_masked_agreement(model: nn.Module, vocab: Vocab, device: str = "cpu"
 SAMPLE_PROMPTS = ("the old man", "i went to the bank to", "a person who")
 
 
-def continuations(model: nn.Module, meta: dict[str, Any], prompts: Sequence[str] = SAMPLE_PROMPTS,
-                   new: int = 12) -> dict[str, str]:
+def continuations(model: nn.Module, meta: JSONDict, prompts: Sequence[str] = SAMPLE_PROMPTS,
+                   new: int = 12) -> JSONDict:
     """Each prompt continued greedily (at most `new` tokens, to <eos>) by the app's own generation loop
     (explorer.adapters.generation: what the decoding view's greedy column shows for this checkpoint), as text;
     `meta` is the checkpoint's (architecture, config, vocab)."""
@@ -169,12 +174,13 @@ def continuations(model: nn.Module, meta: dict[str, Any], prompts: Sequence[str]
     from explorer.loading.loaders import LoadedModel
     from explorer.models.build import FAMILY_OF_ARCHITECTURE, vocabs_from_meta
 
-    loaded = LoadedModel("builtin:" + str(meta.get("name", "model")), FAMILY_OF_ARCHITECTURE[meta["architecture"]],
-                         model.eval(), "cpu", "float32", meta, vocabs=vocabs_from_meta(meta))
+    family = FAMILY_OF_ARCHITECTURE[str(meta["architecture"])]
+    loaded = LoadedModel("builtin:" + str(meta.get("name", "model")), family, model.eval(), "cpu", "float32", meta,
+                         vocabs=vocabs_from_meta(meta))
     adapter = loaded.caps.stepper
     if adapter is None:  # a checkpoint that predicts no next token (a masked LM): nothing to continue
         return {}
-    out = {}
+    out: JSONDict = {}
     for prompt in prompts:
         ids = torch.tensor([list(adapter.encode(prompt).ids)])
         rows = sample(adapter, ids, ids, Strategy("greedy"), new)[0]

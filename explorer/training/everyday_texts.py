@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -21,11 +21,19 @@ from explorer.data.everyday_english import GENERATED, MODEL, SAMPLING, SEED, bat
 from explorer.loading.loaders import load_model
 
 
+@runtime_checkable
+class _Generates(Protocol):
+    """A Hugging Face causal LM (transformers' GenerationMixin)."""
+
+    def generate(self, **kwargs: object) -> torch.Tensor: ...
+
+
 def generate(part: int = 0, parts: int = 1, folder: Path = GENERATED) -> None:
     """Write the texts of every batch b ≡ part (mod parts) not written yet, one JSON file each (1 torch thread)."""
     torch.set_num_threads(1)
     loaded = load_model(MODEL)
-    model: Any = loaded.model
+    model = loaded.model
+    assert isinstance(model, _Generates)  # MODEL is one
     model, tok = model.to(torch.bfloat16), loaded.tokenizer
     tok.padding_side = "left"
     folder.mkdir(parents=True, exist_ok=True)

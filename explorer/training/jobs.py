@@ -17,12 +17,16 @@ import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from explorer.runtime.json_value import get
 from explorer.training import budget as train_budget
 from explorer.training.clock import TrainingCancelled
 from explorer.training.loop import train_model
 from explorer.training.spec import TrainProgress, TrainResult, TrainSpec, validate_spec
+
+if TYPE_CHECKING:
+    from explorer.loading.uploads import UploadOwner
 
 _ACTIVE = threading.BoundedSemaphore(max(1, int(os.environ.get("EXPLORER_MAX_TRAINING_JOBS", "1") or 1)))
 
@@ -46,7 +50,7 @@ class TrainingJob:
     model_id: str | None = None
     started: float = 0.0
     finished: float = 0.0
-    owner: Any = None  # the session's explorer.loading.uploads.UploadOwner: the trained model is that session's upload
+    owner: UploadOwner | None = None  # the session's: the trained model is that session's upload
     snapshots: int = 0  # snapshots of the weights to keep over training (float16), uploaded with the model
     notes: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -82,7 +86,8 @@ class TrainingJob:
                                  cancel=lambda: self.abandoned, snapshots=self.snapshots, snapshot_dtype="float16")
             if self.abandoned:
                 raise TrainingCancelled("Training was cancelled: the session that started it ended.")
-            self.notes = list(result.meta["train"].get("notes", []))
+            notes = get(result.meta, "train", "notes")
+            self.notes = [str(n) for n in notes] if isinstance(notes, list) else []
             self.model_id = register_trained(result, self.owner)
             self.result = result
             self.status = "stopped" if result.stopped else "done"
@@ -130,7 +135,7 @@ class TrainingJob:
         return min(1.0, self.points[-1]["step"] / self.total_steps)
 
 
-def register_trained(result: TrainResult, owner: Any = None) -> str:
+def register_trained(result: TrainResult, owner: UploadOwner | None = None) -> str:
     """Add a freshly trained model to the in-memory catalogue as an upload of `owner` (an UploadOwner: the session
     that trained it, within its upload budget); returns its id (upload:<hash>)."""
     from safetensors.torch import save

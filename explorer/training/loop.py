@@ -17,16 +17,21 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 import torch.nn as nn
 
 from explorer.training.clock import Clock, TrainingCancelled
-from explorer.training.corpus import Corpus, heldout_seed, load_corpus
+from explorer.training.corpus import Corpus, Pair, Sentence, heldout_seed, load_corpus
 from explorer.training.snapshots import Snapshots, schedule
 from explorer.training.spec import TrainProgress, TrainResult, TrainSpec, validate_spec
 from explorer.training.tasks import Task, task_for
+
+if TYPE_CHECKING:
+    from explorer.runtime.json_value import JSON, JSONDict
+
+B = TypeVar("B")
 
 
 def lr_at(step: int, total: int, spec: TrainSpec) -> float:
@@ -44,13 +49,13 @@ def adamw(model: nn.Module, spec: TrainSpec) -> torch.optim.AdamW:
     decays = spec.weight_decay > 0
     decay = [p for p in model.parameters() if p.dim() >= 2 and decays]
     other = [p for p in model.parameters() if not (p.dim() >= 2 and decays)]
-    groups: list[dict[str, Any]] = [{"params": other, "weight_decay": 0.0}]
+    groups: list[dict[str, list[nn.Parameter] | float]] = [{"params": other, "weight_decay": 0.0}]
     if decay:
         groups.append({"params": decay, "weight_decay": spec.weight_decay})
     return torch.optim.AdamW(groups, lr=spec.lr)
 
 
-def optimiser_step(task: Task[Any], opt: torch.optim.Optimizer, batch: Any, lr: float, grad_clip: float) -> float:
+def optimiser_step(task: Task[B], opt: torch.optim.Optimizer, batch: B, lr: float, grad_clip: float) -> float:
     """One step on `batch` at learning rate `lr` (gradients clipped to norm grad_clip unless 0); the batch's loss."""
     for g in opt.param_groups:
         g["lr"] = lr
@@ -90,7 +95,9 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     total_steps = steps_per_epoch * spec.epochs
     series = (Snapshots(schedule(total_steps, snapshots), getattr(torch, snapshot_dtype or spec.stored))
               if snapshots else None)
-    step, stopped, history = 0, False, []
+    step, stopped = 0, False
+    history: list[JSON] = []
+    last: JSONDict | None = None  # history's last record
     report_every = max(1, steps_per_epoch // 20)
     epoch = 0
     since = [0.0, 0]  # the training loss summed since the last snapshot, and its batches
@@ -128,8 +135,9 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
         if clock.cancelled():
             raise TrainingCancelled("Training was cancelled.")
         held = task.heldout_loss()
-        history.append({"epoch": epoch, "train_loss": run_loss / max(run_n, 1), "heldout_loss": held,
-                        "elapsed": round(clock.elapsed(), 2)})
+        last = {"epoch": epoch, "train_loss": run_loss / max(run_n, 1), "heldout_loss": held,
+                "elapsed": round(clock.elapsed(), 2)}
+        history.append(last)
         if progress is not None:
             progress(TrainProgress(epoch, step, total_steps, run_loss / max(run_n, 1), held, clock.elapsed()))
         if stopped:
@@ -142,20 +150,20 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
         with torch.no_grad():
             for p in model.parameters():
                 p.copy_(p.to(getattr(torch, spec.stored)).float())
-        if history:
-            history[-1]["heldout_loss"] = task.heldout_loss()
+        if last is not None:
+            last["heldout_loss"] = task.heldout_loss()
     metrics = task.evaluate(full=spec.full_metrics)
     if clock.cancelled():
         raise TrainingCancelled("Training was cancelled.")
-    metrics["heldout_loss"] = history[-1]["heldout_loss"] if history else None
-    train = {"epochs": epoch if history else 0, "steps": step, "seconds": round(train_seconds, 1),
-             "eval_seconds": round(clock.elapsed() - train_seconds, 1), "device": str(device),
-             "torch": torch.__version__, "threads": torch.get_num_threads(), "stopped": stopped,
-             "spec": spec.to_json(), "history": history}
+    metrics["heldout_loss"] = last["heldout_loss"] if last is not None else None
+    train: JSONDict = {"epochs": epoch if history else 0, "steps": step, "seconds": round(train_seconds, 1),
+                       "eval_seconds": round(clock.elapsed() - train_seconds, 1), "device": str(device),
+                       "torch": torch.__version__, "threads": torch.get_num_threads(), "stopped": stopped,
+                       "spec": spec.to_json(), "history": history}
     if task.notes:
         train["notes"] = list(dict.fromkeys(task.notes))
-    meta: dict[str, Any] = {
-        "name": spec.name, "architecture": spec.architecture, "config": task.config, **task.vocab_meta(),
+    meta: JSONDict = {
+        "name": spec.name, "architecture": spec.architecture, "config": {**task.config}, **task.vocab_meta(),
         "corpus": corpus_meta(spec, corpus), "metrics": metrics, "train": train,
         "description": spec.description or f"{spec.architecture} trained on the {corpus.generator} corpus."}
     if series is not None:
@@ -163,7 +171,7 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     return TrainResult(model=model, meta=meta, history=history, stopped=stopped, snapshots=series)
 
 
-def corpus_meta(spec: TrainSpec, corpus: Corpus) -> dict[str, Any]:
+def corpus_meta(spec: TrainSpec, corpus: Corpus[Sentence] | Corpus[Pair]) -> JSONDict:
     """What the checkpoint records of its corpus: the generator and its seeds, sizes, level."""
     return {"generator": corpus.generator, "seed": corpus.seed, "n_train": len(corpus.train),
             "n_heldout": len(corpus.heldout), "level": corpus.level, "heldout_seed": heldout_seed(spec)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
@@ -13,22 +13,77 @@ from explorer.training.corpus import REAL_ENGLISH
 from explorer.training.loop import train_model
 from explorer.training.spec import TrainProgress, TrainResult, TrainSpec
 
-_LM: dict[str, Any] = dict(architecture="rnn_lm", corpus="english", n_train=20_000, n_heldout=1_000, full_metrics=True)
-_S2S: dict[str, Any] = dict(architecture="seq2seq", corpus="translation", n_train=20_000, n_heldout=1_000,
-                            full_metrics=True, emb_dim=64, hidden_size=128, epochs=5, lr=3e-3, batch_size=64)
+if TYPE_CHECKING:
+    from explorer.runtime.json_value import JSONDict
+
+
+class _Data(TypedDict):
+    """The TrainSpec fields a group of recipes shares (each group lists exactly its own, so that a recipe's keyword
+    arguments never repeat one)."""
+    corpus: str
+    n_train: int
+    n_heldout: int
+    full_metrics: bool
+
+
+class _LMRecipe(_Data):
+    architecture: str
+
+
+class _S2SRecipe(_LMRecipe):
+    emb_dim: int
+    hidden_size: int
+    epochs: int
+    lr: float
+    batch_size: int
+
+
+class _LuongRecipe(_S2SRecipe):
+    input_feeding: bool
+    bidirectional: bool
+
+
+class _WordnetText(_Data):
+    max_vocab: int
+    stored: str
+
+
+class _WordnetRNN(_WordnetText):
+    architecture: str
+    emb_dim: int
+    hidden_size: int
+    epochs: int
+    lr: float
+
+
+class _WordnetTransformer(_WordnetText):
+    num_layers: int
+    n_head: int
+    hidden_size: int
+    block_size: int
+    lr: float
+    batch_size: int
+
+
+_LM: _LMRecipe = {"architecture": "rnn_lm", "corpus": "english", "n_train": 20_000, "n_heldout": 1_000,
+                  "full_metrics": True}
+_S2S: _S2SRecipe = {"architecture": "seq2seq", "corpus": "translation", "n_train": 20_000, "n_heldout": 1_000,
+                    "full_metrics": True, "emb_dim": 64, "hidden_size": 128, "epochs": 5, "lr": 3e-3, "batch_size": 64}
+_DATES: _S2SRecipe = {**_S2S, "corpus": "dates", "epochs": 6}
 
 # Luong attention learns this task more slowly than Bahdanau's (same recipe, after 3 epochs: held-out loss 0.16
 # vs 0.017), so the Luong models use input feeding (Luong et al. 3.3), a bidirectional encoder and 10 epochs.
-_LUONG: dict[str, Any] = {**_S2S, "epochs": 10, "input_feeding": True, "bidirectional": True}
+_LUONG: _LuongRecipe = {**_S2S, "epochs": 10, "input_feeding": True, "bidirectional": True}
 
 # Real English (explorer.data.wordnet_english: WordNet 3.0's example sentences and definitions, 1.46M training tokens):
 # the 12,000 most frequent words (98.8 % of the words of tests/data/everyday_sentences.txt), two epochs, the weights
 # stored in float16 (assets/builtin holds ~10 MB per model).
-_WORDNET_TEXT: dict[str, Any] = dict(corpus="wordnet", n_train=200_000, n_heldout=20_000, full_metrics=True,
-                                     max_vocab=12_000, stored="float16")
-_WORDNET: dict[str, Any] = dict(_WORDNET_TEXT, architecture="rnn_lm", emb_dim=128, hidden_size=256, epochs=2, lr=3e-3)
-_WORDNET_TRANSFORMER: dict[str, Any] = dict(_WORDNET_TEXT, num_layers=2, n_head=4, hidden_size=128, block_size=64,
-                                            lr=2e-3, batch_size=64)
+_WORDNET_TEXT: _WordnetText = {"corpus": "wordnet", "n_train": 200_000, "n_heldout": 20_000, "full_metrics": True,
+                               "max_vocab": 12_000, "stored": "float16"}
+_WORDNET: _WordnetRNN = {**_WORDNET_TEXT, "architecture": "rnn_lm", "emb_dim": 128, "hidden_size": 256, "epochs": 2,
+                         "lr": 3e-3}
+_WORDNET_TRANSFORMER: _WordnetTransformer = {**_WORDNET_TEXT, "num_layers": 2, "n_head": 4, "hidden_size": 128,
+                                             "block_size": 64, "lr": 2e-3, "batch_size": 64}
 _ON_WORDNET = "on real English (WordNet 3.0's example sentences and definitions)."
 
 BUILTINS: dict[str, TrainSpec] = {
@@ -71,7 +126,7 @@ BUILTINS: dict[str, TrainSpec] = {
     "seq2seq-luong-concat": TrainSpec(**_LUONG, attention="luong-concat",
                                       description="GRU encoder-decoder with Luong concat attention (bidirectional "
                                                   "encoder, input feeding) on the toy translation task."),
-    "seq2seq-dates": TrainSpec(**{**_S2S, "corpus": "dates", "epochs": 6}, attention="luong-general",
+    "seq2seq-dates": TrainSpec(**_DATES, attention="luong-general",
                                bidirectional=True,
                                description="Character-level encoder-decoder with Luong (general) attention that "
                                            "rewrites written dates as ISO dates."),
@@ -115,7 +170,7 @@ def train_builtin(name: str, folder: str | Path | None = None,
     return result
 
 
-def evaluate_builtin(name: str, folder: str | Path | None = None) -> dict[str, Any]:
+def evaluate_builtin(name: str, folder: str | Path | None = None) -> JSONDict:
     """Compute the real-English evaluations of a trained real-English checkpoint from its saved weights (agreement
     across an attractor; a language model's greedy samples, by the app's generation loop: explorer.training.evaluation)
     and write them into its JSON's metrics. Training computes the agreement; the shipped checkpoints get both from
@@ -127,21 +182,24 @@ def evaluate_builtin(name: str, folder: str | Path | None = None) -> dict[str, A
     from explorer.loading.catalogue import BUILTIN_DIR
     from explorer.loading.checkpoint import read_meta
     from explorer.models.build import from_checkpoint
+    from explorer.runtime.json_value import get
     from explorer.training.evaluation import continuations, natural_agreement_eval, natural_masked_agreement
 
     base = Path(folder or BUILTIN_DIR)
     meta_path, weights = base / f"{name}.json", base / f"{name}.safetensors"
-    meta = read_meta(meta_path)
-    if meta.get("corpus", {}).get("generator") not in REAL_ENGLISH:
+    meta: JSONDict = read_meta(meta_path)
+    if get(meta, "corpus", "generator") not in REAL_ENGLISH:
         raise ValueError(f"{name} was not trained on the real-English corpus")
     model = from_checkpoint(meta, read_state_dict_file(weights), weights.name)
     vocab = Vocab.from_json(meta["vocab"])
-    added: dict[str, Any] = {}
+    added: JSONDict = {}
     if meta["architecture"] == "masked_lm":
         added["natural_agreement"] = natural_masked_agreement(model, vocab)
     else:
         added["natural_agreement"] = natural_agreement_eval(model, vocab)
         added["samples"] = continuations(model, meta)
-    meta["metrics"].update(added)
+    metrics = meta["metrics"]
+    assert isinstance(metrics, dict)  # the metrics training wrote
+    metrics.update(added)
     meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return added

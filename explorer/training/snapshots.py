@@ -14,10 +14,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
+
+if TYPE_CHECKING:
+    from explorer.runtime.json_value import JSON, JSONDict
 
 COUNT = 30  # snapshots per run by default
 
@@ -49,7 +53,7 @@ class Snapshots:
 
     steps: tuple[int, ...]
     stored: torch.dtype = torch.float16
-    infos: list[dict[str, Any]] = field(default_factory=list)
+    infos: list[JSONDict] = field(default_factory=list)
     states: list[dict[str, torch.Tensor]] = field(default_factory=list)
 
     def due(self, step: int) -> bool:
@@ -77,7 +81,7 @@ class Snapshots:
         """Every snapshot's weights as the series file holds them: tensor "<i>/<parameter>" for snapshot i."""
         return {f"{i}/{k}": v.contiguous() for i, state in enumerate(self.states) for k, v in state.items()}
 
-    def save(self, path: Path) -> list[dict[str, Any]]:
+    def save(self, path: Path) -> list[JSON]:
         """Write every snapshot's weights to `path` (safetensors); returns meta["snapshots"]."""
         from safetensors.torch import save_file
 
@@ -95,8 +99,10 @@ def stored_weights(model: nn.Module, stored: torch.dtype) -> dict[str, torch.Ten
     return {k: v.float() for k, v in _as_stored(model, stored).items()}
 
 
-def read(path: Path, meta: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, torch.Tensor]]]:
+def read(path: Path, meta: Mapping[str, JSON]) -> list[tuple[JSON, dict[str, torch.Tensor]]]:
     """Each snapshot's info (meta["snapshots"]) and its state dict as float32 tensors, from a file written by save."""
     from explorer.loading.checkpoint import read_snapshot
 
-    return [(info, read_snapshot(path, i)[0]) for i, info in enumerate(meta.get("snapshots", []))]
+    infos = meta.get("snapshots", [])
+    assert isinstance(infos, list)  # the list save() returned
+    return [(info, read_snapshot(path, i)[0]) for i, info in enumerate(infos)]

@@ -7,9 +7,13 @@ explorer.training.budget (None for the CLI) and honoured by explorer.training.lo
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch.nn as nn
+
+if TYPE_CHECKING:
+    from explorer.runtime.json_value import JSON, JSONDict
+    from explorer.training.snapshots import Snapshots
 
 ARCH_CORPORA = {"rnn_lm": ("english", "wordnet", "everyday", "user"),
                 "tiny_gpt": ("english", "wordnet", "everyday", "user"),
@@ -64,8 +68,8 @@ class TrainSpec:
     name: str = "custom"
     description: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+    def to_json(self) -> JSONDict:
+        d: JSONDict = asdict(self)
         d.pop("user_tokens")
         return d
 
@@ -83,10 +87,10 @@ class TrainProgress:
 @dataclass
 class TrainResult:
     model: nn.Module
-    meta: dict[str, Any]
-    history: list[dict[str, Any]] = field(default_factory=list)
+    meta: JSONDict               # the checkpoint's meta (explorer.loading.checkpoint)
+    history: list[JSON] = field(default_factory=list)  # per epoch: epoch, train_loss, heldout_loss, elapsed
     stopped: bool = False        # ended by should_stop or max_seconds
-    snapshots: Any = None        # explorer.training.snapshots.Snapshots when asked for
+    snapshots: Snapshots | None = None  # when asked for
 
 
 # ============================================================================================== validation

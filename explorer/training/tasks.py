@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import torch
 import torch.nn as nn
@@ -22,23 +22,27 @@ import torch.nn.functional as F
 
 from explorer.data.vocab import Vocab
 from explorer.metrics import held_out as M
-from explorer.models.build import build_model
+from explorer.models.build import ModelConfig, build_model
 from explorer.training.budget import fit_batch
 from explorer.training.clock import NO_CLOCK, Clock
-from explorer.training.corpus import (BOS, EOS, MASK, MASK_TOKEN, PAD, REAL_ENGLISH, Corpus, bucketed_batches, chunks,
-                                      data_module)
+from explorer.training.corpus import (BOS, EOS, MASK, MASK_TOKEN, PAD, REAL_ENGLISH, Corpus, E, Pair, Sentence,
+                                      bucketed_batches, chunks, data_module)
 from explorer.training.evaluation import (agreement_eval, masked_word_accuracy, natural_agreement_eval,
                                           natural_masked_agreement)
 from explorer.training.spec import TrainSpec
 
+if TYPE_CHECKING:
+    from explorer.runtime.json_value import JSONDict
+
 B = TypeVar("B")
+T = TypeVar("T")
 
 
 class Task(Protocol[B]):
     """What train_model asks of a task. `B` is one batch as `loss` reads it."""
 
     model: nn.Module
-    config: dict[str, Any]   # the model's constructor arguments (checkpoint meta "config")
+    config: ModelConfig      # the model's constructor arguments (checkpoint meta "config")
     notes: list[str]         # for the page: a lowered batch size, an evaluation cut short
 
     def steps_per_epoch(self) -> int: ...
@@ -53,23 +57,24 @@ class Task(Protocol[B]):
         """The mean loss over the held-out examples (None: none evaluated)."""
         ...
 
-    def evaluate(self, full: bool) -> dict[str, Any]:
+    def evaluate(self, full: bool) -> JSONDict:
         """Held-out metrics of the trained model (full: the slower ones too)."""
         ...
 
-    def vocab_meta(self) -> dict[str, list[str]]:
+    def vocab_meta(self) -> JSONDict:
         """The vocabularies as the checkpoint stores them ("vocab", or "src_vocab" and "tgt_vocab")."""
         ...
 
 
-class TaskBase:
+class TaskBase(Generic[E]):
     """What the four tasks share: the run's clock, notes for the page, the batch size that fits the budget, and
-    held-out evaluation in batches that stop when the run's time is up."""
+    held-out evaluation in batches that stop when the run's time is up. `E`: one example of the corpus."""
 
     model: nn.Module
-    config: dict[str, Any]
+    config: ModelConfig
+    corpus: Corpus[E]
 
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: Clock | None) -> None:
+    def __init__(self, spec: TrainSpec, corpus: Corpus[E], device: str, clock: Clock | None) -> None:
         self.spec, self.corpus, self.device = spec, corpus, device
         self.clock = clock or NO_CLOCK
         self.notes: list[str] = []
@@ -85,7 +90,7 @@ class TaskBase:
         self.clock.check("checking the model's size")
         self.model = build_model(self.spec.architecture, self.config)
 
-    def _eval_batches(self, items: Sequence[Any], size: int, what: str) -> Iterator[Sequence[Any]]:
+    def _eval_batches(self, items: Sequence[T], size: int, what: str) -> Iterator[Sequence[T]]:
         """Consecutive slices of `items` of `size`, until the run's time is up (then a note says how far it got)."""
         for i in range(0, len(items), size):
             if self.clock.over():
@@ -102,10 +107,10 @@ class TaskBase:
 
 
 # ============================================================================================== language modelling
-class LanguageModelTask(TaskBase):
+class LanguageModelTask(TaskBase[Sentence]):
     """rnn_lm / tiny_gpt: next-token prediction on <bos> s <eos>. A batch: ids (B, T+1), PAD-padded."""
 
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: Clock | None = None) -> None:
+    def __init__(self, spec: TrainSpec, corpus: Corpus[Sentence], device: str, clock: Clock | None = None) -> None:
         super().__init__(spec, corpus, device, clock)
         self.vocab = Vocab.build(corpus.train, min_freq=spec.min_freq, max_size=spec.max_vocab)
         V = len(self.vocab)
@@ -155,12 +160,12 @@ class LanguageModelTask(TaskBase):
         total, n = self._held_nll()
         return total / n if n else None
 
-    def evaluate(self, full: bool) -> dict[str, Any]:
+    def evaluate(self, full: bool) -> JSONDict:
         held = self._held_eval_ids()
         # the final model's held-out loss was just computed (train_model evaluates after the last epoch)
         total, n = self._last_nll if self._last_nll is not None else self._held_nll()
         perplexity = math.exp(total / n) if n else None
-        out: dict[str, Any] = {"heldout_perplexity": perplexity}
+        out: JSONDict = {"heldout_perplexity": perplexity}
         if full and perplexity is not None and not self.clock.over():
             train_ids = [self.vocab.encode(s) for s in self.corpus.train]
             ppl, k = M.bigram_perplexity(train_ids, held, len(self.vocab))
@@ -172,16 +177,16 @@ class LanguageModelTask(TaskBase):
                 out["natural_agreement"] = natural_agreement_eval(self.model, self.vocab, device=self.device)
         return out
 
-    def vocab_meta(self) -> dict[str, list[str]]:
+    def vocab_meta(self) -> JSONDict:
         return {"vocab": list(self.vocab.itos)}
 
 
 # ============================================================================================== sequence to sequence
-class Seq2SeqTask(TaskBase):
+class Seq2SeqTask(TaskBase[Pair]):
     """seq2seq: cross-entropy of the target given the source, teacher-forced. A batch: src (B, S), the decoder's
     input <bos> t (B, T+1) and its labels t <eos> (B, T+1), PAD-padded."""
 
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: Clock | None = None) -> None:
+    def __init__(self, spec: TrainSpec, corpus: Corpus[Pair], device: str, clock: Clock | None = None) -> None:
         super().__init__(spec, corpus, device, clock)
         self.src_vocab = Vocab.build([s for s, _ in corpus.train], min_freq=spec.min_freq, max_size=spec.max_vocab)
         self.tgt_vocab = Vocab.build([t for _, t in corpus.train], min_freq=spec.min_freq, max_size=spec.max_vocab)
@@ -198,7 +203,7 @@ class Seq2SeqTask(TaskBase):
         self.max_len = max(len(t) for _, t in self.train_pairs + self.held_pairs) + 5
         self._build(max(self.lengths, default=1) + self.max_len - 4)
 
-    def _encode(self, pairs: list[Any], doing: str) -> list[tuple[list[int], list[int]]]:
+    def _encode(self, pairs: list[Pair], doing: str) -> list[tuple[list[int], list[int]]]:
         return [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in self.clock.each(pairs, doing)]
 
     def steps_per_epoch(self) -> int:
@@ -231,7 +236,7 @@ class Seq2SeqTask(TaskBase):
             n += int((batch[2] != PAD).sum())
         return total / n if n else None
 
-    def evaluate(self, full: bool) -> dict[str, Any]:
+    def evaluate(self, full: bool) -> JSONDict:
         size = self._eval_size(256)
         preds: list[list[int]] = []
         done: list[tuple[list[int], list[int]]] = []
@@ -244,13 +249,14 @@ class Seq2SeqTask(TaskBase):
         refs = [t for _, t in done]
         if not done:
             return {"exact_match": None, "token_accuracy": None}
-        out: dict[str, Any] = {"exact_match": M.exact_match(preds, refs),
-                               "token_accuracy": M.token_accuracy(preds, refs)}
+        out: JSONDict = {"exact_match": M.exact_match(preds, refs),
+                         "token_accuracy": M.token_accuracy(preds, refs)}
         if full:
-            out["exact_match_by_source_length"] = M.accuracy_by_length(preds, refs, srcs)
+            out["exact_match_by_source_length"] = {b: {"exact_match": v["exact_match"], "n": v["n"]}
+                                                   for b, v in M.accuracy_by_length(preds, refs, srcs).items()}
         return out
 
-    def vocab_meta(self) -> dict[str, list[str]]:
+    def vocab_meta(self) -> JSONDict:
         return {"src_vocab": list(self.src_vocab.itos), "tgt_vocab": list(self.tgt_vocab.itos)}
 
 
@@ -273,12 +279,12 @@ def mask_tokens(ids: torch.Tensor, gen: torch.Generator, vocab_size: int,
     return inputs, labels
 
 
-class MaskedLMTask(TaskBase):
+class MaskedLMTask(TaskBase[Sentence]):
     """masked_lm: BERT's masked-LM task on <bos> s <eos> (mask_tokens), masks drawn anew every epoch (dynamic
     masking, as in RoBERTa); the loss is the cross-entropy at the chosen positions only. A batch: ids (B, T),
     PAD-padded and not yet masked, with the epoch's generator of masks."""
 
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: Clock | None = None) -> None:
+    def __init__(self, spec: TrainSpec, corpus: Corpus[Sentence], device: str, clock: Clock | None = None) -> None:
         super().__init__(spec, corpus, device, clock)
         base = Vocab.build(corpus.train, min_freq=spec.min_freq,
                            max_size=spec.max_vocab - 1 if spec.max_vocab else None)
@@ -290,7 +296,7 @@ class MaskedLMTask(TaskBase):
         self.lengths = [len(s) for s in self.train_ids]
         self._build(max(self.lengths, default=2))
 
-    def _wrap(self, sents: list[Any], doing: str) -> list[list[int]]:
+    def _wrap(self, sents: list[Sentence], doing: str) -> list[list[int]]:
         """<bos> c <eos> for each chunk c of block_size - 2 tokens of each sentence."""
         return [[BOS, *c, EOS] for s in self.clock.each(sents, doing)
                 for c in chunks(self.vocab.encode(s), self.spec.block_size - 2)]
@@ -325,8 +331,8 @@ class MaskedLMTask(TaskBase):
             total, n = total + float(loss), n + chosen
         return total / n if n else None
 
-    def evaluate(self, full: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def evaluate(self, full: bool) -> JSONDict:
+        out: JSONDict = {}
         if self.corpus.generator == "english" and self.corpus.level == "word":
             out["masked_accuracy"] = masked_word_accuracy(self.model, self.vocab, self.corpus.heldout,
                                                           device=self.device, train_freq=self.vocab.freq,
@@ -335,16 +341,16 @@ class MaskedLMTask(TaskBase):
             out["natural_agreement"] = natural_masked_agreement(self.model, self.vocab, device=self.device)
         return out
 
-    def vocab_meta(self) -> dict[str, list[str]]:
+    def vocab_meta(self) -> JSONDict:
         return {"vocab": list(self.vocab.itos)}
 
 
 # ============================================================================================== skip-gram
-class SkipGramTask(TaskBase):
+class SkipGramTask(TaskBase[Sentence]):
     """word2vec: skip-gram with negative sampling. A batch: centre ids (B,), context ids (B,) and `negatives` noise
     ids per pair (B, K) drawn from the unigram distribution to the 3/4 power."""
 
-    def __init__(self, spec: TrainSpec, corpus: Corpus, device: str, clock: Clock | None = None) -> None:
+    def __init__(self, spec: TrainSpec, corpus: Corpus[Sentence], device: str, clock: Clock | None = None) -> None:
         from explorer.models.word2vec import keep_probability, noise_distribution, skipgram_pairs
         super().__init__(spec, corpus, device, clock)
         self.vocab = Vocab.build(corpus.train, min_freq=spec.min_freq, max_size=spec.max_vocab)
@@ -385,8 +391,8 @@ class SkipGramTask(TaskBase):
         b = self.held_pairs.to(self.device)
         return float(self.model(b[:, 0], b[:, 1], self._negatives(len(b), gen)))
 
-    def evaluate(self, full: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def evaluate(self, full: bool) -> JSONDict:
+        out: JSONDict = {}
         if self.corpus.generator == "english" and self.corpus.level == "word" and not self.clock.over():
             english = data_module("english")
             in_embed = self.model.get_submodule("in_embed")
@@ -394,15 +400,18 @@ class SkipGramTask(TaskBase):
             out["precision_at_5"] = M.precision_at_k(in_embed.weight, self.vocab.itos, english.word_class, k=5)
         return out
 
-    def vocab_meta(self) -> dict[str, list[str]]:
+    def vocab_meta(self) -> JSONDict:
         return {"vocab": list(self.vocab.itos)}
 
 
-TASKS: dict[str, Callable[[TrainSpec, Corpus, str, Clock | None], Task[Any]]] = {
+# The batch type and the corpus's examples depend on the architecture, a run-time string: here, and only here, they
+# are not known statically (each task class is fully typed).
+TASKS: dict[str, Callable[[TrainSpec, Corpus[Any], str, Clock | None], Task[Any]]] = {
     "rnn_lm": LanguageModelTask, "tiny_gpt": LanguageModelTask, "seq2seq": Seq2SeqTask, "masked_lm": MaskedLMTask,
     "word2vec": SkipGramTask}
 
 
-def task_for(spec: TrainSpec, corpus: Corpus, device: str, clock: Clock | None = None) -> Task[Any]:
+def task_for(spec: TrainSpec, corpus: Corpus[Sentence] | Corpus[Pair], device: str,
+             clock: Clock | None = None) -> Task[Any]:
     """The task that trains spec.architecture on `corpus`, its vocabulary encoded and its model built."""
     return TASKS[spec.architecture](spec, corpus, device, clock)

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from explorer.training.recipes import BUILTINS, evaluate_builtin, train_builtin
+from explorer.runtime.json_value import get
 from explorer.training.spec import TrainProgress
 
+if TYPE_CHECKING:
+    from explorer.runtime.json_value import JSON
 
-def _print_metrics(metrics: dict[str, Any], indent: str = "  ") -> None:
+
+def _print_metrics(metrics: Mapping[str, JSON], indent: str = "  ") -> None:
     for k, v in metrics.items():
         if isinstance(v, dict):
             print(f"{indent}{k}:")
@@ -69,8 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {n}", flush=True)
         res = train_builtin(n, folder=args.out, progress=_show, save=not args.no_save, threads=args.threads,
                             snapshots=args.snapshots, snapshot_dtype=args.snapshot_dtype)
-        _print_metrics(res.meta["metrics"])
-        print(f"  time: train {res.meta['train']['seconds']}s, eval {res.meta['train']['eval_seconds']}s", flush=True)
+        metrics = res.meta["metrics"]
+        assert isinstance(metrics, dict)  # train_model's
+        _print_metrics(metrics)
+        print(f"  time: train {get(res.meta, 'train', 'seconds')}s, eval {get(res.meta, 'train', 'eval_seconds')}s",
+              flush=True)
     return 0
 
 

@@ -3,12 +3,11 @@ head view and model view, a second model compared, step by step, the masks, two 
 notice on the model's own example (`notices`)."""
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 from explorer.adapters.examples import compare_default, pronoun_pair
 from explorer.data.examples import PRONOUN
+from explorer.loading.loaders import LoadedModel
 from explorer.probes.self_attention import (AttentionError, AttentionNotice, PronounShift, attention_trace,
                                             compare_mismatch, default_query, find_token, head_matrix, head_row,
                                             hide_special, pronoun_shift, step_by_step)
@@ -301,7 +300,7 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
                  filename="attention-compare-b")
 
 
-def notices(loaded: Any, example: str, notice: AttentionNotice | None, stream: str) -> list[str]:
+def notices(loaded: LoadedModel, example: str, notice: AttentionNotice | None, stream: str) -> list[str]:
     """What to notice, computed on the model's own example sentence and its pronoun pair (a causal model gets the
     pair whose deciding word comes before "it"; a built-in's generated English has none: no pair point)."""
     pronouns = pronoun_pair(loaded.adapter)

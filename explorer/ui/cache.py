@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any, Callable, ContextManager, Iterator, NoReturn, TypeVar
+from typing import Any, Callable, ContextManager, Hashable, Iterator, NoReturn, ParamSpec, TypeVar
 
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit import runtime
+from streamlit.delta_generator import DeltaGenerator
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
@@ -31,6 +32,8 @@ from explorer.loading.uploads import UploadOwner, bundle
 from explorer.ui import settings
 
 R = TypeVar("R")
+P = ParamSpec("P")
+S = TypeVar("S")  # what a probe reports as its partial result, for `partial` to draw
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
@@ -113,7 +116,7 @@ def get_model(model_id: str, device: str | None = None, dtype: str | None = None
     cold = not model_cache().has(model_id, device, dtype, task)
     if cold and not _load_allowed(model_id):
         return None
-    bar: list[Any] = []
+    bar: list[DeltaGenerator] = []
 
     def progress(fraction: float, what: str) -> None:  # long first-time work (converting a packaged model)
         text = f"Preparing {md(model_id)} (once per machine): {md_message(what)}"
@@ -180,7 +183,7 @@ def heavy_queue() -> HeavyQueue:
     return HeavyQueue(heavy_slots())
 
 
-def _turn(loaded: Any, heavy: bool) -> ContextManager[None]:
+def _turn(loaded: LoadedModel, heavy: bool) -> ContextManager[None]:
     """A heavy computation's turn on a large model (waiting, the page says where it is in the queue); no wait for
     anything else."""
     if not heavy or not is_large(getattr(loaded, "model", None)):
@@ -202,20 +205,22 @@ def _turn(loaded: Any, heavy: bool) -> ContextManager[None]:
     return turn()
 
 
-def _build(fn_name: str, fn: Callable, loaded: Any, args: tuple, kwargs: dict, heavy: bool) -> Any:
+def _build(fn_name: str, fn: Callable[..., R], loaded: LoadedModel, args: tuple[Hashable, ...],
+           kwargs: dict[str, object], heavy: bool) -> R:
     with _turn(loaded, heavy):
         return _timed(fn_name, lambda: fn(loaded, *args, **kwargs))
 
 
-def _cached_call(fn_name: str, model_key: tuple, args: tuple, kwargs: tuple, fn: Callable, loaded: Any,
-                 heavy: bool = False) -> Any:
+def _cached_call(fn_name: str, model_key: tuple[str, str, str], args: tuple[Hashable, ...],
+                 kwargs: tuple[tuple[str, Hashable], ...], fn: Callable[..., R], loaded: LoadedModel,
+                 heavy: bool = False) -> R:
     key = (fn_name, model_key, args, kwargs)
     return results().get(key, _results_session(), lambda: _build(fn_name, fn, loaded, args, dict(kwargs), heavy))
 
 
-def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, heavy: bool = False, raising: bool = False,
-          progress: bool = False, label: str | None = None, partial: Callable[[Any], None] | None = None,
-          **kwargs: Any) -> R:
+def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Hashable, heavy: bool = False, raising: bool = False,
+          progress: bool = False, label: str | None = None, partial: Callable[[S], None] | None = None,
+          **kwargs: Hashable) -> R:
     """The one way a page runs a probe: `fn(loaded, *args, **kwargs)`, once per (fn, model id, device, dtype,
     arguments), the result kept in the results cache (explorer.runtime.result_cache) and shared read-only.
 
@@ -244,7 +249,7 @@ def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Any, heavy: bool = F
         stop_with(exc)
 
 
-def working_on(fn: Callable[..., Any], model_id: str, args: tuple) -> str:
+def working_on(fn: Callable[..., object], model_id: str, args: tuple[object, ...]) -> str:
     """What a probe call is computing, as Markdown: its work (WORK, else its name), the model and the first
     non-empty text argument (its end, line breaks as ↵), e.g. 'Computing integrated gradients on
     pretrained:smollm2 for “…capital of France is”'."""
@@ -276,8 +281,8 @@ FIRST_DRAW_S = 0.15  # long work shows its progress from this many seconds on (a
 REDRAW_S = 0.25  # and redraws it at most this often (each draw is a message to the browser)
 
 
-def _with_progress(fn: Callable[..., R], loaded: LoadedModel, args: tuple[Any, ...], kwargs: dict[str, Any],
-                   label: str | None, partial: Callable[[Any], None] | None, heavy: bool) -> R:
+def _with_progress(fn: Callable[..., R], loaded: LoadedModel, args: tuple[Hashable, ...], kwargs: dict[str, Hashable],
+                   label: str | None, partial: Callable[[S], None] | None, heavy: bool) -> R:
     """`probe(..., progress=True)`: `fn(loaded, *args, progress=callback, **kwargs)` reports (fraction, what[, shown])
     to a progress bar (labelled `label`, else with `working_on`: the work, the model, the text), shown only while it
     computes (from FIRST_DRAW_S on, every REDRAW_S at most; a kept result shows none), and `partial(shown)` draws
@@ -291,7 +296,7 @@ def _with_progress(fn: Callable[..., R], loaded: LoadedModel, args: tuple[Any, .
     said = label if label is not None else working_on(fn, loaded.id, args).removesuffix("…")
     session = _results_session()
 
-    def progress(fraction: float, what: str, shown: Any = None) -> None:
+    def progress(fraction: float, what: str, shown: S | None = None) -> None:
         if abandoned(session):
             raise StopException()  # ends this script run quietly; the results cache keeps nothing of it
         now = time.perf_counter()
@@ -328,11 +333,12 @@ def stop_with(exc: ViewError) -> NoReturn:
 
 
 @st.cache_data(max_entries=256, show_spinner=False, ttl=3600)
-def _cached_compute(fn_name: str, args: tuple, kwargs: tuple, _fn: Callable) -> Any:
+def _cached_compute(fn_name: str, args: tuple[object, ...], kwargs: tuple[tuple[str, object], ...],
+                    _fn: Callable[..., R]) -> R:
     return _fn(*args, **dict(kwargs))
 
 
-def compute(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+def compute(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """`fn(*args, **kwargs)` for computations without a model (e.g. a sinusoidal table), cached per arguments.
 
     Defined here, once, rather than as decorated functions in a page script, which Streamlit would re-decorate
@@ -361,7 +367,7 @@ def _figure_store() -> LoadOnceLRU[go.Figure]:
                        size=_figure_bytes)
 
 
-def figure_of(build: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.Figure:
+def figure_of(build: Callable[P, go.Figure], *args: P.args, **kwargs: P.kwargs) -> go.Figure:
     """build(*args, **kwargs), built once and shared by every session: kept under the function's name and the
     fingerprints of all its arguments (explorer.runtime.keys), so no control, model or theme can be left out of the
     key. A rerun that shows an unchanged figure then costs only its JSON (explorer.ui.charts.show keeps the figure's

@@ -12,15 +12,20 @@ import contextlib
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Hashable, Literal, Sequence, TypedDict, Unpack
 
+import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
+from numpy.typing import NDArray
 from plotly.basedatatypes import BaseFigure
+from streamlit.dataframe_util import Data
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.elements.lib.layout_utils import Height, Width
 
 from explorer.ui import settings
 from explorer.viz.spec import Serialized, figure_spec, serialize
-from explorer.viz.theme import apply, export_config
+from explorer.viz.theme import Theme, apply, export_config
 
 
 # After a view's main chart (fold=...) the script waits this long before it sends the rest of the page. Streamlit's
@@ -53,7 +58,7 @@ BADGES = {"model": ("Model", "blue", "read from this model's own run."),
 RECORD = "_export_record"  # what this run of the page showed, in order (explorer.ui.export: the view as HTML)
 
 
-def record(key: Any, item: tuple) -> None:
+def record(key: Hashable, item: tuple[object, ...]) -> None:
     """Keep `item` in this run's record under `key` (a later item of the same key, from a fragment's rerun,
     replaces it in place). References only: the HTML is built when it is downloaded."""
     rec = st.session_state.get(RECORD)
@@ -61,7 +66,23 @@ def record(key: Any, item: tuple) -> None:
         rec[key] = item
 
 
-def caption(text: str, **kwargs: Any) -> Any:
+class CaptionOptions(TypedDict, total=False):
+    """st.caption's options a page may give."""
+
+    unsafe_allow_html: bool
+    help: str | None
+
+
+class TableOptions(TypedDict, total=False):
+    """st.dataframe's options a page may give."""
+
+    width: Width
+    height: Height | Literal["auto"]
+    hide_index: bool | None
+    column_order: Sequence[str] | None
+
+
+def caption(text: str, **kwargs: Unpack[CaptionOptions]) -> DeltaGenerator:
     """st.caption, kept in the view's record (its exported HTML shows it)."""
     record(("text", text), ("text", text))
     return st.caption(text, **kwargs)
@@ -77,11 +98,12 @@ def badge(origin: Origin) -> None:
     st.caption(badge_text(origin))
 
 
-def table(data: Any, origin: Origin, **kwargs: Any) -> Any:
+def table(data: Data, origin: Origin, **kwargs: Unpack[TableOptions]) -> DeltaGenerator:
     """st.dataframe (no index, full width unless given) under its origin badge."""
     badge(origin)
     record(("table", id(data)), ("table", data, badge_text(origin)))
-    return st.dataframe(data, **{"hide_index": True, "width": "stretch", **kwargs})
+    options: TableOptions = {"hide_index": True, "width": "stretch", **kwargs}
+    return st.dataframe(data, **options)
 
 
 class _Prebuilt(BaseFigure):
@@ -94,7 +116,7 @@ class _Prebuilt(BaseFigure):
         return self._spec
 
 
-def _themed_spec(fig: go.Figure, theme: Any, cap: int | None = None) -> dict | Serialized:
+def _themed_spec(fig: go.Figure, theme: Theme, cap: int | None = None) -> dict | Serialized:
     """fig's serialised spec under `theme` (its height at most `cap` pixels when given), built once per (figure,
     theme, cap); the figure must not change after it is shown."""
     cached = fig.__dict__.get("_explorer_spec")
@@ -116,7 +138,7 @@ def _themed_spec(fig: go.Figure, theme: Any, cap: int | None = None) -> dict | S
     return cached[1]
 
 
-def fold_cap(fig: go.Figure, theme: Any, fold: int) -> int:
+def fold_cap(fig: go.Figure, theme: Theme, fold: int) -> int:
     """The height a view's main chart gets so that it fits in the first screen: `fold` pixels, or more when the
     figure has so many labelled heatmap rows (tokens) that `fold` would leave each row less than a line of its font
     (then the row labels get a smaller font, down to 12 px, where the height stays short of that)."""
@@ -131,7 +153,7 @@ def _heatmap_rows(fig: go.Figure) -> int:
                 and (labelled_axis or _text_rows(t.get("y")))), default=0)
 
 
-def _text_rows(y: Any) -> bool:
+def _text_rows(y: Sequence[object] | NDArray[np.generic] | None) -> bool:
     """Whether a heatmap's y values are text labels (checked on the first: one type per axis)."""
     return y is not None and len(y) > 0 and isinstance(y[0], str)
 

@@ -3,10 +3,9 @@ distribution (and a second model's after the same tokens), the beam tree, divers
 and what to notice on this run's own numbers."""
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
+from explorer.loading.loaders import LoadedModel
 from explorer.probes import decoding_strategies as D
 from explorer.text.escape import md
 from explorer.ui.cache import probe
@@ -19,8 +18,8 @@ SECTIONS = {"step": "One step: the next-token distribution", "beam": "Beam tree"
             "tradeoff": "Diversity and quality over samples"}
 
 
-def step_section(c: Controls, loaded: Any, run: D.DecodingRun, other: Any, run_b: D.DecodingRun | None, model_id: str,
-                 other_id: str | None, theme: Theme) -> None:
+def step_section(c: Controls, loaded: LoadedModel, run: D.DecodingRun, other: LoadedModel | None,
+                 run_b: D.DecodingRun | None, model_id: str, other_id: str | None, theme: Theme) -> None:
     """One column's distribution at one step, after the strategy's penalties, with its filter and formula."""
     labels = [g.strategy.label for g in run.generations]
     which = c.selectbox("col", list(range(len(labels))), format_func=lambda i: labels[i])

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import streamlit as st
+from numpy.typing import NDArray
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer.adapters.protocols import Loaded
 from explorer.data.examples import ANALOGY, COLOURS, NATURAL
@@ -18,6 +20,7 @@ from explorer.loading.loaders import LoadedModel
 from explorer.probes import contextual_embeddings as CE
 from explorer.probes import word_embeddings as P
 from explorer.projections import reduce as PR
+from explorer.projections.jobs import FitJob
 from explorer.text.escape import md, md_message, plotly_text
 from explorer.ui import charts
 from explorer.ui.cache import get_model, probe
@@ -56,7 +59,7 @@ class Fitted:
     shown: str
 
 
-def pick_vectors(c: Controls, vectors: Any, col_model: Any) -> Vectors:
+def pick_vectors(c: Controls, vectors: DeltaGenerator, col_model: DeltaGenerator) -> Vectors:
     """The vectors' origin (under the Vectors popover), then the model and its table or the uploaded file; stops
     the page with a message when there is none."""
     with vectors:
@@ -98,7 +101,7 @@ def pick_vectors(c: Controls, vectors: Any, col_model: Any) -> Vectors:
     return Vectors(table, None, "input", "", Origin("file", f"{md(table.source)}: the vectors of the uploaded file."))
 
 
-def highlighted(c: Controls, col_text: Any, v: Vectors) -> tuple[str, list[P.Located]]:
+def highlighted(c: Controls, col_text: DeltaGenerator, v: Vectors) -> tuple[str, list[P.Located]]:
     """The typed words to highlight, and those the table holds (warnings name the others)."""
     for note in v.table.notes:
         st.info(md_message(note))
@@ -139,7 +142,8 @@ def _row(loc: P.Located) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- projection
-def _method_controls(c: Controls, columns: list[Any], vectors: Any, v: Vectors) -> tuple[str, int, int, bool, dict]:
+def _method_controls(c: Controls, columns: list[DeltaGenerator], vectors: DeltaGenerator,
+                     v: Vectors) -> tuple[str, int, int, bool, dict[str, float | str]]:
     """(method, dims, n, whole words only, the method's parameters) from the row of controls and the popovers."""
     c_method, c_dims, _, c_params = columns
     V_rows = len(v.table)
@@ -152,7 +156,7 @@ def _method_controls(c: Controls, columns: list[Any], vectors: Any, v: Vectors) 
                          label=v.table.first(), help=f"Up to the full table ({V_rows:,}). "
                          f"Order: {v.table.order_note}."))
         whole = c.toggle("whole") if v.table.subword else False
-    params: dict = {}
+    params: dict[str, float | str] = {}
     if method != "pca":
         with c_params, st.popover(f"{PR.METHODS[method]} parameters", icon=":material/settings:", width="stretch"):
             if method == "umap":
@@ -166,8 +170,8 @@ def _method_controls(c: Controls, columns: list[Any], vectors: Any, v: Vectors) 
     return method, dims, n, whole, params
 
 
-def projection_section(c: Controls, columns: list[Any], vectors: Any, v: Vectors, found: list[P.Located],
-                       theme: Theme) -> Fitted:
+def projection_section(c: Controls, columns: list[DeltaGenerator], vectors: DeltaGenerator, v: Vectors,
+                       found: list[P.Located], theme: Theme) -> Fitted:
     """The projection of the table's first entries with the typed words on it, its captions and the CSV."""
     method, dims, n, whole, params = _method_controls(c, columns, vectors, v)
     table = v.table
@@ -195,7 +199,7 @@ def projection_section(c: Controls, columns: list[Any], vectors: Any, v: Vectors
     return Fitted(rows, shown)
 
 
-def _draw_projection(v: Vectors, proj: PR.Projection, job: Any, method: str, dims: int, rows: np.ndarray,
+def _draw_projection(v: Vectors, proj: PR.Projection, job: FitJob | None, method: str, dims: int, rows: np.ndarray,
                      shown: str, found: list[P.Located], theme: Theme, table_line: str) -> None:
     table = v.table
     drawn = proj.method  # the requested method, or PCA while it is computed
@@ -259,7 +263,7 @@ def _draw_projection(v: Vectors, proj: PR.Projection, job: Any, method: str, dim
 
 # ------------------------------------------------------------------------------------------------ sections
 def _compared_neighbours(v: Vectors, other: Loaded, word: str, ranked: P.Ranked,
-                         k: int) -> tuple[P.Ranked, Any] | None:
+                         k: int) -> tuple[P.Ranked, NDArray[np.float64]] | None:
     """The second model's (?compare=) own neighbours of `word`, and its cosines of the first model's neighbours;
     None after a message when it has no such table or word."""
     sources_b = P.table_sources(other)
@@ -310,7 +314,8 @@ def neighbours_section(c: Controls, v: Vectors, found: list[P.Located]) -> None:
                  rf"v = \text{{{V.tex(ranked.words[0])}}})")
 
 
-def _compared_tables(v: Vectors, other_id: str, word: str, ranked: P.Ranked, ranked_b: P.Ranked, cos_b: Any) -> None:
+def _compared_tables(v: Vectors, other_id: str, word: str, ranked: P.Ranked, ranked_b: P.Ranked,
+                     cos_b: Any) -> None:  # (len(ranked.words),) float64 array; viz.compared_rows says Sequence[float]
     t_a, t_b = st.columns(2)
     with t_a:
         caption(f"**{md(v.model_id)}**")

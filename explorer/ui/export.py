@@ -3,13 +3,18 @@ last run (explorer.ui.charts.record: title, charts with their badges, captions, 
 settings), built when the button is pressed."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from explorer.text.escape import md_unescape
 from explorer.ui.charts import RECORD
 from explorer.viz.export import Section, standalone_html
+
+if TYPE_CHECKING:
+    from streamlit.dataframe_util import Data
+
+    from explorer.lessons import Lesson
 
 LESSON_RECORDS = "_lesson_records"  # (lesson id, step index) -> that step's last record, this browser session
 HIDDEN_INPUTS = ("projector", "lesson", "lesson_step")
@@ -23,7 +28,7 @@ def start(page: str) -> dict:
     return rec
 
 
-def _table_items(data: Any, badge: str) -> list[tuple]:
+def _table_items(data: Data, badge: str) -> list[tuple]:
     """A table as a caption line of its rows (the HTML shows tables as text: no pandas in the viz layer)."""
     import pandas as pd
 
@@ -77,7 +82,7 @@ def keep_step(lesson_id: str, index: int, rec: dict) -> None:
     st.session_state.setdefault(LESSON_RECORDS, {})[(lesson_id, index)] = rec
 
 
-def lesson_html(lesson: Any, records: dict) -> str:
+def lesson_html(lesson: Lesson, records: dict) -> str:
     """The lesson as one file: a section per step (the step's view as last shown in this session, with what to
     notice and the question), or, for a step not opened yet, its title, text and question and a line saying so."""
     sections = []
@@ -96,7 +101,7 @@ def lesson_html(lesson: Any, records: dict) -> str:
                                                           "needed. Printed, each step is a page.")
 
 
-def download_lesson(lesson: Any) -> None:
+def download_lesson(lesson: Lesson) -> None:
     records = st.session_state.get(LESSON_RECORDS, {})
     opened = sum((lesson.id, i) in records for i in range(len(lesson)))
     st.download_button("Download the lesson (HTML)", lambda: lesson_html(lesson, records),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
 from explorer import lessons as L
 from explorer.ui.charts import RECORD
@@ -34,7 +34,7 @@ def step_record(step: L.Step, projector: bool = False, timeout: float = 600) -> 
     return at.session_state[RECORD]
 
 
-def export_lesson(lesson: L.Lesson, projector: bool = False, progress: Any = print) -> str:
+def export_lesson(lesson: L.Lesson, projector: bool = False, progress: Callable[[str], object] = print) -> str:
     records = {}
     for i, step in enumerate(lesson.steps):
         progress(f"step {i + 1} of {len(lesson)}: {step.title} ({step.page})")

@@ -9,9 +9,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-from typing import Any
-
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer import lessons as L
 from explorer.text.escape import md, md_message
@@ -115,7 +114,7 @@ def context() -> tuple[str, int | None] | None:
         return lesson_id, None
 
 
-def frame(url_path: str) -> Any:
+def frame(url_path: str) -> DeltaGenerator | None:
     """Called by app.py before each page runs: pending lesson navigation, the lesson panel, the export tool.
 
     Returns the container the page runs in: the left column beside the lesson panel during a lesson step, else None
@@ -145,7 +144,7 @@ def scroll_to_top() -> None:
     st.html(SCROLL_SCRIPT.format(next(_SCROLLS)), unsafe_allow_javascript=True)
 
 
-def lesson_bar(page: str, lesson_id: str, index: int | None) -> Any:
+def lesson_bar(page: str, lesson_id: str, index: int | None) -> DeltaGenerator | None:
     """The lesson panel beside the view of a step: progress, Previous / Next, what to notice and the question.
 
     The panel stands to the right of the view instead of above it, so that the view's main chart stays in the
@@ -197,7 +196,7 @@ def lesson_bar(page: str, lesson_id: str, index: int | None) -> Any:
 # ------------------------------------------------------------------------------------------------- export
 def view_values(page: str) -> dict[str, str]:
     """The view's current state as URL values: the parameters it wrote to the URL, with the session's newer values."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for key in PARAMS.get(page, {}):
         raw = state.url_value(key)
         if raw is None:

@@ -4,11 +4,12 @@ rotary formula, the loaded model's own positions and a sentence with its words s
 are badged as illustrations; the model panels read the loaded model."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer.adapters.base import Unsupported
 from explorer.probes import position_formulas as PF
@@ -61,7 +62,7 @@ def apply_preset() -> None:
             st.session_state[key] = value
 
 
-def table_controls(label: str = "Table") -> tuple[Any, int, int, float]:
+def table_controls(label: str = "Table") -> tuple[DeltaGenerator, int, int, float]:
     """The table's size and base (and a preset) in a popover of the panel's control row. Returns the popover (a
     panel adds its own options to it) and d, n, b."""
     pop = st.popover(label, icon=":material/tune:", width="stretch")
@@ -74,7 +75,7 @@ def table_controls(label: str = "Table") -> tuple[Any, int, int, float]:
     return pop, d, n, b
 
 
-def control_row(row: Any, widths: Sequence[float]) -> list:
+def control_row(row: DeltaGenerator, widths: Sequence[float]) -> list[DeltaGenerator]:
     """The panel's controls in the row beside the panel menu (above the panel's first chart)."""
     with row:
         return st.columns(widths, vertical_alignment="bottom")
@@ -85,7 +86,7 @@ def show_notes(notes: tuple[str, ...]) -> None:
         (st.warning if severity(note) == "warning" else st.info)(md_message(note))
 
 
-def model_in_row(row: Any) -> tuple[LoadedModel | None, Any]:
+def model_in_row(row: DeltaGenerator) -> tuple[LoadedModel | None, DeltaGenerator]:
     """The model picker at the start of the panel's control row: (the model picked, or None; the rest of the row)."""
     c_model, c_more = control_row(row, [1.3, 1.7])
     with c_model:
@@ -95,7 +96,7 @@ def model_in_row(row: Any) -> tuple[LoadedModel | None, Any]:
 
 
 # ---------------------------------------------------------------------------------------- panels
-def sinusoidal_panel(row: Any) -> None:
+def sinusoidal_panel(row: DeltaGenerator) -> None:
     theme = settings.theme()
     c_pos, c_dim, c_table = control_row(row, [1.2, 1.2, 0.8])
     with c_table:
@@ -136,7 +137,7 @@ def sinusoidal_panel(row: Any) -> None:
     ])
 
 
-def similarity_panel(row: Any) -> None:
+def similarity_panel(row: DeltaGenerator) -> None:
     theme = settings.theme()
     c_pos, c_k, c_table = control_row(row, [1.2, 1.2, 0.8])
     with c_table:
@@ -184,7 +185,7 @@ def similarity_panel(row: Any) -> None:
     ])
 
 
-def rope_panel(row: Any) -> None:
+def rope_panel(row: DeltaGenerator) -> None:
     theme = settings.theme()
     c_pos, c_qk, c_table = control_row(row, [1.2, 1.2, 0.8])
     with c_qk:
@@ -230,7 +231,7 @@ def rope_panel(row: Any) -> None:
     ])
 
 
-def learned_panel(row: Any) -> None:
+def learned_panel(row: DeltaGenerator) -> None:
     theme = settings.theme()
     loaded, c_more = model_in_row(row)
     if loaded is None:
@@ -294,7 +295,7 @@ def learned_panel(row: Any) -> None:
         what_to_notice(points)
 
 
-def table_panel(loaded, controls: Any) -> None:
+def table_panel(loaded: LoadedModel, controls: DeltaGenerator) -> None:
     """The model's own position table: heatmap, similarity, PCA, one position against all."""
     theme = settings.theme()
     try:
@@ -340,7 +341,7 @@ def table_panel(loaded, controls: Any) -> None:
     show(figure_of(V.pe_heatmap, lt.weight, theme, f"{named}{plotly_text(lt.source)}: position × dimension",
                    scale_from=scale),
          stored, key="learned_heatmap", filename="learned_positions")
-    if reference is not None:
+    if reference is not None and trained is not None:  # a reference is the trained model's
         caption(f"Coloured on the scale of the trained model's table ({md(trained.id)}), at every training step.")
     if other is not None:
         show(V.pe_heatmap(other.weight, theme, f"{plotly_text(other.model_id)} · {plotly_text(other.source)}: "
@@ -352,7 +353,8 @@ def table_panel(loaded, controls: Any) -> None:
              Origin("model", "the difference of the two models' own position tables."), key="learned_heatmap_diff",
              filename="learned_positions_difference")
     sim = la.cosine if kind == "cosine" else la.dot
-    ref_la = probe(P.learned_analysis, trained, raising=True) if reference is not None else None  # a training step
+    ref_la = probe(P.learned_analysis, trained, raising=True) if reference is not None and trained is not None \
+        else None  # a training step
     ref_sim = () if ref_la is None else ((ref_la.cosine if kind == "cosine" else ref_la.dot),)
     show(figure_of(V.matrix_heatmap, sim, theme, f"{kind} between learned positions", "position", "position", kind,
                    max_cells=V.SIMILARITY_CELLS, scale_from=ref_sim), stored,
@@ -362,7 +364,8 @@ def table_panel(loaded, controls: Any) -> None:
                    None if ref_la is None else ref_la.coords, theme, dims),
          Origin("model", f"{md_code(lt.source)} of {md(lt.model_id)}, projected with PCA"
                 + (f" on the principal axes of the trained model's table ({md(trained.id)}): the same frame at every "
-                   "training step; each axis's share is of this table's variance." if ref_la is not None else ".")),
+                   "training step; each axis's share is of this table's variance."
+                   if ref_la is not None and trained is not None else ".")),
          key="learned_pca", filename="learned_pca")
 
 
@@ -387,7 +390,7 @@ def learned_line(sim, kind: str) -> None:
          key="learned_similarity_line", filename="learned_line")
 
 
-def sentence_panel(row: Any) -> None:
+def sentence_panel(row: DeltaGenerator) -> None:
     theme = settings.theme()
     loaded, _ = model_in_row(row)
     if loaded is None:
@@ -415,7 +418,8 @@ def sentence_panel(row: Any) -> None:
     permutation_section(loaded, text, sv.notes, sv.mean_norms)
 
 
-def permutation_section(loaded, text: str, shown_notes: tuple[str, ...], norms: tuple[float, float]) -> None:
+def permutation_section(loaded: LoadedModel, text: str, shown_notes: tuple[str, ...],
+                        norms: tuple[float, float]) -> None:
     theme = settings.theme()
     st.subheader("Shuffle the words")
     seed = c.number("seed", label="shuffle seed")

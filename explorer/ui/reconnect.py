@@ -17,12 +17,15 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamlit import runtime
 
 from explorer.runtime import heap
 from explorer.runtime.budget import positive_setting
+
+if TYPE_CHECKING:
+    from streamlit.runtime.app_session import AppSession
 
 SWEEP_S = 1.0
 _STARTED: list[threading.Thread] = []
@@ -54,7 +57,7 @@ def close_expired(first_seen: dict[str, float], now: float, window: float) -> li
     return closed
 
 
-def _empty(session: Any) -> None:
+def _empty(session: AppSession) -> None:
     """Drop what a shut-down session's state holds. Streamlit's runtime loop keeps the last session it served in a
     local variable until it serves another, with its widget values (an upload box's files, copied) and each widget's
     metadata (a picker's format function, closing over the model it showed)."""

@@ -3,11 +3,10 @@ its reliance on the one context vector), one decoding step's arithmetic, accurac
 beam search tree."""
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 from explorer.loading.catalogue import builtin_metas
+from explorer.loading.loaders import LoadedModel
 from explorer.probes.seq2seq import AlignmentTrace, Seq2SeqError, builtin_length_curves, length_accuracy
 from explorer.text.escape import latex_text, md, md_message, plotly_text
 from explorer.ui import settings
@@ -101,7 +100,7 @@ def step_panel(trace: AlignmentTrace, step: int, layer: int, head: str) -> None:
                    f"are the model's own (eager attention).")
 
 
-def length_panel(c: Controls, loaded: Any, model2_id: str) -> None:
+def length_panel(c: Controls, loaded: LoadedModel, model2_id: str) -> None:
     """Exact match against source length on held-out pairs: the loaded built-ins' curves (and every built-in's)."""
     theme = settings.theme()
     st.subheader("Accuracy against source length")

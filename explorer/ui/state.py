@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, SupportsIndex, TypeVar
 
 import streamlit as st
 
 from explorer.text.escape import md_message
+
+if TYPE_CHECKING:
+    from explorer.views import Param
 
 T = TypeVar("T")
 
@@ -37,7 +40,7 @@ def text_refusal(value: str, limit: int = MAX_CHARS, what: str = "The text") -> 
             "read. Shorten it.")
 
 
-def checked_text(value: Any, limit: int = MAX_CHARS, what: str = "The text", stop: bool = True) -> str:
+def checked_text(value: object, limit: int = MAX_CHARS, what: str = "The text", stop: bool = True) -> str:
     """A text that entered the server (a widget's value), checked before anything is computed from it: within
     `limit` characters it is returned; longer, the page says so and stops (stop=False: the text is read as "").
     Browsers enforce a widget's max_chars, but a client of the websocket sends what it likes."""
@@ -66,16 +69,15 @@ def url_value(key: str, limit: int = MAX_CHARS) -> str | None:
     return value
 
 
-def seed(key: str, default: Any, parse: Callable[[str], Any] | None = None,
-         valid: Callable[[Any], bool] | None = None) -> None:
-    """Initialise st.session_state[key] from the URL (parsed and validated) or `default`, once."""
+def seed(key: str, default: object, parse: Callable[[str], T], valid: Callable[[T], bool] | None = None) -> None:
+    """Initialise st.session_state[key] from the URL (`parse`d, e.g. `str`, and validated) or `default`, once."""
     if key in st.session_state:
         return
     raw = url_value(key)
     value = default
     if raw is not None:
         try:
-            candidate = parse(raw) if parse else raw
+            candidate = parse(raw)
             if valid is None or valid(candidate):
                 value = candidate
         except (ValueError, TypeError):
@@ -83,7 +85,7 @@ def seed(key: str, default: Any, parse: Callable[[str], Any] | None = None,
     st.session_state[key] = value
 
 
-def write(key: str, value: Any) -> None:
+def write(key: str, value: object) -> None:
     """Mirror a view-state value into the URL (lists as comma-separated, bools as 0/1)."""
     if isinstance(value, bool):
         text = "1" if value else "0"
@@ -98,8 +100,8 @@ def write(key: str, value: Any) -> None:
         pass
 
 
-def choice(widget: Callable[..., Any], label: str, options: Sequence[T], key: str, default: T | None = None,
-           **kwargs: Any) -> T:
+def choice(widget: Callable[..., T], label: str, options: Sequence[T], key: str, default: T | None = None,
+           **kwargs: object) -> T:
     """A single-choice widget (st.selectbox, st.radio) kept in ?key= (parsed to the type of the options)."""
     options = list(options)
     default = options[0] if default is None and options else default
@@ -116,8 +118,8 @@ def choice(widget: Callable[..., Any], label: str, options: Sequence[T], key: st
 TOKEN_CHOICES = "_token_choices"  # {(url path, key): (tokens, value, default)}: what each token selector showed last
 
 
-def token_value(old_tokens: Sequence[str], value: Any, old_default: Any, tokens: Sequence[str], default: Any,
-                first: int = 0) -> Any:
+def token_value(old_tokens: Sequence[str], value: object, old_default: object, tokens: Sequence[str], default: object,
+                first: int = 0) -> object:
     """The value that points, in `tokens`, at what `value` pointed at in `old_tokens` (value v is token v − first):
     the same token text, at the same occurrence when the new tokens have as many, else at its first; the view's
     `default` when the new tokens lack it, or when `value` was the old tokens' default (a selection never moved from
@@ -125,6 +127,8 @@ def token_value(old_tokens: Sequence[str], value: Any, old_default: Any, tokens:
     kept."""
     if value == old_default:
         return default
+    if not isinstance(value, SupportsIndex):  # what operator.index refuses
+        return value
     try:
         i = operator.index(value) - first  # an int, numpy's too
     except TypeError:
@@ -139,7 +143,7 @@ def token_value(old_tokens: Sequence[str], value: Any, old_default: Any, tokens:
     return first + (at[occurrence] if occurrence < len(at) else at[0])
 
 
-def follow_tokens(view: str, key: str, tokens: tuple[str, ...], default: Any, first: int = 0) -> None:
+def follow_tokens(view: str, key: str, tokens: tuple[str, ...], default: object, first: int = 0) -> None:
     """Before the token selector `key` of `view` is created: when the tokens it indexes are not those it was last
     shown with (a new sentence, another model), its value is re-derived from the new tokens (`token_value`) and written
     to the session and the URL. A value set since by something else (a lesson step, a link) is kept; a selector not
@@ -158,7 +162,7 @@ def follow_tokens(view: str, key: str, tokens: tuple[str, ...], default: Any, fi
     write(key, value)
 
 
-def remember_tokens(view: str, key: str, tokens: tuple[str, ...], value: Any, default: Any) -> None:
+def remember_tokens(view: str, key: str, tokens: tuple[str, ...], value: object, default: object) -> None:
     """After the token selector `key` of `view` is created: the tokens it was shown with, its value and default."""
     st.session_state.setdefault(TOKEN_CHOICES, {})[(view, key)] = (tokens, value, default)
 
@@ -188,23 +192,28 @@ class Controls:
         self.view = BY_PATH[url_path]
         self.params = self.view.params
 
-    def _kw(self, key: str, kwargs: dict) -> tuple[Any, str, dict]:
+    def _kw(self, key: str, kwargs: dict[str, object]) -> tuple[Param, str]:
+        """The declaration of `key` and the widget's label (kwargs' `label`, else the declared one); the declared help
+        is added to `kwargs` (the widget's other arguments) unless they give one."""
         p = self.params[key]
         label = kwargs.pop("label", p.label or key)
+        assert isinstance(label, str), label  # a widget's label is text
         if p.help and "help" not in kwargs:
             kwargs["help"] = p.help
-        return p, label, kwargs
+        return p, label
 
-    def _choice(self, widget: Callable, key: str, options: Sequence[T] | None, default: T | None, kwargs: dict) -> T:
-        p, label, kwargs = self._kw(key, kwargs)
+    def _choice(self, widget: Callable[..., T], key: str, options: Sequence[T] | None, default: T | None,
+                kwargs: dict[str, object]) -> T:
+        p, label = self._kw(key, kwargs)
         options = list(p.choices if options is None else options)
         default = default if default is not None else (p.default if p.default in options else None)
         return choice(widget, label, options, key, default, **kwargs)
 
-    def selectbox(self, key: str, options: Sequence[T] | None = None, default: T | None = None, **kwargs: Any) -> T:
+    def selectbox(self, key: str, options: Sequence[T] | None = None, default: T | None = None,
+                  **kwargs: object) -> T:
         return self._choice(st.selectbox, key, options, default, kwargs)
 
-    def radio(self, key: str, options: Sequence[T] | None = None, default: T | None = None, **kwargs: Any) -> T:
+    def radio(self, key: str, options: Sequence[T] | None = None, default: T | None = None, **kwargs: object) -> T:
         return self._choice(st.radio, key, options, default, kwargs)
 
     def token(self, key: str, tokens: Sequence[str], default: int, options: Sequence[int] | None = None,
@@ -227,13 +236,13 @@ class Controls:
         return value
 
     def toggle(self, key: str, **kwargs: Any) -> bool:
-        p, label, kwargs = self._kw(key, kwargs)
+        p, label = self._kw(key, kwargs)
         return toggle(label, key, bool(p.default), **kwargs)
 
     def multiselect(self, key: str, options: Sequence[T] | None = None, **kwargs: Any) -> list[T]:
         """st.multiselect kept in ?key= as a comma-separated list; at most `hi` choices when the declaration has one
         (a longer list from the URL or the websocket keeps its first `hi`, with a message)."""
-        p, label, kwargs = self._kw(key, kwargs)
+        p, label = self._kw(key, kwargs)
         options = list(p.choices if options is None else options)
         cast = type(options[0]) if options else str
         raw = url_value(key) if key not in st.session_state else None
@@ -259,20 +268,25 @@ class Controls:
     def text_input(self, key: str, default: str | None = None, max_chars: int = MAX_CHARS, strip: bool = False,
                    **kwargs: Any) -> str:
         """st.text_input kept in ?key= (secondary text boxes; the main sentence uses widgets.sentence_input)."""
-        p, label, kwargs = self._kw(key, kwargs)
-        seed(key, (p.default or "") if default is None else default)
+        p, label = self._kw(key, kwargs)
+        seed(key, (p.default or "") if default is None else default, str)
         value = checked_text(st.text_input(label, key=key, max_chars=max_chars, **kwargs), max_chars, label)
         write(key, value)
         return value.strip() if strip else value
 
-    def number(self, key: str, hi: Any = None, default: Any = None, slider: bool = False, **kwargs: Any) -> Any:
+    def number(self, key: str, hi: float | None = None, default: float | None = None, slider: bool = False,
+               **kwargs: Any) -> Any:
         """An int or float widget (a slider, or a number box) kept in ?key=; a URL value or typed value out of range
         (or odd where it must be even) gets a warning saying what was used instead (Param.validate).
         hi, default: the upper bound and the default where they depend on the model."""
-        p, label, kwargs = self._kw(key, kwargs)
+        p, label = self._kw(key, kwargs)
         cast = float if p.kind == "float" else int
-        lo, hi = cast(p.lo), cast(p.hi if hi is None else hi)
+        top = p.hi if hi is None else hi
+        if p.lo is None or top is None:  # float(None) / int(None): the TypeError it always was, saying what is missing
+            raise TypeError(f"{key}: a number needs a lower and an upper bound (declared, or hi=)")
+        lo, hi = cast(p.lo), cast(top)
         default = cast(p.default if default is None else default)
+        value: float | None
         if key not in st.session_state:
             raw = url_value(key)
             value = default

@@ -1,13 +1,14 @@
 """The Train section of the Models page: choose a recipe, train in the background, watch the loss, stop, use."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.training import budget as train_budget
 from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded_text
+from explorer.runtime.json_value import get
 from explorer.text.escape import md, md_message
 from explorer.training.corpus import REAL_ENGLISH
 from explorer.training.spec import LIMITS, TrainSpec
@@ -16,7 +17,16 @@ from explorer.ui import charts, settings
 from explorer.ui.cache import upload_owner
 from explorer.views import VIEWS
 
-RECIPES = {
+class Recipe(TypedDict, total=False):
+    """The TrainSpec fields a recipe of the form sets."""
+
+    architecture: str
+    cell: str
+    corpus: str
+    attention: str
+
+
+RECIPES: dict[str, Recipe] = {
     "LSTM language model": dict(architecture="rnn_lm", cell="lstm"),
     "GRU language model": dict(architecture="rnn_lm", cell="gru"),
     "Elman RNN language model": dict(architecture="rnn_lm", cell="rnn"),
@@ -46,7 +56,7 @@ def _spec_form() -> TrainSpec | None:
     budget = train_budget.TrainBudget.from_env()
     cap = budget.seconds / 60  # the server's limit, in the field's minutes
     recipe_name = st.selectbox("Architecture", list(RECIPES), key="train_recipe")
-    recipe: dict[str, Any] = dict(RECIPES[recipe_name])
+    recipe = RECIPES[recipe_name].copy()
     arch = recipe["architecture"]
     c1, c2, c3, c4 = st.columns(4)
     layers = c1.number_input("Layers", 1, LIMITS["num_layers"], 1, key="train_layers")
@@ -157,9 +167,10 @@ def _finished_panel(job: TrainingJob) -> None:
         st.warning(md(job.error))
     elif job.status in ("done", "stopped") and job.result is not None:
         metrics = job.result.meta.get("metrics", {})
-        summary = ", ".join(f"{k} {v:.3g}" for k, v in metrics.items() if isinstance(v, float))
+        summary = ", ".join(f"{k} {v:.3g}" for k, v in (metrics.items() if isinstance(metrics, dict) else ())
+                            if isinstance(v, float))
         word = "Stopped early" if job.status == "stopped" else "Trained"
-        st.success(f"{word}: {md(job.model_id)} ({job.result.meta['train']['seconds']} s). {summary}")
+        st.success(f"{word}: {md(job.model_id)} ({get(job.result.meta, 'train', 'seconds')} s). {summary}")
         for note in job.notes:
             st.info(md_message(note))
         family = {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",

@@ -8,11 +8,14 @@ model's. The last step is the trained checkpoint itself.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 import streamlit as st
 
+from explorer.adapters.protocols import Loaded
 from explorer.loading.catalogue import ModelId, series_meta, series_steps
+from explorer.loading.loaders import LoadedModel
+from explorer.runtime.json_value import JSONDict, get
 from explorer.text.escape import md
 from explorer.ui import state
 from explorer.ui.cache import get_model
@@ -70,17 +73,18 @@ def _play(steps: tuple[int, ...]) -> None:
     tick()
 
 
-def caption(meta: dict, step: int) -> str:
+def caption(meta: JSONDict, step: int) -> str:
     """What `step` of the series in a checkpoint's meta is: its epoch and held-out loss (the last step: the trained
     checkpoint itself; another: its snapshot, in the dtype it was stored in)."""
     infos = meta.get("snapshots") or []
-    end = infos[-1]["step"] if infos else step
+    last = get(infos, -1, "step")
+    end = last if isinstance(last, (int, float)) else step
     if step == end:
-        history = (meta.get("train") or {}).get("history") or []
-        loss = history[-1].get("heldout_loss") if history and isinstance(history[-1], dict) else None
+        loss = get(meta, "train", "history", -1, "heldout_loss")
         said = f" · held-out loss {loss:.3f}" if isinstance(loss, float) else ""
         return f"Step {end:,} of {end:,}: the trained model{said}"
-    info: dict[str, Any] = next((i for i in infos if i.get("step") == step), {})
+    snapshots = infos if isinstance(infos, list) else []
+    info: JSONDict = next((i for i in snapshots if isinstance(i, dict) and i.get("step") == step), {})
     loss = info.get("heldout_loss")
     said = f" · held-out loss {loss:.3f}" if isinstance(loss, float) else ""
     stored = f" · {info['dtype']} weights" if info.get("dtype") else ""
@@ -96,7 +100,7 @@ def _forget() -> None:
         del st.query_params[KEY]
 
 
-def trained_model(loaded: Any) -> Any:
+def trained_model(loaded: Loaded) -> LoadedModel | None:
     """The trained checkpoint of a snapshot (`loaded` read at a training step: meta["snapshot"]), loaded like any model,
     for what a view keeps fixed across the steps (an order, a colour range); None for any other model."""
     snap = getattr(loaded, "meta", {}).get("snapshot")

@@ -27,7 +27,7 @@ import itertools
 import threading
 import time
 import weakref
-from typing import Any, Callable, cast
+from typing import TYPE_CHECKING, Callable, cast
 
 import streamlit as st
 from streamlit import runtime
@@ -40,6 +40,11 @@ from explorer.loading.uploads import (count_stored_files, mb, parsed_bytes, sess
                                       total_upload_bytes)
 from explorer.runtime import heap
 from explorer.runtime.errors import ViewError
+
+if TYPE_CHECKING:
+    from starlette._utils import AwaitableOrContextManager
+    from starlette.datastructures import FormData
+    from starlette.requests import Request
 
 SWEEP_S = 1.0  # how often the files of ended sessions are looked for
 FILE_OVERHEAD = 1024  # bytes charged per file besides its data and name (the record, the dict entries)
@@ -166,10 +171,11 @@ class BudgetedUploadedFileManager(MemoryUploadedFileManager):
 
 
 # ------------------------------------------------------------------------------- before a body is read
-_FORM: list[Callable[..., Any]] = []  # starlette's Request.form, before `_guard_bodies` wrapped it
+# starlette's Request.form, before `_guard_bodies` wrapped it
+_FORM: list[Callable[..., AwaitableOrContextManager[FormData]]] = []
 
 
-def _upload_target(request: Any) -> tuple[str, str] | None:
+def _upload_target(request: Request) -> tuple[str, str] | None:
     """(session id, file id) when `request` is a PUT to Streamlit's upload route, else None."""
     scope = request.scope
     params = scope.get("path_params") or {}
@@ -179,7 +185,7 @@ def _upload_target(request: Any) -> tuple[str, str] | None:
     return str(params["session_id"]), str(params["file_id"])
 
 
-def _admit(manager: BudgetedUploadedFileManager, request: Any, target: tuple[str, str]) -> None:
+def _admit(manager: BudgetedUploadedFileManager, request: Request, target: tuple[str, str]) -> None:
     """Reserve the declared length of an upload's body before it is read, for as long as `request` lives; an HTTP
     411 when it declares none, 413 when it is over a budget."""
     from starlette.exceptions import HTTPException
@@ -204,7 +210,7 @@ def _guard_bodies(manager: BudgetedUploadedFileManager) -> None:
     _FORM.append(Request.form)
     ref = weakref.ref(manager)
 
-    def form(self: Request, *args: Any, **kwargs: Any) -> Any:
+    def form(self: Request, *args: object, **kwargs: object) -> AwaitableOrContextManager[FormData]:
         target, found = _upload_target(self), ref()
         if target is not None and found is not None:
             _admit(found, self, target)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import math
 import threading
-from typing import Any
-
 import streamlit as st
+from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 from streamlit.runtime.state.session_state import SessionState
 
 from explorer.text.escape import md
@@ -29,7 +28,7 @@ _KINDS = {"double_value": "a number", "int_value": "a whole number", "string_val
 _LOCK = threading.Lock()
 
 
-def problem(state: Any, expected: str | None) -> str:
+def problem(state: WidgetState, expected: str | None) -> str:
     """Why one WidgetState proto cannot be read by a widget registered for the field `expected` ("" if it can)."""
     got = state.WhichOneof("value")
     if got is None:  # no value: the widget's own (a file uploader with no files; Streamlit reads it as unset)
@@ -61,7 +60,7 @@ def install() -> None:
             return
         original = SessionState.set_widgets_from_proto
 
-        def set_widgets_from_proto(self: SessionState, widget_states: Any) -> None:
+        def set_widgets_from_proto(self: SessionState, widget_states: WidgetStates) -> None:
             known = self._new_widget_state.widget_metadata
             kept, rejected = [], []
             for state in widget_states.widgets:

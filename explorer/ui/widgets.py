@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import re
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypedDict, Unpack
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer.adapters.protocols import Loaded
 from explorer.adapters.capabilities import may_have
@@ -19,13 +20,28 @@ from explorer.ui.cache import get_model, session_catalogue
 from explorer.ui.charts import record
 from explorer.ui.sentence_box import forget, forget_sentence_input, sentence_box
 
+if TYPE_CHECKING:
+    from explorer.loading.loaders import LoadedModel
+    from explorer.views import View
+
 MAX_CHARS = state.MAX_CHARS
 MULTILINE_HELP = "Enter starts a new line; Ctrl+Enter (or clicking away) updates the view."
 ON_ENTER_HELP = ("This view computes for seconds on a model of this size, so it reads the sentence when you press "
                  "Enter (or click away), not at each pause in your typing.")
 
 
-def reads_on_enter(view: Any, loaded: Loaded) -> bool:
+class BoxOptions(TypedDict, total=False):
+    """What a page may say of its sentence box (sentence_input's keyword arguments) besides its label."""
+
+    help: str | None
+    on_enter: bool
+
+
+class SentenceOptions(BoxOptions, total=False):
+    label: str
+
+
+def reads_on_enter(view: View, loaded: Loaded) -> bool:
     """Whether `view` reads its sentence on Enter for `loaded`: a heavy view (explorer.views.View.heavy: decoding,
     attribution, interventions) on a model above explorer.runtime.device.LARGE_MODEL parameters, where one run takes
     seconds; every other view updates while typing (350 ms debounce)."""
@@ -120,7 +136,7 @@ def sentence_input(default: str, presets: Sequence[str] = (), label: str = "Sent
     return value
 
 
-def model_sentence(loaded: Loaded, purpose: str, **kwargs: Any) -> str:
+def model_sentence(loaded: Loaded, purpose: str, **kwargs: Unpack[SentenceOptions]) -> str:
     """The sentence input with the loaded model's own example sentences for `purpose` (its view's
     `View.sentences`): the default and the "Examples" menu come from `loaded.adapter.examples(purpose)`, with its
     note when the model reads none of them in full."""
@@ -133,7 +149,7 @@ def model_sentence(loaded: Loaded, purpose: str, **kwargs: Any) -> str:
 
 def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
                  extra: Sequence[str] = (), none_label: str | None = None, training_steps: bool = True,
-                 **kwargs: Any) -> str:
+                 **kwargs: object) -> str:
     """Choose a catalogue id (kept in ?model=) among the models that may have the capabilities the view `needs`
     (explorer.adapters.capabilities; a model whose family is known only once loaded is offered too). The view's
     model (key "model") trained with snapshots gets the training-step control under the picker
@@ -190,14 +206,15 @@ def follow_preset(values: Sequence[str] | None, keys: Sequence[str]) -> None:
     st.session_state["_preset_for"] = sentence
 
 
-def top_row() -> list:
+def top_row() -> list[DeltaGenerator]:
     """The row under the title: the model picker (left) and the sentence box with its examples (right). Pages
     draw into it with `with`; the view's controls and main chart follow, so they fit in the first screen."""
     return st.columns([1, 2.6], vertical_alignment="bottom")
 
 
-def model_and_sentence(c: Any, default: str | None = None, task: str | None = None,
-                       label: str | Callable[[Any], str] = "Sentence", **kwargs: Any) -> tuple[str, Any, str]:
+def model_and_sentence(c: state.Controls, default: str | None = None, task: str | None = None,
+                       label: str | Callable[[LoadedModel], str] = "Sentence",
+                       **kwargs: Unpack[BoxOptions]) -> tuple[str, LoadedModel, str]:
     """top_row() for a view with one model and one sentence (`c`: its explorer.ui.state.Controls): the model
     picker (default: the view's declared model; task: the head to load, see get_model) and, once the model is
     loaded, the sentence box with that model's examples for the view (label: text, or made from the loaded model;

@@ -4,7 +4,6 @@ bar while the page shows the PCA of the same rows."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -20,7 +19,7 @@ MAX_FITS = 8  # fitted projections kept per server process (LRU; a UMAP of 30k r
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _model_table(model_id: str, device: str, dtype: str, source: str, _loaded: Any) -> P.EmbeddingTable:
+def _model_table(model_id: str, device: str, dtype: str, source: str, _loaded: Loaded) -> P.EmbeddingTable:
     return P.embedding_table(_loaded, source)
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import html
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -11,10 +11,37 @@ from explorer.text.escape import plotly_text
 from explorer.text.token_text import marked_breaks
 from explorer.viz.theme import Theme, figure
 
+if TYPE_CHECKING:
+    from explorer.probes.decoding_strategies import ChatTemplate, StepView
+
 GREY = "rgba(150,150,150,0.45)"
 
 
-def step_bars(view: Any, theme: Theme, title: str = "", top: float | None = None) -> go.Figure:
+class Beam(Protocol):
+    """What beam search kept and pruned at each step (explorer.adapters.generation.BeamTrace: S steps, C = 2·K
+    candidates of K beams)."""
+
+    @property
+    def parent(self) -> np.ndarray: ...      # (S, C) the running beam each candidate extends
+    @property
+    def token(self) -> np.ndarray: ...       # (S, C) token ids
+    @property
+    def score(self) -> np.ndarray: ...       # (S, C) accumulated log-probability
+    @property
+    def step_logprob(self) -> np.ndarray: ...  # (S, C) its last token's log-probability
+    @property
+    def stopped(self) -> np.ndarray: ...     # (S, C) an end token or the maximum length
+    @property
+    def running(self) -> np.ndarray: ...     # (S, K) candidates that continue as the running beams
+    @property
+    def finished(self) -> np.ndarray: ...    # (S, C) entered the finished hypotheses
+    @property
+    def token_str(self) -> tuple[tuple[str, ...], ...]: ...
+    @property
+    def num_beams(self) -> int: ...
+
+
+def step_bars(view: StepView, theme: Theme, title: str = "", top: float | None = None) -> go.Figure:
     """Top tokens at one step: bar = probability at the view's temperature; grey = removed by the strategy;
     the chosen token outlined and marked ★. Hover: logit, probability, sampled probability, kept. top: the y axis's
     upper end (two models' bars on one scale); default: the tallest bar."""
@@ -39,7 +66,7 @@ def step_bars(view: Any, theme: Theme, title: str = "", top: float | None = None
         "height": 420, "showlegend": False})
 
 
-def beam_tree(beam: Any, theme: Theme, max_steps: int = 30) -> go.Figure:
+def beam_tree(beam: Beam, theme: Theme, max_steps: int = 30) -> go.Figure:
     """Each step's 2K candidates (y = rank) linked to the running beam they extend; coloured: kept as a
     running beam; outlined: entered the finished list; grey: pruned. Hover: token, accumulated log-prob."""
     S = min(beam.token.shape[0], max_steps)
@@ -127,7 +154,7 @@ def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: 
     (`reply`: a chat template) or of the source an encoder-decoder's output is for (`source`). second: a second
     model's lines for the same strategies, dashed in the same colours on the same axes, `names` the two models' ids
     (in each legend entry)."""
-    layout: dict[str, Any] = {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+    layout: dict[str, object] = {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
                               "margin": {"t": 40}, "xaxis": {"title": {"text": "generated token"}},
                               "yaxis": {"title": {"text": "log p (model, T = 1)"}}}
     if prompt.strip():  # the title above the legend: short enough for a projector's font
@@ -148,7 +175,7 @@ def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: 
     return figure(traces, layout)
 
 
-def step_difference(a: Any, b: Any, names: tuple[str, str], theme: Theme) -> go.Figure:
+def step_difference(a: StepView, b: StepView, names: tuple[str, str], theme: Theme) -> go.Figure:
     """p_B − p_A of model A's top tokens at one step (two StepViews of the same tokens `ids`, same context, same
     temperature): bars above zero where model B gives the token more probability."""
     tokens = [plotly_text(t) for t in a.tokens]
@@ -174,7 +201,7 @@ def prompt_line(tokens: Sequence[str], encoder_decoder: bool = False, chat: bool
             + (" — the encoder reads it; the decoder starts from its start token." if encoder_decoder else ""))
 
 
-def chat_line(model_id: str, template: Any, chat: bool, system: str | None, stop_eos: bool) -> str:
+def chat_line(model_id: str, template: ChatTemplate, chat: bool, system: str | None, stop_eos: bool) -> str:
     """What the page says about an instruct model with a chat template: how the prompt is read, the system prompt it
     read (the template's own or the one given), and where the reply ends."""
     end = " or ".join(template.end) or "its end token"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from collections.abc import Mapping
+from typing import Sequence
 
 import plotly.graph_objects as go
 
@@ -44,7 +45,7 @@ def markdown_html(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
 
 
-def _figure_html(fig: Any, div: str) -> str:
+def _figure_html(fig: go.Figure | Mapping[str, object], div: str) -> str:
     figure = fig if isinstance(fig, go.Figure) else go.Figure(fig)
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id=div,
                           config={"displaylogo": False, "responsive": True})

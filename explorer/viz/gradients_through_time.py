@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -13,8 +13,11 @@ from explorer.text.escape import plotly_text
 from explorer.viz.theme import Theme, figure
 from explorer.viz.tokens import chart_labels
 
+if TYPE_CHECKING:
+    from explorer.probes.gradients_through_time import GradientTrace
 
-def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
+
+def gradient_lines(traces: Sequence[GradientTrace], theme: Theme) -> go.Figure:
     """‖∂ log p(w) / ∂x_t‖ against the distance (T − 1) − t, log scale, one line per model; the y axis names the
     predicted word w (the models' common target)."""
     targets = {tr.target for tr in traces}
@@ -33,7 +36,7 @@ def gradient_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
                                    **log_ticks([v for tr in traces for v in np.ravel(tr.input_grad)])}})
 
 
-def jacobian_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
+def jacobian_lines(traces: Sequence[GradientTrace], theme: Theme) -> go.Figure:
     """Per model: each step's ‖∂s_t/∂s_{t−1}‖₂ (dots) and their product from step t to the prediction (line)."""
     data = []
     for i, tr in enumerate(traces):
@@ -51,7 +54,7 @@ def jacobian_lines(traces: Sequence[Any], theme: Theme) -> go.Figure:
                                                 for v in np.ravel(arr)])}})
 
 
-def log_ticks(values: Sequence[float], most: int = 8) -> dict[str, Any]:
+def log_ticks(values: Sequence[float], most: int = 8) -> dict[str, list[float] | list[str]]:
     """Ticks of a log axis over `values` that each read as a number on their own: 1, 2 and 5 of each decade when the
     values span three decades or less, else whole decades (every k-th, at most `most`), written 0.001, 100 or 1e-07
     (Plotly's own "D2" ticks write 5, 2, 1, 5, 2, 0.1, 5: the decade of a 2 or a 5 is not said)."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import html
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.probes.interventions import FirstPatches
+from explorer.probes.interventions import Ablation, FirstPatches, PatchGrid
 from explorer.text.escape import md, plotly_text
 from explorer.viz.theme import Theme, figure
 from explorer.viz.tokens import chart_labels
@@ -18,7 +18,7 @@ MAX_NAMED_ROWS = 16  # rows named on the axis ("before layer 3"); deeper grids a
 SCALE = 1.0  # the default colour range: restored fractions in [−1, 1] (values beyond keep the end colour)
 
 
-def columns(grid: Any, corrupt_tokens: Sequence[str]) -> list[str]:
+def columns(grid: PatchGrid, corrupt_tokens: Sequence[str]) -> list[str]:
     """Column labels: heads as they are; positions as the clean token, "clean/corrupted" where the prompts differ."""
     if grid.kind == "heads":
         return list(grid.cols)
@@ -26,7 +26,7 @@ def columns(grid: Any, corrupt_tokens: Sequence[str]) -> list[str]:
     return [a if a == b else f"{a}/{b}" for a, b in zip(clean, corrupt)]
 
 
-def colour_range(grid: Any, how: str = "1") -> float:
+def colour_range(grid: PatchGrid, how: str = "1") -> float:
     """The half-width of the colour scale: 1 (restored fractions), or "fit": the grid's largest |value|."""
     if how != "fit":
         return SCALE
@@ -34,7 +34,7 @@ def colour_range(grid: Any, how: str = "1") -> float:
     return float(finite.max()) if finite.size and finite.max() > 0 else SCALE
 
 
-def restored_grid(grid: Any, labels: Sequence[str], title: str, theme: Theme,
+def restored_grid(grid: PatchGrid, labels: Sequence[str], title: str, theme: Theme,
                   selected: tuple[int, int] | None = None, scale: float = SCALE) -> go.Figure:
     """grid.restored (R, K): rows are layers (the first at the bottom), columns positions or heads; the theme's
     diverging colours from −scale to scale centred on 0; hover: the restored fraction and the patched logit
@@ -49,6 +49,7 @@ def restored_grid(grid: Any, labels: Sequence[str], title: str, theme: Theme,
     named = R <= MAX_NAMED_ROWS  # a deep model's rows are numbered (layer l), so that they fit in the first screen
     show_text = named and R * K <= 240  # a value in every cell only where the cells are large enough to read
     rows = list(grid.rows) if named else list(range(R))
+    data: list[dict[str, object]]  # a cell's text is added below
     data = [{"type": "heatmap", "z": grid.restored, "x": list(range(K)), "y": rows,
              "zmin": -scale, "zmax": scale, "colorscale": theme.diverging, "customdata": custom,
              "colorbar": {"title": {"text": "restored"}},
@@ -58,7 +59,7 @@ def restored_grid(grid: Any, labels: Sequence[str], title: str, theme: Theme,
         data[0]["text"] = [[f"{v:.2f}".replace("-0.00", "0.00") for v in row] for row in grid.restored]
         data[0]["texttemplate"] = "%{text}"
         data[0]["textfont"] = {"size": max(9, theme.font_size - 4)}
-    layout: dict[str, Any] = {
+    layout: dict[str, object] = {
         "title": {"text": title}, "height": int(min(1400, max(300, 22 * R + 170))),
         "xaxis": {"tickvals": list(range(K)), "ticktext": list(labels), "title": {"text": "head" if grid.kind == "heads"
                                                                                    else "position (clean/corrupted)"}},
@@ -72,7 +73,8 @@ def restored_grid(grid: Any, labels: Sequence[str], title: str, theme: Theme,
     return figure(data, layout)
 
 
-def difference_grid(a: Any, b: Any, labels: Sequence[str], names: tuple[str, str], theme: Theme) -> go.Figure:
+def difference_grid(a: PatchGrid, b: PatchGrid, labels: Sequence[str], names: tuple[str, str],
+                    theme: Theme) -> go.Figure:
     """b.restored − a.restored (R, K): two models' grids of the same site, direction and cells (same rows and
     columns), on a diverging scale from −2 to 2 (the difference of two fractions of about −1…1); hover: both."""
     R, K = a.restored.shape
@@ -98,12 +100,12 @@ def difference_grid(a: Any, b: Any, labels: Sequence[str], names: tuple[str, str
                  {"title": {"text": _numbered_axis(a)}, "range": [-0.5, R - 0.5]}})
 
 
-def _numbered_axis(grid: Any) -> str:
+def _numbered_axis(grid: PatchGrid) -> str:
     """The y axis title of a grid whose rows are numbered (short: the axis is the chart's height)."""
     return "before layer" if grid.kind == "resid" else "layer"
 
 
-def rows_note(grid: Any) -> str:
+def rows_note(grid: PatchGrid) -> str:
     """What a numbered grid's rows are, for the caption under it ("" when the rows are named on the axis)."""
     if len(grid.rows) <= MAX_NAMED_ROWS:
         return ""
@@ -113,7 +115,7 @@ def rows_note(grid: Any) -> str:
     return "Row l is layer l (layers from 0)."
 
 
-def exact_vs_estimate(exact: Any, estimate: Any, labels: Sequence[str], theme: Theme) -> go.Figure:
+def exact_vs_estimate(exact: PatchGrid, estimate: PatchGrid, labels: Sequence[str], theme: Theme) -> go.Figure:
     """One point per cell: the exact restored fraction (x) against attribution patching's estimate (y), with the
     line y = x where the estimate would be right."""
     x, y = exact.restored.ravel(), estimate.restored.ravel()
@@ -132,7 +134,7 @@ def exact_vs_estimate(exact: Any, estimate: Any, labels: Sequence[str], theme: T
                    "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"}})
 
 
-def _bars(tokens: list[str], probs: np.ndarray, colour: str, name: str = "", axis: str = "") -> dict[str, Any]:
+def _bars(tokens: list[str], probs: np.ndarray, colour: str, name: str = "", axis: str = "") -> dict[str, object]:
     """One bar per token, its label above the bar; axis "" or "2" (the second panel)."""
     return {"type": "bar", "x": list(range(len(tokens))), "y": probs, "text": tokens, "textposition": "outside",
             "cliponaxis": False, "marker": {"color": colour}, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
@@ -140,7 +142,7 @@ def _bars(tokens: list[str], probs: np.ndarray, colour: str, name: str = "", axi
             "hovertemplate": (f"{name}: " if name else "") + "%{text} p = %{y:.4f}<extra></extra>"}
 
 
-def ablation_bars(ablation: Any, theme: Theme) -> go.Figure:
+def ablation_bars(ablation: Ablation, theme: Theme) -> go.Figure:
     """The top next tokens before (left) and after (right) the ablation, as two bar charts side by side (nothing
     ablated: the tokens before only)."""
     before, after = chart_labels(ablation.before_tokens), chart_labels(ablation.after_tokens)

@@ -1,7 +1,7 @@
 """Figures of the logit lens: the layers × positions grid of top tokens, and one cell's top-k bars."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
@@ -9,6 +9,9 @@ import plotly.graph_objects as go
 from explorer.text.escape import plotly_text
 from explorer.viz.theme import Theme, figure, ink
 from explorer.viz.tokens import chart_labels, ticks
+
+if TYPE_CHECKING:
+    from explorer.probes.logit_lens import LensTrace
 
 
 def numbering(layers: tuple[str, ...]) -> str:
@@ -44,7 +47,7 @@ def cell_text(text: list[list[str]], z: np.ndarray, y: list[str], colorscale: st
             "hoverinfo": "skip", "showlegend": False}
 
 
-def lens_grid(trace: Any, theme: Theme, selected: tuple[int, int] | None = None,
+def lens_grid(trace: LensTrace, theme: Theme, selected: tuple[int, int] | None = None,
               rows: list[int] | None = None, named: bool = False) -> go.Figure:
     """Rows: layers (last on top, named "layer l": the output of block l, from 0; `rows`: the layers to show,
     default all); columns: input positions. Cell text: the layer's top next token; colour: its probability; hover:
@@ -95,7 +98,7 @@ def lens_bars(tokens: tuple[str, ...], probs: np.ndarray, title: str, theme: The
                    "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero"}})
 
 
-def tracked_difference(a: Any, b_prob: np.ndarray, b_id: str, theme: Theme) -> go.Figure:
+def tracked_difference(a: LensTrace, b_prob: np.ndarray, b_id: str, theme: Theme) -> go.Figure:
     """Layers × positions: the probability model B's lens gives to model A's own prediction at each position, minus
     A's (a: A's LensTrace; b_prob (L, T), explorer.probes.logit_lens.probability_of), from −1 to 1."""
     z = np.asarray(b_prob, dtype=np.float32) - np.asarray(a.final_prob, dtype=np.float32)
@@ -112,6 +115,6 @@ def tracked_difference(a: Any, b_prob: np.ndarray, b_id: str, theme: Theme) -> g
         "yaxis": {"title": {"text": "after layer (from 0)"}, "type": "category"}})
 
 
-def tracked_gap(a: Any, b_prob: np.ndarray) -> float:
+def tracked_gap(a: LensTrace, b_prob: np.ndarray) -> float:
     """max |B − A| of tracked_difference."""
     return float(np.abs(np.asarray(b_prob) - np.asarray(a.final_prob)).max())

@@ -2,7 +2,7 @@
 side, caption text and the softmax with its numbers. Tokens reach Plotly only through `token_label` (HTML-escaped)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -74,7 +74,7 @@ def largest_change(a: MaskedTrace, at_a: MaskedTrace) -> tuple[int, int, float]:
 def word_bars(traces: Sequence[MaskedTrace], names: Sequence[str], theme: Theme) -> go.Figure:
     """Grouped bars: the probability of each compared word (x) at every mask of each sentence (one colour per
     sentence and mask; a word that is not one token has no bar and reads "—"). Hover: word, probability, rank."""
-    data: list[dict[str, Any]] = []
+    data: list[dict[str, object]] = []
     for trace, name in zip(traces, names):
         for m in range(len(trace)):
             series = name if len(trace) == 1 else f"{name}, {MASK} at token {trace.positions[m]}"

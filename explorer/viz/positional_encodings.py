@@ -10,7 +10,7 @@ no per-property validation at run time), which keeps a control change cheap.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -58,7 +58,7 @@ def matrix_heatmap(z: np.ndarray, theme: Theme, title: str, x_title: str, y_titl
     if shown.dtype == np.float64 and shown.size > FLOAT32_ABOVE:  # 7 significant digits: more than the hover shows
         shown = shown.astype(np.float32)
     bound, key = robust_bound([np.asarray(t)[::rs, ::cs] for t in scale_from] if len(scale_from) else [shown], value)
-    trace: dict[str, Any] = {
+    trace: dict[str, object] = {
         "type": "heatmap", "z": shown, "x": np.arange(0, z.shape[1], cs), "y": np.arange(0, z.shape[0], rs),
         "colorscale": theme.diverging if diverging else theme.sequential,
         "hovertemplate": f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{value} %{{z:.6g}}<extra></extra>",
@@ -174,7 +174,7 @@ def rope_pairs(q: np.ndarray, q_rot: np.ndarray, angles: np.ndarray, pos: int, t
     n = min(n_pairs, len(angles))
     dom = _domains(n, 0.03)
     data: list[dict] = []
-    layout: dict[str, Any] = {
+    layout: dict[str, object] = {
         "title": _title(f"Each pair of q turns by m·ω_i (dotted: m = 0, solid: m = {pos})"),
         "height": 300, "showlegend": False,  # the angle above each panel, its pair under it (short: 6 side by side)
         "annotations": _panel_titles([f"{angles[i]:.3g} rad" for i in range(n)], dom),
@@ -224,7 +224,7 @@ def pca_positions(coords: np.ndarray, explained: np.ndarray, theme: Theme, dims:
     labels = [f"PC{j + 1}{' of ' + axes_of if axes_of else ''} ({100 * explained[j]:.1f}%)"
               for j in range(min(3, coords.shape[1]))]
     line = {"color": "rgba(128,128,128,0.4)", "width": 1}
-    layout: dict[str, Any] = {"title": _title("PCA of the position vectors"), "height": 480, "showlegend": False}
+    layout: dict[str, object] = {"title": _title("PCA of the position vectors"), "height": 480, "showlegend": False}
     ranges: list[list[float] | None] = [None, None, None]
     if frame is not None:
         both = np.concatenate([np.asarray(coords, dtype=float), np.asarray(frame, dtype=float)])

@@ -6,7 +6,7 @@ Token axes are numeric (tickvals/ticktext) so repeated tokens ("the" twice) keep
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -15,6 +15,9 @@ from explorer.viz.tokens import chart_labels
 from explorer.viz.tokens import labels as display_tokens  # text for the page (captions, menus); charts: chart_labels
 from explorer.viz.tokens import ticks
 from explorer.viz.theme import NORMAL, Theme, figure
+
+if TYPE_CHECKING:
+    from explorer.probes.self_attention import Steps
 MAX_LINES = 2500  # line view: at most this many query→key lines (largest weights first)
 LINE_STEP = 0.025  # line view: weights are drawn rounded to this step (one trace per step)
 MIN_LINE_WEIGHT = LINE_STEP / 2  # lighter lines would round to width 0
@@ -258,7 +261,7 @@ def scale_tex(scalings: Sequence[float | None], head_dim: int = 0, qk: str = r"Q
     return rf"s_l\,{qk}", f"The factor depends on the layer l: s = {listed}."
 
 
-def steps_table(steps: Any, n_dims: int = 4) -> dict[str, list]:
+def steps_table(steps: Steps, n_dims: int = 4) -> dict[str, list]:
     """The step-by-step table of one query: per key, q·k, the scaled product, the model's position term (T5 bias,
     ALiBi) if any, the mask, the softmax (recomputed and the model's), and the first dimensions of k, v and a·v."""
     nd = min(n_dims, steps.d)
@@ -275,7 +278,7 @@ def steps_table(steps: Any, n_dims: int = 4) -> dict[str, list]:
     return table
 
 
-def steps_formula(steps: Any) -> str:
+def steps_formula(steps: Steps) -> str:
     """a_ij = softmax_j(…) as this model computes it: its scaling, its position term b_ij, its soft-cap."""
     inner = r"\frac{q_i\cdot k_j}{\sqrt{d}}" if steps.standard_scale else rf"{steps.scale:.6g}\;q_i\cdot k_j"
     if steps.bias is not None:
@@ -285,7 +288,7 @@ def steps_formula(steps: Any) -> str:
     return rf"a_{{ij}}=\mathrm{{softmax}}_j\Big({inner}+M_{{ij}}\Big),\qquad z_i=\sum_j a_{{ij}}\,v_j"
 
 
-def steps_notes(steps: Any) -> list[str]:
+def steps_notes(steps: Steps) -> list[str]:
     """Sentences on the model-specific terms of the step table: grouped-query heads, the position term, soft-cap,
     rotary embedding (with the computed checks)."""
     notes = []
@@ -305,12 +308,15 @@ def steps_notes(steps: Any) -> list[str]:
     return notes
 
 
-def rope_table(steps: Any, n: int = 4) -> dict[str, list]:
+def rope_table(steps: Steps, n: int = 4) -> dict[str, list]:
     """The query's rotation for the first n planes: dimensions (i, i + r/2), θ_i, the angle position·θ_i, and q
     before → after."""
     half = steps.rotated // 2
     rows = range(min(n, half))
-    return {"dims": [f"({i}, {i + half})" for i in rows], "θ_i": [float(steps.inv_freq[i]) for i in rows],
-            f"angle = {steps.query}·θ_i": [float(steps.angles[i]) for i in rows],
-            "q before": [f"({steps.q_pre[i]:.4f}, {steps.q_pre[i + half]:.4f})" for i in rows],
+    inv_freq, angles, q_pre = steps.inv_freq, steps.angles, steps.q_pre
+    if inv_freq is None or angles is None or q_pre is None:  # no rotary embedding: rotated is 0, no row reads them
+        inv_freq = angles = q_pre = np.zeros(0)
+    return {"dims": [f"({i}, {i + half})" for i in rows], "θ_i": [float(inv_freq[i]) for i in rows],
+            f"angle = {steps.query}·θ_i": [float(angles[i]) for i in rows],
+            "q before": [f"({q_pre[i]:.4f}, {q_pre[i + half]:.4f})" for i in rows],
             "q after": [f"({steps.q[i]:.4f}, {steps.q[i + half]:.4f})" for i in rows]}

@@ -6,7 +6,7 @@ Token axes are numeric (tickvals/ticktext) so repeated tokens keep their own row
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -15,6 +15,26 @@ from explorer.text.escape import md_code
 from explorer.viz.self_attention import scale_tex
 from explorer.viz.tokens import chart_labels, labels, ticks
 from explorer.viz.theme import NORMAL, Theme, figure
+
+if TYPE_CHECKING:
+    from explorer.probes.seq2seq import AlignmentTrace, StepMath
+
+
+class Form(Protocol):
+    """What an encoder-decoder's attention computes, read from the checkpoint (explorer.adapters.base.CrossForm)."""
+
+    @property
+    def kind(self) -> str: ...  # none | bahdanau | luong-dot | luong-general | luong-concat | cross
+    @property
+    def inputs(self) -> tuple[tuple[str, int], ...]: ...  # (symbol, size) parts of the decoder RNN's input
+    @property
+    def output(self) -> tuple[str, ...]: ...  # what the output layer reads
+    @property
+    def scaling(self) -> tuple[float | None, ...]: ...  # per layer, the factor on the dot products
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def source(self) -> str: ...  # where it was read
 
 
 def alignment_heatmap(matrix: np.ndarray, out_tokens: Sequence[str], src_tokens: Sequence[str], title: str,
@@ -91,7 +111,7 @@ def length_accuracy_figure(curves: Sequence[tuple[str, Sequence[str], Sequence[f
 
 
 #: the score of each built-in attention, as the model computes it
-def equation(form: Any) -> tuple[str, str]:
+def equation(form: Form) -> tuple[str, str]:
     """The formula the checkpoint computes, from its CrossForm (explorer.adapters.base): (LaTeX, a sentence on
     where it was read)."""
     if form.kind == "cross":
@@ -121,7 +141,7 @@ def _cell(token: str) -> str:
     return md_code(token).replace("|", "\\|")
 
 
-def topk_table(trace: Any, t: int) -> str:
+def topk_table(trace: AlignmentTrace, t: int) -> str:
     """The top next-token candidates at step t as a Markdown table (◀ marks the token produced or forced)."""
     rows = ["| next token | p |", "|---|---:|"]
     rows += [f"| {_cell(labels([tok])[0])}{' ◀' if int(i) == trace.out_ids[t] else ''} | {p:.4f} |"
@@ -129,7 +149,7 @@ def topk_table(trace: Any, t: int) -> str:
     return "\n".join(rows)
 
 
-def math_table(m: Any) -> str:
+def math_table(m: StepMath) -> str:
     """The leading dimensions of the vectors in one step's score formula, as a Markdown table."""
     rows = ["| dim | " + " | ".join(f"${name}$" for name, _ in m.parts) + " |", "|---:|" + "---:|" * len(m.parts)]
     rows += [f"| {d} | " + " | ".join(f"{vals[d]:.4f}" for _, vals in m.parts) + " |"

@@ -8,7 +8,6 @@ both against Plotly's own functions, byte for byte.
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -27,7 +26,7 @@ class Serialized(dict):
     the JSON of each trace and of the layout as orjson Fragments, which orjson copies into the output unchanged.
     """
 
-    def __init__(self, parts: dict[str, Any]) -> None:
+    def __init__(self, parts: dict[str, object]) -> None:
         layout = parts.get("_size", {})
         super().__init__(data=[], layout=layout)
         self.parts = parts
@@ -37,7 +36,9 @@ class Serialized(dict):
 
     def with_overlay(self, overlay: "Serialized") -> "Serialized":
         """The traces of `overlay` drawn after (on top of) this figure's."""
-        return Serialized({**self.parts, "data": self.parts["data"] + overlay.parts["data"]})
+        mine, theirs = self.parts["data"], overlay.parts["data"]
+        assert isinstance(mine, list) and isinstance(theirs, list)  # serialize's lists of traces
+        return Serialized({**self.parts, "data": mine + theirs})
 
 
 def _escape(text: str) -> str:
@@ -52,7 +53,7 @@ _SWAPS = (("<", "\\u003c"), (">", "\\u003e"), ("/", "\\u002f"), ("\u2028", "\\u2
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
-def _fragment(value: Any) -> Any:
+def _fragment(value: object) -> orjson.Fragment:
     """`value` as JSON that orjson embeds verbatim (Plotly's own conversion when orjson alone cannot), with
     Plotly's HTML-safe escapes (<, >, / as \\u003c …) already made: Plotly escapes the whole output again,
     which changes nothing then and costs only a scan (base64 arrays are full of '/')."""
@@ -68,7 +69,7 @@ def serialize(spec: dict) -> dict | Serialized:
     not use orjson (the JSON engine is configurable) or orjson lacks Fragment."""
     if orjson is None or not hasattr(orjson, "Fragment") or pio.json.config.default_engine not in ("auto", "orjson"):
         return spec
-    parts: dict[str, Any] = {}
+    parts: dict[str, object] = {}
     for key, value in spec.items():
         if key == "data":  # without uids, as plotly.io.to_json sends traces
             parts[key] = [_fragment({k: v for k, v in t.items() if k != "uid"}) for t in value]
@@ -79,7 +80,7 @@ def serialize(spec: dict) -> dict | Serialized:
     return Serialized(parts)
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: object) -> object:
     """Copy dicts and lists (which _encode_arrays rewrites in place), not the arrays and strings they hold."""
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
@@ -92,7 +93,7 @@ _SKIPPED_KEYS = frozenset(("geojson", "layer", "layers", "range"))  # _plotly_ut
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _typed_array(v: np.ndarray) -> Any:
+def _typed_array(v: np.ndarray) -> dict[str, str] | np.ndarray:
     """_plotly_utils.utils.to_typed_array_spec of a numeric numpy array (the same result), without the generic
     conversion step it starts with (narwhals, pandas), which costs more than the encoding."""
     if v.size == 0:
@@ -115,7 +116,7 @@ def _typed_array(v: np.ndarray) -> Any:
     return spec
 
 
-def _encode_arrays(value: Any) -> None:
+def _encode_arrays(value: dict[str, object] | list[object] | tuple[object, ...]) -> None:
     """In place, what Plotly's convert_to_base64 does to Figure.to_dict() (arrays held by a dict key, except the
     skipped keys, become base64 typed arrays; lists are searched for dicts), without a Python call for every
     number and string of every list. Then arrays of text become lists, as Plotly's JSON encoder makes them
@@ -149,7 +150,7 @@ def figure_spec(fig: go.Figure) -> dict:
     # The template holds plain JSON values only: it is shared, neither copied nor walked by _encode_arrays
     # (put back afterwards at its own place in the key order).
     layout = {k: None if k == "template" else _copy(v) for k, v in fig._layout.items()}
-    spec = {"data": [_copy(trace) for trace in fig._data], "layout": layout}
+    spec: dict[str, object] = {"data": [_copy(trace) for trace in fig._data], "layout": layout}
     _encode_arrays(spec)
     if "template" in layout:
         layout["template"] = fig._layout["template"]

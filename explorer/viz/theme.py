@@ -6,9 +6,9 @@ fonts, thick lines, white background with black text, and colour-blind-safe scal
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
@@ -47,7 +47,7 @@ def colorscale(name: str) -> list[list]:
     return [list(step) for step in _COLORSCALE.validate_coerce(name)]
 
 
-def _resolve_colorscales(trace: dict) -> None:
+def _resolve_colorscales(trace: Mapping[str, object]) -> None:
     for holder in (trace, trace.get("marker")):
         if isinstance(holder, dict) and isinstance(holder.get("colorscale"), str):
             holder["colorscale"] = colorscale(holder["colorscale"])
@@ -63,13 +63,15 @@ class _DictFigure(go.Figure):
     theme.apply and explorer.ui.charts read), whose Plotly objects (trace and layout objects, deep copies of every
     array: ~0.5 ms a figure) are built the first time anything else is asked of it (fig.data, fig.layout, ...)."""
 
-    def __init__(self, data: list[dict[str, Any]], layout: dict[str, Any]) -> None:
+    _layout: dict[str, object]  # go.Figure's (its layout's own dict), once built
+
+    def __init__(self, data: Sequence[Mapping[str, object]], layout: Mapping[str, object]) -> None:
         object.__setattr__(self, "_data", data)
         object.__setattr__(self, "_layout", layout)
         object.__setattr__(self, "_frame_objs", ())
         object.__setattr__(self, "_pending", True)
 
-    def __getattr__(self, name: str) -> Any:  # only for attributes not set yet
+    def __getattr__(self, name: str) -> object:  # only for attributes not set yet
         state = self.__dict__
         if not state.get("_pending"):
             raise AttributeError(name)
@@ -84,7 +86,7 @@ class _DictFigure(go.Figure):
         return go.Figure, (self.to_dict(),)
 
 
-def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
+def figure(data: Sequence[Mapping[str, object]], layout: Mapping[str, object]) -> go.Figure:
     """A go.Figure from plain trace and layout dicts, without Plotly's per-property validation.
 
     Validating tick lists, z matrices and custom data costs 5-20 ms per figure on every rerun, and building the
@@ -170,7 +172,7 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
     return fig
 
 
-def _allow_overflow(axis: Any) -> None:
+def _allow_overflow(axis: object) -> None:
     """Tick labels of `axis` (an axis or colorbar dict; anything else is left alone) are drawn without Plotly's
     overflow check unless the figure asks for one. Its default for a numeric axis or a colorbar ("hide past div")
     measures every label's box once per label drawn (quadratic in the labels, each measure a forced layout): 125 ms

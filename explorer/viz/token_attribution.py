@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -12,6 +12,9 @@ import plotly.graph_objects as go
 from explorer.text.escape import plotly_text
 from explorer.viz.theme import NORMAL, Theme, colorscale, figure
 from explorer.viz.tokens import chart_labels, labels, ticks
+
+if TYPE_CHECKING:
+    from explorer.probes.token_attribution import AttributionTrace
 
 
 def peak(values: np.ndarray) -> float | None:
@@ -62,7 +65,7 @@ def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequ
     return figure(data, layout)
 
 
-def so_far(trace: Any, method: str) -> tuple[str, str, np.ndarray]:
+def so_far(trace: AttributionTrace, method: str) -> tuple[str, str, np.ndarray]:
     """(method shown, its label, (M, N) values) of a trace handed over while it is computed: integrated gradients
     once the integration's first round is done ("so far"); before that, gradient × input (final after one backward
     pass), said to be standing in for them."""
@@ -90,7 +93,7 @@ def _ends(theme: Theme) -> tuple[str, str]:
 BASELINE_METHODS = ("integrated gradients",)  # the methods that attribute from a baseline
 
 
-def kept_inputs(trace: Any, method: str) -> tuple[int, ...]:
+def kept_inputs(trace: AttributionTrace, method: str) -> tuple[int, ...]:
     """The inputs `method` does not attribute because its baseline keeps them as they are: the trace's `kept` for
     integrated gradients; none for gradient × input, which has no baseline (its value there is measured)."""
     return tuple(trace.kept) if method in BASELINE_METHODS else ()
@@ -115,7 +118,7 @@ def attribution_html(inputs: Sequence[str], values: np.ndarray, reach: int, them
     return "<div style='line-height:2.2; overflow-wrap:anywhere'>" + " ".join(parts) + "</div>"
 
 
-def worst_output(trace: Any) -> str:
+def worst_output(trace: AttributionTrace) -> str:
     """The integrated gradients' completeness error in one phrase (plain text): the output whose error is the largest
     share of its change in f (the log-probability or the logit), with that output's own error and change (the
     largest error and the largest share may be two outputs')."""
@@ -128,7 +131,7 @@ def worst_output(trace: Any) -> str:
     return f"worst output {i} “{labels(trace.outputs)[i]}”: completeness error {trace.completeness[i]:.2g} ({share})"
 
 
-def completeness_warning(trace: Any, most: int) -> str | None:
+def completeness_warning(trace: AttributionTrace, most: int) -> str | None:
     """The page's warning when some outputs' integrated gradients miss f(E) − f(B) by more than the tolerance:
     which outputs, by how much, and what to do (None: every output is within it). most: the largest budget."""
     bad = trace.unconverged

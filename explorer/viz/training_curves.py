@@ -1,7 +1,8 @@
 """The figures of the training-curves view: what a model learned, when (explorer.training.curves.SeriesCurves)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Mapping
+from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -20,7 +21,7 @@ def curves_figure(steps: np.ndarray, curves: dict[str, np.ndarray], model: str, 
     """Losses (nats, top) and shares in [0, 1] (bottom) of each snapshot, against optimiser step + 1 on a log axis.
     steps (S,); curves: name -> (S,). Each point's customdata is [step, curve name] (a click opens a view there)."""
     x = _x(steps)
-    data: list[dict[str, Any]] = []
+    data: list[dict[str, object]] = []
     for k, (name, values) in enumerate(curves.items()):
         loss = name in LOSSES
         data.append(dict(type="scatter", x=x, y=np.asarray(values, dtype=float), name=name, mode="lines+markers",
@@ -54,11 +55,11 @@ def heads_figure(steps: np.ndarray, scores: np.ndarray, title: str, theme: Theme
 
 
 def table_rows(steps: np.ndarray, epochs: np.ndarray, curves: dict[str, np.ndarray], unit: np.ndarray
-               ) -> list[dict[str, Any]]:
+               ) -> list[dict[str, int | float | str | None]]:
     """One row per snapshot: step, epoch, each curve's value, the number unit chosen there."""
     rows = []
     for i, s in enumerate(steps):
-        row: dict[str, Any] = {"step": int(s), "epoch": int(epochs[i])}
+        row: dict[str, int | float | str | None] = {"step": int(s), "epoch": int(epochs[i])}
         row.update({name: (None if np.isnan(v[i]) else round(float(v[i]), 4)) for name, v in curves.items()})
         if unit[i] >= 0:
             row["number unit"] = f"{row.get('number unit')} (unit {int(unit[i])})"
@@ -66,8 +67,9 @@ def table_rows(steps: np.ndarray, epochs: np.ndarray, curves: dict[str, np.ndarr
     return rows
 
 
-def selected(points: Sequence[dict]) -> tuple[Any, ...] | None:
-    """The customdata of the first clicked point (a list in Plotly's selection event), or None."""
+def selected(points: Sequence[Mapping[str, object]]) -> tuple[int | float | str, ...] | None:
+    """The customdata of the first clicked point (a list in Plotly's selection event: the figures' [step, curve name]
+    or [step, layer, head]), or None."""
     for p in points:
         custom = p.get("customdata")
         if isinstance(custom, (list, tuple)) and custom:

@@ -6,7 +6,7 @@ import csv
 import io
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import plotly.colors as pc
@@ -14,6 +14,9 @@ import plotly.graph_objects as go
 
 from explorer.text.escape import latex_text, plotly_text
 from explorer.viz.theme import Theme, figure
+
+if TYPE_CHECKING:
+    from explorer.probes.word_embeddings import Placed
 
 NO_CLASS = "(no class)"
 PLACED_FIT = "fitted"
@@ -235,7 +238,7 @@ def compared_rows(words: Sequence[str], cos_a: Sequence[float], cos_b: Sequence[
              "B − A": num(b - a)} for i, (w, a, b) in enumerate(zip(words, cos_a, cos_b))]
 
 
-def points(placed: Any) -> list[Point]:
+def points(placed: Placed) -> list[Point]:
     """The typed words of a probes.embeddings.Placed as markers: fitted rows, and rows placed by transform."""
     return [Point(w, xyz, PLACED_FIT) for w, xyz in placed.fit] + \
         [Point(w, xyz, PLACED_TRANSFORM) for w, xyz in placed.transformed]
