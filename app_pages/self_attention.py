@@ -1,7 +1,7 @@
 """Self-attention: per-head maps, the layers × heads grid, rollout, masks and the Q·K/√d softmax arithmetic."""
 import streamlit as st
 
-from explorer.probes.self_attention import (STREAM_LABELS, AttentionError, AttentionTrace, attention_notice,
+from explorer.probes.self_attention import (STREAM_LABELS, AttentionError, AttentionShape, attention_notice,
                                             attention_shape)
 from explorer.text.escape import md
 from explorer.ui import attention_views as AV
@@ -33,7 +33,7 @@ with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
         stream = c.selectbox("stream", format_func=STREAM_LABELS.get)
     if mode == "masks" and loaded.tokenizer is not None and loaded.caps.alignment is None:
         pad = c.number("pad", slider=True)
-    shape: AttentionTrace | None = None
+    shape: AttentionShape | None = None
     failed: AttentionError | None = None  # a model this view cannot show: said under the controls, the page stops
     try:
         shape = probe(attention_shape, loaded, stream, raising=True)

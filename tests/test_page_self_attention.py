@@ -82,6 +82,27 @@ def test_attention_shape_is_the_models():
     assert (shape.n_layers, shape.n_heads) == (m.config.num_hidden_layers, m.config.num_attention_heads) == (6, 12)
 
 
+@pytest.mark.parametrize("name", ["builtin:tiny-gpt", "builtin:masked-lm", "t5", "bart"])
+def test_attention_shape_is_what_the_trace_of_a_sentence_has(name):
+    """Read from one token's record, without running the probe: the layers, heads, scalings and head size of each
+    stream are those of the probe's trace on a sentence (an encoder-decoder's three streams, whose sizes may differ)."""
+    from families import tiny
+
+    from explorer.loading.loaders import LoadedModel
+
+    if name.startswith("builtin:"):
+        m = load_model(name)
+    else:
+        model, tok, family = tiny(name)
+        m = LoadedModel(f"local:tiny-{name}", family, model, "cpu", "float32", {}, tokenizer=tok)
+    for stream in m.caps.attention.streams:
+        shape = attention_shape(m, stream)
+        trace = attention_trace(m, "the keys to the cabinet are here", "the keys", stream)
+        assert (shape.n_layers, shape.n_heads) == trace.attentions.shape[:2] and shape.n_layers > 0, stream
+        assert (shape.scaling, shape.head_size, shape.stream, shape.causal) == \
+            (trace.scaling, trace.head_size, trace.stream, trace.causal), stream
+
+
 @pytest.mark.parametrize("params", [
     {"mode": "model"},
     {"mode": "model", "agg": "rollout", "layer": "5"},

@@ -166,10 +166,41 @@ def price(shape: budget.Shape, tokens: int, arithmetic: bool = True) -> budget.P
                           transient=budget.attention_bytes(shape, tokens, 4) + budget.layer_bytes(shape, tokens, 8))
 
 
-def attention_shape(loaded: Loaded, stream: str = "") -> AttentionTrace:
-    """The trace of a one-word text, for what does not depend on the text: n_layers and n_heads of `stream`. Raises
-    AttentionError when the model cannot be shown at all."""
-    return attention_trace(loaded, "a", "", stream, 0, thumb=1, arithmetic=False)
+@dataclass(frozen=True)
+class AttentionShape:
+    """What does not depend on the text: the layers and heads of one attention stream, for the pickers."""
+
+    model_id: str
+    adapter: str
+    stream: str
+    causal: bool
+    n_layers: int
+    n_heads: int
+    scaling: tuple[float | None, ...] = ()  # per layer, the factor on q·k read from the model (None: not read)
+    head_size: int = 0  # d, the size of one head's q and k (0: not read)
+
+    @property
+    def stream_label(self) -> str:
+        return STREAM_LABELS.get(self.stream, self.stream)
+
+
+def attention_shape(loaded: Loaded, stream: str = "") -> AttentionShape:
+    """The layers and heads of `stream` ("" = the model's first), read from the attention patterns the model records
+    for one word: the record's own count, whatever the family calls them in its config (no probe is run: no
+    budget, arithmetic, thumbnails or rollout). Raises AttentionError when the model cannot be shown at all."""
+    mid = str(getattr(loaded, "id", "model"))
+    if (adapter := loaded.caps.attention) is None:
+        raise AttentionError(_not_a_transformer(loaded, mid))
+    stream = stream if stream in adapter.streams else next(iter(adapter.streams))
+    src, tgt, _ = _inputs(adapter, "a", "")  # a word and the model's own special tokens (a decoder's target too)
+    if not src.ids or (tgt is not None and not tgt.ids):  # a vocabulary without "a": its first word
+        src, tgt, _ = _inputs(adapter, adapter.token_strings([0])[0], "")
+    pattern = adapter.streams[stream] + ".pattern"
+    rec = _read_record(adapter, mid, src, tgt, [pattern.format(l="*")], 0)
+    layers = rec.layers(pattern)
+    heads = int(rec[pattern.format(l=layers[0])].shape[0]) if layers else 0
+    return AttentionShape(mid, adapter.name, stream, stream == "decoder", len(layers), heads,
+                          adapter.scalings(stream), adapter.head_size(stream))
 
 
 def _not_a_transformer(loaded: Loaded, mid: str) -> str:
