@@ -1,7 +1,6 @@
 """Gradients through time: how much of the gradient of a recurrent model's prediction reaches each earlier word."""
 import streamlit as st
 
-from explorer.adapters.capabilities import may_have
 from explorer.loading import pretrained
 from explorer.loading.catalogue import FAMILIES, ModelId, series_steps
 from explorer.probes.gradients_through_time import GradientError, gradients_through_time, left_out_notes
@@ -27,7 +26,7 @@ c = Controls("gradients-through-time")
 page_header("Gradients through time", "The gradient of log p(last word) with respect to every earlier input word, "
             "and the norms of the recurrent Jacobians it flows through (Bengio et al. 1994; Hochreiter 1991).")
 entries = session_catalogue()
-options = [e.id for e in entries if e.family and may_have(e.family, c.view.needs)]
+options = [e.id for e in entries if e.family and e.may_have(c.view.needs)]
 options += [f"{m}@{step}" for m in list(options) for step in series_steps(m)[:-1]]  # steps of a training series
 HELP = "The last word is the one predicted; the gradient of its log-probability flows back to every word before it."
 # ?models= ids that this view cannot read: said by name (the multiselect would drop them, or the whole list, silently)

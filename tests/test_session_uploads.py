@@ -58,6 +58,28 @@ def test_a_sessions_upload_is_listed_in_its_own_catalogue_only(owners) -> None:
     assert [e.label for e in catalogue.catalogue(alice.ids) if e.id == uid] == ["model-1.safetensors (uploaded)"]
 
 
+def test_an_upload_once_loaded_is_offered_by_what_it_was_found_to_have(owners) -> None:
+    """Before it is loaded, a state dict is offered by its family (it may generate); once loaded, by what was found
+    in it: an LSTM with neither an output layer nor a vocabulary is a table of vectors, offered to the word
+    embeddings only."""
+    from explorer.adapters.capabilities import MAY_HAVE
+    from explorer.loading.loaders import load_model
+
+    lstm = torch.nn.LSTM(8, 16, batch_first=True)
+    state = {"embedding.weight": torch.randn(20, 8), **{f"rnn.{k}": v for k, v in lstm.state_dict().items()}}
+    alice = owners()
+    uid = register_upload([("encoder-only.safetensors", save(state))], owner=alice)
+
+    def entry() -> catalogue.CatalogueEntry:
+        return next(e for e in catalogue.catalogue(alice.ids) if e.id == uid)
+
+    assert entry().caps is None and entry().may_have(("stepper",)) and entry().family == "state-dict"
+    loaded = load_model(uid)
+    assert entry().caps == loaded.caps.names < MAY_HAVE["state-dict"]
+    assert entry().caps == {"tables"} and entry().may_have(("tables",)) and entry().may_have(None)
+    assert not any(entry().may_have((name,)) for name in ("stepper", "lens", "recurrence", "gradient"))
+
+
 def test_another_sessions_uploads_never_evict_mine(owners, monkeypatch) -> None:
     monkeypatch.setenv("EXPLORER_MAX_UPLOADS", "2")
     alice, bob = owners(), owners()

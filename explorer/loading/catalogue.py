@@ -15,13 +15,17 @@ is looked up in that listing, never joined into a path. Loading is explorer.load
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from explorer.adapters import capabilities
 from explorer.models.build import FAMILY_OF_ARCHITECTURE
 from explorer.loading.checkpoint import Meta, series_path
 from explorer.loading.checkpoint import series_steps as checkpoint_series_steps
@@ -96,13 +100,44 @@ class ModelId:
 
 @dataclass(frozen=True)
 class CatalogueEntry:
-    """One row of the catalogue as offered in pickers (nothing loaded yet)."""
+    """One row of the catalogue as offered in pickers (nothing loaded yet, or loaded before in this process: then
+    `caps` holds the capabilities it was found to have, explorer.adapters.capabilities.NAMES)."""
 
     id: str
     label: str
     family: str  # key of FAMILIES, or "" when only known after loading (hf)
     description: str
     offline: bool = True
+    caps: frozenset[str] | None = None
+
+    def may_have(self, needs: Iterable[str] | None) -> bool:
+        """Whether the model may have every capability a view `needs`: what it was found to have once loaded, else
+        what its family's models may have (explorer.adapters.capabilities.MAY_HAVE)."""
+        if needs is None or self.caps is None:
+            return capabilities.may_have(self.family, needs)
+        return set(needs) <= self.caps
+
+
+# ---------------------------------------------------------------------------------------- found when loaded
+FOUND_KEPT = 1024  # model ids whose capabilities are remembered (the oldest forgotten first)
+_FOUND: collections.OrderedDict[str, frozenset[str]] = collections.OrderedDict()
+_FOUND_LOCK = threading.Lock()
+
+
+def found(model_id: str, caps: frozenset[str]) -> None:
+    """What the model `model_id` was found to have when explorer.loading.loaders.load_model loaded it: the pickers
+    offer it by that from then on (an upload whose checkpoint has no output layer is not offered to the views that
+    generate, say), rather than by its family."""
+    with _FOUND_LOCK:
+        _FOUND[model_id] = caps
+        _FOUND.move_to_end(model_id)
+        while len(_FOUND) > FOUND_KEPT:
+            _FOUND.popitem(last=False)
+
+
+def _found(model_id: str) -> frozenset[str] | None:
+    with _FOUND_LOCK:
+        return _FOUND.get(model_id)
 
 
 # ---------------------------------------------------------------------------------------- catalogue
@@ -156,7 +191,7 @@ def catalogue(uploads: Iterable[str] = ()) -> list[CatalogueEntry]:
         entries.append(CatalogueEntry(f"local:{name}", f"{name} (local folder)", family, f"From {folder.parent}"))
     entries += [CatalogueEntry(uid, f"{label} (uploaded)", family, "Uploaded file")
                 for uid, label, family in uploaded_entries(uploads)]
-    return entries
+    return [dataclasses.replace(e, caps=caps) if (caps := _found(e.id)) is not None else e for e in entries]
 
 
 def builtin_metas() -> dict[str, Meta]:

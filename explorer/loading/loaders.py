@@ -17,7 +17,7 @@ import torch
 from explorer.adapters import capabilities
 from explorer.adapters.base import Adapter
 from explorer.adapters.protocols import Capabilities
-from explorer.loading import pretrained
+from explorer.loading import catalogue, pretrained
 from explorer.loading.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
 from explorer.loading.checkpoint import Meta, read_snapshot, series_path, series_steps
 from explorer.runtime.device import DTYPES, is_out_of_memory, resolve
@@ -170,6 +170,7 @@ def _load_model(model_id: str, device: str, dtype: str, task: str | None,
             advice = "Load it on the CPU (or in a smaller dtype)." if device != "cpu" else "Unload other models first."
             raise OutOfMemoryLoadError(f"{mid} does not fit in {device} memory with {dtype}. {advice}") from None
         raise ModelLoadError(f"{mid} could not be loaded: {type(exc).__name__}: {str(exc)[:300]}") from None
+    catalogue.found(loaded.id, loaded.caps.names)  # the pickers offer it by what it has from now on
     return loaded
 
 

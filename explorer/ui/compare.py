@@ -7,7 +7,6 @@ from typing import Iterable
 
 import streamlit as st
 
-from explorer.adapters.capabilities import may_have
 from explorer.loading.catalogue import ModelId, series_steps
 from explorer.text.escape import md_message
 from explorer.files.safe_load import ModelLoadError
@@ -29,7 +28,7 @@ def options(needs: Iterable[str] | None, model_id: str) -> dict[str, str]:
             out[f"{base}@{step}"] = f"step {step:,} of this model"
         out[base] = f"step {steps[-1]:,} of this model (trained)"
     for entry in session_catalogue():
-        if needs is None or (entry.family and may_have(entry.family, needs)):
+        if needs is None or (entry.family and entry.may_have(needs)):
             out.setdefault(entry.id, entry.label)
     out.pop(model_id, None)
     return out

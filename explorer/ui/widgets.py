@@ -9,7 +9,6 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.adapters.protocols import Loaded
-from explorer.adapters.capabilities import may_have
 from explorer.loading.catalogue import ModelId, series_steps
 from explorer.ui.training_steps import step_control
 from explorer.files.safe_load import ModelLoadError
@@ -159,7 +158,7 @@ def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model"
     With `none_label`, the first option is "none" (shown as none_label): an optional second model. kwargs go to
     st.selectbox (e.g. label_visibility).
     """
-    entries = [e for e in session_catalogue() if may_have(e.family, needs)]
+    entries = [e for e in session_catalogue() if e.may_have(needs)]
     # projector mode: the name without its origin ("(packaged)", "(built-in)"), so that the large font shows it whole
     labels = {e.id: re.sub(r" \([^()]*\)$", "", e.label) if settings.projector() else e.label for e in entries}
     options = [e.id for e in entries] + [x for x in extra if x not in labels]
