@@ -31,6 +31,8 @@ def test_every_page_renders_without_exception(browser, server, mode: str) -> Non
     page = context.new_page()
     try:
         for view in VIEWS:
+            if mode == "projector" and view.main:  # opened in projector mode, checked and shot in the test below
+                continue
             path = "" if view is HOME else view.url_path  # users open the app at its root
             url = f"{server}/{path}" + ("?projector=1" if mode == "projector" else "")
             page.goto(url)
@@ -63,21 +65,32 @@ def first_screen(box: dict, height: int) -> bool:
 VARYING = ['[data-testid="stSidebarUserContent"]', '[data-testid="stToolbar"]', '[data-testid="stStatusWidget"]']
 
 
-@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)], ids=["1280x800", "1920x1080"])
-def test_each_views_main_chart_is_in_the_first_screen(browser, server, size: tuple[int, int]) -> None:
-    """Projector mode on a projector's screen: every view's main chart (View.main) is in the first screen
-    (first_screen), below the sentence box, with no scrolling; the 1280×800 screenshots are compared with the
-    committed references (tests/visual.py)."""
+SIZES = ((1280, 800), (1920, 1080))  # a projector's screens: each page is opened on the first, then resized
+
+
+def resize(page, size: tuple[int, int]) -> None:
+    """The page's viewport set to `size` (the second screen size of a page already open: the server's work does not
+    depend on it), once the app has laid itself out again."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.wait_for_timeout(600)  # the window's resize event: the charts relayout
+    wait_for_app(page, settle_ms=300)
+
+
+def test_each_views_main_chart_is_in_the_first_screen(browser, server) -> None:
+    """Projector mode on a projector's screens (1280×800, then the same page at 1920×1080): every view renders
+    without an exception and its main chart (View.main) is in the first screen (first_screen), below the sentence
+    box, with no scrolling; the 1280×800 screenshots are compared with the committed references (tests/visual.py),
+    and the whole page is shot at 1600×2400 as test_every_page_renders_without_exception shoots the others."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    width, height = size
-    context = browser.new_context(viewport={"width": width, "height": height})
+    context = browser.new_context(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
     page = context.new_page()
     problems = []
     try:
         page.goto(server)
         wait_for_app(page)
         for view in (v for v in VIEWS if v.main):
+            page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
             page.goto(f"{server}/{view.url_path}?projector=1")
             wait_for_app(page, settle_ms=500)  # it settles again (2.5 s) once the chart is there
             chart = page.locator(f".st-key-{view.main}")
@@ -87,28 +100,46 @@ def test_each_views_main_chart_is_in_the_first_screen(browser, server, size: tup
                 problems.append(f"{view.url_path}: no chart with key {view.main!r} on the page")
                 continue
             wait_for_app(page)
-            box = chart.bounding_box()
-            top, bottom = box["y"], box["y"] + box["height"]
-            if not (0 <= top and first_screen(box, height) and box["x"] + box["width"] <= width):
-                problems.append(f"{view.url_path}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {height}")
-            sentence = page.locator(".st-key-_box_text, .st-key-text")
-            if sentence.count():
-                s = sentence.first.bounding_box()
-                if s["y"] + s["height"] > top:
-                    problems.append(f"{view.url_path}: the sentence box (bottom {s['y'] + s['height']:.0f}) is not "
-                                    f"above the main chart (top {top:.0f})")
-            shot = SHOTS / f"{view.url_path}-projector-{width}x{height}.png"
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shot))  # what the class sees (README); the compared one masks what varies
-            if size == (1280, 800):
-                publish(shot, f"{view.url_path}-projector.png")
-                masked = shot.with_name(shot.stem + "-masked.png")
-                page.screenshot(path=str(masked), mask=[page.locator(m) for m in VARYING])
-                problems.append(check(masked, f"{view.url_path}.png"))
+            exceptions = page.locator('[data-testid="stException"]')
+            if exceptions.count() or not page.locator("h1").count() or page.get_by_text("Page not found").count():
+                problems.append(f"{view.url_path}: {exceptions.first.inner_text()[:500] if exceptions.count() else ''}"
+                                " (an exception, no title, or not found)")
+            for size in SIZES:
+                if size != SIZES[0]:
+                    resize(page, size)
+                problems += _view_in_first_screen(page, view, size)
+            resize(page, (1600, 2400))  # the whole page in projector mode, as test_every_page_renders shoots others
+            page.screenshot(path=str(SHOTS / f"{view.url_path}-projector.png"), full_page=True)
     finally:
         context.close()
     problems = [p for p in problems if p]
     assert not problems, "\n".join(problems)
+
+
+def _view_in_first_screen(page, view, size: tuple[int, int]) -> list[str]:
+    """What is wrong with `view`'s page on a screen of `size` (nothing: []); its screenshot, compared with the
+    reference at 1280×800."""
+    width, height = size
+    problems = []
+    box = page.locator(f".st-key-{view.main}").bounding_box()
+    top, bottom = box["y"], box["y"] + box["height"]
+    if not (0 <= top and first_screen(box, height) and box["x"] + box["width"] <= width):
+        problems.append(f"{view.url_path}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {width}×{height}")
+    sentence = page.locator(".st-key-_box_text, .st-key-text")
+    if sentence.count():
+        s = sentence.first.bounding_box()
+        if s["y"] + s["height"] > top:
+            problems.append(f"{view.url_path}: the sentence box (bottom {s['y'] + s['height']:.0f}) is not "
+                            f"above the main chart (top {top:.0f}) at {width}×{height}")
+    shot = SHOTS / f"{view.url_path}-projector-{width}x{height}.png"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot))  # what the class sees (README); the compared one masks what varies
+    if size == (1280, 800):
+        publish(shot, f"{view.url_path}-projector.png")
+        masked = shot.with_name(shot.stem + "-masked.png")
+        page.screenshot(path=str(masked), mask=[page.locator(m) for m in VARYING])
+        problems.append(check(masked, f"{view.url_path}.png"))
+    return problems
 
 
 def test_a_view_link_works_as_the_first_request_to_a_fresh_server(browser) -> None:
@@ -206,27 +237,27 @@ def _lesson_steps():
     return [(lesson, i) for lesson in load_dir()[0] for i in range(len(lesson))]
 
 
-@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)], ids=["1280x800", "1920x1080"])
-def test_every_lesson_steps_main_chart_is_in_the_first_screen(browser, server, size: tuple[int, int]) -> None:
-    """Every step of every shipped lesson, opened by its link on a projector's screen: the view's main chart
-    starts in the first screen with at least its first FIRST_SCREEN_PX pixels (a whole folded chart) on it, and
-    the lesson panel stands beside the view, not above it. Screenshots of each step in artifacts/screenshots/lessons
-    (what the class sees)."""
+def test_every_lesson_steps_main_chart_is_in_the_first_screen(browser, server) -> None:
+    """Every step of every shipped lesson, opened by its link on a projector's screen (1280×800, then the same page
+    at 1920×1080): the view's main chart starts in the first screen with at least its first FIRST_SCREEN_PX pixels
+    (a whole folded chart) on it, and the lesson panel stands beside the view, not above it. Screenshots of each step
+    in artifacts/screenshots/lessons (what the class sees)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     from explorer.lessons import step_url
 
-    width, height = size
     shots = SHOTS / "lessons"
     shots.mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": width, "height": height})
+    context = browser.new_context(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
     page = context.new_page()
-    problems, tops = [], {}
+    problems: list[str] = []
+    tops: dict[tuple[int, int], dict[str, list[int]]] = {size: {} for size in SIZES}
     try:
         page.goto(server)
         wait_for_app(page)
         for lesson, i in _lesson_steps():
             name = f"{lesson.id} step {i + 1}"
+            page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
             page.goto(step_url(lesson, i, server))
             chart = page.locator(MAIN_CHART).first
             try:
@@ -238,23 +269,28 @@ def test_every_lesson_steps_main_chart_is_in_the_first_screen(browser, server, s
             exceptions = page.locator('[data-testid="stException"]')
             if exceptions.count():
                 problems.append(f"{name}: {exceptions.first.inner_text()[:300]}")
-            box, panel = chart.bounding_box(), page.locator(".st-key-lesson_bar").bounding_box()
-            top, bottom = box["y"], box["y"] + box["height"]
-            tops[f"{lesson.id}/{i + 1}"] = [round(top), round(bottom)]
-            if top < 0 or not first_screen(box, height):
-                problems.append(f"{name}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {height}")
-            if panel is None or panel["x"] < box["x"] + box["width"]:
-                problems.append(f"{name}: the lesson panel is not beside the chart ({panel})")
-            shot = shots / f"{lesson.id}-{i + 1:02d}-{width}x{height}.png"
-            page.screenshot(path=str(shot))
-            if (lesson.id, i + 1, width) == README_STEP:
-                publish(shot, "lesson-step.png")
+            for size in SIZES:
+                if size != SIZES[0]:
+                    resize(page, size)
+                width, height = size
+                box, panel = chart.bounding_box(), page.locator(".st-key-lesson_bar").bounding_box()
+                top, bottom = box["y"], box["y"] + box["height"]
+                tops[size][f"{lesson.id}/{i + 1}"] = [round(top), round(bottom)]
+                if top < 0 or not first_screen(box, height):
+                    problems.append(f"{name}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {width}×{height}")
+                if panel is None or panel["x"] < box["x"] + box["width"]:
+                    problems.append(f"{name}: the lesson panel is not beside the chart at {width}×{height} ({panel})")
+                shot = shots / f"{lesson.id}-{i + 1:02d}-{width}x{height}.png"
+                page.screenshot(path=str(shot))
+                if (lesson.id, i + 1, width) == README_STEP:
+                    publish(shot, "lesson-step.png")
     finally:
         context.close()
-    (shots / f"chart-tops-{width}x{height}.json").write_text(json.dumps(tops, indent=1))  # y of each chart, px
-    starts = [top for top, _ in tops.values()]
-    print(f"{width}×{height}: main chart tops {min(starts, default=0)}–{max(starts, default=0)} px over {len(tops)} "
-          "steps")
+    for (width, height), by_step in tops.items():
+        (shots / f"chart-tops-{width}x{height}.json").write_text(json.dumps(by_step, indent=1))  # y of each chart, px
+        starts = [top for top, _ in by_step.values()]
+        print(f"{width}×{height}: main chart tops {min(starts, default=0)}–{max(starts, default=0)} px over "
+              f"{len(by_step)} steps")
     assert not problems, "\n".join(problems)
 
 

@@ -568,8 +568,9 @@ def _wrong_values() -> dict[str, Any]:
     ("token-attribution", {"model": "builtin:tiny-gpt", "text": "the dog runs"}),  # "steps", where NaN stuck
 ])
 def test_widget_values_of_the_wrong_kind_over_the_websocket_are_ignored_with_a_message(server, page, params) -> None:
-    """Every widget of the page gets every wrong kind of value, each in a new session: no run raises, the value is
-    ignored with a message naming the control, and the next rerun of that session is clean (issue 41, item 5)."""
+    """Every widget of the page gets every wrong kind of value, in a new session per widget: no run raises, each value
+    is ignored with a message naming the control, and the next rerun of that session is clean (issue 41, item 5), so
+    the next wrong value meets a clean session again."""
     from streamlit.proto.WidgetStates_pb2 import WidgetState
 
     async def attack() -> list[str]:
@@ -580,9 +581,9 @@ def test_widget_values_of_the_wrong_kind_over_the_websocket_are_ignored_with_a_m
         assert len(widgets) >= 3, widgets
         seen = []
         for key, wid in widgets.items():
-            for kind, value in _wrong_values().items():
-                async with Session(server[0], page, query(**params)) as s:
-                    await s.rerun()
+            async with Session(server[0], page, query(**params)) as s:
+                await s.rerun()
+                for kind, value in _wrong_values().items():
                     state = WidgetState(**value) if isinstance(value, dict) else WidgetState()
                     if not isinstance(value, dict):
                         state.CopyFrom(value)
