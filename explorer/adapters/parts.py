@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Iterable, Protocol, Sequence, Ty
 
 import torch
 
-from explorer.adapters.protocols import Records
+from explorer.adapters.protocols import Records, SpecialIds
 
 if TYPE_CHECKING:
     from explorer.adapters.base import Names, Record
@@ -21,25 +21,11 @@ if TYPE_CHECKING:
     from explorer.data.examples import Examples
 
 
-class Whole(Records, Protocol):
+class Whole(Records, SpecialIds, Protocol):
     """What a part reads from the adapter it belongs to: Records, the special ids every adapter has, the model."""
 
     @property
     def model(self) -> Any: ...  # the family's own module, read by name (Hugging Face: a PreTrainedModel)
-    @property
-    def vocab_size(self) -> int: ...
-    @property
-    def bos_id(self) -> int | None: ...
-    @property
-    def eos_ids(self) -> tuple[int, ...]: ...
-    @property
-    def pad_id(self) -> int | None: ...
-    @property
-    def decoder_start(self) -> tuple[int, ...]: ...
-    @property
-    def context_len(self) -> int | None: ...
-    @property
-    def sliding(self) -> bool: ...
 
 
 Core = TypeVar("Core", bound=Whole)

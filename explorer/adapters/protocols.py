@@ -120,8 +120,8 @@ class Records(Reads, Protocol):
         """(what, value) rows: what the adapter read from the model."""
 
 
-class Generates(Reads, Protocol):
-    """The stepping interface the one generation loop drives (explorer.adapters.generation)."""
+class SpecialIds(Protocol):
+    """The special ids and context every adapter has (empty where its model has none)."""
 
     @property
     def vocab_size(self) -> int: ...
@@ -137,6 +137,10 @@ class Generates(Reads, Protocol):
     def context_len(self) -> int | None: ...
     @property
     def sliding(self) -> bool: ...  # beyond context_len the oldest tokens are dropped
+
+
+class Generates(Reads, SpecialIds, Protocol):
+    """The stepping interface the one generation loop drives (explorer.adapters.generation)."""
 
     def start(self, ids: torch.Tensor, record: bool = False) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         """ids (B, T) -> next-token logits (B, V), the generation state, (record=True) what the pass computed."""

@@ -15,12 +15,10 @@ is looked up in that listing, never joined into a path. Loading is explorer.load
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import os
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -32,6 +30,7 @@ from explorer.loading.checkpoint import series_steps as checkpoint_series_steps
 from explorer.loading.pretrained import available
 from explorer.files.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
 from explorer.loading.uploads import bundle, uploaded_entries
+from explorer.runtime.lru import LoadOnceLRU
 from explorer.runtime.paths import app_root
 
 KINDS = ("builtin", "pretrained", "hf", "local", "upload")
@@ -120,24 +119,15 @@ class CatalogueEntry:
 
 # ---------------------------------------------------------------------------------------- found when loaded
 FOUND_KEPT = 1024  # model ids whose capabilities are remembered (the oldest forgotten first)
-_FOUND: collections.OrderedDict[str, frozenset[str]] = collections.OrderedDict()
-_FOUND_LOCK = threading.Lock()
+_FOUND: LoadOnceLRU[frozenset[str]] = LoadOnceLRU(FOUND_KEPT)
 
 
 def found(model_id: str, caps: frozenset[str]) -> None:
     """What the model `model_id` was found to have when explorer.loading.loaders.load_model loaded it: the pickers
     offer it by that from then on (an upload whose checkpoint has no output layer is not offered to the views that
-    generate, say), rather than by its family."""
-    with _FOUND_LOCK:
-        _FOUND[model_id] = caps
-        _FOUND.move_to_end(model_id)
-        while len(_FOUND) > FOUND_KEPT:
-            _FOUND.popitem(last=False)
-
-
-def _found(model_id: str) -> frozenset[str] | None:
-    with _FOUND_LOCK:
-        return _FOUND.get(model_id)
+    generate, say), rather than by its family. A model loaded again (a local folder changed) replaces it."""
+    _FOUND.drop(lambda key: key == model_id)
+    _FOUND.get(model_id, lambda: caps)
 
 
 # ---------------------------------------------------------------------------------------- catalogue
@@ -191,7 +181,7 @@ def catalogue(uploads: Iterable[str] = ()) -> list[CatalogueEntry]:
         entries.append(CatalogueEntry(f"local:{name}", f"{name} (local folder)", family, f"From {folder.parent}"))
     entries += [CatalogueEntry(uid, f"{label} (uploaded)", family, "Uploaded file")
                 for uid, label, family in uploaded_entries(uploads)]
-    return [dataclasses.replace(e, caps=caps) if (caps := _found(e.id)) is not None else e for e in entries]
+    return [dataclasses.replace(e, caps=caps) if (caps := _FOUND.peek(e.id)) is not None else e for e in entries]
 
 
 def builtin_metas() -> dict[str, Meta]:
