@@ -240,7 +240,8 @@ class Session:
         kind = el.WhichOneof("type")
         body = getattr(el, kind)
         if kind == "exception":
-            return f"exception: {body.type}: {body.message[:200]}"
+            where = " | ".join(line.strip() for line in list(body.stack_trace)[-6:])  # the innermost frames
+            return f"exception: {body.type}: {body.message[:200]}" + (f" at {where[-900:]}" if where else "")
         if kind == "plotly_chart":
             try:
                 strings.extend(_strings(json.loads(body.spec)))

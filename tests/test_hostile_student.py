@@ -33,7 +33,7 @@ from testkit.memory_scenario import UPLOAD_ID, add_to_catalogue, churn, put_at_o
 from testkit.st_protocol import Run, Session, query
 from timing import scaled
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # timed against a server: alone
 
 REPLICA_LIMIT = 2 * 2**30  # the container's memory limit
 RECONNECT_S = 5  # the server's EXPLORER_RECONNECT_S

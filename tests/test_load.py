@@ -13,7 +13,7 @@ import pytest
 
 from testkit.load_scenario import NOUNS, VIEWS, run_load, write_json
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # timed against a server: alone
 SESSIONS = 10
 
 

@@ -107,6 +107,7 @@ def test_nginx_accepts_the_sticky_configuration() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # timed against a server: alone
 def test_two_replicas_share_the_sessions_and_keep_each_ones_state() -> None:
     from testkit.serve_scenario import sentences_drawn, simulate
     from testkit.st_protocol import Session
@@ -142,4 +143,8 @@ def test_two_replicas_share_the_sessions_and_keep_each_ones_state() -> None:
         for proc in procs:
             port = proc.args[proc.args.index("--server.port") + 1]
             direct[f"127.0.0.1:{port}"] = f"http://127.0.0.1:{port}"
-        asyncio.run(scenario(base, tuple(p.pid for p in procs), direct))
+        try:
+            asyncio.run(scenario(base, tuple(p.pid for p in procs), direct))
+        except AssertionError as exc:  # with what the replicas printed (an uncaught exception's traceback)
+            logs = "\n".join("".join(p.log_tail)[-3000:] for p in procs)  # type: ignore[attr-defined]
+            raise AssertionError(f"{exc}\nthe replicas' last output:\n{logs}") from None

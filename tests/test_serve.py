@@ -37,6 +37,7 @@ def test_sentences_of_a_run_are_distinct() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # timed against a server: alone
 def test_sessions_opening_together_each_see_only_their_own_sentence() -> None:
     from testkit.browser import streamlit_process
 
