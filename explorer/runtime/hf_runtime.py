@@ -14,7 +14,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Protocol, TypedDict, T
 
 import transformers
 from transformers import (AttentionInterface, AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
-                          AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel)
+                          AutoModelForSeq2SeqLM, AutoTokenizer, BertForMaskedLM, PreTrainedModel,
+                          PreTrainedTokenizerBase)
 from transformers.generation.logits_process import (
     ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList, MinLengthLogitsProcessor,
     MinNewTokensLengthLogitsProcessor, MinPLogitsWarper, NoBadWordsLogitsProcessor, NoRepeatNGramLogitsProcessor,
@@ -36,7 +37,8 @@ __all__ = [
     "NoRepeatNGramLogitsProcessor", "RepetitionPenaltyLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
     "SuppressTokensLogitsProcessor", "TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper",
     "TypicalLogitsWarper", "ALL_MASK_ATTENTION_FUNCTIONS", "AttentionMaskInterface", "llama_eager_attention_forward",
-    "gguf_progress", "PreTrainedModel", "Tokenizer", "TokenizerOptions", "Encoding",
+    "gguf_progress", "PreTrainedModel", "BertForMaskedLM", "PreTrainedTokenizerBase", "Tokenizer", "TokenizerOptions",
+    "Encoding",
 ]
 
 T = TypeVar("T")
