@@ -3,6 +3,7 @@
     python -m explorer.training.train lstm-lm        # reproduce one shipped checkpoint in assets/builtin/
     python -m explorer.training.train all            # all of them, one after the other
     python -m explorer.training.train --list
+    python -m explorer.training.train minilm-mlm     # pretrained:minilm-mlm (explorer.training.minilm_mlm), then export
     python -m explorer.training.train --evaluate lstm-lm-wordnet   # add the real-English evaluations to its JSON
     python -m explorer.training.train lstm-lm --snapshots 30 --out runs   # and keep 30 snapshots over training
     python -m explorer.training.train lstm-lm --snapshots 16 --snapshot-dtype float16   # the shipped series
@@ -58,8 +59,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="the snapshots' stored dtype (default: the recipe's; the shipped series are float16)")
     args = ap.parse_args(argv)
     if args.list or not args.name:
-        print("\n".join(BUILTINS))
+        print("\n".join([*BUILTINS, "minilm-mlm"]))
         return 0
+    if args.name == "minilm-mlm":  # pretrained:minilm-mlm: its own resumable recipe, then its export
+        from explorer.training import minilm_mlm
+
+        while minilm_mlm.train(60.0, args.threads)["step"] < minilm_mlm.TOTAL_STEPS:
+            pass
+        return minilm_mlm.main(["--export", "--threads", str(args.threads)]) if not args.no_save else 0
     names = list(BUILTINS) if args.name == "all" else [args.name]
     for n in names:
         if n not in BUILTINS:
