@@ -31,6 +31,7 @@ import torch
 from explorer.data import everyday_english as E
 from explorer.data import wordnet_english as W
 from explorer.loading.pretrained import MINILM_MLM
+from explorer.training.tasks import bert_masking
 
 if TYPE_CHECKING:
     from explorer.runtime.hf_runtime import BertForMaskedLM as PreTrainedModel
@@ -82,20 +83,10 @@ def encode(tokenizer: Tokenizer, lines: list[str]) -> list[list[int]]:
 
 def mask_pieces(ids: torch.Tensor, special: torch.Tensor, mask_id: int, vocab_size: int,
                 gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's masking of a padded batch ids (B, T): RATE of the positions that are not special (nor padding) are
-    chosen, at least one per line; 80 % become [MASK], 10 % a random piece, 10 % stay. Returns (inputs (B, T), labels
-    (B, T): the piece at chosen positions, -100 elsewhere)."""
-    word = ~special
-    chosen = (torch.rand(ids.shape, generator=gen) < RATE) & word
-    none = (chosen.sum(1) == 0) & word.any(1)
-    pick = torch.rand(ids.shape, generator=gen).masked_fill(~word, -1.0).argmax(1)
-    chosen[none, pick[none]] = True
-    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
-    r = torch.rand(ids.shape, generator=gen)
-    inputs = ids.masked_fill(chosen & (r < 0.8), mask_id)
-    swap = chosen & (r >= 0.8) & (r < 0.9)
-    inputs[swap] = torch.randint(999, vocab_size, (int(swap.sum()),), generator=gen)  # 999+: no [unused]/special
-    return inputs, labels
+    """BERT's masking (tasks.bert_masking) of a padded batch of word pieces ids (B, T): the positions that are not
+    special (nor padding) may be chosen, a random replacement is a piece from id 999 on (no [unused] or special
+    piece); labels are -100 where nothing was chosen."""
+    return bert_masking(ids, ~special, gen, mask_id, (999, vocab_size), -100, RATE)
 
 
 @dataclass

@@ -263,19 +263,26 @@ class Seq2SeqTask(TaskBase[Pair]):
 # ============================================================================================== masked LM
 def mask_tokens(ids: torch.Tensor, gen: torch.Generator, vocab_size: int,
                 rate: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's masking of a padded batch ids (B, T): `rate` of the word positions (ids > MASK: not <pad>, <unk>,
-    <bos>, <eos>, <mask>) are chosen, at least one per sentence; 80 % of the chosen become <mask>, 10 % a random
-    word, 10 % stay. Returns (inputs (B, T), labels (B, T): the original id at chosen positions, PAD elsewhere)."""
-    word = ids > MASK
+    """BERT's masking (bert_masking) of a padded batch ids (B, T) of this project's vocabularies: the word positions
+    (ids > MASK: not <pad>, <unk>, <bos>, <eos>, <mask>) may be chosen, a random replacement is a word; labels are
+    PAD where nothing was chosen."""
+    return bert_masking(ids, ids > MASK, gen, MASK, (MASK + 1, vocab_size), PAD, rate)
+
+
+def bert_masking(ids: torch.Tensor, word: torch.Tensor, gen: torch.Generator, mask_id: int,
+                 replacements: tuple[int, int], ignore: int, rate: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking of a padded batch ids (B, T): `rate` of the positions where `word` (B, T) is true are chosen,
+    at least one per sentence; 80 % of the chosen become `mask_id`, 10 % a random id in [replacements), 10 % stay.
+    Returns (inputs (B, T), labels (B, T): the original id at chosen positions, `ignore` elsewhere)."""
     chosen = (torch.rand(ids.shape, generator=gen) < rate) & word
     none = (chosen.sum(1) == 0) & word.any(1)
     pick = torch.rand(ids.shape, generator=gen).masked_fill(~word, -1.0).argmax(1)
     chosen[none, pick[none]] = True
-    labels = torch.where(chosen, ids, torch.full_like(ids, PAD))
+    labels = torch.where(chosen, ids, torch.full_like(ids, ignore))
     r = torch.rand(ids.shape, generator=gen)
-    inputs = ids.masked_fill(chosen & (r < 0.8), MASK)
+    inputs = ids.masked_fill(chosen & (r < 0.8), mask_id)
     swap = chosen & (r >= 0.8) & (r < 0.9)
-    inputs[swap] = torch.randint(MASK + 1, vocab_size, (int(swap.sum()),), generator=gen)
+    inputs[swap] = torch.randint(*replacements, (int(swap.sum()),), generator=gen)
     return inputs, labels
 
 
