@@ -3,7 +3,10 @@
 Import it before torch/streamlit: `from _common import ROOT, median_ms`. Every bench runs AppTest with one
 ScriptCache shared across reruns, as the server does (BENCH_COMPILE_EVERY_RUN=1 keeps AppTest's default of
 compiling each page on every run), and waits for a run on an event instead of AppTest's 1 ms polling loop
-(BENCH_APPTEST_POLLING=1 keeps the polling).
+(BENCH_APPTEST_POLLING=1 keeps the polling). The pause after a view's main chart (explorer.ui.charts.PAINT_PAUSE_S,
+40 ms of sleep per main chart, so that a browser paints it before the rest of the page arrives) is left out: AppTest
+has no browser, and a rerun's time here is the server's work (BENCH_PAINT_PAUSE=1 keeps it; bench_browser.py
+measures what a user sees, with it).
 """
 from __future__ import annotations
 
@@ -146,6 +149,13 @@ def open_page(script: str | None = None, params: dict[str, str] | None = None, t
     return at
 
 
+def _without_paint_pause() -> None:
+    """The script sleeps PAINT_PAUSE_S after each main chart for the browser's sake (no CPU, no lock): not work."""
+    from explorer.ui import charts
+
+    charts._pause = lambda seconds: None
+
+
 def median_ms(fn: Callable[[int], object], runs: int) -> float:
     """Median wall time of fn(i) for i in range(runs), in milliseconds."""
     times = []
@@ -160,4 +170,6 @@ if os.environ.get("BENCH_COMPILE_EVERY_RUN") != "1":
     share_script_cache()
 if os.environ.get("BENCH_APPTEST_POLLING") != "1":
     _wait_without_polling()
+if os.environ.get("BENCH_PAINT_PAUSE") != "1":
+    _without_paint_pause()
 _time_script_runs()

@@ -2,6 +2,7 @@
 it): each scenario prints the server's resident memory (RSS, MiB) as it goes and writes the figures as JSON.
 
   python bench/bench_memory.py churn [--sessions 200]   sessions opening and closing every view at its defaults
+                                                        (first each view once: the RSS after each, what fills a replica)
   python bench/bench_memory.py reload [--cycles 4]      a ~100 MB uploaded model loaded, used and released, again
   python bench/bench_memory.py uploads                  six 240 MB files PUT at once; four in one session; released
   --app DIR: the checkout whose app.py to serve (default this one: compare with an older commit's worktree)

@@ -50,12 +50,14 @@ async def churn(base: str, pid: int, sessions: int, at_once: int = 2, reconnect_
     it once and closing; RSS after every view's first run ("warm"), every 25 sessions and after they have all closed
     (and their reconnect window, `reconnect_s`, has passed)."""
     pages, seconds, rss = views(), [], {"start": tree_rss_bytes(pid) // MiB}
-    warm = {}
+    warm, filled = {}, {}
     for page in pages:  # each view's first run (its models loaded, its defaults computed) is not the churn
         async with Session(base, page) as s:
             t0 = time.perf_counter()
             await s.rerun(timeout=600)
             warm[page] = round(time.perf_counter() - t0, 2)
+        filled[page] = tree_rss_bytes(pid) // MiB  # what each view's models and first results add to the replica
+        print(f"opened {page}: {filled[page]} MiB", flush=True)
     rss["warm"] = tree_rss_bytes(pid) // MiB
     print(f"every view opened once: {rss['warm']} MiB ({warm})", flush=True)
     done = 0
@@ -75,7 +77,8 @@ async def churn(base: str, pid: int, sessions: int, at_once: int = 2, reconnect_
     rss["peak"] = sampler.max_sampled // MiB
     rss["closed"] = (await settle(pid, window(reconnect_s))) // MiB
     print(f"all closed: {rss['closed']} MiB (peak {rss['peak']} MiB)", flush=True)
-    return {"sessions": sessions, "views": len(pages), "rss_mib": rss, "first_run_s": warm,
+    return {"sessions": sessions, "views": len(pages), "rss_mib": rss, "rss_after_view_mib": filled,
+            "first_run_s": warm,
             "rerun_p50_s": round(statistics.median(seconds), 2), "rerun_max_s": round(max(seconds), 2)}
 
 
