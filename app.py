@@ -3,7 +3,8 @@ import contextlib
 
 import streamlit as st
 
-import explorer.runtime.preload  # noqa: F401 -- side effect; first: see its docstring (a class opening the app at once)
+import explorer.ui.container_stack  # noqa: F401 -- side effect, before any st call: see its docstring
+import explorer.runtime.preload  # noqa: F401 -- side effect, before the rest: see its docstring (a class opens at once)
 from explorer.runtime.device import configure_threads
 from explorer.ui import lessons, reconnect, settings, upload_store, widget_guard
 from explorer.views import HOME, PAGE_ICON, VIEWS
