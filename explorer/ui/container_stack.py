@@ -12,6 +12,9 @@ Importing this module creates the ContextVar. app.py imports it before any other
 creates it while every other first run waits on the import, and there is nothing left to race for
 (tests/test_container_stack.py replays the interleaving with and without it).
 """
-from streamlit.delta_generator_singletons import context_dg_stack
-
-context_dg_stack.get()  # creates the ContextVar (its default: the main container alone); a no-op once it exists
+try:
+    from streamlit.delta_generator_singletons import context_dg_stack
+except ImportError:  # a Streamlit that keeps the stack elsewhere: the app runs (tests/test_container_stack.py says so)
+    pass
+else:
+    context_dg_stack.get()  # creates the ContextVar (its default: the main container alone); a no-op once it exists
