@@ -29,8 +29,7 @@ def sentence(i: int) -> str:
 
 def default_model() -> str:
     """The masked-word view's default model, as its page opens it."""
-    view = next(v for v in views.VIEWS if v.url_path == "masked-words")
-    return str(view.params["model"].default)
+    return str(views.BY_PATH["masked-words"].params["model"].default)
 
 
 def bench(mid: str, runs: int) -> None:

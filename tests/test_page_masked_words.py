@@ -1,6 +1,6 @@
 """AppTest of app_pages/masked_words.py: the default real-English masked LM, the generated English's agreement pair,
-URL state, picking a word to mask, a tiny Hugging
-Face BertForMaskedLM, an encoder without a masked-LM head, and models that cannot fill masks."""
+URL state, picking a word to mask, a tiny Hugging Face BertForMaskedLM, an encoder without a masked-LM head, and
+models that cannot fill masks."""
 from __future__ import annotations
 
 import json
