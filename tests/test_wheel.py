@@ -58,7 +58,8 @@ def test_the_wheel_installs_and_serves_a_view(tmp_path: Path) -> None:
 def site_folders() -> list[str]:
     """The running interpreter's site folders, in its order: each entry of sys.path named site-packages or
     dist-packages (a virtual environment's, the system's, a conda-like prefix's, the user's)."""
-    return [p for p in dict.fromkeys(sys.path) if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    return [p for p in dict.fromkeys(sys.path)
+            if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
 
 
 def _see_the_running_packages(python: Path) -> None:
