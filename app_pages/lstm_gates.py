@@ -1,6 +1,7 @@
 """Inside the recurrent cell: LSTM / GRU / Elman gates, cell and hidden states for your sentence, unit by unit."""
 import streamlit as st
 
+from explorer.adapters.task_head import not_a_language_model
 from explorer.probes import lstm_gates as P
 from explorer.text.escape import md, md_message
 from explorer.ui import settings
@@ -163,7 +164,8 @@ elif section == SECTIONS[2]:
                                                        "trained." if trace.special[0]
                                                        else ", from the first token as typed."))
     else:
-        st.info("This model has no output layer over its vocabulary (or reads in both directions): "
+        st.info(md(not_a_language_model(loaded, "predicts no next word")) or
+                "This model has no output layer over its vocabulary (or reads in both directions): "
                 "it does not predict next tokens.")
 
 else:

@@ -28,6 +28,7 @@ from explorer.viz.theme import Theme, get_theme
 if TYPE_CHECKING:
     from explorer.loading.loaders import LoadedModel
     from explorer.loading.model_cache import ModelCache
+    from explorer.probes.decision import DecisionTrace
     from explorer.probes.decoding_strategies import DecodingRun
     from explorer.probes.gradients_through_time import GradientTrace
     from explorer.probes.interventions import PatchGrid
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ViewResult", "NotebookError", "read", "lstm_gates", "self_attention", "positional_encodings",
            "word_embeddings", "decoding_strategies", "logit_lens", "token_attribution", "gradients_through_time",
-           "masked_words", "interventions", "seq2seq", "training_curves"]
+           "masked_words", "interventions", "seq2seq", "training_curves", "classify", "tag"]
 
 
 class NotebookError(ViewError, ValueError):
@@ -65,6 +66,7 @@ class ReadArgs(TypedDict, total=False):
 
     tokenizer: object
     vocab: Sequence[str] | dict[str, int] | None
+    labels: Sequence[str] | None
     device: str
     dtype: str
     task: str | None
@@ -125,11 +127,13 @@ def _models() -> ModelCache:
 
 
 def read(model: Model, tokenizer: object = None, vocab: Sequence[str] | dict[str, int] | None = None,
-         device: str = "cpu", dtype: str = "float32", task: str | None = None) -> LoadedModel:
+         device: str = "cpu", dtype: str = "float32", task: str | None = None,
+         labels: Sequence[str] | None = None) -> LoadedModel:
     """The explorer's LoadedModel of `model`: a catalogue id (loaded once per process), a LoadedModel, a Hugging Face
     model in memory (`tokenizer`: its tokenizer; attention switched to eager so that its weights can be read), or any
     other nn.Module, read from its state dict as an uploaded checkpoint is (its recurrent layers inferred from the
-    weights' names and shapes; `vocab`: its words). Raises NotebookError."""
+    weights' names and shapes; `vocab`: its words; a classifier's or tagger's pooling read off its own forward;
+    `labels`: the names of its labels). Raises NotebookError."""
     from explorer.files.safe_load import ModelLoadError
     from explorer.loading.loaders import LoadedModel
 
@@ -145,7 +149,7 @@ def read(model: Model, tokenizer: object = None, vocab: Sequence[str] | dict[str
                             f"{type(model).__name__}.")
     if _is_hugging_face(model):
         return _hugging_face(model, tokenizer, dtype)
-    return _module(model, vocab, device, dtype)
+    return _module(model, vocab, device, dtype, labels)
 
 
 def _is_hugging_face(model: torch.nn.Module) -> TypeGuard[PreTrainedModel]:
@@ -168,7 +172,9 @@ def _hugging_face(model: PreTrainedModel, tokenizer: object, dtype: str) -> Load
     config = model.config
     name = type(model).__name__
     family = _hf_family(config)
-    task = ("masked-lm" if name.endswith("ForMaskedLM") else "seq2seq-lm" if family == "encoder-decoder" else
+    task = ("masked-lm" if name.endswith("ForMaskedLM") else "sequence-classification"
+            if name.endswith("ForSequenceClassification") else "token-classification"
+            if name.endswith("ForTokenClassification") else "seq2seq-lm" if family == "encoder-decoder" else
             "causal-lm" if family == "decoder" else "base")
     notes = [f"Read as a Hugging Face {family} ({name}, model_type {config.model_type}), task {task}."]
     if getattr(config, "_attn_implementation", "eager") != "eager":
@@ -186,7 +192,7 @@ def _hugging_face(model: PreTrainedModel, tokenizer: object, dtype: str) -> Load
 
 
 def _module(model: torch.nn.Module, vocab: Sequence[str] | dict[str, int] | None, device: str,
-            dtype: str) -> LoadedModel:
+            dtype: str, labels: Sequence[str] | None = None) -> LoadedModel:
     from safetensors.torch import save
 
     from explorer.files.safe_load import ModelLoadError, read_weights
@@ -199,15 +205,60 @@ def _module(model: torch.nn.Module, vocab: Sequence[str] | dict[str, int] | None
     if vocab is not None:
         words = [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])] if isinstance(vocab, dict) else list(vocab)
         files["vocab.json"] = json.dumps(words).encode()
+    if labels is not None:
+        files["task.json"] = json.dumps({"labels": [str(x) for x in labels]}).encode()
     try:
         weights = read_weights(save(state), "model.safetensors")
         loaded = _materialise(bundle_from_parts(label, type(model).__name__, weights, files), device, dtype)
+        if loaded.caps.decision is not None:  # a classifier or tagger: how it pools, read off its own forward
+            loaded = _as_its_forward(model, loaded, lambda task: _materialise(bundle_from_parts(
+                label, type(model).__name__, weights, {**files, "task.json": json.dumps(task).encode()}), device,
+                dtype), labels)
     except ModelLoadError as exc:
         raise NotebookError(str(exc)) from None
     loaded.notes.insert(0, f"Read from the state dict of {type(model).__name__} ({len(state)} tensors), as an "
                            "uploaded checkpoint is: " + ("its vocabulary given." if vocab is not None else
                                                         "no vocabulary given (vocab=...), so no text can be read."))
     return loaded
+
+
+def _as_its_forward(model: torch.nn.Module, first: LoadedModel, build: Callable[[dict[str, object]], LoadedModel],
+                    labels: Sequence[str] | None) -> LoadedModel:
+    """The reading of a recurrent classifier or tagger whose head's logits equal `model`'s own forward (to 1e-5 on
+    two inputs): each task and pooling of explorer.adapters.decision in turn; `first` with a note when none does."""
+    from explorer.adapters.task_head import TASKS
+    from explorer.models.rnn_classifier import POOLINGS
+
+    decision = first.caps.decision
+    assert decision is not None
+    V = len(first.vocabs["vocab"])  # a recurrent network is read only with its vocabulary
+    g = torch.Generator().manual_seed(0)
+    probes = [torch.randint(0, V, (1, n), generator=g).to(decision.device) for n in (5, 9)]
+    try:
+        with torch.no_grad():
+            theirs = [model.eval()(ids) for ids in probes]
+    except Exception as exc:
+        first.notes.append(f"Its forward could not be called on token ids ({type(exc).__name__}), so how it pools "
+                           "its states was not checked: " + " ".join(decision.head.assumed))
+        return first
+    theirs = [t[0] if isinstance(t, (tuple, list)) else t for t in theirs]
+    named = {"labels": list(labels)} if labels is not None else {}
+    for task, pooling in [(TASKS[0], p) for p in POOLINGS] + [(TASKS[1], "")]:
+        loaded = build({"task": task, **({"pooling": pooling} if pooling else {}), **named})
+        d = loaded.caps.decision
+        if d is None:
+            continue
+        with torch.no_grad():
+            ours = [d.decision_logits(d.embed_ids(ids)) for ids in probes]
+        if all(isinstance(t, torch.Tensor) and t.shape == o.shape and torch.allclose(t.float(), o.float(), atol=1e-5)
+               for t, o in zip(theirs, ours)):
+            how = "a word tagger" if task == TASKS[1] else f"a sentence classifier pooling its states by '{pooling}'"
+            loaded.notes.append(f"Read as {how}: the only reading of its weights whose logits equal its own forward "
+                                "(to 1e-5 on two inputs).")
+            return loaded
+    first.notes.append("Its forward matches no reading of its weights (last, mean, max or first state; a tag per "
+                       "word): the decision shown is the default reading's, not necessarily its own.")
+    return first
 
 
 def _run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
@@ -477,3 +528,70 @@ def training_curves(model: str, projector: bool = False) -> ViewResult[SeriesCur
     return ViewResult("training-curves", model, {
         "curves": V.curves_figure(curves.steps, curves.curves, model, _theme(projector))}, curves, tuple(curves.notes))
 
+
+
+def classify(model: Model, text: str, second: str = "", pair: str = "", label: int | str | None = None,
+             foil: int | str | None = None, method: str = "integrated gradients", steps: int = 256,
+             projector: bool = False, **read_args: Unpack[ReadArgs]) -> ViewResult[DecisionTrace]:
+    """What a classifier decides: figures "labels" (p(label) of `text`, and of `second` beside it), "prefixes" (a
+    sentence classifier: the model run on each prefix) and "attribution" (each token's share of log p(label), or of
+    log p(label) − log p(foil); label default: the chosen one; method "integrated gradients" or "gradient × input").
+    `pair`: the second segment of a sentence-pair classifier. trace: explorer.probes.decision.DecisionTrace (labels,
+    probs (C,), prefix_probs (T, C)); the attribution is in tables["attribution"]."""
+    return _decision(model, text, second, pair, label, foil, method, steps, projector, False, read_args)
+
+
+def tag(model: Model, text: str, token: int = -1, label: int | str | None = None, foil: int | str | None = None,
+        method: str = "integrated gradients", steps: int = 256, projector: bool = False,
+        **read_args: Unpack[ReadArgs]) -> ViewResult[DecisionTrace]:
+    """What a tagger decides for each word: figures "tags" (tokens × labels, the chosen label in its cell) and
+    "attribution" (the words' share of log p(label) at `token`, default the last word). trace: DecisionTrace (probs
+    (T, C): one row per token shown in trace.tokens)."""
+    return _decision(model, text, "", "", label, foil, method, steps, projector, True, read_args, token)
+
+
+def _decision(model: Model, text: str, second: str, pair: str, label: int | str | None, foil: int | str | None,
+              method: str, steps: int, projector: bool, per_token: bool, read_args: ReadArgs,
+              token: int = -1) -> ViewResult[DecisionTrace]:
+    from explorer.probes import decision as P
+    from explorer.viz import decision as V
+
+    loaded = read(model, **read_args)
+    trace = _run(P.decide, loaded, text, pair)
+    if trace.per_token != per_token:
+        raise NotebookError(f"{loaded.id} is {trace.what}: use nb.{'tag' if trace.per_token else 'classify'}.")
+    theme = _theme(projector)
+
+    def index(x: int | str | None, default: int) -> int:
+        if x is None:
+            return default
+        if isinstance(x, str):
+            if x not in trace.labels:
+                raise NotebookError(f"{loaded.id} has no label {x!r}; its labels: {', '.join(trace.labels)}.")
+            return trace.labels.index(x)
+        return int(x)
+
+    where = token if token >= 0 else max(i for i, s in enumerate(trace.special) if not s) if per_token else -1
+    chosen = int(trace.probs[where].argmax()) if per_token else int(trace.probs.argmax())
+    attr = _run(P.attribute, loaded, text, index(label, chosen), index(foil, -1), where, pair, steps)
+    figures: dict[str, go.Figure] = {}
+    notes = list(trace.notes)
+    if per_token:
+        figures["tags"] = V.tag_grid(trace, theme)
+    else:
+        traces, names = [trace], ["A"]
+        if second.strip():
+            traces.append(_run(P.decide, loaded, second, pair))
+            names.append("B")
+        figures["labels"] = V.label_bars(traces, names, theme)
+        if trace.prefix_probs is not None:
+            figures["prefixes"] = V.prefix_lines(trace, theme)
+    figures["attribution"] = V.attribution_bars(attr, method, theme)
+    if attr.relative > 0.01:
+        notes.append(f"Integrated gradients' completeness error is {attr.relative:.1%} of f(E) − f(B) after "
+                     f"{attr.evaluations} gradient evaluations (more steps= lowers it).")
+    rows: list[Row] = [{"token": t, "gradient × input": float(g), "integrated gradients": float(i)}
+                       for t, g, i in zip(attr.tokens, attr.gradient_x_input, attr.integrated)]
+    return ViewResult("decision", loaded.id, figures, trace, _notes(loaded, notes), {
+        "attribution": rows,
+        "what was read from the model": [{"what": a, "value": b} for a, b in loaded.adapter.describe()]})

@@ -377,6 +377,27 @@ VIEWS.append(View(
                       help="zero: the output set to 0; mean: to its mean over the positions of both prompts; "
                            "resample: to its value in the corrupted prompt."),
     }, needs=("patching",), sentences="contrast", main="patch_grid", heavy=True))
+VIEWS.append(View(
+    "app_pages/decision.py", "Decision", ":material/rule:", "decision",
+    "What a classifier or tagger decides: its labels for two sentences, the decision word by word, and which words "
+    "it comes from.", params={
+        "model": P("model", "builtin:sentiment-lstm"), "text": TEXT,
+        "b": P("text", "The film was not good at all.", label="Second sentence, side by side (empty: none)"),
+        "pair": P("text", "", label="Second segment (sentence-pair classifiers)",
+                  help="A sentence-pair classifier (entailment, paraphrase) reads two segments: [CLS] A [SEP] B "
+                       "[SEP]."),
+        "compare": P("model or none", "none", label="Compare with",
+                     help="A second model, or another step of this model's training: its own labels for the same "
+                          "sentence."),
+        "label": P("int", -1, -1, 4095, "Label explained", help="-1: the label the model chose."),
+        "foil": P("int", -1, -1, 4095, "Rather than",
+                  help="A contrastive question: attribute log p(label) − log p(this label)."),
+        "method": choice("integrated gradients", "gradient × input", label="Method"),
+        "steps": P("int", 256, 2, 1024, "Gradient evaluations (at most)",
+                   help="Integrated gradients by the adaptive Simpson rule of the token-attribution view, until the "
+                        "attributions add up to the whole change within 1 %."),
+        "token": P("int", None, 0, None, "Word whose label is explained", help="A tagger: the word's label."),
+    }, needs=("decision",), sentences="decide", main="decision_main"))
 TRAINING = View(
     "app_pages/training_curves.py", "Watch it learn", ":material/show_chart:", "training-curves",
     "What a model learned, when: held-out loss, agreement, its number unit, embedding neighbours and attention heads "

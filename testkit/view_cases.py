@@ -100,6 +100,13 @@ CASES: dict[str, ViewCase] = {
         word_level=("builtin:masked-lm", {}),
         panels=({}, {"b": "", "text": "the [MASK] to the [MASK] are here ."}),
         typing="model=builtin:masked-lm&b="),
+    "decision": ViewCase(
+        hostile=Hostile({"model": "builtin:sentiment-lstm", "b": ""}, TYPE, NOTHING,
+                        "The text has 3,000 tokens; only the first 511 are used", "are shown as <unk>", False),
+        word_level=("builtin:sentiment-lstm", {"b": ""}),
+        panels=({}, {"foil": "0", "label": "1", "method": "gradient × input"},
+                {"model": "builtin:pos-bilstm", "text": "they went for a long run ."}),
+        typing="model=builtin:sentiment-lstm&b="),
     "logit-lens": ViewCase(
         hostile=Hostile({"model": "builtin:tiny-gpt"}, TYPE, NOTHING,
                         "The text has 3,000 tokens; only the first 63 are used (the model's limit)",

@@ -78,7 +78,13 @@ def test_a_state_dict_has_what_was_found_in_it() -> None:
              "decoder.weight": torch.randn(20, 16), "decoder.bias": torch.zeros(20)}
     vocabs = {"vocab": Vocab([f"w{i}" for i in range(20)], keep_ids=True)}
     loaded = LoadedModel("upload:lstm", "state-dict", None, "cpu", "float32", vocabs=vocabs, state_dict=state)
-    assert loaded.caps.names == C.MAY_HAVE["state-dict"]
+    # a state dict may hold a language model or a classifier (a task head): this one is a language model
+    assert loaded.caps.names == C.MAY_HAVE["state-dict"] - {"decision"}
+    classifier = LoadedModel("upload:cls", "state-dict", None, "cpu", "float32", vocabs=vocabs, state_dict={
+        **{k: v for k, v in state.items() if not k.startswith("decoder.")}, "fc.weight": torch.randn(3, 16)})
+    assert classifier.caps.names == {"recurrence", "tables", "decision"}
+    assert classifier.caps.decision is not None and classifier.caps.decision.head.labels == ("label 0", "label 1",
+                                                                                             "label 2")
     no_head = LoadedModel("upload:encoder", "state-dict", None, "cpu", "float32", vocabs=vocabs,
                           state_dict={k: v for k, v in state.items() if not k.startswith("decoder.")})
     assert {"recurrence", "tables"} <= no_head.caps.names and not {"stepper", "lens", "gradient"} & no_head.caps.names

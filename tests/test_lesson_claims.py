@@ -802,3 +802,109 @@ def test_09_the_lens_after_cabinet_over_training() -> None:
             says(s.caption, f"(p = {t.final_prob[-1, cab]:.3f})")
     assert said == [")", "that", "are"]
     says(s.caption, f'is "{said[0]}" at step 163, "{said[1]}" at step 452 and "are"')
+
+
+# ------------------------------------------------------------------------- 11: a word decided by its context
+def _tag(text: str, word: str):
+    from explorer.probes import decision as DE
+
+    trace = DE.decide(model("builtin:pos-bilstm"), text)
+    i = trace.tokens.index(word)
+    return trace, i, dict(zip(trace.labels, trace.probs[i]))
+
+
+def test_11_run_light_and_never_in_their_sentences() -> None:
+    s1, p1 = step("11-a-word-decided-by-its-context", 1)
+    trace, i, p = _tag(p1["text"], "run")
+    says(s1.caption, f"p = {p['noun']:.3f}")
+    assert max(p, key=p.get) == "noun"
+    assert [trace.labels[int(trace.probs[trace.tokens.index(w)].argmax())] for w in ("they", "for", "a", ".")] == \
+        ["other"] * 4
+    s2, p2 = step("11-a-word-decided-by-its-context", 2)
+    _, _, p = _tag(p2["text"], "run")
+    says(s2.caption, f"verb with p = {p['verb']:.3f}", f"a noun with p = {p['noun']:.3f}")
+    s4, p4 = step("11-a-word-decided-by-its-context", 4)
+    _, _, adj = _tag(p4["text"], "light")
+    _, _, noun = _tag("Please turn on the light.", "light")
+    says(s4.caption, f"adjective (p = {adj['adjective']:.3f})", f"noun (p = {noun['noun']:.3f})")
+    from explorer.data import pos_english as PE
+
+    counts = {lab: sum(1 for r in PE.rows() if r.lemma == "light" and r.label == lab) for lab in PE.LABELS}
+    says(s4.caption, f"{counts['adjective']} times as an adjective and {counts['noun']} times as a noun")
+    s6, p6 = step("11-a-word-decided-by-its-context", 6)
+    _, _, p = _tag(p6["text"], "never")
+    says(s6.caption, f"verb (p = {p['verb']:.3f}; adverb {p['adverb']:.3f})")
+    metrics = model("builtin:pos-bilstm").meta["metrics"]
+    wrong = round((1 - metrics["everyday_accuracy"]) * metrics["everyday_n"])
+    says(s6.caption, f"gets {wrong} wrong")
+    says(LESSONS["11-a-word-decided-by-its-context"].intro, f"{metrics['heldout_accuracy']:.1%}",
+         f"{metrics['everyday_accuracy']:.1%}")
+
+
+def test_11_what_makes_run_a_noun_rather_than_a_verb() -> None:
+    from explorer.probes import decision as DE
+
+    s3, p3 = step("11-a-word-decided-by-its-context", 3)
+    a = DE.attribute(model("builtin:pos-bilstm"), p3["text"], p3["label"], p3["foil"], p3["token"])
+    assert a.tokens[p3["token"]] == "run" and a.of == "log p(noun) − log p(verb)"
+    shares = dict(zip(a.tokens, a.integrated))
+    says(s3.caption, f"({a.value:.2f} at the sentence, {a.baseline_value:.2f} at the zero embedding)".replace("-", "−"),
+         f"\"they\" contributes {shares['they']:.2f}", f"\"a\" {shares['a']:.2f}",
+         f"\"run\" itself {shares['run']:.2f}", f"\"went\" {shares['went']:.2f}".replace("-", "−"))
+    says(s3.caption, f"within {a.relative:.1%}".replace("%", " %"))
+    assert sorted(shares, key=shares.get, reverse=True)[:2] == ["they", "a"]
+
+
+# ---------------------------------------------------------------------------- 10: an LSTM decides sentiment
+def test_10_a_sentence_its_negation_and_the_decision_word_by_word() -> None:
+    from explorer.probes import decision as DE
+
+    loaded = model("builtin:sentiment-lstm")
+    s1, p1 = step("10-an-lstm-decides-sentiment", 1)
+    a, b = DE.decide(loaded, p1["text"]), DE.decide(loaded, p1["b"])
+    says(s1.caption, f"positive with p = {a.probs[1]:.3f}", f"it is positive with p = {b.probs[1]:.3f}")
+    s2, p2 = step("10-an-lstm-decides-sentiment", 2)
+    t = DE.decide(loaded, p2["text"])
+    after = {w: float(t.prefix_probs[t.tokens.index(w), 1]) for w in ("was", "not", "bad", "at")}
+    says(s2.caption, f"(p(positive) = {after['was']:.3f})", f"after \"not\", {after['not']:.3f}",
+         f"after \"bad\", {after['bad']:.3f}", f"after \"at\", {after['at']:.3f}")
+    metrics = loaded.meta["metrics"]
+    says(LESSONS["10-an-lstm-decides-sentiment"].intro, f"{metrics['heldout_accuracy']:.1%}",
+         f"{metrics['everyday_accuracy']:.1%}", f"{loaded.meta['corpus']['n_train']:,} short reviews",
+         f"On {metrics['heldout_n']:,} held-out")
+
+
+def test_10_integrated_gradients_add_up_where_gradient_x_input_says_nothing() -> None:
+    from explorer.probes import decision as DE
+
+    loaded = model("builtin:sentiment-lstm")
+    s3, p3 = step("10-an-lstm-decides-sentiment", 3)
+    a = DE.attribute(loaded, p3["text"], p3["label"])
+    share = dict(zip(a.tokens, a.integrated))
+    says(s3.caption, f"({a.value:.3f} at the sentence, {a.baseline_value:.3f} at the zero embedding)".replace("-", "−"),
+         f"\"not\" {share['not']:+.2f}", f"\"bad\" {share['bad']:+.2f}".replace("-", "−"),
+         f"\"was\" {share['was']:+.2f}".replace("-", "−"), f"\"at\" {share['at']:+.2f}",
+         f"up to {a.relative:.2%}".replace("%", " %"))
+    s4, _ = step("10-an-lstm-decides-sentiment", 4)
+    says(s4.caption, "every bar is below 0.0005 in size", "p(positive) = 0.999")
+    assert np.abs(a.gradient_x_input).max() < 0.0005 and abs(float(a.integrated.sum())) > 0.5
+    assert f"{np.exp(a.value):.3f}" == "0.999"
+
+
+def test_10_negative_rather_than_positive() -> None:
+    from explorer.probes import decision as DE
+
+    loaded = model("builtin:sentiment-lstm")
+    s5, p5 = step("10-an-lstm-decides-sentiment", 5)
+    t = DE.decide(loaded, p5["text"])
+    a = DE.attribute(loaded, p5["text"], p5["label"], p5["foil"])
+    assert a.of == "log p(negative) − log p(positive)"
+    at = {w: [float(v) for tok, v in zip(a.tokens, a.integrated) if tok == w] for w in ("good", "but", "not", "was")}
+    says(s5.caption, f"(p(negative) = {t.probs[0]:.3f})",
+         f"({a.value:.2f}, against {a.baseline_value:.2f} at the zero embedding)".replace("-", "−"),
+         f"with {at['good'][0]:.2f}".replace("-", "−"), f"\"but\" ({at['but'][0]:+.2f})",
+         f"\"not\" ({at['not'][0]:+.2f})", f"the second \"was\" ({at['was'][1]:+.2f})")
+    after_not = float(t.prefix_probs[t.tokens.index("not"), 1])
+    says(s5.question, f"still positive ({after_not:.3f})", f"brings it to {t.probs[1]:.3f}")
+    s6, p6 = step("10-an-lstm-decides-sentiment", 6)
+    assert loaded.model.rnn.num_layers == 2 and loaded.model.rnn.hidden_size == 64 and p6["layer"] == 1

@@ -190,6 +190,11 @@ class Adapter:
     decoder_start: tuple[int, ...] = ()
     context_len: int | None = None
     sliding = False  # beyond context_len the oldest tokens are dropped (built-in GPT, as nanoGPT's generate)
+    # a task model's head (explorer.adapters.task_head.TaskHead) and its two functions, ids (B, T) -> embeddings
+    # (B, T, E) and embeddings [, segments] -> logits (B, C) or (B, T, C): set by the adapters that read one, made
+    # the `decision` capability by explorer.adapters.capabilities
+    task_head: Any = None
+    decision_fns: Any = None
 
     def __init__(self, loaded: Any) -> None:
         self.loaded = loaded
@@ -259,8 +264,8 @@ class Adapter:
         return PositionScheme("none")
 
     def describe(self) -> tuple[tuple[str, str], ...]:
-        """(what, value) rows: what the adapter read from the model (shown on the pages)."""
-        return ()
+        """(what, value) rows: what the adapter read from the model (shown on the pages): a task model's head."""
+        return tuple(self.task_head.rows()) if self.task_head is not None else ()
 
     # ------------------------------------------------------------------ example sentences
     def examples(self, purpose: str) -> Examples:

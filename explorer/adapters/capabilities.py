@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from explorer.adapters.base import Adapter
-from explorer.adapters.protocols import (Capabilities, Reads, aligns, can_intervene, differentiates, generates,
-                                         has_attention, has_tables, is_composed, is_recurrent, knows_positions,
-                                         unembeds)
+from explorer.adapters.decision import Decider
+from explorer.adapters.protocols import (Capabilities, Reads, aligns, can_intervene, decides, differentiates,
+                                         generates, has_attention, has_tables, is_composed, is_recurrent,
+                                         knows_positions, unembeds)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("recurrence", "Recurrent", "runs a recurrent cell whose weights were read"),
     Capability("patching", "Intervenes", "runs with activations patched at named sites"),
     Capability("tables", "HasTables", "has embedding tables"),
+    Capability("decision", "Decides", "decides a label for a sentence or for each word (a classifier or tagger)"),
 )
 NAMES: tuple[str, ...] = tuple(c.name for c in CAPABILITIES)
 WHAT: dict[str, str] = {c.name: c.what for c in CAPABILITIES}
@@ -58,7 +60,9 @@ WHAT: dict[str, str] = {c.name: c.what for c in CAPABILITIES}
 _LM = ("stepper", "lens", "gradient", "patching", "tables")
 MAY_HAVE: dict[str, frozenset[str]] = {
     "rnn-lm": frozenset((*_LM, "recurrence")),
-    "state-dict": frozenset((*_LM, "recurrence")),  # a user's state dict: a recurrent network is inferred from it
+    "rnn-classifier": frozenset(("recurrence", "tables", "decision")),
+    # a user's state dict: a recurrent network is inferred from it, with a language-model or a task head
+    "state-dict": frozenset((*_LM, "recurrence", "decision")),
     "decoder": frozenset((*_LM, "attention", "positions")),
     "encoder": frozenset(("attention", "positions", "fill_in", "tables")),
     "masked-lm": frozenset(("attention", "positions", "fill_in", "tables")),
@@ -101,4 +105,5 @@ def of(a: Adapter) -> Capabilities:
         recurrence=r if is_recurrent(r := part("recurrence")) else None,
         patching=pa if can_intervene(pa := part("patching")) else None,
         tables=t if has_tables(t := part("tables")) else None,
+        decision=d if a.task_head is not None and decides(d := Decider(a, a.task_head, *a.decision_fns)) else None,
     )

@@ -19,6 +19,7 @@ def adapter_for(loaded: Loaded) -> Adapter:
     from explorer.adapters.seq2seq_rnn import Seq2SeqAdapter
     from explorer.adapters.tables import StateDictAdapter, VectorsAdapter, Word2VecAdapter
     from explorer.models.masked_lm import MaskedLM
+    from explorer.models.rnn_classifier import RNNClassifier
     from explorer.models.rnn_lm import RNNLanguageModel
     from explorer.models.seq2seq import Seq2Seq
     from explorer.models.tiny_gpt import GPT
@@ -27,7 +28,7 @@ def adapter_for(loaded: Loaded) -> Adapter:
 
     model = loaded.model
     try:
-        if model is None or isinstance(model, RNNLanguageModel):
+        if model is None or isinstance(model, (RNNLanguageModel, RNNClassifier)):
             return RecurrentAdapter(loaded)
         if isinstance(model, GPT):
             return GPTAdapter(loaded)

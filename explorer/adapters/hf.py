@@ -23,6 +23,7 @@ import torch
 from explorer.adapters import hf_attention as A
 from explorer.adapters import hf_parts as parts
 from explorer.adapters.base import Acts, Adapter, Names, Record, Unsupported, causal_mask
+from explorer.adapters.task_head import TASKS, TaskHead, label_names
 from explorer.adapters.hf_parts import FINAL_NORMS, base_model as _base
 from explorer.adapters.interventions import TransformerSites, find_sites
 from explorer.adapters.protocols import Reads
@@ -86,6 +87,8 @@ class HFAdapter(Adapter):
             if isinstance(value, int) and value > 0:
                 self.context_len = value
                 break
+        if str((loaded.meta or {}).get("task", "")) in TASKS:  # a classifier or tagger: its head decides
+            self.task_head, self.decision_fns = _task(self, self.model, self.family)
         if self.can_generate:  # a causal LM: its blocks, found once, can be patched (explorer.adapters.interventions)
             layers = _first_int(*(getattr(self.config, n, None)
                                   for n in ("num_hidden_layers", "n_layer", "num_layers")))
@@ -302,6 +305,44 @@ class HFAdapter(Adapter):
         model's own, and explorer.adapters.capabilities.of decides from it whether the model has the capability."""
         made = parts.PARTS.get(name)
         return made(self) if made is not None else self
+
+
+def _task(adapter: HFAdapter, model: Any, family: str) -> tuple[TaskHead, tuple[Any, Any]]:
+    """The decision of a Hugging Face *ForSequenceClassification / *ForTokenClassification: labels from
+    config.id2label, the model's own head on input embeddings (inputs_embeds: position and segment vectors are added
+    by the model itself)."""
+    import inspect
+
+    task = str(adapter.loaded.meta.get("task"))
+    cfg = model.config
+    n = _first_int(getattr(cfg, "num_labels", None)) or len(getattr(cfg, "id2label", None) or {}) or 2
+    labels, why = label_names(n, getattr(cfg, "id2label", None))
+    cls = type(model).__name__
+    if task == TASKS[1]:
+        pooling = ""
+    elif family == "decoder":
+        pooling = f"the final state of the last token, through its score layer ({cls}'s own rule)"
+    else:
+        pooling = f"the final state of the first token ([CLS] or <s>), through {cls}'s own head"
+    head_module = next((m for name in ("classifier", "score", "qa_outputs", "sequence_summary", "logits_proj")
+                        if isinstance(m := getattr(model, name, None), torch.nn.Module)), None)
+    weight = getattr(head_module, "weight", None) if head_module is not None else None
+    if weight is None and head_module is not None:
+        weight = next((p for p in head_module.parameters() if p.dim() == 2), None)
+    source = f"{cls}: {type(head_module).__name__ if head_module is not None else 'its head'}" + (
+        f" {tuple(weight.shape)}" if isinstance(weight, torch.Tensor) else "")
+    head = TaskHead(task, labels, pooling, pairs=task == TASKS[0] and family == "encoder",
+                    assumed=(why,) if why else (), source=source)
+    takes_segments = "token_type_ids" in inspect.signature(model.forward).parameters
+    embeddings = model.get_input_embeddings()
+
+    def logits(embeds: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
+        mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
+        extra = {"token_type_ids": segments} if segments is not None and takes_segments else {}
+        out = model(inputs_embeds=embeds.to(embeddings.weight.dtype), attention_mask=mask, **extra)
+        return cast(torch.Tensor, out.logits).float()
+
+    return head, (lambda ids: cast(torch.Tensor, embeddings(ids)), logits)
 
 
 # -------------------------------------------------------------------------------------- encoder-decoder

@@ -18,6 +18,7 @@ adapters that can do it) rather than a method on every adapter:
   Aligns          the encoder-decoder's attention and what it computes               seq2seq
   Recurrent       the cell's weights and network (adapters whose `recurrent` is set) LSTM gates, gradients
   Intervenes      runs with activations patched at named sites                       interventions
+  Decides         a task model's head: labels per sentence or per token, from embeddings  decision
 
 Shapes: T tokens, C width, V vocabulary, H heads, B batch.
 """
@@ -32,6 +33,7 @@ from numpy.typing import NDArray
 
 if TYPE_CHECKING:
     from explorer.adapters.base import Adapter, CrossForm, Names, PositionScheme, PositionTable, Record, Table
+    from explorer.adapters.task_head import TaskHead
     from explorer.adapters.interventions import BlockCall, Layout, Metric, Patch, PatchedRun
     from explorer.adapters.recurrent import RecurrentWeights
     from explorer.adapters.text import Encoded
@@ -274,6 +276,17 @@ class Intervenes(Reads, Protocol):
         """ids (1, T): metric(logits (1, V)), the kept sites' values and their gradients, each (T, ...)."""
 
 
+class Decides(Records, Protocol):
+    """A task model (explorer.adapters.decision): what it decides, and its head's logits from input embeddings."""
+
+    @property
+    def head(self) -> TaskHead: ...
+    def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """(B, T) ids -> (B, T, E) the input embeddings the model adds."""
+    def decision_logits(self, embeds: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, E) [, (B, T) segment ids] -> (B, C) labels of the input, or (B, T, C) of each token."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a loaded model can do: each capability the adapter typed as its protocol, or None
@@ -289,6 +302,7 @@ class Capabilities:
     recurrence: Recurrent | None
     patching: Intervenes | None
     tables: HasTables | None
+    decision: Decides | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -362,6 +376,11 @@ def aligns(adapter: Reads) -> TypeGuard[Aligns]:
 def is_recurrent(adapter: Reads) -> TypeGuard[Recurrent]:
     """Whether `adapter` reads a recurrent network (its `recurrent` flag): then it has `weights` and `net`."""
     return bool(getattr(adapter, "recurrent", False))
+
+
+def decides(part: object) -> TypeGuard[Decides]:
+    """Whether `part` is a task model's decision (explorer.adapters.decision.Decider)."""
+    return part is not None and callable(getattr(part, "decision_logits", None)) and hasattr(part, "head")
 
 
 if TYPE_CHECKING:

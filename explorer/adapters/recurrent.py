@@ -34,6 +34,8 @@ import torch
 import torch.nn as nn
 
 from explorer.adapters.base import Acts, Adapter, Names, Record, Table, Unsupported, wants
+from explorer.adapters.task_head import TASKS, TaskHead, label_names, task_settings
+from explorer.models.rnn_classifier import POOLINGS, RNNClassifier, pool
 from explorer.adapters.interventions import BlockCall, Layout, Metric, Patch, PatchedRun, by_site
 from explorer.adapters.text import Encoded, VocabText, input_convention
 from explorer.data.vocab import Vocab
@@ -84,6 +86,9 @@ class RecurrentWeights:
     inferred: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     embedding_key: str = "embedding.weight"
+    head_weight: torch.Tensor | None = None  # (C, D*H): a classifier's or tagger's head instead of an output layer
+    head_bias: torch.Tensor | None = None  # (C,)
+    head_key: str = ""
 
     @property
     def num_layers(self) -> int:
@@ -339,6 +344,13 @@ class RecurrentNet(nn.Module):
                 self.decoder.weight.copy_(w.output_weight)
                 if w.output_bias is not None:
                     self.decoder.bias.copy_(w.output_bias)
+        self.head: nn.Linear | None = None
+        if w.head_weight is not None:
+            self.head = nn.Linear(w.head_weight.shape[1], w.head_weight.shape[0], bias=w.head_bias is not None)
+            with torch.no_grad():
+                self.head.weight.copy_(w.head_weight)
+                if w.head_bias is not None:
+                    self.head.bias.copy_(w.head_bias)
         self.to(w.embedding.device).eval()
 
     def forward(self, ids: torch.Tensor, hidden: Hidden | None = None,
@@ -407,11 +419,30 @@ def infer_recurrent(state: dict[str, torch.Tensor], nonlinearity: str = "tanh") 
     elif (bias_key := _lone_output_bias(tensors, V, emb_key)) is not None and embedding.shape[1] == D_H:
         out_key, out_w, out_b = emb_key, embedding, tensors[bias_key].detach().float()
         tied = f"tied: one tensor saved once, {emb_key} is the embedding and, with '{bias_key}', the output layer"
-    elif num_dirs == 1:
+    head_key = _find_head(tensors, V, D_H, exclude={emb_key}) if out_key is None else None
+    head_w = head_b = None
+    if head_key is not None:
+        head_w = tensors[head_key].detach().float()
+        bias = tensors.get(head_key[: -len("weight")] + "bias")
+        head_b = (bias.detach().float() if isinstance(bias, torch.Tensor) and tuple(bias.shape) == (head_w.shape[0],)
+                  else None)
+    elif out_key is None and num_dirs == 1:
         notes.append(f"No output layer of shape ({V}, {hidden}) found: next-token predictions are not shown.")
-    w = RecurrentWeights(cell, nonlinearity, layers, embedding, out_w, out_b, notes=notes, embedding_key=emb_key)
+    w = RecurrentWeights(cell, nonlinearity, layers, embedding, out_w, out_b, notes=notes, embedding_key=emb_key,
+                         head_weight=head_w, head_bias=head_b, head_key=head_key or "")
     w.inferred = _describe(w, prefix, emb_key, out_key, tied)
     return w
+
+
+def _find_head(tensors: dict[str, torch.Tensor], vocab_size: int, in_dim: int, exclude: set[str]) -> str | None:
+    """A task head: a 2-D '<name>.weight' of shape (C, in_dim), 2 <= C < vocab_size labels, read from the recurrent
+    layer's states (a classifier's or tagger's Linear(H or 2H -> C)); the one with an output-like name first."""
+    from explorer.adapters.task_head import MAX_LABELS
+
+    cands = [k for k, t in tensors.items()
+             if k not in exclude and t.dim() == 2 and t.shape[1] == in_dim and 2 <= t.shape[0] < vocab_size
+             and t.shape[0] <= MAX_LABELS and t.is_floating_point() and not _RNN_KEY.match(k) and k.endswith("weight")]
+    return sorted(cands, key=lambda k: (_hint_rank(k, _OUT_HINTS), k))[0] if cands else None
 
 
 def _lone_output_bias(tensors: dict[str, torch.Tensor], vocab_size: int, emb_key: str) -> str | None:
@@ -540,7 +571,7 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
     recurrent = True
     loaded: Source
     vocab: Vocab  # __init__ refuses a model without one
-    net: RNNLanguageModel | RecurrentNet
+    net: RNNLanguageModel | RecurrentNet | RNNClassifier
 
     def __init__(self, loaded: Source) -> None:
         super().__init__(loaded)
@@ -572,6 +603,39 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
         self.vocab_size = int(w.output_weight.shape[0]) if w.output_weight is not None and self.can_generate else 0
         self.bos_id, self.pad_id = self.vocab.bos_id, self.vocab.pad_id
         self.eos_ids = () if self.vocab.eos_id is None else (self.vocab.eos_id,)
+        head = getattr(self.net, "head", None)
+        if isinstance(head, nn.Linear):  # a classifier's or tagger's head instead of an output layer
+            self._read_task(head)
+
+    def _read_task(self, linear: nn.Linear) -> None:
+        """The decision of a recurrent classifier or tagger: its task settings from the JSON beside the weights
+        (explorer.adapters.decision), what they do not say assumed and said."""
+        settings = task_settings(self.loaded.meta)
+        if isinstance(self.net, RNNClassifier):  # a built-in: its own task and pooling, its labels from its meta
+            settings.update(task=TASKS[1] if self.net.task == "tag" else TASKS[0], pooling=self.net.pooling)
+        labels, why = label_names(linear.out_features, settings.get("labels"))
+        assumed = [why] if why else []
+        task = str(settings.get("task") or "")
+        if task not in TASKS:
+            task = TASKS[0]
+            assumed.append("Task: weights do not say whether a model labels the sentence or each word; read as a "
+                           "sentence classifier (a JSON beside the weights with {\"task\": \"tag\"} says otherwise).")
+        pooling = str(settings.get("pooling") or "")
+        if task == TASKS[0] and pooling not in POOLINGS:
+            pooling = "last"
+            assumed.append("Pooling: weights do not say how the states become one vector; assumed 'last' (h_n, "
+                           "as `fc(h_n[-1])` reads it; a JSON beside the weights with {\"pooling\": \"mean\"}, "
+                           "\"max\" or \"first\" says otherwise).")
+        shape = tuple(linear.weight.shape)
+        head = TaskHead(task, labels, pooling, False, tuple(assumed),
+                        source=f"{self.weights.head_key or 'head.weight'} {shape}")
+        rnn, embedding, directions = self.net.rnn, self.net.embedding, self.weights.num_directions
+
+        def logits(embeds: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
+            out, _ = rnn(embeds)
+            return cast(torch.Tensor, linear(out if head.per_token else pool(out, head.pooling, directions)))
+
+        self.task_head, self.decision_fns = head, (lambda ids: cast(torch.Tensor, embedding(ids)), logits)
 
     @property
     def cell(self) -> str:
@@ -662,6 +726,7 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
         and how text is fed."""
         rows = (self.loaded.meta or {}).get("found", ())  # (what, value) pairs (explorer.loading.loaders)
         found = tuple((str(a), str(b)) for a, b in rows) if isinstance(rows, (list, tuple)) else ()
-        return found + tuple(self.weights.inferred) + (("vocabulary", self.vocab.summary()),
-                                                       ("input", input_convention(self.vocab, self.feeds_bos)))
+        task = self.task_head.rows() if self.task_head is not None else ()
+        return found + tuple(self.weights.inferred) + task + (("vocabulary", self.vocab.summary()),
+                                                              ("input", input_convention(self.vocab, self.feeds_bos)))
 

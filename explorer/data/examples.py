@@ -25,6 +25,7 @@ PURPOSES = {
     "attention": "a sentence whose words refer back to earlier words",
     "chat": "a message to an instruction-tuned model (a user turn of its chat template)",
     "contrast": "a prompt with a corrupted twin of as many tokens and two continuations (CONTRASTS)",
+    "decide": "a sentence whose label a classifier or tagger decides (sentiment, a word's part of speech)",
     "distance": "a long dependency that ends in the word to predict",
     "masked": "a sentence with [MASK] where a word should be",
     "order": "a sentence whose meaning depends on word order",
@@ -168,6 +169,9 @@ CONTRASTS: dict[str, tuple[str, str, str]] = {
         "When Mary and John went to the store, Mary gave a drink to", "Mary", "John"),
     "The keys to the cabinet": ("The key to the cabinet", "are", "is"),
 }
+# The decision view's sentences: a classifier's negation turns a decision; a tagger's word changes label in context.
+DECIDE = ("The film was good but the ending was not.", "The food was not bad at all.", "I did not enjoy the trip.",
+          "What a lovely day at the beach!", "They went for a long run.", "They run to school every morning.")
 ENGLISH["contrast"] = tuple(k for k in CONTRASTS if k.islower())
 NATURAL["contrast"] = tuple(k for k in CONTRASTS if not k.islower())
 # The real-English built-in models (explorer.data.wordnet_english, trained on WordNet's example sentences and
@@ -193,7 +197,17 @@ WORDNET: dict[str, tuple[str, ...]] = {
               "one two three four five first second third"),
     "contrast": ("The keys to the cabinet",),  # in CONTRASTS: "The key to the cabinet", are / is
 }
-LANGUAGES = {"english": ENGLISH, "wordnet": WORDNET, "everyday": WORDNET, "translation": TRANSLATION, "dates": DATES,
+NATURAL["decide"] = DECIDE
+# The shipped task models' own languages (explorer.training.task_models): reviews for the sentiment classifier, words
+# whose part of speech their context decides for the tagger; their other views read the same sentences.
+SENTIMENT: dict[str, tuple[str, ...]] = {
+    "decide": ("The film was good but the ending was not.", "The food was not bad at all.",
+               "I did not enjoy the trip.", "What a lovely day at the beach!", "The staff were not friendly.")}
+POS: dict[str, tuple[str, ...]] = {
+    "decide": ("They went for a long run.", "They run to school every morning.", "Please turn on the light.",
+               "This bag is very light.", "We walked back home.")}
+LANGUAGES = {"english": ENGLISH, "sentiment": SENTIMENT, "pos": POS, "wordnet": WORDNET, "everyday": WORDNET,
+             "translation": TRANSLATION, "dates": DATES,
              "natural": NATURAL}
 # What a model that reads left to right gets instead, per language and purpose (see PRONOUN_PAIRS).
 LEFT_TO_RIGHT: dict[str, dict[str, tuple[str, ...]]] = {

@@ -39,6 +39,7 @@ BUILTIN_DIR = ROOT / "assets" / "builtin"
 
 FAMILIES: dict[str, str] = {
     "rnn-lm": "RNN language model",
+    "rnn-classifier": "RNN classifier or tagger (a task head that decides labels)",
     "seq2seq-rnn": "RNN encoder–decoder",
     "decoder": "Transformer decoder (causal LM)",
     "encoder": "Transformer encoder",

@@ -315,6 +315,22 @@ def _offline_help(label: str, repo: str) -> str:
     )
 
 
+# The tasks whose head a checkpoint must hold (else the model is loaded without it), and what the head is called
+HEADED = {"masked-lm": "masked-LM head", "sequence-classification": "classification head",
+          "token-classification": "token-classification head"}
+
+
+def hf_task(config: object, family: str) -> str:
+    """The task a Hugging Face config was saved for: a classifier or tagger by its architectures
+    (*ForSequenceClassification, *ForTokenClassification), else the family's language model (an encoder: "base")."""
+    archs = [str(a) for a in (getattr(config, "architectures", None) or [])]
+    if any(a.endswith("ForSequenceClassification") for a in archs):
+        return "sequence-classification"
+    if any(a.endswith("ForTokenClassification") for a in archs):
+        return "token-classification"
+    return {"encoder-decoder": "seq2seq-lm", "decoder": "causal-lm"}.get(family, "base")
+
+
 def _hf_family(config: object) -> str:
     if getattr(config, "is_encoder_decoder", False):
         return "encoder-decoder"
@@ -353,7 +369,7 @@ def _load_hf_source(label: str, source: str | Path, local_only: bool, device: st
 
     family = _hf_family(config)
     if task is None:
-        task = {"encoder-decoder": "seq2seq-lm", "decoder": "causal-lm"}.get(family, "base")
+        task = hf_task(config, family)
     if task not in AUTO_CLASSES:
         raise ModelLoadError(f"Unknown task '{task}': use one of {', '.join(AUTO_CLASSES)}.")
     kwargs = dict(common, attn_implementation="eager", dtype=DTYPES[dtype])
@@ -361,16 +377,18 @@ def _load_hf_source(label: str, source: str | Path, local_only: bool, device: st
     notes: list[str] = []
     try:
         try:
-            if task == "masked-lm":  # a head the checkpoint does not hold would be random: load without it
+            if task in HEADED:  # a head the checkpoint does not hold would be random: load without it
                 model, info = auto_cls.from_pretrained(source, output_loading_info=True, **kwargs)
                 base = f"{getattr(model, 'base_model_prefix', '')}."
                 covered = _aliases(model, overlay or {})
                 missing = sorted(k for k in info.get("missing_keys") or ()
                                  if not k.startswith(base) and k not in covered)  # the head's
                 if missing:
-                    notes.append(f"{label} has no masked-LM head saved with it ({len(missing)} weights missing, e.g. "
-                                 f"{missing[0]}), so it was loaded without one: it cannot fill in [MASK]. Pick a "
-                                 "model saved as *ForMaskedLM (BERT, RoBERTa, DistilBERT, ALBERT, …).")
+                    notes.append(f"{label} has no {HEADED[task]} saved with it ({len(missing)} weights missing, e.g. "
+                                 f"{missing[0]}), so it was loaded without one" + (
+                                     ": it cannot fill in [MASK]. Pick a model saved as *ForMaskedLM (BERT, RoBERTa, "
+                                     "DistilBERT, ALBERT, …)." if task == "masked-lm" else
+                                     ": a head that was never trained would decide at random."))
                     task, model = "base", AutoModel.from_pretrained(source, **kwargs)
             else:
                 model = auto_cls.from_pretrained(source, **kwargs)
@@ -403,7 +421,8 @@ def _load_hf_source(label: str, source: str | Path, local_only: bool, device: st
     if tokenizer is not None and not _has_vocabulary(tokenizer):
         tokenizer = None
         notes.append(f"{label} has no tokenizer files, so it cannot read text (save one with its tokenizer).")
-    meta = {"source": "hf", "task": task, "model_type": getattr(config, "model_type", "")}
+    meta = {"source": "hf", "task": task, "model_type": getattr(config, "model_type", ""),
+            "saved_task": hf_task(config, family)}
     return LoadedModel(label, family, model, device, dtype, meta, tokenizer=tokenizer, notes=notes)
 
 
@@ -499,6 +518,6 @@ def _materialise(files: UploadBundle, device: str, dtype: str) -> LoadedModel:
                            vocabs=vocabs, notes=[files.note] if files.note else [])
     vocabs = {"vocab": files.vocab} if files.vocab is not None else {}
     state = {k: v.to(device) for k, v in files.state_dict.items()}
-    meta = {"source": "state-dict", "found": list(files.found)}
+    meta = {"source": "state-dict", "found": list(files.found), **({"task_settings": files.task} if files.task else {})}
     return LoadedModel(files.id, "state-dict", None, device, dtype, meta, vocabs=vocabs, state_dict=state,
                        notes=[files.note] if files.note else [])

@@ -59,6 +59,7 @@ class UploadBundle:
     found: tuple[tuple[str, str], ...] = ()
     note: str = ""
     series: tuple[dict[str, torch.Tensor], ...] = ()  # snapshots over training (meta["snapshots"]), as stored
+    task: dict[str, object] | None = None  # a task model's settings from a JSON beside it (explorer.adapters.decision)
 
 
 _UPLOADS: "OrderedDict[str, UploadBundle]" = OrderedDict()
@@ -121,6 +122,7 @@ def bundle_from_parts(uid: str, label: str, weights: Weights, json_files: dict[s
     """The files of one model: weights (explorer.files.safe_load.read_weights), and JSON files (name -> bytes): a config
     JSON with "architecture" (a built-in architecture) and a vocabulary (explorer.data.vocab_files.find_vocabulary:
     tokenizer.json, vocab.json, another JSON file or an entry of the checkpoint). Raises CorruptFileError."""
+    from explorer.adapters.task_head import settings_from_json
     from explorer.data.vocab_files import find_vocabulary
 
     state = weights.tensors
@@ -128,8 +130,18 @@ def bundle_from_parts(uid: str, label: str, weights: Weights, json_files: dict[s
     most = max(sizes, default=0)  # JSON files are bounded by the weights' rows before they are parsed
     parsed = {name: read_json_bytes(data, name, most) for name, data in sorted(json_files.items())}
     meta = next((obj for obj in parsed.values() if isinstance(obj, dict) and "architecture" in obj), None)
+    task, task_file = None, ""
+    for name, obj in parsed.items():
+        try:
+            settings = settings_from_json(obj) if obj is not meta else None
+        except ValueError as exc:
+            raise CorruptFileError(f"{name}: {exc}") from None
+        if settings is not None:
+            task, task_file = settings, name
+            break
     try:
-        found = find_vocabulary({n: o for n, o in parsed.items() if o is not meta}, weights.extras, sizes, label)
+        found = find_vocabulary({n: o for n, o in parsed.items() if o is not meta and n != task_file}, weights.extras,
+                                sizes, label)
     except ValueError as exc:
         raise CorruptFileError(str(exc)) from None
     vocab, rows = None, list(weights.rows)
@@ -145,7 +157,9 @@ def bundle_from_parts(uid: str, label: str, weights: Weights, json_files: dict[s
                 f"(known: {', '.join(FAMILY_OF_ARCHITECTURE)})."
             )
     nbytes = sum(t.numel() * t.element_size() for t in state.values())
-    return UploadBundle(uid, label, family, state, meta, vocab, nbytes, tuple(rows), weights.note)
+    if task is not None:
+        rows.append(("task settings read from", task_file))
+    return UploadBundle(uid, label, family, state, meta, vocab, nbytes, tuple(rows), weights.note, task=task)
 
 
 def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None,

@@ -15,6 +15,7 @@ import torch.nn as nn
 from explorer.files.safe_load import CorruptFileError
 
 from explorer.models.masked_lm import MaskedLM, MaskedLMConfig
+from explorer.models.rnn_classifier import POOLINGS, TASKS as CLASSIFIER_TASKS, RNNClassifier
 from explorer.models.rnn_lm import CELLS, RNNLanguageModel
 from explorer.models.seq2seq import ATTENTIONS, Seq2Seq
 from explorer.models.tiny_gpt import GPT, GPTConfig
@@ -104,6 +105,17 @@ def _build_rnn_lm(c: Mapping[str, object]) -> RNNLanguageModel:
                             cell=cell, dropout=dropout, tie_weights=tie_weights)
 
 
+def _build_rnn_classifier(c: Mapping[str, object]) -> RNNClassifier:
+    _check_keys(c, {"vocab_size", "emb_dim", "hidden_size", "num_labels", "num_layers", "cell", "bidirectional",
+                    "task", "pooling", "dropout"}, "rnn_classifier")
+    return RNNClassifier(vocab_size=_int(c, "vocab_size", 5, MAX_VOCAB), emb_dim=_int(c, "emb_dim", 1, MAX_EMB),
+                         hidden_size=_int(c, "hidden_size", 1, MAX_HIDDEN), num_labels=_int(c, "num_labels", 2, 4096),
+                         num_layers=_int(c, "num_layers", 1, MAX_LAYERS, default=1, required=False),
+                         cell=_choice(c, "cell", CELLS, "lstm"), bidirectional=_bool(c, "bidirectional", False),
+                         task=_choice(c, "task", CLASSIFIER_TASKS, "classify"),
+                         pooling=_choice(c, "pooling", POOLINGS, "last"), dropout=_float(c, "dropout", 0.0, 0.9, 0.0))
+
+
 def _build_seq2seq(c: Mapping[str, object]) -> Seq2Seq:
     _check_keys(c, {"src_vocab_size", "tgt_vocab_size", "emb_dim", "hidden_size", "attention", "num_layers",
                     "dropout", "bidirectional", "input_feeding", "pad_id", "bos_id", "eos_id"}, "seq2seq")
@@ -185,6 +197,7 @@ ARCHITECTURES: dict[str, type[nn.Module]] = {
     "tiny_gpt": GPT,
     "word2vec": SkipGram,
     "masked_lm": MaskedLM,
+    "rnn_classifier": RNNClassifier,
 }
 
 _BUILDERS: dict[str, Callable[[Mapping[str, object]], nn.Module]] = {
@@ -193,6 +206,7 @@ _BUILDERS: dict[str, Callable[[Mapping[str, object]], nn.Module]] = {
     "tiny_gpt": _build_tiny_gpt,
     "word2vec": _build_word2vec,
     "masked_lm": _build_masked_lm,
+    "rnn_classifier": _build_rnn_classifier,
 }
 
 
@@ -206,7 +220,7 @@ def build_model(architecture: str, config: Mapping[str, object]) -> nn.Module:
 
 #: the catalogue family (explorer.loading.catalogue.FAMILIES) of each architecture
 FAMILY_OF_ARCHITECTURE = {"rnn_lm": "rnn-lm", "seq2seq": "seq2seq-rnn", "tiny_gpt": "decoder", "word2vec": "word2vec",
-                          "masked_lm": "masked-lm"}
+                          "masked_lm": "masked-lm", "rnn_classifier": "rnn-classifier"}
 
 
 def from_checkpoint(meta: Mapping[str, JSON], state: dict[str, torch.Tensor], label: str) -> torch.nn.Module:

@@ -15,6 +15,7 @@ import torch
 from explorer.adapters import generation as G
 from explorer.metrics import text as MT
 from explorer.adapters.base import Unsupported
+from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Generates, Loaded, Reads
 from explorer.adapters.text import TYPE_A_SENTENCE, shown_text
 from explorer.runtime import budget
@@ -143,7 +144,9 @@ class DecodingRun:
 
 def generator(loaded: Loaded) -> Generates:
     """The model's adapter if it can generate; DecodingError with the reason otherwise."""
-    if (adapter := loaded.caps.stepper) is None:
+    if (adapter := loaded.caps.stepper) is None and (task := not_a_language_model(loaded, "generates no text")):
+        raise DecodingError(task)
+    if adapter is None:
         raise DecodingError(loaded.adapter.reason or f"{loaded.id} ({getattr(loaded, 'family', '?')}) has no "
                             "language-model head that predicts the next token: pick a causal LM (built-in tiny-gpt / "
                             "RNN LMs, GPT-2 family) or an encoder-decoder.")

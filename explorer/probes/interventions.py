@@ -31,6 +31,7 @@ import torch
 
 from explorer.adapters.base import Unsupported
 from explorer.adapters.interventions import Layout, Patch, PatchedRun
+from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Intervenes, Loaded
 from explorer.adapters.text import TYPE_A_SENTENCE
 from explorer.runtime import budget
@@ -95,6 +96,9 @@ def layout(loaded: Loaded) -> Layout:
 
 def _adapter(loaded: Loaded) -> tuple[Intervenes, Layout]:
     adapter = loaded.caps.patching
+    if adapter is None and (task := not_a_language_model(loaded, "predicts no next word, which this view patches "
+                                                                  "a clean and a corrupted run to restore")):
+        raise InterventionError(task)
     if adapter is None or (layout := adapter.intervention_layout()) is None:
         raise InterventionError(
             f"{loaded.id} cannot be patched by this view: it reads decoders (the built-in GPT, Hugging Face causal "

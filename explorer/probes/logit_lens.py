@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from explorer.adapters.base import Unsupported
+from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Loaded, Unembeds, unembeds
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
@@ -158,6 +159,8 @@ def price(shape: budget.Shape, tokens: int) -> budget.Price:
 def _no_lens(loaded: Loaded, mid: str) -> str:
     """Why `loaded` has no logit lens (the adapter's own reason first)."""
     a, caps = loaded.adapter, loaded.caps
+    if task := not_a_language_model(loaded, "predicts no next word, so its layers cannot be read as predictions"):
+        return task
     why = "has no layers and next-token prediction"
     if caps.fill_in is not None:  # an encoder: its layers read the sentence both ways
         why = "has no language-model head that predicts the next token (it reads the sentence both ways)"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from explorer.adapters.base import Unsupported
+from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Loaded, Reads
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
@@ -112,6 +113,8 @@ def cannot_fill(loaded: Loaded) -> str:
     """Why `loaded` cannot fill in masks ("" when it can): it must be a bidirectional transformer with a mask token
     and a masked-LM head over its vocabulary."""
     mid, adapter = str(getattr(loaded, "id", "model")), loaded.adapter
+    if task := not_a_language_model(loaded, "fills in no [MASK]: its head decides labels, not words"):
+        return task
     if loaded.model is None or not adapter.streams:
         what = "a bare state dict" if loaded.model is None else f"not a transformer (family: {loaded.family})"
         return (f"{mid} is {what}. Masked-word prediction needs a masked language model: builtin:masked-lm or a "

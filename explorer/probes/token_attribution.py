@@ -47,6 +47,7 @@ import torch
 
 from explorer.adapters import generation as G
 from explorer.adapters.base import Unsupported
+from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Differentiates, Loaded
 from explorer.adapters.text import Encoded, no_text
 from explorer.runtime import budget
@@ -130,11 +131,13 @@ class AttributionTrace:
 # ---------------------------------------------------------------------------------------------------- the rule
 @dataclass(frozen=True)
 class _Row:
-    """One output to attribute: its logit row, token, and how many inputs (the first ones) it reads."""
+    """One output to attribute: its logit row, token, and how many inputs (the first ones) it reads; foil: a second
+    token whose f is subtracted (a contrastive question: why the target rather than the foil), -1 for none."""
 
     position: int
     target: int
     reach: int
+    foil: int = -1
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,12 @@ class _Path:
                 read = logits[torch.arange(len(chunk), device=dev), pos]  # (n, V)
                 if self.of == "log-probability":
                     read = torch.log_softmax(read, -1)
-                f = read[torch.arange(len(chunk), device=dev), torch.tensor([row.target for row in rows], device=dev)]
+                at = torch.arange(len(chunk), device=dev)
+                f = read[at, torch.tensor([row.target for row in rows], device=dev)]
+                if any(row.foil >= 0 for row in rows):  # f(target) − f(foil)
+                    foil = torch.tensor([max(row.foil, 0) for row in rows], device=dev)
+                    has = torch.tensor([row.foil >= 0 for row in rows], device=dev)
+                    f = f - torch.where(has, read[at, foil], torch.zeros_like(f))
                 (g,) = torch.autograd.grad(f.sum(), x)
             for c, i in enumerate(chunk):
                 along[i, :L] = (g[c] * self.D[:L]).sum(-1).double().cpu().numpy()
@@ -444,6 +452,9 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     called after each round of the integration with the trace so far (`provisional` says what is not final):
     gradient × input first, then integrated gradients as their completeness error falls. Raises AttributionError."""
     adapter, mid = loaded.caps.gradient, str(getattr(loaded, "id", "model"))
+    if adapter is None and (task := not_a_language_model(loaded, "predicts no output token; its labels are "
+                                                                 "attributed to the words in the Decision view")):
+        raise AttributionError(task)
     if adapter is None:
         raise AttributionError(loaded.adapter.reason or f"{mid} has no language-model head that predicts an output "
                                "from its input (a next token, or a translation): pick a decoder, a recurrent language "

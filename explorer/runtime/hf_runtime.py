@@ -14,7 +14,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Protocol, TypedDict, T
 
 import transformers
 from transformers import (AttentionInterface, AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
-                          AutoModelForSeq2SeqLM, AutoTokenizer, BertForMaskedLM, PreTrainedModel,
+                          AutoModelForSeq2SeqLM, AutoModelForSequenceClassification,
+                          AutoModelForTokenClassification, AutoTokenizer, BertForMaskedLM, PreTrainedModel,
                           PreTrainedTokenizerBase)
 from transformers.generation.logits_process import (
     ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, LogitsProcessorList, MinLengthLogitsProcessor,
@@ -27,11 +28,13 @@ from transformers.models.llama.modeling_llama import eager_attention_forward as 
 from explorer.runtime import heap
 
 AUTO_CLASSES = {"base": AutoModel, "causal-lm": AutoModelForCausalLM, "seq2seq-lm": AutoModelForSeq2SeqLM,
-                "masked-lm": AutoModelForMaskedLM}
+                "masked-lm": AutoModelForMaskedLM, "sequence-classification": AutoModelForSequenceClassification,
+                "token-classification": AutoModelForTokenClassification}
 
 __all__ = [
     "transformers", "AttentionInterface", "AutoConfig", "AutoModel", "AutoModelForCausalLM", "AutoModelForMaskedLM",
-    "AutoModelForSeq2SeqLM", "AutoTokenizer", "AUTO_CLASSES", "ForcedBOSTokenLogitsProcessor",
+    "AutoModelForSeq2SeqLM", "AutoModelForSequenceClassification", "AutoModelForTokenClassification",
+    "AutoTokenizer", "AUTO_CLASSES", "ForcedBOSTokenLogitsProcessor",
     "ForcedEOSTokenLogitsProcessor", "LogitsProcessorList", "MinLengthLogitsProcessor",
     "MinNewTokensLengthLogitsProcessor", "MinPLogitsWarper", "NoBadWordsLogitsProcessor",
     "NoRepeatNGramLogitsProcessor", "RepetitionPenaltyLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",

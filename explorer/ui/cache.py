@@ -268,6 +268,8 @@ WORK = {  # <probe module>.<function> -> its work, for the probes whose name doe
     "lstm_gates.rnn_gates": "the recurrent cell's gates and states",
     "contextual_embeddings.contextual": "the hidden states of every layer",
     "masked_words.masked_fill": "the fillers of each mask",
+    "decision.decide": "the label probabilities (and each prefix's)",
+    "decision.attribute": "gradient × input and integrated gradients of the label",
     "seq2seq.alignment_trace": "the decoder's alignment",
     "interventions.contrast": "the clean and corrupted runs",
     "interventions.attribution": "attribution patching",
