@@ -46,7 +46,7 @@ OWN = Origin("model", f"softmax of {md(model_id)}'s own head logits over its {le
 if trace.per_token:
     token = c.token("token", trace.tokens, max(i for i, s in enumerate(trace.special) if not s) if not all(
         trace.special) else 0, label="Word whose label is explained")
-    show(figure_of(V.tag_grid, trace, theme), OWN, key="decision_main", filename="decision-tags")
+    show(figure_of(V.tag_grid, trace, theme), OWN, key="decision_main", filename="decision-tags", fold=True)
 else:
     token = -1
     traces, names = [trace], [V.named("A", text)]
@@ -54,7 +54,7 @@ else:
         traces.append(probe(decide, loaded, second, pair))
         names.append(V.named("B", second))
     show(figure_of(V.label_bars, tuple(traces), tuple(names), theme), OWN, key="decision_main",
-         filename="decision-labels")
+         filename="decision-labels", fold=True)
 chosen = int(trace.probs[token].argmax()) if trace.per_token else int(trace.probs.argmax())
 shown = chosen if label < 0 else label
 if foil == shown:

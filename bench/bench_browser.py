@@ -4,6 +4,7 @@
     python bench/bench_browser.py --only typing --samples 10
     python bench/bench_browser.py --only typing --samples 10 --new-sentences
     python bench/bench_browser.py --only typing --samples 10 --real   # the real model's views (SmolLM2)
+    python bench/bench_browser.py --only typing --samples 12 --tasks  # the decision view on the task models
 
 - cold start: from starting `streamlit run app.py` to the home page rendered (its title and the sidebar's
   settings) in an already running browser; then the first view with a model (self-attention, MiniLM) to its chart.
@@ -50,6 +51,8 @@ VIEWS = [(path, case.typing) for path, case in CASES.items() if case.typing is n
 # --real: the views a class opens on the packaged real model, SmolLM2-135M-Instruct (at their defaults for it)
 REAL = [(path, "model=pretrained:smollm2") for path in ("logit-lens", "self-attention", "decoding-strategies",
                                                         "token-attribution")]
+# --tasks: the decision view on the shipped task models (the sentiment classifier, the tagger)
+TASKS = [("decision", "model=builtin:sentiment-lstm&b="), ("decision", "model=builtin:pos-bilstm")]
 _IN_CHART = """noun => [...document.querySelectorAll('[data-testid="stPlotlyChart"] svg text')]
     .some(e => new RegExp('(^|[^a-z])' + noun + '([^a-z]|$)').test(e.textContent))"""
 # typing → chart on the page's clock: the last input event (the keystroke, not Playwright's reply to it) ...
@@ -163,7 +166,7 @@ async def typing(samples: int, new_sentences: bool = False, views: list[tuple[st
                     shot.parent.mkdir(parents=True, exist_ok=True)
                     await page.screenshot(path=str(shot))
                     print(f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0]} (screenshot {shot})", flush=True)
-                out[path] = (times, whole)
+                out[path if sum(v == path for v, _ in views) == 1 else f"{path} ({query})"] = (times, whole)
             await browser.close()
     return out
 
@@ -177,6 +180,8 @@ def main() -> int:
                     help="each typed sentence differs from the one before from its second word on")
     ap.add_argument("--real", action="store_true", help="typing: the lens, self-attention, decoding and attribution "
                     "views on pretrained:smollm2 (instead of every view's small default)")
+    ap.add_argument("--tasks", action="store_true", help="typing: the decision view on the shipped sentiment "
+                    "classifier and part-of-speech tagger")
     args = ap.parse_args()
     only = set(args.only or ["cold", "umap", "typing"])
     if "cold" in only:
@@ -190,7 +195,7 @@ def main() -> int:
         print("\n| view | samples | typing → first paint p50 | p95 | max | → whole answer p50 | p95 |\n"
               "|---|---|---|---|---|---|---|")
         for view, (times, whole) in asyncio.run(typing(args.samples, args.new_sentences,
-                                                       REAL if args.real else None)).items():
+                                                       REAL if args.real else TASKS if args.tasks else None)).items():
             xs, ws = np.array(times), np.array(whole)
             if not xs.size:
                 print(f"| {view} | 0 | — | — | — | — | — |")

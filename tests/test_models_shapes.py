@@ -244,7 +244,7 @@ def test_build_model_rejects_bad_configs(arch, config, match):
 
 
 def test_architectures_registry():
-    assert set(ARCHITECTURES) == {"masked_lm", "rnn_lm", "seq2seq", "tiny_gpt", "word2vec"}
+    assert set(ARCHITECTURES) == {"masked_lm", "rnn_lm", "seq2seq", "tiny_gpt", "word2vec", "rnn_classifier"}
 
 
 @pytest.mark.parametrize("attention", ["none", "bahdanau", "luong-general"])
