@@ -43,10 +43,10 @@ for note in trace.notes:
 
 OWN = Origin("model", f"softmax of {md(model_id)}'s own head logits over its {len(trace.labels)} labels "
                       f"({md(trace.what)}).")
-if trace.per_token:
+if trace.per_token:  # the grid first (in the first screen), then the word whose label is explained
+    show(figure_of(V.tag_grid, trace, theme), OWN, key="decision_main", filename="decision-tags", fold=True)
     token = c.token("token", trace.tokens, max(i for i, s in enumerate(trace.special) if not s) if not all(
         trace.special) else 0, label="Word whose label is explained")
-    show(figure_of(V.tag_grid, trace, theme), OWN, key="decision_main", filename="decision-tags", fold=True)
 else:
     token = -1
     traces, names = [trace], [V.named("A", text)]
