@@ -315,6 +315,18 @@ class PatchesRecurrence:
         return value.detach(), out_v, out_g
 
 
+def _linear(weight: torch.Tensor | None, bias: torch.Tensor | None) -> nn.Linear | None:
+    """An nn.Linear holding `weight` (out, in) and `bias` (out,) (None: no bias), or None without a weight."""
+    if weight is None:
+        return None
+    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        if bias is not None:
+            layer.bias.copy_(bias)
+    return layer
+
+
 class RecurrentNet(nn.Module):
     """A recurrent LM assembled from a user's tensors: embedding -> rnn -> optional decoder (no dropout).
 
@@ -337,20 +349,8 @@ class RecurrentNet(nn.Module):
                 state.update({f"weight_ih{sfx}": cw.w_ih, f"weight_hh{sfx}": cw.w_hh, f"bias_ih{sfx}": cw.b_ih,
                               f"bias_hh{sfx}": cw.b_hh})
         self.rnn.load_state_dict(state)
-        self.decoder: nn.Linear | None = None
-        if w.output_weight is not None:
-            self.decoder = nn.Linear(w.output_weight.shape[1], w.output_weight.shape[0], bias=w.output_bias is not None)
-            with torch.no_grad():
-                self.decoder.weight.copy_(w.output_weight)
-                if w.output_bias is not None:
-                    self.decoder.bias.copy_(w.output_bias)
-        self.head: nn.Linear | None = None
-        if w.head_weight is not None:
-            self.head = nn.Linear(w.head_weight.shape[1], w.head_weight.shape[0], bias=w.head_bias is not None)
-            with torch.no_grad():
-                self.head.weight.copy_(w.head_weight)
-                if w.head_bias is not None:
-                    self.head.bias.copy_(w.head_bias)
+        self.decoder = _linear(w.output_weight, w.output_bias)  # over the vocabulary (a language model)
+        self.head = _linear(w.head_weight, w.head_bias)  # over the labels (a classifier or tagger)
         self.to(w.embedding.device).eval()
 
     def forward(self, ids: torch.Tensor, hidden: Hidden | None = None,
