@@ -100,8 +100,11 @@ def test_every_architecture_the_corpus_choice_is_offered_for_trains_on_each_corp
     architecture trains on (word2vec was offered "Everyday English" and refused it)."""
     from explorer.training.spec import ARCH_CORPORA
     from explorer.ui.training import CORPORA, RECIPES
+    from explorer.ui.training_tasks import TASK_CORPORA
 
     for recipe in RECIPES.values():
         arch = recipe["architecture"]
-        if arch != "seq2seq":
+        if arch == "rnn_classifier":  # its own data choice
+            assert set(TASK_CORPORA.values()) == set(ARCH_CORPORA[arch]) and recipe["corpus"] in ARCH_CORPORA[arch]
+        elif arch != "seq2seq":
             assert set(CORPORA.values()) <= set(ARCH_CORPORA[arch]), arch

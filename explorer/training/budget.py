@@ -109,6 +109,8 @@ def activation_bytes(architecture: str, config: ModelConfig, length: int, negati
     if architecture == "word2vec":
         return 4 * 4 * (2 + negatives) * int(config["dim"])
     vocab = int(config.get("tgt_vocab_size", config.get("vocab_size", 0)))
+    if architecture == "rnn_classifier":  # its output layer is over the labels, not the vocabulary
+        vocab = int(config.get("num_labels", 2))
     width = max(int(config.get(k, 0)) for k in ("hidden_size", "emb_dim", "n_embd"))
     layers = int(config.get("num_layers", config.get("n_layer", 1)))
     floats = length * (4 * vocab + 24 * width * layers)

@@ -19,17 +19,21 @@ REAL_ENGLISH = ("wordnet", "everyday")
 
 Sentence = list[str]                    # one example of a language model or word2vec: its tokens
 Pair = tuple[list[str], list[str]]      # one example of seq2seq: (source tokens, target tokens)
-E = TypeVar("E", Sentence, Pair)
+# one example of a classifier or tagger: (words, ((position, label id), …)), position -1 for the sentence's label
+Labelled = tuple[list[str], list[tuple[int, int]]]
+E = TypeVar("E", Sentence, Pair, Labelled)
 
 
 @dataclass
 class Corpus(Generic[E]):
-    """Token-level data of one run: sentences (LMs, word2vec) or (src, tgt) pairs (seq2seq)."""
+    """Token-level data of one run: sentences (LMs, word2vec), (src, tgt) pairs (seq2seq) or labelled sentences (a
+    classifier or tagger, whose label names are `labels`)."""
     train: list[E]
     heldout: list[E]
     generator: str
     seed: int | None
     level: str
+    labels: tuple[str, ...] = ()
 
 
 # a corpus's name -> its module in explorer.data, where they differ
@@ -41,14 +45,44 @@ def data_module(name: str) -> ModuleType:
     return importlib.import_module(f"explorer.data.{CORPUS_MODULES.get(name, name)}")
 
 
-def load_corpus(spec: TrainSpec, stop: Callable[[], bool] | None = None) -> Corpus[Sentence] | Corpus[Pair]:
+def load_corpus(spec: TrainSpec, stop: Callable[[], bool] | None = None
+                ) -> Corpus[Sentence] | Corpus[Pair] | Corpus[Labelled]:
     """The run's data. stop(): generation ends early (fewer examples) when it returns True (a run out of time)."""
+    if spec.architecture == "rnn_classifier":
+        return labelled_corpus(spec)
     return _user_corpus(spec) if spec.corpus == "user" else _generated_corpus(spec, stop)
+
+
+def labelled_corpus(spec: TrainSpec) -> Corpus[Labelled]:
+    """A classifier's or tagger's examples: the user's (a tenth held out, drawn with the spec's seed), or up to
+    n_train of a shipped corpus's training split (drawn with the seed) and n_heldout of its held-out split: the
+    opinions ("sentiment") or WordNet's sentences with the illustrated word's part of speech ("pos"), each taught as
+    the shipped task models are (explorer.training.task_models.targets)."""
+    rng = random.Random(spec.seed)
+    if spec.corpus == "user":
+        examples = [(list(w), list(t)) for w, t in spec.user_examples or () if w and t]
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        n_held = max(1, len(examples) // 10)
+        held, train = (sorted(order[:n_held]), sorted(order[n_held:]))
+        return Corpus([examples[i] for i in train], [examples[i] for i in held], "user", None, "word",
+                      tuple(spec.labels or ()))
+    from explorer.training import task_models as T
+
+    recipe = T.RECIPES["sentiment-lstm" if spec.corpus == "sentiment" else "pos-bilstm"]
+    parts = []
+    for split, n in (("train", spec.n_train), ("heldout", spec.n_heldout)):
+        shipped, labels = T.corpus(recipe, split)
+        chosen = sorted(rng.sample(range(len(shipped)), min(n, len(shipped))))
+        parts.append([(list(shipped[i][0]), T.targets(shipped[i], labels)) for i in chosen])
+    return Corpus(parts[0], parts[1], spec.corpus, spec.seed, "word", labels)
 
 
 def heldout_seed(spec: TrainSpec) -> int | None:
     """The seed of a generated corpus's held-out part (None for the user's text)."""
-    return getattr(data_module(spec.corpus), "HELDOUT_SEED", None) if spec.corpus != "user" else None
+    if spec.corpus == "user" or spec.architecture == "rnn_classifier":
+        return None
+    return getattr(data_module(spec.corpus), "HELDOUT_SEED", None)
 
 
 def _user_corpus(spec: TrainSpec) -> Corpus[Sentence]:

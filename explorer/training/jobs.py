@@ -98,7 +98,7 @@ class TrainingJob:
             self.error = f"{type(exc).__name__}: {exc}"
             self.status = "cancelled" if self.abandoned else "failed"
         finally:
-            self.spec.user_tokens = None  # the corpus is not needed any more
+            self.spec.user_tokens = self.spec.user_examples = None  # the corpus is not needed any more
             self.finished = time.time()
             _ACTIVE.release()
 

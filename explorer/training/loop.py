@@ -17,15 +17,16 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 import torch.nn as nn
 
 from explorer.training.clock import Clock, TrainingCancelled
-from explorer.training.corpus import Corpus, Pair, Sentence, heldout_seed, load_corpus
+from explorer.training.corpus import Corpus, Labelled, Pair, Sentence, heldout_seed, load_corpus
 from explorer.training.snapshots import Snapshots, schedule
 from explorer.training.spec import TrainProgress, TrainResult, TrainSpec, validate_spec
+from explorer.training.decision_task import ClassifierTask
 from explorer.training.tasks import Task, task_for
 
 if TYPE_CHECKING:
@@ -86,7 +87,10 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     torch.manual_seed(spec.seed)
     corpus = load_corpus(spec, stop=clock.over)
     clock.check("preparing the corpus")
-    task = task_for(spec, corpus, device, clock)
+    if spec.architecture == "rnn_classifier":  # a classifier's or tagger's task (its own module)
+        task: Task[Any] = ClassifierTask(spec, cast("Corpus[Labelled]", corpus), device, clock)
+    else:
+        task = task_for(spec, cast("Corpus[Sentence] | Corpus[Pair]", corpus), device, clock)
     clock.check("building the model")
     model = task.model.to(device)
     opt = adamw(model, spec)
@@ -171,7 +175,7 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     return TrainResult(model=model, meta=meta, history=history, stopped=stopped, snapshots=series)
 
 
-def corpus_meta(spec: TrainSpec, corpus: Corpus[Sentence] | Corpus[Pair]) -> JSONDict:
+def corpus_meta(spec: TrainSpec, corpus: Corpus[Sentence] | Corpus[Pair] | Corpus[Labelled]) -> JSONDict:
     """What the checkpoint records of its corpus: the generator and its seeds, sizes, level."""
     return {"generator": corpus.generator, "seed": corpus.seed, "n_train": len(corpus.train),
             "n_heldout": len(corpus.heldout), "level": corpus.level, "heldout_seed": heldout_seed(spec)}

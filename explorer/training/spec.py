@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 ARCH_CORPORA = {"rnn_lm": ("english", "wordnet", "everyday", "user"),
                 "tiny_gpt": ("english", "wordnet", "everyday", "user"),
                 "word2vec": ("english", "wordnet", "everyday", "user"), "seq2seq": ("translation", "dates"),
-                "masked_lm": ("english", "wordnet", "everyday", "user")}
+                "masked_lm": ("english", "wordnet", "everyday", "user"), "rnn_classifier": ("sentiment", "pos", "user")}
 LIMITS = dict(epochs=100, hidden_size=1024, emb_dim=1024, num_layers=4, n_head=16, batch_size=1024,
               n_train=200_000, n_heldout=20_000, max_seconds=6 * 3600, max_len=512, vocab=200_000)
 ATTENTIONS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
@@ -30,13 +30,19 @@ class TrainSpec:
     architecture: str = "rnn_lm"           # rnn_lm | seq2seq | tiny_gpt | word2vec | masked_lm
     corpus: str = "english"                # english (generated) | wordnet (real English) | translation | dates | user
     user_tokens: list[list[str]] | None = None   # corpus="user": token lists (explorer.data.user_text)
+    # rnn_classifier, corpus="user": (words, ((position, label id), …)), the label names (data.labelled_text)
+    user_examples: list[tuple[list[str], list[tuple[int, int]]]] | None = None
+    labels: list[str] | None = None
+    task: str = "classify"                 # rnn_classifier: classify (a label per sentence) | tag (a label per word)
+    pooling: str = "last"                  # rnn_classifier, classify: how the states are read (models.rnn_classifier)
+    glove: bool = False                    # rnn_classifier: start the word vectors from GloVe 6B 50-d (emb_dim 50)
     level: str = "word"                    # word | char (english: char splits the sentence into characters)
     n_train: int = 20_000
     n_heldout: int = 1_000
     # size
-    cell: str = "lstm"                     # rnn_lm: rnn | gru | lstm
+    cell: str = "lstm"                     # rnn_lm, rnn_classifier: rnn | gru | lstm
     attention: str = "bahdanau"            # seq2seq: none | bahdanau | luong-dot | luong-general | luong-concat
-    bidirectional: bool = False            # seq2seq: bidirectional GRU encoder (H/2 units each way)
+    bidirectional: bool = False            # seq2seq: bidirectional GRU encoder (H/2 units each way); rnn_classifier
     input_feeding: bool = False            # seq2seq, Luong attention: feed h~_{t-1} to the decoder
     num_layers: int = 1                    # rnn_lm/seq2seq layers, tiny_gpt n_layer
     hidden_size: int = 256                 # rnn hidden / tiny_gpt n_embd / word2vec dim
@@ -71,6 +77,7 @@ class TrainSpec:
     def to_json(self) -> JSONDict:
         d: JSONDict = asdict(self)
         d.pop("user_tokens")
+        d.pop("user_examples")
         return d
 
 
@@ -116,7 +123,9 @@ def _check_data(spec: TrainSpec) -> None:
         raise ValueError(f"{spec.architecture} trains on corpus {ARCH_CORPORA[spec.architecture]}, not {spec.corpus!r}")
     if spec.level not in ("word", "char"):
         raise ValueError(f"level must be 'word' or 'char', got {spec.level!r}")
-    if spec.corpus == "user":
+    if spec.architecture == "rnn_classifier":
+        _check_labelled(spec)
+    elif spec.corpus == "user":
         toks = spec.user_tokens
         if not toks or not isinstance(toks, list) or not all(isinstance(s, (list, tuple)) for s in toks):
             raise ValueError("corpus 'user' needs user_tokens: a non-empty list of token lists")
@@ -125,6 +134,32 @@ def _check_data(spec: TrainSpec) -> None:
     else:
         _check_int("n_train", spec.n_train, 10, LIMITS["n_train"])
         _check_int("n_heldout", spec.n_heldout, 1, LIMITS["n_heldout"])
+
+
+def _check_labelled(spec: TrainSpec) -> None:
+    """A classifier's or tagger's task, pooling and data: the user's labelled examples and label names, or the
+    shipped corpus's size."""
+    from explorer.models.rnn_classifier import POOLINGS
+
+    if spec.task not in ("classify", "tag"):
+        raise ValueError(f"task must be 'classify' or 'tag', got {spec.task!r}")
+    if spec.pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {spec.pooling!r}")
+    if spec.corpus != "user":
+        want = {"sentiment": "classify", "pos": "tag"}[spec.corpus]
+        if spec.task != want:
+            raise ValueError(f"the {spec.corpus} corpus teaches task {want!r}, not {spec.task!r}")
+        _check_int("n_train", spec.n_train, 10, LIMITS["n_train"])
+        _check_int("n_heldout", spec.n_heldout, 1, LIMITS["n_heldout"])
+        return
+    labels, examples = spec.labels or [], spec.user_examples or []
+    if not 2 <= len(labels) <= 64 or not all(isinstance(x, str) for x in labels):
+        raise ValueError("corpus 'user' needs 2 to 64 label names")
+    if len(examples) < 10:
+        raise ValueError("corpus 'user' needs at least 10 labelled sentences")
+    for words, targets in examples:
+        if any(not 0 <= lab < len(labels) or not -1 <= at < len(words) for at, lab in targets):
+            raise ValueError("a labelled example names a label or a position it does not have")
 
 
 def _check_sizes(spec: TrainSpec) -> None:
@@ -161,7 +196,7 @@ def _check_budgets(spec: TrainSpec) -> None:
 
 def _check_architecture(spec: TrainSpec) -> None:
     """The fields one architecture reads: the RNN cell, the seq2seq attention, the transformers' heads."""
-    if spec.architecture == "rnn_lm" and spec.cell not in ("rnn", "gru", "lstm"):
+    if spec.architecture in ("rnn_lm", "rnn_classifier") and spec.cell not in ("rnn", "gru", "lstm"):
         raise ValueError(f"cell must be 'rnn', 'gru' or 'lstm', got {spec.cell!r}")
     if spec.architecture == "seq2seq" and spec.attention not in ATTENTIONS:
         raise ValueError(f"unknown attention {spec.attention!r}")

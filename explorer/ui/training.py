@@ -15,6 +15,7 @@ from explorer.training.spec import LIMITS, TrainSpec
 from explorer.training.jobs import TrainingBusyError, TrainingJob
 from explorer.ui import charts, settings
 from explorer.ui.cache import upload_owner
+from explorer.ui.training_tasks import task_data
 from explorer.views import VIEWS
 
 class Recipe(TypedDict, total=False):
@@ -24,6 +25,8 @@ class Recipe(TypedDict, total=False):
     cell: str
     corpus: str
     attention: str
+    bidirectional: bool
+    task: str
 
 
 RECIPES: dict[str, Recipe] = {
@@ -34,6 +37,10 @@ RECIPES: dict[str, Recipe] = {
     "word2vec (skip-gram, negative sampling)": dict(architecture="word2vec"),
     "Seq2seq translation (RNN encoder–decoder)": dict(architecture="seq2seq", corpus="translation"),
     "Seq2seq dates → ISO": dict(architecture="seq2seq", corpus="dates"),
+    "LSTM classifier (a label per sentence: sentiment…)": dict(architecture="rnn_classifier", cell="lstm",
+                                                               corpus="sentiment", task="classify"),
+    "Bidirectional LSTM tagger (a label per word: part of speech…)": dict(
+        architecture="rnn_classifier", cell="lstm", corpus="pos", task="tag", bidirectional=True),
 }
 ATTENTIONS = ["bahdanau", "luong-dot", "luong-general", "luong-concat", "none"]
 CORPORA = {"Real English (WordNet)": "wordnet", "Everyday English (SmolLM2)": "everyday",
@@ -66,7 +73,7 @@ def _spec_form() -> TrainSpec | None:
                           disabled=arch in ("tiny_gpt", "word2vec"))
     epochs = c4.number_input("Epochs", 1, LIMITS["epochs"], 2, key="train_epochs")
     c5, c6, c7 = st.columns(3)
-    n_train = c5.number_input("Training sentences (real or generated English)", 10, LIMITS["n_train"], 2000,
+    n_train = c5.number_input("Training sentences (of the chosen corpus)", 10, LIMITS["n_train"], 2000,
                               step=500, key="train_n")
     minutes = c6.number_input("Time limit (minutes)", min(0.1, cap), cap, min(3.0, cap), step=0.5, key="train_minutes",
                               help=f"At most {cap:g} min on this server (EXPLORER_MAX_TRAIN_SECONDS = "
@@ -84,6 +91,8 @@ def _spec_form() -> TrainSpec | None:
                      n_train=int(n_train), n_heldout=max(1, min(1000, int(n_train) // 10)), n_head=int(heads),
                      max_seconds=float(minutes) * 60, name="my-" + arch.replace("_", "-"),
                      description=f"{recipe_name} trained in the app.")
+    if arch == "rnn_classifier":
+        return task_data(spec)
     if arch != "seq2seq":
         source = st.radio("Corpus", list(CORPORA), horizontal=True, key="train_corpus",
                           help="Real English: WordNet 3.0's example sentences and definitions (172,393 training "
@@ -120,6 +129,7 @@ def _open_links(model_id: str, family: str) -> None:
         "decoder": ["self-attention", "positional-encodings", "decoding-strategies", "word-embeddings"],
         "seq2seq-rnn": ["seq2seq"],
         "word2vec": ["word-embeddings"],
+        "rnn-classifier": ["decision", "lstm-gates", "word-embeddings"],
     }.get(family, []) + (["training-curves"] if series and family in ("rnn-lm", "decoder") else [])
     views = [v for v in VIEWS if v.url_path in targets]
     cols = st.columns(max(1, len(views)))
@@ -174,7 +184,7 @@ def _finished_panel(job: TrainingJob) -> None:
         for note in job.notes:
             st.info(md_message(note))
         family = {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",
-                  "word2vec": "word2vec"}[job.spec.architecture]
+                  "word2vec": "word2vec", "rnn_classifier": "rnn-classifier"}[job.spec.architecture]
         _open_links(job.model_id, family + ("+series" if job.result.snapshots is not None else ""))
         # a callable: the zip is built when the button is pressed, once per job (TrainingJob.zip_bytes keeps it)
         st.download_button("Download .safetensors + JSON (zip)", job.zip_bytes,
