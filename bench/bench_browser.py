@@ -52,7 +52,8 @@ VIEWS = [(path, case.typing) for path, case in CASES.items() if case.typing is n
 REAL = [(path, "model=pretrained:smollm2") for path in ("logit-lens", "self-attention", "decoding-strategies",
                                                         "token-attribution")]
 # --tasks: the decision view on the shipped task models (the sentiment classifier, the tagger)
-TASKS = [("decision", "model=builtin:sentiment-lstm&b="), ("decision", "model=builtin:pos-bilstm")]
+TASKS = [("decision", "model=builtin:sentiment-lstm&b="), ("decision", "model=builtin:pos-bilstm"),
+         ("decision", "model=pretrained:minilm-sentiment&b="), ("decision", "model=pretrained:minilm-pos")]
 _IN_CHART = """noun => [...document.querySelectorAll('[data-testid="stPlotlyChart"] svg text')]
     .some(e => new RegExp('(^|[^a-z])' + noun + '([^a-z]|$)').test(e.textContent))"""
 # typing → chart on the page's clock: the last input event (the keystroke, not Playwright's reply to it) ...

@@ -90,3 +90,67 @@ def test_the_tagger_reads_a_word_by_its_context() -> None:
         trace = P.decide(loaded, text)
         i = trace.tokens.index(word)
         assert trace.labels[int(trace.probs[i].argmax())] == label, (text, trace.probs[i])
+
+
+# ------------------------------------------------------------- MiniLM fine-tuned (explorer.training.minilm_shipped)
+MINILM = {"minilm-sentiment": ("sentiment-lstm", 0.85), "minilm-pos": ("pos-bilstm", 0.80)}
+
+
+@pytest.fixture(scope="module", params=sorted(MINILM))
+def fine_tuned(request: pytest.FixtureRequest):
+    return request.param, load_model(f"pretrained:{request.param}")
+
+
+def test_a_fine_tuned_minilm_is_the_package_with_its_trained_layers_put_over(fine_tuned) -> None:
+    """Its first layers are the package's, its last layer, pooler and head the shipped tensors (float16 values), its
+    labels in the config; the decision view's numbers are its own forward's."""
+    from explorer.loading.pretrained import OVERLAYS, minilm_dir
+    from explorer.files.safe_load import read_state_dict_file
+    from explorer.training.minilm_task import FROZEN
+
+    name, loaded = fine_tuned
+    model, tok = loaded.model, loaded.tokenizer
+    base = read_state_dict_file(minilm_dir() / "model.safetensors")
+    own = model.state_dict()
+    torch.testing.assert_close(own["bert.encoder.layer.0.attention.self.query.weight"],
+                               base["encoder.layer.0.attention.self.query.weight"], atol=0, rtol=0)
+    trained = read_state_dict_file(OVERLAYS[name])
+    assert {k.split(".")[3] for k in trained if k.startswith("bert.encoder.layer.")} == {str(FROZEN)}
+    for k, t in trained.items():
+        torch.testing.assert_close(own[k], t.float(), atol=0, rtol=0)
+    labels = ("negative", "positive") if name == "minilm-sentiment" else ("noun", "verb", "adjective", "adverb",
+                                                                          "other")
+    assert tuple(model.config.id2label.values()) == labels == loaded.caps.decision.head.labels
+    text = "The film was not good at all."
+    trace = P.decide(loaded, text)
+    with torch.no_grad():
+        theirs = model(**tok(text, return_tensors="pt")).logits[0].double().numpy()
+    np.testing.assert_allclose(trace.logits, theirs, atol=1e-4)
+
+
+def test_a_fine_tuned_minilms_figures_are_its_own(fine_tuned) -> None:
+    """Held-out and everyday accuracy and the mistakes, recomputed from the shipped weights as loaded, equal the
+    figures in its JSON (which docs/builtin-models.md prints), and meet the targets."""
+    from pathlib import Path
+
+    from explorer.training.minilm_shipped import figures
+
+    name, loaded = fine_tuned
+    metrics = loaded.meta["metrics"]
+    again = figures(loaded.model, loaded.tokenizer, "sentiment" if name == "minilm-sentiment" else "pos")
+    assert again["heldout_accuracy"] == pytest.approx(metrics["heldout_accuracy"], abs=1e-9)
+    assert again["everyday_accuracy"] == pytest.approx(metrics["everyday_accuracy"], abs=1e-9)
+    assert again["everyday_mistakes"] == metrics["everyday_mistakes"]
+    assert again["everyday_accuracy"] >= MINILM[name][1]
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "builtin-models.md").read_text(encoding="utf-8")
+    assert f"{again['everyday_accuracy']:.1%}" in docs and f"{again['heldout_accuracy']:.1%}" in docs, name
+
+
+def test_the_fine_tuned_tagger_reads_a_word_by_its_context() -> None:
+    loaded = load_model("pretrained:minilm-pos")
+    cases = [("They went for a long run.", "run", "noun"), ("They run every morning.", "run", "verb"),
+             ("Please turn on the light.", "light", "noun"), ("This bag is very light.", "light", "adjective")]
+    for text, word, label in cases:
+        trace = P.decide(loaded, text)
+        i = trace.tokens.index(word)
+        assert trace.labels[int(trace.probs[i].argmax())] == label, (text, trace.probs[i])

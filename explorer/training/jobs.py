@@ -140,9 +140,9 @@ def register_trained(result: TrainResult, owner: UploadOwner | None = None) -> s
     that trained it, within its upload budget); returns its id (upload:<hash>)."""
     from safetensors.torch import save
 
-    from explorer.loading.checkpoint import _unique_state_dict
+    from explorer.loading.checkpoint import trained_state_dict
 
-    weights = save(_unique_state_dict(result.model))
+    weights = save(trained_state_dict(result.model))
     meta = json.dumps(result.meta).encode()
     from explorer.loading.uploads import register_upload
 
@@ -166,12 +166,12 @@ def export_zip(result: TrainResult) -> bytes:
     """`<name>.safetensors` + `<name>.json` in a zip, the format of assets/builtin (loadable as local: or upload)."""
     from safetensors.torch import save
 
-    from explorer.loading.checkpoint import _unique_state_dict
+    from explorer.loading.checkpoint import trained_state_dict
 
     name = result.meta.get("name", "custom")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(f"{name}/{name}.safetensors", save(_unique_state_dict(result.model)))
+        zf.writestr(f"{name}/{name}.safetensors", save(trained_state_dict(result.model)))
         zf.writestr(f"{name}/{name}.json", json.dumps(result.meta, indent=1))
         for file_name, data in _series_file(result):
             zf.writestr(f"{name}/{file_name}", data)

@@ -27,6 +27,8 @@ from explorer.training.corpus import Corpus, Labelled, Pair, Sentence, heldout_s
 from explorer.training.snapshots import Snapshots, schedule
 from explorer.training.spec import TrainProgress, TrainResult, TrainSpec, validate_spec
 from explorer.training.decision_task import ClassifierTask
+from explorer.loading.checkpoint import FINE_TUNE
+from explorer.training.minilm_task import FineTuneTask
 from explorer.training.tasks import Task, task_for
 
 if TYPE_CHECKING:
@@ -89,6 +91,8 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
     clock.check("preparing the corpus")
     if spec.architecture == "rnn_classifier":  # a classifier's or tagger's task (its own module)
         task: Task[Any] = ClassifierTask(spec, cast("Corpus[Labelled]", corpus), device, clock)
+    elif spec.architecture == FINE_TUNE:  # MiniLM fine-tuned
+        task = FineTuneTask(spec, cast("Corpus[Labelled]", corpus), device, clock)
     else:
         task = task_for(spec, cast("Corpus[Sentence] | Corpus[Pair]", corpus), device, clock)
     clock.check("building the model")

@@ -91,7 +91,9 @@ class Snapshots:
 
 def _as_stored(model: nn.Module, stored: torch.dtype) -> dict[str, torch.Tensor]:
     """(name -> tensor) a copy of the model's floating-point weights on the CPU in `stored`."""
-    return {k: v.detach().to("cpu", stored).clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}  # a fine-tune's frozen layers
+    return {k: v.detach().to("cpu", stored).clone() for k, v in model.state_dict().items()
+            if v.is_floating_point() and k not in frozen}
 
 
 def stored_weights(model: nn.Module, stored: torch.dtype) -> dict[str, torch.Tensor]:

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 ARCH_CORPORA = {"rnn_lm": ("english", "wordnet", "everyday", "user"),
                 "tiny_gpt": ("english", "wordnet", "everyday", "user"),
                 "word2vec": ("english", "wordnet", "everyday", "user"), "seq2seq": ("translation", "dates"),
-                "masked_lm": ("english", "wordnet", "everyday", "user"), "rnn_classifier": ("sentiment", "pos", "user")}
+                "masked_lm": ("english", "wordnet", "everyday", "user"), "rnn_classifier": ("sentiment", "pos", "user"),
+                "minilm_finetune": ("sentiment", "pos", "user")}
+LABELLED = ("rnn_classifier", "minilm_finetune")  # the architectures that learn labels (corpus.labelled_corpus)
 LIMITS = dict(epochs=100, hidden_size=1024, emb_dim=1024, num_layers=4, n_head=16, batch_size=1024,
               n_train=200_000, n_heldout=20_000, max_seconds=6 * 3600, max_len=512, vocab=200_000)
 ATTENTIONS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
@@ -27,7 +29,8 @@ ATTENTIONS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
 @dataclass
 class TrainSpec:
     """Everything that defines a training run (all JSON-able). Unused fields are ignored per architecture."""
-    architecture: str = "rnn_lm"           # rnn_lm | seq2seq | tiny_gpt | word2vec | masked_lm
+    architecture: str = "rnn_lm"           # rnn_lm | seq2seq | tiny_gpt | word2vec | masked_lm | rnn_classifier |
+    #                                        minilm_finetune (explorer.training.minilm_task)
     corpus: str = "english"                # english (generated) | wordnet (real English) | translation | dates | user
     user_tokens: list[list[str]] | None = None   # corpus="user": token lists (explorer.data.user_text)
     # rnn_classifier, corpus="user": (words, ((position, label id), …)), the label names (data.labelled_text)
@@ -123,7 +126,7 @@ def _check_data(spec: TrainSpec) -> None:
         raise ValueError(f"{spec.architecture} trains on corpus {ARCH_CORPORA[spec.architecture]}, not {spec.corpus!r}")
     if spec.level not in ("word", "char"):
         raise ValueError(f"level must be 'word' or 'char', got {spec.level!r}")
-    if spec.architecture == "rnn_classifier":
+    if spec.architecture in LABELLED:
         _check_labelled(spec)
     elif spec.corpus == "user":
         toks = spec.user_tokens

@@ -11,7 +11,7 @@ from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded
 from explorer.runtime.json_value import get
 from explorer.text.escape import md, md_message
 from explorer.training.corpus import REAL_ENGLISH
-from explorer.training.spec import LIMITS, TrainSpec
+from explorer.training.spec import LABELLED, LIMITS, TrainSpec
 from explorer.training.jobs import TrainingBusyError, TrainingJob
 from explorer.ui import charts, settings
 from explorer.ui.cache import upload_owner
@@ -27,6 +27,7 @@ class Recipe(TypedDict, total=False):
     attention: str
     bidirectional: bool
     task: str
+    lr: float
 
 
 RECIPES: dict[str, Recipe] = {
@@ -41,6 +42,8 @@ RECIPES: dict[str, Recipe] = {
                                                                corpus="sentiment", task="classify"),
     "Bidirectional LSTM tagger (a label per word: part of speech…)": dict(
         architecture="rnn_classifier", cell="lstm", corpus="pos", task="tag", bidirectional=True),
+    "Fine-tune MiniLM (a classifier or a tagger)": dict(architecture="minilm_finetune", corpus="sentiment",
+                                                        task="classify", lr=1e-4),
 }
 ATTENTIONS = ["bahdanau", "luong-dot", "luong-general", "luong-concat", "none"]
 CORPORA = {"Real English (WordNet)": "wordnet", "Everyday English (SmolLM2)": "everyday",
@@ -66,11 +69,12 @@ def _spec_form() -> TrainSpec | None:
     recipe = RECIPES[recipe_name].copy()
     arch = recipe["architecture"]
     c1, c2, c3, c4 = st.columns(4)
-    layers = c1.number_input("Layers", 1, LIMITS["num_layers"], 1, key="train_layers")
+    sized = arch != "minilm_finetune"  # MiniLM's size is its own
+    layers = c1.number_input("Layers", 1, LIMITS["num_layers"], 1, key="train_layers", disabled=not sized)
     hidden = c2.number_input("Hidden size" if arch != "word2vec" else "Vector size", 4, LIMITS["hidden_size"],
-                             64 if arch != "tiny_gpt" else 64, step=4, key="train_hidden")
+                             64, step=4, key="train_hidden", disabled=not sized)
     emb = c3.number_input("Embedding size", 4, LIMITS["emb_dim"], 32, step=4, key="train_emb",
-                          disabled=arch in ("tiny_gpt", "word2vec"))
+                          disabled=arch in ("tiny_gpt", "word2vec", "minilm_finetune"))
     epochs = c4.number_input("Epochs", 1, LIMITS["epochs"], 2, key="train_epochs")
     c5, c6, c7 = st.columns(3)
     n_train = c5.number_input("Training sentences (of the chosen corpus)", 10, LIMITS["n_train"], 2000,
@@ -91,7 +95,7 @@ def _spec_form() -> TrainSpec | None:
                      n_train=int(n_train), n_heldout=max(1, min(1000, int(n_train) // 10)), n_head=int(heads),
                      max_seconds=float(minutes) * 60, name="my-" + arch.replace("_", "-"),
                      description=f"{recipe_name} trained in the app.")
-    if arch == "rnn_classifier":
+    if arch in LABELLED:
         return task_data(spec)
     if arch != "seq2seq":
         source = st.radio("Corpus", list(CORPORA), horizontal=True, key="train_corpus",
@@ -130,6 +134,7 @@ def _open_links(model_id: str, family: str) -> None:
         "seq2seq-rnn": ["seq2seq"],
         "word2vec": ["word-embeddings"],
         "rnn-classifier": ["decision", "lstm-gates", "word-embeddings"],
+        "encoder": ["decision", "self-attention", "token-attribution"],
     }.get(family, []) + (["training-curves"] if series and family in ("rnn-lm", "decoder") else [])
     views = [v for v in VIEWS if v.url_path in targets]
     cols = st.columns(max(1, len(views)))
@@ -184,7 +189,8 @@ def _finished_panel(job: TrainingJob) -> None:
         for note in job.notes:
             st.info(md_message(note))
         family = {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",
-                  "word2vec": "word2vec", "rnn_classifier": "rnn-classifier"}[job.spec.architecture]
+                  "word2vec": "word2vec", "rnn_classifier": "rnn-classifier",
+                  "minilm_finetune": "encoder"}[job.spec.architecture]
         _open_links(job.model_id, family + ("+series" if job.result.snapshots is not None else ""))
         # a callable: the zip is built when the button is pressed, once per job (TrainingJob.zip_bytes keeps it)
         st.download_button("Download .safetensors + JSON (zip)", job.zip_bytes,

@@ -8,6 +8,7 @@ from explorer.data.labelled_text import read_labelled
 from explorer.data.user_text import CorpusError, read_uploaded_text
 from explorer.models.rnn_classifier import POOLINGS
 from explorer.text.escape import md_message
+from explorer.training.minilm_task import FROZEN
 from explorer.training.spec import TrainSpec
 
 TASK_CORPORA = {"Opinions (negative / positive, SmolLM2's sentences)": "sentiment",
@@ -19,7 +20,16 @@ EXAMPLE = "text,label\nthe soup was lovely,positive\nthe service was slow and ru
 
 def task_data(spec: TrainSpec) -> TrainSpec | None:
     """Fill in a classifier's or tagger's data (a shipped corpus or the user's labelled text), its pooling and its
-    word vectors; None (with a message in the page) when the user's text cannot be read."""
+    word vectors; None (with a message in the page) when the user's text cannot be read. A recurrent recipe is a
+    classifier or a tagger; MiniLM fine-tunes to whichever the data asks."""
+    if spec.architecture == "minilm_finetune":
+        trained = "its last layer" if FROZEN == 5 else f"its last {6 - FROZEN} layers"
+        st.caption(f"MiniLM's word pieces and first {FROZEN} of its 6 layers stay as the package has them; {trained}, "
+                   "BERT's pooler and a new head are trained (a sentence's label is read from [CLS], a word's tag "
+                   "from its first word piece). The size fields above do not apply.")
+        source = TASK_CORPORA[st.radio("Data", list(TASK_CORPORA), horizontal=True, key="train_task_corpus")]
+        spec.corpus, spec.task = source, {"sentiment": "classify", "pos": "tag"}.get(source, "")
+        return _user_data(spec) if source == "user" else _shipped(spec)
     tagger = spec.task == "tag"
     offered = [k for k, v in TASK_CORPORA.items() if v != ("sentiment" if tagger else "pos")]
     source = TASK_CORPORA[st.radio("Data", offered, horizontal=True, key="train_task_corpus")]
@@ -33,9 +43,16 @@ def task_data(spec: TrainSpec) -> TrainSpec | None:
                                     format_func=lambda p: POOLING_HELP[p])
     spec.corpus = source
     spec.max_vocab = min(spec.max_vocab or 12_000, 12_000)
-    if source != "user":
-        spec.n_heldout = 1000
-        return spec
+    return _user_data(spec) if source == "user" else _shipped(spec)
+
+
+def _shipped(spec: TrainSpec) -> TrainSpec:
+    spec.n_heldout = 1000
+    return spec
+
+
+def _user_data(spec: TrainSpec) -> TrainSpec | None:
+    """The user's labelled text, pasted or uploaded; a recurrent recipe's task must be the text's."""
     st.caption("Sentence labels as CSV lines `text,label`, or word tags as `word tag` lines (CoNLL) with a blank "
                "line between sentences. One sentence in ten is held out to measure the accuracy.")
     text = st.text_area("Paste labelled text", key="train_labelled", height=120, placeholder=EXAMPLE)
@@ -49,9 +66,9 @@ def task_data(spec: TrainSpec) -> TrainSpec | None:
         st.warning(md_message(exc))
         return None
     st.caption(md_message(read.summary()))
-    if read.task != spec.task:
+    if spec.task and read.task != spec.task:
         st.warning("These are " + ("word tags: choose the tagger above." if read.task == "tag" else
                                    "sentence labels: choose the classifier above."))
         return None
-    spec.labels, spec.user_examples = read.labels, read.examples
+    spec.task, spec.labels, spec.user_examples = read.task, read.labels, read.examples
     return spec
