@@ -222,9 +222,11 @@ def _check_model(value: str, page: str) -> None:
         ids = [p.id for p in pretrained.PACKAGED.values()]
         raise ValueError(f"'{value}' is not a packaged model{_near(value, ids)}; packaged: {', '.join(ids)}")
     needs = MODEL_NEEDS.get(page)
-    family = next((e.family for e in catalogue() if e.id == str(mid)), "") or \
+    entry = next((e for e in catalogue() if e.id == str(mid)), None)
+    family = entry.family if entry is not None else \
         (pretrained.PACKAGED[mid.name].family if mid.kind == "pretrained" else "")
-    if not may_have(family, needs):
+    caps = entry.caps if entry is not None else pretrained.PACKAGED[mid.name].caps if mid.kind == "pretrained" else None
+    if not (may_have(family, needs) if caps is None or needs is None else set(needs) <= caps):
         raise ValueError(f"{value} is a {family} model: the view {page} needs a model that "
                          f"{' and '.join(WHAT[n] for n in needs or ())} ({', '.join(families_with(needs))} models)")
     if mid.kind == "pretrained" and not pretrained.is_installed(mid.name):

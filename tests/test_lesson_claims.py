@@ -855,6 +855,44 @@ def test_11_what_makes_run_a_noun_rather_than_a_verb() -> None:
     assert sorted(shares, key=shares.get, reverse=True)[:2] == ["they", "a"]
 
 
+def test_11_minilm_fine_tuned_decides_and_its_cls_row_changed() -> None:
+    from explorer.probes import decision as DE
+    from explorer.probes import self_attention as SA
+
+    s7, p7 = step("11-a-word-decided-by-its-context", 7)
+    a, b = (DE.decide(model(p7["model"]), t) for t in (p7["text"], p7["b"]))
+    says(s7.caption, f"negative with p = {a.probs[0]:.3f}", f"positive with p = {b.probs[1]:.3f}")
+    says(s7.caption, f"p(positive) = {a.prefix_probs[a.tokens.index('not')][1]:.3f} after \"not\"",
+         f"{a.prefix_probs[a.tokens.index('good')][1]:.3f} after \"good\"")
+    s8, p8 = step("11-a-word-decided-by-its-context", 8)
+    after = np.asarray(SA.attention_trace(model(p8["model"]), p8["text"]).attentions)  # (L, H, T, T)
+    trace = SA.attention_trace(model(p8["compare"]), p8["text"])
+    before, toks = np.asarray(trace.attentions), list(trace.tokens)
+    L, h, q, nt, gd = p8["layer"], p8["head"], p8["token"], toks.index("not"), toks.index("good")
+    assert (L, toks[q]) == (after.shape[0] - 1, "[CLS]")
+    says(s8.caption, f"gives {before[L, h, q, q]:.3f} of it to [CLS] itself and {before[L, h, q, nt]:.3f} to",
+         f"{after[L, h, q, q]:.3f} to itself, {after[L, h, q, nt]:.3f} to \"not\" and {after[L, h, q, gd]:.3f} to",
+         f"gets {before[L, :, q, nt].mean():.3f} before and {after[L, :, q, nt].mean():.3f} after")
+    np.testing.assert_array_equal(after[:L], before[:L])  # layers 0 to 4: the package's, untouched
+    assert np.abs(after[L] - before[L]).max() > 0.3
+
+
+def test_11_the_fine_tuned_tagger_and_run() -> None:
+    from explorer.probes import decision as DE
+
+    s9, p9 = step("11-a-word-decided-by-its-context", 9)
+    tagger = model(p9["model"])
+    here, there = (DE.decide(tagger, t) for t in (p9["text"], "They run every morning."))
+    says(s9.caption, f"noun here with p = {here.probs[here.tokens.index('run')][0]:.3f}",
+         f"verb in \"They run every morning.\" with p = {there.probs[there.tokens.index('run')][1]:.3f}")
+    a = DE.attribute(tagger, p9["text"], p9["label"], p9["foil"], p9["token"])
+    assert a.tokens[p9["token"]] == "run" and a.of == "log p(noun) − log p(verb)"
+    shares = dict(zip(a.tokens, a.integrated))
+    says(s9.caption, f"\"run\" itself {shares['run']:.2f}", f"\"a\" {shares['a']:.2f}",
+         f"\"for\" {shares['for']:.2f}", f"\"long\" {shares['long']:.2f}", f"\"they\" {shares['they']:.2f}")
+    assert max(shares, key=shares.get) == "run" and shares["they"] < min(shares[w] for w in ("a", "for", "long"))
+
+
 # ---------------------------------------------------------------------------- 10: an LSTM decides sentiment
 def test_10_a_sentence_its_negation_and_the_decision_word_by_word() -> None:
     from explorer.probes import decision as DE

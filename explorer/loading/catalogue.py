@@ -176,7 +176,7 @@ def catalogue(uploads: Iterable[str] = ()) -> list[CatalogueEntry]:
         family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "state-dict") if meta else "state-dict"
         desc = str(meta.get("description", "")) if meta else "metadata unreadable"
         entries.append(CatalogueEntry(f"builtin:{name}", f"{name} (built-in)", family, desc))
-    entries += [CatalogueEntry(p.id, p.label, p.family, p.description) for p in available()]
+    entries += [CatalogueEntry(p.id, p.label, p.family, p.description, caps=p.caps) for p in available()]
     for name, folder in local_folders().items():
         family = "" if (folder / "config.json").is_file() else "state-dict"
         entries.append(CatalogueEntry(f"local:{name}", f"{name} (local folder)", family, f"From {folder.parent}"))

