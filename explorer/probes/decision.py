@@ -108,7 +108,7 @@ def decide(loaded: Loaded, text: str, pair: str = "") -> DecisionTrace:
     if not d.head.per_token and not pair:
         prefix, more = _prefixes(d, list(enc.ids), special, _shape(loaded))
         notes += more
-    tokens = tuple(d.sequence_strings(enc.ids))
+    tokens = tuple(enc.tokens)  # as the model reads them, a word it reads as <unk> marked "owl→<unk>"
     segments = tuple(getattr(enc, "segments", ()) or (0,) * len(special))
     return DecisionTrace(d.id, d.head.what(), tokens, special, segments, d.head.labels, d.head.per_token,
                          logits.numpy(), torch.softmax(logits, -1).numpy(), prefix,
@@ -208,7 +208,7 @@ def attribute(loaded: Loaded, text: str, label: int, foil: int = -1, token: int 
     error = abs(float(r.ig.sum()) - change)
     names = d.head.labels
     of = f"log p({names[label]})" + (f" − log p({names[foil]})" if foil >= 0 else "")
-    return LabelAttribution(d.id, tuple(d.sequence_strings(enc.ids)), special, names[label],
+    return LabelAttribution(d.id, tuple(enc.tokens), special, names[label],
                             names[foil] if foil >= 0 else "", position if d.head.per_token else -1, of,
                             r.gxi, r.ig, float(r.value), float(r.base), error, error / max(abs(change), 1e-30),
                             int(r.evaluations), steps, "the zero embedding at each word (special tokens kept)", kept)
