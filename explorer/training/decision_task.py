@@ -26,7 +26,36 @@ GLOVE_DIM = 50
 Batch = tuple[list[list[int]], torch.Tensor, list[tuple[int, int]]]  # ids per sentence, (N,) labels, (row, position)
 
 
-class ClassifierTask(TaskBase[Labelled]):
+class LabelledTask(TaskBase[Labelled]):
+    """What a classifier's and a tagger's tasks share (recurrent, or MiniLM fine-tuned): the held-out loss and
+    accuracy over every label the held-out examples teach, and the label names the checkpoint keeps."""
+
+    labels: tuple[str, ...]
+
+    def _held_logits(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """(N, C) logits and (N,) labels of the held-out targets, batch by batch, until the time is up."""
+        raise NotImplementedError
+
+    def _held(self) -> tuple[float, int, int]:
+        """(summed loss, right, count) over the held-out targets."""
+        total, right, count = 0.0, 0, 0
+        with torch.no_grad():
+            for logits, gold in self._held_logits():
+                total += float(F.cross_entropy(logits, gold, reduction="sum"))
+                right += int((logits.argmax(-1) == gold).sum())
+                count += len(gold)
+        return total, right, count
+
+    def heldout_loss(self) -> float | None:
+        total, _, count = self._held()
+        return total / count if count else None
+
+    def evaluate(self, full: bool) -> JSONDict:
+        _, right, count = self._held()
+        return {"heldout_accuracy": right / count if count else None, "heldout_targets": count}
+
+
+class ClassifierTask(LabelledTask):
     """rnn_classifier: cross-entropy of the label of each (sentence, position) an example teaches."""
 
     def __init__(self, spec: TrainSpec, corpus: Corpus[Labelled], device: str, clock: Clock | None = None) -> None:
@@ -87,25 +116,10 @@ class ClassifierTask(TaskBase[Labelled]):
     def loss(self, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(self._logits(batch), batch[1])
 
-    def _held(self) -> tuple[float, int, int]:
-        """(summed loss, right, count) over the held-out targets, in batches that stop when the time is up."""
-        total, right, count = 0.0, 0, 0
-        with torch.no_grad():
-            for part in self._eval_batches(list(range(len(self.held_ids))), self._eval_size(256), "held-out loss"):
-                for batch in self._batches(self.held_ids, list(part), len(part)):
-                    logits = self._logits(batch)
-                    total += float(F.cross_entropy(logits, batch[1], reduction="sum"))
-                    right += int((logits.argmax(-1) == batch[1]).sum())
-                    count += len(batch[1])
-        return total, right, count
-
-    def heldout_loss(self) -> float | None:
-        total, _, count = self._held()
-        return total / count if count else None
-
-    def evaluate(self, full: bool) -> JSONDict:
-        _, right, count = self._held()
-        return {"heldout_accuracy": right / count if count else None, "heldout_targets": count}
+    def _held_logits(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for part in self._eval_batches(list(range(len(self.held_ids))), self._eval_size(256), "held-out loss"):
+            for batch in self._batches(self.held_ids, list(part), len(part)):
+                yield self._logits(batch), batch[1]
 
     def vocab_meta(self) -> JSONDict:
         """The vocabulary, and the label names the checkpoint keeps beside it (explorer.adapters.task_head)."""

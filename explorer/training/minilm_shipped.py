@@ -130,10 +130,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("name", choices=sorted(RECIPES))
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    metrics = ship(args.name, args.threads)
-    print({k: v for k, v in metrics.items() if k != "everyday_mistakes"})
-    for m in metrics["everyday_mistakes"]:  # type: ignore[attr-defined]
-        print(m)
+    T.print_figures(ship(args.name, args.threads))
     return 0
 
 

@@ -24,7 +24,7 @@ from explorer.training.budget import TrainBudgetError
 from explorer.training.clock import Clock
 from explorer.training.corpus import Corpus, Labelled
 from explorer.training.spec import TrainSpec
-from explorer.training.tasks import TaskBase
+from explorer.training.decision_task import LabelledTask
 
 if TYPE_CHECKING:
     from explorer.runtime.hf_runtime import PreTrainedModel, PreTrainedTokenizerBase as Tokenizer
@@ -96,7 +96,7 @@ def batch_of(rows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> Batch:
     return ids, (torch.arange(width)[None, :] < lengths[:, None]).long(), target
 
 
-class FineTuneTask(TaskBase[Labelled]):
+class FineTuneTask(LabelledTask):
     """minilm_finetune: the cross-entropy of each label an example teaches, read where BERT reads it."""
 
     def __init__(self, spec: TrainSpec, corpus: Corpus[Labelled], device: str, clock: Clock | None = None) -> None:
@@ -159,24 +159,9 @@ class FineTuneTask(TaskBase[Labelled]):
     def loss(self, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(*self._logits(batch))
 
-    def _held(self) -> tuple[float, int, int]:
-        """(summed loss, right, count) over the held-out targets, in batches that stop when the time is up."""
-        total, right, count = 0.0, 0, 0
-        with torch.no_grad():
-            for part in self._eval_batches(self.held_rows, self._eval_size(128), "held-out loss"):
-                logits, gold = self._logits(self._to_device(batch_of(part, self.pad)))
-                total += float(F.cross_entropy(logits, gold, reduction="sum"))
-                right += int((logits.argmax(-1) == gold).sum())
-                count += len(gold)
-        return total, right, count
-
-    def heldout_loss(self) -> float | None:
-        total, _, count = self._held()
-        return total / count if count else None
-
-    def evaluate(self, full: bool) -> JSONDict:
-        _, right, count = self._held()
-        return {"heldout_accuracy": right / count if count else None, "heldout_targets": count}
+    def _held_logits(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for part in self._eval_batches(self.held_rows, self._eval_size(128), "held-out loss"):
+            yield self._logits(self._to_device(batch_of(part, self.pad)))
 
     def vocab_meta(self) -> JSONDict:
         """No vocabulary of its own (MiniLM's word pieces); the label names (explorer.adapters.task_head)."""

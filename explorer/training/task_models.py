@@ -252,11 +252,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer.training.task_models")
     parser.add_argument("name", choices=sorted(RECIPES))
     args = parser.parse_args(argv)
-    metrics = train(args.name)
+    print_figures(train(args.name))
+    return 0
+
+
+def print_figures(metrics: dict[str, object]) -> None:
+    """A shipped task model's figures, then each of its everyday mistakes on a line."""
     print({k: v for k, v in metrics.items() if k != "everyday_mistakes"})
     for m in metrics["everyday_mistakes"]:  # type: ignore[attr-defined]
         print(m)
-    return 0
 
 
 if __name__ == "__main__":
