@@ -9,6 +9,7 @@ from explorer.text.escape import md, md_message
 from explorer.ui import state
 from explorer.ui.cache import get_model, model_cache, upload_owner
 from explorer.ui.state import Controls
+from explorer.ui.task_settings import ask_task_settings
 from explorer.ui.training import train_section
 from explorer.ui.widgets import model_picker, page_header
 from explorer.ui.charts import caption
@@ -60,6 +61,7 @@ if loaded is not None:
     if isinstance(metrics, dict) and metrics:
         with st.expander("Held-out metrics stored with this checkpoint"):
             st.json(metrics)
+    ask_task_settings(loaded)
 
 st.subheader("Upload your own weights")
 st.markdown(

@@ -356,3 +356,35 @@ def test_decoding_and_interventions_say_what_a_recurrent_classifier_is() -> None
     with pytest.raises(InterventionError, match="predicts no next word"):
         layout(loaded)
     assert said in P.not_a_language_model(loaded, "x")
+
+
+def test_the_models_page_asks_what_the_weights_cannot_tell_and_applies_it() -> None:
+    """An uploaded mean-pooled classifier without a JSON is read as last-state pooling with made-up label names, and
+    says so; the Models page asks for the task, pooling and names, and the upload read with them decides as the
+    module's own forward."""
+    from conftest import assert_no_exception, run_page
+    from explorer.loading.uploads import register_upload
+
+    torch.manual_seed(0)
+    m = MeanPooled().eval()
+    state = {k: v.contiguous() for k, v in m.state_dict().items()}
+    uid = register_upload([("lab.safetensors", save(state)), ("vocab.json", json.dumps(WORDS).encode())])
+    at = run_page("app_pages/catalogue.py", {"model": uid})
+    assert_no_exception(at)
+    assert any("Assumed:" in c.value and "last" in c.value for c in at.caption)
+    at.text_input(key="ask_labels").input("neg, neu").run()
+    assert at.warning and "Give 3 non-empty names" in at.warning[0].value
+    at.text_input(key="ask_labels").input("neg, neu, pos").run()
+    at.selectbox(key="ask_pooling").set_value("mean").run()
+    at.button(key="ask_apply").click().run()
+    assert_no_exception(at)
+    new = at.session_state["model"]
+    assert new.startswith("upload:") and new != uid
+    loaded = loaders.load_model(new)
+    head = loaded.caps.decision.head
+    assert (head.labels, head.pooling, head.assumed) == (("neg", "neu", "pos"), "mean", ())
+    assert ("task settings", "set on the Models page") in loaded.adapter.describe()
+    trace = P.decide(loaded, "the film was not good")
+    with torch.no_grad():
+        theirs = m(_ids("the film was not good"))[0].double()
+    np.testing.assert_allclose(trace.logits, theirs.numpy(), atol=1e-5)

@@ -203,6 +203,12 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
         raise
     except Exception as exc:  # whatever else a hostile file provokes is a message, not a traceback
         raise CorruptFileError(f"'{name}' could not be read: {type(exc).__name__}: {first_line(exc)}") from None
+    return _store(bundle, name, owner)
+
+
+def _store(bundle: UploadBundle, name: str, owner: "UploadOwner | None") -> str:
+    """Keep `bundle` under its id for `owner`, within the budgets (the owner's oldest claims given up for it)."""
+    uid = bundle.id
     with _UPLOADS_LOCK:
         if uid in _UPLOADS:  # another session registered the same files meanwhile
             dropped = _claim(owner, uid) if owner is not None else []
@@ -214,6 +220,30 @@ def register_upload(files: list[tuple[str, bytes]], max_bytes: int | None = None
                 _hold(owner, uid)
     _notify_released(dropped)
     return uid
+
+
+def with_task_settings(uid: str, settings: dict[str, object], owner: "UploadOwner | None" = None) -> str:
+    """An upload `uid` again, with a task model's settings given on the Models page ({"task", "pooling", "labels"}:
+    what its weights cannot tell), as a new upload of `owner`; returns its id. Raises ModelLoadError (the upload is
+    gone, or a setting is not one of the allowed ones)."""
+    import json
+
+    from explorer.adapters.task_head import settings_from_json
+
+    held = bundle(uid)
+    if held is None:
+        raise ModelLoadError(f"{uid} is no longer on the server (uploads are kept in memory): upload it again.")
+    try:
+        checked = settings_from_json(settings) or {}
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
+    digest = hashlib.sha256(f"{uid}\0{json.dumps(checked, sort_keys=True)}".encode()).hexdigest()
+    new = f"upload:{digest[:16]}"
+    if _reuse(new, owner):
+        return new
+    rows = tuple(r for r in held.found if r[0] != "task settings read from")
+    return _store(replace(held, id=new, task=checked, found=(*rows, ("task settings", "set on the Models page"))),
+                  held.label, owner)
 
 
 def with_series(bundle: UploadBundle, name: str, data: bytes) -> UploadBundle:
