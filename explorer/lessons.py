@@ -32,9 +32,9 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
-from explorer.adapters.capabilities import WHAT, families_with, may_have
+from explorer.adapters.capabilities import WHAT, families_with
 from explorer.loading import pretrained
-from explorer.loading.catalogue import ROOT, ModelId, builtin_names, catalogue
+from explorer.loading.catalogue import ROOT, CatalogueEntry, ModelId, builtin_names, catalogue
 from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.errors import ViewError
 from explorer.runtime.json_value import JSON, JSONDict
@@ -223,10 +223,11 @@ def _check_model(value: str, page: str) -> None:
         raise ValueError(f"'{value}' is not a packaged model{_near(value, ids)}; packaged: {', '.join(ids)}")
     needs = MODEL_NEEDS.get(page)
     entry = next((e for e in catalogue() if e.id == str(mid)), None)
-    family = entry.family if entry is not None else \
-        (pretrained.PACKAGED[mid.name].family if mid.kind == "pretrained" else "")
-    caps = entry.caps if entry is not None else pretrained.PACKAGED[mid.name].caps if mid.kind == "pretrained" else None
-    if not (may_have(family, needs) if caps is None or needs is None else set(needs) <= caps):
+    if entry is None and mid.kind == "pretrained":  # not installed here: what the package would bring
+        p = pretrained.PACKAGED[mid.name]
+        entry = CatalogueEntry(p.id, p.label, p.family, p.description, caps=p.caps)
+    family = entry.family if entry is not None else ""
+    if entry is not None and not entry.may_have(needs):
         raise ValueError(f"{value} is a {family} model: the view {page} needs a model that "
                          f"{' and '.join(WHAT[n] for n in needs or ())} ({', '.join(families_with(needs))} models)")
     if mid.kind == "pretrained" and not pretrained.is_installed(mid.name):

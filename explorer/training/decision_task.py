@@ -80,18 +80,14 @@ class ClassifierTask(LabelledTask):
 
     def _glove(self) -> int:
         """Put GloVe 6B 50-d's vector of each vocabulary word that it has into the embedding; how many it had."""
-        from explorer.training.task_models import glove
+        from explorer.training.task_models import glove, start_from_glove
 
-        words, vectors = glove()
-        row = {w: i for i, w in enumerate(words)}
-        found = [(i, row[w]) for i, w in enumerate(self.vocab.itos) if w in row]
         emb = self.model.get_submodule("embedding")
         assert isinstance(emb, torch.nn.Embedding)
-        with torch.no_grad():
-            emb.weight[[i for i, _ in found]] = torch.from_numpy(vectors[[j for _, j in found]]).float()
-        self.notes.append(f"Word vectors started from GloVe 6B 50-d for {len(found):,} of the "
+        found = start_from_glove(emb, list(self.vocab.itos), *glove())
+        self.notes.append(f"Word vectors started from GloVe 6B 50-d for {found:,} of the "
                           f"{len(self.vocab):,} vocabulary entries.")
-        return len(found)
+        return found
 
     def steps_per_epoch(self) -> int:
         return max(1, -(-len(self.train_ids) // self.batch_size))

