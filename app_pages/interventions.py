@@ -104,7 +104,7 @@ if contrast is not None:
              rf"{{{contrast.clean.ld:.3f} - ({contrast.corrupted.ld:.3f})}} = {float(shown.restored[row, col]):.3f}")
     run = "corrupted" if direction == "denoise" else "clean"
     caption(
-        f"LD = logit(“{md(contrast.answer)}”) − logit(“{md(contrast.wrong)}”) after the last token. Clean: "
+        f"LD = logit(“{md(contrast.answer)}”) − logit(“{md(contrast.wrong)}”) {md(contrast.reads)}. Clean: "
         f"{contrast.clean.ld:.3f} (p = {contrast.clean.p_answer:.3f} and {contrast.clean.p_wrong:.3f}); corrupted: "
         f"{contrast.corrupted.ld:.3f} (p = {contrast.corrupted.p_answer:.3f} and {contrast.corrupted.p_wrong:.3f}). "
         f"The highlighted cell, {md(shown.rows[row])} at {md(labels[col])}: the {run} run with "
@@ -164,8 +164,8 @@ with c_how:
 ablated = probe(I.ablation, loaded, text, tuple(chosen), how, corrupt, answer, wrong)
 for note in ablated.notes:
     st.info(md_message(note))
-show(V.ablation_bars(ablated, theme), Origin("model", f"{md(loaded.id)}'s own next-token probabilities after the "
-                                                      "clean prompt, with and without the ablation"),
+show(V.ablation_bars(ablated, theme), Origin("model", f"{md(loaded.id)}'s own probabilities of the "
+                                                      f"{ablated.outputs}, with and without the ablation"),
      key="ablation", filename="interventions-ablation")
 if chosen:
     change = "" if ablated.before is None or ablated.after is None else (
@@ -178,9 +178,9 @@ else:
 recurrent = "resid" not in layout.kinds
 points: list[str] = []
 if contrast is not None:
-    shown_h = exact is not None and exact.kind == "h" and exact.direction == "denoise"
+    shown_h = exact is not None and exact.kind == "h" and exact.direction == "denoise" and rdir == "fwd"
     grid = exact if not recurrent or shown_h else \
-        probe(I.patching, loaded, *args, "h", "denoise", -1, rdir)  # a few runs of the recurrence
+        probe(I.patching, loaded, *args, "h", "denoise", -1, "fwd")  # a few runs of the forward recurrence
     points = V.first_patch_points(I.first_patches(contrast, grid), recurrent, "c" in layout.kinds)
 if not recurrent:
     points.append("Read the residual grid from the bottom: which positions carry the difference in the early layers, "

@@ -356,8 +356,8 @@ VIEWS.append(View(
         "corrupt": P("text", label="Corrupted prompt", help="As many tokens as the clean prompt: patching takes each "
                      "activation from one run into the other at the same position."),
         "answer": P("text", label="Answer", help="The clean prompt's continuation, read as the next word after it "
-                    "(its first token)."),
-        "wrong": P("text", label="Wrong", help="The corrupted prompt's continuation (its first token)."),
+                    "(its first token); for a classifier or tagger, one of its labels (name or number)."),
+        "wrong": P("text", label="Wrong", help="The corrupted prompt's continuation (its first token), or label."),
         "site": choice("resid", "attn", "mlp", "heads", "h", "c", label="Patch"),
         "direction": choice("denoise", "noise", label="Direction",
                             help="denoise: the corrupted run with one clean activation (what restores the answer); "

@@ -85,7 +85,7 @@ def test_a_state_dict_has_what_was_found_in_it() -> None:
     assert loaded.caps.names == C.MAY_HAVE["state-dict"] - {"decision"}
     classifier = LoadedModel("upload:cls", "state-dict", None, "cpu", "float32", vocabs=vocabs, state_dict={
         **{k: v for k, v in state.items() if not k.startswith("decoder.")}, "fc.weight": torch.randn(3, 16)})
-    assert classifier.caps.names == {"recurrence", "tables", "decision"}
+    assert classifier.caps.names == {"recurrence", "tables", "decision", "patching"}  # patched toward its labels
     assert classifier.caps.decision is not None and classifier.caps.decision.head.labels == ("label 0", "label 1",
                                                                                              "label 2")
     no_head = LoadedModel("upload:encoder", "state-dict", None, "cpu", "float32", vocabs=vocabs,

@@ -187,7 +187,7 @@ def test_an_uploaded_classifier_or_tagger_decides_as_its_forward(module, setting
     torch.manual_seed(0)
     m = module().eval()
     loaded = _upload(m, settings)
-    assert loaded.caps.names == {"recurrence", "tables", "decision"}
+    assert loaded.caps.names == {"recurrence", "tables", "decision", "patching"}
     text = "the film was not good"
     trace = P.decide(loaded, text)
     with torch.no_grad():
@@ -345,16 +345,13 @@ def test_the_recurrent_cell_and_the_embeddings_read_a_recurrent_classifier() -> 
     np.testing.assert_allclose(table.vectors, m.emb.weight.detach().numpy(), atol=1e-7)
 
 
-def test_decoding_and_interventions_say_what_a_recurrent_classifier_is() -> None:
+def test_decoding_says_what_a_recurrent_classifier_is() -> None:
     from explorer.probes.decoding_strategies import generator
-    from explorer.probes.interventions import InterventionError, layout
 
     loaded = _upload(LastState().eval(), {"labels": ["negative", "positive"]})
     said = "upload:lab is a sentence classifier with 2 labels (negative, positive)"
     with pytest.raises(Exception, match=r"sentence classifier with 2 labels \(negative, positive\): it generates"):
         generator(loaded)
-    with pytest.raises(InterventionError, match="predicts no next word"):
-        layout(loaded)
     assert said in P.not_a_language_model(loaded, "x")
 
 

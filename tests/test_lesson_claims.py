@@ -413,9 +413,9 @@ def test_04_last_step_masked_words_agree_with_the_head_noun() -> None:
 REAL = "05-real-language-model"
 
 
-def signed(x: float) -> str:
-    """A number as the captions write it: two decimals, a real minus sign."""
-    return f"{x:.2f}".replace("-", "−")
+def signed(x: float, digits: int = 2) -> str:
+    """A number as the captions write it: two decimals (or `digits`), a real minus sign."""
+    return f"{x:.{digits}f}".replace("-", "−")
 
 
 def decode_step(p: dict) -> D.DecodingRun:
@@ -946,3 +946,18 @@ def test_10_negative_rather_than_positive() -> None:
     says(s5.question, f"still positive ({after_not:.3f})", f"brings it to {t.probs[1]:.3f}")
     s6, p6 = step("10-an-lstm-decides-sentiment", 6)
     assert loaded.model.rnn.num_layers == 2 and loaded.model.rnn.hidden_size == 64 and p6["layer"] == 1
+
+
+def test_10_which_state_carries_not() -> None:
+    from explorer.probes import interventions as I
+
+    s, p = step("10-an-lstm-decides-sentiment", 7)
+    m = model(p["model"])
+    c = I.contrast(m, p["text"], p["corrupt"], p["answer"], p["wrong"])
+    assert c.tokens[4] == "not" and c.tokens[-1] == "." and (p["layer"], p["col"]) == (0, 4)
+    says(s.caption, f"(LD = logit(negative) − logit(positive) = {signed(c.corrupted.ld)})",
+         f"({c.clean.ld:+.2f})")
+    g = _grid(p).restored
+    says(s.caption, f"The first layer's h at \"not\" alone restores {g[0, 4]:.3f}",
+         f"the second layer's h at \"not\" restores {signed(g[1, 4], 3)}", f"at \".\" restores {g[1, -1]:.3f}")
+    assert np.abs(g[:, :4]).max() < 1e-6  # "no state before 'not' restores anything"

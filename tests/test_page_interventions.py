@@ -106,3 +106,26 @@ def test_smollm2_opens_on_the_fact_and_patches_its_heads_at_one_position():
     assert at.text_input(key="answer").value == "Paris" and at.text_input(key="wrong").value == "Rome"
     main = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
     assert plotly_array(main["z"]).shape == (30, 9) and main["x"] == list(range(9))
+
+
+def test_a_shipped_classifier_is_patched_toward_its_labels():
+    """The sentiment classifier opens on its own pair (negation): the grid is the probe's, the caption reads the
+    label where the classifier reads it, the what-to-notice point is computed, and the ablation bars are labels."""
+    at = run_page(PAGE, {"model": "builtin:sentiment-lstm"})
+    assert_no_exception(at)
+    assert (at.text_input(key="corrupt").value, at.text_input(key="answer").value,
+            at.text_input(key="wrong").value) == ("The food was very good.", "negative", "positive")
+    loaded = load_model("builtin:sentiment-lstm")
+    args = ("The food was not good.", "The food was very good.", "negative", "positive")
+    grid = I.patching(loaded, *args, "h")
+    main = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    np.testing.assert_allclose(plotly_array(main["z"]), grid.restored, atol=1e-9)
+    captions = _text(at.caption)
+    assert "logit(“negative”) − logit(“positive”) of the label the classifier gives the whole prompt" in captions
+    c = I.contrast(loaded, *args)
+    assert f"Clean: {c.clean.ld:.3f}" in captions and f"corrupted: {c.corrupted.ld:.3f}" in captions
+    notice = " ".join(md_unescape(m.value) for m in at.markdown)
+    assert f"(here {grid.restored[-1, -1]:.6f})" in notice  # the top layer's last h hands the head the clean state
+    bars = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    assert sorted(bars["layout"]["xaxis"]["ticktext"]) == ["negative", "positive"]
+    assert bars["layout"]["title"]["text"].startswith("Labels of the clean prompt")

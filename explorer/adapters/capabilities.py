@@ -60,7 +60,7 @@ WHAT: dict[str, str] = {c.name: c.what for c in CAPABILITIES}
 _LM = ("stepper", "lens", "gradient", "patching", "tables")
 MAY_HAVE: dict[str, frozenset[str]] = {
     "rnn-lm": frozenset((*_LM, "recurrence")),
-    "rnn-classifier": frozenset(("recurrence", "tables", "decision")),
+    "rnn-classifier": frozenset(("recurrence", "tables", "decision", "patching")),
     # a user's state dict: a recurrent network is inferred from it, with a language-model or a task head
     "state-dict": frozenset((*_LM, "recurrence", "decision")),
     "decoder": frozenset((*_LM, "attention", "positions")),

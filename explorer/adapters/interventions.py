@@ -37,6 +37,9 @@ import torch
 
 from explorer.adapters.base import Names, wants
 
+if TYPE_CHECKING:
+    from explorer.adapters.task_head import TaskHead
+
 _SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("explorer_intervention", default=None)
 
 BlockCall = tuple[tuple[object, ...], dict[str, object]]  # a block's (args, kwargs) as it was called, passed back as is
@@ -342,6 +345,7 @@ class PatchesBlocks:
     the adapter gives `_block_logits(ids (B, T)) -> (B, V)` at the last position and `unembed`."""
 
     patch_sites: TransformerSites | None = None
+    task_head: TaskHead | None = None  # a decoder patched here is a language model: its logits are the vocabulary's
 
     if TYPE_CHECKING:
         @property

@@ -258,10 +258,13 @@ class Recurrent(Records, Protocol):
 
 class Intervenes(Reads, Protocol):
     """Runs with some activations replaced, at the record's names (explorer.adapters.interventions): decoders whose
-    blocks were found (resid, attn, mlp, heads) and recurrent LMs with an output layer (h, c)."""
+    blocks were found (resid, attn, mlp, heads) and recurrent networks (h, c) with an output layer or a task head
+    (task_head set: the logits are then its labels')."""
 
     @property
     def eos_ids(self) -> tuple[int, ...]: ...
+    @property
+    def task_head(self) -> TaskHead | None: ...
 
     def intervention_layout(self) -> Layout | None:
         """What can be patched (None: nothing)."""

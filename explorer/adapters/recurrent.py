@@ -262,14 +262,16 @@ def unroll(weights: RecurrentWeights, x: torch.Tensor, patches: Sequence[Patch] 
 
 
 class PatchesRecurrence:
-    """The Intervenes capability of a recurrent LM: `unroll` over the adapter's `weights` (its embedding and output
-    layer included)."""
+    """The Intervenes capability of a recurrent network: `unroll` over the adapter's `weights` (its embedding
+    included), read out by its output layer after the last token (a language model) or, where the adapter set
+    `readout`, by its task head (a classifier: the pooled states; a tagger: the last token's state)."""
 
     weights: RecurrentWeights
+    readout: Callable[[torch.Tensor], torch.Tensor] | None = None  # top-layer states (B, T, D·H) -> labels (B, C)
 
     def intervention_layout(self) -> Layout | None:
         w = self.weights
-        if w is None or w.output_weight is None or w.embedding is None:
+        if w is None or w.embedding is None or (w.output_weight is None and self.readout is None):
             return None
         kinds = ("h", "c") if w.cell == "lstm" else ("h",)
         dirs = ("fwd", "bwd")[: w.num_directions]
@@ -279,11 +281,14 @@ class PatchesRecurrence:
     def _unrolled(self, ids: torch.Tensor, patches: Sequence[Patch], keep: Names, grad: bool = False
                   ) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
         w = self.weights
-        assert w.embedding is not None and w.output_weight is not None  # intervention_layout said so
+        assert w.embedding is not None  # intervention_layout said so
         x = w.embedding[ids.to(w.embedding.device)]
         if grad:
             x = x.detach().requires_grad_(True)
         out, kept = unroll(w, x, patches, keep)
+        if self.readout is not None:
+            return self.readout(out), kept
+        assert w.output_weight is not None  # intervention_layout said so
         logits = out[:, -1] @ w.output_weight.T
         return (logits + w.output_bias if w.output_bias is not None else logits), kept
 
@@ -636,6 +641,12 @@ class RecurrentAdapter(VocabText, PatchesRecurrence, Adapter):
             return cast(torch.Tensor, linear(out if head.per_token else pool(out, head.pooling, directions)))
 
         self.task_head, self.decision_fns = head, (lambda ids: cast(torch.Tensor, embedding(ids)), logits)
+
+        def readout(out: torch.Tensor) -> torch.Tensor:  # (B, T, D·H) -> (B, C): what interventions patch toward
+            x = out[:, -1] if head.per_token else pool(out, head.pooling, directions)
+            return cast(torch.Tensor, linear(x.to(linear.weight.dtype))).float()
+
+        self.readout = readout
 
     @property
     def cell(self) -> str:

@@ -202,10 +202,18 @@ NATURAL["decide"] = DECIDE
 # whose part of speech their context decides for the tagger; their other views read the same sentences.
 SENTIMENT: dict[str, tuple[str, ...]] = {
     "decide": ("The film was good but the ending was not.", "The food was not bad at all.",
-               "I did not enjoy the trip.", "What a lovely day at the beach!", "The staff were not friendly.")}
+               "I did not enjoy the trip.", "What a lovely day at the beach!", "The staff were not friendly."),
+    "contrast": ("The food was not good.", "The staff were not friendly.")}
 POS: dict[str, tuple[str, ...]] = {
     "decide": ("They went for a long run.", "They run to school every morning.", "Please turn on the light.",
-               "This bag is very light.", "We walked back home.")}
+               "This bag is very light.", "We walked back home."),
+    "contrast": ("Please turn on the light", "It was a good run")}
+# Their pairs to patch: two of the model's labels instead of two next words (a tagger's: its last word's label).
+CONTRASTS.update({
+    "The food was not good.": ("The food was very good.", "negative", "positive"),
+    "The staff were not friendly.": ("The staff were very friendly.", "negative", "positive"),
+    "Please turn on the light": ("Please make it very light", "noun", "adjective"),
+    "It was a good run": ("I will go and run", "noun", "verb")})
 LANGUAGES = {"english": ENGLISH, "sentiment": SENTIMENT, "pos": POS, "wordnet": WORDNET, "everyday": WORDNET,
              "translation": TRANSLATION, "dates": DATES,
              "natural": NATURAL}

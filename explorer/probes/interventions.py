@@ -2,7 +2,9 @@
 
 Two prompts of the same length in tokens, clean ("The Eiffel Tower is in the city of") and corrupted ("The Colosseum
 is in the city of"), and two continuations, the answer (Paris) and the wrong one (Rome). The metric is the logit
-difference after the last token, LD = logit(answer) − logit(wrong) (Wang et al. 2022).
+difference after the last token, LD = logit(answer) − logit(wrong) (Wang et al. 2022). A recurrent classifier or
+tagger is patched the same way toward one of its labels: LD = logit(label A) − logit(label B) of its task head, read
+where the head reads (a classifier: its pooled states; a tagger: the prompt's last word).
 
 Activation patching (causal tracing, Meng et al. 2022; Heimersheim & Nanda 2024): one prompt is run with one
 activation taken from the run of the other. Denoising: the corrupted run with one clean activation, restored =
@@ -31,7 +33,7 @@ import torch
 
 from explorer.adapters.base import Unsupported
 from explorer.adapters.interventions import Layout, Patch, PatchedRun
-from explorer.adapters.task_head import not_a_language_model
+from explorer.adapters.task_head import POOLING_WHAT, TaskHead, not_a_language_model
 from explorer.adapters.protocols import Intervenes, Loaded
 from explorer.adapters.text import TYPE_A_SENTENCE
 from explorer.runtime import budget
@@ -79,6 +81,8 @@ class Contrast:
     clean: Metric
     corrupted: Metric
     notes: tuple[str, ...] = ()
+    reads: str = "after the last token"  # where the metric is read (a task model: its head's input)
+    last_state: bool = True  # the readout reads the top layer's state at the last position alone
 
     @property
     def differs(self) -> np.ndarray:
@@ -96,14 +100,44 @@ def layout(loaded: Loaded) -> Layout:
 
 def _adapter(loaded: Loaded) -> tuple[Intervenes, Layout]:
     adapter = loaded.caps.patching
-    if adapter is None and (task := not_a_language_model(loaded, "predicts no next word, which this view patches "
-                                                                  "a clean and a corrupted run to restore")):
+    if adapter is None and (task := not_a_language_model(loaded, "predicts no next word, and this view patches a "
+                                                                  "task model's label only in recurrent classifiers "
+                                                                  "and taggers")):
         raise InterventionError(task)
     if adapter is None or (layout := adapter.intervention_layout()) is None:
         raise InterventionError(
             f"{loaded.id} cannot be patched by this view: it reads decoders (the built-in GPT, Hugging Face causal "
-            "LMs whose blocks it finds) and recurrent language models with an output layer.")
+            "LMs whose blocks it finds), recurrent language models with an output layer, and recurrent classifiers "
+            "and taggers.")
     return adapter, layout
+
+
+def reads(adapter: Intervenes, tokens: Sequence[str]) -> tuple[str, bool]:
+    """Where the metric is read for a prompt of `tokens` as shown, and whether the readout reads the top layer's
+    state at the last position alone (a one-direction language model, last-state classifier or tagger)."""
+    head, one_way = adapter.task_head, (layout := adapter.intervention_layout()) is not None and \
+        layout.directions == ("fwd",)
+    if head is None:
+        return "after the last token", one_way
+    if head.per_token:
+        return f"of the label the tagger gives the prompt's last token, “{tokens[-1] if tokens else ''}”", one_way
+    return (f"of the label the classifier gives the whole prompt (its head reads "
+            f"{POOLING_WHAT.get(head.pooling, head.pooling)})", one_way and head.pooling == "last")
+
+
+def _label(head: TaskHead, word: str, which: str) -> tuple[int, str, str]:
+    """(index, name, "") of the label `word` names: its name (any case) or its index."""
+    word, what = (word or "").strip(), "answer" if which == "answer" else "wrong"
+    names = [label.casefold() for label in head.labels]
+    shown = ", ".join(head.labels[:12]) + (", …" if len(head.labels) > 12 else "")
+    if word.casefold() in names:
+        i = names.index(word.casefold())
+    elif word.isdigit() and int(word) < len(names):
+        i = int(word)
+    else:
+        raise InterventionError((f"'{word[:40]}' is not one of the labels" if word else f"Type the {what} label")
+                                + f": {shown}.")
+    return i, head.labels[i], ""
 
 
 def _encode(adapter: Intervenes, text: str, which: str) -> tuple[list[int], tuple[str, ...], tuple[str, ...]]:
@@ -133,6 +167,8 @@ def continuation(adapter: Intervenes, text: str, word: str, which: str) -> tuple
     """(id, shown text, note) of `word` read as the next word after `text`: the first token that " " + `word` adds
     to the prompt's end as the tokenizer reads them together (note: "" or what was left out when the word is several
     tokens). The end is the prompt's last 200 characters: what a tokenizer adds there does not depend on the rest."""
+    if adapter.task_head is not None:  # a classifier or tagger: the two continuations are two of its labels
+        return _label(adapter.task_head, word, which)
     word = (word or "").strip()
     if not word:
         raise InterventionError(f"Type the {which} continuation.")
@@ -205,10 +241,17 @@ def contrast_of_ids(loaded: Loaded, ids: Sequence[int], corrupt_ids: Sequence[in
         said.append(f"The clean and corrupted runs give the same logit difference ({clean.ld:.4f}): nothing can be "
                     "restored; pick prompts the model tells apart.")
     if shown is None:
-        a, w = adapter.token_strings([answer_id, wrong_id])
+        a, w = _names(adapter, [answer_id, wrong_id])
         shown = (tuple(adapter.sequence_strings(ids)), tuple(adapter.sequence_strings(corrupt_ids)), a, w)
     return Contrast(loaded.id, shown[0], shown[1], tuple(int(i) for i in ids), tuple(int(i) for i in corrupt_ids),
-                    int(answer_id), int(wrong_id), shown[2], shown[3], clean, corrupted, tuple(said))
+                    int(answer_id), int(wrong_id), shown[2], shown[3], clean, corrupted, tuple(said),
+                    *reads(adapter, shown[0]))
+
+
+def _names(adapter: Intervenes, ids: Sequence[int]) -> list[str]:
+    """What the readout's indices `ids` are: tokens, or a task model's label names."""
+    head = adapter.task_head
+    return [head.labels[i] for i in ids] if head is not None else adapter.token_strings(list(ids))
 
 
 def _batch(adapter: Intervenes, rows: Sequence[Sequence[int]]) -> torch.Tensor:
@@ -498,13 +541,19 @@ class FirstPatches:
     point reads (a decoder's residual stream before layer 0; a recurrent model's h of its top layer): `at_differ` the
     restored fraction at each differing position (recurrent: at each position from the first difference on, the last
     included), `at_agree` the largest |restored| where the runs are the same (a decoder: where the tokens agree; a
-    recurrent model: before the first difference; 0.0 when there is no such position), `last` at the last position."""
+    recurrent model: before the first difference; 0.0 when there is no such position), `last` at the last position;
+    `last_state` and `reads` the Contrast's (what the readout reads), `best` the row's largest restored fraction and
+    `best_at` its clean token."""
 
     differ: tuple[int, ...]
     tokens: tuple[str, ...]
     at_differ: tuple[float, ...] | None = None
     at_agree: float | None = None
     last: float | None = None
+    last_state: bool = True
+    reads: str = ""
+    best: float = 0.0
+    best_at: str = ""
 
 
 def first_patches(c: Contrast, grid: PatchGrid | None = None) -> FirstPatches:
@@ -524,7 +573,9 @@ def first_patches(c: Contrast, grid: PatchGrid | None = None) -> FirstPatches:
         same[differ[0]:] = False
         at = row[differ[0]:]
     agree = float(np.abs(row[same]).max()) if same.any() else 0.0
-    return FirstPatches(differ, tokens, tuple(float(v) for v in at), agree, float(row[-1]))
+    best = int(np.nanargmax(row)) if np.isfinite(row).any() else len(row) - 1
+    return FirstPatches(differ, tokens, tuple(float(v) for v in at), agree, float(row[-1]), c.last_state, c.reads,
+                        float(row[best]), c.tokens[best])
 
 
 # --------------------------------------------------------------------------------------------- ablation
@@ -623,6 +674,7 @@ class Ablation:
     before: Metric | None = None
     after: Metric | None = None
     notes: tuple[str, ...] = ()
+    outputs: str = "next tokens after the clean prompt"  # what the bars are (a task model: its labels)
 
 
 def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero", corrupt: str = "",
@@ -675,12 +727,17 @@ def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero
         before = ref.logits[0]
         after = adapter.patched_logits(_batch(adapter, [ids]), patches).logits[0]
     pb, pa = torch.softmax(before.double(), -1), torch.softmax(after.double(), -1)
-    top_b, top_a = torch.topk(pb, k), torch.topk(pa, k)
+    top_b, top_a = torch.topk(pb, min(k, len(pb))), torch.topk(pa, min(k, len(pa)))
     notes = (*notes, *(["Mean ablation: each component's output is replaced by its mean over the positions of the "
                          "prompt" + (" and of the corrupted prompt" if len(refs) > 1 else "") + "."]
-                       if how == "mean" and comps else []))
-    return Ablation(tuple(x.label for x in comps), how, tuple(adapter.token_strings(top_b.indices.tolist())),
-                    top_b.values.numpy(), tuple(adapter.token_strings(top_a.indices.tolist())), top_a.values.numpy(),
+                       if how == "mean" and comps else []),
+             *(["A unit is one of the forward direction's hidden units: the backward direction's are left as they "
+                "are."] if len(layout.directions) > 1 and any(x.kind == "unit" for x in comps) else []))
+    head = adapter.task_head
+    return Ablation(tuple(x.label for x in comps), how, tuple(_names(adapter, top_b.indices.tolist())),
+                    top_b.values.numpy(), tuple(_names(adapter, top_a.indices.tolist())), top_a.values.numpy(),
                     float(pa[int(top_b.indices[0])]),
                     _metric(before, *ends) if ends else None,
-                    _metric(after, *ends) if ends else None, tuple(dict.fromkeys(notes)))
+                    _metric(after, *ends) if ends else None, tuple(dict.fromkeys(notes)),
+                    "next tokens after the clean prompt" if head is None else
+                    "labels of the clean prompt" + ("'s last token" if head.per_token else ""))

@@ -146,15 +146,17 @@ def ablation_bars(ablation: Ablation, theme: Theme) -> go.Figure:
     """The top next tokens before (left) and after (right) the ablation, as two bar charts side by side (nothing
     ablated: the tokens before only)."""
     before, after = chart_labels(ablation.before_tokens), chart_labels(ablation.after_tokens)
+    what = ablation.outputs[0].upper() + ablation.outputs[1:]
     if not ablation.components:
         return figure([_bars(before, ablation.before_probs, theme.categorical[4])],
-                      {"title": {"text": "Next tokens after the clean prompt (nothing ablated yet)"}, "height": 340,
+                      {"title": {"text": plotly_text(f"{what} (nothing ablated yet)")}, "height": 340,
                        "showlegend": False, "xaxis": {"tickvals": list(range(len(before))), "ticktext": before},
                        "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero"}})
     data = [_bars(before, ablation.before_probs, theme.categorical[4], "before"),
             _bars(after, ablation.after_probs, theme.categorical[5], "after", "2")]
     top = float(max(ablation.before_probs.max(), ablation.after_probs.max()) * 1.25)
-    title = (f"Next tokens before and after {ablation.how}-ablating {', '.join(ablation.components[:3])}"
+    short = what.split(" of ")[0].split(" after ")[0]  # "Next tokens", "Labels"
+    title = (f"{short} before and after {ablation.how}-ablating {', '.join(ablation.components[:3])}"
              + (f" and {len(ablation.components) - 3} more" if len(ablation.components) > 3 else ""))
     return figure(data, {
         "title": {"text": plotly_text(title)},
@@ -183,6 +185,11 @@ def first_patch_points(first: FirstPatches, recurrent: bool, has_cell: bool) -> 
             + ("" if first.at_differ is None else " (here " + ", ".join(f"{v:.6f}" if n == 1 else f"{v:.3f}"
                                                                      for v in first.at_differ) + ")")
             + "."]
+    if n and first.at_differ is not None and not first.last_state:  # the head reads more than one state
+        return [f"LD is taken {md(first.reads)}: the head reads more than the forward top-layer state at the last "
+                f"position, so patching that state alone need not restore 1 (here {first.last:.3f}); the forward top "
+                f"layer's h restores most at “{md(first.best_at)}” ({first.best:.3f}). "
+                f"{differ[0].upper()}{differ[1:]}."]
     if n and first.at_differ is not None:
         return [
             f"Patching h of the top layer at the last position hands the output layer the clean state: it restores 1 "
