@@ -17,7 +17,8 @@ page_header("Watch it learn",
             "What a model learned, when: held-out measures of each snapshot of its training. Click a point to open "
             "the view that shows it, at that step.")
 with_series = [e.id for e in session_catalogue() if series_steps(e.id)]
-model_id = model_picker(c.view.needs, default=c.params["model"].default, training_steps=False)
+model_id = model_picker(c.view.needs, default=c.params["model"].default, training_steps=False,
+                        extra=with_series)  # a classifier or tagger trained with snapshots too
 if not series_steps(model_id):
     st.info(f"{md(model_id)} was not trained with snapshots. The models that were: "
             f"{', '.join(md(m) for m in with_series) or 'none here'} (train one with "
@@ -37,9 +38,11 @@ if curves is None:  # the first time in this process: the recorded losses at onc
     slot.empty()
 for note in curves.notes:
     st.info(md(note))
-MEASURED = Origin("model", f"each snapshot's stored weights measured on held-out data ({curves.n_items} agreement "
-                           f"items, {TC.SENTENCES} sentences, {TC.REPEATS} repeated sequences); the losses as the "
-                           "training run recorded them.")
+MEASURED = Origin("model", f"each snapshot's stored weights run on “{md(curves.sentence)}”; the held-out loss and "
+                           "accuracy as the training run measured them on its held-out examples.") if curves.sentence \
+    else Origin("model", f"each snapshot's stored weights measured on held-out data ({curves.n_items} agreement "
+                         f"items, {TC.SENTENCES} sentences, {TC.REPEATS} repeated sequences); the losses as the "
+                         "training run recorded them.")
 picked = show(V.curves_figure(curves.steps, curves.curves, model_id, theme), MEASURED, key="curves",
               filename="training-curves", fold=True, on_select="rerun", selection_mode="points")
 final = {name: float(v[-1]) for name, v in curves.curves.items()}
@@ -75,6 +78,9 @@ with st.expander("Every snapshot's numbers"):
     table(V.table_rows(curves.steps, curves.epochs, curves.curves, curves.unit), MEASURED)
 
 what_to_notice([
+    "When does held-out accuracy rise, compared with when the loss falls? And the decision on the sentence: is it "
+    "settled long before the end, or does it flip late? Click a point to open the Decision view at that step.",
+] if curves.sentence else [
     "When does agreement leave chance (0.5), compared with when the loss falls? The caption under the chart gives "
     "the first step at which each share reaches 0.9.",
     "A recurrent model's number unit: is it the same unit from one snapshot to the next once it is accurate (the "

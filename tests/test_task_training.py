@@ -192,3 +192,45 @@ def test_the_models_page_fine_tunes_minilm_as_a_tagger_on_the_shipped_parts_of_s
                                                  "train_step": "0"})
     assert_no_exception(before)
     assert not before.error and before.get("plotly_chart")
+
+
+
+def test_watch_it_learn_follows_a_classifiers_accuracy_and_decision_over_its_snapshots() -> None:
+    """A classifier trained in the app with snapshots: each snapshot's recorded held-out accuracy is its own
+    forward's on the held-out split (its weights as stored), the decision curve is each snapshot's probability of
+    the trained model's label, and the view draws both and opens the Decision view at a clicked step."""
+    import json
+
+    import numpy as np
+
+    from explorer.loading.catalogue import series_steps
+    from explorer.probes.decision import decide
+    from explorer.training import curves as TC
+
+    read = read_labelled(_csv(MOODS * 4))
+    spec = _spec(corpus="user", labels=read.labels, user_examples=read.examples, epochs=4)
+    uid = register_trained(train_model(spec, snapshots=4))
+    steps = series_steps(uid)
+    held = labelled_corpus(spec).heldout
+    c = TC.series_curves(uid)
+    assert c.sentence and set(c.curves) == {TC.LOSS, TC.TRAIN_LOSS, TC.ACCURACY, TC.DECISION}
+    final = decide(load_model(uid), c.sentence)
+    for i, step in enumerate(steps):
+        snap = load_model(f"{uid}@{step}")
+        vocab = snap.vocabs["vocab"]
+        with torch.no_grad():
+            right = sum(int(snap.model.decide(torch.tensor([[vocab.bos_id, *vocab.encode(w)]])).argmax(-1)) == lab
+                        for w, [(_, lab)] in held)
+        assert c.curves[TC.ACCURACY][i] == pytest.approx(right / len(held))
+        assert c.curves[TC.DECISION][i] == pytest.approx(float(decide(snap, c.sentence).probs[final.chosen]))
+    assert f"“{final.labels[final.chosen]}”, the trained model's label for “{c.sentence}”" in c.notes[0]
+    assert TC.view_at(c, TC.ACCURACY, steps[1]) == ("decision", {"model": uid, "train_step": str(steps[1]),
+                                                                "text": c.sentence})
+    at = run_page("app_pages/training_curves.py", {"model": uid})
+    assert_no_exception(at)
+    drawn = {t["name"]: t["y"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
+    assert set(drawn) == set(c.curves)
+    from plotly_arrays import plotly_array
+
+    np.testing.assert_allclose(plotly_array(drawn[TC.ACCURACY]), c.curves[TC.ACCURACY], atol=1e-9)
+    assert f"held-out accuracy: {c.curves[TC.ACCURACY][-1]:.3f} at the end" in " ".join(x.value for x in at.caption)

@@ -14,6 +14,11 @@ For a series of S snapshots of a language model trained on the generated English
 - heads (transformers), per layer and head: previous-token score, the mean attention weight from each position to the
   one before it on held-out sentences; induction score, the mean attention weight from each token of a repeated random
   sequence to the token after its first occurrence (Olsson et al. 2022).
+
+For a classifier or tagger trained (or fine-tuned) with snapshots: the held-out loss and accuracy the run recorded at
+each snapshot (its held-out labelled examples), and the decision forming over training: the probability each
+snapshot gives the trained model's label for one example sentence (a tagger: the mean over its words of each word's
+final label), each snapshot run on it.
 """
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ K = 5              # neighbours for the embedding precision
 
 LOSS, TRAIN_LOSS, AGREEMENT, NUMBER_UNIT, NEIGHBOURS = ("held-out loss", "training loss", "agreement",
                                                         "number unit", "neighbour precision@5")
+ACCURACY, DECISION = "held-out accuracy", "p(final decision)"  # a classifier's or tagger's
 PREVIOUS, INDUCTION = "previous-token", "induction"
 
 
@@ -75,6 +81,7 @@ class SeriesCurves:
     heads: dict[str, np.ndarray] = field(default_factory=dict)
     n_items: int = 0
     notes: tuple[str, ...] = ()
+    sentence: str = ""  # a task model's: the sentence whose decision DECISION follows ("" for a language model)
 
 
 def _agreement(vocab: Vocab) -> tuple[list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
@@ -188,8 +195,9 @@ def recorded(model_id: str) -> SeriesCurves:
     if not steps:
         raise ValueError(f"{base} was not trained with snapshots.")
     infos = (series_meta(base) or {})["snapshots"]
-    curves = {LOSS: np.array([np.nan if i.get("heldout_loss") is None else i["heldout_loss"] for i in infos]),
-              TRAIN_LOSS: np.array([np.nan if i.get("train_loss") is None else i["train_loss"] for i in infos])}
+    curves = {name: np.array([np.nan if i.get(key) is None else i[key] for i in infos])
+              for name, key in ((LOSS, "heldout_loss"), (TRAIN_LOSS, "train_loss"), (ACCURACY, "heldout_accuracy"))
+              if name != ACCURACY or any(i.get(key) is not None for i in infos)}
     return SeriesCurves(base, np.array(steps), np.array([i.get("epoch", 0) for i in infos]), curves,
                         np.full(len(steps), -1))
 
@@ -216,6 +224,11 @@ def _measure(base: str) -> SeriesCurves:
     heads: dict[str, np.ndarray] = {}
     vocab = trained.vocabs.get("vocab")
     n_items = 0
+    if trained.caps.decision is not None:  # a classifier or tagger: its decision forming over training
+        sentence = trained.adapter.examples("decide").default
+        curves[DECISION], said = _decisions(trained, [load_model(f"{base}@{s}") for s in steps], sentence)
+        return SeriesCurves(base, np.array(steps), np.array([i.get("epoch", 0) for i in infos]), curves, unit,
+                            notes=(said,), sentence=sentence)
     if (trained.meta.get("corpus") or {}).get("generator") != "english" or vocab is None:
         notes.append(f"{base} was not trained on the generated English corpus: only its losses are shown.")
     else:
@@ -237,6 +250,25 @@ def _measure(base: str) -> SeriesCurves:
                         n_items, tuple(notes))
 
 
+def _decisions(trained: LoadedModel, snapshots: list[LoadedModel], sentence: str) -> tuple[np.ndarray, str]:
+    """(S,) the probability each snapshot gives the trained model's decision on `sentence` (a tagger: the mean over
+    its tokens of each token's final label; special tokens left out), and a sentence that says so."""
+    from explorer.probes.decision import decide
+
+    final = decide(trained, sentence)
+    chosen = final.chosen
+    if final.per_token:
+        rows = np.flatnonzero(~np.array(final.special))
+        values = [float(decide(s, sentence).probs[rows, np.asarray(chosen)[rows]].mean()) for s in snapshots]
+        said = (f"{DECISION}: the mean over the words of “{sentence}” of the probability each snapshot gives the "
+                "trained model's label of each word.")
+    else:
+        values = [float(decide(s, sentence).probs[int(chosen)]) for s in snapshots]
+        said = (f"{DECISION}: the probability each snapshot gives “{final.labels[int(chosen)]}”, the trained "
+                f"model's label for “{sentence}”.")
+    return np.array(values), said
+
+
 SENTENCE = "the keys to the old cabinet are on the table ."  # an agreement item the generated English knows
 
 
@@ -252,8 +284,11 @@ def view_at(c: SeriesCurves, curve: str, step: int, layer: int | None = None, he
     """The view (url path) and query parameters that show what `curve` measures, on the snapshot at `step`: the
     losses in decoding; agreement in the recurrent cell (LSTM) or the logit lens (GPT); the number unit in the
     recurrent cell at that step's unit; neighbour precision in word embeddings; a head's score in self-attention at
-    that head, on the input the score reads."""
+    that head, on the input the score reads; every curve of a classifier or tagger in the Decision view, on the
+    sentence its decision curve follows."""
     at = {"model": c.model, "train_step": str(step)}
+    if c.sentence:  # a classifier or tagger: its decision at that step
+        return "decision", {**at, "text": c.sentence}
     recurrent = bool((c.unit >= 0).any())
     if curve in (LOSS, TRAIN_LOSS):
         return "decoding-strategies", at

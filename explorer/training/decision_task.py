@@ -50,6 +50,11 @@ class LabelledTask(TaskBase[Labelled]):
         total, _, count = self._held()
         return total / count if count else None
 
+    def heldout_measures(self) -> dict[str, float | None]:
+        """The held-out loss and accuracy in one pass (what each snapshot records)."""
+        total, right, count = self._held()
+        return {"heldout_loss": total / count if count else None, "heldout_accuracy": right / count if count else None}
+
     def evaluate(self, full: bool) -> JSONDict:
         _, right, count = self._held()
         return {"heldout_accuracy": right / count if count else None, "heldout_targets": count}

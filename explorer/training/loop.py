@@ -114,10 +114,15 @@ def train_model(spec: TrainSpec, progress: Callable[[TrainProgress], None] | Non
         assert series is not None
         state = torch.get_rng_state()
         model.eval()
-        held = series.heldout_loss_as_stored(model, task.heldout_loss)
+        measures = getattr(task, "heldout_measures", None)  # a labelled task's loss and accuracy in one pass
+        if measures is None:
+            held, more = series.heldout_loss_as_stored(model, task.heldout_loss), {}
+        else:
+            more = dict(series.heldout_loss_as_stored(model, measures))
+            held = more.pop("heldout_loss")
         model.train()
         torch.set_rng_state(state)
-        series.take(model, step, epoch, since[0] / since[1] if since[1] else None, held)
+        series.take(model, step, epoch, since[0] / since[1] if since[1] else None, held, more)
         since[:] = [0.0, 0]
 
     if series is not None and series.due(0):

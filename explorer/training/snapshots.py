@@ -15,10 +15,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 import torch.nn as nn
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from explorer.runtime.json_value import JSON, JSONDict
@@ -59,14 +61,17 @@ class Snapshots:
     def due(self, step: int) -> bool:
         return step in self.steps
 
-    def take(self, model: nn.Module, step: int, epoch: int, train_loss: float | None, heldout_loss: float | None
-             ) -> None:
+    def take(self, model: nn.Module, step: int, epoch: int, train_loss: float | None, heldout_loss: float | None,
+             measures: Mapping[str, float | None] | None = None) -> None:
+        """Keep `model`'s weights at `step`, with its losses and other held-out `measures` (e.g. a classifier's
+        heldout_accuracy)."""
         self.states.append(_as_stored(model, self.stored))
         self.infos.append({"step": step, "epoch": epoch, "train_loss": train_loss, "heldout_loss": heldout_loss,
-                           "dtype": str(self.stored).removeprefix("torch.")})
+                           **(measures or {}), "dtype": str(self.stored).removeprefix("torch.")})
 
-    def heldout_loss_as_stored(self, model: nn.Module, heldout_loss: Callable[[], float | None]) -> float | None:
-        """heldout_loss() of `model` with its weights rounded to the stored dtype (put back after)."""
+    def heldout_loss_as_stored(self, model: nn.Module, heldout_loss: Callable[[], T]) -> T:
+        """heldout_loss() (or any held-out measure) of `model` with its weights rounded to the stored dtype (put back
+        after)."""
         if self.stored == torch.float32:
             return heldout_loss()
         live = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
