@@ -67,7 +67,7 @@ def test_play_steps_through_the_snapshots(browser, server) -> None:
     try:
         _open(page, f"{server}/lstm-gates?model=builtin:lstm-lm&text={AGREEMENT}", "heatmap")
         page.locator("[data-testid='stPopover'] button").filter(has_text="end").first.click()
-        page.locator(".st-key-train_play button").filter(has_text="▶").first.click()
+        page.locator(".st-key-train_play button").filter(has_text="play_arrow").first.click()  # a Material icon
         seen: list[str] = []
         for _ in range(40):  # one step every 1.5 s
             page.wait_for_timeout(500)

@@ -39,3 +39,26 @@ def test_the_guard_drops_refused_states_before_streamlit_reads_them_and_keeps_th
     assert state["$$ID-2-text"] == "the dog runs"
     assert state[G.KEY] == ["“steps” got nan, not a finite number"]
     assert getattr(SessionState.set_widgets_from_proto, "_explorer_guard", False)
+
+
+def test_a_whole_number_for_a_number_box_is_read_as_that_number_not_refused() -> None:
+    """Lesson 3's RoPE step warned "seed expects a number, got a whole number": a browser that kept a control's
+    earlier kind sends the other number field. Where nothing is lost the value is moved to the field the widget
+    registered; a fraction for a whole-number box is still refused."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetStates
+    from streamlit.runtime.state.common import WidgetMetadata
+
+    moved = G.as_expected(WidgetState(id="s", int_value=7), "double_value")
+    assert moved.WhichOneof("value") == "double_value" and moved.double_value == 7.0 and moved.id == "s"
+    assert G.as_expected(WidgetState(double_value=3.0), "int_value").int_value == 3
+    fraction = WidgetState(double_value=2.5)
+    assert G.as_expected(fraction, "int_value") is fraction
+    assert G.problem(fraction, "int_value") == "expects a whole number, got a number"
+    G.install()
+    state = SessionState()
+    state._new_widget_state.set_widget_metadata(WidgetMetadata("$$ID-1-seed", lambda v: v, lambda v: v,
+                                                               "double_value"))
+    sent = WidgetStates()
+    sent.widgets.extend([WidgetState(id="$$ID-1-seed", int_value=4)])
+    state.set_widgets_from_proto(sent)
+    assert state["$$ID-1-seed"] == 4.0 and G.KEY not in state

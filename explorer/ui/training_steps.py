@@ -145,7 +145,8 @@ def step_control(model_id: str) -> str:
                                              "snapshot, stored in float16 and computed in float32); the sentence "
                                              "and the view's settings stay, only the model changes.")
         with col_play:
-            st.button("⏸" if playing else "▶", key="train_play", on_click=_toggle_play, args=(steps,),
+            st.button("", icon=":material/pause:" if playing else ":material/play_arrow:",  # a font's ⏸ may be a box
+                      key="train_play", on_click=_toggle_play, args=(steps,),
                       help="Pause" if playing else "Play: step through the snapshots")
         st.caption(md(caption(series_meta(model_id) or {}, step)))
     if step != steps[-1] or state.url_value(KEY) is not None:

@@ -28,6 +28,24 @@ _KINDS = {"double_value": "a number", "int_value": "a whole number", "string_val
 _LOCK = threading.Lock()
 
 
+_NUMBERS = ("double_value", "int_value")
+
+
+def as_expected(state: WidgetState, expected: str | None) -> WidgetState:
+    """`state` with a number sent in the other number field moved to the `expected` one where nothing is lost (a
+    whole number for a number box, a whole double for a whole-number box: a browser that kept a control's earlier
+    kind sends either); else `state` itself."""
+    got = state.WhichOneof("value")
+    if got == expected or got not in _NUMBERS or expected not in _NUMBERS:
+        return state
+    value = getattr(state, got)
+    if got == "double_value" and not (math.isfinite(value) and value == int(value) and abs(value) < 2 ** 53):
+        return state
+    moved = WidgetState(id=state.id)
+    setattr(moved, expected, float(value) if expected == "double_value" else int(value))
+    return moved
+
+
 def problem(state: WidgetState, expected: str | None) -> str:
     """Why one WidgetState proto cannot be read by a widget registered for the field `expected` ("" if it can)."""
     got = state.WhichOneof("value")
@@ -63,16 +81,21 @@ def install() -> None:
         def set_widgets_from_proto(self: SessionState, widget_states: WidgetStates) -> None:
             known = self._new_widget_state.widget_metadata
             kept, rejected = [], []
+            changed = False
             for state in widget_states.widgets:
                 meta = known.get(state.id)
-                why = problem(state, meta.value_type if meta is not None else None)
+                expected = meta.value_type if meta is not None else None
+                moved = as_expected(state, expected)
+                changed |= moved is not state
+                why = problem(moved, expected)
                 if why:
                     rejected.append(f"“{_key(state.id)}” {why}")
                 else:
-                    kept.append(state)
-            if rejected:
+                    kept.append(moved)
+            if rejected or changed:
                 del widget_states.widgets[:]
                 widget_states.widgets.extend(kept)
+            if rejected:
                 self._new_session_state[KEY] = rejected
             original(self, widget_states)
 

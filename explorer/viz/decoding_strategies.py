@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import math
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
@@ -154,8 +155,9 @@ def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: 
     (`reply`: a chat template) or of the source an encoder-decoder's output is for (`source`). second: a second
     model's lines for the same strategies, dashed in the same colours on the same axes, `names` the two models' ids
     (in each legend entry)."""
+    xaxis: dict[str, object] = {"title": {"text": "generated token"}, "tick0": 1}
     layout: dict[str, object] = {"height": 360, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
-                              "margin": {"t": 40}, "xaxis": {"title": {"text": "generated token"}},
+                              "margin": {"t": 40}, "xaxis": xaxis,
                               "yaxis": {"title": {"text": "log p (model, T = 1)"}}}
     if prompt.strip():  # the title above the legend: short enough for a projector's font
         what = "Log p of each token of the reply to" if reply else "Log p of each output token for" if source else \
@@ -172,6 +174,8 @@ def logprob_lines(labels: Sequence[str], logprobs: Sequence[np.ndarray], theme: 
                            "mode": "lines+markers", "name": name,
                            "line": {"color": theme.categorical[i % len(theme.categorical)], "dash": dash},
                            "hovertemplate": f"{name}<br>step %{{x}}<br>log p %{{y:.4f}}<extra></extra>"})
+    longest = max((len(lp) for lines, _, _ in sets for lp in lines), default=1)
+    xaxis["dtick"] = max(1, math.ceil(longest / 12))  # whole tokens only, at most 12 ticks
     return figure(traces, layout)
 
 

@@ -246,9 +246,9 @@ def equation_lines(terms: CellTerms) -> list[str]:
             rf"{fn}({_n(x['h'] + hp['h'])}) = {_n(v['h'])}"]
 
 
-KEEPS = {"f": "Forget gates near 1 keep the cell state (c_t = f ⊙ c_{t−1} + i ⊙ g)",
-         "z": "Update gates near 1 keep the hidden state (h_t = (1 − z) ⊙ n + z ⊙ h_{t−1})",
-         "": "No gate keeps an Elman RNN's state: h_t = tanh(W x_t + U h_{t−1} + b) is rewritten at every token"}
+KEEPS = {"f": "Forget gates near 1 keep the cell state (cₜ = f ⊙ cₜ₋₁ + i ⊙ g)",
+         "z": "Update gates near 1 keep the hidden state (hₜ = (1 − z) ⊙ n + z ⊙ hₜ₋₁)",
+         "": "No gate keeps an Elman RNN's state: hₜ = tanh(W xₜ + U hₜ₋₁ + b) is rewritten at every token"}
 
 
 def notice_points(notice: GateNotice, trace: GateTrace, pair: tuple[str, str]) -> list[str]:

@@ -199,7 +199,8 @@ def rope_scores(offsets: np.ndarray, starts: np.ndarray, scores: np.ndarray, the
              "line": {"dash": _DASHES[r % 4]},
              "hovertemplate": f"m={m}, offset %{{x}}<br>q·k %{{y:.6g}}<extra></extra>"}
             for r, m in enumerate(starts)]
-    return figure(data, {"title": _title("(R_m q)·(R_{m+offset} k): depends only on the offset"), "height": 380,
+    title = "(R<sub>m</sub> q)·(R<sub>m+offset</sub> k): depends only on the offset"  # subscripts, not raw markup
+    return figure(data, {"title": _title(title), "height": 380,
                        "xaxis": {"title": _title("offset (key − query)")},
                        "yaxis": {"title": _title("q·k after rotation")}})
 
