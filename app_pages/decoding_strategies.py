@@ -62,6 +62,7 @@ with c_settings, st.popover("Settings", icon=":material/tune:", width="stretch")
         max_new = c.number("max_new", slider=True, default=sized.get("max_new"))
         min_new = c.number("min_new", slider=True, hi=max_new)
         stop_eos = c.toggle("eos")
+        unk = c.toggle("unk", disabled=not D.has_unknown_word(loaded))
     with c2:
         temperature = c.number("temperature", slider=True)
         n = c.number("n", slider=True, default=sized.get("n"))
@@ -84,7 +85,7 @@ if len(chosen) < 2:
 strategies = tuple(
     Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=min_p, num_beams=beams,
              length_penalty=length_penalty, repetition_penalty=rep, no_repeat_ngram_size=ngram,
-             min_new_tokens=min_new)
+             min_new_tokens=min_new, show_unknown=unk)
     for kind in chosen
 )
 
@@ -140,8 +141,9 @@ caption(md_message(V.settings_line(seed, max_new, min_new, stop_eos, n, strategi
                       + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat)))
 if template is not None:
     caption(md_message(V.chat_line(model_id, template, run.chat, run.system, stop_eos)))
-for note in run.notes:  # what the model read (e.g. an empty prompt), under the chart: it keeps the first screen
-    st.info(md_message(note))
+for note in (*run.notes, D.unknown_note(loaded, run.generations)):  # under the chart: the first screen
+    if note:  # is the chart's
+        st.info(md_message(note))
 with st.expander("Metrics of each output, and every sample"):
     table(V.metric_columns(run.generations), Origin("model", "metrics of each column's output under the model's own "
                                                              "distribution."))

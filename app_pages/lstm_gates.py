@@ -159,8 +159,9 @@ elif section == SECTIONS[1]:
 elif section == SECTIONS[2]:
     if trace.next_ids.shape[1]:
         table(V.next_token_rows(trace), Origin("model", "softmax of the model's own logits on this run."))
-        caption("After reading each token, the five most probable next tokens: softmax(W_out h_t + b), the "
-                   "model's own output on this run" + (f", which starts at {md(trace.tokens[0])} as the model was "
+        caption("After reading each token, the five most probable next words: softmax(W_out hₜ + b), the model's "
+                   "own output on this run (an unknown-word token, any word outside the vocabulary, in a column of "
+                   "its own)" + (f", which starts at {md(trace.tokens[0])} as the model was "
                                                        "trained." if trace.special[0]
                                                        else ", from the first token as typed."))
     else:

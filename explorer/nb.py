@@ -390,7 +390,7 @@ def decoding_strategies(model: Model, prompt: str, strategies: Sequence[str] = (
                         seed: int = 0, max_new: int = 30, n: int = 1, eos: bool = True, chat: bool = False,
                         system: str = "", temperature: float = 1.0, k: int = 50, p: float = 0.9,
                         typical: float = 0.9, minp: float = 0.05, beam: int = 4, lp: float = 1.0, rep: float = 1.0,
-                        ngram: int = 0, min_new: int = 0, projector: bool = False,
+                        ngram: int = 0, min_new: int = 0, unk: bool = False, projector: bool = False,
                         **read_args: Unpack[ReadArgs]) -> ViewResult[DecodingRun]:
     """Decoding strategies side by side, with Hugging Face's own logits processors: figure "logprobs" (the model's
     log-probability of each generated token, one line per strategy); table "outputs" (each strategy's text).
@@ -405,14 +405,15 @@ def decoding_strategies(model: Model, prompt: str, strategies: Sequence[str] = (
         raise NotebookError(f"Unknown strategies {', '.join(unknown)}: use {', '.join(LABELS)}.")
     chosen = tuple(Strategy(kind, temperature=temperature, top_k=k, top_p=p, typical_p=typical, min_p=minp,
                             num_beams=beam, length_penalty=lp, repetition_penalty=rep, no_repeat_ngram_size=ngram,
-                            min_new_tokens=min_new) for kind in strategies)
+                            min_new_tokens=min_new, show_unknown=unk) for kind in strategies)
     run = _run(D.decode_all, loaded, prompt, chosen, seed, max_new, n, eos, chat, system)
+    left = D.unknown_note(loaded, run.generations)  # the page's note: <unk> left out, its probability
     fig = V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
                           [g.outputs[0].logprobs for g in run.generations], _theme(projector), run.prompt_text,
                           reply=run.chat, source=run.is_encoder_decoder)
     outputs: list[Row] = [{"strategy": g.strategy.label, "output": o.text} for g in run.generations for o in g.outputs]
-    return ViewResult("decoding-strategies", loaded.id, {"logprobs": fig}, run, _notes(loaded, run.notes),
-                      {"outputs": outputs})
+    return ViewResult("decoding-strategies", loaded.id, {"logprobs": fig}, run,
+                      _notes(loaded, (*run.notes, *([left] if left else []))), {"outputs": outputs})
 
 
 def logit_lens(model: Model, text: str, projector: bool = False,

@@ -279,6 +279,9 @@ VIEWS.append(View(
                       "when negative). Applies to every strategy."),
         "ngram": P("int", 0, 0, 5, "No repeat n-gram size (0 = off)"),
         "eos": P("bool", True, label="Stop at end of sequence"), "col": P("int", 0, 0, None, "Column"),
+        "unk": P("bool", False, label="Show the unknown-word token",
+                 help="A word-level model's unknown-word token stands for every word outside its vocabulary: it is "
+                      "left out of the generated text unless this is on (its probability is said under the chart)."),
         "step": P("int", 1, 1, MAX_NEW, "Step", help="The position of the generated token (1 = the first new token)."),
         "view_t": P("float", 1.0, 0.05, 3.0, "Temperature for this view", 0.05,
                     help="Reshapes the distribution live; the strategy's filter is re-applied at this T."),

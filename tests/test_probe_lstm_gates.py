@@ -143,9 +143,11 @@ def test_user_state_dict_is_inferred_and_matches() -> None:
     MAX_ERRORS["user-state-dict"] = err
     assert err < TOL and trace.max_abs_error < TOL
     probs = torch.softmax(logits[0], -1)
-    top = probs.topk(5, dim=-1)
+    unk = vocab.unk_id  # the unknown-word token: its probability in a column of its own, not among the next words
+    top = probs.index_fill(-1, torch.tensor([unk]), -1.0).topk(5, dim=-1)
     np.testing.assert_array_equal(trace.next_ids, top.indices.numpy())
-    np.testing.assert_allclose(trace.next_probs, top.values.numpy(), atol=1e-6)
+    np.testing.assert_allclose(trace.next_probs, probs.gather(-1, top.indices).numpy(), atol=1e-6)
+    np.testing.assert_allclose(trace.unknown_probs, probs[:, unk].numpy(), atol=1e-6)
     assert trace.next_tokens[0] == tuple(vocab.decode(top.indices[0].tolist()))
 
 

@@ -32,6 +32,7 @@ from explorer.runtime.hf_runtime import (
     TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, TypicalLogitsWarper)
 
 from explorer.adapters.protocols import Generates
+from explorer.adapters.text import unknown_word_id
 from explorer.runtime.errors import ViewError
 
 LABELS = {"greedy": "Greedy", "sample": "Pure sampling", "top-k": "Top-k", "top-p": "Top-p (nucleus)",
@@ -58,6 +59,7 @@ class Strategy:
     repetition_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
     min_new_tokens: int = 0
+    show_unknown: bool = False  # generate a word-level vocabulary's <unk> too (text.unknown_word_id); else left out
 
     @property
     def do_sample(self) -> bool:
@@ -99,6 +101,24 @@ class Strategy:
 
 Step = tuple[torch.Tensor, dict[str, torch.Tensor]]  # one generation step: logits (B, V), what it recorded
 
+
+def left_out(adapter: object, strategy: Strategy) -> int | None:
+    """The unknown-word token `strategy` leaves out of generation on this model (None: nothing left out)."""
+    return None if strategy.show_unknown else unknown_word_id(adapter)
+
+
+class LeavesOut:
+    """What a track left out: `unknown` the unknown-word id (None: none), `unknown_max` the largest probability the
+    model gave it (T = 1, no processor) at any step of any row."""
+
+    unknown: int | None = None
+    unknown_max: float = 0.0
+
+    def saw(self, own_log_probs: torch.Tensor) -> None:
+        """own_log_probs (rows, V): the model's own log-probabilities at one step."""
+        if self.unknown is not None:
+            self.unknown_max = max(self.unknown_max, float(own_log_probs[:, self.unknown].exp().max()))
+
 def processors(adapter: Generates, strategy: Strategy, prompt_len: int, max_new: int,
                stop_at_eos: bool = True, warpers: bool = True) -> LogitsProcessorList:
     """The processors `model.generate` builds for `strategy` on this model, in its order.
@@ -108,6 +128,8 @@ def processors(adapter: Generates, strategy: Strategy, prompt_len: int, max_new:
     settings = adapter.generation_settings()
     eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=str(adapter.device))
     procs = LogitsProcessorList()
+    if (unknown := left_out(adapter, strategy)) is not None:  # <unk> is not a word: left out unless asked for
+        procs.append(SuppressTokensLogitsProcessor([unknown], device=str(adapter.device)))
     if strategy.repetition_penalty != 1.0:
         procs.append(RepetitionPenaltyLogitsProcessor(strategy.repetition_penalty))
     if strategy.no_repeat_ngram_size > 0:
@@ -136,7 +158,7 @@ def processors(adapter: Generates, strategy: Strategy, prompt_len: int, max_new:
 
 
 # ------------------------------------------------------------------------------------- rows side by side
-class Sampling:
+class Sampling(LeavesOut):
     """Greedy or sampling rows of one strategy, as `GenerationMixin._sample`: its processors, its generator (seeded
     with `seed`: the stream the global RNG gives after torch.manual_seed(seed), which model.generate reads; the
     server's global RNG is left alone) and what the rows generated so far.
@@ -146,6 +168,7 @@ class Sampling:
     def __init__(self, adapter: Generates, seq: torch.Tensor, strategy: Strategy, max_new: int, seed: int = 0,
                  stop_at_eos: bool = True) -> None:
         self.procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos)
+        self.unknown = left_out(adapter, strategy)
         self.eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
         self.pad = adapter.pad_id if adapter.pad_id is not None else (int(self.eos[0]) if len(self.eos) else 0)
         self.gen = torch.Generator(device=seq.device).manual_seed(seed) if strategy.do_sample else None
@@ -164,7 +187,9 @@ class Sampling:
             nxt = torch.argmax(scores, dim=-1)
         if len(self.eos):
             nxt = nxt * self.unfinished + self.pad * (1 - self.unfinished)
-        self.out_lp.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1))
+        own = torch.log_softmax(logits, dim=-1)
+        self.saw(own)
+        self.out_lp.append(own.gather(1, nxt[:, None]).squeeze(1))
         self.out_ids.append(nxt)
         self.seq = torch.cat([self.seq, nxt[:, None]], dim=-1)
         self.unfinished = self.unfinished & ~torch.isin(nxt, self.eos).long()
@@ -305,7 +330,7 @@ def _gather(tensor: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return torch.take_along_dim(tensor, idx, dim=1)
 
 
-class Beams:
+class Beams(LeavesOut):
     """Beam search as `GenerationMixin._beam_search` (one prompt, early_stopping=False, 1 returned sequence): the K
     running beams are K rows; each step keeps 2·K candidates, the K best running ones, and the finished list ranked
     by sum log p / generated_length ** length_penalty; what each step kept and pruned is recorded (BeamTrace).
@@ -317,6 +342,7 @@ class Beams:
         K = self.rows = strategy.num_beams
         self.adapter = adapter
         self.procs = processors(adapter, strategy, seq.shape[1], max_new, stop_at_eos, warpers=False)
+        self.unknown = left_out(adapter, strategy)
         self.eos = torch.tensor(adapter.eos_ids if stop_at_eos else (), dtype=torch.long, device=seq.device)
         self.C = max(2, 1 + len(self.eos)) * K
         dev = seq.device
@@ -344,6 +370,7 @@ class Beams:
         it continues (K,)) to go on, or None when the search is over."""
         K, C, P, eos = self.rows, self.C, self.P, self.eos
         own = torch.log_softmax(logits, dim=-1)
+        self.saw(own)
         log_probs = self.procs(cast(torch.LongTensor, self.flat), own.clone())
         V = log_probs.shape[-1]
         acc = (log_probs.view(1, K, V) + self.running_scores[:, :, None]).reshape(1, -1)

@@ -134,6 +134,17 @@ def encode_vocab(vocab: Vocab, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, 
     return Encoded(tuple(ids), tuple(tokens), tuple(notes), truncated, len(unknown), tuple(special))
 
 
+def unknown_word_id(adapter: object) -> int | None:
+    """The id of a word-level vocabulary's unknown-word token (`<unk>`: every word the vocabulary lacks, a class the
+    model was trained to predict), where it is a token of its own (not also the end, start or padding token); None
+    for a subword tokenizer (its unknown piece is all but never predicted) and a vocabulary without one. Generation
+    and next-token lists leave it out unless the user asks to see it."""
+    vocab = getattr(adapter, "vocab", None)
+    unk = getattr(vocab, "unk_id", None) if isinstance(vocab, Vocab) and vocab.splitter is None else None
+    ends = {getattr(adapter, "bos_id", None), getattr(adapter, "pad_id", None), *getattr(adapter, "eos_ids", ())}
+    return None if unk is None or unk in ends else int(unk)
+
+
 def input_convention(vocab: Vocab, feeds_bos: bool = True) -> str:
     """How text is fed with this vocabulary, in words (the adapters' describe() rows)."""
     unit = _unit(vocab)

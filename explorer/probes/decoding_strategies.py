@@ -17,7 +17,7 @@ from explorer.metrics import text as MT
 from explorer.adapters.base import Unsupported
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Generates, Loaded, Reads
-from explorer.adapters.text import TYPE_A_SENTENCE, shown_text
+from explorer.adapters.text import TYPE_A_SENTENCE, shown_text, unknown_word_id
 from explorer.runtime import budget
 from explorer.runtime.device import is_large
 from explorer.runtime.lru import LoadOnceLRU
@@ -72,6 +72,7 @@ class Generation:
     notes: tuple[str, ...]
     seconds: float
     max_new: int
+    unknown_max: float | None = None  # <unk> left out: the largest probability the model gave it (None: not left out)
 
     def summary(self) -> dict[str, Any]:
         """Metrics over the n outputs: means of per-output metrics, self-BLEU, corpus distinct-n."""
@@ -427,7 +428,29 @@ def _generation(adapter: Generates, plan: _Planned, seconds: float) -> Generatio
         (rows, row_lps), beam = plan.track.result(), None
     outputs = tuple(Output(tuple(r), tuple(adapter.sequence_strings(r)), shown_text(adapter, r),
                            np.asarray(lp, dtype=np.float32)) for r, lp in zip(rows, row_lps))
-    return Generation(plan.strategy, outputs, beam, tuple(plan.notes), seconds, plan.max_new)
+    track = plan.track
+    return Generation(plan.strategy, outputs, beam, tuple(plan.notes), seconds, plan.max_new,
+                      track.unknown_max if track.unknown is not None else None)
+
+
+def has_unknown_word(loaded: Loaded) -> bool:
+    """Whether the model's vocabulary has an unknown-word token that generation leaves out unless asked."""
+    return unknown_word_id(loaded.adapter) is not None
+
+
+def unknown_note(loaded: Loaded, generations: Sequence[Generation]) -> str:
+    """What the columns left out: the unknown-word token and the largest probability the model gave it in each
+    ("" when none was left out)."""
+    left = [(g, g.unknown_max) for g in generations if g.unknown_max is not None]
+    adapter = loaded.adapter
+    unknown = unknown_word_id(adapter)
+    if not left or unknown is None:
+        return ""
+    token = adapter.token_strings([unknown])[0]
+    each = ", ".join(f"{LABELS.get(g.strategy.kind, g.strategy.kind)} {p:.2f}" for g, p in left)
+    return (f"{token} (any word outside the model's vocabulary) is left out of the generated text: it is not a word. "
+            f"Its largest probability at any step, unknown word: {each}. Settings → Show the unknown-word token "
+            "generates it too.")
 
 
 Progress = Callable[..., None]  # progress(fraction, what, shown): shown = ((strategy label, text so far), ...)

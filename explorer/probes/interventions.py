@@ -35,7 +35,7 @@ from explorer.adapters.base import Unsupported
 from explorer.adapters.interventions import Layout, Patch, PatchedRun
 from explorer.adapters.task_head import POOLING_WHAT, TaskHead, not_a_language_model
 from explorer.adapters.protocols import Intervenes, Loaded
-from explorer.adapters.text import TYPE_A_SENTENCE
+from explorer.adapters.text import TYPE_A_SENTENCE, unknown_word_id
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 from explorer.text.token_text import readable
@@ -677,6 +677,13 @@ class Ablation:
     outputs: str = "next tokens after the clean prompt"  # what the bars are (a task model: its labels)
 
 
+def _top(p: torch.Tensor, k: int, unknown: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, indices) of the k most probable entries of p (V,), `unknown` left out of the ranking."""
+    ranked = p if unknown is None else p.index_fill(0, torch.tensor([unknown]), -1.0)
+    indices = torch.topk(ranked, min(k, len(p) - (unknown is not None))).indices
+    return p[indices], indices
+
+
 def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero", corrupt: str = "",
              answer: str = "", wrong: str = "", k: int = 10) -> Ablation:
     """Ablate the components `codes` (parse_components) in the run of `text`: "zero" (their output set to 0), "mean"
@@ -727,16 +734,17 @@ def ablation(loaded: Loaded, text: str, codes: tuple[str, ...], how: str = "zero
         before = ref.logits[0]
         after = adapter.patched_logits(_batch(adapter, [ids]), patches).logits[0]
     pb, pa = torch.softmax(before.double(), -1), torch.softmax(after.double(), -1)
-    top_b, top_a = torch.topk(pb, min(k, len(pb))), torch.topk(pa, min(k, len(pa)))
+    unknown = unknown_word_id(adapter) if adapter.task_head is None else None  # <unk> is not a word: not ranked
+    top_b, top_a = (_top(p, k, unknown) for p in (pb, pa))
     notes = (*notes, *(["Mean ablation: each component's output is replaced by its mean over the positions of the "
                          "prompt" + (" and of the corrupted prompt" if len(refs) > 1 else "") + "."]
                        if how == "mean" and comps else []),
              *(["A unit is one of the forward direction's hidden units: the backward direction's are left as they "
                 "are."] if len(layout.directions) > 1 and any(x.kind == "unit" for x in comps) else []))
     head = adapter.task_head
-    return Ablation(tuple(x.label for x in comps), how, tuple(_names(adapter, top_b.indices.tolist())),
-                    top_b.values.numpy(), tuple(_names(adapter, top_a.indices.tolist())), top_a.values.numpy(),
-                    float(pa[int(top_b.indices[0])]),
+    return Ablation(tuple(x.label for x in comps), how, tuple(_names(adapter, top_b[1].tolist())),
+                    top_b[0].numpy(), tuple(_names(adapter, top_a[1].tolist())), top_a[0].numpy(),
+                    float(pa[int(top_b[1][0])]),
                     _metric(before, *ends) if ends else None,
                     _metric(after, *ends) if ends else None, tuple(dict.fromkeys(notes)),
                     "next tokens after the clean prompt" if head is None else

@@ -7,6 +7,8 @@ and output layer (`adapter.unembed`): softmax(W_U · norm(h_l)). `logit_lens(loa
   layers (L,)                       layer names, first to last
   top_tokens, top_probs (L, T)      each layer's most probable next token at each position, and its probability
   final_tokens (T,)                 the model's own prediction at each position (argmax of its logits)
+                                    (a word-level vocabulary's <unk>, any word outside it, is left out of the
+                                    predictions and the top tokens: it is not a word; its probability is not changed)
   final_rank, final_prob (L, T)     that token's rank (0 = top) and probability at each layer
   topk_tokens, topk_probs (L, T, K) the K most probable tokens per cell, for the bars
   lens_error                        max |last layer through the lens − the model's own logits|: the lens is only
@@ -22,6 +24,7 @@ import torch
 from explorer.adapters.base import Unsupported
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Loaded, Unembeds, unembeds
+from explorer.adapters.text import unknown_word_id
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 from explorer.runtime.prefix_memo import PrefixMemo, prefix_memo
@@ -104,11 +107,14 @@ def _columns(adapter: Unembeds, states: list[tuple[str, torch.Tensor, bool]], ow
     """The lens at `positions`: each layer's state there through the final norm and output layer, in blocks of ROWS
     rows (one read of the output layer's weights per block; no (L, T, V) array is ever held), and whether the last
     layer had to be read as already normed to equal the model's logits. track: the token id followed at each position
-    (its probability and rank; default the model's own prediction there)."""
+    (its probability and rank; default the model's own prediction there: its most probable word, a word-level
+    vocabulary's unknown-word token left out, as it is of each cell's top k)."""
     idx = torch.tensor(positions, dtype=torch.long)
     M, L = len(positions), len(states)
-    final = own[idx].argmax(dim=-1) if track is None else torch.tensor(track, dtype=torch.long)[idx]   # (M,)
-    kk = min(k, own.shape[-1])
+    unknown = unknown_word_id(adapter)
+    words = own[idx] if unknown is None else own[idx].index_fill(-1, torch.tensor([unknown]), float("-inf"))
+    final = words.argmax(dim=-1) if track is None else torch.tensor(track, dtype=torch.long)[idx]   # (M,)
+    kk = min(k, own.shape[-1] - (unknown is not None))
     top_p, top_i = torch.zeros(L, M, kk), torch.zeros(L, M, kk, dtype=torch.long)
     final_p, rank = torch.zeros(L, M), torch.zeros(L, M, dtype=torch.long)
     error = torch.zeros(M)
@@ -123,7 +129,11 @@ def _columns(adapter: Unembeds, states: list[tuple[str, torch.Tensor, bool]], ow
             at = torch.arange(r0, r0 + logits.shape[0])
             lay, m = torch.tensor(layers)[at // M], at % M
             probs = torch.softmax(logits, dim=-1)
-            p, i = probs.topk(kk, dim=-1)
+            if unknown is None:
+                p, i = probs.topk(kk, dim=-1)
+            else:  # ranked without <unk>: the probabilities stay the model's own
+                i = probs.index_fill(-1, torch.tensor([unknown], device=probs.device), -1.0).topk(kk, dim=-1)[1]
+                p = probs.gather(-1, i)
             fp = probs.gather(-1, final[m].to(device)[:, None])[:, 0]
             top_p[lay, m], top_i[lay, m], final_p[lay, m] = p.cpu(), i.cpu(), fp.cpu()
             rank[lay, m] = (probs > fp[:, None]).sum(-1, dtype=torch.int32).cpu().long()  # int32: 2× faster here

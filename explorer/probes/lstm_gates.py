@@ -14,6 +14,7 @@ import numpy as np
 
 from explorer.adapters.protocols import Loaded
 from explorer.adapters.recurrent import DIRS, GATES, STATES
+from explorer.adapters.text import unknown_word_id
 from explorer.runtime.errors import ViewError
 
 MAX_TOKENS = 512
@@ -36,8 +37,10 @@ class GateTrace:
 
     tokens: (T,) strings; ids: (T,) ints.
     gates: name -> (layers, directions, T, H) float32, names in `names` (LSTM i f g o c h; GRU r z n h; Elman h).
-    next_ids / next_probs: (T, k) top-k next tokens after each position (language models; else (T, 0));
-    next_tokens: their strings. inferred: (what, value) rows (the adapter's describe()); notes: messages for the user;
+    next_ids / next_probs: (T, k) top-k next tokens after each position (language models; else (T, 0)), a word-level
+    vocabulary's unknown-word token left out of them: `unknown_probs` (T,) its probability there (None: no such
+    token); next_tokens: their strings. inferred: (what, value) rows (the adapter's describe()); notes: messages for
+    the user;
     max_abs_error: max |h_recomputed − h_torch| on the last layer (the framework's own module's output).
     x_part / h_part: (layers, directions, T, G·H) W_ih x_t + b_ih and W_hh h_{t−1} + b_hh, every gate.
     """
@@ -60,6 +63,8 @@ class GateTrace:
     special: tuple[bool, ...] = ()
     x_part: np.ndarray | None = None
     h_part: np.ndarray | None = None
+    unknown_probs: np.ndarray | None = None
+    unknown_token: str = ""
 
     @property
     def num_layers(self) -> int:
@@ -99,19 +104,26 @@ def rnn_gates(loaded: Loaded, text: str, max_tokens: int = MAX_TOKENS, top_k: in
 
     gates = {n: stack(n) for n in names}
     next_ids, next_probs = np.zeros((len(enc), 0), np.int64), np.zeros((len(enc), 0), np.float32)
+    unknown, unknown_probs = unknown_word_id(adapter), None
     if "logits" in rec:
         logits = rec["logits"].astype(np.float64)
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
-        k = min(top_k, p.shape[1])
-        next_ids = np.argsort(-p, axis=1, kind="stable")[:, :k]
+        ranked = p.copy()
+        if unknown is not None:  # <unk> is not a word: its probability in a column of its own, not in the ranking
+            unknown_probs = p[:, unknown].astype(np.float32)
+            ranked[:, unknown] = -1.0
+        k = min(top_k, p.shape[1] - (unknown is not None))
+        next_ids = np.argsort(-ranked, axis=1, kind="stable")[:, :k]
         next_probs = np.take_along_axis(p, next_ids, axis=1).astype(np.float32)
     next_tokens = tuple(tuple(adapter.token_strings(row)) for row in next_ids.tolist())
     return GateTrace(model_id=str(loaded.id), cell=w.cell, nonlinearity=w.nonlinearity, tokens=tuple(enc.tokens),
                      ids=tuple(enc.ids), gates=gates, next_ids=next_ids, next_probs=next_probs,
                      next_tokens=next_tokens, inferred=tuple(adapter.describe()), notes=notes,
                      truncated=enc.truncated, n_unknown=enc.n_unknown, max_abs_error=float(rec["rnn.max_abs_error"]),
-                     names=names, special=tuple(enc.special), x_part=stack("x_part"), h_part=stack("h_part"))
+                     names=names, special=tuple(enc.special), x_part=stack("x_part"), h_part=stack("h_part"),
+                     unknown_probs=unknown_probs,
+                     unknown_token=adapter.token_strings([unknown])[0] if unknown is not None else "")
 
 
 # ---------------------------------------------------------------------------------- unit analysis

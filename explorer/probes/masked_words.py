@@ -16,6 +16,7 @@ import numpy as np
 from explorer.adapters.base import Unsupported
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Loaded, Reads
+from explorer.adapters.text import unknown_word_id
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 
@@ -224,8 +225,15 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
     top = z.max(axis=1, keepdims=True)
     lse = (top + np.log(np.exp(z - top).sum(axis=1, keepdims=True)))[:, 0]  # (M,)
     p = np.exp(z - lse[:, None])                                            # (M, V)
-    k = min(k, p.shape[1])
-    order = np.argsort(-p, axis=1, kind="stable")[:, :k]                    # (M, k)
+    unknown = unknown_word_id(adapter)  # <unk> is not a word: left out of the fillers, its probability said
+    k = min(k, p.shape[1] - (unknown is not None))
+    ranked = p if unknown is None else np.where(np.arange(p.shape[1]) == unknown, -1.0, p)
+    order = np.argsort(-ranked, axis=1, kind="stable")[:, :k]               # (M, k)
+    if unknown is not None and (p[:, unknown] >= p[np.arange(len(positions)), order[:, -1]]).any():  # it had a place
+        notes.append(f"{adapter.token_strings([unknown])[0]} (any word outside the model's vocabulary) is left out "
+                     "of the fillers: it is not a word. Its probability, unknown word: "
+                     + ", ".join(f"{float(p[m, unknown]):.3f}" + (f" at mask {m + 1}" if len(positions) > 1 else "")
+                                 for m in range(len(positions))) + ".")
     if ids:
         if len(ids) != len(positions) or len({len(r) for r in ids}) != 1 or \
                 not all(0 <= int(i) < p.shape[1] for r in ids for i in r):

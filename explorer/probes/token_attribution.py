@@ -49,7 +49,7 @@ from explorer.adapters import generation as G
 from explorer.adapters.base import Unsupported
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Differentiates, Loaded
-from explorer.adapters.text import Encoded, no_text
+from explorer.adapters.text import Encoded, no_text, unknown_word_id
 from explorer.runtime import budget
 from explorer.runtime.device import is_large
 from explorer.runtime.errors import ViewError
@@ -483,7 +483,15 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     positions = list(range(max(0, N - 1 - MAX_OUTPUTS), N)) if outputs != "prediction" else [N - 1]
     if outputs != "prediction" and len(positions) < N:
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
-    targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(own[-1].argmax())]
+    last = own[-1].clone()
+    if (unknown := unknown_word_id(adapter)) is not None:  # the prediction explained is a word, not <unk>
+        last[unknown] = float("-inf")
+    targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(last.argmax())]
+    if unknown is not None and int(own[-1].argmax()) == unknown:
+        p_unk = float(torch.softmax(own[-1].double(), -1)[unknown])
+        notes.append(f"The most probable next token is {adapter.token_strings([unknown])[0]} (any word outside the "
+                     f"vocabulary, p = {p_unk:.3f}); the most probable word, "
+                     f"{adapter.token_strings(targets[-1:])[0]}, is the prediction explained.")
     shown = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
     shape = budget.shape_of(loaded.model)
     steps, capped = within_budget(shape, [p + 1 for p in positions], steps)

@@ -157,12 +157,15 @@ def inferred_markdown(trace: GateTrace) -> str:
 
 
 def next_token_rows(trace: GateTrace) -> list[dict[str, str]]:
-    """One row per position: the token read and the top-k next tokens with their probabilities."""
+    """One row per position: the token read and the top-k next tokens with their probabilities, and the unknown-word
+    token's probability in a column of its own where the vocabulary has one (it is left out of the ranking)."""
     rows = []
     for t, tok in enumerate(trace.tokens):
         row = {"position": str(t), "after": tok}
         for k, (cand, p) in enumerate(zip(trace.next_tokens[t], trace.next_probs[t])):
             row[f"#{k + 1}"] = f"{cand}  ({p:.1%})"
+        if trace.unknown_probs is not None:
+            row[f"unknown word ({trace.unknown_token})"] = f"{float(trace.unknown_probs[t]):.1%}"
         rows.append(row)
     return rows
 
