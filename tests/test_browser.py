@@ -280,6 +280,12 @@ def test_every_lesson_steps_main_chart_is_in_the_first_screen(browser, server) -
                     problems.append(f"{name}: main chart at y {top:.0f}–{bottom:.0f}, the screen is {width}×{height}")
                 if panel is None or panel["x"] < box["x"] + box["width"]:
                     problems.append(f"{name}: the lesson panel is not beside the chart at {width}×{height} ({panel})")
+                for what in (".st-key-_lesson_prev", ".st-key-lesson_notes", ".st-key-_lesson_all"):  # the question
+                    part = page.locator(what).bounding_box()  # is between the buttons and the notes
+                    if part is None or part["y"] + part["height"] > height:
+                        problems.append(f"{name}: {what} ends below the first screen at {width}×{height} ({part})")
+                if "projector=1" not in page.url:
+                    problems.append(f"{name}: projector mode is off ({page.url})")
                 shot = shots / f"{lesson.id}-{i + 1:02d}-{width}x{height}.png"
                 page.screenshot(path=str(shot))
                 if (lesson.id, i + 1, width) == README_STEP:

@@ -272,8 +272,22 @@ def test_self_attention_compares_a_head_across_training() -> None:
     a, b = (attention_trace(load_model(i), TEXT, arithmetic=False) for i in ("builtin:tiny-gpt",
                                                                                "builtin:tiny-gpt@98"))
     charts = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
-    second = next(c for c in charts if c["layout"]["title"]["text"].startswith("builtin:tiny-gpt@98 · layer 1"))
-    diff = next(c for c in charts if c["layout"]["title"]["text"].startswith("builtin:tiny-gpt@98 − builtin:tiny-gpt"))
+    titles = [c["layout"]["title"]["text"] for c in charts]
+    assert titles[:3] == ["A: builtin:tiny-gpt", "B: builtin:tiny-gpt@98", "B − A"]  # side by side, before the lines
+    def rows(node):  # the blocks whose children are columns, each holding charts
+        for child in getattr(node, "children", {}).values():
+            columns = [c for c in getattr(child, "children", {}).values() if type(c).__name__ == "Column"]
+            if len(columns) == 3 and all(len(c.get("plotly_chart")) == 1 for c in columns):
+                yield columns
+            yield from rows(child)
+
+    row = next(rows(at.main))  # A, B and B − A in one row of three columns
+    assert [json.loads(c.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"] for c in row] == titles[:3]
+    second, diff = charts[1], charts[2]
+    from explorer.text.escape import md_unescape
+
+    assert "layer 1, head 2: A = builtin:tiny-gpt, B = builtin:tiny-gpt@98" in " ".join(
+        md_unescape(c.value) for c in at.caption)
     np.testing.assert_allclose(plotly_array(second["data"][0]["z"]), b.attentions[1, 2], atol=1e-6)
     np.testing.assert_allclose(plotly_array(diff["data"][0]["z"]), b.attentions[1, 2] - a.attentions[1, 2], atol=1e-6)
     assert (diff["data"][0]["zmin"], diff["data"][0]["zmax"]) == (-1.0, 1.0)

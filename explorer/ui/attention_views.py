@@ -3,6 +3,8 @@ head view and model view, a second model compared, step by step, the masks, two 
 notice on the model's own example (`notices`)."""
 from __future__ import annotations
 
+import contextlib
+
 import streamlit as st
 
 from explorer.adapters.examples import compare_default, pronoun_pair
@@ -81,9 +83,11 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
                         label_visibility="collapsed",  # follows the sentence
                         format_func=lambda i: "all query tokens" if i < 0 else f"query {i}: {labels[i]}")
     if mode in ("head", "model"):
-        maps_view(trace, mode, layer, heads, how, token, hide, labels)
-        if other_id is not None:
-            other_view(trace, other_id, text, pair, stream, pad, layer, heads, how, hide)
+        trace_b = other_trace(trace, other_id, text, pair, stream, pad, layer, heads) if other_id else None
+        row = st.columns(3, gap="small") if trace_b is not None else None  # A | B | B − A, side by side
+        maps_view(trace, mode, layer, heads, how, token, hide, labels, row[0] if row else None)
+        if trace_b is not None and row is not None:
+            other_view(trace, trace_b, layer, heads, how, hide, row[1:])
     elif mode == "steps":
         steps_view(trace, layer, head, token)
     elif mode == "masks":
@@ -100,13 +104,11 @@ def view(loaded, mode: str, stream: str, pad: int, pair: str, layer: int, heads:
             caption(md_message(trace.arithmetic_note))
 
 
-def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int, layer: int, heads: list[int],
-               how: str, hide: bool) -> None:
-    """A second model (?compare=) on the same sentence: the same head's map, and B − A where the shapes match."""
-    theme = settings.theme()
+def other_trace(trace, other_id: str, text: str, pair: str, stream: str, pad: int, layer: int, heads: list[int]):
+    """The second model's (?compare=) trace of the same sentence, or None with the reason said."""
     other = get_model(other_id)
     if other is None:
-        return
+        return None
     try:
         trace_b = probe(attention_trace, other, text, pair, stream, pad, arithmetic=False, raising=True)
         why = "" if trace_b.tokens else "it read no tokens"
@@ -114,28 +116,37 @@ def other_view(trace, other_id: str, text: str, pair: str, stream: str, pad: int
         why = str(exc)
     if why:
         st.warning(f"{md(other_id)} cannot be compared here: {md_message(why)}")
-        return
+        return None
     why = compare_mismatch(trace, trace_b, layer, heads)
     if why:
         st.info(f"{md(other_id)} is not compared with {md(trace.model_id)} here: {md(why)}.")
-        return
+        return None
+    return trace_b
+
+
+def other_view(trace, trace_b, layer: int, heads: list[int], how: str, hide: bool, into) -> None:
+    """The second model's map of the same head and B − A, in the two columns `into` beside the first model's."""
+    theme = settings.theme()
     what = f"layer {layer}, head {heads[0]}" if how == "heads" and len(heads) == 1 else f"layer {layer}, {how}"
     z_a, rows, kcols, _ = shown(trace, head_matrix(trace, layer, heads, how), hide)
     z_b, _, _, _ = shown(trace_b, head_matrix(trace_b, layer, heads, how), hide)
     q_tok, k_tok = pick(trace.tokens, rows), pick(trace.key_tokens, kcols)
-    show(viz.head_heatmap(z_b, q_tok, k_tok, f"{plotly_text(other_id)} · {what}", theme,
-                          zmax=None if how == "max" else 1.0, rows=rows, cols=kcols), OWN, key="head_heatmap_b",
-         filename=f"attention-L{layer}-compare")
-    show(viz.difference_heatmap(z_a, z_b, q_tok, k_tok, f"{plotly_text(other_id)} − {plotly_text(trace.model_id)} · "
-                                f"{what}", theme), Origin("model", "the difference of the two models' own attention "
-                                                                   "weights on this sentence."),
-         key="head_heatmap_diff", filename=f"attention-L{layer}-difference")
-    caption(f"Both maps on the same scale (weights 0 … 1); largest |B − A|: {viz.largest_difference(z_a, z_b):.3f}.")
+    with into[0]:
+        show(viz.head_heatmap(z_b, q_tok, k_tok, f"B: {plotly_text(trace_b.model_id)}", theme,
+                              zmax=None if how == "max" else 1.0, rows=rows, cols=kcols), OWN, key="head_heatmap_b",
+             filename=f"attention-L{layer}-compare", fold=True)
+    with into[1]:
+        show(viz.difference_heatmap(z_a, z_b, q_tok, k_tok, "B − A", theme),
+             Origin("model", "the difference of the two models' own attention weights on this sentence."),
+             key="head_heatmap_diff", filename=f"attention-L{layer}-difference", fold=True)
+    caption(f"{what}: A = {md(trace.model_id)}, B = {md(trace_b.model_id)}, both on the same scale (weights 0 … 1); "
+            f"largest |B − A|: {viz.largest_difference(z_a, z_b):.3f}.")
 
 
 def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: int, hide: bool,
-              labels: list[str]) -> None:
-    """Head view (heatmap + line view) or model view (layers × heads grid + the chosen head enlarged)."""
+              labels: list[str], first=None) -> None:
+    """Head view (heatmap + line view) or model view (layers × heads grid + the chosen head enlarged); first: the
+    column the heatmap goes in when a second model is compared beside it (None: the whole width)."""
     theme = settings.theme()
     H, T = trace.n_heads, len(trace.tokens)
     head = heads[0]
@@ -166,9 +177,10 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
         row = token if rows is None else (rows.index(token) if token in rows else None)
         if row is None:
             caption(f"The selected token “{md(labels[token])}” is hidden (special token).")
-    show(viz.head_heatmap(z, q_tok, k_tok, what, theme, zmax=None if how == "max" else 1.0, rows=rows, cols=kcols,
-                          highlight=row), origin, key="head_heatmap", filename=f"attention-L{layer}-H{head}",
-         fold=mode == "head")
+    with first if first is not None else contextlib.nullcontext():
+        show(viz.head_heatmap(z, q_tok, k_tok, what if first is None else f"A: {plotly_text(trace.model_id)}", theme,
+                              zmax=None if how == "max" else 1.0, rows=rows, cols=kcols, highlight=row), origin,
+             key="head_heatmap", filename=f"attention-L{layer}-H{head}", fold=mode == "head")
     if hidden_note:  # under the chart: it keeps the first screen
         caption(hidden_note)
     if mode == "head":

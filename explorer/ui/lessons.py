@@ -14,7 +14,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer import lessons as L
 from explorer.text.escape import md, md_message
-from explorer.ui import export, state
+from explorer.ui import export, settings, state
 from explorer.ui.sentence_box import forget_sentence_input
 from explorer.ui.widgets import page_header
 from explorer.views import HOME, PARAMS
@@ -32,6 +32,25 @@ _SCROLLS = itertools.count()  # makes each scroll script new, so that the browse
 # a static script; the one value put in it is that counter (tests/test_security_defaults.py)
 SCROLL_SCRIPT = ("<script>/* {} */ for (const el of [window.parent.document.querySelector('[data-testid=\"stMain\"]'), "
                  "window.parent.document.scrollingElement]) {{ if (el) el.scrollTop = 0; }}</script>")
+NOTES_HEIGHT = {False: 300, True: 290}  # px of "What to notice" before it scrolls (normal, projector mode)
+# → / PageDown / Space: Next, ← / PageUp: Previous (a presenter's clicker sends PageDown/PageUp); not while typing in a
+# box or choosing in a list. Installed once per browser page: a lesson step's run draws it again, the guard keeps one.
+KEYS_SCRIPT = """<script>(() => {
+  const doc = window.parent.document;
+  if (doc.__explorerLessonKeys) return;
+  doc.__explorerLessonKeys = true;
+  const keys = {ArrowRight: "_lesson_next", PageDown: "_lesson_next", " ": "_lesson_next",
+                ArrowLeft: "_lesson_prev", PageUp: "_lesson_prev"};
+  doc.addEventListener("keydown", (e) => {
+    const el = e.target, tag = (el && el.tagName || "").toLowerCase();
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey || ["input", "textarea", "select", "button"].includes(tag)
+        || (el && (el.isContentEditable || el.closest("[role=listbox], [role=slider], [data-baseweb=select]")))) return;
+    const key = keys[e.key] || (keys[e.key] === undefined && e.key === "Spacebar" ? "_lesson_next" : null);
+    const button = key && (doc.querySelector(`.st-key-${key} button`) ||
+                           (key === "_lesson_next" ? doc.querySelector(".st-key-_lesson_finish button") : null));
+    if (button && !button.disabled) { e.preventDefault(); button.click(); }
+  });
+})();</script>"""
 
 
 # ------------------------------------------------------------------------------------------------ lessons
@@ -98,9 +117,9 @@ def _leave(lesson_id: str) -> None:
 def follow() -> None:
     """Switch to the page a lesson button asked for (st.switch_page cannot run inside a callback)."""
     target = st.session_state.pop(GOTO, None)
-    if target:
+    if target:  # projector mode goes with every switch: a widget's state does not survive st.switch_page itself
         script, query = target
-        st.switch_page(script, query_params=query)
+        st.switch_page(script, query_params={**query, "projector": "1" if _projector_on() else "0"})
 
 
 def context() -> tuple[str, int | None] | None:
@@ -169,6 +188,8 @@ def lesson_bar(page: str, lesson_id: str, index: int | None) -> DeltaGenerator |
             st.info(f"{md(lesson.title)}, step {index + 1} of {n}, opens the view {L.view_title(step.page)}.")
             st.button(f"Open step {index + 1}", key="_lesson_reopen", on_click=_go, args=(lesson, index))
         return None
+    with st.sidebar:  # ← and → move between the steps (the sidebar: the script takes no room beside the view)
+        st.html(KEYS_SCRIPT, unsafe_allow_javascript=True)
     view, side = st.columns(PANEL_SPLIT, gap="medium")
     with side, st.container(border=True, key="lesson_bar"):
         st.progress((index + 1) / n, text=f"{md(lesson.title)} · Step {index + 1} of {n}: {md(step.title)}")
@@ -181,9 +202,10 @@ def lesson_bar(page: str, lesson_id: str, index: int | None) -> DeltaGenerator |
         else:
             forward.button("Finish", key="_lesson_finish", icon=":material/flag:", type="primary", on_click=_leave,
                            args=(lesson.id,), width="stretch")
-        st.markdown(f"**What to notice.** {step.caption}")
-        if step.question:
+        if step.question:  # above the notes: the question and the buttons stay in the first screen
             st.markdown(f"**Question for the class.** {step.question}")
+        with st.container(height=NOTES_HEIGHT[settings.projector()], border=False, key="lesson_notes"):
+            st.markdown(f"**What to notice.** {step.caption}")  # a long note scrolls in its box
         export.download_lesson(lesson)
         tools = st.columns(2)
         tools[0].button("Reset", key="_lesson_reset", icon=":material/restart_alt:", on_click=_go,
