@@ -298,3 +298,23 @@ def test_sentence_heatmaps_are_not_washed_out_by_outlier_dimensions():
     fig = V.sentence_vectors(list("abcdef"), token, position, token + position, NORMAL)
     assert all(t.zmax == pytest.approx(bound) for t in fig.data) and "max 5" in fig.data[2].colorbar.title.text
     assert V.robust_bound([np.array([-0.5, 0.25, 1.0])], "value") == (1.0, "value")  # nothing to clip
+
+
+def test_projector_mode_draws_cell_values_at_18_px_or_not_at_all() -> None:
+    """In-cell values of a heatmap: Plotly shrinks them to fit their cells (9 px on a 19-token mask), so in projector
+    mode they are drawn at 18 px where that fits and left to the hover where it does not; normal mode is left as
+    the figure made it."""
+    import numpy as np
+
+    from explorer.viz.theme import MIN_TEXT_PX, NORMAL, PROJECTOR, apply, figure
+
+    def heat(rows: int, cols: int, height: int = 400) -> dict:
+        trace = {"type": "heatmap", "z": np.zeros((rows, cols)), "texttemplate": "%{z:.2f}"}
+        return apply(figure([trace], {"height": height}), PROJECTOR)._data[0]
+
+    small = heat(5, 6)
+    assert small["texttemplate"] == "%{z:.2f}" and small["textfont"]["size"] == MIN_TEXT_PX == 18
+    assert heat(5, 19)["texttemplate"] == ""  # too many columns: 19 values side by side at 18 px do not fit
+    assert heat(30, 6)["texttemplate"] == ""  # rows of 400·(22/13)/30 − margins px: under 1.3 × 18
+    normal = apply(figure([{"type": "heatmap", "z": np.zeros((30, 30)), "texttemplate": "%{z}"}], {}), NORMAL)._data[0]
+    assert normal["texttemplate"] == "%{z}" and "textfont" not in normal

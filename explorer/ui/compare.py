@@ -20,7 +20,7 @@ NONE = "none"
 def options(needs: Iterable[str] | None, model_id: str) -> dict[str, str]:
     """id -> label of what `model_id` can be compared with: the other steps of its training (when it has snapshots),
     then the other models of known families that may have the capabilities the view `needs`."""
-    out: dict[str, str] = {NONE: "Compare with: nothing"}
+    out: dict[str, str] = {NONE: "Compare with…"}  # nothing compared; short enough for a projector's font
     steps = series_steps(model_id)
     if steps:
         base = ModelId.parse(model_id).base

@@ -169,7 +169,29 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
                 trace.setdefault("marker", {}).setdefault("size", theme.marker_size)
         if kind == "heatmap" and "colorscale" not in trace:
             trace["colorscale"] = colorscale(theme.sequential)
+        if kind == "heatmap" and not theme.streamlit_theme and trace.get("texttemplate"):
+            _cell_text(trace, fig._layout)
     return fig
+
+
+MIN_TEXT_PX = 18  # projector mode: no text smaller (tests/test_browser.py measures it on every lesson step)
+CELL_COLUMNS = 12  # at most this many columns of in-cell values at MIN_TEXT_PX in a chart ("-0.52" is ~45 px wide)
+
+
+def _cell_text(trace: dict, layout: dict) -> None:
+    """Projector mode: a heatmap's in-cell values at MIN_TEXT_PX (Plotly would shrink them to fit the cells), or not
+    drawn when that size cannot fit: more than CELL_COLUMNS columns, or rows under 1.3 × MIN_TEXT_PX high. The hover
+    still shows every value."""
+    z = trace.get("z")
+    rows = len(z) if z is not None else 0
+    first = z[0] if z is not None and rows else None
+    cols = len(first) if first is not None and hasattr(first, "__len__") else 0
+    margin = layout.get("margin") or {}
+    plot = (layout.get("height") or 450) - (margin.get("t") or 100) - (margin.get("b") or 80)
+    if not rows or cols > CELL_COLUMNS or plot / rows < 1.3 * MIN_TEXT_PX:
+        trace["texttemplate"] = ""
+    else:
+        trace.setdefault("textfont", {})["size"] = max(MIN_TEXT_PX, (trace.get("textfont") or {}).get("size") or 0)
 
 
 def _allow_overflow(axis: object) -> None:
