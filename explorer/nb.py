@@ -16,14 +16,28 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Callable, Generic, ParamSpec, Sequence, TypeAlias, TypedDict, TypeGuard, TypeVar,
-                    Unpack)
+from typing import (TYPE_CHECKING, Any, Callable, Generic, ParamSpec, Sequence, TypeAlias, TypedDict, TypeGuard,
+                    TypeVar, Unpack)
 
 import plotly.graph_objects as go
 import torch
 
 from explorer.runtime.errors import ViewError
+from explorer.views import BY_PATH
 from explorer.viz.theme import Theme, get_theme
+
+
+def _view(path: str, key: str) -> Any:
+    """The default the view `path` declares for its parameter `key`: a notebook function's default is the page's
+    (tests/test_notebook.py compares every one)."""
+    return BY_PATH[path].params[key].default
+
+
+def _view_hi(path: str, key: str) -> float:
+    """The largest value the view `path` allows for `key`."""
+    hi = BY_PATH[path].params[key].hi
+    assert hi is not None  # asked only of bounded parameters
+    return hi
 
 if TYPE_CHECKING:
     from explorer.loading.loaders import LoadedModel
@@ -350,7 +364,8 @@ def positional_encodings(model: Model | None = None, n: int = 64, d: int = 128, 
         "pca": V.pca_positions(la.coords, la.explained, theme)}, lt, _notes(loaded))
 
 
-def word_embeddings(model: Model, words: str = "", method: str = "pca", n: int = 2000, dims: int = 2,
+def word_embeddings(model: Model, words: str = "", method: str = "pca", n: int = _view("word-embeddings", "n"),
+                    dims: int = 2,
                     nn: str | None = None, k: int = 10, source: str = "input", projector: bool = False,
                     **read_args: Unpack[ReadArgs]) -> ViewResult[EmbeddingTable]:
     """Word embeddings: figure "projection" (the first n entries of the model's embedding table by PCA, t-SNE or UMAP,
@@ -387,9 +402,11 @@ def word_embeddings(model: Model, words: str = "", method: str = "pca", n: int =
 
 
 def decoding_strategies(model: Model, prompt: str, strategies: Sequence[str] = ("greedy", "top-k", "top-p", "beam"),
-                        seed: int = 0, max_new: int = 30, n: int = 1, eos: bool = True, chat: bool = False,
-                        system: str = "", temperature: float = 1.0, k: int = 50, p: float = 0.9,
-                        typical: float = 0.9, minp: float = 0.05, beam: int = 4, lp: float = 1.0, rep: float = 1.0,
+                        seed: int = 0, max_new: int = 30, n: int = _view("decoding-strategies", "n"),
+                        eos: bool = True, chat: bool = False, system: str = "", temperature: float = 1.0,
+                        k: int = _view("decoding-strategies", "k"), p: float = 0.9, typical: float = 0.9,
+                        minp: float = _view("decoding-strategies", "minp"), beam: int = 4, lp: float = 1.0,
+                        rep: float = 1.0,
                         ngram: int = 0, min_new: int = 0, unk: bool = False, projector: bool = False,
                         **read_args: Unpack[ReadArgs]) -> ViewResult[DecodingRun]:
     """Decoding strategies side by side, with Hugging Face's own logits processors: figure "logprobs" (the model's
@@ -429,7 +446,8 @@ def logit_lens(model: Model, text: str, projector: bool = False,
                       _notes(loaded, trace.notes))
 
 
-def token_attribution(model: Model, text: str, method: str = "integrated gradients", steps: int = 32,
+def token_attribution(model: Model, text: str, method: str = "integrated gradients",
+                      steps: int = _view("token-attribution", "steps"),
                       target: str = "", outputs: str = "all", of: str = "log-probability", projector: bool = False,
                       **read_args: Unpack[ReadArgs]) -> ViewResult[AttributionTrace]:
     """Token attribution: figure "attribution" (each output token (row) onto the input tokens: integrated gradients
@@ -440,9 +458,11 @@ def token_attribution(model: Model, text: str, method: str = "integrated gradien
     loaded = read(model, **read_args)
     trace = _run(attribution, loaded, text, target, int(steps), outputs, of=of)
     values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
+    warning = V.completeness_warning(trace, int(_view_hi("token-attribution", "steps"))) \
+        if method == "integrated gradients" else None  # the page's warning, in the same words
     return ViewResult("token-attribution", loaded.id, {
         "attribution": V.attribution_heatmap(values, trace.inputs, trace.outputs, method, _theme(projector))},
-        trace, _notes(loaded, trace.notes))
+        trace, _notes(loaded, trace.notes, [warning] if warning else []))
 
 
 def gradients_through_time(models: str | torch.nn.Module | Sequence[Model], text: str,
@@ -462,7 +482,8 @@ def gradients_through_time(models: str | torch.nn.Module | Sequence[Model], text
         _notes(loaded[0], *(t.notes for t in traces)))
 
 
-def masked_words(model: Model, text: str, k: int = 10, words: str = "", mask: int = -1, projector: bool = False,
+def masked_words(model: Model, text: str, k: int = 10, words: str = _view("masked-words", "words"), mask: int = -1,
+                 projector: bool = False,
                  **read_args: Unpack[ReadArgs]) -> ViewResult[MaskedTrace]:
     """Masked-word prediction: figure "fill-<m>" per [MASK] (its top-k fillers, the model's own probabilities);
     `mask` >= 0 masks that word of the text first. trace: explorer.probes.masked_words.MaskedTrace."""
