@@ -45,11 +45,11 @@ if contrast is not None:
     with c_site:
         site = c.selectbox("site", list(layout.kinds), label_visibility="collapsed", format_func=I.KINDS.get)
     with c_dir:
-        direction: str = c.selectbox("direction", label_visibility="collapsed", format_func={
-            "denoise": "clean → corrupted run", "noise": "corrupted → clean run"}.get)
+        direction: str = c.selectbox("direction", label_visibility="collapsed", format_func={  # short: projector
+            "denoise": "clean → corrupt", "noise": "corrupt → clean"}.get)
     with c_method:
         method: str = c.selectbox("method", label_visibility="collapsed", format_func={
-            "exact": "exact patching", "attribution": "attribution patching", "both": "exact and attribution"}.get)
+            "exact": "exact", "attribution": "estimate", "both": "exact + estimate"}.get)
     T = len(contrast.tokens)
     with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
         pos = c.token("pos", contrast.tokens, -1, list(range(-1, T)), disabled=site != "heads",  # follows the prompt

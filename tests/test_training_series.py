@@ -613,3 +613,11 @@ def test_a_units_line_at_a_step_keeps_the_trained_models_y_axis() -> None:
     values = np.concatenate([t.gates[n][0, 0, :, 5] for t in (a, b) for n in t.names])
     pad = 0.05 * (values.max() - values.min())
     assert chart["layout"]["yaxis"]["range"] == pytest.approx([values.min() - pad, values.max() + pad], abs=1e-5)
+
+
+def test_a_model_without_snapshots_says_why_it_has_no_step_control() -> None:
+    at = run_page("app_pages/lstm_gates.py", {"model": "builtin:lstm-lm-wordnet"})
+    assert_no_exception(at)
+    picker = next(s for s in at.selectbox if s.key == "model")
+    assert "builtin\\:lstm-lm-wordnet was trained without snapshots" in picker.help
+    assert "builtin\\:lstm-lm" in picker.help and "Watch it learn" in picker.help

@@ -24,8 +24,8 @@ from explorer.viz import self_attention as viz
 from explorer.viz.tokens import strongest, vector_text
 
 c = Controls("self-attention")  # the view's declared widgets (configuration only: shared safely)
-MODES = {"head": "Head view", "model": "Model view (all heads)", "steps": "Step by step (one query)",
-         "masks": "Masks", "compare": "Compare two sentences"}
+MODES = {"head": "Head view", "model": "All heads", "steps": "Step by step",  # short: whole at a projector's
+         "masks": "Masks", "compare": "Two sentences"}                            # font in their narrow box
 AGGS = {"heads": "chosen head(s)", "mean": "mean over heads", "max": "max over heads",
         "rollout": "rollout (layers 0…l)"}
 

@@ -182,6 +182,11 @@ def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model"
         col_pick, col_step = st.columns([1.5, 1], vertical_alignment="bottom")
     else:
         col_pick = col_step = st.container()
+        if steps and "help" not in kwargs:  # why there is no training-step control (the tooltip takes no room)
+            with_series = [e.id for e in entries if series_steps(e.id)]
+            have = " and ".join(md(m) for m in with_series)
+            kwargs["help"] = (f"{md(str(current))} was trained without snapshots, so it has no training-step control"
+                              + (f"; {have} have one (Watch it learn draws their training)." if have else "."))
     with col_pick:
         chosen = state.choice(st.selectbox, label, options, key, default, format_func=lambda i: labels.get(i, i),
                               **kwargs)
