@@ -39,14 +39,14 @@ theme = settings.theme()
 if contrast is not None:
     for note in contrast.notes:
         st.info(md_message(note))
-    c_site, c_dir, c_method, c_cmp, c_more = st.columns([1.5, 1.2, 1.2, 1.4, 1], vertical_alignment="bottom")
+    c_site, c_dir, c_method, c_cmp, c_more = st.columns([1.45, 1.05, 1.05, 1.65, 1], vertical_alignment="bottom")
     with c_cmp:
         other_id = compare_picker(c.view.needs, loaded.id, label_visibility="collapsed")
     with c_site:
         site = c.selectbox("site", list(layout.kinds), label_visibility="collapsed", format_func=I.KINDS.get)
     with c_dir:
         direction: str = c.selectbox("direction", label_visibility="collapsed", format_func={  # short: projector
-            "denoise": "clean → corrupt", "noise": "corrupt → clean"}.get)
+            "denoise": "denoise", "noise": "noise"}.get)  # the grid's title says which run gets which
     with c_method:
         method: str = c.selectbox("method", label_visibility="collapsed", format_func={
             "exact": "exact", "attribution": "estimate", "both": "exact + estimate"}.get)

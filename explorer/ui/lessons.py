@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import math
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -32,7 +33,15 @@ _SCROLLS = itertools.count()  # makes each scroll script new, so that the browse
 # a static script; the one value put in it is that counter (tests/test_security_defaults.py)
 SCROLL_SCRIPT = ("<script>/* {} */ for (const el of [window.parent.document.querySelector('[data-testid=\"stMain\"]'), "
                  "window.parent.document.scrollingElement]) {{ if (el) el.scrollTop = 0; }}</script>")
-NOTES_HEIGHT = {False: 300, True: 290}  # px of "What to notice" before it scrolls (normal, projector mode)
+def notes_height(title: str, question: str, projector: bool) -> int:
+    """Px of "What to notice" before it scrolls: in projector mode what the panel's other lines leave of a 1280×800
+    screen (the progress title and the question, ~24 characters a line of 31 px in the 284 px panel; measured by
+    tests/test_browser.py on every step: the estimate errs by up to a line, so it keeps one spare), between 170 and
+    290; 300 in normal mode."""
+    if not projector:
+        return 300
+    lines = math.ceil(len(title) / 24) + math.ceil((len(question) + 24) / 24)
+    return max(170, min(290, 600 - 31 * lines))
 # → / PageDown / Space: Next, ← / PageUp: Previous (a presenter's clicker sends PageDown/PageUp); not while typing in a
 # box or choosing in a list. Installed once per browser page: a lesson step's run draws it again, the guard keeps one.
 KEYS_SCRIPT = """<script>(() => {
@@ -204,7 +213,9 @@ def lesson_bar(page: str, lesson_id: str, index: int | None) -> DeltaGenerator |
                            args=(lesson.id,), width="stretch")
         if step.question:  # above the notes: the question and the buttons stay in the first screen
             st.markdown(f"**Question for the class.** {step.question}")
-        with st.container(height=NOTES_HEIGHT[settings.projector()], border=False, key="lesson_notes"):
+        progress_title = f"{lesson.title} · Step {index + 1} of {n}: {step.title}"
+        with st.container(height=notes_height(progress_title, step.question or "", settings.projector()),
+                          border=False, key="lesson_notes"):
             st.markdown(f"**What to notice.** {step.caption}")  # a long note scrolls in its box
         export.download_lesson(lesson)
         tools = st.columns(2)

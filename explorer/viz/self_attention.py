@@ -193,8 +193,11 @@ def mask_figure(mask: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[st
     z = blocked.astype(np.float32)
     n = z.shape[0] * z.shape[1]
     text = np.where(blocked, "−∞", "0") if n <= 1600 else None
-    trace = {"type": "heatmap", "z": z, "zmin": 0, "zmax": 1, "colorscale": [[0, "#f7f7f7"], [1, "#444444"]],
-             "showscale": False, "hovertemplate": "query %{y} → key %{x}<br>%{z}<extra>1 = −∞ (blocked)</extra>"}
+    two = [[0, "#f7f7f7"], [0.5, "#f7f7f7"], [0.5, "#444444"], [1, "#444444"]]  # 0: allowed, 1: blocked
+    trace = {"type": "heatmap", "z": z, "zmin": 0, "zmax": 1, "colorscale": two,
+             "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["0", "−∞"], "len": 0.5, "thickness": 14,
+                          "title": {"text": "M"}},  # the key when the cells are too small for their values
+             "hovertemplate": "query %{y} → key %{x}<br>%{z}<extra>1 = −∞ (blocked)</extra>"}
     if text is not None:
         trace.update(text=text, texttemplate="%{text}")
     return figure([trace], {
