@@ -318,3 +318,11 @@ def test_projector_mode_draws_cell_values_at_18_px_or_not_at_all() -> None:
     assert heat(30, 6)["texttemplate"] == ""  # rows of 400·(22/13)/30 − margins px: under 1.3 × 18
     normal = apply(figure([{"type": "heatmap", "z": np.zeros((30, 30)), "texttemplate": "%{z}"}], {}), NORMAL)._data[0]
     assert normal["texttemplate"] == "%{z}" and "textfont" not in normal
+
+
+def test_projector_mode_hides_bar_labels_it_would_shrink_under_18_px() -> None:
+    from explorer.viz.theme import NORMAL, PROJECTOR, apply, figure
+
+    bars = [{"type": "bar", "x": [0, 1], "y": [1, 2], "text": ["les", "professeurs"]}]
+    assert apply(figure(bars, {}), PROJECTOR)._layout["uniformtext"] == {"minsize": 18, "mode": "hide"}
+    assert "uniformtext" not in apply(figure(bars, {}), NORMAL)._layout

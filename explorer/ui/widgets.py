@@ -146,6 +146,16 @@ def model_sentence(loaded: Loaded, purpose: str, **kwargs: Unpack[SentenceOption
     return text
 
 
+PICKER_CHARS = 18  # what the model box shows whole at a projector's font beside the sentence box
+
+
+def _short(model_id: str, label: str) -> str:
+    """A model's name for projector mode: its label without its origin ("(packaged)"), or its catalogue name
+    (minilm-sentiment) when the label is longer than the box shows."""
+    name = re.sub(r" \([^()]*\)$", "", label)
+    return name if len(name) <= PICKER_CHARS else model_id.split(":", 1)[-1]
+
+
 def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
                  extra: Sequence[str] = (), none_label: str | None = None, training_steps: bool = True,
                  **kwargs: object) -> str:
@@ -160,7 +170,7 @@ def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model"
     """
     entries = [e for e in session_catalogue() if e.may_have(needs)]
     # projector mode: the name without its origin ("(packaged)", "(built-in)"), so that the large font shows it whole
-    labels = {e.id: re.sub(r" \([^()]*\)$", "", e.label) if settings.projector() else e.label for e in entries}
+    labels = {e.id: _short(e.id, e.label) if settings.projector() else e.label for e in entries}
     options = [e.id for e in entries] + [x for x in extra if x not in labels]
     if none_label is not None:
         options.insert(0, "none")

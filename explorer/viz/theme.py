@@ -136,7 +136,9 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
                 "title": {"font": {"size": size, "color": "black"}}, "gridcolor": "#dddddd", "zerolinecolor": "#999999",
                 "automargin": True}  # margins grow to fit the larger tick labels
         layout.update(paper_bgcolor="white", plot_bgcolor="white", font={"size": size, "color": "black"},
-                      legend={"font": {"size": size, "color": "black"}})
+                      legend={"font": {"size": size, "color": "black"}},
+                      # a bar's label that Plotly would shrink under MIN_TEXT_PX to fit the bar is not drawn (hover)
+                      uniformtext={"minsize": MIN_TEXT_PX, "mode": "hide"})
         for name in axes:
             layout[name] = axis
     if not theme.streamlit_theme:  # projector: bigger fonts need taller figures and room for the title
