@@ -291,8 +291,8 @@ def _notes(loaded: LoadedModel, *more: Sequence[str]) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------------------------ views
-def lstm_gates(model: Model, text: str, gate: str = "c", layer: int = 0, direction: int = 0, sort: str = "variance",
-               top: int = 64, unit: int | None = None, projector: bool = False,
+def lstm_gates(model: Model, text: str, gate: str | None = None, layer: int = 0, direction: int = 0,
+               sort: str = "variance", top: int = 64, unit: int | None = None, projector: bool = False,
                **read_args: Unpack[ReadArgs]) -> ViewResult[GateTrace]:
     """Inside the recurrent cell: figures "heatmap" (token × unit, state `gate`, the `top` units by `sort`) and
     "unit_lines" (every state of `unit`, default the first unit shown). trace: explorer.probes.lstm_gates.GateTrace."""
@@ -301,6 +301,8 @@ def lstm_gates(model: Model, text: str, gate: str = "c", layer: int = 0, directi
 
     loaded = read(model, **read_args)
     trace = _run(P.rnn_gates, loaded, text)
+    if gate is None:  # the page's choice: the cell state where the cell has one (an LSTM), else the hidden state
+        gate = _view("lstm-gates", "gate") if _view("lstm-gates", "gate") in trace.gates else "h"
     if gate not in trace.gates:
         raise NotebookError(f"{loaded.id} has no state {gate!r}; it has {', '.join(trace.names)}.")
     units = P.unit_order(trace.gates[gate][layer, direction], sort, top)

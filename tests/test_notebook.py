@@ -151,6 +151,7 @@ NB_VIEWS = {"lstm_gates": "lstm-gates", "self_attention": "self-attention", "pos
             "gradients-through-time", "masked_words": "masked-words", "interventions": "interventions",
             "seq2seq": "seq2seq", "training_curves": "training-curves", "classify": "decision", "tag": "decision"}
 NOT_SET = {("lstm_gates", "unit"): "None: the unit the page picks (its default 0)",
+           ("lstm_gates", "gate"): "None: the page's c where the cell has one, else h (a GRU, an Elman RNN)",
            ("self_attention", "pair"): "'' and None: no second segment",
            ("self_attention", "stream"): "'': the model's own (the page: encoder)",
            ("positional_encodings", "model"): "None: the formulas alone (the page opens on MiniLM)",
@@ -190,3 +191,12 @@ def test_the_notebook_gives_the_pages_completeness_warning() -> None:
     assert not any("error" in n and "of the change" in n for n in
                    nb.token_attribution("builtin:tiny-gpt", "the keys to the cabinet are",
                                         method="gradient × input", steps=2).notes)
+
+
+def test_the_recurrent_cells_default_state_fits_the_cell() -> None:
+    """nb.lstm_gates' default was the cell state c, which a GRU does not have: like the page, the default is c where
+    the cell has one, else h."""
+    gru = nb.lstm_gates("builtin:gru-lm", "the keys to the cabinet are")
+    lstm = nb.lstm_gates("builtin:lstm-lm", "the keys to the cabinet are")
+    assert "c" not in gru.trace.gates and gru.figures["heatmap"].layout.title.text.startswith("hidden state h")
+    assert lstm.figures["heatmap"].layout.title.text.startswith("cell state c")

@@ -197,3 +197,18 @@ def test_other_builtins(name: str, states: str) -> None:
     assert_no_exception(at)
     assert not at.error, _messages(at.error)
     assert _heatmap(at)["type"] == "heatmap" and at.latex[0].value.count("&=") == (4 if states else 1)
+
+
+def test_reset_this_view_brings_back_its_defaults() -> None:
+    """Outside a lesson, the sidebar's "Reset this view" drops what the class changed (model, sentence, settings)
+    from the session and the URL: the view reopens as declared."""
+    from explorer.views import BY_PATH
+
+    at = run_page("app_pages/lstm_gates.py", {"model": "builtin:gru-lm", "layer": "0", "top": "16"})
+    assert at.session_state["model"] == "builtin:gru-lm"
+    at.button(key="_view_reset").click().run()
+    at.run()
+    assert_no_exception(at)
+    assert at.session_state["model"] == BY_PATH["lstm-gates"].params["model"].default
+    assert at.query_params.get("top") in (None, [str(BY_PATH["lstm-gates"].params["top"].default)],
+                                          str(BY_PATH["lstm-gates"].params["top"].default))

@@ -166,11 +166,15 @@ def test_generation_samples_are_the_models_own(name: str) -> None:
     model, meta, vocab = checkpoint(name)
     samples = meta["metrics"]["samples"]
     assert continuations(model, meta) == samples and list(samples) == list(SAMPLE_PROMPTS)
-    loaded = load_model(f"builtin:{name}")  # the decoding view's greedy column says the same
-    for prompt, text in samples.items():
-        run = decode_all(loaded, prompt, (Strategy("greedy"),), 0, 12)
+    loaded = load_model(f"builtin:{name}")  # the decoding view's greedy column says the same with <unk> shown (the
+    for prompt, text in samples.items():    # raw model's samples); by default it leaves <unk> out, a word instead
+        run = decode_all(loaded, prompt, (Strategy("greedy", show_unknown=True),), 0, 12)
         words = [w for w in run.generations[0].outputs[0].tokens if w != "<eos>"]
         assert text == " ".join([prompt, *words]) and len(words) >= 1
+        raw = run.generations[0].outputs[0].tokens
+        default = decode_all(loaded, prompt, (Strategy("greedy"),), 0, 12).generations[0].outputs[0].tokens
+        k = raw.index("<unk>") if "<unk>" in raw else len(raw)  # the same words up to the first <unk>
+        assert "<unk>" not in default and default[:k] == raw[:k]
 
 
 def test_the_recurrent_views_read_the_bank_sentence_with_no_unknown_word() -> None:

@@ -21,6 +21,7 @@ ST_HTML_AUDIT = {  # st.html: only the builders that escape every token (tested 
     ("app_pages/decoding_strategies.py", "html", "V.tokens_html"),
     ("explorer/ui/settings.py", "html", "PROJECTOR_CSS if projector() else BASE_CSS"),  # module constants: static CSS
     ("explorer/ui/lessons.py", "html", "SCROLL_SCRIPT.format"),  # a constant script, a counter put in (below)
+    ("explorer/ui/lessons.py", "html", "KEYS_SCRIPT"),  # a constant script: ← and → move between lesson steps
 }
 
 
@@ -119,9 +120,9 @@ def test_unsafe_allow_html_only_with_static_markup() -> None:
         assert isinstance(css, str) and css.lstrip().startswith("<style") and "<script" not in css.lower()
 
 
-def test_the_only_script_is_a_constant_with_a_counter() -> None:
-    """st.html's one script (a lesson step opens at the top of its view) is a module constant whose only field is
-    the integer that makes each copy new."""
+def test_the_only_scripts_are_constants() -> None:
+    """st.html's two scripts are module constants: one (a lesson step opens at the top of its view) whose only field
+    is the integer that makes each copy new, the other (← and → move between the steps) with nothing put in."""
     import string
 
     from explorer.ui import lessons
@@ -130,7 +131,8 @@ def test_the_only_script_is_a_constant_with_a_counter() -> None:
     assert fields == [""] and lessons.SCROLL_SCRIPT.format(7).startswith("<script>/* 7 */")
     assert "scrollTop = 0" in lessons.SCROLL_SCRIPT
     calls = [c for c in _calls(ROOT / "explorer/ui/lessons.py") if _keyword(c, "unsafe_allow_javascript") is not None]
-    assert [ast.unparse(c.args[0]) for c in calls] == ["SCROLL_SCRIPT.format(next(_SCROLLS))"]
+    assert sorted(ast.unparse(c.args[0]) for c in calls) == ["KEYS_SCRIPT", "SCROLL_SCRIPT.format(next(_SCROLLS))"]
+    assert isinstance(lessons.KEYS_SCRIPT, str) and "ArrowRight" in lessons.KEYS_SCRIPT  # a literal, used as is
 
 
 def test_st_html_only_through_escaping_builders() -> None:

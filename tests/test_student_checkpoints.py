@@ -115,9 +115,14 @@ def assert_gates_match(model: StudentLM, loaded, text: str = TEXT):
         for name, value in ref.items():
             np.testing.assert_allclose(trace.gates[name][layer, 0], value.numpy(), atol=TOL, err_msg=f"{layer} {name}")
     assert trace.max_abs_error < TOL
-    top = torch.softmax(logits[0], -1).topk(trace.next_ids.shape[1], dim=-1)
+    probs = torch.softmax(logits[0], -1)
+    unk = loaded.vocabs["vocab"].unk_id  # the unknown-word token: its own column, not ranked among the next words
+    ranked = probs if unk is None else probs.index_fill(-1, torch.tensor([unk]), -1.0)
+    top = ranked.topk(trace.next_ids.shape[1], dim=-1)
     np.testing.assert_array_equal(trace.next_ids, top.indices.numpy())
-    np.testing.assert_allclose(trace.next_probs, top.values.numpy(), atol=1e-6)
+    np.testing.assert_allclose(trace.next_probs, probs.gather(-1, top.indices).numpy(), atol=1e-6)
+    if unk is not None:
+        np.testing.assert_allclose(trace.unknown_probs, probs[:, unk].numpy(), atol=1e-6)
     return trace
 
 
@@ -356,16 +361,18 @@ def test_decoding_page_and_the_next_token_distribution(no_bos_lm) -> None:
     ids = list(run.prompt_ids)
     assert ids == [vocab.index("the"), vocab.index("dog")]  # no <bos>: the prompt as typed
     out = run.generations[0].outputs[0]
-    with torch.no_grad():  # greedy = argmax of the model's own logits, one token at a time
+    unk = vocab.index("<unk>")
+    with torch.no_grad():  # greedy = argmax of the model's own logits over the words (<unk> left out), one at a time
         for new in out.ids:
             logits = model(torch.tensor([ids]))[1][0, -1]
-            assert new == int(torch.argmax(logits))
+            assert new == int(torch.argmax(logits.index_fill(0, torch.tensor([unk]), float("-inf"))))
             ids.append(new)
     sv = D.step_view(load_model(uid), run.prompt_ids, run.start_ids, out.ids, Strategy("greedy"), 2, 1.0)
     with torch.no_grad():
         p = torch.softmax(model(torch.tensor([list(run.prompt_ids) + list(out.ids[:2])]))[1][0, -1], -1)
     np.testing.assert_allclose(sv.raw_probs, p[sv.ids].numpy(), atol=1e-6)
-    np.testing.assert_allclose(sv.chosen_prob, float(p[out.ids[2]]), atol=1e-6)
+    # after the processors, which leave <unk> out: the model's own probability renormalised over the other tokens
+    np.testing.assert_allclose(sv.chosen_prob, float(p[out.ids[2]] / (1 - p[unk])), atol=1e-6)
     at = run_page("app_pages/decoding_strategies.py",
                   {"model": uid, "text": "the dog", "strategies": "greedy,top-k", "max_new": "6"})
     assert_no_exception(at)

@@ -140,7 +140,7 @@ def unknown_word_id(adapter: object) -> int | None:
     for a subword tokenizer (its unknown piece is all but never predicted) and a vocabulary without one. Generation
     and next-token lists leave it out unless the user asks to see it."""
     vocab = getattr(adapter, "vocab", None)
-    unk = getattr(vocab, "unk_id", None) if isinstance(vocab, Vocab) and vocab.splitter is None else None
+    unk = getattr(vocab, "unk_id", None) if isinstance(vocab, Vocab) and vocab.level != "subword" else None
     ends = {getattr(adapter, "bos_id", None), getattr(adapter, "pad_id", None), *getattr(adapter, "eos_ids", ())}
     return None if unk is None or unk in ends else int(unk)
 

@@ -168,8 +168,8 @@ SAMPLE_PROMPTS = ("the old man", "i went to the bank to", "a person who")
 def continuations(model: nn.Module, meta: JSONDict, prompts: Sequence[str] = SAMPLE_PROMPTS,
                    new: int = 12) -> JSONDict:
     """Each prompt continued greedily (at most `new` tokens, to <eos>) by the app's own generation loop
-    (explorer.adapters.generation: what the decoding view's greedy column shows for this checkpoint), as text;
-    `meta` is the checkpoint's (architecture, config, vocab)."""
+    (explorer.adapters.generation: what the decoding view's greedy column shows for this checkpoint with its
+    unknown-word token shown: the raw model's), as text; `meta` is the checkpoint's (architecture, config, vocab)."""
     from explorer.adapters.generation import Strategy, sample
     from explorer.loading.loaders import LoadedModel
     from explorer.models.build import FAMILY_OF_ARCHITECTURE, vocabs_from_meta
@@ -183,7 +183,7 @@ def continuations(model: nn.Module, meta: JSONDict, prompts: Sequence[str] = SAM
     out: JSONDict = {}
     for prompt in prompts:
         ids = torch.tensor([list(adapter.encode(prompt).ids)])
-        rows = sample(adapter, ids, ids, Strategy("greedy"), new)[0]
+        rows = sample(adapter, ids, ids, Strategy("greedy", show_unknown=True), new)[0]  # the raw model's, <unk> too
         words = [w for w in adapter.token_strings(rows[0]) if w != "<eos>"]
         out[prompt] = " ".join([prompt, *words])
     return out

@@ -118,6 +118,16 @@ def _go(lesson: L.Lesson, index: int, start: bool = False) -> None:
     st.session_state[SCROLL_TOP] = True
 
 
+def _reset(page: str) -> None:
+    """Button callback: reopen `page` with its declared defaults (its keys dropped from the session and the URL)."""
+    for key in PARAMS.get(page, {}):
+        st.session_state.pop(key, None)
+    state.forget_tokens(page)
+    forget_sentence_input()
+    st.session_state[GOTO] = (L.view_script(page), {})
+    st.session_state[SCROLL_TOP] = True
+
+
 def _leave(lesson_id: str) -> None:
     st.session_state[GOTO] = (L.view_script(LESSONS_PATH), {L.LESSON_PARAM: lesson_id})
     st.session_state[SCROLL_TOP] = True
@@ -162,6 +172,9 @@ def frame(url_path: str) -> DeltaGenerator | None:
             export_tool(page)
             with st.sidebar:
                 export.download_view(rec, page)
+                if where is None:  # a lesson step has its own Reset (back to the step's settings)
+                    st.button("Reset this view", key="_view_reset", icon=":material/restart_alt:", on_click=_reset,
+                              args=(page,), help="Back to the view's defaults: its model, sentence and settings.")
     if st.session_state.pop(SCROLL_TOP, False):
         scroll_to_top()
     return area
