@@ -14,7 +14,9 @@ itself changes before any model reads it (the token budget) is said in a note to
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable, Protocol, Sequence, Unpack, cast
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeVar, Unpack, cast
+
+import numpy as np
 
 from explorer.text.token_text import TokenText, readable
 from explorer.data.vocab import Vocab, clean_text, normalisation_changes, tokenize_words
@@ -143,6 +145,19 @@ def unknown_word_id(adapter: object) -> int | None:
     unk = getattr(vocab, "unk_id", None) if isinstance(vocab, Vocab) and vocab.level != "subword" else None
     ends = {getattr(adapter, "bos_id", None), getattr(adapter, "pad_id", None), *getattr(adapter, "eos_ids", ())}
     return None if unk is None or unk in ends else int(unk)
+
+
+S = TypeVar("S", bound=Any)  # an np.ndarray or a torch.Tensor
+
+
+def without_unknown(scores: S, unknown: int | None) -> S:
+    """`scores` (..., V), numpy or torch, for ranking words: a copy with entry `unknown` of the last axis at −∞
+    (`scores` itself when there is no unknown-word token). The caller's numbers stay the model's own."""
+    if unknown is None:
+        return scores
+    out = scores.copy() if isinstance(scores, np.ndarray) else scores.clone()
+    out[..., unknown] = float("-inf")
+    return out
 
 
 def input_convention(vocab: Vocab, feeds_bos: bool = True) -> str:

@@ -35,7 +35,7 @@ from explorer.adapters.base import Unsupported
 from explorer.adapters.interventions import Layout, Patch, PatchedRun
 from explorer.adapters.task_head import POOLING_WHAT, TaskHead, not_a_language_model
 from explorer.adapters.protocols import Intervenes, Loaded
-from explorer.adapters.text import TYPE_A_SENTENCE, unknown_word_id
+from explorer.adapters.text import TYPE_A_SENTENCE, unknown_word_id, without_unknown
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 from explorer.text.token_text import readable
@@ -679,8 +679,7 @@ class Ablation:
 
 def _top(p: torch.Tensor, k: int, unknown: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(values, indices) of the k most probable entries of p (V,), `unknown` left out of the ranking."""
-    ranked = p if unknown is None else p.index_fill(0, torch.tensor([unknown]), -1.0)
-    indices = torch.topk(ranked, min(k, len(p) - (unknown is not None))).indices
+    indices = torch.topk(without_unknown(p, unknown), min(k, len(p) - (unknown is not None))).indices
     return p[indices], indices
 
 

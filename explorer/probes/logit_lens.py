@@ -24,7 +24,7 @@ import torch
 from explorer.adapters.base import Unsupported
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Loaded, Unembeds, unembeds
-from explorer.adapters.text import unknown_word_id
+from explorer.adapters.text import unknown_word_id, without_unknown
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 from explorer.runtime.prefix_memo import PrefixMemo, prefix_memo
@@ -112,8 +112,8 @@ def _columns(adapter: Unembeds, states: list[tuple[str, torch.Tensor, bool]], ow
     idx = torch.tensor(positions, dtype=torch.long)
     M, L = len(positions), len(states)
     unknown = unknown_word_id(adapter)
-    words = own[idx] if unknown is None else own[idx].index_fill(-1, torch.tensor([unknown]), float("-inf"))
-    final = words.argmax(dim=-1) if track is None else torch.tensor(track, dtype=torch.long)[idx]   # (M,)
+    final = without_unknown(own[idx], unknown).argmax(dim=-1) if track is None else \
+        torch.tensor(track, dtype=torch.long)[idx]                                                     # (M,)
     kk = min(k, own.shape[-1] - (unknown is not None))
     top_p, top_i = torch.zeros(L, M, kk), torch.zeros(L, M, kk, dtype=torch.long)
     final_p, rank = torch.zeros(L, M), torch.zeros(L, M, dtype=torch.long)
@@ -129,11 +129,8 @@ def _columns(adapter: Unembeds, states: list[tuple[str, torch.Tensor, bool]], ow
             at = torch.arange(r0, r0 + logits.shape[0])
             lay, m = torch.tensor(layers)[at // M], at % M
             probs = torch.softmax(logits, dim=-1)
-            if unknown is None:
-                p, i = probs.topk(kk, dim=-1)
-            else:  # ranked without <unk>: the probabilities stay the model's own
-                i = probs.index_fill(-1, torch.tensor([unknown], device=probs.device), -1.0).topk(kk, dim=-1)[1]
-                p = probs.gather(-1, i)
+            i = without_unknown(probs, unknown).topk(kk, dim=-1)[1]  # ranked without <unk>
+            p = probs.gather(-1, i)  # the model's own probabilities
             fp = probs.gather(-1, final[m].to(device)[:, None])[:, 0]
             top_p[lay, m], top_i[lay, m], final_p[lay, m] = p.cpu(), i.cpu(), fp.cpu()
             rank[lay, m] = (probs > fp[:, None]).sum(-1, dtype=torch.int32).cpu().long()  # int32: 2× faster here

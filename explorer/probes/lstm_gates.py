@@ -14,7 +14,7 @@ import numpy as np
 
 from explorer.adapters.protocols import Loaded
 from explorer.adapters.recurrent import DIRS, GATES, STATES
-from explorer.adapters.text import unknown_word_id
+from explorer.adapters.text import unknown_word_id, without_unknown
 from explorer.runtime.errors import ViewError
 
 MAX_TOKENS = 512
@@ -109,12 +109,10 @@ def rnn_gates(loaded: Loaded, text: str, max_tokens: int = MAX_TOKENS, top_k: in
         logits = rec["logits"].astype(np.float64)
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
-        ranked = p.copy()
         if unknown is not None:  # <unk> is not a word: its probability in a column of its own, not in the ranking
             unknown_probs = p[:, unknown].astype(np.float32)
-            ranked[:, unknown] = -1.0
         k = min(top_k, p.shape[1] - (unknown is not None))
-        next_ids = np.argsort(-ranked, axis=1, kind="stable")[:, :k]
+        next_ids = np.argsort(-without_unknown(p, unknown), axis=1, kind="stable")[:, :k]
         next_probs = np.take_along_axis(p, next_ids, axis=1).astype(np.float32)
     next_tokens = tuple(tuple(adapter.token_strings(row)) for row in next_ids.tolist())
     return GateTrace(model_id=str(loaded.id), cell=w.cell, nonlinearity=w.nonlinearity, tokens=tuple(enc.tokens),

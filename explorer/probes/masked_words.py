@@ -16,7 +16,7 @@ import numpy as np
 from explorer.adapters.base import Unsupported
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Loaded, Reads
-from explorer.adapters.text import unknown_word_id
+from explorer.adapters.text import unknown_word_id, without_unknown
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 
@@ -227,8 +227,7 @@ def masked_fill(loaded: Loaded, text: str, k: int = 10, words: str = "", mask_in
     p = np.exp(z - lse[:, None])                                            # (M, V)
     unknown = unknown_word_id(adapter)  # <unk> is not a word: left out of the fillers, its probability said
     k = min(k, p.shape[1] - (unknown is not None))
-    ranked = p if unknown is None else np.where(np.arange(p.shape[1]) == unknown, -1.0, p)
-    order = np.argsort(-ranked, axis=1, kind="stable")[:, :k]               # (M, k)
+    order = np.argsort(-without_unknown(p, unknown), axis=1, kind="stable")[:, :k]  # (M, k)
     if unknown is not None and (p[:, unknown] >= p[np.arange(len(positions)), order[:, -1]]).any():  # it had a place
         notes.append(f"{adapter.token_strings([unknown])[0]} (any word outside the model's vocabulary) is left out "
                      "of the fillers: it is not a word. Its probability, unknown word: "

@@ -49,7 +49,7 @@ from explorer.adapters import generation as G
 from explorer.adapters.base import Unsupported
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Differentiates, Loaded
-from explorer.adapters.text import Encoded, no_text, unknown_word_id
+from explorer.adapters.text import Encoded, no_text, unknown_word_id, without_unknown
 from explorer.runtime import budget
 from explorer.runtime.device import is_large
 from explorer.runtime.errors import ViewError
@@ -483,10 +483,8 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     positions = list(range(max(0, N - 1 - MAX_OUTPUTS), N)) if outputs != "prediction" else [N - 1]
     if outputs != "prediction" and len(positions) < N:
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
-    last = own[-1].clone()
-    if (unknown := unknown_word_id(adapter)) is not None:  # the prediction explained is a word, not <unk>
-        last[unknown] = float("-inf")
-    targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(last.argmax())]
+    unknown = unknown_word_id(adapter)  # the prediction explained is a word, not <unk>
+    targets = [int(ids[p + 1]) for p in positions[:-1]] + [int(without_unknown(own[-1], unknown).argmax())]
     if unknown is not None and int(own[-1].argmax()) == unknown:
         p_unk = float(torch.softmax(own[-1].double(), -1)[unknown])
         notes.append(f"The most probable next token is {adapter.token_strings([unknown])[0]} (any word outside the "
