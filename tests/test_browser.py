@@ -433,3 +433,78 @@ def test_learned_positions_slider_redraws_its_line(browser, server, mode: str) -
         publish(SHOTS / f"positional-encodings-learned-{mode}.png", f"positional-encodings-learned-{mode}.png")
     finally:
         context.close()
+
+
+# Between a keystroke and the new answer, every animation frame: how many visible charts (SVG text) and selectors
+# show the old word, the new word, whether a run is under way (an element Streamlit marks data-stale), and whether an
+# indicator shows in the page (a spinner, a progress bar, or "Updating…" in a chart's place: explorer.ui.settings)
+_RECORD_FRAMES = r"""([old, neo]) => { const frames = window.__frames = []; const t0 = performance.now();
+  const gen = (window.__gen = (window.__gen || 0) + 1);
+  const vis = e => e.checkVisibility({visibilityProperty: true});
+  const has = (s, w) => new RegExp('(^|[^a-z])' + w + '([^a-z]|$)').test(s);
+  const step = () => { if (gen !== window.__gen) return;
+    const f = {t: performance.now() - t0, old: 0, neo: 0, run: 0, ind: 0};
+    for (const c of document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')) {
+      if (!vis(c)) continue; const s = [...c.querySelectorAll('svg text')].map(e => e.textContent).join(' ');
+      f.old += has(s, old); f.neo += has(s, neo); }
+    for (const c of document.querySelectorAll('[data-testid="stMain"] [data-testid="stSelectbox"]'))
+      f.old += vis(c) && has(c.textContent, old);
+    f.run = document.querySelectorAll('[data-testid="stMain"] [data-stale="true"]').length;
+    f.ind = [...document.querySelectorAll('[data-testid="stMain"] :is([data-testid="stSpinner"], '
+                                          + '[data-testid="stProgress"])')].filter(vis).length
+      + [...document.querySelectorAll('[data-testid="stMain"] [data-stale="true"]')]
+          .filter(e => getComputedStyle(e, '::after').content.includes('Updating')
+                       && parseFloat(getComputedStyle(e, '::after').opacity) > 0).length;
+    frames.push(f); if (f.t < 60000) requestAnimationFrame(step); };
+  requestAnimationFrame(step); }"""
+# the run's stale outputs are hidden from 0.1 s on; Plotly then paints each redrawn chart in a frame of its own, and
+# on two cores the browser's frames during a rerun last up to ~0.2 s, so a second chart may show its old picture for
+# one such frame after the first was repainted
+OLD_GONE_MS = 300
+STALE_PAGES = ("logit-lens?model=pretrained:smollm2", "lstm-gates?model=builtin:lstm-lm-wordnet",
+               "token-attribution?model=builtin:tiny-gpt-wordnet")
+
+
+@pytest.mark.parametrize("path", STALE_PAGES, ids=[p.split("?")[0] for p in STALE_PAGES])
+def test_no_chart_or_selector_of_the_old_sentence_beside_the_new_one(browser, server, path: str) -> None:
+    """Typing a new last word, frame by frame: from OLD_GONE_MS after the rerun begins, no visible chart or selector
+    shows the old word (explorer.ui.settings.STALE_CSS hides what the run has not redrawn), and from 0.6 s into the
+    run every frame without the new answer (no chart with the new word yet, the server still running) shows an
+    indicator."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    sentence = "the girl near the river and the boy near the old house see the big dog with the {}"
+    try:
+        page.goto(server)
+        wait_for_app(page)
+        page.goto(f"{server}/{path}&text=" + sentence.format("cat").replace(" ", "+"))
+        wait_for_app(page)
+        page.locator('[data-testid="stPlotlyChart"] svg text', has_text="cat").first.wait_for(timeout=180_000)
+        for old, neo in (("cat", "horse"), ("horse", "sheep")):
+            box = page.locator("textarea.sentence-box__input").first
+            box.click()
+            box.press("Control+End")
+            for _ in old:
+                box.press("Backspace")
+            page.evaluate(_RECORD_FRAMES, [old, neo])
+            box.press_sequentially(neo, delay=20)
+            if "Enter to run" in page.locator(".sentence-box__label").first.inner_text():
+                box.press("Enter")
+            page.wait_for_function(
+                "n => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"] svg text')]"
+                ".some(e => e.textContent.includes(n)) && !document.querySelector('[data-testid=\"stProgress\"]')"
+                " && !document.querySelector('[data-stale=\"true\"]')", arg=neo, timeout=120_000)
+            frames = page.evaluate("window.__frames")
+            start = next(f["t"] for f in frames if f["run"])
+            done = next(f["t"] for f in frames if f["t"] > start and not f["run"] and f["neo"])
+            old_shown = [round(f["t"] - start) for f in frames if start + OLD_GONE_MS < f["t"] and f["old"]]
+            assert not old_shown, (f"{path}: the old word '{old}' is still shown {old_shown} ms into the run",
+                                   [(round(f["t"] - start), f["old"], f["neo"], f["run"], f["ind"]) for f in frames
+                                    if -50 < f["t"] - start < 900])
+            bare = [round(f["t"] - start) for f in frames if start + 600 < f["t"] < done and f["run"] and not f["neo"]
+                    and not f["ind"]]
+            assert not bare, f"{path}: no indicator {bare} ms into a run of {done - start:.0f} ms"
+            assert frames[-1]["neo"] and not frames[-1]["old"]
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        context.close()

@@ -19,10 +19,27 @@ HEADER_CSS = """
 [data-testid="stHeader"], [data-testid="stToolbar"] { height: 2.75rem; min-height: 2.75rem; }
 [data-testid="stMainBlockContainer"] { padding-top: 2.75rem; }
 """
-BASE_CSS = f"<style>{HEADER_CSS}</style>"
+# Every mode, between a keystroke and the new answer: Streamlit marks each element the running script has not drawn
+# again yet data-stale="true" (and only fades it after 0.5 s). An output of the previous run (a chart, a table, a
+# value, a selector of its tokens, a note about it) is hidden 0.1 s into the new run, until this run draws it again,
+# so that it never stands beside the new sentence; in a chart's place "Updating…" shows from 0.4 s on. A quick rerun
+# (a kept result) redraws everything within 0.1 s and nothing blinks. The sentence box, the sidebar and the lesson
+# panel are never hidden. tests/test_browser.py checks it frame by frame.
+STALE_CSS = """
+[data-testid="stMain"] [data-stale="true"]:is(:has([data-testid="stPlotlyChart"]), :has([data-testid="stHtml"]),
+  :has([data-testid="stCaptionContainer"]), :has([data-testid="stSelectbox"]), :has([data-testid="stMarkdown"]),
+  :has([data-testid="stAlert"]), :has([data-testid="stDataFrame"]), :has([data-testid="stTable"]),
+  :has([data-testid="stMetric"])):not(:has(.sentence-box__input)):not(.st-key-lesson_bar *) > * {
+  visibility: hidden; transition: visibility 0s linear 0.1s; }
+[data-testid="stMain"] [data-stale="true"]:has([data-testid="stPlotlyChart"])::after {
+  content: "Updating…"; position: absolute; top: 35%; left: 0; right: 0; text-align: center; font-size: 1.2rem;
+  opacity: 0; animation: explorer-updating 0s linear 0.4s forwards; pointer-events: none; }
+@keyframes explorer-updating { to { opacity: 0.75; } }
+"""
+BASE_CSS = f"<style>{HEADER_CSS}{STALE_CSS}</style>"
 
 PROJECTOR_CSS = """
-<style>""" + HEADER_CSS + """
+<style>""" + HEADER_CSS + STALE_CSS + """
 [data-testid="stMainBlockContainer"] { padding-left: 2.5rem; padding-right: 2.5rem; }
 [data-testid="stMain"] h1 { font-size: 2.4rem !important; padding-top: 0; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.7rem; }
