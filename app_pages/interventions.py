@@ -41,7 +41,7 @@ if contrast is not None:
         st.info(md_message(note))
     c_site, c_dir, c_method, c_cmp, c_more = st.columns([1.45, 1.05, 1.05, 1.65, 1], vertical_alignment="bottom")
     with c_cmp:
-        other_id = compare_picker(c.view.needs, loaded.id, label_visibility="collapsed")
+        other_id = compare_picker(c.view.needs, loaded.id, same_tokens=True, label_visibility="collapsed")
     with c_site:
         site = c.selectbox("site", list(layout.kinds), label_visibility="collapsed", format_func=I.KINDS.get)
     with c_dir:

@@ -22,7 +22,7 @@ theme = settings.theme()
 L, T = trace.top_probs.shape
 c1, c2, c3 = st.columns([1, 1, 1])
 with c3:
-    other_id = compare_picker(c.view.needs, loaded.id, label_visibility="collapsed")
+    other_id = compare_picker(c.view.needs, loaded.id, same_tokens=True, label_visibility="collapsed")
 with c1:
     pos = c.token("pos", trace.tokens, T - 1, label_visibility="collapsed",  # follows the sentence
                   format_func=lambda t: f"after token {t}: {trace.tokens[t]}")

@@ -52,7 +52,7 @@ GATES = Origin("recomputed", f"every gate and state from the weights with PyTorc
                              f"{trace.max_abs_error:.1e}.")
 c_gate, c_layer, c_cmp, c_more = st.columns([2.2, 1, 1.6, 1], vertical_alignment="bottom")
 with c_cmp:
-    other_id = compare_picker(c.view.needs, model_id, label_visibility="collapsed")
+    other_id = compare_picker(c.view.needs, model_id, same_tokens=True, label_visibility="collapsed")
 with c_gate:
     name = c.selectbox("gate", list(trace.names), default="c" if "c" in trace.names else "h", format_func=P.LABELS.get,
                    label_visibility="collapsed")

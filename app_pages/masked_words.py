@@ -28,7 +28,7 @@ with c2:
     second = c.text_input("b", max_chars=2000, label_visibility="collapsed",
                           placeholder="Second sentence, side by side (empty: none)")
 with c_cmp:
-    other_id = compare_picker(c.view.needs, model_id, label_visibility="collapsed")
+    other_id = compare_picker(c.view.needs, model_id, same_tokens=True, label_visibility="collapsed")
 with c3, st.popover("Options", icon=":material/tune:", width="stretch"):
     compare = c.text_input("words", max_chars=200)
     k = c.number("k")

@@ -43,7 +43,7 @@ with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
         extra = c.multiselect("heads", list(range(shape.n_heads)))
         how = c.radio("agg", format_func=AV.AGGS.get) if mode in ("head", "model") else "heads"
         hide = c.toggle("hide")
-    other_id = compare_picker(c.view.needs, model_id) if mode == "head" else None
+    other_id = compare_picker(c.view.needs, model_id, same_tokens=True) if mode == "head" else None
 if failed is not None:
     stop_with(failed)
 assert shape is not None

@@ -20,7 +20,7 @@ _, loaded, text = model_and_sentence(
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
 c_out, c_method, c_cmp, c_steps = st.columns([2.2, 1.6, 1.6, 1], vertical_alignment="bottom")  # c_out: after the run
 with c_cmp:
-    other_id = compare_picker(c.view.needs, loaded.id, label_visibility="collapsed")
+    other_id = compare_picker(c.view.needs, loaded.id, same_tokens=True, label_visibility="collapsed")
 with c_method:
     method: str = c.selectbox("method", label_visibility="collapsed")
 with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from explorer.adapters import capabilities
 from explorer.models.build import FAMILY_OF_ARCHITECTURE
 from explorer.loading.checkpoint import Meta, series_path
 from explorer.loading.checkpoint import series_steps as checkpoint_series_steps
-from explorer.loading.pretrained import available
+from explorer.loading.pretrained import PACKAGED, available
 from explorer.files.safe_load import WEIGHT_SUFFIXES, ModelLoadError, read_json_file
 from explorer.loading.uploads import bundle, uploaded_entries
 from explorer.runtime.lru import LoadOnceLRU
@@ -245,3 +247,24 @@ def hub_allowed() -> bool:
         return False
     return os.environ.get("EXPLORER_ALLOW_HUB", "1").strip().lower() not in ("0", "false", "no", "off")
 
+
+
+def vocabulary_key(model_id: str) -> str | None:
+    """What a model reads a sentence as, known before loading it: two models with the same key cut every sentence
+    into the same tokens (so a view can subtract one's numbers from the other's, position by position); None where
+    that is only known once loaded (hf:, local:, upload:). A built-in's key is its vocabulary as its JSON lists it
+    (a step of its training reads as it does); a packaged model's, the package its tokenizer comes from (MiniLM's
+    fine-tunes keep its word pieces)."""
+    try:
+        mid = ModelId.parse(model_id)
+    except ModelLoadError:
+        return None
+    if mid.kind == "builtin":
+        meta = _read_builtin_meta(mid.name)
+        if meta is None:
+            return None
+        vocab = {k: meta.get(k) for k in ("vocab", "src_vocab", "tgt_vocab") if k in meta}
+        return "builtin:" + hashlib.sha256(json.dumps(vocab, sort_keys=True).encode()).hexdigest()[:16]
+    if mid.kind == "pretrained" and (packaged := PACKAGED.get(mid.name)) is not None:
+        return "package:" + packaged.package
+    return None
