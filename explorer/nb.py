@@ -13,6 +13,7 @@ mechanisms that read uploads (`read`), and the result's `notes` say what was inf
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -147,15 +148,17 @@ def read(model: Model, tokenizer: object = None, vocab: Sequence[str] | dict[str
     model in memory (`tokenizer`: its tokenizer; attention switched to eager so that its weights can be read), or any
     other nn.Module, read from its state dict as an uploaded checkpoint is (its recurrent layers inferred from the
     weights' names and shapes; `vocab`: its words; a classifier's or tagger's pooling read off its own forward;
-    `labels`: the names of its labels). Raises NotebookError."""
+    `labels`: the names of its labels). Raises NotebookError. A Hugging Face model read here stays switched to eager
+    attention and eval mode; the views (nb.self_attention, ...) given the model itself put it back as it was."""
     from explorer.files.safe_load import ModelLoadError
+    from explorer.loading.catalogue import as_trained
     from explorer.loading.loaders import LoadedModel
 
     if isinstance(model, LoadedModel):
         return model
     if isinstance(model, str):
         try:
-            return _models().get(model, device, dtype, task)
+            return _models().get(as_trained(model), device, dtype, task)  # the last step: the checkpoint
         except ModelLoadError as exc:
             raise NotebookError(str(exc)) from None
     if not isinstance(model, torch.nn.Module):
@@ -282,6 +285,30 @@ def _run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         raise NotebookError(str(exc)) from None
 
 
+def _as_it_was(fn: Callable[P, R]) -> Callable[P, R]:
+    """A view of the notebook leaves the caller's models as they were: a Hugging Face model's attention
+    implementation (switched to eager for the call, so that its weights can be read), every model's train/eval
+    mode and its parameters' requires_grad, put back when the call returns or raises."""
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        given = [*args, *kwargs.values()]
+        modules = [m for a in given for m in (a if isinstance(a, (list, tuple)) else (a,))
+                   if isinstance(m, torch.nn.Module)]
+        kept = [(m, m.training, getattr(getattr(m, "config", None), "_attn_implementation", None),
+                 [(p, p.requires_grad) for p in m.parameters()]) for m in modules]
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for m, training, attention, grads in kept:
+                m.train(training)
+                for p, wanted in grads:
+                    p.requires_grad_(wanted)
+                now = getattr(getattr(m, "config", None), "_attn_implementation", None)
+                if attention is not None and now != attention:
+                    m.set_attn_implementation(attention)  # type: ignore[operator]  # a Hugging Face model's
+    return call
+
+
 def _theme(projector: bool) -> Theme:
     return get_theme(projector)
 
@@ -291,6 +318,7 @@ def _notes(loaded: LoadedModel, *more: Sequence[str]) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------------------------ views
+@_as_it_was
 def lstm_gates(model: Model, text: str, gate: str | None = None, layer: int = 0, direction: int = 0,
                sort: str = "variance", top: int = 64, unit: int | None = None, projector: bool = False,
                **read_args: Unpack[ReadArgs]) -> ViewResult[GateTrace]:
@@ -314,6 +342,7 @@ def lstm_gates(model: Model, text: str, gate: str | None = None, layer: int = 0,
         {"what was read from the model": [{"what": what, "value": value} for what, value in trace.inferred]})
 
 
+@_as_it_was
 def self_attention(model: Model, text: str, layer: int = 0, head: int = 0, how: str = "heads", pair: str = "",
                    stream: str = "", projector: bool = False,
                    **read_args: Unpack[ReadArgs]) -> ViewResult[AttentionTrace]:
@@ -336,6 +365,7 @@ def self_attention(model: Model, text: str, layer: int = 0, head: int = 0, how: 
                                    selected=(layer, head))}, trace, _notes(loaded, trace.notes))
 
 
+@_as_it_was
 def positional_encodings(model: Model | None = None, n: int = 64, d: int = 128, base: float = 10000.0,
                          projector: bool = False,
                          **read_args: Unpack[ReadArgs]) -> ViewResult[SinusoidalTrace | LearnedTrace]:
@@ -366,6 +396,7 @@ def positional_encodings(model: Model | None = None, n: int = 64, d: int = 128, 
         "pca": V.pca_positions(la.coords, la.explained, theme)}, lt, _notes(loaded))
 
 
+@_as_it_was
 def word_embeddings(model: Model, words: str = "", method: str = "pca", n: int = _view("word-embeddings", "n"),
                     dims: int = 2,
                     nn: str | None = None, k: int = 10, source: str = "input", projector: bool = False,
@@ -403,6 +434,7 @@ def word_embeddings(model: Model, words: str = "", method: str = "pca", n: int =
                       tables)
 
 
+@_as_it_was
 def decoding_strategies(model: Model, prompt: str, strategies: Sequence[str] = ("greedy", "top-k", "top-p", "beam"),
                         seed: int = 0, max_new: int = 30, n: int = _view("decoding-strategies", "n"),
                         eos: bool = True, chat: bool = False, system: str = "", temperature: float = 1.0,
@@ -435,6 +467,7 @@ def decoding_strategies(model: Model, prompt: str, strategies: Sequence[str] = (
                       _notes(loaded, (*run.notes, *([left] if left else []))), {"outputs": outputs})
 
 
+@_as_it_was
 def logit_lens(model: Model, text: str, projector: bool = False,
                **read_args: Unpack[ReadArgs]) -> ViewResult[LensTrace]:
     """The logit lens: figure "lens_grid" (each layer's top next token and its probability at each position, through
@@ -448,6 +481,7 @@ def logit_lens(model: Model, text: str, projector: bool = False,
                       _notes(loaded, trace.notes))
 
 
+@_as_it_was
 def token_attribution(model: Model, text: str, method: str = "integrated gradients",
                       steps: int = _view("token-attribution", "steps"),
                       target: str = "", outputs: str = "all", of: str = "log-probability", projector: bool = False,
@@ -467,6 +501,7 @@ def token_attribution(model: Model, text: str, method: str = "integrated gradien
         trace, _notes(loaded, trace.notes, [warning] if warning else []))
 
 
+@_as_it_was
 def gradients_through_time(models: str | torch.nn.Module | Sequence[Model], text: str,
                            projector: bool = False) -> ViewResult[list[GradientTrace]]:
     """Gradients through time: figures "gradients" (‖∂ log p(last word) / ∂x_t‖ by distance, one line per model)
@@ -484,6 +519,7 @@ def gradients_through_time(models: str | torch.nn.Module | Sequence[Model], text
         _notes(loaded[0], *(t.notes for t in traces)))
 
 
+@_as_it_was
 def masked_words(model: Model, text: str, k: int = 10, words: str = _view("masked-words", "words"), mask: int = -1,
                  projector: bool = False,
                  **read_args: Unpack[ReadArgs]) -> ViewResult[MaskedTrace]:
@@ -500,6 +536,7 @@ def masked_words(model: Model, text: str, k: int = 10, words: str = _view("maske
                       trace, _notes(loaded, trace.notes))
 
 
+@_as_it_was
 def interventions(model: Model, text: str, corrupt: str, answer: str, wrong: str, site: str = "resid",
                   direction: str = "denoise", method: str = "exact", pos: int = -1, projector: bool = False,
                   **read_args: Unpack[ReadArgs]) -> ViewResult[PatchGrid]:
@@ -520,6 +557,7 @@ def interventions(model: Model, text: str, corrupt: str, answer: str, wrong: str
         grid, _notes(loaded, contrast.notes))
 
 
+@_as_it_was
 def seq2seq(model: Model, text: str, target: str = "", decoding: str = "greedy", beam: int = 4, layer: int = 0,
             head: int | str = "mean", projector: bool = False,
             **read_args: Unpack[ReadArgs]) -> ViewResult[AlignmentTrace]:
@@ -539,6 +577,7 @@ def seq2seq(model: Model, text: str, target: str = "", decoding: str = "greedy",
                                          _theme(projector))}, tr, _notes(loaded, tr.warnings, tr.notes))
 
 
+@_as_it_was
 def training_curves(model: str, projector: bool = False) -> ViewResult[SeriesCurves]:
     """Watch it learn: figure "curves" (held-out loss, agreement, the number unit, neighbour precision at each
     snapshot of a model trained with snapshots). trace: explorer.training.curves.SeriesCurves."""
@@ -554,6 +593,7 @@ def training_curves(model: str, projector: bool = False) -> ViewResult[SeriesCur
 
 
 
+@_as_it_was
 def classify(model: Model, text: str, second: str = "", pair: str = "", label: int | str | None = None,
              foil: int | str | None = None, method: str = "integrated gradients", steps: int = 256,
              projector: bool = False, **read_args: Unpack[ReadArgs]) -> ViewResult[DecisionTrace]:
@@ -565,6 +605,7 @@ def classify(model: Model, text: str, second: str = "", pair: str = "", label: i
     return _decision(model, text, second, pair, label, foil, method, steps, projector, False, read_args)
 
 
+@_as_it_was
 def tag(model: Model, text: str, token: int = -1, label: int | str | None = None, foil: int | str | None = None,
         method: str = "integrated gradients", steps: int = 256, projector: bool = False,
         **read_args: Unpack[ReadArgs]) -> ViewResult[DecisionTrace]:

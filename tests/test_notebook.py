@@ -69,6 +69,8 @@ def test_a_hugging_face_model_in_memory_gives_its_own_attentions() -> None:
     r = nb.self_attention(model, "the dog runs", tokenizer=tok, layer=1, head=1)
     assert "Read as a Hugging Face decoder (GPT2LMHeadModel" in r.notes[0]
     assert any("switched to eager" in n for n in r.notes)
+    assert model.config._attn_implementation == "sdpa"  # the caller's model as it was
+    model.set_attn_implementation("eager")  # for its own attention weights, independently of the view
     enc = tok("the dog runs", return_tensors="pt")
     with torch.inference_mode():
         att = model(**enc, output_attentions=True).attentions[1][0, 1].numpy()
@@ -200,3 +202,48 @@ def test_the_recurrent_cells_default_state_fits_the_cell() -> None:
     lstm = nb.lstm_gates("builtin:lstm-lm", "the keys to the cabinet are")
     assert "c" not in gru.trace.gates and gru.figures["heatmap"].layout.title.text.startswith("hidden state h")
     assert lstm.figures["heatmap"].layout.title.text.startswith("cell state c")
+
+
+def test_the_callers_model_is_left_as_it_was() -> None:
+    """A Hugging Face model in memory keeps its attention implementation, train mode and requires_grad flags after
+    every view (each switches it to eager for the call), and its numbers are unchanged."""
+    tok = make_tokenizer()
+    model = tiny_model("GPT2LMHeadModel", len(tok), seed=0, n_positions=32, **GPT2_SMALL, n_head=2,
+                       attn_implementation="sdpa")
+    model.train()
+    model.transformer.wte.weight.requires_grad_(False)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    calls = [lambda: nb.self_attention(model, "the dog runs", tokenizer=tok),
+             lambda: nb.logit_lens(model, "the dog runs", tokenizer=tok),
+             lambda: nb.token_attribution(model, "the dog runs", tokenizer=tok, steps=8),
+             lambda: nb.decoding_strategies(model, "the dog", tokenizer=tok, strategies=("greedy",), max_new=3),
+             lambda: nb.self_attention(model, "the dog runs", tokenizer=tok, layer=99)]  # raises: still put back
+    for call in calls:
+        try:
+            call()
+        except nb.NotebookError:
+            pass
+        assert model.config._attn_implementation == "sdpa"
+        assert model.training and all(m.training for m in model.modules())
+        assert not model.transformer.wte.weight.requires_grad
+        assert all(p.requires_grad for n, p in model.named_parameters() if n != "transformer.wte.weight")
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_the_last_step_of_training_is_the_trained_checkpoint() -> None:
+    """`builtin:lstm-lm@<last step>` is the trained checkpoint in full precision, as the app's training-step control
+    reads it (its snapshots are float16); an earlier step is its snapshot."""
+    from explorer.loading.catalogue import as_trained, series_steps
+
+    steps = series_steps("builtin:lstm-lm")
+    assert len(steps) > 2 and as_trained(f"builtin:lstm-lm@{steps[-1]}") == "builtin:lstm-lm"
+    assert as_trained(f"builtin:lstm-lm@{steps[0]}") == f"builtin:lstm-lm@{steps[0]}"
+    last, trained = nb.read(f"builtin:lstm-lm@{steps[-1]}"), nb.read("builtin:lstm-lm")
+    assert last is trained
+    r = nb.lstm_gates(f"builtin:lstm-lm@{steps[-1]}", "the dog runs")
+    np.testing.assert_array_equal(r.trace.gates["h"], nb.lstm_gates("builtin:lstm-lm", "the dog runs").trace.gates["h"])
+    early = nb.read(f"builtin:lstm-lm@{steps[0]}")
+    assert early.id == f"builtin:lstm-lm@{steps[0]}"
+    diff = max(float((a.float() - b.float()).abs().max()) for a, b in
+               zip(early.model.state_dict().values(), trained.model.state_dict().values()))
+    assert diff > 1e-2  # an early snapshot is another model

@@ -268,3 +268,14 @@ def vocabulary_key(model_id: str) -> str | None:
     if mid.kind == "pretrained" and (packaged := PACKAGED.get(mid.name)) is not None:
         return "package:" + packaged.package
     return None
+
+
+def as_trained(model_id: str) -> str:
+    """The id to load for `model_id`: a snapshot at the last step of its training is the trained checkpoint itself
+    (`builtin:lstm-lm@1878` -> `builtin:lstm-lm`, in full precision: the series stores float16 snapshots), as the
+    app's training-step control and the notebook both read it; any other id is returned as it is."""
+    steps = series_steps(model_id)
+    if not steps:
+        return model_id
+    mid = ModelId.parse(model_id)
+    return mid.base if mid.step == steps[-1] else model_id

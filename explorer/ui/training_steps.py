@@ -13,7 +13,7 @@ from typing import Sequence
 import streamlit as st
 
 from explorer.adapters.protocols import Loaded
-from explorer.loading.catalogue import ModelId, series_meta, series_steps
+from explorer.loading.catalogue import ModelId, as_trained, series_meta, series_steps
 from explorer.loading.loaders import LoadedModel
 from explorer.runtime.json_value import JSONDict, get
 from explorer.text.escape import md
@@ -155,7 +155,7 @@ def step_control(model_id: str) -> str:
         st.info(note)
     if playing:
         _play(steps)
-    return base if step == steps[-1] else f"{base}@{step}"
+    return as_trained(f"{base}@{step}")
 
 
 def open_view(url_path: str, params: dict[str, str]) -> None:
