@@ -94,8 +94,8 @@ rows = [m.summary() for m in cache.loaded() if not m.id.startswith("upload:") or
 if rows:
     st.dataframe(rows, hide_index=True, width="stretch")
     caption(f"Shared by every browser session (other sessions' uploads are not listed): {cache.held()}. Beyond either "
-            "limit the least recently used upload, folder model or training snapshot is unloaded; the built-in and "
-            "packaged models stay.")
+            "limit the least recently used model is unloaded, except the views' default models, which stay "
+            "(another head on one of them, e.g. SmolLM2 asked for as a masked LM, does not).")
     own = [r["id"] + " · " + r["device"] + " · " + r["dtype"] for r in rows if r["id"] in mine]
     if own:  # a session unloads only what it brought: its uploads and the models it trained
         target = st.selectbox("Unload one of your models", own, key="unload_pick")

@@ -17,7 +17,7 @@ page_header("Masked-word prediction",
             "own probabilities. A masked language model reads the sentence from both sides.")
 theme = settings.theme()
 
-model_id, loaded, text = model_and_sentence(c, task="masked-lm",
+model_id, loaded, text = model_and_sentence(c, task=c.view.task,
                                             help=f"Type {md(MASK)} (or {md('<mask>')}) where a word should be.")
 words = words_of(text)
 c1, c2, c_cmp, c3 = st.columns([1.5, 2.2, 1.5, 1], vertical_alignment="bottom")
@@ -68,7 +68,7 @@ else:
     for m in range(len(trace)):
         with cols[m % 2]:
             show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}", fold=V.FOLD if m < 2 else False)
-if other_id is not None and (other := get_model(other_id, task="masked-lm")) is not None:
+if other_id is not None and (other := get_model(other_id, task=c.view.task)) is not None:
     st.subheader(f"Compared with {md(other_id)}")  # the same sentence A, the same masks
     try:
         trace_o = probe(masked_fill, other, text, k, compare, index, raising=True)

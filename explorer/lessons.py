@@ -38,6 +38,7 @@ from explorer.loading.catalogue import ROOT, CatalogueEntry, ModelId, builtin_na
 from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.errors import ViewError
 from explorer.runtime.json_value import JSON, JSONDict
+from explorer.text.escape import inert_markdown
 from explorer.views import MODEL_NEEDS, PARAMS, VIEWS
 
 LESSON_DIR = ROOT / "assets" / "lessons"
@@ -313,7 +314,7 @@ def _text_field(data: Mapping[str, object], name: str, source: str, step: int | 
         return ""
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
         raise LessonError(f"must be text, not {type(value).__name__}", source, step, name)
-    return str(value).strip()
+    return inert_markdown(str(value).strip())  # no javascript: link, no hidden bidirectional control
 
 
 def _unknown(data: Mapping[K, object], fields: tuple[str, ...], source: str, step: int | None) -> None:
@@ -383,7 +384,7 @@ def parse_lesson(text: str, lesson_id: str, source: str = "", markdown: bool = F
     intro = _text_field(data, "intro", source, None, False)
     return Lesson(
         id=lesson_id, title=title, summary=_text_field(data, "summary", source, None, False),
-        intro="\n\n".join(x for x in (intro, body) if x), projector=projector, source=source, origin=origin,
+        intro="\n\n".join(x for x in (intro, inert_markdown(body.strip())) if x), projector=projector, source=source, origin=origin,
         steps=tuple(parse_step(s, i, source) for i, s in enumerate(steps, start=1)),
     )
 

@@ -98,6 +98,18 @@ class View:
     sentences: str = ""  # the purpose of its sentence (explorer.data.examples.PURPOSES): the model gives the sentences
     main: str = ""  # the key of its main chart, which fits in the first screen of a projector (tests/test_browser.py)
     heavy: bool = False  # a run on a large model takes seconds: its sentence is read on Enter, not while typing
+    task: str | None = None  # the Hugging Face head its models are loaded with (loaders.load_model); None: their own
+
+
+def default_models() -> list[tuple[str, str | None]]:
+    """(model id, task) of every view's declared default models: what a class opens, kept loaded by the server."""
+    out: list[tuple[str, str | None]] = []
+    for view in VIEWS:
+        for name in ("model", "models"):
+            value = view.params[name].default if name in view.params else None
+            ids = value if isinstance(value, (list, tuple)) else [value] if isinstance(value, str) else []
+            out += [(m, view.task) for m in ids if m and m != "none" and (m, view.task) not in out]
+    return out
 
 
 TEXT = P("text")
@@ -348,7 +360,7 @@ VIEWS.append(View(
         "k": P("int", 10, 1, 30, "Top-k fillers"),
         "b": P("text", "the key to the cabinets [MASK] on the table .",
                label="Second sentence, side by side (empty: none)"),
-    }, needs=("fill_in",), sentences="masked", main="fill-A-0"))
+    }, needs=("fill_in",), sentences="masked", main="fill-A-0", task="masked-lm"))
 VIEWS.append(View(
     "app_pages/interventions.py", "Interventions", ":material/healing:", "interventions",
     "Patch, ablate and trace where a model computes its answer: activation and attribution patching.", params={

@@ -102,7 +102,7 @@ def test_evicted_models_give_their_memory_back_to_the_process() -> None:
 
 def _sized_loader(sizes: dict[str, int], calls: list[str]):
     """A loader whose model `mid` holds sizes[mid] bytes of float32 weights; each call is appended to `calls`."""
-    def loader(mid: str, device: str, dtype: str) -> LoadedModel:
+    def loader(mid: str, device: str, dtype: str, task: str | None = None) -> LoadedModel:
         calls.append(mid)
         weights = torch.zeros(sizes[mid] // 4, dtype=torch.float32)
         return LoadedModel(mid, "state-dict", None, device, dtype, state_dict={"w": weights})
@@ -379,23 +379,38 @@ def test_the_models_page_says_what_the_cache_holds_against_its_limits(monkeypatc
                             f"(EXPLORER_MAX_MODEL_MB) and at most {DEFAULT_MAX_MODELS} models")
 
 
-def test_the_servers_cache_never_evicts_the_classs_models_to_make_room() -> None:
-    """Issue 41: uploads, folders' models and training snapshots go first, least recently used first; a built-in or
-    packaged model stays (it counts against the budget). The server's cache pins them (explorer.ui.cache)."""
+def test_the_servers_cache_never_evicts_the_classs_default_models_to_make_room() -> None:
+    """Issues 41 and 57: only the class's default models, with the head their view loads, are pinned; another
+    head on the same checkpoint, other built-in or packaged models, uploads, folders' models and training snapshots
+    go, least recently used first. The server's cache pins the views' declared defaults (explorer.ui.cache)."""
     from explorer.loading.model_cache import pinned
+    from explorer.views import default_models
 
     sizes = {"builtin:lstm-lm": 4000, "pretrained:smollm2": 4000, "upload:00000000000000aa": 1000,
              "builtin:lstm-lm@127": 1000, "local:mine": 1000, "upload:00000000000000bb": 3000}
     calls: list[str] = []
-    cache = ModelCache(max_bytes=10_000, loader=_sized_loader(sizes, calls), pin=True)
+    cache = ModelCache(max_bytes=10_000, loader=_sized_loader(sizes, calls),
+                       pin=[("builtin:lstm-lm", None), ("pretrained:smollm2", None)])
     for mid in sizes:  # 14,000 bytes: the oldest that are not the class's go, the newest stays
         cache.get(mid)
     assert [m.id for m in cache.loaded()] == ["builtin:lstm-lm", "pretrained:smollm2", "upload:00000000000000bb"]
     assert cache.total_bytes == 11_000  # over the budget only by what is pinned and the model just loaded
     cache.get("upload:00000000000000aa")  # the class's still stay; the oldest of the rest goes
     assert [m.id for m in cache.loaded()] == ["builtin:lstm-lm", "pretrained:smollm2", "upload:00000000000000aa"]
-    assert cache.total_bytes == 9000 and not pinned(("local:mine", "cpu", "float32"))
-    assert pinned(("builtin:lstm-lm", "cpu", "float32")) and not pinned(("builtin:lstm-lm@127", "cpu", "float32"))
+    assert cache.total_bytes == 9000
+    cache.get("pretrained:smollm2", task="masked-lm")  # another head of the same checkpoint: a separate entry...
+    cache.get("local:mine")  # ... that the budget unloads like any other
+    assert not cache.has("pretrained:smollm2", task="masked-lm") and cache.has("pretrained:smollm2")
+    assert sorted(m.id for m in cache.loaded()) == ["builtin:lstm-lm", "local:mine", "pretrained:smollm2"]
+    ids = frozenset({("builtin:lstm-lm", None), ("pretrained:minilm-mlm", "masked-lm")})
+    assert pinned(("builtin:lstm-lm", "cpu", "float32"), ids) and not pinned(("builtin:lstm-lm@127", "cpu",
+                                                                             "float32"), ids)
+    assert pinned(("pretrained:minilm-mlm", "cpu", "float32", "masked-lm"), ids)
+    assert not pinned(("pretrained:minilm-mlm", "cpu", "float32"), ids)
+    assert not pinned(("pretrained:smollm2", "cpu", "float32", "masked-lm"), ids)
+    defaults = default_models()
+    assert ("pretrained:minilm-mlm", "masked-lm") in defaults and ("builtin:lstm-lm-wordnet", None) in defaults
+    assert not any(m.startswith(("upload:", "local:", "hf:")) or "@" in m for m, _ in defaults)
     unpinned = ModelCache(max_bytes=10_000, loader=_sized_loader(sizes, []))  # the default: plain least recently used
     for mid in sizes:
         unpinned.get(mid)

@@ -121,16 +121,19 @@ class CatalogueEntry:
 
 
 # ---------------------------------------------------------------------------------------- found when loaded
-FOUND_KEPT = 1024  # model ids whose capabilities are remembered (the oldest forgotten first)
+FOUND_KEPT = 1024  # (model id, task) whose capabilities are remembered (the oldest forgotten first)
 _FOUND: LoadOnceLRU[frozenset[str]] = LoadOnceLRU(FOUND_KEPT)
 
 
-def found(model_id: str, caps: frozenset[str]) -> None:
-    """What the model `model_id` was found to have when explorer.loading.loaders.load_model loaded it: the pickers
-    offer it by that from then on (an upload whose checkpoint has no output layer is not offered to the views that
-    generate, say), rather than by its family. A model loaded again (a local folder changed) replaces it."""
-    _FOUND.drop(lambda key: key == model_id)
-    _FOUND.get(model_id, lambda: caps)
+def found(model_id: str, caps: frozenset[str], task: str | None = None) -> None:
+    """What the model `model_id` was found to have when explorer.loading.loaders.load_model loaded it with the head
+    `task` (None: its own). The pickers offer it by what it has with its own head from then on (an upload whose
+    checkpoint has no output layer is not offered to the views that generate, say), rather than by its family; a
+    load with another head (a link asking for SmolLM2 as a masked LM) is remembered apart and changes nothing any
+    other session is offered or opened on. A model loaded again (a local folder changed) replaces it. The dtype
+    changes no capability: a model has the same modules in every precision."""
+    _FOUND.drop(lambda key: key == (model_id, task))
+    _FOUND.get((model_id, task), lambda: caps)
 
 
 # ---------------------------------------------------------------------------------------- catalogue
@@ -184,7 +187,8 @@ def catalogue(uploads: Iterable[str] = ()) -> list[CatalogueEntry]:
         entries.append(CatalogueEntry(f"local:{name}", f"{name} (local folder)", family, f"From {folder.parent}"))
     entries += [CatalogueEntry(uid, f"{label} (uploaded)", family, "Uploaded file")
                 for uid, label, family in uploaded_entries(uploads)]
-    return [dataclasses.replace(e, caps=caps) if (caps := _FOUND.peek(e.id)) is not None else e for e in entries]
+    return [dataclasses.replace(e, caps=caps) if (caps := _FOUND.peek((e.id, None))) is not None else e
+            for e in entries]
 
 
 def builtin_metas() -> dict[str, Meta]:

@@ -171,7 +171,7 @@ def _load_model(model_id: str, device: str, dtype: str, task: str | None,
             advice = "Load it on the CPU (or in a smaller dtype)." if device != "cpu" else "Unload other models first."
             raise OutOfMemoryLoadError(f"{mid} does not fit in {device} memory with {dtype}. {advice}") from None
         raise ModelLoadError(f"{mid} could not be loaded: {type(exc).__name__}: {str(exc)[:300]}") from None
-    catalogue.found(loaded.id, loaded.caps.names)  # the pickers offer it by what it has from now on
+    catalogue.found(loaded.id, loaded.caps.names, task)  # the pickers offer it by what it has from now on
     return loaded
 
 

@@ -2,16 +2,16 @@
 
 The Streamlit layer keeps one instance with st.cache_resource, so every browser session shares it.
 Bounded by the bytes of the models' parameters and buffers (EXPLORER_MAX_MODEL_MB, default 2048), so the 1-3 MB
-built-ins never push out a real model; EXPLORER_MAX_MODELS (default 64) only caps the count. The class's models
-(built-in and packaged: `pinned`) are never evicted from the server's cache (`pin=True`) to make room: uploads,
-folders' models and training snapshots are, least recently used first. A model larger than the
+built-ins never push out a real model; EXPLORER_MAX_MODELS (default 64) only caps the count. The class's default
+models (the views' declared defaults, loaded with their own head: `pinned`) are never evicted from the server's cache
+(`pin=`) to make room; everything else is, least recently used first. A model larger than the
 budget on its own still loads, and is then the only one held. Models loaded from an upload are unloaded when the
 upload is dropped (its sessions ended, see explorer.loading.uploads.UploadOwner).
 """
 from __future__ import annotations
 
 import os
-from typing import Callable, Hashable
+from typing import Callable, Hashable, Iterable
 
 import torch
 
@@ -42,29 +42,31 @@ def _key(model_id: str, device: str, dtype: str, task: str | None) -> Key:
         (model_id, device, dtype, task)
 
 
-PINNED = ("builtin:", "pretrained:")  # the class's models: what the shipped views open
-
-
-def pinned(key: Hashable) -> bool:
-    """Whether a cache key holds one of the class's models, never evicted to make room: a built-in or packaged model
-    (not a training snapshot of one, `builtin:lstm-lm@127`, nor an upload or a folder's model, which are)."""
-    model_id = str(key[0]) if isinstance(key, tuple) and key else ""
-    return model_id.startswith(PINNED) and "@" not in model_id
+def pinned(key: Hashable, ids: frozenset[tuple[str, str | None]]) -> bool:
+    """Whether a cache key holds one of the class's default models, loaded with the head its view loads it with
+    (`ids`: (model id, task) of the views' declared defaults): never evicted to make room. Another head on the same
+    checkpoint (SmolLM2 asked for as a masked LM by a link), a snapshot (`builtin:lstm-lm@127`), any other built-in
+    or packaged model, an upload or a folder's model can be: the byte budget holds whatever sequence of links."""
+    return isinstance(key, tuple) and (str(key[0]), str(key[3]) if len(key) == 4 else None) in ids
 
 
 class ModelCache:
     """Thread-safe LRU of LoadedModel; each key is loaded once even under concurrent requests."""
 
     def __init__(self, max_models: int | None = None, max_bytes: int | None = None,
-                 loader: Callable[[str, str, str], LoadedModel] = load_model, pin: bool = False) -> None:
-        """pin: the class's models (`pinned`) are never evicted to make room (the server's cache)."""
+                 loader: Callable[[str, str, str], LoadedModel] = load_model,
+                 pin: Iterable[tuple[str, str | None]] = ()) -> None:
+        """pin: (model id, task) of the class's default models, never evicted to make room (`pinned`; the server's
+        cache)."""
         max_models = max_models or max(1, int(_env_number("EXPLORER_MAX_MODELS", DEFAULT_MAX_MODELS)))
         if max_bytes is None:
             max_bytes = int(_env_number("EXPLORER_MAX_MODEL_MB", DEFAULT_MAX_MODEL_MB) * 2**20)
         self._loader = loader
+        ids = frozenset((k[0], k[3] if len(k) == 4 else None) for k in (_key(m, "", "", t) for m, t in pin))
         self._epochs: dict[int, int] = {}  # id(LoadedModel) -> heap.epoch() when it was loaded
         self._store: LoadOnceLRU[LoadedModel] = LoadOnceLRU(max_models, max_bytes, lambda m: m.memory_bytes,
-                                                             on_evict=self._release, pinned=pinned if pin else None)
+                                                             on_evict=self._release,
+                                                             pinned=lambda key: pinned(key, ids) if ids else False)
         on_upload_released(self._upload_released)
 
     def _upload_released(self, upload_id: str) -> None:

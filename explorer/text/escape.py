@@ -89,3 +89,48 @@ def plotly_text(value: object) -> str:
 def md_line(text: object) -> str:
     """Text (a note naming user words or weight keys) shown literally by st.markdown / st.warning, on one line."""
     return md(" ".join(str(text).split()))
+
+
+# Markdown written by a person (a lesson's captions, questions, titles): its formatting is kept, but nothing in it can
+# act. A link whose target names a scheme other than http(s) (javascript:, data:, vbscript:, file:, …, also written
+# with entities or spaces) is kept as its text; an in-app link (no scheme: "/lstm-gates?…", "?step=2", "#top") stays.
+# An invisible format character (bidirectional controls such as U+202E, zero-width spaces, soft hyphens: Unicode's
+# "Cf", but the emoji joiner U+200D) is shown as a visible mark, ⟨U+202E⟩, so that "exe.live" reads as written.
+_INLINE_LINK = re.compile(r"(!?\[)((?:[^\[\]\\]|\\.)*)\]\(\s*(<[^>\n]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)"
+                          r"((?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*)\)")
+_DEFINITION = re.compile(r"(?m)^([ ]{0,3}\[[^\]\n]+\]:[ \t]*)(<[^>\n]*>|\S+)")
+_AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.\-]{1,31}:[^<>\s]*)>")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+_KEPT_FORMAT = {"\u200d"}  # ZERO WIDTH JOINER: inside emoji sequences (👩‍💻), shown by every font as intended
+
+
+def _safe_target(target: str) -> bool:
+    """Whether a link target is http(s) or in the app (no scheme), read as a browser would: entities decoded,
+    spaces and control characters dropped."""
+    plain = re.sub(r"[\x00-\x20\x7f]+", "", html.unescape(target.strip("<>")))
+    scheme = _SCHEME.match(plain)
+    return scheme is None or scheme.group(1).lower() in ("http", "https")
+
+
+def visible_format_characters(text: str) -> str:
+    """`text` with each invisible format character (Unicode category Cf but U+200D) shown as ⟨U+XXXX⟩."""
+    import unicodedata
+
+    return "".join(f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) == "Cf" and ch not in _KEPT_FORMAT else ch
+                   for ch in text)
+
+
+def inert_markdown(text: str) -> str:
+    """Markdown from a person (a lesson), kept as written but for what could act or mislead: links to schemes other
+    than http(s) become their text, invisible format characters visible marks (`visible_format_characters`)."""
+    def inline(m: re.Match[str]) -> str:
+        return m.group(0) if _safe_target(m.group(3)) else f"{m.group(2)}"
+
+    def definition(m: re.Match[str]) -> str:
+        return m.group(0) if _safe_target(m.group(2)) else m.group(1) + "#"
+
+    def autolink(m: re.Match[str]) -> str:
+        return m.group(0) if _safe_target(m.group(1)) else "\\<" + m.group(1).replace(":", "\\:", 1) + "\\>"
+
+    out = _AUTOLINK.sub(autolink, _DEFINITION.sub(definition, _INLINE_LINK.sub(inline, text)))
+    return visible_format_characters(out)

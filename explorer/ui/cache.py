@@ -30,6 +30,7 @@ from explorer.text.token_text import marked_breaks
 from explorer.loading.catalogue import CatalogueEntry, catalogue
 from explorer.loading.uploads import UploadOwner, bundle
 from explorer.ui import settings
+from explorer.views import default_models
 
 R = TypeVar("R")
 P = ParamSpec("P")
@@ -38,9 +39,10 @@ S = TypeVar("S")  # what a probe reports as its partial result, for `partial` to
 
 @st.cache_resource(max_entries=1, show_spinner=False)
 def model_cache() -> ModelCache:
-    """The one process-wide LRU of loaded models (EXPLORER_MAX_MODELS, EXPLORER_MAX_MODEL_MB); the class's models
-    (built-in and packaged) are never evicted to make room."""
-    return ModelCache(pin=True)
+    """The one process-wide LRU of loaded models (EXPLORER_MAX_MODELS, EXPLORER_MAX_MODEL_MB); the class's default
+    models (each view's declared default, with the head the view loads: explorer.views.default_models) are never
+    evicted to make room; every other entry is, least recently used first."""
+    return ModelCache(pin=default_models())
 
 
 def _release_owner(owner: UploadOwner) -> None:

@@ -8,10 +8,11 @@ from typing import Iterable
 import streamlit as st
 
 from explorer.loading.catalogue import ModelId, series_steps, vocabulary_key
-from explorer.text.escape import md_message
+from explorer.text.escape import md, md_message
 from explorer.files.safe_load import ModelLoadError
 from explorer.ui import state
 from explorer.ui.cache import session_catalogue
+from explorer.ui.widgets import refused
 
 KEY = "compare"
 NONE = "none"
@@ -49,7 +50,14 @@ def compare_picker(needs: Iterable[str] | None, model_id: str, same_tokens: bool
     same_tokens: the view draws B − A position by position (`options`)."""
     labels = options(needs, model_id, same_tokens)
     raw = state.url_value(KEY)
-    if raw and raw not in labels and raw != NONE:
+    if raw and raw == model_id:  # the view's own model: nothing to compare (B − A would be 0 by construction)
+        st.info(f"Ignoring ?{KEY}=: {md(raw)} is the model shown; compare it with another model or another step of "
+                "its training.")
+        state.drop_url_value(KEY)
+    elif raw and raw not in labels and raw != NONE and (why := refused(raw, needs, session_catalogue())):
+        st.warning(f"Ignoring ?{KEY}=: {why}")  # decided from the catalogue: nothing was loaded to find it out
+        state.drop_url_value(KEY)
+    elif raw and raw not in labels and raw != NONE:
         try:
             ModelId.parse(raw)
             labels[raw] = raw

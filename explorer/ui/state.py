@@ -69,19 +69,33 @@ def url_value(key: str, limit: int = MAX_CHARS) -> str | None:
     return value
 
 
+def drop_url_value(key: str) -> None:
+    """Remove the query parameter `key` (a value refused with its own message, so that it is not refused twice)."""
+    try:
+        st.query_params.pop(key, None)
+    except Exception:
+        pass
+
+
 def seed(key: str, default: object, parse: Callable[[str], T], valid: Callable[[T], bool] | None = None) -> None:
-    """Initialise st.session_state[key] from the URL (`parse`d, e.g. `str`, and validated) or `default`, once."""
+    """Initialise st.session_state[key] from the URL (`parse`d, e.g. `str`, and validated) or `default`, once. A URL
+    value that does not parse (`inf` for a whole number: an OverflowError too) or is not valid is said, once, and the
+    control opens at its default."""
     if key in st.session_state:
         return
     raw = url_value(key)
     value = default
     if raw is not None:
+        taken = False
         try:
             candidate = parse(raw)
             if valid is None or valid(candidate):
-                value = candidate
-        except (ValueError, TypeError):
+                value, taken = candidate, True
+        except (ValueError, TypeError, ArithmeticError):
             pass
+        if not taken:
+            st.warning(f"Ignoring ?{key}={md_message(raw[:40])}: not a value this control takes; it opens at "
+                       f"{md_message(str(default)[:40])}.")
     st.session_state[key] = value
 
 

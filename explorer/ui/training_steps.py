@@ -7,6 +7,8 @@ model's. The last step is the trained checkpoint itself.
 """
 from __future__ import annotations
 
+import math
+
 import time
 from typing import Sequence
 
@@ -35,7 +37,11 @@ def nearest(steps: Sequence[int], step: int) -> int:
 
 
 def _parse(raw: str) -> int:
-    return int(float(raw.strip()))
+    """A step from the URL: a whole number ("640", "6.4e2"); `inf`, `nan` and `1e400` raise ValueError."""
+    number = float(raw.strip())
+    if not math.isfinite(number):
+        raise ValueError(f"{raw[:20]!r} is not a finite number")
+    return int(number)
 
 
 def _toggle_play(steps: tuple[int, ...]) -> None:

@@ -9,7 +9,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.adapters.protocols import Loaded
-from explorer.loading.catalogue import ModelId, series_steps
+from explorer.loading.catalogue import CatalogueEntry, ModelId, series_steps
 from explorer.ui.training_steps import step_control
 from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.device import is_large
@@ -156,6 +156,18 @@ def _short(model_id: str, label: str) -> str:
     return name if len(name) <= PICKER_CHARS else model_id.split(":", 1)[-1]
 
 
+def refused(model_id: str, needs: Iterable[str] | None, known: Sequence[CatalogueEntry]) -> str:
+    """Why a catalogue model cannot serve a view that `needs` those capabilities, from what the catalogue knows (its
+    family's, or what it was found to have with its own head), before anything is loaded; "" when it may, or when
+    it is not in the catalogue (an hf: or local: id is known only once loaded)."""
+    base = model_id.partition("@")[0]
+    entry = next((e for e in known if e.id == base), None)
+    if entry is None or not entry.family or entry.may_have(needs):
+        return ""
+    return (f"{md(entry.label)} cannot open in this view: a {md(entry.family)} model has no "
+            f"{' or '.join(md(n) for n in (needs or ()) if not entry.may_have((n,)))}.")
+
+
 def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
                  extra: Sequence[str] = (), none_label: str | None = None, training_steps: bool = True,
                  **kwargs: object) -> str:
@@ -168,7 +180,8 @@ def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model"
     With `none_label`, the first option is "none" (shown as none_label): an optional second model. kwargs go to
     st.selectbox (e.g. label_visibility).
     """
-    entries = [e for e in session_catalogue() if e.may_have(needs)]
+    known = session_catalogue()
+    entries = [e for e in known if e.may_have(needs)]
     # projector mode: the name without its origin ("(packaged)", "(built-in)"), so that the large font shows it whole
     labels = {e.id: _short(e.id, e.label) if settings.projector() else e.label for e in entries}
     options = [e.id for e in entries] + [x for x in extra if x not in labels]
@@ -176,7 +189,10 @@ def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model"
         options.insert(0, "none")
         labels["none"] = none_label
     raw = state.url_value(key)
-    if raw and raw not in options:
+    if raw and raw not in options and (why := refused(raw, needs, known)):
+        st.warning(f"Ignoring ?{key}=: {why}")  # decided from the catalogue: nothing was loaded to find it out
+        state.drop_url_value(key)
+    elif raw and raw not in options:
         try:
             ModelId.parse(raw)
             options.append(raw)
