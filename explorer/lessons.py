@@ -384,7 +384,8 @@ def parse_lesson(text: str, lesson_id: str, source: str = "", markdown: bool = F
     intro = _text_field(data, "intro", source, None, False)
     return Lesson(
         id=lesson_id, title=title, summary=_text_field(data, "summary", source, None, False),
-        intro="\n\n".join(x for x in (intro, inert_markdown(body.strip())) if x), projector=projector, source=source, origin=origin,
+        intro="\n\n".join(x for x in (intro, inert_markdown(body.strip())) if x), projector=projector,
+        source=source, origin=origin,
         steps=tuple(parse_step(s, i, source) for i, s in enumerate(steps, start=1)),
     )
 

@@ -16,6 +16,7 @@ os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 # computed (and cached) under another thread count can differ in the last float bits from a test's recomputation.
 os.environ.setdefault("EXPLORER_TORCH_THREADS", "1")
 os.environ["EXPLORER_VALIDATE_FIGURES"] = "1"  # explorer.viz.theme.figure validates every figure in tests
+os.environ.setdefault("STREAMLIT_CLIENT_SHOW_ERROR_DETAILS", "full")  # reports read whole (the app: "type")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -72,7 +72,8 @@ def test_lesson_text_is_inert_in_the_panel_and_the_export() -> None:
     assert lesson.title == "Caption test ⟨U+202E⟩exe.live" and step.title == "Step ⟨U+202E⟩gnp.exe"
     assert "javascript" not in step.caption.lower().replace("\\", "") + step.question.lower()
     assert "data:" not in step.question and "[the docs](https://example.org/a_(b))" in step.caption
-    assert "[step 2](/lstm-gates?model=builtin:lstm-lm)" in step.caption and "\\<vbscript\\:msgbox(1)\\>" in step.caption
+    assert "[step 2](/lstm-gates?model=builtin:lstm-lm)" in step.caption
+    assert "\\<vbscript\\:msgbox(1)\\>" in step.caption
     assert inert_markdown("👩\u200d💻 [a](mailto:x@y.z)") == "👩\u200d💻 a"  # the emoji joiner stays
     from explorer.ui.export import lesson_html
 
@@ -82,3 +83,16 @@ def test_lesson_text_is_inert_in_the_panel_and_the_export() -> None:
 
     text = re.sub(r"(?s)<script.*?</script>", "", page)  # plotly.js names javascript: in its own sanitiser
     assert "javascript" not in text.lower() and "alert(" not in text and "https://example.org/a_(b)" in text
+
+
+def test_an_unexpected_error_reaches_the_page_without_its_traceback() -> None:
+    """Issue 57, item 4: the app's own config (read by `streamlit run` and by the wheel's launcher) shows an error's
+    type and a short message, never a traceback or a server path; Streamlit logs the whole traceback on the server."""
+    import tomllib
+
+    from conftest import ROOT
+    from explorer.startup.launch import config_options
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["client"]["showErrorDetails"] == "type"
+    assert "--client.showErrorDetails=type" in config_options(ROOT / ".streamlit" / "config.toml")

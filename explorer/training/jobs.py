@@ -32,7 +32,74 @@ _ACTIVE = threading.BoundedSemaphore(max(1, int(os.environ.get("EXPLORER_MAX_TRA
 
 
 class TrainingBusyError(RuntimeError):
-    """Another training run is using this server's training slot(s)."""
+    """Another training run is using this server's training slot(s), or others wait in line first."""
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        return default
+    return value if value >= 0 else default
+
+
+class TrainingLine:
+    """The sessions waiting for the training slot, first come first served. A session takes its turn when the slot is
+    free and nobody is ahead of it; a session whose run ended less than `cooldown` seconds ago
+    (EXPLORER_TRAINING_COOLDOWN_S, default 120) lets everyone waiting go first. A place not renewed for `ttl`
+    seconds (its tab closed: the waiting page renews it every 2 s) is given up."""
+
+    def __init__(self, cooldown: float | None = None, ttl: float = 15.0) -> None:
+        self.cooldown = _seconds("EXPLORER_TRAINING_COOLDOWN_S", 120.0) if cooldown is None else cooldown
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._waiting: dict[str, float] = {}  # session -> when it last said it waits (in the order they came)
+        self._ended: dict[str, float] = {}  # session -> when its last run ended
+
+    def _expire(self, now: float) -> None:
+        for session in [s for s, seen in self._waiting.items() if now - seen > self.ttl]:
+            del self._waiting[session]
+        for session in [s for s, t in self._ended.items() if now - t > self.cooldown]:
+            del self._ended[session]
+
+    def wait(self, session: str, now: float | None = None) -> int:
+        """Join the line (or renew the place held); the session's position, 1 = next."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._expire(now)
+            self._waiting[session] = now
+            return list(self._waiting).index(session) + 1
+
+    def leave(self, session: str) -> None:
+        with self._lock:
+            self._waiting.pop(session, None)
+
+    def ended(self, session: str, now: float | None = None) -> None:
+        """The session's run ended: its cooldown starts."""
+        with self._lock:
+            self._ended[session] = time.monotonic() if now is None else now
+
+    def refusal(self, session: str, now: float | None = None) -> str:
+        """Why `session` may not take the slot now though it may be free ("" when it may): others ahead in line,
+        or its cooldown while others wait."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._expire(now)
+            order = list(self._waiting)
+            ahead = order.index(session) if session in order else len(order)
+            others = [s for s in order if s != session]
+            if session in self._ended and others:
+                left = self.cooldown - (now - self._ended[session])
+                return (f"your last model finished training {now - self._ended[session]:.0f} s ago and "
+                        f"{len(others)} other session(s) wait for the slot: they go first (for {left:.0f} s more; "
+                        "EXPLORER_TRAINING_COOLDOWN_S)")
+            if ahead:
+                return f"{ahead} session(s) are ahead of you in line"
+            return ""
+
+
+LINE = TrainingLine()
 
 
 @dataclass
@@ -53,6 +120,7 @@ class TrainingJob:
     owner: UploadOwner | None = None  # the session's: the trained model is that session's upload
     snapshots: int = 0  # snapshots of the weights to keep over training (float16), uploaded with the model
     notes: list[str] = field(default_factory=list)
+    session: str = ""  # the browser session that started it: its place in the training line (LINE)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _zip: bytes | None = None
@@ -60,11 +128,17 @@ class TrainingJob:
 
     def start(self) -> "TrainingJob":
         """Put the spec within this server's budget (train_budget.apply: a TrainBudgetError names the limit and its
-        setting), validate it (ValueError) and start training in a daemon thread (TrainingBusyError if full)."""
+        setting), validate it (ValueError) and start training in a daemon thread. TrainingBusyError when the slot is
+        taken, others are ahead in line, or this session's cooldown lets them go first (TrainingLine): the session
+        is then in line, at the position the message names."""
         self.spec = train_budget.apply(self.spec)
         validate_spec(self.spec)
-        if not _ACTIVE.acquire(blocking=False):
-            raise TrainingBusyError("Another model is training on this server right now; try again when it is done.")
+        why = LINE.refusal(self.session)
+        if why or not _ACTIVE.acquire(blocking=False):
+            place = LINE.wait(self.session)
+            raise TrainingBusyError(f"The training slot is taken: {why or 'another model is training now'}. You are "
+                                    f"number {place} in line; your model starts by itself when its turn comes.")
+        LINE.leave(self.session)
         self.status, self.started = "running", time.time()
         self._thread = threading.Thread(target=self._run, name=f"train-{self.spec.name}", daemon=True)
         self._thread.start()
@@ -100,6 +174,7 @@ class TrainingJob:
         finally:
             self.spec.user_tokens = self.spec.user_examples = None  # the corpus is not needed any more
             self.finished = time.time()
+            LINE.ended(self.session)
             _ACTIVE.release()
 
     def zip_bytes(self) -> bytes:

@@ -172,8 +172,8 @@ def _end_session_results(session: str) -> None:
 
 
 @st.cache_resource(scope="session", max_entries=1, on_release=_end_session_results, show_spinner=False)
-def _results_session() -> str:
-    """This session's id, as the results cache knows it; when the session ends Streamlit releases it and the
+def session_id() -> str:
+    """This browser session's id ("" outside a script run); when the session ends Streamlit releases it and the
     session gives up its results (those no other session holds are dropped)."""
     ctx = get_script_run_ctx()
     return ctx.session_id if ctx is not None else ""
@@ -200,7 +200,7 @@ def _turn(loaded: LoadedModel, heavy: bool) -> ContextManager[None]:
 
     @contextlib.contextmanager
     def turn() -> Iterator[None]:
-        with queue.turn(_results_session(), waiting):
+        with queue.turn(session_id(), waiting):
             slot.empty()
             yield
 
@@ -217,7 +217,7 @@ def _cached_call(fn_name: str, model_key: tuple[str, str, str], args: tuple[Hash
                  kwargs: tuple[tuple[str, Hashable], ...], fn: Callable[..., R], loaded: LoadedModel,
                  heavy: bool = False) -> R:
     key = (fn_name, model_key, args, kwargs)
-    return results().get(key, _results_session(), lambda: _build(fn_name, fn, loaded, args, dict(kwargs), heavy))
+    return results().get(key, session_id(), lambda: _build(fn_name, fn, loaded, args, dict(kwargs), heavy))
 
 
 def probe(fn: Callable[..., R], loaded: LoadedModel, *args: Hashable, heavy: bool = False, raising: bool = False,
@@ -298,7 +298,7 @@ def _with_progress(fn: Callable[..., R], loaded: LoadedModel, args: tuple[Hashab
     slot = st.empty()
     started, drawn = time.perf_counter(), [0.0]
     said = label if label is not None else working_on(fn, loaded.id, args).removesuffix("…")
-    session = _results_session()
+    session = session_id()
 
     def progress(fraction: float, what: str, shown: S | None = None) -> None:
         if abandoned(session):
@@ -315,7 +315,7 @@ def _with_progress(fn: Callable[..., R], loaded: LoadedModel, args: tuple[Hashab
     name = f"{fn.__module__}.{fn.__qualname__}"
     key = (name, (loaded.id, loaded.device, loaded.dtype), args, tuple(sorted(kwargs.items())), "progress")
     try:
-        result: R = results().get(key, _results_session(),
+        result: R = results().get(key, session_id(),
                                   lambda: _build(name, fn, loaded, args, dict(kwargs, progress=progress), heavy))
     except ViewError:
         slot.empty()

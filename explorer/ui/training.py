@@ -1,20 +1,21 @@
 """The Train section of the Models page: choose a recipe, train in the background, watch the loss, stop, use."""
 from __future__ import annotations
 
+import hashlib
 from typing import TypedDict
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.training import budget as train_budget
-from explorer.data.user_text import CorpusError, corpus_from_text, read_uploaded_text
+from explorer.data.user_text import MAX_BYTES, MAX_CHARS, CorpusError, corpus_from_text, read_uploaded_text
 from explorer.runtime.json_value import get
 from explorer.text.escape import md, md_message
 from explorer.training.corpus import REAL_ENGLISH
 from explorer.training.spec import LABELLED, LIMITS, TrainSpec
-from explorer.training.jobs import TrainingBusyError, TrainingJob
+from explorer.training.jobs import LINE, TrainingBusyError, TrainingJob
 from explorer.ui import charts, settings
-from explorer.ui.cache import upload_owner
+from explorer.ui.cache import session_id, upload_owner
 from explorer.ui.training_tasks import task_data
 from explorer.views import VIEWS
 
@@ -108,12 +109,12 @@ def _spec_form() -> TrainSpec | None:
             spec.max_vocab = min(WORDNET_VOCAB, spec.max_vocab or WORDNET_VOCAB)
         if source == "My text":
             level = st.radio("Tokens", ["word", "char"], horizontal=True, key="train_level")
-            text = st.text_area("Paste text to train on", key="train_text", height=120)
-            upload = st.file_uploader("…or upload a .txt file", type=["txt"], key="train_txt")
+            text = st.text_area(f"Paste text to train on (at most {MAX_CHARS:,} characters)", key="train_text",
+                                height=120, max_chars=MAX_CHARS)
+            upload = st.file_uploader(f"…or upload a .txt file (UTF-8, at most {MAX_BYTES / 1e6:g} MB and "
+                                      f"{MAX_CHARS:,} characters)", type=["txt"], key="train_txt")
             try:
-                if upload is not None:
-                    text = read_uploaded_text(upload.getvalue())
-                tokens = corpus_from_text(text, level=level)
+                tokens = _corpus(upload.getvalue() if upload is not None else text, level)
             except CorpusError as exc:
                 st.warning(md_message(exc))
                 return None
@@ -123,6 +124,28 @@ def _spec_form() -> TrainSpec | None:
             if note:
                 st.info(md_message(note))
     return spec
+
+
+CORPUS = "_train_corpus"  # session state: (digest of the text or file, level) -> its sentences, or the error
+
+
+def _corpus(source: str | bytes, level: str) -> list[list[str]]:
+    """The sentences of a pasted text or an uploaded file's bytes, read once per distinct text in this session (a
+    rerun of the page, e.g. another setting changed, does not read a million characters again). CorpusError (kept
+    too) when it cannot be a corpus: too long, too short, binary, not UTF-8."""
+    data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
+    key = (hashlib.sha256(data).hexdigest(), isinstance(source, str), level)
+    held = st.session_state.get(CORPUS)
+    if held is None or held[0] != key:
+        try:
+            text = source if isinstance(source, str) else read_uploaded_text(source)
+            held = (key, corpus_from_text(text, level=level))
+        except CorpusError as exc:
+            held = (key, exc)
+        st.session_state[CORPUS] = held
+    if isinstance(held[1], CorpusError):
+        raise held[1]
+    return held[1]
 
 
 def _open_links(model_id: str, family: str) -> None:
@@ -207,10 +230,45 @@ def train_section() -> None:
     busy = job is not None and job.running
     if st.button("Start training", type="primary", disabled=spec is None or busy, key="train_start") \
             and spec is not None:
-        try:
-            st.session_state["train_job"] = TrainingJob(spec, device=settings.device(), owner=upload_owner(),
-                                                        snapshots=int(st.session_state.get("train_snapshots", 0))
-                                                        ).start()
-        except (ValueError, TrainingBusyError) as exc:
-            st.error(md_message(exc))
+        _start(spec)
+    if st.session_state.get(WAITING) is not None:
+        _in_line()
     _job_panel()
+
+
+WAITING = "_train_waiting"  # session state: the spec of a run waiting for its turn in the training line
+
+
+def _start(spec: TrainSpec) -> None:
+    """Start `spec` now, or put this session in the training line (explorer.training.jobs.LINE) with its spec."""
+    try:
+        st.session_state["train_job"] = TrainingJob(spec, device=settings.device(), owner=upload_owner(),
+                                                    snapshots=int(st.session_state.get("train_snapshots", 0)),
+                                                    session=session_id()).start()
+        st.session_state.pop(WAITING, None)
+    except TrainingBusyError as exc:
+        st.session_state[WAITING] = spec
+        st.info(md_message(exc))
+    except ValueError as exc:
+        st.session_state.pop(WAITING, None)
+        st.error(md_message(exc))
+
+
+@st.fragment(run_every=2.0)
+def _in_line() -> None:
+    """While this session waits for the training slot: its place in line, renewed every 2 s (a closed tab gives it
+    up), and its run started when its turn comes."""
+    spec: TrainSpec | None = st.session_state.get(WAITING)
+    if spec is None:
+        return
+    if not LINE.refusal(session_id()):
+        _start(spec)
+        if st.session_state.get(WAITING) is None:
+            st.rerun()  # the whole page: the live panel of the run just started
+    place = LINE.wait(session_id())
+    st.info(f"Waiting for the training slot: number {place} in line. {md(spec.name)} starts by itself when its turn "
+            "comes; keep this tab open.")
+    if st.button("Leave the line", key="train_leave"):
+        LINE.leave(session_id())
+        st.session_state.pop(WAITING, None)
+        st.rerun()
