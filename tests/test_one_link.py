@@ -20,17 +20,25 @@ def test_a_model_that_cannot_serve_the_view_is_refused_without_loading_it(param:
     before = model_cache().loads
     at = run_page("app_pages/masked_words.py", {param: "pretrained:smollm2"})
     assert_no_exception(at)
-    assert "SmolLM2-135M-Instruct (packaged) cannot open in this view: a decoder model has no fill_in" in _texts(at)
+    said = _texts(at)
+    assert ("SmolLM2-135M-Instruct (packaged) cannot open in this view: it needs a model that reads a sentence both "
+            "ways (an encoder), and this one is of the family “Transformer decoder (causal LM)”. Families that can: "
+            "Transformer encoder; Masked language model (bidirectional encoder that fills in [MASK]).") in said
+    assert said.count("cannot open in this view") == 1  # said once, not again by the URL's own check
     assert not model_cache().has("pretrained:smollm2", "cpu", "float32", "masked-lm")
     loaded = [m.id for m in model_cache().loaded()]
     assert "pretrained:smollm2" not in loaded or model_cache().loads - before <= 1  # at most the view's own model
     assert at.selectbox(key="model").value == "pretrained:minilm-mlm"  # the view opens on its default
 
 
-def test_a_load_with_another_head_changes_nothing_another_session_is_offered() -> None:
+def test_a_load_with_another_head_changes_nothing_another_session_is_offered(monkeypatch: pytest.MonkeyPatch
+                                                                             ) -> None:
     """What a model was found to have is remembered per (id, head): SmolLM2 (or any model) loaded as a masked LM
     leaves the pickers offering it by its own head's capabilities."""
-    own = frozenset({"attention", "generation"})
+    from explorer.runtime.lru import LoadOnceLRU
+
+    monkeypatch.setattr(catalogue, "_FOUND", LoadOnceLRU(catalogue.FOUND_KEPT))  # this process's record left alone
+    own = frozenset({"attention", "stepper", "lens"})
     catalogue.found("builtin:tiny-gpt", own)
     catalogue.found("builtin:tiny-gpt", frozenset({"attention"}), task="masked-lm")
     entry = next(e for e in catalogue.catalogue() if e.id == "builtin:tiny-gpt")

@@ -39,8 +39,9 @@ def test_logit_lens_page_shows_the_probe_and_its_url_state():
     assert [o for o in at.selectbox(key="layer").options] == ["top 10 after layer 0", "top 10 after layer 1"]
     assert grid["data"][0]["y"] == ["layer 0", "layer 1"] and "from 0" in grid["layout"]["yaxis"]["title"]["text"]
     at = run_page("app_pages/logit_lens.py", {"model": "pretrained:minilm", "text": SENT})
-    assert_no_exception(at)
-    assert any("head" in md_unescape(i.value) for i in at.info)
+    assert_no_exception(at)  # an encoder is refused from the catalogue, before it is loaded (issue 57)
+    assert any("cannot open in this view: it needs a model that predicts the next token" in md_unescape(w.value)
+               for w in at.warning)
 
 
 

@@ -54,7 +54,8 @@ def compare_picker(needs: Iterable[str] | None, model_id: str, same_tokens: bool
         st.info(f"Ignoring ?{KEY}=: {md(raw)} is the model shown; compare it with another model or another step of "
                 "its training.")
         state.drop_url_value(KEY)
-    elif raw and raw not in labels and raw != NONE and (why := refused(raw, needs, session_catalogue())):
+    elif raw and raw not in labels and raw != NONE and \
+            (why := refused(raw, needs, session_catalogue(), "Nothing is compared.")):
         st.warning(f"Ignoring ?{KEY}=: {why}")  # decided from the catalogue: nothing was loaded to find it out
         state.drop_url_value(KEY)
     elif raw and raw not in labels and raw != NONE:

@@ -9,7 +9,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.adapters.protocols import Loaded
-from explorer.loading.catalogue import CatalogueEntry, ModelId, series_steps
+from explorer.adapters.capabilities import WHAT, families_with
+from explorer.loading.catalogue import FAMILIES, CatalogueEntry, ModelId, series_steps
 from explorer.ui.training_steps import step_control
 from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.device import is_large
@@ -156,16 +157,22 @@ def _short(model_id: str, label: str) -> str:
     return name if len(name) <= PICKER_CHARS else model_id.split(":", 1)[-1]
 
 
-def refused(model_id: str, needs: Iterable[str] | None, known: Sequence[CatalogueEntry]) -> str:
+def refused(model_id: str, needs: Iterable[str] | None, known: Sequence[CatalogueEntry],
+            then: str = "The view opens on its default.") -> str:
     """Why a catalogue model cannot serve a view that `needs` those capabilities, from what the catalogue knows (its
     family's, or what it was found to have with its own head), before anything is loaded; "" when it may, or when
-    it is not in the catalogue (an hf: or local: id is known only once loaded)."""
+    it is not in the catalogue (an hf: or local: id is known only once loaded). Names what the view needs and the
+    kinds of model that have it."""
     base = model_id.partition("@")[0]
     entry = next((e for e in known if e.id == base), None)
     if entry is None or not entry.family or entry.may_have(needs):
         return ""
-    return (f"{md(entry.label)} cannot open in this view: a {md(entry.family)} model has no "
-            f"{' or '.join(md(n) for n in (needs or ()) if not entry.may_have((n,)))}.")
+    lacks = [n for n in (needs or ()) if not entry.may_have((n,))]
+    kinds = [FAMILIES[f] for f in families_with(tuple(needs or ())) if f in FAMILIES and f != "state-dict"]
+    return (f"{md(entry.label)} cannot open in this view: it needs a model that "
+            f"{' and '.join(WHAT[n] for n in lacks)}, and this one is of the family "
+            f"“{md(FAMILIES.get(entry.family, entry.family))}”"
+            + (f". Families that can: {'; '.join(kinds)}." if kinds else ".") + f" {then}")
 
 
 def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model", key: str = "model",
