@@ -886,3 +886,23 @@ def test_a_five_megabyte_paste_is_cut_to_the_limit_read_once_and_costs_reruns_no
                               "rerun_s_with": round(min(r["again"]), 3)})
     print(FIGURES[out.name])
     assert min(r["again"]) < min(r["plain"]) + 0.3, (r["plain"], r["again"])
+
+
+def test_a_lesson_with_script_links_and_a_right_to_left_override_is_shown_inert(server) -> None:
+    """Issue 57, item 6, replayed: a lesson uploaded on the Lessons page whose caption links to javascript:,
+    data: and vbscript: targets and whose titles hold U+202E. The page draws the links' text only (an https link and
+    an in-app link stay links) and shows ⟨U+202E⟩ where the control was."""
+    from test_one_link import LESSON
+
+    async def attack() -> Run:
+        async with Session(server[0], "lesson-plans") as s:
+            await s.rerun()
+            _, run = await s.upload("_lesson_upload", [("hostile.yaml", LESSON.encode())])
+            return run
+
+    run = asyncio.run(attack())
+    no_exception(run)
+    shown = messages(run)
+    assert "Caption test ⟨U+202E⟩exe.live" in shown.replace("\\", "") and "\u202e" not in shown
+    assert not re.search(r"\]\(\s*(javascript|data|vbscript)", shown, re.I), shown[-2000:]
+    assert "[the docs](https://example.org/a_(b))" in shown and "[step 2](/lstm-gates?model=builtin:lstm-lm)" in shown
