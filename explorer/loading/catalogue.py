@@ -264,14 +264,24 @@ def vocabulary_key(model_id: str) -> str | None:
     except ModelLoadError:
         return None
     if mid.kind == "builtin":
-        meta = _read_builtin_meta(mid.name)
-        if meta is None:
+        path = BUILTIN_DIR / f"{mid.name}.json"
+        try:
+            return _vocabulary_digest(path, path.stat().st_mtime_ns)
+        except OSError:
             return None
-        vocab = {k: meta.get(k) for k in ("vocab", "src_vocab", "tgt_vocab") if k in meta}
-        return "builtin:" + hashlib.sha256(json.dumps(vocab, sort_keys=True).encode()).hexdigest()[:16]
     if mid.kind == "pretrained" and (packaged := PACKAGED.get(mid.name)) is not None:
         return "package:" + packaged.package
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _vocabulary_digest(path: Path, stamp: int) -> str | None:
+    """A built-in's vocabulary key, computed once per file version (the compare picker asks on every rerun)."""
+    meta = _read_meta_file(path, stamp)
+    if meta is None:
+        return None
+    vocab = {k: meta.get(k) for k in ("vocab", "src_vocab", "tgt_vocab") if k in meta}
+    return "builtin:" + hashlib.sha256(json.dumps(vocab, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def as_trained(model_id: str) -> str:

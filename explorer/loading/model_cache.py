@@ -42,12 +42,17 @@ def _key(model_id: str, device: str, dtype: str, task: str | None) -> Key:
         (model_id, device, dtype, task)
 
 
+def _model_and_head(key: Key) -> tuple[str, str | None]:
+    """(model id, task) of a cache key (`_key`: the task is its fourth item, when it has one)."""
+    return str(key[0]), str(key[3]) if len(key) == 4 else None
+
+
 def pinned(key: Hashable, ids: frozenset[tuple[str, str | None]]) -> bool:
     """Whether a cache key holds one of the class's default models, loaded with the head its view loads it with
     (`ids`: (model id, task) of the views' declared defaults): never evicted to make room. Another head on the same
     checkpoint (SmolLM2 asked for as a masked LM by a link), a snapshot (`builtin:lstm-lm@127`), any other built-in
     or packaged model, an upload or a folder's model can be: the byte budget holds whatever sequence of links."""
-    return isinstance(key, tuple) and (str(key[0]), str(key[3]) if len(key) == 4 else None) in ids
+    return isinstance(key, tuple) and _model_and_head(key) in ids
 
 
 class ModelCache:
@@ -62,7 +67,7 @@ class ModelCache:
         if max_bytes is None:
             max_bytes = int(_env_number("EXPLORER_MAX_MODEL_MB", DEFAULT_MAX_MODEL_MB) * 2**20)
         self._loader = loader
-        ids = frozenset((k[0], k[3] if len(k) == 4 else None) for k in (_key(m, "", "", t) for m, t in pin))
+        ids = frozenset(_model_and_head(_key(m, "", "", t)) for m, t in pin)
         self._epochs: dict[int, int] = {}  # id(LoadedModel) -> heap.epoch() when it was loaded
         self._store: LoadOnceLRU[LoadedModel] = LoadOnceLRU(max_models, max_bytes, lambda m: m.memory_bytes,
                                                              on_evict=self._release,

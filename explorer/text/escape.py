@@ -96,7 +96,7 @@ def md_line(text: object) -> str:
 # with entities or spaces) is kept as its text; an in-app link (no scheme: "/lstm-gates?…", "?step=2", "#top") stays.
 # An invisible format character (bidirectional controls such as U+202E, zero-width spaces, soft hyphens: Unicode's
 # "Cf", but the emoji joiner U+200D) is shown as a visible mark, ⟨U+202E⟩, so that "exe.live" reads as written.
-_INLINE_LINK = re.compile(r"(!?\[)((?:[^\[\]\\]|\\.)*)\]\(\s*(<[^>\n]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)"
+_INLINE_LINK = re.compile(r"!?\[((?:[^\[\]\\]|\\.)*)\]\(\s*(<[^>\n]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)"
                           r"((?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*)\)")
 _DEFINITION = re.compile(r"(?m)^([ ]{0,3}\[[^\]\n]+\]:[ \t]*)(<[^>\n]*>|\S+)")
 _AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.\-]{1,31}:[^<>\s]*)>")
@@ -124,7 +124,7 @@ def inert_markdown(text: str) -> str:
     """Markdown from a person (a lesson), kept as written but for what could act or mislead: links to schemes other
     than http(s) become their text, invisible format characters visible marks (`visible_format_characters`)."""
     def inline(m: re.Match[str]) -> str:
-        return m.group(0) if _safe_target(m.group(3)) else f"{m.group(2)}"
+        return m.group(0) if _safe_target(m.group(2)) else m.group(1)
 
     def definition(m: re.Match[str]) -> str:
         return m.group(0) if _safe_target(m.group(2)) else m.group(1) + "#"

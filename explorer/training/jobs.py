@@ -19,6 +19,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from explorer.runtime.budget import positive_setting
 from explorer.runtime.json_value import get
 from explorer.training import budget as train_budget
 from explorer.training.clock import TrainingCancelled
@@ -35,15 +36,6 @@ class TrainingBusyError(RuntimeError):
     """Another training run is using this server's training slot(s), or others wait in line first."""
 
 
-def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        return default
-    return value if value >= 0 else default
-
-
 class TrainingLine:
     """The sessions waiting for the training slot, first come first served. A session takes its turn when the slot is
     free and nobody is ahead of it; a session whose run ended less than `cooldown` seconds ago
@@ -51,7 +43,7 @@ class TrainingLine:
     seconds (its tab closed: the waiting page renews it every 2 s) is given up."""
 
     def __init__(self, cooldown: float | None = None, ttl: float = 15.0) -> None:
-        self.cooldown = _seconds("EXPLORER_TRAINING_COOLDOWN_S", 120.0) if cooldown is None else cooldown
+        self.cooldown = positive_setting("EXPLORER_TRAINING_COOLDOWN_S", 120.0) if cooldown is None else cooldown
         self.ttl = ttl
         self._lock = threading.Lock()
         self._waiting: dict[str, float] = {}  # session -> when it last said it waits (in the order they came)
