@@ -115,6 +115,15 @@ def test_only_the_ui_layer_imports_streamlit() -> None:
     assert any("streamlit" in m for m in _imports(ROOT / "explorer" / "ui" / "state.py"))  # the rule can fail
 
 
+def test_the_product_never_imports_its_test_harness() -> None:
+    """Issue 58: explorer/, the pages and app.py import nothing from testkit (imports inside functions included);
+    the harness may import the product (testkit.browser takes chromium's path and flags from explorer.runtime)."""
+    product = [*EXPLORER, *PAGES, ROOT / "app.py"]
+    offenders = [_rel(p) for p in product if any(m == "testkit" or m.startswith("testkit.") for m in _imports(p))]
+    assert offenders == []
+    assert any(m.startswith("explorer.") for m in _imports(ROOT / "testkit" / "browser.py"))  # the rule can fail
+
+
 @pytest.mark.parametrize("folder, forbidden", [
     ("explorer/probes/", ("explorer.ui", "explorer.viz", "explorer.loading.catalogue", "explorer.loading.loaders",
                           "explorer.loading.uploads")),

@@ -46,7 +46,7 @@ def print_pdf(html_file: Path, pdf: Path) -> None:
     """Print an exported file to PDF with chromium (its own print layout: a section a page, landscape A4)."""
     from playwright.sync_api import sync_playwright
 
-    from testkit.browser import CHROMIUM, CHROMIUM_ARGS
+    from explorer.runtime.chromium import CHROMIUM, CHROMIUM_ARGS
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
