@@ -3,7 +3,7 @@ model run on each prefix), a tagger's words × labels grid, and where the chosen
 import streamlit as st
 
 from explorer.probes.decision import DecisionError, attribute, decide
-from explorer.text.escape import md
+from explorer.text.escape import md, md_message
 from explorer.ui import settings
 from explorer.ui.cache import figure_of, get_model, probe
 from explorer.ui.charts import Origin, caption, show, table
@@ -58,8 +58,7 @@ else:
 chosen = int(trace.probs[token].argmax()) if trace.per_token else int(trace.probs.argmax())
 shown = chosen if label < 0 else label
 if foil == shown:
-    st.warning(f"The label and the one it is contrasted with are both {md(trace.labels[shown])}: no contrast is "
-               "drawn.")
+    st.warning(md_message(V.no_contrast(trace, shown)))
     foil = -1
 caption(f"Chosen: **{md(trace.labels[chosen])}**" + ("" if trace.per_token else
         f" with p = {float(trace.probs[chosen]):.4f}") + f" · {md(trace.what)} · read by {md(loaded.adapter.name)}.")
@@ -78,9 +77,8 @@ show(figure_of(V.attribution_bars, attr, method, theme),
                      f"completeness error {attr.relative:.2%} after {attr.evaluations} gradient evaluations."),
      key="attribution", filename="decision-attribution")
 st.latex(V.equation(attr))
-if attr.relative > 0.01:
-    st.warning(f"Integrated gradients do not add up yet: their sum misses f(E) − f(B) by {attr.relative:.1%} after "
-               f"{attr.evaluations} gradient evaluations. Raise the gradient evaluations under Options.")
+if (warning := V.completeness_warning(attr)) is not None:
+    st.warning(md_message(warning))
 
 if other_id is not None and (other := get_model(other_id)) is not None:
     st.subheader(f"Compared with {md(other_id)}")

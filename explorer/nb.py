@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from explorer.probes.lstm_gates import GateTrace
     from explorer.probes.masked_words import MaskedTrace
     from explorer.probes.position_formulas import SinusoidalTrace
-    from explorer.probes.positional_encodings import LearnedTrace
+    from explorer.probes.positional_encodings import LearnedTrace, SentenceTrace
     from explorer.probes.self_attention import AttentionTrace
     from explorer.probes.seq2seq import AlignmentTrace
     from explorer.probes.token_attribution import AttributionTrace
@@ -352,7 +352,7 @@ def self_attention(model: Model, text: str, layer: int = 0, head: int = 0, how: 
     from explorer.viz import self_attention as V
 
     loaded = read(model, **read_args)
-    trace = _run(P.attention_trace, loaded, text, pair, stream)
+    trace = _run(P.attention_trace, loaded, text, pair, stream, arithmetic=False)  # as the page's first view
     L, H = trace.attentions.shape[:2]
     if not (0 <= layer < L and 0 <= head < H):
         raise NotebookError(f"{loaded.id} has {L} layers × {H} heads; got layer {layer}, head {head}.")
@@ -366,12 +366,16 @@ def self_attention(model: Model, text: str, layer: int = 0, head: int = 0, how: 
 
 
 @_as_it_was
-def positional_encodings(model: Model | None = None, n: int = 64, d: int = 128, base: float = 10000.0,
-                         projector: bool = False,
-                         **read_args: Unpack[ReadArgs]) -> ViewResult[SinusoidalTrace | LearnedTrace]:
+def positional_encodings(model: Model | None = None, n: int = _view("positional-encodings", "n_pos"),
+                         d: int = _view("positional-encodings", "d_model"),
+                         base: float = _view("positional-encodings", "base"),
+                         text: str = "", seed: int = 0, projector: bool = False,
+                         **read_args: Unpack[ReadArgs]) -> ViewResult[SinusoidalTrace | LearnedTrace | SentenceTrace]:
     """Positional encodings: with a model, its own learned position table ("table": position × dimension, "pca":
-    the positions on the table's principal axes; trace: LearnedTrace); without one, the sinusoidal formula of
-    Vaswani et al. for n positions × d dimensions ("table"; trace: SinusoidalTrace)."""
+    the positions on the table's principal axes; trace: LearnedTrace), or with `text` the page's sentence panel
+    ("sentence": each token's embedding, position vector and their sum, token × dimension; trace: SentenceTrace; the
+    notes say what shuffling the words under `seed` does to layer 0's attention); without a model, the sinusoidal
+    formula of Vaswani et al. for n positions × d dimensions ("table"; trace: SinusoidalTrace)."""
     from explorer.adapters.base import Unsupported
     from explorer.viz import positional_encodings as V
 
@@ -386,6 +390,16 @@ def positional_encodings(model: Model | None = None, n: int = 64, d: int = 128, 
     from explorer.probes import positional_encodings as P
 
     loaded = read(model, **read_args)
+    if text:
+        try:
+            sv = _run(P.sentence_vectors, loaded, text)
+            shuffled = _run(P.permutation_experiment, loaded, text, seed) if sv.tokens else None
+        except Unsupported as exc:
+            raise NotebookError(str(exc)) from None
+        figures = {"sentence": V.sentence_vectors(sv.tokens, sv.token, sv.position, sv.total, theme)} \
+            if sv.tokens else {}
+        return ViewResult("positional-encodings", loaded.id, figures, sv,
+                          _notes(loaded, sv.notes, [sv.note] if sv.note else [], shuffled.notes if shuffled else []))
     try:
         lt = P.learned_positions(loaded)
     except Unsupported as exc:
@@ -412,15 +426,13 @@ def word_embeddings(model: Model, words: str = "", method: str = "pca", n: int =
     table = _run(P.embedding_table, loaded, source)
     rows = P.background_rows(table, int(n))
     proj = _run(PR.fit, table.vectors[rows], method, int(dims))
-    located = [P.locate(table, w, loaded) for w in P.typed_words(words)]
-    missing = [loc for loc in located if not loc.found]
-    notes = [P.not_found_message(missing, table)] if missing else []
+    found, notes = P.highlighted(table, words, loaded)
     _, fitted, classes, has_classes = P.fitted_rows(table, proj, rows)
     fig = V.projection_background(fitted, classes, proj.coords, _theme(projector),
                                   title=f"{PR.METHODS[method]} of the first {len(rows):,} entries of {table.source}",
                                   colour_by_class=has_classes, ranks=P.ranks(table, rows),
                                   rank_label=table.rank_label)
-    placed = P.place(table, proj, rows, [loc for loc in located if loc.found])
+    placed = P.place(table, proj, rows, found)
     fig.add_traces(V.typed_overlay(V.points(placed), int(dims), _theme(projector)).data)
     tables = {}
     if nn:
@@ -484,15 +496,17 @@ def logit_lens(model: Model, text: str, projector: bool = False,
 @_as_it_was
 def token_attribution(model: Model, text: str, method: str = "integrated gradients",
                       steps: int = _view("token-attribution", "steps"),
-                      target: str = "", outputs: str = "all", of: str = "log-probability", projector: bool = False,
-                      **read_args: Unpack[ReadArgs]) -> ViewResult[AttributionTrace]:
+                      target: str = "", outputs: str | None = None, of: str = "log-probability",
+                      projector: bool = False, **read_args: Unpack[ReadArgs]) -> ViewResult[AttributionTrace]:
     """Token attribution: figure "attribution" (each output token (row) onto the input tokens: integrated gradients
-    with `steps` steps, or "gradient x input"). trace: explorer.probes.token_attribution.AttributionTrace."""
-    from explorer.probes.token_attribution import attribution
+    with `steps` steps, or "gradient x input"). outputs: "all" (every next token and the prediction) or "prediction";
+    by default the page's (the prediction alone on a large language model). trace:
+    explorer.probes.token_attribution.AttributionTrace."""
+    from explorer.probes.token_attribution import attribution, default_outputs
     from explorer.viz import token_attribution as V
 
     loaded = read(model, **read_args)
-    trace = _run(attribution, loaded, text, target, int(steps), outputs, of=of)
+    trace = _run(attribution, loaded, text, target, int(steps), outputs or default_outputs(loaded), of=of)
     values = trace.integrated if method == "integrated gradients" else trace.gradient_x_input
     warning = V.completeness_warning(trace, int(_view_hi("token-attribution", "steps"))) \
         if method == "integrated gradients" else None  # the page's warning, in the same words
@@ -558,23 +572,30 @@ def interventions(model: Model, text: str, corrupt: str, answer: str, wrong: str
 
 
 @_as_it_was
-def seq2seq(model: Model, text: str, target: str = "", decoding: str = "greedy", beam: int = 4, layer: int = 0,
-            head: int | str = "mean", projector: bool = False,
+def seq2seq(model: Model, text: str, target: str = "", decoding: str = "greedy", beam: int = 4,
+            layer: int | None = None, head: int | str = "mean", projector: bool = False,
             **read_args: Unpack[ReadArgs]) -> ViewResult[AlignmentTrace]:
     """Seq2seq alignment: figure "alignment" (which source token each output token attends to: Bahdanau or Luong
-    attention, or a Hugging Face encoder-decoder's cross-attention at `layer`, `head`). trace: AlignmentTrace."""
+    attention, or a Hugging Face encoder-decoder's cross-attention at `layer` (default: the last, as the page),
+    `head`); a model without attention has figure "reliance" instead (each output token's log-probability with the
+    context vector and with it set to 0). trace: AlignmentTrace."""
     from explorer.probes.seq2seq import alignment_trace
     from explorer.viz import seq2seq as V
 
     loaded = read(model, **read_args)
     tr = _run(alignment_trace, loaded, text, target, decoding, beam)
+    notes = _notes(loaded, tr.notes, tr.warnings)
+    if tr.weights is None:
+        figures = {} if tr.no_source_logprobs is None else {"reliance": V.reliance_figure(
+            tr.out_tokens, tr.step_logprobs, tr.no_source_logprobs, _theme(projector))}
+        return ViewResult("seq2seq", loaded.id, figures, tr, (*notes, V.NO_ATTENTION))
+    layer = tr.n_layers - 1 if layer is None and tr.kind == "hf" else layer or 0
     matrix = tr.matrix(layer, head)
-    if matrix is None:
-        raise NotebookError(f"{loaded.id} has no attention to draw.")
+    assert matrix is not None  # the model has attention weights (above)
     what = "attention a_tj" if tr.kind == "rnn" else f"cross-attention, layer {layer}, head {head}"
     return ViewResult("seq2seq", loaded.id, {
         "alignment": V.alignment_heatmap(matrix, tr.out_tokens, tr.src_tokens, f"{loaded.id}: {what}",
-                                         _theme(projector))}, tr, _notes(loaded, tr.warnings, tr.notes))
+                                         _theme(projector))}, tr, notes)
 
 
 @_as_it_was
@@ -652,9 +673,8 @@ def _decision(model: Model, text: str, second: str, pair: str, label: int | str 
         if trace.prefix_probs is not None:
             figures["prefixes"] = V.prefix_lines(trace, theme)
     figures["attribution"] = V.attribution_bars(attr, method, theme)
-    if attr.relative > 0.01:
-        notes.append(f"Integrated gradients' completeness error is {attr.relative:.1%} of f(E) − f(B) after "
-                     f"{attr.evaluations} gradient evaluations (more steps= lowers it).")
+    if (warning := V.completeness_warning(attr)) is not None:  # the page's warning, in the same words
+        notes.append(warning)
     rows: list[Row] = [{"token": t, "gradient × input": float(g), "integrated gradients": float(i)}
                        for t, g, i in zip(attr.tokens, attr.gradient_x_input, attr.integrated)]
     return ViewResult("decision", loaded.id, figures, trace, _notes(loaded, notes), {

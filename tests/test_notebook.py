@@ -158,6 +158,9 @@ NOT_SET = {("lstm_gates", "unit"): "None: the unit the page picks (its default 0
            ("self_attention", "stream"): "'': the model's own (the page: encoder)",
            ("positional_encodings", "model"): "None: the formulas alone (the page opens on MiniLM)",
            ("token_attribution", "target"): "'' and None: the model's own prediction",
+           ("token_attribution", "outputs"): "None: the page's default_outputs (the prediction alone on a large LM)",
+           ("positional_encodings", "text"): "'' and None: no sentence",
+           ("seq2seq", "layer"): "None: the page's last layer of a Hugging Face encoder-decoder (0 of a recurrent one)",
            ("classify", "label"): "None and -1: the chosen label", ("classify", "foil"): "None and -1: no foil",
            ("tag", "label"): "None and -1: the chosen label", ("tag", "foil"): "None and -1: no foil",
            ("tag", "token"): "-1 and None: the last word"}

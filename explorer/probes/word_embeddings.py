@@ -366,6 +366,18 @@ def read_as(loc: Located, table: EmbeddingTable) -> str:
     return line
 
 
+def highlighted(table: EmbeddingTable, text: str, loaded: object) -> tuple[list[Located], list[str]]:
+    """The typed words of `text` that are entries of `table` (at most MAX_TYPED_WORDS distinct words are read), and
+    what the view says about the rest: the words not in the table, and the words past the limit."""
+    typed = typed_words(text, MAX_TYPED_WORDS + 1)
+    located = [locate(table, w, loaded) for w in typed[:MAX_TYPED_WORDS]]
+    missing = [loc for loc in located if not loc.found]
+    notes = [not_found_message(missing, table)] if missing else []
+    if len(typed) > MAX_TYPED_WORDS:
+        notes.append(f"Only the first {MAX_TYPED_WORDS} distinct words are highlighted.")
+    return [loc for loc in located if loc.found], notes
+
+
 def not_found_message(missing: Sequence[Located], table: EmbeddingTable) -> str:
     """One sentence for the words that are not in the table, with the pieces the model reads instead (as shown).
 

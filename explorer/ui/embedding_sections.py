@@ -109,16 +109,11 @@ def highlighted(c: Controls, col_text: DeltaGenerator, v: Vectors) -> tuple[str,
         text = model_sentence(v.loaded, c.view.sentences, label=HIGHLIGHT, help=HIGHLIGHT_HELP) \
             if v.loaded is not None else sentence_input(FILE_WORDS[0], FILE_WORDS, label=HIGHLIGHT,
                                                         help=HIGHLIGHT_HELP)
-    typed = P.typed_words(text, P.MAX_TYPED_WORDS + 1)
-    located = [P.locate(v.table, w, v.loaded) for w in typed[:P.MAX_TYPED_WORDS]]
-    found = [loc for loc in located if loc.found]
-    missing = [loc for loc in located if not loc.found]
-    if not typed:
+    found, notes = P.highlighted(v.table, text, v.loaded)
+    if not P.typed_words(text):
         st.info("Type some words to highlight them in the projection.")
-    elif missing:
-        st.warning(md_message(P.not_found_message(missing, v.table)))
-    if len(typed) > P.MAX_TYPED_WORDS:
-        st.info(f"Only the first {P.MAX_TYPED_WORDS} distinct words are highlighted.")
+    for note in notes:  # the words not in the table, the words past the limit
+        st.warning(md_message(note))
     return text, found
 
 

@@ -36,8 +36,8 @@ def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_
     context vector."""
     theme = settings.theme()
     if tr.weights is None:
-        st.markdown("**No attention, so no alignment**: every output token is computed from ONE context vector c, "
-                    "the encoder's final state.")
+        head, rest = viz.NO_ATTENTION.split(": ", 1)
+        st.markdown(f"**{head}**: {rest}")
         if tr.no_source_logprobs is not None:
             show(viz.reliance_figure(tr.out_tokens, tr.step_logprobs, tr.no_source_logprobs, theme),
                  Origin("model", "the model's own log-probabilities, and a second run with c and s₀ set to 0."),

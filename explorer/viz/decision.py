@@ -72,7 +72,7 @@ def prefix_lines(trace: DecisionTrace, theme: Theme) -> go.Figure:
                          "xaxis": {**ticks([trace.tokens[i] for i in words]),
                                    "title": {"text": "the prefix ends with"}},
                          "yaxis": {"title": {"text": "p(label | prefix)"}, "range": [-0.02, 1.02]},
-                         "legend": {"orientation": "h", "y": -0.3}, "height": 380})
+                         "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, "height": 380})
 
 
 def tag_grid(trace: DecisionTrace, theme: Theme) -> go.Figure:
@@ -110,6 +110,20 @@ def attribution_bars(attr: LabelAttribution, method: str, theme: Theme) -> go.Fi
                           "xaxis": ticks(attr.tokens), "yaxis": {"title": {"text": "attribution (nats)"},
                                                                  "zeroline": True},
                           "showlegend": False, "height": 360})
+
+
+def completeness_warning(attr: LabelAttribution) -> str | None:
+    """What the view says when integrated gradients' sum misses f(E) − f(B) by more than 1 % (None: within 1 %)."""
+    if attr.relative <= 0.01:
+        return None
+    return (f"Integrated gradients do not add up yet: their sum misses f(E) − f(B) by {attr.relative:.1%} after "
+            f"{attr.evaluations} gradient evaluations. Raise the gradient evaluations under Options (steps= in "
+            "the notebook).")
+
+
+def no_contrast(trace: DecisionTrace, label: int) -> str:
+    """What the view says when the label and its foil are one label."""
+    return f"The label and the one it is contrasted with are both {trace.labels[label]}: no contrast is drawn."
 
 
 def _tex(text: str) -> str:

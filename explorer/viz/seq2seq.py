@@ -78,6 +78,10 @@ def step_weights(alpha: np.ndarray, src_tokens: Sequence[str], out_token: str, s
     return figure(data, layout)
 
 
+NO_ATTENTION = ("No attention, so no alignment: every output token is computed from ONE context vector c, the "
+                "encoder's final state.")
+
+
 def reliance_figure(out_tokens: Sequence[str], with_source: np.ndarray, without: np.ndarray,
                     theme: Theme = NORMAL) -> go.Figure:
     """No-attention model: log p(y_t) with the single context vector and with it zeroed, per output token."""
