@@ -20,7 +20,7 @@ theme = settings.theme()
 
 model_id, loaded, text = model_and_sentence(c)
 trace = probe(decide, loaded, text, "")
-c1, c2, c3, c4 = st.columns([1.7, 1.6, 1.6, 0.9], vertical_alignment="bottom")
+c1, c2, c3, c4 = st.columns([1.6, 1.5, 1.6, 1.1], vertical_alignment="bottom")  # "Options" whole at 20 px
 with c1:
     second = c.text_input("b", max_chars=2000, label_visibility="collapsed",
                           placeholder="Second sentence, side by side (empty: none)") if not trace.per_token else ""

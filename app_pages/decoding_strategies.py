@@ -34,11 +34,12 @@ sized = D.first_open(loaded)  # a large model opens with fewer new tokens and sa
 
 # ------------------------------------------------------------------------------------------- settings
 if template is not None:
-    c_kinds, c_chat, c_cmp, c_settings = st.columns([3.2, 1.5, 1.6, 1], vertical_alignment="bottom")
+    c_kinds, c_chat, c_cmp, c_settings = st.columns([2.6, 1.9, 1.9, 1.4], vertical_alignment="bottom")  # whole
+    # labels at the projector's 18-20 px beside a lesson panel (1280 px)
     with c_chat:
         chat = c.toggle("chat")
 else:
-    c_kinds, c_cmp, c_settings = st.columns([3.6, 1.6, 1], vertical_alignment="bottom")
+    c_kinds, c_cmp, c_settings = st.columns([3.2, 1.7, 1.3], vertical_alignment="bottom")
     chat = False
 with c_cmp:
     other_id = compare_picker(c.view.needs, model_id, label_visibility="collapsed")

@@ -39,7 +39,7 @@ theme = settings.theme()
 if contrast is not None:
     for note in contrast.notes:
         st.info(md_message(note))
-    c_site, c_dir, c_method, c_cmp, c_more = st.columns([1.45, 1.05, 1.05, 1.65, 1], vertical_alignment="bottom")
+    c_site, c_dir, c_method, c_cmp, c_more = st.columns([1.6, 1.0, 1.05, 1.5, 1.2], vertical_alignment="bottom")
     with c_cmp:
         other_id = compare_picker(c.view.needs, loaded.id, same_tokens=True, label_visibility="collapsed")
     with c_site:
@@ -49,7 +49,7 @@ if contrast is not None:
             "denoise": "denoise", "noise": "noise"}.get)  # the grid's title says which run gets which
     with c_method:
         method: str = c.selectbox("method", label_visibility="collapsed", format_func={
-            "exact": "exact", "attribution": "estimate", "both": "exact + estimate"}.get)
+            "exact": "exact", "attribution": "estimate", "both": "both"}.get)  # short: whole at 20 px
     T = len(contrast.tokens)
     with c_more, st.popover("Options", icon=":material/tune:", width="stretch"):
         pos = c.token("pos", contrast.tokens, -1, list(range(-1, T)), disabled=site != "heads",  # follows the prompt

@@ -20,7 +20,7 @@ theme = settings.theme()
 model_id, loaded, text = model_and_sentence(c, task=c.view.task,
                                             help=f"Type {md(MASK)} (or {md('<mask>')}) where a word should be.")
 words = words_of(text)
-c1, c2, c_cmp, c3 = st.columns([1.5, 2.2, 1.5, 1], vertical_alignment="bottom")
+c1, c2, c_cmp, c3 = st.columns([1.6, 1.9, 1.5, 1.2], vertical_alignment="bottom")  # labels whole at 20 px
 with c1:
     index = c.token("mask", words, -1, [-1, *range(len(words))], label_visibility="collapsed",  # follows the text
                     format_func=lambda i: f"the {MASK}s typed" if i < 0 else f"mask {i}: {words[i]}")
@@ -61,13 +61,14 @@ if len(traces) == 2:
             caption(f"**{name}** as the model reads it: {V.sentence_text(tr)}")
             for m in range(len(tr)):
                 show(bars(tr, m, f"{name}: {MASK} at token {tr.positions[m]}"), OWN, key=f"fill-{name}-{m}",
-                     filename=f"masked-{name}-{m}", fold=V.FOLD if m == 0 else False)
+                     filename=f"masked-{name}-{m}", fold=V.FOLD if m == 0 else False, share=0.5)
 else:
     caption("**A** as the model reads it: " + V.sentence_text(trace))
     cols = st.columns(2)
     for m in range(len(trace)):
         with cols[m % 2]:
-            show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}", fold=V.FOLD if m < 2 else False)
+            show(bars(trace, m), OWN, key=f"fill-A-{m}", filename=f"masked-{m}", fold=V.FOLD if m < 2 else False,
+                 share=0.5)
 if other_id is not None and (other := get_model(other_id, task=c.view.task)) is not None:
     st.subheader(f"Compared with {md(other_id)}")  # the same sentence A, the same masks
     try:

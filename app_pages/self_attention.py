@@ -15,7 +15,7 @@ c = AV.c
 page_header("Self-attention", "Every layer and head of a transformer reading your sentence: who attends to whom, "
             "with which weight, and the arithmetic softmax(QKᵀ/√d + M)·V that produced it.")
 
-c_model, c_mode, c_layer, c_head, c_more = st.columns([1.5, 1.4, 0.8, 0.8, 1], vertical_alignment="bottom")
+c_model, c_mode, c_layer, c_head, c_more = st.columns([1.85, 1.25, 0.75, 0.85, 1], vertical_alignment="bottom")
 with c_model:
     model_id = model_picker(c.view.needs, default=c.params["model"].default, label_visibility="collapsed")
     loaded = get_model(model_id)

@@ -72,7 +72,7 @@ def alignment_charts() -> None:
     left, right = st.columns(2)
     with left:
         st.markdown(f"**{md(model_id)}**: {md(trace.output_text)}")
-        P.show_alignment(trace, "a", layer, head, step, fold=P.COMPARED_FOLD)
+        P.show_alignment(trace, "a", layer, head, step, fold=P.COMPARED_FOLD, share=0.5)
     with right:
         if loaded2 is None:
             return
@@ -87,7 +87,8 @@ def alignment_charts() -> None:
         if trace2.out_ids:
             l2 = min(layer, max(trace2.n_layers - 1, 0))
             h2 = head if head == "mean" or int(head) < trace2.n_heads else "mean"
-            P.show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None, fold=P.COMPARED_FOLD)
+            P.show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None, fold=P.COMPARED_FOLD,
+                             share=0.5)
 
 
 with charts:

@@ -240,8 +240,12 @@ def _lesson_steps():
 def test_every_lesson_steps_main_chart_is_in_the_first_screen(browser, server) -> None:
     """Every step of every shipped lesson, opened by its link on a projector's screen (1280×800, then the same page
     at 1920×1080): the view's main chart starts in the first screen with at least its first FIRST_SCREEN_PX pixels
-    (a whole folded chart) on it, and the lesson panel stands beside the view, not above it. Screenshots of each step
-    in artifacts/screenshots/lessons (what the class sees)."""
+    (a whole folded chart) on it, the lesson panel stands beside the view, not above it, and everything on the page
+    can be read from the back of the room (testkit.legibility: no chart text cut or overlapping, none under 18 px,
+    no toolbar over a chart's text, every control's label whole). Screenshots of each step in
+    artifacts/screenshots/lessons (what the class sees)."""
+    from testkit.legibility import legibility_problems
+
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     from explorer.lessons import step_url
@@ -286,6 +290,7 @@ def test_every_lesson_steps_main_chart_is_in_the_first_screen(browser, server) -
                         problems.append(f"{name}: {what} ends below the first screen at {width}×{height} ({part})")
                 if "projector=1" not in page.url:
                     problems.append(f"{name}: projector mode is off ({page.url})")
+                problems += [f"{name} at {width}×{height}: {p}" for p in legibility_problems(page)]
                 shot = shots / f"{lesson.id}-{i + 1:02d}-{width}x{height}.png"
                 page.screenshot(path=str(shot))
                 if (lesson.id, i + 1, width) == README_STEP:

@@ -326,3 +326,110 @@ def test_projector_mode_hides_bar_labels_it_would_shrink_under_18_px() -> None:
     bars = [{"type": "bar", "x": [0, 1], "y": [1, 2], "text": ["les", "professeurs"]}]
     assert apply(figure(bars, {}), PROJECTOR)._layout["uniformtext"] == {"minsize": 18, "mode": "hide"}
     assert "uniformtext" not in apply(figure(bars, {}), NORMAL)._layout
+
+
+def test_projector_titles_fit_one_line_left_of_the_fullscreen_button() -> None:
+    """A projector title keeps 28 px where it fits TITLE_PX (780 px at 0.5 em a character), shrinks to fit down to
+    20 px, and only then wraps at spaces (each line within the room, tags and entities counted as what they show);
+    a chart in a third of the view gets a third of the room. Titles sit at the left, clear of the button."""
+    from explorer.viz.theme import CHAR_EM, MIN_TITLE_PX, PROJECTOR, TITLE_PX, apply, figure, fit_title, wrap_title
+
+    assert fit_title("PCA of the 776 first entries (token-id order)", 28) == (
+        "PCA of the 776 first entries (token-id order)", 28)
+    text = "Log p of each new token after “…time, in a small village,”"  # 58 characters
+    assert fit_title(text, 28) == (text, int(TITLE_PX / (CHAR_EM * len(text)))) == (text, 26)
+    long = " ".join(["word"] * 40)  # 199 characters
+    wrapped, size = fit_title(long, 28)
+    assert size == MIN_TITLE_PX
+    assert all(len(line) * CHAR_EM * MIN_TITLE_PX <= TITLE_PX for line in wrapped.split("<br>"))
+    assert wrapped.replace("<br>", " ") == long  # every word kept, in order
+    assert wrap_title("a &lt;bos&gt; b<sub>t</sub> c", 9) == "a &lt;bos&gt;<br>b<sub>t</sub> c"  # "<bos>" is 5 wide
+    _, third = fit_title(text, 28, share=1 / 3)
+    assert third == MIN_TITLE_PX
+    layout = apply(figure([], {"title": {"text": long}}), PROJECTOR)._layout
+    assert layout["title"]["x"] == 0 and layout["title"]["xanchor"] == "left" and layout["title"]["font"]["size"] == 20
+    lines = layout["title"]["text"].count("<br>")  # each further line: 25 px more room above the plot, and the
+    assert layout["title"]["pad"]["t"] == 4 + int(lines * 1.25 * 20)  # title moved down by as much
+    assert layout["margin"]["t"] == int(1.3 * 20) + 12 + int(lines * 1.25 * 20)
+
+
+def test_projector_token_ticks_are_thinned_not_overprinted() -> None:
+    """Rotated token ticks need ~1.25 lines each: 40 tokens in a half-width chart (a 260 px plot) keep every 5th; 10
+    in a whole one keep all; normal mode keeps all."""
+    from explorer.viz.theme import NORMAL, PROJECTOR, apply, figure
+    from explorer.viz.tokens import ticks
+
+    def xaxis(n: int, theme, share: float = 1.0) -> dict:
+        layout = {"xaxis": {"tickangle": -60, **ticks([f"w{i}" for i in range(n)])}}
+        return apply(figure([{"type": "heatmap", "z": [[0] * n]}], layout), theme, share)._layout["xaxis"]
+
+    half = xaxis(40, PROJECTOR, 0.5)
+    assert half["tickvals"] == list(range(0, 40, 5)) and half["ticktext"] == [f"w{i}" for i in range(0, 40, 5)]
+    assert len(xaxis(10, PROJECTOR)["tickvals"]) == 10 and len(xaxis(40, NORMAL, 0.5)["tickvals"]) == 40
+
+
+def test_projector_legends_above_the_plot_get_room_under_the_title() -> None:
+    from explorer.viz.theme import PROJECTOR, apply, figure
+
+    traces = [{"type": "scatter", "y": [1, 2], "name": "input gate i"}, {"type": "scatter", "y": [2], "name": "f"}]
+    top = {"title": {"text": "unit 133 · layer 0"}, "legend": {"orientation": "h", "x": 0, "y": 1.0,
+                                                                "yanchor": "bottom"}}
+    assert apply(figure(traces, top), PROJECTOR)._layout["margin"]["t"] == int(1.3 * 28) + 12 + int(1.6 * 22)
+    side = {"title": {"text": "unit 133 · layer 0"}}
+    assert apply(figure(traces, side), PROJECTOR)._layout["margin"]["t"] == int(1.3 * 28) + 12
+
+
+def test_projector_log_axes_draw_their_2s_and_5s_at_18_px_and_has_no_toolbar() -> None:
+    from explorer.viz.theme import NORMAL, PROJECTOR, apply, export_config, figure
+
+    layout = apply(figure([], {"yaxis": {"type": "log"}, "xaxis": {}}), PROJECTOR)._layout
+    assert layout["yaxis"]["tickfont"]["size"] * 0.75 >= 18 and layout["xaxis"]["tickfont"]["size"] == 22
+    assert export_config(PROJECTOR)["displayModeBar"] is False and export_config(NORMAL)["displayModeBar"] is True
+
+
+def test_a_folded_heatmap_labels_every_nth_row_in_projector_mode() -> None:
+    """A main chart capped to the first screen with more token rows than fit at 18 px labels every n-th row at
+    18 px (projector); normal mode shrinks the labels down to 12 px, and labels every n-th row where even 12 px
+    rows would overprint."""
+    import numpy as np
+
+    from explorer.ui.charts import _themed_spec, fold_cap
+    from explorer.viz.theme import NORMAL, PROJECTOR, figure
+    from explorer.viz.tokens import ticks
+
+    def spec(theme) -> dict:
+        fig = figure([{"type": "heatmap", "z": np.zeros((40, 5))}], {"height": 1200, "yaxis": ticks(
+            [f"t{i}" for i in range(40)])})
+        return json.loads(pio.to_json(_themed_spec(fig, theme, 430), validate=False))
+
+    y = spec(PROJECTOR)["layout"]["yaxis"]
+    assert y["tickfont"]["size"] == 18 and y["tickvals"] == list(range(0, 40, 4))  # (430 − 200)·0.95/40: 5 px a row
+    assert fold_cap(figure([{"type": "heatmap", "z": np.zeros((40, 5))}], {"yaxis": {"ticktext": ["a"]}}),
+                    PROJECTOR, 430) == 150 + 22 * 40
+    n = spec(NORMAL)["layout"]["yaxis"]
+    assert n["tickfont"]["size"] == 12 and n["tickvals"] == list(range(0, 40, 3))
+
+
+def test_beam_tree_and_projection_labels_fit_the_projector() -> None:
+    """A beam tree's token is cut with "…" to its step's column (or not drawn when two characters do not fit; the
+    hover has it whole); a projector projection has at most PROJECTOR_LEGEND legend entries besides the typed
+    words, which fit beside a folded chart at 22 px."""
+    from explorer.viz.tokens import fit_label
+    from explorer.viz.word_embeddings import PROJECTOR_LEGEND, legend_classes
+
+    assert (fit_label("économique", 3), fit_label("le", 3), fit_label("abc", 1)) == ("éc…", "le", "")
+    classes = [f"class {i}" for i in range(20) for _ in range(20 - i)]
+    shown, other = legend_classes(classes, PROJECTOR_LEGEND)
+    assert len(set(shown.values())) == PROJECTOR_LEGEND and other == "14 other classes"
+    assert shown["class 0"] == "class 0" and shown["class 19"] == other  # the largest classes keep their entry
+
+
+def test_projector_upright_token_ticks_turn_before_they_thin() -> None:
+    """Eleven "clean/corrupted" labels (9 characters at 22 px: ~107 px) in a 700 px plot: upright they would
+    overprint, turned to −60° all eleven fit."""
+    from explorer.viz.theme import PROJECTOR, apply, figure
+
+    labels = [f"keys/key{i}" for i in range(11)]
+    layout = {"xaxis": {"tickmode": "array", "tickvals": list(range(11)), "ticktext": labels}}
+    x = apply(figure([{"type": "heatmap", "z": [[0] * 11]}], layout), PROJECTOR)._layout["xaxis"]
+    assert x["tickangle"] == -60 and x["ticktext"] == labels

@@ -134,11 +134,11 @@ def other_view(trace, trace_b, layer: int, heads: list[int], how: str, hide: boo
     with into[0]:
         show(viz.head_heatmap(z_b, q_tok, k_tok, f"B: {plotly_text(trace_b.model_id)}", theme,
                               zmax=None if how == "max" else 1.0, rows=rows, cols=kcols), OWN, key="head_heatmap_b",
-             filename=f"attention-L{layer}-compare", fold=True)
+             filename=f"attention-L{layer}-compare", fold=True, share=1 / 3)
     with into[1]:
         show(viz.difference_heatmap(z_a, z_b, q_tok, k_tok, "B − A", theme),
              Origin("model", "the difference of the two models' own attention weights on this sentence."),
-             key="head_heatmap_diff", filename=f"attention-L{layer}-difference", fold=True)
+             key="head_heatmap_diff", filename=f"attention-L{layer}-difference", fold=True, share=1 / 3)
     caption(f"{what}: A = {md(trace.model_id)}, B = {md(trace_b.model_id)}, both on the same scale (weights 0 … 1); "
             f"largest |B − A|: {viz.largest_difference(z_a, z_b):.3f}.")
 
@@ -180,7 +180,8 @@ def maps_view(trace, mode: str, layer: int, heads: list[int], how: str, token: i
     with first if first is not None else contextlib.nullcontext():
         show(viz.head_heatmap(z, q_tok, k_tok, what if first is None else f"A: {plotly_text(trace.model_id)}", theme,
                               zmax=None if how == "max" else 1.0, rows=rows, cols=kcols, highlight=row), origin,
-             key="head_heatmap", filename=f"attention-L{layer}-H{head}", fold=mode == "head")
+             key="head_heatmap", filename=f"attention-L{layer}-H{head}", fold=mode == "head",
+             share=1 if first is None else 1 / 3)
     if hidden_note:  # under the chart: it keeps the first screen
         caption(hidden_note)
     if mode == "head":
@@ -256,12 +257,12 @@ def masks_view(trace, layer: int, head: int) -> None:
     with mask:
         show(viz.mask_figure(trace.mask, trace.tokens, trace.key_tokens, "The mask M", theme),
              Origin("model", "the additive mask this run used."), key="mask", filename="attention-mask",
-             fold=MASKS_FOLD)
+             fold=MASKS_FOLD, share=0.5)
     with weights:
         show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
                               f"After the softmax: layer {layer}, head {head}", theme),
              Origin("model", "the model's own weights on this run."), key="masked_heatmap",
-             filename=f"attention-masked-L{layer}-H{head}", fold=MASKS_FOLD)
+             filename=f"attention-masked-L{layer}-H{head}", fold=MASKS_FOLD, share=0.5)
     # the formula under the charts: they keep the first screen
     st.latex(rf"\mathrm{{softmax}}\Big({scaled} + M\Big),\quad " + r"M_{ij}=\begin{cases}0 & \text{allowed}\\"
              r"-\infty & \text{masked (future token or padding)}\end{cases}")
@@ -305,11 +306,12 @@ def compare_view(loaded, trace, stream: str, layer: int, head: int, token: int, 
         c1, c2 = st.columns(2)
         with c1:
             show(viz.head_heatmap(head_matrix(trace, layer, [head]), trace.tokens, trace.key_tokens,
-                                  "A", theme, highlight=q_idx), OWN, key="compare_a", filename="attention-compare-a")
+                                  "A", theme, highlight=q_idx), OWN, key="compare_a", filename="attention-compare-a",
+                 share=0.5)
         with c2:
             show(viz.head_heatmap(head_matrix(trace_b, lb, [head]), trace_b.tokens,
                                   trace_b.key_tokens, "B", theme, highlight=j), OWN, key="compare_b",
-                 filename="attention-compare-b")
+                 filename="attention-compare-b", share=0.5)
 
 
 def notices(loaded: LoadedModel, example: str, notice: AttentionNotice | None, stream: str) -> list[str]:

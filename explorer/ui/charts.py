@@ -9,7 +9,7 @@ hands it to Streamlit ready-made. A test checks that the chart sent to the brows
 from __future__ import annotations
 
 import contextlib
-
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Hashable, Literal, Sequence, TypedDict, Unpack
@@ -25,7 +25,7 @@ from streamlit.elements.lib.layout_utils import Height, Width
 
 from explorer.ui import settings
 from explorer.viz.spec import Serialized, figure_spec, serialize
-from explorer.viz.theme import Theme, apply, export_config
+from explorer.viz.theme import MIN_TEXT_PX, Theme, apply, export_config
 
 
 # After a view's main chart (fold=...) the script waits this long before it sends the rest of the page. Streamlit's
@@ -116,13 +116,14 @@ class _Prebuilt(BaseFigure):
         return self._spec
 
 
-def _themed_spec(fig: go.Figure, theme: Theme, cap: int | None = None) -> dict | Serialized:
-    """fig's serialised spec under `theme` (its height at most `cap` pixels when given), built once per (figure,
-    theme, cap); the figure must not change after it is shown."""
+def _themed_spec(fig: go.Figure, theme: Theme, cap: int | None = None, share: float = 1.0) -> dict | Serialized:
+    """fig's serialised spec under `theme` (its height at most `cap` pixels when given; `share`: the fraction of the
+    view's width it is drawn in), built once per (figure, theme, cap); the figure must not change after it is
+    shown."""
     cached = fig.__dict__.get("_explorer_spec")
     if cached is None or cached[0] != (theme.name, cap):
         if fig.__dict__.get("_explorer_theme") != theme.name:
-            apply(fig, theme)
+            apply(fig, theme, share)
             fig._explorer_theme = theme.name
         spec = figure_spec(fig)
         layout = spec["layout"]
@@ -131,11 +132,24 @@ def _themed_spec(fig: go.Figure, theme: Theme, cap: int | None = None) -> dict |
             layout["height"] = cap
             rows = _heatmap_rows(fig)
             if rows and isinstance(layout.get("yaxis"), dict):  # row labels no taller than a row (~200 px of axes)
-                size = max(12, min(theme.font_size, int(0.95 * (cap - 200) / rows)))
+                fit = max(1, int(0.95 * (cap - 200) / rows))
+                size = max(12 if theme.streamlit_theme else MIN_TEXT_PX, min(theme.font_size, fit))
                 layout["yaxis"]["tickfont"] = {**(layout["yaxis"].get("tickfont") or {}), "size": size}
+                if fit < size:  # labels never overprint (projector: never under MIN_TEXT_PX); the hover names all
+                    _label_every(layout["yaxis"], spec.get("data") or [], math.ceil(size / fit))
         cached = ((theme.name, cap), serialize(spec))
         fig._explorer_spec = cached
     return cached[1]
+
+
+def _label_every(yaxis: dict, data: Sequence[dict], n: int) -> None:
+    """Label only every n-th row of a heatmap's y axis: its own tick array thinned, or its text rows made one."""
+    if yaxis.get("tickvals") is not None and yaxis.get("ticktext") is not None:
+        yaxis["tickvals"], yaxis["ticktext"] = list(yaxis["tickvals"])[::n], list(yaxis["ticktext"])[::n]
+        return
+    rows = next((list(t["y"]) for t in data if t.get("type") == "heatmap" and _text_rows(t.get("y"))), None)
+    if rows:
+        yaxis.update(tickmode="array", tickvals=rows[::n], ticktext=rows[::n])
 
 
 def fold_cap(fig: go.Figure, theme: Theme, fold: int) -> int:
@@ -159,7 +173,7 @@ def _text_rows(y: Sequence[object] | NDArray[np.generic] | None) -> bool:
 
 
 def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str = "explorer",
-         overlay: go.Figure | None = None, fold: bool | int = False, **kwargs: Any) -> Any:
+         overlay: go.Figure | None = None, fold: bool | int = False, share: float = 1.0, **kwargs: Any) -> Any:
     """st.plotly_chart with the sidebar's theme and export format, under the badge saying what its numbers are.
 
     fold=True: the view's main chart (its key is View.main): its height is capped (fold_cap) so that it shows in
@@ -169,6 +183,8 @@ def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str =
 
     overlay: a small figure whose traces are drawn on top of `fig` (e.g. the typed words over a cached
     30,000-point projection): only the overlay is converted when it alone changes.
+    share: the fraction of the view's width the chart is drawn in (a column of st.columns(2): 0.5), so that projector
+    mode fits its title and token ticks to it.
     """
     badge(origin)
     record(("figure", key or id(fig)), ("figure", fig, badge_text(origin), overlay))
@@ -180,7 +196,7 @@ def show(fig: go.Figure, origin: Origin, key: str | None = None, filename: str =
         pixels = (settings.fold_height() if fold is True
                   else int(fold * settings.fold_height() / settings.fold_height(True)))
         cap = fold_cap(fig, theme, pixels)
-    spec = _themed_spec(fig, theme, cap)
+    spec = _themed_spec(fig, theme, cap, share)
     if overlay is not None:
         top = _themed_spec(overlay, theme)
         if isinstance(spec, Serialized) and isinstance(top, Serialized):

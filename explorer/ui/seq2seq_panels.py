@@ -31,9 +31,9 @@ NOTICE = [
 
 
 def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_prefix: str = "",
-                   fold: bool | int = True) -> None:
+                   fold: bool | int = True, share: float = 1.0) -> None:
     """The heatmap of a trace (the first model's: key "alignment"), or (no attention) the reliance on the single
-    context vector."""
+    context vector; `share`: the fraction of the view's width it is drawn in."""
     theme = settings.theme()
     if tr.weights is None:
         head, rest = viz.NO_ATTENTION.split(": ", 1)
@@ -41,7 +41,7 @@ def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_
         if tr.no_source_logprobs is not None:
             show(viz.reliance_figure(tr.out_tokens, tr.step_logprobs, tr.no_source_logprobs, theme),
                  Origin("model", "the model's own log-probabilities, and a second run with c and s₀ set to 0."),
-                 key=f"reliance_{key}", filename="seq2seq-no-attention", fold=COMPARED_FOLD)
+                 key=f"reliance_{key}", filename="seq2seq-no-attention", fold=COMPARED_FOLD, share=share)
             caption("How much each output token depends on c: its log-probability with c, and with c and s₀ set "
                        "to 0.")
         return
@@ -50,7 +50,8 @@ def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_
     show(viz.alignment_heatmap(tr.matrix(layer, head), tr.out_tokens, tr.src_tokens,
                                f"{title_prefix}{plotly_text(tr.model_id)}: {what}", theme, highlight=step),
          Origin("model", f"{md(tr.model_id)}'s own attention weights while it produced this output."),
-         key="alignment" if key == "a" else f"alignment_{key}", filename=f"seq2seq-alignment-{key}", fold=fold)
+         key="alignment" if key == "a" else f"alignment_{key}", filename=f"seq2seq-alignment-{key}", fold=fold,
+         share=share)
 
 
 def step_panel(trace: AlignmentTrace, step: int, layer: int, head: str) -> None:
@@ -68,7 +69,7 @@ def step_panel(trace: AlignmentTrace, step: int, layer: int, head: str) -> None:
             scores = trace.scores[step] if trace.scores is not None else None
             show(viz.step_weights(row[step], trace.src_tokens, trace.out_tokens[step], step, theme, scores),
                  Origin("model", "the model's own weights (and scores) at this step."), key="step_weights",
-                 filename=f"seq2seq-step-{step}")
+                 filename=f"seq2seq-step-{step}", share=0.6)
         elif trace.no_source_logprobs is not None:
             lp, lp0 = trace.step_logprobs[step], trace.no_source_logprobs[step]
             st.latex(rf"\log p(\text{{“{latex_text(viz.labels([trace.out_tokens[step]])[0])}”}})={lp:.4f}\ "

@@ -14,10 +14,14 @@ from explorer.viz.theme import Theme, get_theme
 
 # Every mode: Streamlit's header (the sidebar's arrow and the toolbar, an opaque band over the top of the page) is
 # 2.75rem high instead of 3.75rem, and the page starts right under it, not 6rem below it: the title is not hidden
-# behind it and a view's main chart fits in the first screen of a 1280×800 projector (tests/test_browser.py).
+# behind it and a view's main chart fits in the first screen of a 1280×800 projector (tests/test_browser.py). A
+# metric's label wraps onto a second line rather than end in "…"; the training-step button beside the model picker
+# has narrow padding, so that its step ("end", "640") fits beside the picker at the projector's 20 px.
 HEADER_CSS = """
 [data-testid="stHeader"], [data-testid="stToolbar"] { height: 2.75rem; min-height: 2.75rem; }
 [data-testid="stMainBlockContainer"] { padding-top: 2.75rem; }
+[data-testid="stMetricLabel"] * { white-space: normal !important; text-overflow: clip !important; }
+.st-key-train_step_button button { padding-left: 0.35rem; padding-right: 0.35rem; }
 """
 # Every mode, between a keystroke and the new answer: Streamlit marks each element the running script has not drawn
 # again yet data-stale="true" (and only fades it after 0.5 s). An output of the previous run (a chart, a table, a
@@ -53,12 +57,17 @@ input, textarea, [data-baseweb="select"] div { font-size: 1.25rem !important; }
 .st-key-model input, .st-key-model2 input { font-size: 1.15rem !important; }
 /* tables: Markdown ones and st.dataframe (drawn on a canvas with fixed pixel sizes: scaled) */
 [data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th { font-size: 1.2rem; }
-[data-testid="stMarkdownContainer"] td code { font-size: 1.1rem; }
+[data-testid="stMarkdownContainer"] code, [data-testid="stMarkdownContainer"] td code { font-size: 1.15rem; }
 [data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.35; }
 /* the lesson panel beside a lesson step's view: a narrow column, 18 px text */
 .st-key-lesson_bar [data-testid="stMarkdownContainer"] p { font-size: 1.15rem; }
-/* the live sentence box (explorer.ui.sentence_box; its text area takes the input rule above): its label */
+/* the live sentence box (explorer.ui.sentence_box; its text area takes the input rule above): its label and "?" */
 .sentence-box__label { font-size: 1.25rem !important; }
+.sentence-box__help { font-size: 0.9em !important; }
+/* every other text at 18 px or more: the badges over charts, chips of a multiselect, token strips (st.html) */
+[data-testid="stMain"] .stMarkdownBadge, [data-testid="stMain"] [data-testid="stMultiSelectTagsContainer"] span {
+  font-size: 1.15rem !important; }
+[data-testid="stMain"] [data-testid="stHtml"] { font-size: 1.15rem; }
 </style>
 """
 

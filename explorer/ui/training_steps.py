@@ -137,9 +137,10 @@ def step_control(model_id: str) -> str:
     playing = bool(st.session_state.get(PLAYING)) and st.session_state.get(AT) in steps
     at = int(st.session_state[AT] if playing else st.session_state[KEY])
     label = "end" if at == steps[-1] else f"{at:,}"
-    with st.popover(f"{'▶ ' if playing else ''}{label}", icon=":material/history:", width="stretch",
-                    help="The training step the view reads the model at (end: the trained model): a slider over "
-                         "its snapshots and a play button"):
+    with st.container(key="train_step_button"), st.popover(  # key: its narrow padding (settings.HEADER_CSS)
+            f"{'▶ ' if playing else ''}{label}", icon=":material/history:", width="stretch",
+            help="The training step the view reads the model at (end: the trained model): a slider over its snapshots "
+                 "and a play button"):
         col_slider, col_play = st.columns([5, 1], vertical_alignment="bottom")
         with col_slider:
             if playing:

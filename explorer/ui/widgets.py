@@ -212,7 +212,7 @@ def model_picker(needs: Iterable[str] | None, default: str, label: str = "Model"
     steps = training_steps and key == "model"
     current = st.session_state.get(key) or state.url_value(key) or default  # what this run will show
     if steps and series_steps(str(current)):  # the training-step button beside the picker, on the same line
-        col_pick, col_step = st.columns([1.5, 1], vertical_alignment="bottom")
+        col_pick, col_step = st.columns([1.15, 1], vertical_alignment="bottom")  # "end", "640" whole at 20 px
     else:
         col_pick = col_step = st.container()
         if steps and "help" not in kwargs:  # why there is no training-step control (the tooltip takes no room)

@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 
 from explorer.text.escape import plotly_text
 from explorer.text.token_text import marked_breaks
-from explorer.viz.theme import Theme, figure
+from explorer.viz.theme import CHAR_EM, PLOT_PX, Theme, figure
+from explorer.viz.tokens import fit_label
 
 if TYPE_CHECKING:
     from explorer.probes.decoding_strategies import ChatTemplate, StepView
@@ -67,11 +68,15 @@ def step_bars(view: StepView, theme: Theme, title: str = "", top: float | None =
         "height": 420, "showlegend": False})
 
 
+
+
 def beam_tree(beam: Beam, theme: Theme, max_steps: int = 30) -> go.Figure:
     """Each step's 2K candidates (y = rank) linked to the running beam they extend; coloured: kept as a
-    running beam; outlined: entered the finished list; grey: pruned. Hover: token, accumulated log-prob."""
+    running beam; outlined: entered the finished list; grey: pruned. Hover: token, accumulated log-prob. A token
+    longer than its step's column is cut with "…" (fit_label), so that neighbouring steps' labels never overlap."""
     S = min(beam.token.shape[0], max_steps)
     C = beam.token.shape[1]
+    room = int(0.8 * PLOT_PX / (S + 1) / (CHAR_EM * theme.font_size))  # characters a step's column holds, spaced
     xs, ys, text, colours, symbols, hover = [], [], [], [], [], []
     ex, ey = [], []
     for s in range(S):
@@ -81,7 +86,7 @@ def beam_tree(beam: Beam, theme: Theme, max_steps: int = 30) -> go.Figure:
             fin = bool(beam.finished[s, j])
             xs.append(s + 1)
             ys.append(-j)
-            text.append(plotly_text(beam.token_str[s][j]))
+            text.append(plotly_text(fit_label(beam.token_str[s][j], room)))
             colours.append(theme.categorical[4] if kept else (theme.categorical[2] if fin else GREY))
             symbols.append("diamond" if fin else "circle")
             state = "kept (running)" if kept else ("finished hypothesis" if fin else "pruned")
@@ -107,9 +112,12 @@ def beam_tree(beam: Beam, theme: Theme, max_steps: int = 30) -> go.Figure:
 
 def tradeoff_scatter(rows: Sequence[dict], x: str, y: str, theme: Theme) -> go.Figure:
     """One point per strategy: x = diversity (self-BLEU or distinct-n), y = quality (mean log-prob/perplexity).
-    A strategy with one output (greedy, beam) has no diversity over samples: its quality is a dotted line."""
+    A strategy with one output (greedy, beam) has no diversity over samples: its quality is a dotted line. The
+    legend names each point's colour; normal mode also writes the names beside the points (the projector's 22 px
+    names of nearby points overprinted)."""
     pts = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
-    data = [{"type": "scatter", "x": [r[x]], "y": [r[y]], "mode": "markers+text", "text": [r["kind"]],
+    mode = "markers+text" if theme.streamlit_theme else "markers"
+    data = [{"type": "scatter", "x": [r[x]], "y": [r[y]], "mode": mode, "text": [r["kind"]],
              "textposition": "top center", "name": r["strategy"],
              "marker": {"size": theme.marker_size + 8, "color": theme.categorical[i % len(theme.categorical)]},
              "hovertemplate": f"{html.escape(r['strategy'])}<br>{x} %{{x:.4f}}<br>{y} %{{y:.4f}}"
@@ -129,7 +137,7 @@ def tradeoff_scatter(rows: Sequence[dict], x: str, y: str, theme: Theme) -> go.F
 
 
 OUTPUT_LINES = 3  # lines of each column's output in the first screen (the rest scrolls; every sample is in full below)
-FOLD = 300  # the log-prob chart's height under the outputs in the first screen (explorer.ui.charts.show's fold)
+FOLD = 280  # the log-prob chart's height under the outputs in the first screen (explorer.ui.charts.show's fold)
 
 
 def settings_line(seed: int, max_new: int, min_new: int, stop_eos: bool, n: int, strategies: Sequence) -> str:

@@ -7,8 +7,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.text.escape import plotly_text
-from explorer.viz.theme import Theme, figure, ink
-from explorer.viz.tokens import chart_labels, ticks
+from explorer.viz.theme import CHAR_EM, Theme, figure, ink, plot_px
+from explorer.viz.tokens import chart_labels, fit_label, labels, ticks
 
 if TYPE_CHECKING:
     from explorer.probes.logit_lens import LensTrace
@@ -61,7 +61,10 @@ def lens_grid(trace: LensTrace, theme: Theme, selected: tuple[int, int] | None =
         for t in range(T):
             custom[i, t] = (final[t], int(trace.final_rank[layer, t]) + 1, float(trace.final_prob[layer, t]),
                             inputs[t])
-    text = [chart_labels(trace.top_tokens[layer]) for layer in rows]
+    text = [chart_labels(trace.top_tokens[layer]) for layer in rows]  # whole in the hover
+    size = max(9, theme.font_size - 3)
+    room = int(0.85 * plot_px(0.5 if named else 1) / T / (1.2 * CHAR_EM * size))  # characters a cell holds
+    shown = [[plotly_text(fit_label(t, room)) for t in labels(trace.top_tokens[layer])] for layer in rows]
     every = len(rows) < trace.top_probs.shape[0]
     names = [trace.layers[layer] for layer in rows]
     z = trace.top_probs[rows]
@@ -71,7 +74,7 @@ def lens_grid(trace: LensTrace, theme: Theme, selected: tuple[int, int] | None =
                               "<br>the model's prediction “%{customdata[0]}”: rank %{customdata[1]}, "
                               "p = %{customdata[2]:.4f}<extra></extra>",
              "x": list(range(T)), "y": names},
-            cell_text(text, z, names, theme.sequential, max(9, theme.font_size - 3))]
+            cell_text(shown, z, names, theme.sequential, size)]
     title = "Logit lens: each layer's most probable next token" + \
         (f" ({L} of {trace.top_probs.shape[0]} layers)" if every else "")
     if named:

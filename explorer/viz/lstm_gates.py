@@ -92,7 +92,7 @@ def unit_lines(trace: GateTrace, layer: int, direction: int, unit: int, theme: T
         "title": {"text": f"unit {unit} · layer {layer}"}, "height": 360, "hovermode": "x unified",
         "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": ticktext},
         "yaxis": {"title": {"text": "value"}, **({"range": list(y_range)} if y_range else {})},
-        "legend": {"orientation": "h", "y": -0.25},
+        "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
     })
 
 

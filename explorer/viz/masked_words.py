@@ -87,7 +87,7 @@ def word_bars(traces: Sequence[MaskedTrace], names: Sequence[str], theme: Theme)
                                                                "%{customdata:.0f}<extra></extra>"})
     return figure(data, {"title": {"text": f"The compared words at each {MASK}"}, "barmode": "group",
                          "yaxis": {"title": {"text": "p(word | context)"}, "rangemode": "tozero"},
-                         "legend": {"orientation": "h", "y": -0.2}, "height": 360})
+                         "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, "height": 360})
 
 
 def token_text(trace: MaskedTrace, m: int, rank: int = 0) -> str:

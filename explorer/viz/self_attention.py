@@ -195,7 +195,7 @@ def mask_figure(mask: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[st
     text = np.where(blocked, "−∞", "0") if n <= 1600 else None
     two = [[0, "#f7f7f7"], [0.5, "#f7f7f7"], [0.5, "#444444"], [1, "#444444"]]  # 0: allowed, 1: blocked
     trace = {"type": "heatmap", "z": z, "zmin": 0, "zmax": 1, "colorscale": two,
-             "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["0", "−∞"], "len": 0.5, "thickness": 14,
+             "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["0", "−∞"], "len": 0.9, "thickness": 14,
                           "title": {"text": "M"}},  # the key when the cells are too small for their values
              "hovertemplate": "query %{y} → key %{x}<br>%{z}<extra>1 = −∞ (blocked)</extra>"}
     if text is not None:
@@ -225,7 +225,7 @@ def steps_figure(key_tokens: Sequence[str], scaled: np.ndarray | None, probs: np
         "title": {"text": f"Query “{chart_labels([query_token])[0]}”: scores and softmax weights"},
         "barmode": "group", "yaxis": {"title": {"text": "score"}},
         "yaxis2": {"title": {"text": "weight"}, "overlaying": "y", "side": "right", "range": [0, 1]},
-        "legend": {"orientation": "h", "y": -0.25}, "height": 380,
+        "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, "height": 380,
         "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -60},
     })
 

@@ -66,7 +66,7 @@ def step_weights(alpha: np.ndarray, src_tokens: Sequence[str], out_token: str, s
              "hovertemplate": "source %{x}: %{customdata}<br>a = %{y:.5f}<extra></extra>"}]
     layout = {"title": {"text": f"Step {step}: where the decoder looks while producing "
                                 f"“{chart_labels([out_token])[0]}”"},
-              "height": 320, "legend": {"orientation": "h", "y": -0.35}, "bargap": 0.15,
+              "height": 320, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, "bargap": 0.15,
               "xaxis": {**ticks(src_tokens), "tickangle": -60},
               "yaxis": {"title": {"text": "weight a"}, "range": [0, 1]}}
     if scores is not None:
@@ -93,7 +93,7 @@ def reliance_figure(out_tokens: Sequence[str], with_source: np.ndarray, without:
             {"type": "bar", "x": x, "y": np.asarray(without, np.float32).tolist(), "name": "c and s₀ set to 0",
              "marker": {"color": theme.categorical[5]}, "customdata": lab,
              "hovertemplate": "%{customdata}: log p = %{y:.4f}<extra>without c</extra>"}]
-    layout = {"barmode": "group", "height": 340, "legend": {"orientation": "h", "y": -0.3},
+    layout = {"barmode": "group", "height": 340, "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
               "title": {"text": "How much each output token relies on the final encoder state"},
               "xaxis": {**ticks(out_tokens), "tickangle": -60}, "yaxis": {"title": {"text": "log p(output token)"}}}
     return figure(data, layout)
@@ -108,7 +108,7 @@ def length_accuracy_figure(curves: Sequence[tuple[str, Sequence[str], Sequence[f
                               + "</extra>"}
             for i, (name, buckets, acc, n) in enumerate(curves)]
     layout = {"title": {"text": "Accuracy against source length"}, "height": 340,
-              "legend": {"orientation": "h", "y": -0.3},
+              "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
               "xaxis": {"title": {"text": "source length (tokens)"}, "type": "category"},
               "yaxis": {"title": {"text": "exact match (held-out)"}, "range": [0, 1.02]}}
     return figure(data, layout)

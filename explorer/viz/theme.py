@@ -5,7 +5,9 @@ fonts, thick lines, white background with black text, and colour-blind-safe scal
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -105,8 +107,10 @@ def get_theme(projector: bool) -> Theme:
     return PROJECTOR if projector else NORMAL
 
 
-def apply(fig: go.Figure, theme: Theme) -> go.Figure:
+def apply(fig: go.Figure, theme: Theme, share: float = 1.0) -> go.Figure:
     """Apply fonts, line widths (of lines that set none) and (projector) high-contrast layout to `fig` in place.
+    share: the fraction of the view's width the chart is drawn in (0.5: one of two columns); projector mode fits
+    its title and token ticks to that width.
 
     The patch is merged into the figure's own layout/trace dicts (fig._layout, fig._data): under 1 ms, where
     Plotly's validated `update_*` calls and named templates cost 15-170 ms on every rerun of every chart.
@@ -121,16 +125,25 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
     if isinstance(title, str):  # the dict form, which the patch below merges into
         title = fig._layout["title"] = {"text": title}
     axes = ["xaxis", "yaxis", *(k for k in fig._layout if k.startswith(("xaxis", "yaxis")) and k[5:])]
-    caption = False  # projector: the title goes under the plot when an axis title sits on top
+    caption = False  # projector: the title goes under the plot when an x axis (its ticks, its title) is on top
+    lines, title_px = 1, theme.title_size
     if isinstance(title, dict) and title.get("text"):
         layout["title"] = {"font": {"size": theme.title_size}}
         if not theme.streamlit_theme:
-            caption = any(isinstance(v, dict) and v.get("side") == "top" and (v.get("title") or {}).get("text")
+            # left-aligned, on one line at a smaller size where long (wrapped only past TITLE_PX at 20 px), clear of
+            # Streamlit's fullscreen button at the right (tests/test_browser.py measures it on every lesson step)
+            text, title_px = fit_title(str(title["text"]), theme.title_size, share)
+            lines = text.count("<br>") + 1
+            layout["title"].update(text=text, x=0, xref="container", xanchor="left", font={"size": title_px})
+            caption = any(isinstance(v, dict) and v.get("side") == "top"
                           for k, v in fig._layout.items() if k.startswith("xaxis"))
             # above everything (container top), or under the plot: Plotly's title automargin does not make room
             # for a top-side axis title, and the two would overprint
-            layout["title"].update(yref="paper", y=0, yanchor="top", pad={"t": 12}) if caption else \
-                layout["title"].update(yref="container", y=0.995, yanchor="top")
+            # (anchored at its top, a wrapped title is drawn one line higher per further line, its first line cut
+            # by the chart's edge: the top padding moves it down by as much)
+            shift = int((lines - 1) * 1.25 * MIN_TITLE_PX)
+            layout["title"].update(yref="paper", y=0, yanchor="top", pad={"l": 16, "t": 12 + shift}) if caption \
+                else layout["title"].update(yref="container", y=1, yanchor="top", pad={"l": 16, "t": 4 + shift})
     if not theme.streamlit_theme:
         axis = {"showline": True, "linewidth": 2, "linecolor": "black", "tickfont": {"size": size, "color": "black"},
                 "title": {"font": {"size": size, "color": "black"}}, "gridcolor": "#dddddd", "zerolinecolor": "#999999",
@@ -141,16 +154,26 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
                       uniformtext={"minsize": MIN_TEXT_PX, "mode": "hide"})
         for name in axes:
             layout[name] = axis
+            if name.startswith("xaxis"):
+                _thin_ticks(fig._layout.get(name), size, share)
+            else:  # at most this many numbers up the axis: 22 px labels need the room (a stacked subplot has less)
+                domain = (fig._layout.get(name) or {}).get("domain") or (0, 1)
+                layout[name] = {**layout[name], "nticks": 4 if domain[1] - domain[0] < 0.6 else 6}
+            if (fig._layout.get(name) or {}).get("type") == "log":  # Plotly draws a log axis's 2s and 5s at 3/4 size
+                log_size = max(size, math.ceil(MIN_TEXT_PX / 0.75))
+                layout[name] = {**axis, "tickfont": {"size": log_size, "color": "black"}}
     if not theme.streamlit_theme:  # projector: bigger fonts need taller figures and room for the title
         scale = theme.font_size / NORMAL.font_size
         height = fig._layout.get("height")
         if isinstance(height, (int, float)):
             layout["height"] = int(min(height * scale, 2400))
         margin = dict(fig._layout.get("margin") or {})
-        margin["t"] = int(max(margin.get("t", 0) or 0, 40) * scale) if "title" in layout and not caption \
-            else margin.get("t")
+        extra = int((lines - 1) * 1.25 * MIN_TITLE_PX)  # a wrapped title's further lines (at MIN_TITLE_PX)
+        # the title's lines, then a legend or panel titles drawn above the plot (_above_plot)
+        margin["t"] = max(int(margin.get("t") or 0), int(1.3 * title_px) + 12 + extra + _above_plot(fig, size, share)) \
+            if "title" in layout and not caption else margin.get("t")
         if caption:
-            margin["b"] = int(max(margin.get("b", 0) or 0, 40) * scale + 1.6 * theme.title_size)
+            margin["b"] = int(max(margin.get("b", 0) or 0, 40) * scale + 1.6 * theme.title_size) + extra
         margin["l"] = int((margin.get("l") or 40) * min(scale, 1.5))
         layout["margin"] = {k: v for k, v in margin.items() if v is not None}
     # Merge into the figure's underlying dicts: Plotly's validated update path costs 15-170 ms per figure.
@@ -172,25 +195,100 @@ def apply(fig: go.Figure, theme: Theme) -> go.Figure:
         if kind == "heatmap" and "colorscale" not in trace:
             trace["colorscale"] = colorscale(theme.sequential)
         if kind == "heatmap" and not theme.streamlit_theme and trace.get("texttemplate"):
-            _cell_text(trace, fig._layout)
+            _cell_text(trace, fig._layout, share)
     return fig
+
+
+# Projector mode: the pixels a title may take on one line, what a chart beside the lesson panel at 1280 px (~880 px
+# wide) leaves left of Streamlit's fullscreen button, and an average character's width (Open Sans: ~0.45 em).
+TITLE_PX, CHAR_EM, MIN_TITLE_PX = 780, 0.5, 20
+CHART_PX, PLOT_PX = 880, 700  # such a chart, and its plot area (its axes' labels and colour bar take the rest)
+
+
+def plot_px(share: float = 1.0) -> int:
+    """The plot area's width of a chart drawn in `share` of the view's width (the labels' 180 px do not shrink)."""
+    return max(80, int(CHART_PX * min(share, 1.0)) - (CHART_PX - PLOT_PX))
+TITLE_CHARS = int(TITLE_PX / (CHAR_EM * MIN_TITLE_PX))  # characters on a line at the smallest title size
+
+
+def fit_title(text: str, size: int, share: float = 1.0) -> tuple[str, int]:
+    """A projector title and its font size: at `size` when it fits `share` of TITLE_PX, else at the size that fits
+    (down to MIN_TITLE_PX), else wrapped at that size."""
+    room = TITLE_PX * share if share < 1 else TITLE_PX
+    n = len(re.sub(r"&[#\w]+;", "x", re.sub(r"<[^>]*>", "", text)))
+    fits = int(room / (CHAR_EM * max(n, 1)))
+    if fits >= size:
+        return text, size
+    if fits >= MIN_TITLE_PX:
+        return text, fits
+    return wrap_title(text, int(room / (CHAR_EM * MIN_TITLE_PX))), MIN_TITLE_PX
+
+
+def _thin_ticks(axis: object, size: int, share: float) -> None:
+    """Projector mode: an x axis's token ticks (a tick array) that would overlap at `size` px in a plot of
+    plot_px(share): upright labels wider than their slot are turned to −60° (then they need ~1.25 lines apart), and
+    where even that overlaps, every n-th token is labelled. The hover still names every token."""
+    if not isinstance(axis, dict) or axis.get("tickvals") is None or axis.get("ticktext") is None:
+        return
+    vals, text = list(axis["tickvals"]), list(axis["ticktext"])
+    if len(vals) < 2:
+        return
+    slot = plot_px(share) / len(vals)
+    if abs(float(axis.get("tickangle") or 0)) < 30 and CHAR_EM * size * max(len(str(t)) for t in text) + 8 > slot:
+        axis["tickangle"] = -60
+    step = math.ceil(1.25 * size / slot) if abs(float(axis.get("tickangle") or 0)) >= 30 else 1
+    if step > 1:
+        axis["tickvals"], axis["ticktext"] = vals[::step], text[::step]
+
+
+def _above_plot(fig: go.Figure, size: int, share: float = 1.0) -> int:
+    """Pixels of what is drawn above the plot, under the title, in the top margin (Plotly makes the margin as tall
+    as that, not as that and the title): a horizontal legend at y ≥ 1 (its rows at `size` px, the entries laid out
+    across rows of `share` × TITLE_PX), or a line of annotations at paper y ≥ 1 (panel titles)."""
+    legend = fig._layout.get("legend")
+    names = [str(t.get("name") or "") for t in fig._data if t.get("showlegend", True) is not False and t.get("name")]
+    if isinstance(legend, dict) and legend.get("orientation") == "h" and float(legend.get("y", 0) or 0) >= 1 \
+            and names and fig._layout.get("showlegend") is not False:
+        return int(math.ceil(sum(len(n) + 4 for n in names) * CHAR_EM * size / (TITLE_PX * min(share, 1.0)))
+                   * 1.6 * size)
+    notes = fig._layout.get("annotations") or ()
+    if any(isinstance(a, dict) and a.get("yref") == "paper" and float(a.get("y", 0) or 0) >= 1 for a in notes):
+        return int(1.6 * size)
+    return 0
+
+
+def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
+    """`text` (Plotly's HTML subset: tags and entities) broken with <br> at spaces into lines of at most `width`
+    visible characters (a longer word stays whole); existing <br> breaks are kept."""
+    out = []
+    for part in re.split(r"<br\s*/?>", text):
+        line, seen = "", 0
+        for word in part.split(" "):
+            n = len(re.sub(r"&[#\w]+;", "x", re.sub(r"<[^>]*>", "", word)))
+            if line and seen + 1 + n > width:
+                out.append(line)
+                line, seen = word, n
+            else:
+                line, seen = (f"{line} {word}", seen + 1 + n) if line else (word, n)
+        out.append(line)
+    return "<br>".join(out)
 
 
 MIN_TEXT_PX = 18  # projector mode: no text smaller (tests/test_browser.py measures it on every lesson step)
 CELL_COLUMNS = 12  # at most this many columns of in-cell values at MIN_TEXT_PX in a chart ("-0.52" is ~45 px wide)
 
 
-def _cell_text(trace: dict, layout: dict) -> None:
+def _cell_text(trace: dict, layout: dict, share: float = 1.0) -> None:
     """Projector mode: a heatmap's in-cell values at MIN_TEXT_PX (Plotly would shrink them to fit the cells), or not
-    drawn when that size cannot fit: more than CELL_COLUMNS columns, or rows under 1.3 × MIN_TEXT_PX high. The hover
-    still shows every value."""
+    drawn when that size cannot fit: more than CELL_COLUMNS columns (in a chart of `share` of the width, that share of
+    them), or rows under 1.3 × MIN_TEXT_PX high. The hover still shows every value."""
     z = trace.get("z")
     rows = len(z) if z is not None else 0
     first = z[0] if z is not None and rows else None
     cols = len(first) if first is not None and hasattr(first, "__len__") else 0
     margin = layout.get("margin") or {}
     plot = (layout.get("height") or 450) - (margin.get("t") or 100) - (margin.get("b") or 80)
-    if not rows or cols > CELL_COLUMNS or plot / rows < 1.3 * MIN_TEXT_PX:
+    if not rows or cols > CELL_COLUMNS * min(share, 1.0) or plot / rows < 1.3 * MIN_TEXT_PX:
         trace["texttemplate"] = ""
     else:
         trace.setdefault("textfont", {})["size"] = max(MIN_TEXT_PX, (trace.get("textfont") or {}).get("size") or 0)
@@ -216,8 +314,10 @@ def _merge(target: dict, patch: dict) -> None:
 
 
 def export_config(theme: Theme, filename: str = "explorer", fmt: str = "png") -> dict:
-    """Plotly config: the toolbar camera saves `fmt` ('png' or 'svg') at projector resolution."""
+    """Plotly config: the toolbar camera saves `fmt` ('png' or 'svg') at projector resolution. Projector mode has no
+    toolbar: on a projected chart it covered the title and axis titles (drag still zooms, a double click resets)."""
     return {
+        "displayModeBar": theme.streamlit_theme,
         "displaylogo": False,
         "toImageButtonOptions": {
             "format": fmt if fmt in ("png", "svg") else "png",

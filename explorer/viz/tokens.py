@@ -27,6 +27,14 @@ def chart_labels(tokens: Sequence[str]) -> list[str]:
     return [plotly_text(t) for t in labels(tokens)]
 
 
+def fit_label(token: str, room: int) -> str:
+    """`token` (a label, not yet escaped) in at most `room` characters: cut with "…" when longer, "" (not drawn)
+    when not even two characters fit. Where a chart cuts a label, its hover shows it whole."""
+    if len(token) <= room:
+        return token
+    return token[:room - 1] + "…" if room >= 2 else ""
+
+
 def ticks(tokens: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:
     """Plotly axis settings labelling the tokens (every n-th, with its index, when there are more than max_ticks)."""
     n = len(tokens)

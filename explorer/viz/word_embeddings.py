@@ -39,18 +39,19 @@ def class_colours(classes: Sequence[str], theme: Theme) -> dict[str, str]:
 
 
 MAX_LEGEND = 12  # legend entries of a projection: the largest classes, then one entry for the rest
+PROJECTOR_LEGEND = 7  # projector mode: the entries that fit beside a folded chart at 22 px (with "typed words")
 OTHER_COLOUR = "#b0b0b0"
 
 
-def legend_classes(classes: Sequence[str]) -> tuple[dict[str, str], str | None]:
-    """(class -> its legend entry, the name of the "rest" entry or None): each of the MAX_LEGEND - 1 largest classes
+def legend_classes(classes: Sequence[str], most: int = MAX_LEGEND) -> tuple[dict[str, str], str | None]:
+    """(class -> its legend entry, the name of the "rest" entry or None): each of the `most` - 1 largest classes
     (NO_CLASS counts as one) is its own entry, and the rest share one grey "n other classes" entry (a point's hover
     still names its class). Every class is its own entry when they fit."""
     counts = Counter(classes)
-    if len(counts) <= MAX_LEGEND:
+    if len(counts) <= most:
         return {c: c for c in counts}, None
     named = [c for c in counts if c != NO_CLASS]
-    keep = set(sorted(named, key=lambda c: (-counts[c], c))[:MAX_LEGEND - 1 - (NO_CLASS in counts)])
+    keep = set(sorted(named, key=lambda c: (-counts[c], c))[:most - 1 - (NO_CLASS in counts)])
     other = f"{len(named) - len(keep)} other classes"
     return {c: c if c in keep or c == NO_CLASS else other for c in counts}, other
 
@@ -73,7 +74,8 @@ def projection_background(words: Sequence[str], classes: Sequence[str | None], c
     dims = coords.shape[1]
     cls = np.array([c or NO_CLASS for c in classes], dtype=object)
     words_arr = np.array([plotly_text(w) for w in words], dtype=object)
-    shown, other = legend_classes(list(cls)) if colour_by_class else ({}, None)
+    most = MAX_LEGEND if theme.streamlit_theme else PROJECTOR_LEGEND
+    shown, other = legend_classes(list(cls), most) if colour_by_class else ({}, None)
     legend = np.array([shown.get(c, c) for c in cls], dtype=object)  # the class, or "n other classes"
     groups = sorted(set(legend), key=lambda c: (c == NO_CLASS, c == other, c)) if colour_by_class else [None]
     colours = class_colours(sorted(set(legend) - {other}), theme) | ({other: OTHER_COLOUR} if other else {})
