@@ -366,7 +366,7 @@ def read_as(loc: Located, table: EmbeddingTable) -> str:
     return line
 
 
-def highlighted(table: EmbeddingTable, text: str, loaded: object) -> tuple[list[Located], list[str]]:
+def highlighted(table: EmbeddingTable, text: str, loaded: Loaded | None) -> tuple[list[Located], list[str]]:
     """The typed words of `text` that are entries of `table` (at most MAX_TYPED_WORDS distinct words are read), and
     what the view says about the rest: the words not in the table, and the words past the limit."""
     typed = typed_words(text, MAX_TYPED_WORDS + 1)
