@@ -292,7 +292,7 @@ def test_every_lesson_steps_main_chart_is_in_the_first_screen(browser, server) -
                     problems.append(f"{name}: projector mode is off ({page.url})")
                 problems += [f"{name} at {width}×{height}: {p}" for p in legibility_problems(page)]
                 shot = shots / f"{lesson.id}-{i + 1:02d}-{width}x{height}.png"
-                page.screenshot(path=str(shot))
+                page.screenshot(path=str(shot), timeout=120_000)  # 85 steps × 2 beside other tests: a slow one waits
                 if (lesson.id, i + 1, width) == README_STEP:
                     publish(shot, "lesson-step.png")
     finally:
