@@ -25,7 +25,7 @@ from streamlit.elements.lib.layout_utils import Height, Width
 
 from explorer.ui import settings
 from explorer.viz.spec import Serialized, figure_spec, serialize
-from explorer.viz.theme import MIN_TEXT_PX, Theme, apply, export_config
+from explorer.viz.theme import MIN_TEXT_PX, Theme, apply, export_config, label_every
 
 
 # After a view's main chart (fold=...) the script waits this long before it sends the rest of the page. Streamlit's
@@ -145,7 +145,7 @@ def _themed_spec(fig: go.Figure, theme: Theme, cap: int | None = None, share: fl
 def _label_every(yaxis: dict, data: Sequence[dict], n: int) -> None:
     """Label only every n-th row of a heatmap's y axis: its own tick array thinned, or its text rows made one."""
     if yaxis.get("tickvals") is not None and yaxis.get("ticktext") is not None:
-        yaxis["tickvals"], yaxis["ticktext"] = list(yaxis["tickvals"])[::n], list(yaxis["ticktext"])[::n]
+        label_every(yaxis, n)
         return
     rows = next((list(t["y"]) for t in data if t.get("type") == "heatmap" and _text_rows(t.get("y"))), None)
     if rows:

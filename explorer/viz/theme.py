@@ -205,18 +205,29 @@ TITLE_PX, CHAR_EM, MIN_TITLE_PX = 780, 0.5, 20
 CHART_PX, PLOT_PX = 880, 700  # such a chart, and its plot area (its axes' labels and colour bar take the rest)
 
 
+TITLE_CHARS = int(TITLE_PX / (CHAR_EM * MIN_TITLE_PX))  # characters on a line at the smallest title size
+
+
 def plot_px(share: float = 1.0) -> int:
     """The plot area's width of a chart drawn in `share` of the view's width (the labels' 180 px do not shrink)."""
     return max(80, int(CHART_PX * min(share, 1.0)) - (CHART_PX - PLOT_PX))
-TITLE_CHARS = int(TITLE_PX / (CHAR_EM * MIN_TITLE_PX))  # characters on a line at the smallest title size
+
+
+def shown_len(text: str) -> int:
+    """The characters Plotly draws for `text` (its tags dropped, each entity one character)."""
+    return len(re.sub(r"&[#\w]+;", "x", re.sub(r"<[^>]*>", "", text)))
+
+
+def label_every(axis: dict, n: int) -> None:
+    """Keep every n-th tick of an axis's tick array (tickvals and ticktext)."""
+    axis["tickvals"], axis["ticktext"] = list(axis["tickvals"])[::n], list(axis["ticktext"])[::n]
 
 
 def fit_title(text: str, size: int, share: float = 1.0) -> tuple[str, int]:
     """A projector title and its font size: at `size` when it fits `share` of TITLE_PX, else at the size that fits
     (down to MIN_TITLE_PX), else wrapped at that size."""
-    room = TITLE_PX * share if share < 1 else TITLE_PX
-    n = len(re.sub(r"&[#\w]+;", "x", re.sub(r"<[^>]*>", "", text)))
-    fits = int(room / (CHAR_EM * max(n, 1)))
+    room = TITLE_PX * min(share, 1.0)
+    fits = int(room / (CHAR_EM * max(shown_len(text), 1)))
     if fits >= size:
         return text, size
     if fits >= MIN_TITLE_PX:
@@ -238,7 +249,7 @@ def _thin_ticks(axis: object, size: int, share: float) -> None:
         axis["tickangle"] = -60
     step = math.ceil(1.25 * size / slot) if abs(float(axis.get("tickangle") or 0)) >= 30 else 1
     if step > 1:
-        axis["tickvals"], axis["ticktext"] = vals[::step], text[::step]
+        label_every(axis, step)
 
 
 def _above_plot(fig: go.Figure, size: int, share: float = 1.0) -> int:
@@ -264,7 +275,7 @@ def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
     for part in re.split(r"<br\s*/?>", text):
         line, seen = "", 0
         for word in part.split(" "):
-            n = len(re.sub(r"&[#\w]+;", "x", re.sub(r"<[^>]*>", "", word)))
+            n = shown_len(word)
             if line and seen + 1 + n > width:
                 out.append(line)
                 line, seen = word, n
