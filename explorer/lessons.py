@@ -21,7 +21,6 @@ explorer/ui/lessons.py shows lessons.
 """
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import reprlib
@@ -39,6 +38,7 @@ from explorer.files.safe_load import ModelLoadError
 from explorer.runtime.errors import ViewError
 from explorer.runtime.json_value import JSON, JSONDict
 from explorer.text.escape import inert_markdown
+from explorer.param_kinds import is_int_text, near, parse, split_kind, to_url_value
 from explorer.views import MODEL_NEEDS, PARAMS, VIEWS
 
 LESSON_DIR = ROOT / "assets" / "lessons"
@@ -53,7 +53,6 @@ STEP_PARAM = "lesson_step"  # 1-based
 GLOBAL_PARAMS: dict[str, object] = {"projector": "bool"}  # read by the sidebar on every page
 LESSON_FIELDS = ("title", "summary", "intro", "projector", "steps")
 STEP_FIELDS = ("title", "page", "params", "caption", "question")
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 K = TypeVar("K", bound=Hashable)  # a mapping's keys as read from a file (YAML keys may be other than text)
 
 
@@ -176,39 +175,6 @@ def view_script(page: str) -> str:
     return next(v.script for v in VIEWS if v.url_path == page)
 
 
-def to_url_value(value: object) -> str:
-    """A parameter value as the views write it to the URL (explorer.ui.state.write): bools 0/1, lists comma-joined."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, (list, tuple)):
-        return ",".join(to_url_value(v) for v in value)
-    return str(value)
-
-
-def _near(word: str, options: Iterable[str]) -> str:
-    """" (did you mean 'x'?)" for the closest option; difflib's work is bounded (a word from a file is cut to 100
-    characters, at most 200 options are compared)."""
-    match = difflib.get_close_matches(word[:100], [str(o)[:100] for o in options][:200], n=1, cutoff=0.6)
-    return f" (did you mean '{match[0]}'?)" if match else ""
-
-
-def _int(text: str) -> bool:
-    return len(text) <= 40 and re.fullmatch(r"[+-]?\d+", text.strip()) is not None
-
-
-def _float(text: str) -> bool:
-    try:
-        return float(text) == float(text) and abs(float(text)) != float("inf")
-    except ValueError:
-        return False
-
-
-def _scalar(value: object, what: str) -> str:
-    if isinstance(value, (dict, list, tuple)) or value is None:
-        raise ValueError(f"must be {what}, not {'empty' if value is None else type(value).__name__}")
-    return to_url_value(value)
-
-
 def _check_model(value: str, page: str) -> None:
     try:
         mid = ModelId.parse(value)
@@ -218,10 +184,10 @@ def _check_model(value: str, page: str) -> None:
         return  # hf:, local:, upload: ids depend on the machine and are checked when the view opens
     if mid.kind == "builtin" and mid.name not in builtin_names():
         ids = [f"builtin:{n}" for n in builtin_names()]
-        raise ValueError(f"'{value}' is not a built-in model here{_near(value, ids)}; built-ins: {', '.join(ids)}")
+        raise ValueError(f"'{value}' is not a built-in model here{near(value, ids)}; built-ins: {', '.join(ids)}")
     if mid.kind == "pretrained" and mid.name not in pretrained.PACKAGED:
         ids = [p.id for p in pretrained.PACKAGED.values()]
-        raise ValueError(f"'{value}' is not a packaged model{_near(value, ids)}; packaged: {', '.join(ids)}")
+        raise ValueError(f"'{value}' is not a packaged model{near(value, ids)}; packaged: {', '.join(ids)}")
     needs = MODEL_NEEDS.get(page)
     entry = next((e for e in catalogue() if e.id == str(mid)), None)
     if entry is None and mid.kind == "pretrained":  # not installed here: what the package would bring
@@ -236,45 +202,15 @@ def _check_model(value: str, page: str) -> None:
 
 
 def check_value(page: str, key: str, kind: object, value: object) -> str:
-    """The URL value of parameter `key` of view `page`; raises ValueError saying what the value must be."""
-    if isinstance(kind, list):  # several of the choices
-        items = value if isinstance(value, (list, tuple)) else [v for v in _scalar(value, "a list").split(",") if v]
-        return ",".join(check_value(page, key, tuple(kind), item) for item in items)
-    if isinstance(kind, tuple):
-        names = [str(c) for c in kind if c is not int]
-        text = _scalar(value, "one of " + ", ".join(names) + (" or an integer" if int in kind else ""))
-        if text in names:
-            return text
-        if int in kind and not isinstance(value, bool) and _int(text):
-            return str(int(text))
-        raise ValueError(f"must be one of {', '.join(names)}{' or an integer' if int in kind else ''} "
-                         f"(got '{text[:60]}'){_near(text, names)}")
-    if kind == "text":
-        if not isinstance(value, str):
-            raise ValueError(f"must be text, got {type(value).__name__} {_shown(value)}: put it in quotes")
-        if len(value) > MAX_TEXT:
-            raise ValueError(f"is longer than {MAX_TEXT:,} characters")
-        return value
-    if kind in ("model", "model or none"):
-        text = _scalar(value, "a model id").strip()
-        if kind == "model or none" and text == "none":
-            return text
-        _check_model(text, page)
-        return text
-    what = {"int": "an integer", "float": "a number", "bool": "true or false", "ints": "a list of integers"}
-    if kind == "ints" and isinstance(value, (list, tuple)):
-        value = ",".join(to_url_value(v) if isinstance(v, int) and not isinstance(v, bool) else _shown(v)
-                         for v in value)
-    text = _scalar(value, what.get(str(kind), str(kind))).strip()
-    if kind == "int" and not isinstance(value, (bool, float)) and _int(text):
-        return str(int(text))
-    if kind == "float" and not isinstance(value, bool) and _float(text):
-        return text
-    if kind == "bool" and text.lower() in _TRUE + _FALSE:
-        return "1" if text.lower() in _TRUE else "0"
-    if kind == "ints" and all(_int(t) for t in text.split(",") if t.strip()):
-        return ",".join(str(int(t)) for t in text.split(",") if t.strip())
-    raise ValueError(f"must be {what.get(str(kind), kind)} (got '{text[:60]}')")
+    """The URL value of parameter `key` of view `page` (explorer.param_kinds.parse, then the model's and the text's
+    checks); raises ValueError saying what the value must be."""
+    name, choices = split_kind(kind)
+    parsed = parse(name, value, choices)
+    if name == "text" and isinstance(parsed, str) and len(parsed) > MAX_TEXT:
+        raise ValueError(f"is longer than {MAX_TEXT:,} characters")
+    if name == "model" or (name == "model or none" and parsed != "none"):
+        _check_model(str(parsed), page)
+    return to_url_value(parsed)
 
 
 def allowed_params(page: str) -> dict[str, object]:
@@ -294,7 +230,7 @@ def check_params(page: str, params: Mapping[K, object], source: str = "",
             raise LessonError("is set by the lesson itself: leave it out", source, step, where)
         if name not in allowed:
             known = ", ".join(sorted(allowed))
-            raise LessonError(f"is not a parameter of the view '{page}'{_near(name, allowed)}; it reads: {known}",
+            raise LessonError(f"is not a parameter of the view '{page}'{near(name, allowed)}; it reads: {known}",
                               source, step, where)
         try:
             out.append((name, check_value(page, name, allowed[name], value)))
@@ -320,7 +256,7 @@ def _text_field(data: Mapping[str, object], name: str, source: str, step: int | 
 def _unknown(data: Mapping[K, object], fields: tuple[str, ...], source: str, step: int | None) -> None:
     for key in data:
         if str(key) not in fields:
-            raise LessonError(f"is not a lesson field{_near(str(key), fields)}; fields: {', '.join(fields)}",
+            raise LessonError(f"is not a lesson field{near(str(key), fields)}; fields: {', '.join(fields)}",
                               source, step, _clip(str(key)))
 
 
@@ -336,7 +272,7 @@ def parse_step(data: object, number: int, source: str = "") -> Step:
         raise LessonError(f"is missing: one of {', '.join(pages)}", source, number, "page")
     if not isinstance(page, str) or page.strip().strip("/") not in pages:
         shown = _clip(page) if isinstance(page, str) else _shown(page)
-        raise LessonError(f"must be one of {', '.join(pages)} (got '{shown}'){_near(shown, pages)}",
+        raise LessonError(f"must be one of {', '.join(pages)} (got '{shown}'){near(shown, pages)}",
                           source, number, "page")
     page = page.strip().strip("/")
     params = data.get("params") or {}
@@ -502,18 +438,17 @@ def current_params(page: str, values: Mapping[str, object]) -> dict[str, str]:
 def _typed(page: str, key: str, value: str) -> JSON:
     """A URL value as YAML of the parameter's kind: numbers as numbers, bools as true/false, lists as lists."""
     kind = PARAMS.get(page, {}).get(key, GLOBAL_PARAMS.get(key))
-    if kind == "bool":
-        return value == "1"
-    if kind == "ints":
-        return [int(v) for v in value.split(",") if v]
-    if isinstance(kind, list):
-        return [v for v in value.split(",") if v]
-    numeric_choice = isinstance(kind, tuple) and any(c is int or isinstance(c, int) for c in kind)
-    if _int(value) and (kind == "int" or numeric_choice):
-        return int(value)
-    if kind == "float":
-        return int(value) if _int(value) else float(value)  # "1" stays 1, "1.0" stays 1.0
-    return value
+    if kind is None:
+        return value
+    name, choices = split_kind(kind)
+    if name == "float" and is_int_text(value):
+        return int(value)  # "1" stays 1, "1.0" stays 1.0
+    try:
+        typed = parse(name, value, choices)
+    except ValueError:
+        return value
+    return [str(v) if not isinstance(v, int) else v for v in typed] if isinstance(typed, list) else \
+        typed if isinstance(typed, (str, int, float, bool)) else str(typed)
 
 
 def step_dict(step: Step) -> JSONDict:

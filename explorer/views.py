@@ -13,11 +13,11 @@ mode, which answers a view's URL with "Page not found" before app.py's router ha
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from explorer.loading.catalogue import series_steps
+from explorer.param_kinds import WHAT, parse
 from explorer.runtime.paths import app_root
 
 # Kinds: "text", "model", "model or none", "int", "float", "bool", "ints" (comma-separated integers), "choice"
@@ -45,6 +45,11 @@ class Param:
         return tuple(self.choices) if self.kind == "choice" else list(self.choices) if self.kind == "choices" \
             else self.kind
 
+    def parse(self, value: object) -> object:
+        """`value` (URL text or a lesson's typed value) as this parameter's kind (explorer.param_kinds.parse); bounds
+        are not checked (`validate`)."""
+        return parse(self.kind, value, self.choices)
+
     def validate(self, raw: object, lo: float | None = None, hi: float | None = None,
                  name: str | None = None) -> tuple[float | None, str | None]:
         """`raw` parsed to this int or float parameter and kept in [lo, hi] (default: its declared bounds), with a
@@ -53,13 +58,10 @@ class Param:
         hi = self.hi if hi is None else hi
         name, default = name or self.label or "value", self.default
         try:
-            value = float(str(raw).strip())
-            if not math.isfinite(value) or (self.kind == "int" and value != int(value)):
-                raise ValueError
-        except (ValueError, TypeError, OverflowError):
-            what = "a whole number" if self.kind == "int" else "a number"
-            return default, f"{name} must be {what}; got '{str(raw)[:40]}', using {self._fmt(default)}."
-        value = int(value) if self.kind == "int" else value
+            value = parse(self.kind, raw)
+            assert isinstance(value, (int, float))  # an "int" or "float" parameter's value
+        except ValueError:
+            return default, f"{name} must be {WHAT[self.kind]}; got '{str(raw)[:40]}', using {self._fmt(default)}."
         if lo is not None and value < lo:
             return type(default)(lo), f"{name} must be at least {self._fmt(lo)}; got {self._fmt(value)}, using " \
                                       f"{self._fmt(lo)}."

@@ -136,7 +136,7 @@ MALFORMED = [
     ("malformed model id", _step(**BASE, params={"model": "lstm-lm"}), 2, "params.model", ["is not a model id"]),
     ("model of the wrong family", _step(**BASE, params={"model": "builtin:tiny-gpt"}), 2, "params.model",
      ["decoder model", "rnn-lm"]),
-    ("not an integer", _step(**BASE, params={"layer": "two"}), 2, "params.layer", ["must be an integer"]),
+    ("not an integer", _step(**BASE, params={"layer": "two"}), 2, "params.layer", ["must be a whole number"]),
     ("not a choice", _step(**{**BASE, "page": "self-attention"}, params={"mode": "heads"}), 2, "params.mode",
      ["must be one of head, model", "did you mean 'head'"]),
     ("text parsed as a bool", _step(**BASE, params={"text": True}), 2, "params.text", ["put it in quotes"]),

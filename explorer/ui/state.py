@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, SupportsIndex, TypeVa
 
 import streamlit as st
 
+from explorer.param_kinds import parse, to_url_value
 from explorer.text.escape import md_message
 
 if TYPE_CHECKING:
@@ -101,12 +102,7 @@ def seed(key: str, default: object, parse: Callable[[str], T], valid: Callable[[
 
 def write(key: str, value: object) -> None:
     """Mirror a view-state value into the URL (lists as comma-separated, bools as 0/1)."""
-    if isinstance(value, bool):
-        text = "1" if value else "0"
-    elif isinstance(value, (list, tuple)):
-        text = ",".join(str(v) for v in value)
-    else:
-        text = str(value)
+    text = to_url_value(value)
     try:
         if st.query_params.get(key) != text:
             st.query_params[key] = text
@@ -119,7 +115,7 @@ def choice(widget: Callable[..., T], label: str, options: Sequence[T], key: str,
     """A single-choice widget (st.selectbox, st.radio) kept in ?key= (parsed to the type of the options)."""
     options = list(options)
     default = options[0] if default is None and options else default
-    seed(key, default, type(options[0]) if options else str, lambda v: v in options)
+    seed(key, default, lambda raw: parse("choice", raw, tuple(options)))
     if st.session_state.get(key) not in options:
         st.session_state[key] = default
     if widget is st.radio:
@@ -190,7 +186,7 @@ def forget_tokens(view: str) -> None:
 
 def toggle(label: str, key: str, default: bool = False, **kwargs: Any) -> bool:
     """st.toggle kept in ?key= as 0/1."""
-    seed(key, default, lambda raw: raw.strip().lower() in ("1", "true", "yes", "on"))
+    seed(key, default, lambda raw: parse("bool", raw))
     value = st.toggle(label, key=key, **kwargs)
     write(key, value)
     return bool(value)
@@ -258,15 +254,14 @@ class Controls:
         (a longer list from the URL or the websocket keeps its first `hi`, with a message)."""
         p, label = self._kw(key, kwargs)
         options = list(p.choices if options is None else options)
-        cast = type(options[0]) if options else str
         raw = url_value(key) if key not in st.session_state else None
         offered = {str(o) for o in options}
         unknown = [x for x in (raw or "").split(",") if x and x not in offered]
         if unknown:
             st.warning(f"{label}: {md_message(', '.join(unknown[:5]))} from the link "
                        f"{'is' if len(unknown) == 1 else 'are'} not offered here; ignored.")
-        seed(key, list(p.default or ()), lambda raw: [cast(x) for x in raw.split(",") if x in offered],
-             lambda vs: all(v in options for v in vs))
+        seed(key, list(p.default or ()), lambda raw: parse("choices", [x for x in raw.split(",") if x in offered],
+                                                           tuple(options)))
         chosen = [v for v in st.session_state[key] if v in options]
         most = int(p.hi) if p.hi is not None else None
         if most is not None:
