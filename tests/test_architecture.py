@@ -73,6 +73,7 @@ ROOMS = (
     "models",       # the built-in architectures, one file each
     "adapters",     # one mechanism for running any model: the activation record, the generation loop
     "loading",      # model ids, checkpoints, uploads, packaged models, the model cache
+    "param_kinds",  # one parser per kind of view parameter (URL, lessons, declarations)
     "views",        # the views declared once: paths, parameters, families
     "metrics",      # held-out metrics of a model, metrics of generated text
     "projections",  # PCA / t-SNE / UMAP, shipped projection assets, background jobs
