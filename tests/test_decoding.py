@@ -13,6 +13,7 @@ from explorer.loading.catalogue import builtin_names
 from explorer.adapters.generation import DecodingError, Strategy
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.probes import decoding_strategies as D
+from explorer.runtime import model_state
 from explorer.views import BY_PATH
 from families import ENC_DEC_SMALL, GPT2_SMALL, SMALL, T5_SMALL, tiny_model
 from testkit.hf_reference import generation_config, reference_generate
@@ -691,14 +692,13 @@ def test_the_prompt_is_read_once_for_the_run_and_its_step_view():
                        progress=lambda fraction, what, shown=None: seen.append((fraction, what, shown)))
     assert seen[0] == (0.0, f"reading the {len(run.prompt_ids)}-token prompt", None)
     assert all(len(shown) == 3 for _, _, shown in seen[1:]) and len(seen) > 2
-    kept = adapter.__dict__["_prompt_states"]
-    assert kept.peek(tuple(run.prompt_ids)) is not None
+    assert model_state.peek(adapter, "prompt states", tuple(run.prompt_ids)) is not None
     again = D.decode_all(loaded, "the dog runs near the", strategies, SEED, max_new=6, n=2)  # from the kept state
     assert [[o.ids for o in g.outputs] for g in again.generations] == \
         [[o.ids for o in g.outputs] for g in run.generations]
     g = run.generations[0]
     cached = D.step_view(loaded, run.prompt_ids, run.start_ids, g.outputs[0].ids, g.strategy, 3, 1.0)
-    adapter.__dict__.pop("_prompt_states")
+    assert model_state.forget(adapter, "prompt states") == 1  # D.PROMPT_STATES, of which one prompt
     fresh = D.step_view(loaded, run.prompt_ids, run.start_ids, g.outputs[0].ids, g.strategy, 3, 1.0)
     np.testing.assert_array_equal(cached.logits, fresh.logits)
     assert (cached.chosen, cached.chosen_prob, cached.log_z) == (fresh.chosen, fresh.chosen_prob, fresh.log_z)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from explorer.loading.loaders import LoadedModel, load_model
-from explorer.runtime.prefix_memo import PrefixMemo, prefix_memo
+from explorer.runtime import model_state
+from explorer.runtime.prefix_memo import prefix_memo
 from explorer.probes.token_attribution import attribution
 from explorer.probes.gradients_through_time import gradients_through_time
 from families import tiny
@@ -19,7 +20,7 @@ EDITED = "a keys to the old cabinet are on the table"  # the first word changed:
 def _forget(lm) -> None:
     for reader in (lm.adapter, lm.caps.lens, lm.caps.gradient):  # a memo is kept by what the probe reads
         if reader is not None:
-            reader.__dict__.pop("_prefix_memos", None)
+            model_state.forget(reader)
 
 
 def _common_prefix(lm, a: str, b: str) -> int:
@@ -90,14 +91,24 @@ def test_gradients_through_time_reuse_the_steps_of_the_prefix(name):
     assert len(grown.step_norms) == len(grown.tokens) - 1
 
 
-def test_memo_keeps_its_most_recently_used_items():
-    memo = PrefixMemo(max_items=3)
+def test_a_memo_counts_its_entries_and_goes_with_its_owner():
+    class Owner:
+        pass
+
+    owner = Owner()
+    memo = prefix_memo(owner, "test")
+    assert prefix_memo(owner, "test") is memo  # one memo per owner and probe
     for k in range(4):
-        memo.put((k,), k)
-    assert memo.get((0,)) is None and memo.get((1,)) == 1  # 0 evicted; 1 is now the most recent
-    memo.put((4,), 4)
-    assert len(memo) == 3 and memo.get((2,)) is None and memo.get((1,)) == 1
-    assert (memo.hits, memo.misses) == (2, 2)
+        memo.put((k,), np.full(1000, k, dtype=np.float64))
+    assert len(memo) == 4 and memo.get((2,))[0] == 2 and memo.get((9,)) is None
+    assert (memo.hits, memo.misses) == (1, 1)
+    before = model_state.held_bytes()
+    assert before >= 4 * 8000  # each entry counted by the bytes of its array
+    del owner, memo
+    import gc
+
+    gc.collect()
+    assert model_state.held_bytes() <= before - 4 * 8000  # the entries went with their owner
 
 
 @pytest.mark.parametrize("name", ["tiny-gpt", "lstm-lm", "llama"])

@@ -11,6 +11,7 @@ import torch
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.loading.pretrained import is_installed
 from explorer.probes.token_attribution import AttributionError, attribution, baseline_inputs
+from explorer.runtime import model_state
 from families import tiny
 
 SENT = "the keys to the old cabinet are on the table ."
@@ -265,7 +266,7 @@ def test_attribution_is_priced_and_held_to_the_budget(monkeypatch):
     one = budget.forward(shape, max(reaches), backward="inputs", read=1).bytes
     monkeypatch.setenv("EXPLORER_REQUEST_MB", str(3.5 * one / 2**20))
     assert A.chunk(shape, max(reaches)) == 3
-    lm.adapter.__dict__.pop("_prefix_memos", None)  # computed again, not read from the prefix memo
+    model_state.forget(lm.caps.gradient)  # computed again, not read from the prefix memo
     small = attribution(lm, SENT, steps=256)
     np.testing.assert_allclose(small.integrated, whole.integrated, atol=1e-5)
     np.testing.assert_array_equal(small.evaluations, whole.evaluations)

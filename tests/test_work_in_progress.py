@@ -13,6 +13,7 @@ from explorer.probes.decoding_strategies import decode_all
 from explorer.probes.interventions import attribution as attribution_patching
 from explorer.probes.logit_lens import logit_lens
 from explorer.probes.token_attribution import attribution
+from explorer.runtime import model_state
 from explorer.ui.cache import working_on
 from explorer.views import BY_PATH, VIEWS
 
@@ -113,7 +114,9 @@ def test_a_first_answer_is_drawn_in_place_and_the_whole_one_follows(view, query,
     monkeypatch.setattr(cache.st, "progress", lambda value, text="": drawn.append((value, text)))
     cache.results().clear()  # computed here, not read from what another test kept
     loaded = cache.model_cache().get("builtin:tiny-gpt", "cpu", "float32", None)
-    loaded.adapter.__dict__.pop("_prefix_memos", None)  # nor from the rows of the model's prefix memo
+    for owner in (loaded.adapter, loaded.caps.gradient, loaded.caps.lens):  # nor from the model's prefix memos
+        if owner is not None:
+            model_state.forget(owner)
     at = run_page(BY_PATH[view].script, {"model": "builtin:tiny-gpt", **query})
     assert_no_exception(at)
     assert len(drawn) >= 2 and drawn[0][0] == 0.0, drawn

@@ -46,6 +46,7 @@ import torch
 
 from explorer.adapters import examples as _examples
 from explorer.data.examples import Examples
+from explorer.runtime import model_state
 from explorer.runtime.errors import ViewError
 from explorer.adapters.text import Encoded, model_max_tokens
 
@@ -271,10 +272,7 @@ class Adapter:
     def examples(self, purpose: str) -> Examples:
         """This model's example sentences for a view's purpose (explorer.data.examples.PURPOSES): sentences of the
         language it was trained on that it reads without an unknown token. Computed once per adapter."""
-        cache: dict[str, Examples] = self.__dict__.setdefault("_examples", {})
-        if purpose not in cache:
-            cache[purpose] = _examples.for_model(self, purpose)
-        return cache[purpose]
+        return model_state.kept(self, "examples", purpose, lambda: _examples.for_model(self, purpose))
 
 
 class Attends:

@@ -20,6 +20,7 @@ import numpy as np
 
 from explorer.text.token_text import TokenText, readable
 from explorer.data.vocab import Vocab, clean_text, normalisation_changes, tokenize_words
+from explorer.runtime import model_state
 from explorer.runtime.errors import Caution
 
 if TYPE_CHECKING:
@@ -259,10 +260,7 @@ class VocabText:
         vocab = self.vocab
         if vocab is None:
             raise AttributeError(f"{type(self).__name__} has no vocabulary to show tokens with")
-        shown = self.__dict__.get("_display")
-        if shown is None or shown.size != len(vocab):
-            shown = self.__dict__["_display"] = TokenText.of_vocab(vocab)
-        return shown
+        return model_state.kept(self, "display", len(vocab), lambda: TokenText.of_vocab(vocab), most=1)
 
     def encode(self, text: str, side: str = "input", pair: str = "", max_tokens: int | None = None) -> Encoded:
         empty = no_text(text)

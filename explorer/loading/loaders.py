@@ -22,6 +22,7 @@ from explorer.loading import catalogue, pretrained
 from explorer.loading.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
 from explorer.loading.checkpoint import FINE_TUNE, Meta, read_snapshot, series_path, series_steps
 from explorer.runtime.device import DTYPES, is_out_of_memory, resolve
+from explorer.runtime.lru import LoadOnceLRU
 from explorer.data.vocab import Vocab
 from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
@@ -321,28 +322,26 @@ def _load_hf_hub(mid: ModelId, device: str, dtype: str, task: str | None) -> Loa
     return _load_hf_source(str(mid), mid.name, False, device, dtype, task)
 
 
-_HUB_CHECK: dict[str, tuple[float, bool]] = {}
+_HUB_CHECK: LoadOnceLRU[bool] = LoadOnceLRU(4)  # (endpoint, minute) -> reachable
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:
-    """Whether the Hugging Face endpoint accepts a TCP connection (cached 60 s), so offline fails fast."""
+    """Whether the Hugging Face endpoint accepts a TCP connection (asked once a minute), so offline fails fast."""
     import socket
     import time
     from urllib.parse import urlparse
 
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    now = time.monotonic()
-    cached = _HUB_CHECK.get(endpoint)
-    if cached and now - cached[0] < 60:
-        return cached[1]
-    url = urlparse(endpoint)
-    try:
-        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
-            ok = True
-    except OSError:
-        ok = False
-    _HUB_CHECK[endpoint] = (now, ok)
-    return ok
+
+    def ask() -> bool:
+        url = urlparse(endpoint)
+        try:
+            with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+                return True
+        except OSError:
+            return False
+
+    return _HUB_CHECK.get((endpoint, int(time.monotonic() // 60)), ask)
 
 
 def _offline_help(label: str, repo: str) -> str:

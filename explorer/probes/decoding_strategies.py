@@ -20,7 +20,7 @@ from explorer.adapters.protocols import Generates, Loaded, Reads
 from explorer.adapters.text import TYPE_A_SENTENCE, shown_text, unknown_word_id
 from explorer.runtime import budget
 from explorer.runtime.device import is_large
-from explorer.runtime.lru import LoadOnceLRU
+from explorer.runtime import model_state
 from explorer.adapters.generation import LABELS, SAMPLING, BeamTrace, DecodingError, Strategy
 from explorer.views import BY_PATH, KINDS, MAX_NEW, MAX_SAMPLES
 
@@ -460,16 +460,14 @@ def read_prompt(adapter: Generates, model_input: Sequence[int]) -> tuple[torch.T
     """adapter.start's (logits (1, V), state) after reading the prompt `model_input`, as a copy (generation changes
     its state). Read once per prompt: the model keeps the PROMPT_STATES last ones, so the step view and a rerun with
     other settings do not read the prompt again (SmolLM2, a 462-token prompt: 2.4 s to read, 21 MB kept)."""
-    kept: LoadOnceLRU[tuple[torch.Tensor, object]] = adapter.__dict__.setdefault("_prompt_states",
-                                                                                 LoadOnceLRU(PROMPT_STATES))
-
     def start() -> tuple[torch.Tensor, object]:
         with torch.inference_mode(False), torch.no_grad():  # normal tensors: the copies may be stepped anywhere
             logits, state, _ = adapter.start(torch.tensor([list(model_input)], dtype=torch.long,
                                                           device=adapter.device))
         return logits, state
 
-    return copy.deepcopy(kept.get(tuple(int(i) for i in model_input), start))
+    return copy.deepcopy(model_state.kept(adapter, "prompt states", tuple(int(i) for i in model_input), start,
+                                          most=PROMPT_STATES))
 
 
 def generate_all(adapter: Generates, prompt: Prompt, strategies: Sequence[Strategy], seed: int, n: int = 1,

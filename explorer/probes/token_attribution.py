@@ -53,6 +53,7 @@ from explorer.adapters.text import Encoded, no_text, unknown_word_id, without_un
 from explorer.runtime import budget
 from explorer.runtime.device import is_large
 from explorer.runtime.errors import ViewError
+from explorer.runtime import model_state
 from explorer.runtime.prefix_memo import PrefixMemo, prefix_memo
 
 STEPS = 256  # the most gradient evaluations an output may spend
@@ -318,16 +319,16 @@ def _so_far(path: _Path, gxi: np.ndarray, intervals: list[list[tuple[float, floa
 # ------------------------------------------------------------------------------------------------ the baseline
 def _mean_embedding(adapter: Differentiates, side: str) -> torch.Tensor:
     """(C,) the mean of the embeddings the model adds for the ordinary (not special) tokens of `side`'s table."""
-    cache = adapter.__dict__.setdefault("_mean_embedding", {})
-    if side not in cache:
+    def mean() -> torch.Tensor:
         tables = adapter.tables()
         table = tables.get(side) or tables["input"]
         ids = torch.tensor([i for i, s in enumerate(table.special) if not s], device=adapter.device)
         with torch.no_grad():
             total = sum((adapter.embed_ids(chunk, side=side).double().sum(0) for chunk in ids.split(4096)),
                         torch.zeros((), dtype=torch.float64, device=adapter.device))
-        cache[side] = (total / len(ids)).float()
-    return cast(torch.Tensor, cache[side])
+        return (total / len(ids)).float()
+
+    return model_state.kept(adapter, "mean embedding", side, mean)
 
 
 def baseline_inputs(adapter: Differentiates, E: torch.Tensor,

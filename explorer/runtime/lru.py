@@ -18,6 +18,7 @@ class LoadOnceLRU(Generic[V]):
     `get(key, build)` returns the stored value or runs `build()` once for that key while other keys proceed.
     `on_evict(values)` runs after values were dropped, with a list of them that it may clear (to free them).
     `pinned(key)`: values never evicted (they count against the limits; `drop` still removes them).
+    A value's size is taken once, when it is stored (a stored value does not grow).
     """
 
     def __init__(self, max_items: int, max_bytes: int | None = None, size: Callable[[V], int] | None = None,
@@ -29,6 +30,8 @@ class LoadOnceLRU(Generic[V]):
         self._on_evict = on_evict
         self._pinned = pinned or (lambda key: False)
         self._items: "OrderedDict[Hashable, V]" = OrderedDict()
+        self._sizes: dict[Hashable, int] = {}  # key -> its value's size when stored (with `size`)
+        self._bytes = 0  # their sum
         self._lock = threading.Lock()
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self.builds = 0  # how many times `build` actually ran
@@ -44,9 +47,12 @@ class LoadOnceLRU(Generic[V]):
                 if key in self._items:
                     return self._items[key]
             value = build()
+            size = self._size(value) if self._size is not None else 0
             with self._lock:
                 self.builds += 1
                 self._items[key] = value
+                self._bytes += size - self._sizes.get(key, 0)
+                self._sizes[key] = size
                 evicted = self._evict_locked(keep=key)
                 self._key_locks.pop(key, None)
         if evicted and self._on_evict is not None:
@@ -56,8 +62,11 @@ class LoadOnceLRU(Generic[V]):
     def _over_locked(self) -> bool:
         if len(self._items) > self.max_items:
             return True
-        return self.max_bytes is not None and self._size is not None and \
-            sum(self._size(v) for v in self._items.values()) > self.max_bytes
+        return self.max_bytes is not None and self._bytes > self.max_bytes
+
+    def _pop_locked(self, key: Hashable) -> V:
+        self._bytes -= self._sizes.pop(key, 0)
+        return self._items.pop(key)
 
     def _evict_locked(self, keep: Hashable) -> list[V]:
         evicted = []
@@ -65,7 +74,7 @@ class LoadOnceLRU(Generic[V]):
             oldest = next((k for k in self._items if k != keep and not self._pinned(k)), None)
             if oldest is None:  # what is left is pinned or just built
                 break
-            evicted.append(self._items.pop(oldest))
+            evicted.append(self._pop_locked(oldest))
         return evicted
 
     def peek(self, key: Hashable) -> V | None:
@@ -76,6 +85,16 @@ class LoadOnceLRU(Generic[V]):
                 return self._items[key]
         return None
 
+    def stored_bytes(self) -> int:
+        """The sizes of the stored values, summed (0 without `size`)."""
+        with self._lock:
+            return self._bytes
+
+    def keys(self) -> list[Hashable]:
+        """Stored keys, most recently used last."""
+        with self._lock:
+            return list(self._items)
+
     def values(self) -> list[V]:
         """Stored values, most recently used last."""
         with self._lock:
@@ -84,7 +103,7 @@ class LoadOnceLRU(Generic[V]):
     def drop(self, match: Callable[[Hashable], bool]) -> int:
         """Remove the entries whose key matches; returns how many."""
         with self._lock:
-            dropped = [self._items.pop(k) for k in [k for k in self._items if match(k)]]
+            dropped = [self._pop_locked(k) for k in [k for k in self._items if match(k)]]
         count = len(dropped)
         if dropped and self._on_evict is not None:
             self._on_evict(dropped)

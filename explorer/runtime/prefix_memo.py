@@ -6,48 +6,52 @@ only on that prefix and on the probe's settings, and stays valid when the user t
 The probes store such results here and recompute only the positions whose prefix changed: typing the next word of a
 20-token sentence costs one row, not twenty.
 
-The memo lives on the model's adapter (`prefix_memo(adapter, "attribution")`), so it goes when the model is
-evicted, and is shared by every session using that model. Keys hold the prefix's token ids themselves (no hash
-that could collide); each memo keeps its `max_items` most recently used results.
+The memo's results are entries of the model's state (explorer.runtime.model_state: counted in bytes against one
+budget, gone when the model is), shared by every session using that model. Keys hold the prefix's token ids
+themselves (no hash that could collide).
 """
 from __future__ import annotations
 
-from typing import Generic, Hashable, TypeVar
+import weakref
+from typing import Generic, Hashable, TypeVar, cast
 
-from explorer.runtime.lru import LoadOnceLRU
+from explorer.runtime import model_state
 
-MAX_ITEMS = 4096
 V = TypeVar("V")
 
 
 class PrefixMemo(Generic[V]):
-    """The project's thread-safe LRU (explorer.runtime.lru) as a lookup/store map key -> result; `hits` / `misses` count
-    lookups (the tests read them)."""
+    """The results one probe keeps for one model (its `owner`: the adapter or the capability object the probe reads),
+    as a lookup/store map key -> result over explorer.runtime.model_state; `hits` / `misses` count lookups (the tests
+    read them)."""
 
-    def __init__(self, max_items: int = MAX_ITEMS) -> None:
-        self._store: LoadOnceLRU[V] = LoadOnceLRU(max_items)
+    def __init__(self, owner: object, probe: str) -> None:
+        self._owner = weakref.ref(owner)  # not the owner itself: the memo is an entry of the owner's state
+        self.name = f"memo:{probe}"
         self.hits = 0
         self.misses = 0
 
     def get(self, key: Hashable) -> V | None:
-        value = self._store.peek(key)
+        owner = self._owner()
+        value = model_state.peek(owner, self.name, key) if owner is not None else None
         if value is None:
             self.misses += 1
         else:
             self.hits += 1
-        return value
+        return cast("V | None", value)
 
     def put(self, key: Hashable, value: V) -> None:
-        self._store.get(key, lambda: value)
+        owner = self._owner()
+        if owner is not None:
+            model_state.kept(owner, self.name, key, lambda: value)
 
     def __len__(self) -> int:
-        return len(self._store.values())
+        owner = self._owner()
+        return model_state.count(owner, self.name) if owner is not None else 0
 
 
-def prefix_memo(adapter: object, probe: str) -> PrefixMemo[V]:
-    """The memo of `probe` ("attribution", "gradients", "lens:<k>") on this model's adapter, made on first use. One
-    probe keeps one kind of result: the caller names it (`memo: PrefixMemo[np.ndarray] = prefix_memo(...)`)."""
-    memos: dict[str, PrefixMemo[V]] = adapter.__dict__.setdefault("_prefix_memos", {})
-    if probe not in memos:
-        memos.setdefault(probe, PrefixMemo())
-    return memos[probe]
+def prefix_memo(owner: object, probe: str) -> PrefixMemo[V]:
+    """The memo of `probe` ("attribution", "gradients", "lens:<k>") on this model's adapter (or the capability object
+    the probe reads), made on first use. One probe keeps one kind of result: the caller names it
+    (`memo: PrefixMemo[np.ndarray] = prefix_memo(...)`)."""
+    return model_state.kept(owner, "memos", probe, lambda: PrefixMemo[V](owner, probe))

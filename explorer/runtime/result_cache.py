@@ -28,8 +28,11 @@ OBJECT_BYTES = 64  # charged for each Python object besides its arrays
 MAX_OBJECTS = 200_000  # nbytes stops looking past this many objects (and charges what it has seen)
 
 
-def _walk(value: object, visit: Callable[[object], None]) -> None:
-    """Call visit(obj) on `value` and what it holds (containers, dataclasses), each object once, MAX_OBJECTS at most."""
+def _walk(value: object, visit: Callable[[object], None], deep: bool = False) -> None:
+    """Call visit(obj) on `value` and what it holds (containers, dataclasses; with `deep`, any object's attributes
+    too, torch modules and classes excepted), each object once, MAX_OBJECTS at most."""
+    import torch
+
     seen: set[int] = set()
     stack: list[object] = [value]
     while stack and len(seen) < MAX_OBJECTS:
@@ -45,6 +48,9 @@ def _walk(value: object, visit: Callable[[object], None]) -> None:
             stack.extend(obj)
         elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             stack.extend(getattr(obj, f.name, None) for f in dataclasses.fields(obj))
+        elif deep and hasattr(obj, "__dict__") and not isinstance(obj, (type, torch.nn.Module, torch.Tensor)) \
+                and type(obj).__module__ != "builtins":
+            stack.extend(vars(obj).values())
 
 
 def read_only(value: object) -> None:
@@ -57,10 +63,11 @@ def read_only(value: object) -> None:
     _walk(value, visit)
 
 
-def nbytes(value: object) -> int:
+def nbytes(value: object, deep: bool = False) -> int:
     """Bytes `value` holds: numpy arrays and torch tensors by their buffers (a buffer shared by several views counted
     once), bytes and str by their length, containers and dataclasses through their items, OBJECT_BYTES for each
-    object. Other objects (a model or tokenizer a result refers to, shared, not the result's own) are not walked.
+    object. Other objects (a model or tokenizer a result refers to, shared, not the result's own) are not walked,
+    unless `deep` (a generation state's cache object: its attributes), torch modules always excepted.
     Iterative; stops after MAX_OBJECTS objects."""
     import torch
 
@@ -85,7 +92,7 @@ def nbytes(value: object) -> int:
         elif isinstance(obj, (bytes, bytearray, str)):
             total += len(obj)
 
-    _walk(value, visit)
+    _walk(value, visit, deep)
     return total
 
 

@@ -34,6 +34,8 @@ import torch.nn as nn
 from explorer.data.vocab import Vocab
 from explorer.loading.catalogue import ModelId, series_meta, series_steps
 from explorer.loading.loaders import LoadedModel, load_model
+from explorer.runtime.lru import LoadOnceLRU
+from explorer.runtime.result_cache import nbytes
 from explorer.metrics import held_out as M
 from explorer.training.corpus import BOS, UNK, data_module
 
@@ -177,14 +179,15 @@ def _snapshot_measures(loaded: LoadedModel, vocab: Vocab, items: tuple[list[list
     return out
 
 
-_MEASURED: dict[tuple[str, tuple[int, ...]], SeriesCurves] = {}  # (base id, steps) -> curves, per process
-_LOCK = threading.Lock()
+# (base id, steps) -> curves, per process: a series' curves are ~10 kB, the bound is the shipped series and then some
+_MEASURED: LoadOnceLRU[SeriesCurves] = LoadOnceLRU(32, 32 * 2**20, nbytes)
+_LOCK = threading.Lock()  # one measurement at a time: the others wait for it
 
 
 def measured(model_id: str) -> SeriesCurves | None:
     """The curves of `model_id`'s series if this process has measured them already (series_curves), else None."""
     base = ModelId.parse(model_id).base
-    return _MEASURED.get((base, series_steps(base)))
+    return _MEASURED.peek((base, series_steps(base)))
 
 
 def recorded(model_id: str) -> SeriesCurves:
@@ -206,11 +209,11 @@ def series_curves(model_id: str) -> SeriesCurves:
     """The curves of the series of `model_id` (a built-in trained with snapshots, its base id or any of its steps),
     measured once per process. Raises ValueError for a model without snapshots."""
     base = ModelId.parse(model_id).base
-    key = (base, series_steps(base))
-    with _LOCK:  # one measurement per series at a time; the others wait for it
-        if key not in _MEASURED:
-            _MEASURED[key] = _measure(base)
-        return _MEASURED[key]
+    def measure() -> SeriesCurves:
+        with _LOCK:
+            return _measure(base)
+
+    return _MEASURED.get((base, series_steps(base)), measure)
 
 
 def _measure(base: str) -> SeriesCurves:
