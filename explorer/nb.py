@@ -592,10 +592,10 @@ def seq2seq(model: Model, text: str, target: str = "", decoding: str = "greedy",
     layer = tr.n_layers - 1 if layer is None and tr.kind == "hf" else layer or 0
     matrix = tr.matrix(layer, head)
     assert matrix is not None  # the model has attention weights (above)
-    what = "attention a_tj" if tr.kind == "rnn" else f"cross-attention, layer {layer}, head {head}"
     return ViewResult("seq2seq", loaded.id, {
-        "alignment": V.alignment_heatmap(matrix, tr.out_tokens, tr.src_tokens, f"{loaded.id}: {what}",
-                                         _theme(projector))}, tr, notes)
+        "alignment": V.alignment_heatmap(matrix, tr.out_tokens, tr.src_tokens,
+                                         V.alignment_title(loaded.id, tr.kind, layer, head), _theme(projector))},
+                      tr, notes)
 
 
 @_as_it_was

@@ -194,9 +194,10 @@ def test_typed_array_is_plotlys(array):
 
 
 @pytest.mark.parametrize("validate", ["1", "0"])
-def test_projector_title_does_not_overprint_a_top_axis_title(validate, monkeypatch):
-    """Projector mode: a heatmap with its key axis (and its title) on top gets its title under the plot, with room
-    in the bottom margin; other figures keep the title at the top."""
+def test_a_title_does_not_overprint_a_top_axis(validate, monkeypatch):
+    """A heatmap with its key axis (its labels and title) on top gets its title under the plot, with room in the
+    bottom margin, in projector and normal mode alike (in normal mode the title overprinted the first key's label);
+    other figures keep the title at the top."""
     monkeypatch.setenv("EXPLORER_VALIDATE_FIGURES", validate)
     figs = _figures()
     heat = T.apply(figs["head heatmap"], T.PROJECTOR).to_dict()["layout"]
@@ -206,7 +207,10 @@ def test_projector_title_does_not_overprint_a_top_axis_title(validate, monkeypat
     lines = T.apply(figs["line view"], T.PROJECTOR).to_dict()["layout"]
     assert (lines["title"]["yref"], lines["title"]["yanchor"]) == ("container", "top")
     normal = T.apply(_figures()["head heatmap"], T.NORMAL).to_dict()["layout"]
-    assert "yref" not in normal["title"]  # the Streamlit theme places titles itself
+    assert (normal["title"]["yref"], normal["title"]["y"], normal["title"]["yanchor"]) == ("paper", 0, "top")
+    assert normal["margin"]["b"] >= 1.6 * T.NORMAL.title_size
+    normal_lines = T.apply(_figures()["line view"], T.NORMAL).to_dict()["layout"]
+    assert "yref" not in normal_lines["title"]  # elsewhere the Streamlit theme places titles itself
 
 
 @pytest.mark.parametrize("validate", ["1", "0"])

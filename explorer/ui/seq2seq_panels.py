@@ -8,7 +8,7 @@ import streamlit as st
 from explorer.loading.catalogue import builtin_metas
 from explorer.loading.loaders import LoadedModel
 from explorer.probes.seq2seq import AlignmentTrace, Seq2SeqError, builtin_length_curves, length_accuracy
-from explorer.text.escape import latex_text, md, md_message, plotly_text
+from explorer.text.escape import latex_text, md, md_message
 from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
 from explorer.ui.charts import Origin, badge, caption, show
@@ -45,10 +45,9 @@ def show_alignment(tr, key: str, layer: int, head: str, step: int | None, title_
             caption("How much each output token depends on c: its log-probability with c, and with c and s₀ set "
                        "to 0.")
         return
-    what = ("attention a_tj" if tr.kind == "rnn" else
-            f"cross-attention, layer {layer}, " + ("mean over heads" if head == "mean" else f"head {head}"))
     show(viz.alignment_heatmap(tr.matrix(layer, head), tr.out_tokens, tr.src_tokens,
-                               f"{title_prefix}{plotly_text(tr.model_id)}: {what}", theme, highlight=step),
+                               viz.alignment_title(tr.model_id, tr.kind, layer, head, title_prefix), theme,
+                               highlight=step),
          Origin("model", f"{md(tr.model_id)}'s own attention weights while it produced this output."),
          key="alignment" if key == "a" else f"alignment_{key}", filename=f"seq2seq-alignment-{key}", fold=fold,
          share=share)

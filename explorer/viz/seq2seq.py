@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.text.escape import md_code
+from explorer.text.escape import md_code, plotly_text
 from explorer.viz.self_attention import scale_tex
 from explorer.viz.tokens import chart_labels, labels, ticks
 from explorer.viz.theme import NORMAL, Theme, figure
@@ -35,6 +35,14 @@ class Form(Protocol):
     def head_dim(self) -> int: ...
     @property
     def source(self) -> str: ...  # where it was read
+
+
+def alignment_title(model_id: str, kind: str, layer: int, head: int | str, prefix: str = "") -> str:
+    """The alignment heatmap's title: the model, then what is drawn (an RNN's attention a_tj, with its subscript; a
+    Hugging Face model's cross-attention layer and head, or their mean)."""
+    what = "attention a<sub>tj</sub>" if kind == "rnn" else \
+        f"cross-attention, layer {layer}, " + ("mean over heads" if head == "mean" else f"head {head}")
+    return f"{prefix}{plotly_text(model_id)}: {what}"
 
 
 def alignment_heatmap(matrix: np.ndarray, out_tokens: Sequence[str], src_tokens: Sequence[str], title: str,

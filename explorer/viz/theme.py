@@ -125,20 +125,25 @@ def apply(fig: go.Figure, theme: Theme, share: float = 1.0) -> go.Figure:
     if isinstance(title, str):  # the dict form, which the patch below merges into
         title = fig._layout["title"] = {"text": title}
     axes = ["xaxis", "yaxis", *(k for k in fig._layout if k.startswith(("xaxis", "yaxis")) and k[5:])]
-    caption = False  # projector: the title goes under the plot when an x axis (its ticks, its title) is on top
+    # the title goes under the plot when an x axis (its ticks, its title) is on top: Plotly's title automargin does
+    # not make room for a top-side axis's labels, and the two would overprint
+    caption = isinstance(title, dict) and bool(title.get("text")) and any(
+        isinstance(v, dict) and v.get("side") == "top" for k, v in fig._layout.items() if k.startswith("xaxis"))
     lines, title_px = 1, theme.title_size
     if isinstance(title, dict) and title.get("text"):
         layout["title"] = {"font": {"size": theme.title_size}}
+        if theme.streamlit_theme and caption:
+            layout["title"].update(yref="paper", y=0, yanchor="top", pad={"t": 12}, x=0, xref="container",
+                                   xanchor="left")
+            margin = dict(fig._layout.get("margin") or {})
+            layout["margin"] = {**margin, "b": int(max(margin.get("b", 0) or 0, 40) + 1.6 * theme.title_size)}
         if not theme.streamlit_theme:
             # left-aligned, on one line at a smaller size where long (wrapped only past TITLE_PX at 20 px), clear of
             # Streamlit's fullscreen button at the right (tests/test_browser.py measures it on every lesson step)
             text, title_px = fit_title(str(title["text"]), theme.title_size, share)
             lines = text.count("<br>") + 1
             layout["title"].update(text=text, x=0, xref="container", xanchor="left", font={"size": title_px})
-            caption = any(isinstance(v, dict) and v.get("side") == "top"
-                          for k, v in fig._layout.items() if k.startswith("xaxis"))
-            # above everything (container top), or under the plot: Plotly's title automargin does not make room
-            # for a top-side axis title, and the two would overprint
+            # above everything (container top), or under the plot (caption)
             # (anchored at its top, a wrapped title is drawn one line higher per further line, its first line cut
             # by the chart's edge: the top padding moves it down by as much)
             shift = int((lines - 1) * 1.25 * MIN_TITLE_PX)
