@@ -74,6 +74,7 @@ def test_models_that_can_be_subtracted_are_offered_plainly(offline_catalogue) ->
 
     labels = compare.options(BY_PATH["logit-lens"].needs, "builtin:lstm-lm-wordnet", same_tokens=True)
     assert labels["builtin:gru-lm-wordnet"] == "gru-lm-wordnet (built-in)"
-    assert labels["builtin:tiny-gpt-wordnet"] == "tiny-gpt-wordnet (built-in)"
+    # the real-English transformers keep WordNet's 12,000 words, the recurrent models read 20,000 everyday ones
+    assert labels["builtin:tiny-gpt-wordnet"].endswith(compare.OTHER_TOKENS)
     assert labels["pretrained:smollm2"].endswith(compare.OTHER_TOKENS)
     assert labels["builtin:lstm-lm"].endswith(compare.OTHER_TOKENS)  # the generated corpus's vocabulary

@@ -71,21 +71,21 @@ def test_01_intro_agreement_accuracies() -> None:
 
 
 def test_01_intro_the_real_english_siblings_follow_the_attractor() -> None:
-    says(LESSONS["01-recurrent-gates"].intro, "only 27 %, 35 % and 33 % of the time")
+    says(LESSONS["01-recurrent-gates"].intro, "only 4 %, 17 % and 23 % of the time")
     got = [model(f"builtin:{m}-wordnet").meta["metrics"]["natural_agreement"]["templated"]["attractor"]
            for m in ("rnn-lm", "lstm-lm", "gru-lm")]
-    assert [round(100 * g) for g in got] == [27, 35, 33]
+    assert [round(100 * g) for g in got] == [4, 17, 23]
 
 
 def test_01_intro_the_real_english_lstm_has_no_number_unit() -> None:
     """The intro's re-measurement: the unit whose cell state differs most between a singular and a plural subject,
     and whether its sign follows the number from the noun to the verb, on both LSTMs."""
-    says(LESSONS["01-recurrent-gates"].intro, "the unit whose cell state differs most is 198, 96 and 198",
+    says(LESSONS["01-recurrent-gates"].intro, "the unit whose cell state differs most is 157, 101 and 32",
          "English LSTM's is unit 133 in all three")
     pairs = [("the key to the old doors is on the table .", "the keys to the old door are on the table ."),
              ("the teacher near the windows is happy .", "the teachers near the window are happy ."),
              ("the dog near the cars is sleeping .", "the dogs near the car are sleeping .")]
-    for name, units, follows in (("lstm-lm-wordnet", [198, 96, 198], False), ("lstm-lm", [133, 133, 133], True)):
+    for name, units, follows in (("lstm-lm-wordnet", [157, 101, 32], False), ("lstm-lm", [133, 133, 133], True)):
         for (singular, plural), unit in zip(pairs, units):
             a, b = RG.rnn_gates(model(f"builtin:{name}"), singular), RG.rnn_gates(model(f"builtin:{name}"), plural)
             assert int(RG.compare(a, b, "c", 0).order[0]) == unit
@@ -676,7 +676,10 @@ def test_07_the_real_english_lstm_same_prompts() -> None:
          f"moves the verb by {c.clean.ld - c.corrupted.ld:.2f} logits here")
     generated = I.contrast(model("builtin:lstm-lm"), p["text"], p["corrupt"], p["answer"], p["wrong"])
     says(s.caption, f"not {generated.clean.ld - generated.corrupted.ld:.1f}")
-    assert c.clean.ld < 0 and c.corrupted.ld < 0  # "prefers “is” after both prompts"
+    assert abs(c.clean.ld) < 0.25 and abs(c.corrupted.ld) < 0.25  # "barely tells the two prompts apart"
+    templated = model(p["model"]).meta["metrics"]["natural_agreement"]["templated"]
+    says(s.question, f"{round(100 * templated['attractor'])} % of the time, and "
+         f"{round(100 * templated['no_attractor'])} % without one")
     first, last = c.tokens.index("to"), c.tokens.index("big")
     g, h = _grid(p).restored[0], _grid({**p, "site": "h"}).restored[0]
     says(s.caption, f"restores between {g[first:last + 1].min():.2f} and {g[first:last + 1].max():.2f}",

@@ -15,7 +15,8 @@ from explorer.data import wordnet_english as W
 from explorer.data.vocab import UNK, Vocab, tokenize_words
 
 EVERYDAY = Path(__file__).parent / "data" / "everyday_sentences.txt"
-VOCAB = 12_000  # the real-English models' vocabulary (explorer.training.recipes._WORDNET)
+VOCAB = 12_000  # the real-English transformers' vocabulary (explorer.training.recipes._WORDNET_TEXT)
+RECURRENT_VOCAB = 20_000  # the real-English recurrent models', on the everyday corpus (recipes._WORDNET)
 
 
 def everyday() -> dict[str, list[str]]:
@@ -92,6 +93,16 @@ def test_the_vocabulary_knows_98_percent_of_everyday_words() -> None:
     assert coverage(set(english.vocabulary()))[0] < 0.7  # the generated English's 776 words, for comparison
 
 
+def test_the_recurrent_models_vocabulary_knows_99_7_percent_of_everyday_words() -> None:
+    """The 20,000 most frequent words of the everyday corpus's training split (SmolLM2's everyday sentences, then
+    WordNet's), as the real-English recurrent models' vocabulary is built."""
+    vocab = Vocab.build([list(s) for s in E.sentences("train")], max_size=RECURRENT_VOCAB)
+    share, unknown = coverage(set(vocab.itos))
+    assert (sum(unknown.values()), round(share, 4)) == (3, 0.9972)  # docs/builtin-models.md: 3 unknown of 1,057
+    assert sorted(unknown) == ["journeys", "mondays", "reopened"]
+    assert {"recipe", "delicious", "passport", "suitcase", "grandparents", "thank"} <= set(vocab.itos)
+
+
 # ------------------------------------------------------------------------------------- the real-English models
 RECURRENT = ("rnn-lm-wordnet", "gru-lm-wordnet", "lstm-lm-wordnet")
 LMS = RECURRENT + ("tiny-gpt-wordnet",)
@@ -125,7 +136,8 @@ def test_a_real_english_model_knows_98_percent_of_everyday_words(name: str) -> N
     from explorer.loading.loaders import load_model
 
     _, meta, vocab = checkpoint(name)
-    assert meta["corpus"]["generator"] == "wordnet" and meta["train"]["spec"]["stored"] == "float16"
+    assert meta["corpus"]["generator"] == ("everyday" if name in RECURRENT else "wordnet")
+    assert meta["train"]["spec"]["stored"] == "float16"
     assert coverage(set(vocab.itos))[0] >= 0.98
     loaded = load_model(f"builtin:{name}")
     assert loaded.adapter.encode("I went to the bank to deposit money").n_unknown == 0
@@ -139,7 +151,8 @@ def test_held_out_perplexity_is_the_models_own_and_beats_the_bigram_baseline(nam
 
     model, meta, vocab = checkpoint(name)
     block = meta["train"]["spec"]["block_size"]
-    held = [vocab.encode(list(s))[: block - 1] for s in W.sentences("heldout")]
+    corpus = E if meta["corpus"]["generator"] == "everyday" else W  # the held-out split of the model's own corpus
+    held = [vocab.encode(list(s))[: block - 1] for s in corpus.sentences("heldout")]
     total, n = M.lm_nll(model, held)
     perplexity = math.exp(total / n)
     assert perplexity == pytest.approx(meta["metrics"]["heldout_perplexity"], rel=1e-4)

@@ -126,5 +126,5 @@ def test_the_decoding_page_says_what_it_left_out_and_generates_unk_when_asked() 
     assert "&lt;unk&gt;" not in " ".join(h.proto.body for h in at.get("html"))
     at.toggle(key="unk").set_value(True).run()
     assert_no_exception(at)
-    assert "&lt;unk&gt;" in " ".join(h.proto.body for h in at.get("html"))  # "was <unk> <eos>", as asked
+    assert "&lt;unk&gt;" in " ".join(h.proto.body for h in at.get("html"))  # "of the <unk> <eos>", as asked
     assert at.query_params["unk"] in ("1", ["1"])

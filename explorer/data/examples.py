@@ -175,7 +175,8 @@ DECIDE = ("The film was good but the ending was not.", "The food was not bad at 
 ENGLISH["contrast"] = tuple(k for k in CONTRASTS if k.islower())
 NATURAL["contrast"] = tuple(k for k in CONTRASTS if not k.islower())
 # The real-English built-in models (explorer.data.wordnet_english, trained on WordNet's example sentences and
-# definitions): natural sentences whose every word is in their 12,000-word vocabulary (tests/test_examples.py).
+# definitions; the recurrent ones also on everyday sentences): natural sentences whose every word is in their
+# vocabularies (tests/test_examples.py).
 WORDNET: dict[str, tuple[str, ...]] = {
     "agreement": (
         "I went to the bank to deposit money.",

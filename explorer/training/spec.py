@@ -50,6 +50,8 @@ class TrainSpec:
     num_layers: int = 1                    # rnn_lm/seq2seq layers, tiny_gpt n_layer
     hidden_size: int = 256                 # rnn hidden / tiny_gpt n_embd / word2vec dim
     emb_dim: int = 128
+    tie_weights: bool = False              # rnn_lm: the output layer is the embedding matrix (needs emb_dim ==
+    #                                        hidden_size; Press & Wolf 2017): one V x H matrix instead of two
     n_head: int = 4
     block_size: int = 64                   # tiny_gpt context; also max training sequence length for LMs
     dropout: float = 0.0
@@ -201,6 +203,11 @@ def _check_architecture(spec: TrainSpec) -> None:
     """The fields one architecture reads: the RNN cell, the seq2seq attention, the transformers' heads."""
     if spec.architecture in ("rnn_lm", "rnn_classifier") and spec.cell not in ("rnn", "gru", "lstm"):
         raise ValueError(f"cell must be 'rnn', 'gru' or 'lstm', got {spec.cell!r}")
+    if not isinstance(spec.tie_weights, bool):
+        raise ValueError(f"tie_weights must be true or false, got {spec.tie_weights!r}")
+    if spec.tie_weights and (spec.architecture != "rnn_lm" or spec.emb_dim != spec.hidden_size):
+        raise ValueError("tie_weights needs architecture rnn_lm and emb_dim == hidden_size, got "
+                         f"{spec.architecture} with emb_dim {spec.emb_dim} and hidden_size {spec.hidden_size}")
     if spec.architecture == "seq2seq" and spec.attention not in ATTENTIONS:
         raise ValueError(f"unknown attention {spec.attention!r}")
     if spec.architecture in ("tiny_gpt", "masked_lm"):

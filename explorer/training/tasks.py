@@ -117,6 +117,8 @@ class LanguageModelTask(TaskBase[Sentence]):
         if spec.architecture == "rnn_lm":
             self.config = dict(vocab_size=V, emb_dim=spec.emb_dim, hidden_size=spec.hidden_size,
                                num_layers=spec.num_layers, cell=spec.cell, dropout=spec.dropout)
+            if spec.tie_weights:
+                self.config["tie_weights"] = True
         else:
             self.config = dict(vocab_size=V, block_size=spec.block_size, n_layer=spec.num_layers,
                                n_head=spec.n_head, n_embd=spec.hidden_size, dropout=spec.dropout)
