@@ -70,10 +70,20 @@ def test_user_corpus_char_level():
     (dict(batch_size=-1), "batch_size"),
     (dict(max_seconds=-5), "max_seconds"),
     (dict(cell="tree"), "cell"),
+    (dict(tie_weights=True), "emb_dim == hidden_size"),  # 128 and 256 by default
+    (dict(architecture="tiny_gpt", tie_weights=True, emb_dim=128, hidden_size=128), "architecture rnn_lm"),
+    (dict(tie_weights="yes"), "true or false"),
 ])
 def test_validate_rejects(kwargs, match):
     with pytest.raises(ValueError, match=match):
         validate_spec(TrainSpec(**kwargs))
+
+
+def test_a_tied_language_model_has_one_matrix_for_its_embedding_and_output():
+    res = train_model(TrainSpec(architecture="rnn_lm", **{**TINY, "emb_dim": 32, "hidden_size": 32, "epochs": 1},
+                                tie_weights=True))
+    assert res.meta["config"]["tie_weights"] is True and res.model.decoder.weight is res.model.embedding.weight
+    assert "tie_weights" not in train_model(TrainSpec(architecture="rnn_lm", **{**TINY, "epochs": 1})).meta["config"]
 
 
 def test_max_seconds_stops():
