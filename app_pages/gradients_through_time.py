@@ -66,11 +66,11 @@ for note, ids in notes.items():
     st.info(md_message(note) if len(ids) == len(traces) else f"{md(', '.join(ids))}: {md_message(note)}")
 theme = settings.theme()
 first = traces[0]
-st.markdown(f"Predicting **{md(first.target)}** after “{md(' '.join(first.tokens))}”: "
-            + "; ".join(f"{t.cell} p = {t.prob:.3g}" for t in traces))
+st.markdown(f"Predicting **{md(first.target)}**: " + "; ".join(f"{t.cell} p = {t.prob:.3g}" for t in traces))
 own = Origin("model", "autograd through each model's own recurrence and output layer on this sentence.")
 show(V.gradient_lines(traces, theme), own, key="gradients", filename="gradients-through-time", fold=True)
-caption(" · ".join(f"{t.cell}: the farthest word gets {t.decay:.3g}× the gradient of the nearest" for t in traces))
+caption(f"After “{md(' '.join(first.tokens))}”, as {md(first.model_id)} reads it · "
+        + " · ".join(f"{t.cell}: the farthest word gets {t.decay:.3g}× the gradient of the nearest" for t in traces))
 show(V.jacobian_lines(traces, theme), Origin("model", "Jacobians of each model's own state update along this "
                                              "sentence (torch.func), largest singular values."),
      key="jacobians", filename="jacobian-norms")

@@ -270,7 +270,8 @@ VIEWS.append(View(
         "system": P("text", "", label="System prompt (chat template)",
                     help="At most 1,000 characters. Empty: the template's own default, if it has one."),
         "strategies": P("choices", ("greedy", "top-k", "top-p", "beam"), hi=6, label="Strategies (2 to 6)",
-                        choices=KINDS),
+                        choices=KINDS, help="Top-p is nucleus sampling (Holtzman et al. 2020): the smallest set of "
+                                            "tokens whose probabilities sum to p."),
         "seed": P("int", 0, 0, 2**31 - 1, "Seed", 1,
                   help="torch.manual_seed(seed) before generating: the same seed gives the same draws."),
         "max_new": P("int", 30, 1, MAX_NEW, "New tokens"),

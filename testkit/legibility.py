@@ -6,7 +6,7 @@
   * chart texts that overlap each other, rotated ones included (their boxes mapped to the screen and tested with
     the separating-axis theorem; each box is first shrunk by the line's leading, which holds no ink);
   * chart toolbars over a chart's text, with the pointer on the chart (where they show);
-  * controls whose label or value does not fit (select boxes, buttons, radio and pill labels);
+  * controls whose label or value does not fit (select boxes, buttons, radio and pill labels, multiselect chips);
   * text of the page (Markdown, captions, labels, tables, badges) smaller than `min_px`.
 Each problem is a short sentence naming the text, so a failure says what to fix.
 """
@@ -77,6 +77,15 @@ MEASURE = r"""(minPx) => {
     if (shown(i) && i.value && cut(i)) out.push(`control: ${label(i.value)} does not fit its box`);
   for (const p of main.querySelectorAll('button p, [data-testid="stWidgetLabel"] p, [role="radiogroup"] p'))
     if (shown(p) && cut(p)) out.push(`control: ${label(p.textContent)} does not fit`);
+  for (const box of main.querySelectorAll('[data-testid="stMultiSelectTagsContainer"]')) {  // chips hidden in the box
+    const b = box.getBoundingClientRect();
+    for (const chip of box.querySelectorAll('*')) {  // the innermost elements with text: the chips' labels
+      const r = chip.getBoundingClientRect();
+      if (r.width < 1 || [...chip.children].some(c => INK.test(c.textContent))) continue;
+      if (INK.test(chip.textContent) && (r.right > b.right + 1 || r.bottom > b.bottom + 1 || r.left < b.left - 1))
+        out.push(`control: ${label(chip.textContent)} is hidden by its multiselect's box`);
+    }
+  }
   for (const el of main.querySelectorAll('div, span, p, label'))  // whatever the page cuts with an ellipsis
     if (!el.closest('svg') && getComputedStyle(el).textOverflow === 'ellipsis' && cut(el) && shown(el))
       out.push(`control: ${label(el.textContent)} is cut with an ellipsis`);

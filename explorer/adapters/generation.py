@@ -35,7 +35,7 @@ from explorer.adapters.protocols import Generates
 from explorer.adapters.text import unknown_word_id
 from explorer.runtime.errors import ViewError
 
-LABELS = {"greedy": "Greedy", "sample": "Pure sampling", "top-k": "Top-k", "top-p": "Top-p (nucleus)",
+LABELS = {"greedy": "Greedy", "sample": "Pure sampling", "top-k": "Top-k", "top-p": "Top-p",
           "typical": "Typical-p", "min-p": "Min-p", "beam": "Beam search"}
 SAMPLING = ("sample", "top-k", "top-p", "typical", "min-p")
 

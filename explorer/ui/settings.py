@@ -67,6 +67,12 @@ input, textarea, [data-baseweb="select"] div { font-size: 1.25rem !important; }
 /* every other text at 18 px or more: the badges over charts, chips of a multiselect, token strips (st.html) */
 [data-testid="stMain"] .stMarkdownBadge, [data-testid="stMain"] [data-testid="stMultiSelectTagsContainer"] span {
   font-size: 1.15rem !important; }
+/* a multiselect's chips wrap onto further lines rather than scroll out of its box (one chip hid the next) */
+[data-testid="stMain"] [data-testid="stMultiSelectTagsContainer"] {
+  flex-wrap: wrap !important; overflow: visible !important; }
+[data-testid="stMain"] [data-testid="stMultiSelect"] div:has(> [data-testid="stMultiSelectTagsContainer"]),
+[data-testid="stMain"] [data-testid="stMultiSelectTagsContainer"] {
+  height: auto !important; max-height: none !important; }
 [data-testid="stMain"] [data-testid="stHtml"] { font-size: 1.15rem; }
 </style>
 """
