@@ -63,8 +63,15 @@ def kept(owner: object, name: str, key: Hashable, build: Callable[[], V], most: 
     """The entry `name`/`key` of `owner`, built by `build()` on first use; with `most`, `owner` keeps at most that many
     entries of this name (its least recently used others are dropped)."""
     token = _token(owner)
-    value = cast(V, _STORE.get((token, name, key), build))
-    if most is not None:
+    built = False
+
+    def build_once() -> V:
+        nonlocal built
+        built = True
+        return build()
+
+    value = cast(V, _STORE.get((token, name, key), build_once))
+    if most is not None and built:  # only a new entry can put the owner over `most`: a hit costs no scan
         mine = [k for k in _STORE.keys() if isinstance(k, tuple) and k[0] == token and k[1] == name]
         old = set(mine[:max(0, len(mine) - most)])  # keys() lists the most recently used last
         if old:
