@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from explorer.adapters.capabilities import may_have
 from explorer.loading.catalogue import series_steps
 from explorer.param_kinds import WHAT, parse
 from explorer.runtime.paths import app_root
@@ -439,6 +440,16 @@ TRAIN_STEP = P("int", None, 0, None, "Training step",
 for _view in VIEWS:
     if _view not in (HOME, MODELS, TRAINING) and "model" in _view.params and _view.params["model"].kind == "model":
         _view.params["train_step"] = TRAIN_STEP
+
+
+def views_for(family: str, series: bool = False) -> list[View]:
+    """The views that open a model of `family` (explorer.loading.catalogue.FAMILIES) from its id (?model=), in VIEWS
+    order: each view that reads one model and needs only what the family's models may have (the models its picker
+    offers: explorer.adapters.capabilities.MAY_HAVE), but Watch it learn (TRAINING) only for a model trained with
+    snapshots (`series`), whatever its family: it reads those, and offers every model that has them."""
+    reads_one = [v for v in VIEWS if v.needs is not None and "model" in v.params and v.params["model"].kind == "model"]
+    return [v for v in reads_one if (series if v is TRAINING else may_have(family, v.needs))]
+
 
 BY_PATH: dict[str, View] = {v.url_path: v for v in VIEWS}
 # What explorer.lessons checks: the parameters of each view that has any, and the capabilities its model needs.

@@ -315,3 +315,33 @@ def test_the_masked_lm_reads_the_chosen_positions_only_with_the_same_logits() ->
     torch.testing.assert_close(some, every[chosen], rtol=0, atol=1e-6)
     full = F.cross_entropy(every.reshape(-1, 50), labels.reshape(-1), ignore_index=PAD)
     torch.testing.assert_close(F.cross_entropy(some, labels[chosen]), full, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["masked-lm", "masked-lm-wordnet"])
+def test_the_masked_lm_runs_the_gpts_blocks_and_its_shipped_weights_fit_them(name: str) -> None:
+    """The masked LM's blocks are tiny_gpt's (run with causal=False and a padding mask): the shipped checkpoints hold
+    exactly their tensors (the tied output weight stored once, as wte.weight), padding keys get no weight, and every
+    position reads the whole sentence (with causal=True, none reads what follows it)."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from explorer.models import tiny_gpt
+    from explorer.models.build import from_checkpoint
+
+    builtin = Path(__file__).resolve().parents[1] / "assets" / "builtin"
+    meta, state = json.loads((builtin / f"{name}.json").read_text()), load_file(builtin / f"{name}.safetensors")
+    model = from_checkpoint(meta, state, name)
+    assert all(type(block) is tiny_gpt.Block for block in model.h)
+    assert set(model.state_dict()) == set(state) | {"lm_head.weight"}
+    ids = torch.randint(5, meta["config"]["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(0))
+    padded = torch.cat([ids, torch.zeros(1, 3, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        alone = model(ids)
+        torch.testing.assert_close(model(padded, attention_mask=padded != 0)[:, :7], alone, rtol=0, atol=1e-5)
+        changed = ids.clone()
+        changed[0, -1] = 4
+        assert not torch.allclose(model(changed)[0, 0], alone[0, 0])  # the first word reads the last
+        causal = model(ids, causal=True)
+        torch.testing.assert_close(model(changed, causal=True)[0, :-1], causal[0, :-1], rtol=0, atol=0)

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from conftest import assert_no_exception, run_page
 from explorer.loading.loaders import load_model
+from explorer.views import views_for
 
 
 def _train(at, recipe: str, **numbers) -> object:
@@ -34,6 +37,10 @@ def test_training_a_tiny_lstm_from_the_page_gives_a_model_that_opens() -> None:
     gates = run_page("app_pages/lstm_gates.py", {"model": job.model_id, "text": "the dog sleeps ."})
     assert_no_exception(gates)
     assert not gates.error and gates.get("plotly_chart")  # the freshly trained LSTM opens in the gates view
+    # under the run: a link to each view of its family, and Watch it learn (it kept snapshots)
+    linked = [(link.proto.label, link.proto.query_string) for link in at.get("page_link")]
+    assert linked == [(f"Open in {v.title}", f"model={job.model_id.replace(':', '%3A')}")
+                      for v in views_for("rnn-lm", series=True)]
 
 
 def test_user_text_too_short_is_a_message() -> None:
@@ -108,3 +115,33 @@ def test_every_architecture_the_corpus_choice_is_offered_for_trains_on_each_corp
             assert set(TASK_CORPORA.values()) == set(ARCH_CORPORA[arch]) and recipe["corpus"] in ARCH_CORPORA[arch]
         elif arch != "seq2seq":
             assert set(CORPORA.values()) <= set(ARCH_CORPORA[arch]), arch
+
+
+# a shipped model of each architecture the Models page trains (None: its package is not installed here)
+SHIPPED_OF = {"rnn_lm": "builtin:lstm-lm", "tiny_gpt": "builtin:tiny-gpt", "seq2seq": "builtin:seq2seq-bahdanau",
+              "word2vec": "builtin:word2vec", "rnn_classifier": "builtin:sentiment-lstm",
+              "minilm_finetune": "pretrained:minilm-sentiment"}
+
+
+@pytest.mark.parametrize("architecture", sorted(SHIPPED_OF))
+def test_a_run_links_the_views_its_family_opens(architecture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The links under a finished run are its family's views (explorer.views.views_for: MAY_HAVE and each view's
+    needs, no map of the page's own), with Watch it learn when it kept snapshots; and they are the views that take a
+    model of that architecture once loaded (a shipped one: what it has)."""
+    from explorer.loading import pretrained
+    from explorer.models.build import FAMILY_OF_ARCHITECTURE
+    from explorer.ui import training
+    from explorer.views import TRAINING, VIEWS
+
+    assert architecture in {r["architecture"] for r in training.RECIPES.values()}
+    family = FAMILY_OF_ARCHITECTURE[architecture]
+    for series in (False, True):
+        monkeypatch.setattr(training, "series_steps", lambda _id, s=series: (0, 5) if s else ())
+        assert training.trained_views("upload:run", architecture) == views_for(family, series=series)
+    shipped = SHIPPED_OF[architecture]
+    if shipped.startswith("pretrained:") and not pretrained.is_installed(shipped.split(":", 1)[1]):
+        pytest.skip(f"{shipped} is not installed")
+    has = load_model(shipped).caps.names
+    takes = [v for v in VIEWS if v is not TRAINING and v.needs is not None and "model" in v.params
+             and v.params["model"].kind == "model" and set(v.needs) <= has]
+    assert views_for(family) == takes

@@ -168,3 +168,19 @@ def test_a_click_opens_the_view_that_shows_the_curve_at_that_step(curve, step, l
     assert f"Step {step:,} of 1,878" in " | ".join(c.value for c in at.caption).replace("\\", "")
     if curve == TC.NUMBER_UNIT:
         assert at.query_params["unit"] == str(int(lstm.unit[list(lstm.steps).index(step)])) == "133"
+
+
+def test_a_run_that_is_not_a_language_model_shows_its_losses() -> None:
+    """Watch it learn offers every model trained with snapshots (and the Models page links each run kept with them):
+    word vectors trained on generated English predict no next word to read agreement in, so their losses alone."""
+    from explorer.training.jobs import TrainingJob
+    from explorer.training.spec import TrainSpec
+
+    spec = TrainSpec(architecture="word2vec", corpus="english", n_train=300, n_heldout=30, hidden_size=16, epochs=1,
+                     batch_size=16, name="my-word2vec")
+    job = TrainingJob(spec, snapshots=3).start()
+    assert job.wait(120) and job.status == "done", job.error
+    at = run_page("app_pages/training_curves.py", {"model": job.model_id})
+    assert_no_exception(at)
+    said = " ".join(i.value for i in at.info).replace("\\", "")
+    assert f"{job.model_id} is not a language model: only its losses are shown" in said

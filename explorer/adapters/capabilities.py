@@ -7,8 +7,8 @@ protocols.Capabilities: `loaded.caps.lens`, `loaded.caps.stepper`, ...), so a pr
 a view declares the capabilities it needs (explorer.views.View.needs), and the model pickers offer the models that
 may have them. Before a model is loaded only its family is known (explorer.loading.catalogue.FAMILIES): MAY_HAVE
 says what each family's models may have, and tests/test_capabilities.py checks it against every shipped model
-once loaded (equal for them) and the tiny Hugging Face model of each family (a subset: a checkpoint without an
-output layer, say, has less).
+once loaded (equal for them, but for a packaged model that says it has less: explorer.loading.pretrained.Packaged.caps)
+and the tiny Hugging Face models of each family (a subset: a checkpoint without an output layer, say, has less).
 
 The capabilities are the rows of CAPABILITIES below (name, protocol, what the model can do); docs/ARCHITECTURE.md
 prints them with the views that need each, a table tests/test_capabilities.py keeps true.
@@ -64,7 +64,8 @@ MAY_HAVE: dict[str, frozenset[str]] = {
     # a user's state dict: a recurrent network is inferred from it, with a language-model or a task head
     "state-dict": frozenset((*_LM, "recurrence", "decision")),
     "decoder": frozenset((*_LM, "attention", "positions")),
-    "encoder": frozenset(("attention", "positions", "fill_in", "tables")),
+    # with a task head, an encoder decides (MiniLM fine-tuned: pretrained:minilm-sentiment, the Models page's runs)
+    "encoder": frozenset(("attention", "positions", "fill_in", "tables", "decision")),
     "masked-lm": frozenset(("attention", "positions", "fill_in", "tables")),
     "encoder-decoder": frozenset(("stepper", "gradient", "attention", "positions", "alignment", "tables")),
     "seq2seq-rnn": frozenset(("stepper", "gradient", "alignment", "tables")),

@@ -61,7 +61,7 @@ class GPTAdapter(VocabText, PatchesBlocks, Attends, Positions, Adapter):
         return Record(enc, acts.out)
 
     def scalings(self, stream: str) -> tuple[float | None, ...]:
-        """1/√(head size) in every layer (explorer.models.tiny_gpt.CausalSelfAttention)."""
+        """1/√(head size) in every layer (explorer.models.tiny_gpt.SelfAttention)."""
         return (1.0 / math.sqrt(self.head_size(stream)),) * self.n_layers
 
     def head_size(self, stream: str) -> int:

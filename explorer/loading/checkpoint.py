@@ -35,12 +35,6 @@ def _check_name(name: str) -> None:
         raise ValueError(f"invalid checkpoint name {name!r}: use letters, digits, '.', '_' or '-'")
 
 
-# A checkpoint of MiniLM's fine-tuned layers and head only (explorer.training.minilm_task): its meta's "config"
-# says the head ({"task": "sequence-classification" | "token-classification"}), "task_settings" the label names; the
-# loader puts its tensors over the packaged MiniLM (pretrained:minilm)
-FINE_TUNE = "minilm_finetune"
-
-
 def trained_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """_unique_state_dict without the parameters that were not trained (requires_grad off: a fine-tune's frozen
     layers, which its base model holds)."""

@@ -20,11 +20,11 @@ from explorer.adapters.base import Adapter
 from explorer.adapters.protocols import Capabilities
 from explorer.loading import catalogue, pretrained
 from explorer.loading.catalogue import BUILTIN_DIR, FAMILIES, ModelId, builtin_names, hub_allowed, local_folders
-from explorer.loading.checkpoint import FINE_TUNE, Meta, read_snapshot, series_path, series_steps
+from explorer.loading.checkpoint import Meta, read_snapshot, series_path, series_steps
 from explorer.runtime.device import DTYPES, is_out_of_memory, resolve
 from explorer.runtime.lru import LoadOnceLRU
 from explorer.data.vocab import Vocab
-from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint, vocabs_from_meta
+from explorer.models.build import FAMILY_OF_ARCHITECTURE, FINE_TUNE, from_checkpoint, vocabs_from_meta
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, UnsafeFileError, check_size,
                                 first_line, max_json_bytes, read_json_file, read_state_dict_file,
                                 read_weights_file)

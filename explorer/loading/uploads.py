@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import torch
 
-from explorer.models.build import FAMILY_OF_ARCHITECTURE, from_checkpoint
-from explorer.loading.checkpoint import FINE_TUNE, Meta, SERIES_SUFFIX, series_steps
+from explorer.models.build import FAMILY_OF_ARCHITECTURE, FINE_TUNE, from_checkpoint
+from explorer.loading.checkpoint import Meta, SERIES_SUFFIX, series_steps
 from explorer.files.safe_load import (WEIGHT_SUFFIXES, CorruptFileError, ModelLoadError, check_size, first_line,
                                 read_json_bytes, read_weights)
 from explorer.files.state_dicts import Weights
@@ -150,8 +150,7 @@ def bundle_from_parts(uid: str, label: str, weights: Weights, json_files: dict[s
         rows.append(("vocabulary read from", found[1]))
     family = "state-dict"
     if meta is not None:
-        family = "encoder" if meta.get("architecture") == FINE_TUNE else \
-            FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "")
+        family = FAMILY_OF_ARCHITECTURE.get(str(meta.get("architecture")), "")
         if not family:
             raise CorruptFileError(
                 f"{uid}: unknown architecture '{meta.get('architecture')}' in the config JSON "

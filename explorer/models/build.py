@@ -218,9 +218,14 @@ def build_model(architecture: str, config: Mapping[str, object]) -> nn.Module:
     return _BUILDERS[architecture](config)
 
 
-#: the catalogue family (explorer.loading.catalogue.FAMILIES) of each architecture
+# A checkpoint of MiniLM's fine-tuned layers and head only (explorer.training.minilm_task), not built here: its meta's
+# "config" says the head ({"task": "sequence-classification" | "token-classification"}), "task_settings" the label
+# names; the loader puts its tensors over the packaged MiniLM (pretrained:minilm; explorer.loading.loaders)
+FINE_TUNE = "minilm_finetune"
+
+#: the catalogue family (explorer.loading.catalogue.FAMILIES) of each architecture a checkpoint's meta may name
 FAMILY_OF_ARCHITECTURE = {"rnn_lm": "rnn-lm", "seq2seq": "seq2seq-rnn", "tiny_gpt": "decoder", "word2vec": "word2vec",
-                          "masked_lm": "masked-lm", "rnn_classifier": "rnn-classifier"}
+                          "masked_lm": "masked-lm", "rnn_classifier": "rnn-classifier", FINE_TUNE: "encoder"}
 
 
 def from_checkpoint(meta: Mapping[str, JSON], state: dict[str, torch.Tensor], label: str) -> torch.nn.Module:
@@ -286,4 +291,5 @@ def vocabs_from_meta(meta: Mapping[str, object]) -> dict[str, Vocab]:
     return out
 
 
-__all__ = ["ARCHITECTURES", "build_model", "from_checkpoint", "vocabs_from_meta", "FAMILY_OF_ARCHITECTURE"]
+__all__ = ["ARCHITECTURES", "build_model", "from_checkpoint", "vocabs_from_meta", "FAMILY_OF_ARCHITECTURE",
+           "FINE_TUNE"]

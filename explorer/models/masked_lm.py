@@ -2,7 +2,7 @@
 
 Devlin et al. (2019) "BERT: pre-training of deep bidirectional transformers" (the masked-LM task: 15 % of the
 tokens are chosen, 80 % of those replaced by [MASK], 10 % by a random token, 10 % kept; the model predicts the
-chosen tokens from both sides). The blocks are those of explorer.models.tiny_gpt without the causal mask: every
+chosen tokens from both sides). The blocks are explorer.models.tiny_gpt's, run without the causal mask: every
 token attends to every other (padding excepted), pre-norm by default, a final LayerNorm, and logits
 `lm_head(ln_f(x)) = ln_f(x) @ wte.weightᵀ + b` (the output layer's weight is the token embedding, tied as in BERT
 and nanoGPT; its bias b is its own).
@@ -14,99 +14,18 @@ under the same names as the built-in GPT (`embed`, `pos_embed`, `blocks.{l}.resi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from explorer.models.tiny_gpt import GPT, MLP
+from explorer.models.tiny_gpt import GPT, Block, GPTConfig
 
 
 @dataclass
-class MaskedLMConfig:
-    vocab_size: int
-    block_size: int
-    n_layer: int = 2
-    n_head: int = 4
-    n_embd: int = 128
-    dropout: float = 0.0
-    bias: bool = True
-    norm: str = "pre"            # "pre" (like GPT-2) or "post" (BERT's original layout)
-    positions: str = "learned"   # learned position table (BERT's position_embeddings); the adapters read it
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-class SelfAttention(nn.Module):
-    """Multi-head self-attention over the whole sequence: softmax(q kᵀ / √d_head + M) v, where M is −inf only on
-    padding keys (attention_mask 0) and, as an experiment, above the diagonal (causal=True)."""
-
-    def __init__(self, config: MaskedLMConfig) -> None:
-        super().__init__()
-        assert config.n_embd % config.n_head == 0
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v (in that order)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
-        self.n_head, self.n_embd = config.n_head, config.n_embd
-
-    def forward(self, x: torch.Tensor, record: dict | None = None, keep: torch.Tensor | None = None,
-                causal: bool = False) -> torch.Tensor:
-        """x (B, T, C) -> y (B, T, C). keep (B, T) bool: False on padding keys. record: receives q, k, v
-        (B, nh, T, hs), scores (B, nh, T, T) before the mask, pattern (B, nh, T, T) after the softmax, out (B, T, C)."""
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        hs = C // self.n_head
-        q = q.view(B, T, self.n_head, hs).transpose(1, 2)   # (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, hs).transpose(1, 2)
-        v = v.view(B, T, self.n_head, hs).transpose(1, 2)
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))        # (B, nh, T, T)
-        att = scores
-        if keep is not None:
-            att = att.masked_fill(~keep[:, None, None, :], float("-inf"))
-        if causal:
-            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-            att = att.masked_fill(future, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        y = self.attn_dropout(att) @ v                                     # (B, nh, T, hs)
-        y = self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
-        if record is not None:
-            record.update(q=q, k=k, v=v, scores=scores, pattern=att, out=y)
-        return y
-
-
-class Block(nn.Module):
-    """Pre-norm: x + attn(ln_1(x)), then x + mlp(ln_2(x)). Post-norm: ln_1(x + attn(x)), ln_2(x + mlp(x))."""
-
-    def __init__(self, config: MaskedLMConfig) -> None:
-        super().__init__()
-        self.norm = config.norm
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = SelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
-
-    def forward(self, x: torch.Tensor, record: dict | None = None, prefix: str = "", keep: torch.Tensor | None = None,
-                causal: bool = False) -> torch.Tensor:
-        """x (B, T, C) -> (B, T, C). record: `{prefix}ln1` (what attention reads), `{prefix}attn.*`,
-        `{prefix}resid_mid`."""
-        att: dict | None = {} if record is not None else None
-        if self.norm == "pre":
-            h = self.ln_1(x)
-            x = x + self.attn(h, att, keep, causal)
-            mid = x
-            x = x + self.mlp(self.ln_2(x))
-        else:
-            h = x
-            x = self.ln_1(x + self.attn(x, att, keep, causal))
-            mid = x
-            x = self.ln_2(x + self.mlp(x))
-        if record is not None:
-            record[prefix + "ln1"], record[prefix + "resid_mid"] = h, mid
-            record.update({f"{prefix}attn.{k}": v for k, v in att.items()})
-        return x
+class MaskedLMConfig(GPTConfig):
+    """GPTConfig's fields (the same blocks); positions: "learned" only (BERT's position_embeddings, which the adapters
+    read)."""
 
 
 class MaskedLM(nn.Module):
@@ -158,7 +77,7 @@ class MaskedLM(nn.Module):
         for layer, block in enumerate(self.h[:n_blocks] if n_blocks is not None else self.h):
             if record is not None:
                 record[f"blocks.{layer}.resid_pre"] = x
-            x = block(x, record, f"blocks.{layer}.", keep, causal)
+            x = block(x, record, f"blocks.{layer}.", causal, keep)
             if record is not None:
                 record[f"blocks.{layer}.resid_post"] = x
         if n_blocks is not None:

@@ -43,8 +43,9 @@ def sinusoidal_positions(n_positions: int, d_model: int, base: float = 10000.0) 
     return pe.float()
 
 
-class CausalSelfAttention(nn.Module):
-    """Multi-head masked self-attention: softmax(q k^T / sqrt(d_head) + mask) v."""
+class SelfAttention(nn.Module):
+    """Multi-head self-attention: softmax(q kᵀ / √d_head + M) v, where M is −inf above the diagonal (causal) and on
+    padding keys (`keep` False), else 0."""
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
@@ -57,10 +58,12 @@ class CausalSelfAttention(nn.Module):
         mask = torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool))
         self.register_buffer("bias", mask.view(1, 1, config.block_size, config.block_size), persistent=False)
 
-    def forward(self, x: torch.Tensor, record: dict | None = None, causal: bool = True) -> torch.Tensor:
-        """x (B, T, C) -> y (B, T, C). record: receives q, k, v (B, nh, T, hs), scores (B, nh, T, T) before the
-        mask, pattern (B, nh, T, T) after the softmax (future weights exactly 0), out (B, T, C).
-        causal=False removes the mask (an experiment: the trained model always masks)."""
+    def forward(self, x: torch.Tensor, record: dict | None = None, causal: bool = True,
+                keep: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, T, C) -> y (B, T, C). keep (B, T) bool: False on padding keys (None: no padding). record: receives
+        q, k, v (B, nh, T, hs), scores (B, nh, T, T) before the mask, pattern (B, nh, T, T) after the softmax (masked
+        weights exactly 0), out (B, T, C). causal=False removes the causal mask (the masked LM; on the GPT, an
+        experiment: the trained model always masks)."""
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         hs = C // self.n_head
@@ -68,7 +71,8 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))        # (B, nh, T, T)
-        att = scores.masked_fill(~self.bias[:, :, :T, :T], float("-inf")) if causal else scores
+        att = scores if keep is None else scores.masked_fill(~keep[:, None, None, :], float("-inf"))
+        att = att.masked_fill(~self.bias[:, :, :T, :T], float("-inf")) if causal else att
         att = F.softmax(att, dim=-1)
         y = self.attn_dropout(att) @ v                                     # (B, nh, T, hs)
         y = self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
@@ -96,23 +100,23 @@ class Block(nn.Module):
         super().__init__()
         self.norm = config.norm
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config)
+        self.attn = SelfAttention(config)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, record: dict | None = None, prefix: str = "",
-                causal: bool = True) -> torch.Tensor:
-        """x (B, T, C) -> (B, T, C). record: receives `{prefix}ln1` (what attention reads), `{prefix}attn.*`
-        (see CausalSelfAttention) and `{prefix}resid_mid`."""
+                causal: bool = True, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, T, C) -> (B, T, C); keep (B, T) bool: False on padding keys. record: receives `{prefix}ln1` (what
+        attention reads), `{prefix}attn.*` (see SelfAttention) and `{prefix}resid_mid`."""
         att: dict | None = {} if record is not None else None
         if self.norm == "pre":
             h = self.ln_1(x)
-            x = x + self.attn(h, att, causal)
+            x = x + self.attn(h, att, causal, keep)
             mid = x
             x = x + self.mlp(self.ln_2(x))
         else:
             h = x
-            x = self.ln_1(x + self.attn(x, att, causal))
+            x = self.ln_1(x + self.attn(x, att, causal, keep))
             mid = x
             x = self.ln_2(x + self.mlp(x))
         if record is not None:

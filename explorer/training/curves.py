@@ -232,7 +232,9 @@ def _measure(base: str) -> SeriesCurves:
         curves[DECISION], said = _decisions(trained, [load_model(f"{base}@{s}") for s in steps], sentence)
         return SeriesCurves(base, np.array(steps), np.array([i.get("epoch", 0) for i in infos]), curves, unit,
                             notes=(said,), sentence=sentence)
-    if (trained.meta.get("corpus") or {}).get("generator") != "english" or vocab is None:
+    if trained.caps.lens is None:  # word vectors, a translation model: no next-word predictions to read agreement in
+        notes.append(f"{base} is not a language model: only its losses are shown.")
+    elif (trained.meta.get("corpus") or {}).get("generator") != "english" or vocab is None:
         notes.append(f"{base} was not trained on the generated English corpus: only its losses are shown.")
     else:
         items = _agreement(vocab)

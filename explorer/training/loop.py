@@ -27,7 +27,7 @@ from explorer.training.corpus import Corpus, Labelled, Pair, Sentence, heldout_s
 from explorer.training.snapshots import Snapshots, schedule
 from explorer.training.spec import TrainProgress, TrainResult, TrainSpec, validate_spec
 from explorer.training.decision_task import ClassifierTask
-from explorer.loading.checkpoint import FINE_TUNE
+from explorer.models.build import FINE_TUNE
 from explorer.training.minilm_task import FineTuneTask
 from explorer.training.tasks import Task, task_for
 

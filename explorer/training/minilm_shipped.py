@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from explorer.training import task_models as T
-from explorer.loading.checkpoint import FINE_TUNE as ARCHITECTURE
+from explorer.models.build import FINE_TUNE as ARCHITECTURE
 from explorer.training.minilm_task import FROZEN, batch_of, encode
 from explorer.training.spec import TrainProgress, TrainSpec
 

@@ -8,6 +8,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.training import budget as train_budget
+from explorer.loading.catalogue import series_steps
+from explorer.models.build import FAMILY_OF_ARCHITECTURE
 from explorer.data.user_text import MAX_BYTES, MAX_CHARS, CorpusError, corpus_from_text, read_uploaded_text
 from explorer.runtime.json_value import get
 from explorer.text.escape import md, md_message
@@ -17,7 +19,7 @@ from explorer.training.jobs import LINE, TrainingBusyError, TrainingJob
 from explorer.ui import charts, settings
 from explorer.ui.cache import session_id, upload_owner
 from explorer.ui.training_tasks import task_data
-from explorer.views import VIEWS
+from explorer.views import View, views_for
 
 class Recipe(TypedDict, total=False):
     """The TrainSpec fields a recipe of the form sets."""
@@ -148,22 +150,20 @@ def _corpus(source: str | bytes, level: str) -> list[list[str]]:
     return held[1]
 
 
-def _open_links(model_id: str, family: str) -> None:
-    """Links that open the trained model in the views of its family (`family`+"+series": and its training curves)."""
-    family, series = family.removesuffix("+series"), family.endswith("+series")
-    targets = {
-        "rnn-lm": ["lstm-gates", "decoding-strategies", "word-embeddings"],
-        "decoder": ["self-attention", "positional-encodings", "decoding-strategies", "word-embeddings"],
-        "seq2seq-rnn": ["seq2seq"],
-        "word2vec": ["word-embeddings"],
-        "rnn-classifier": ["decision", "lstm-gates", "word-embeddings"],
-        "encoder": ["decision", "self-attention", "token-attribution"],
-    }.get(family, []) + (["training-curves"] if series and family in ("rnn-lm", "decoder") else [])
-    views = [v for v in VIEWS if v.url_path in targets]
-    cols = st.columns(max(1, len(views)))
-    for col, view in zip(cols, views):
-        with col:
-            st.page_link(view.script, label=f"Open in {view.title}", icon=view.icon, query_params={"model": model_id})
+def trained_views(model_id: str, architecture: str) -> list[View]:
+    """The views a model just trained (`model_id`, of `architecture`) opens in: those of its family
+    (explorer.views.views_for), with Watch it learn when it kept snapshots."""
+    return views_for(FAMILY_OF_ARCHITECTURE[architecture], series=bool(series_steps(model_id)))
+
+
+def _open_links(model_id: str, architecture: str, per_row: int = 4) -> None:
+    """Links that open the trained model in each view it opens in, `per_row` a row."""
+    views = trained_views(model_id, architecture)
+    for first in range(0, len(views), per_row):
+        for col, view in zip(st.columns(per_row), views[first:first + per_row]):
+            with col:
+                st.page_link(view.script, label=f"Open in {view.title}", icon=view.icon,
+                             query_params={"model": model_id})
 
 
 def _job_panel() -> None:
@@ -211,10 +211,7 @@ def _finished_panel(job: TrainingJob) -> None:
         st.success(f"{word}: {md(job.model_id)} ({get(job.result.meta, 'train', 'seconds')} s). {summary}")
         for note in job.notes:
             st.info(md_message(note))
-        family = {"rnn_lm": "rnn-lm", "tiny_gpt": "decoder", "seq2seq": "seq2seq-rnn",
-                  "word2vec": "word2vec", "rnn_classifier": "rnn-classifier",
-                  "minilm_finetune": "encoder"}[job.spec.architecture]
-        _open_links(job.model_id, family + ("+series" if job.result.snapshots is not None else ""))
+        _open_links(job.model_id, job.spec.architecture)
         # a callable: the zip is built when the button is pressed, once per job (TrainingJob.zip_bytes keeps it)
         st.download_button("Download .safetensors + JSON (zip)", job.zip_bytes,
                            file_name=f"{job.spec.name}.zip", mime="application/zip", key="train_download")
