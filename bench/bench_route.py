@@ -8,11 +8,11 @@ The page is run once under Streamlit's AppTest (models loaded, caches warm), the
 rerun is watched with a profile hook (Python calls and returns only; C calls are not counted). Only the page's own
 run is counted (from its script's first line to its last), and only files of explorer/ and app_pages/. Printed:
 - files: the product files whose code ran;
-- moves: how often the innermost product frame changed file (a call into another file, or a return to one);
-- returns: moves into a file the route had already left;
-- folder moves: moves between folders (app_pages, explorer/ui, explorer/probes, explorer/viz, ...);
-- page <-> ui: moves from an explorer/ui module back into the page's script (a return to the page, or the page's
-  code called back from ui).
+- moves: how often the innermost product frame changed file (a call into another file, or a return from one);
+- calls between files, between folders: the distinct (caller, callee) pairs of files, of folders (app_pages,
+  explorer/ui, explorer/probes, explorer/viz, ...);
+- calls back: the distinct pairs where the callee's file is already on the stack below (a call back up the route);
+- page -> ui: the ui modules the page calls; ui -> page: the files that call the page's own code back.
 """
 from __future__ import annotations
 
@@ -39,10 +39,13 @@ def _product_file(frame: FrameType | None) -> str | None:
 
 
 class Route:
-    """The sequence of product files control stood in while the page's script ran."""
+    """The product files control stood in while the page's script ran, and the calls between them."""
 
     def __init__(self, page: str) -> None:
-        self.page, self.depth, self.files = str(ROOT / page), 0, []  # depth: >0 while the page's script runs
+        self.page, self.depth = str(ROOT / page), 0  # depth: >0 while the page's script runs
+        self.files: list[str] = []  # the file of the innermost product frame, each time it changes
+        self.edges: set[tuple[str, str]] = set()  # (caller file, callee file)
+        self.back: set[tuple[str, str]] = set()  # calls into a file already on the stack below: a call back
 
     def __call__(self, frame: FrameType, event: str, arg: object) -> None:
         if event not in ("call", "return"):
@@ -53,21 +56,28 @@ class Route:
         if self.depth <= 0 and not is_page_script:
             return
         here = _product_file(frame if event == "call" else frame.f_back)
+        if event == "call" and here is not None and frame.f_code.co_filename.startswith(PRODUCT):
+            caller = _product_file(frame.f_back)
+            if caller is not None and caller != here:
+                self.edges.add((caller, here))
+                below, f = set(), frame.f_back
+                while f is not None:
+                    below.add(_product_file(f))
+                    f = f.f_back
+                if here in below:
+                    self.back.add((caller, here))
         if here is not None and (not self.files or self.files[-1] != here):
             self.files.append(here)
 
     def summary(self) -> dict[str, int]:
         page = str(Path(self.page).relative_to(ROOT))
-        seen: set[str] = set()
-        returns = 0
-        for i, f in enumerate(self.files):
-            returns += f in seen and i > 0
-            seen.add(f)
-        layers = [f.split("/")[1] if f.startswith("explorer/") and f.count("/") > 1 else f for f in self.files]
-        hops = sum(1 for a, b in zip(layers, layers[1:]) if a != b)
-        back = sum(1 for a, b in zip(self.files, self.files[1:]) if a.startswith("explorer/ui/") and b == page)
-        return {"files": len(seen), "moves": max(len(self.files) - 1, 0), "returns": returns, "folder moves": hops,
-                "page <-> ui": back}
+        folder = {f: f.split("/")[1] if f.startswith("explorer/") and f.count("/") > 1 else f for f in self.files}
+        return {"files": len(set(self.files)), "moves": max(len(self.files) - 1, 0),
+                "calls between files": len(self.edges),
+                "calls between folders": len({(folder[a], folder[b]) for a, b in self.edges if folder[a] != folder[b]}),
+                "calls back": len(self.back),
+                "page -> ui": len({b for a, b in self.edges if a == page and b.startswith("explorer/ui/")}),
+                "ui -> page": sum(1 for a, b in self.edges if b == page)}
 
 
 def main() -> None:
@@ -98,7 +108,9 @@ def main() -> None:
     assert not at.exception, [e.value for e in at.exception]
     print(f"{args.view} ({page}), a new sentence: " + ", ".join(f"{k} {v}" for k, v in route.summary().items()))
     if args.list:
-        print("\n".join(dict.fromkeys(route.files)))
+        print("files, in the order entered:", *dict.fromkeys(route.files), sep="\n  ")
+        print("calls between files:", *(f"{a} -> {b}" + (" (back)" if (a, b) in route.back else "")
+                                         for a, b in sorted(route.edges)), sep="\n  ")
 
 
 if __name__ == "__main__":

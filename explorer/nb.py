@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from explorer.probes.masked_words import MaskedTrace
     from explorer.probes.position_formulas import SinusoidalTrace
     from explorer.probes.positional_encodings import LearnedTrace, SentenceTrace
+    from explorer.presenters.presentation import Presentation
     from explorer.probes.self_attention import AttentionTrace
     from explorer.probes.seq2seq import AlignmentTrace
     from explorer.probes.token_attribution import AttributionTrace
@@ -344,25 +345,51 @@ def lstm_gates(model: Model, text: str, gate: str | None = None, layer: int = 0,
 
 @_as_it_was
 def self_attention(model: Model, text: str, layer: int = 0, head: int = 0, how: str = "heads", pair: str = "",
-                   stream: str = "", projector: bool = False,
+                   stream: str = "", mode: str = _view("self-attention", "mode"), heads: Sequence[int] = (),
+                   token: int | None = None, hide: bool = False, text2: str = _view("self-attention", "text2"),
+                   pad: int = _view("self-attention", "pad"), compare: Model | None = None, projector: bool = False,
                    **read_args: Unpack[ReadArgs]) -> ViewResult[AttentionTrace]:
-    """Self-attention: figures "head_heatmap" (layer `layer`, head `head`; how="mean"/"max"/"rollout" over heads) and
-    "model_view" (every layer × head). trace: explorer.probes.self_attention.AttentionTrace (attentions: L, H, T, T)."""
+    """Self-attention, as the page draws it for `mode`: "head" (figures "head_heatmap": layer `layer`, head `head`,
+    how="mean"/"max"/"rollout" over heads, and "line_view"), "model" ("model_view": every layer × head, and
+    "head_heatmap"), "steps" (the Q·K/√d arithmetic of query `token`: "steps_bars", tables "steps" and "rope"),
+    "masks" ("mask", "masked_heatmap"; `pad` padding tokens) or "compare" (the same word in `text2`: "compare_bars",
+    "compare_a", "compare_b"). heads: more heads averaged with `head`; token: the query token (None: the page's, "it"
+    or the last word; -1: all); hide: special tokens hidden, rows renormalised; compare: a second model beside the
+    first ("head_heatmap_b", "head_heatmap_diff"). trace: explorer.probes.self_attention.AttentionTrace (attentions:
+    L, H, T, T)."""
+    from explorer.presenters import self_attention as V
     from explorer.probes import self_attention as P
-    from explorer.viz import self_attention as V
 
     loaded = read(model, **read_args)
-    trace = _run(P.attention_trace, loaded, text, pair, stream, arithmetic=False)  # as the page's first view
+    masks = mode == "masks" and loaded.tokenizer is not None and loaded.caps.alignment is None  # as the page pads
+    trace = _run(P.attention_trace, loaded, text, pair, stream, pad if masks else 0, arithmetic=mode == "steps")
     L, H = trace.attentions.shape[:2]
     if not (0 <= layer < L and 0 <= head < H):
         raise NotebookError(f"{loaded.id} has {L} layers × {H} heads; got layer {layer}, head {head}.")
-    theme = _theme(projector)
-    what = f"layer {layer}, head {head}" if how == "heads" else f"layer {layer}, {how} over heads"
-    return ViewResult("self-attention", loaded.id, {
-        "head_heatmap": V.head_heatmap(P.head_matrix(trace, layer, [head], how), trace.tokens, trace.key_tokens, what,
-                                       theme, zmax=None if how == "max" else 1.0),
-        "model_view": V.model_view(trace.thumbnails, len(trace.tokens), trace.stream_label, theme,
-                                   selected=(layer, head))}, trace, _notes(loaded, trace.notes))
+    if token is None:
+        token = P.default_query(trace.tokens, trace.special) if trace.tokens else -1
+    notes: list[str] = []
+    other = None
+    if compare is not None and mode in ("head", "model") and trace.tokens:
+        b = read(compare, **read_args)
+        try:
+            other = P.attention_trace(b, text, pair, stream, 0, arithmetic=False)
+        except P.AttentionError as exc:
+            notes.append(f"{b.id} cannot be compared here: {exc}")
+    second = _run(P.attention_trace, loaded, text2, "", stream, 0) if mode == "compare" and trace.tokens else None
+    shown = V.present(trace, mode, layer, [head, *(h for h in heads if h != head)], how, token, hide,
+                      _theme(projector), other, second)
+    return _result("self-attention", loaded, shown, trace, notes)
+
+
+def _result(view: str, loaded: LoadedModel, shown: Presentation, trace: TraceT,
+            *more: Sequence[str]) -> ViewResult[TraceT]:
+    """A presenter's answer as the notebook returns it: its figures, its tables as rows, and every sentence it
+    says (after what was inferred about the model)."""
+    tables = {name: [dict(zip(t.data, values)) for values in zip(*t.data.values())]
+              for name, t in shown.tables.items()}
+    return ViewResult(view, loaded.id, {name: panel.figure for name, panel in shown.figures.items()}, trace,
+                      _notes(loaded, *more, shown.texts()), tables)
 
 
 @_as_it_was

@@ -78,10 +78,11 @@ SCHEMES = {"byte-level": byte_level_bpe, "sentencepiece": sentencepiece_bytes, "
 FAMILY_SCHEME = {"gpt2": "byte-level", "llama": "sentencepiece", "t5": "sentencepiece-unigram", "bert": "wordpiece"}
 
 
-def save_tiny(root: Path, family: str, tokenizer=None, head: str = "") -> str:
+def save_tiny(root: Path, family: str, tokenizer=None, head: str = "", name: str = "") -> str:
     """Write a tiny random model of `family` (tests/families.py) reading with `tokenizer` (default: the family's
     real scheme) under root; returns its id `local:real-<family>`. head: a model class to use instead (e.g.
-    "BertForMaskedLM")."""
+    "BertForMaskedLM"); name: the folder and id to use instead (a model loaded in the same process under the
+    default id with another tokenizer stays in the model cache under that id)."""
     import transformers
 
     from families import FAMILIES
@@ -94,7 +95,7 @@ def save_tiny(root: Path, family: str, tokenizer=None, head: str = "") -> str:
     config = model_cls.config_class(vocab_size=len(tok), **{**kwargs, **ids})
     torch.manual_seed(0)
     model = model_cls(config).eval()
-    folder = root / f"real-{family}"
+    folder = root / (name or f"real-{family}")
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
-    return f"local:real-{family}"
+    return f"local:{folder.name}"

@@ -8,15 +8,19 @@ compared in tests/test_notebook.py (test_every_notebook_default_is_the_pages).
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from conftest import assert_no_exception, run_page
 from explorer import nb
 from explorer.views import BY_PATH, VIEWS
+from explorer.text.escape import md_unescape
 from hostile import HOSTILE_TEXTS
+from plotly_arrays import plotly_array
 from testkit.view_cases import CASES
 
 # what a page says about its own controls, never about the model's run
@@ -118,3 +122,55 @@ def test_the_notebook_says_what_the_page_says(path: str, text_case: str, monkeyp
     notes = [plain(n) for n in call(model, shown).notes]
     missing = [m for m in said if not any(m in n for n in notes)]
     assert not missing, f"the page says {missing}; nb says {notes}"
+
+
+# ------------------------------------------------------------------------ one presenter: the same figures' data
+def _arrays(trace: dict) -> dict[str, np.ndarray]:
+    """A Plotly trace's data arrays (z, x, y), numeric or text, as numpy arrays."""
+    return {k: plotly_array(trace[k]) for k in ("z", "x", "y") if k in trace and trace[k] is not None}
+
+
+def _same_data(page_spec: dict, fig) -> None:
+    ours = fig.to_plotly_json()["data"]
+    assert len(page_spec["data"]) == len(ours)
+    for a, b in zip(page_spec["data"], ours):
+        arr_a, arr_b = _arrays(a), _arrays(b)
+        assert arr_a.keys() == arr_b.keys()
+        for k in arr_a:
+            if arr_a[k].dtype.kind in "fiu":
+                np.testing.assert_allclose(arr_a[k].astype(float), arr_b[k].astype(float), atol=1e-6, err_msg=k)
+            else:
+                assert arr_a[k].tolist() == arr_b[k].tolist(), k
+
+
+PRESENTED = {  # view -> (model, page params, nb call): the views drawn by one presenter
+    **{f"self-attention {mode} {model}": (
+        "self-attention", {"model": model, "mode": mode, "layer": "1", "head": "1", "text": "the dog saw it",
+                           "text2": "the cat saw it"},
+        lambda model=model, mode=mode: nb.self_attention(model, "the dog saw it", layer=1, head=1, mode=mode,
+                                                         text2="the cat saw it"))
+       for mode in ("head", "model", "steps", "masks", "compare")
+       for model in ("builtin:tiny-gpt", "pretrained:minilm")},
+    "self-attention, a second model beside": (
+        "self-attention", {"model": "builtin:tiny-gpt", "compare": "builtin:tiny-gpt@98", "layer": "1", "head": "0",
+                           "text": "the dog saw it"},
+        lambda: nb.self_attention("builtin:tiny-gpt", "the dog saw it", layer=1, compare="builtin:tiny-gpt@98")),
+}
+
+
+@pytest.mark.parametrize("case", list(PRESENTED))
+def test_the_page_and_the_notebook_draw_the_same_figures(case: str) -> None:
+    """The page and nb call the same presenter: the same figures in the same order with the same data, and every
+    sentence the presenter says is on the page."""
+    path, query, call = PRESENTED[case]
+    at = run_page(BY_PATH[path].script, query)
+    assert_no_exception(at)
+    res = call()
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(specs) == len(res.figures) > 0, (len(specs), list(res.figures))
+    for spec, fig in zip(specs, res.figures.values()):
+        _same_data(spec, fig)
+    page_text = " ".join(md_unescape(str(e.value)) for e in [*at.info, *at.warning, *at.caption, *at.markdown])
+    loaded = nb.read(query["model"])
+    said = [n for n in res.notes if n not in loaded.notes]
+    assert said and all(" ".join(n.split()) in " ".join(page_text.split()) for n in said), said

@@ -156,6 +156,8 @@ NOT_SET = {("lstm_gates", "unit"): "None: the unit the page picks (its default 0
            ("lstm_gates", "gate"): "None: the page's c where the cell has one, else h (a GRU, an Elman RNN)",
            ("self_attention", "pair"): "'' and None: no second segment",
            ("self_attention", "stream"): "'': the model's own (the page: encoder)",
+           ("self_attention", "token"): "None: the page's query token (\"it\" or the last word; -1: all)",
+           ("self_attention", "compare"): "None: no second model (the page: none)",
            ("positional_encodings", "model"): "None: the formulas alone (the page opens on MiniLM)",
            ("token_attribution", "target"): "'' and None: the model's own prediction",
            ("token_attribution", "outputs"): "None: the page's default_outputs (the prediction alone on a large LM)",

@@ -219,11 +219,12 @@ def test_padding_and_special_tokens_are_named_as_the_model_names_them(tmp_path, 
     tok = byte_level_bpe()
     assert tok.pad_token == "<|endoftext|>" and "[PAD]" not in tok.get_vocab()
     monkeypatch.setenv("EXPLORER_MODEL_PATH", str(tmp_path))
-    mid = save_tiny(tmp_path, "llama", tok)
+    mid = save_tiny(tmp_path, "llama", tok, name="llama-byte-level-bpe")
     at = run_page(PAGE, {"model": mid, "mode": "masks", "pad": "2", "text": "The cat sat."})
     assert_no_exception(at)
     (panel,) = [m.value for m in at.markdown if "Padding mask" in m.value]
-    assert f"2 padding key(s) (“{md('<|endoftext|>')}”, the token this tokenizer pads with) get −∞" in panel
+    assert "2 padding key(s) (“<|endoftext|>”, the token this tokenizer pads with) get −∞" in md_unescape(panel)
+    assert f"“{md('<|endoftext|>')}”" in panel  # escaped as every model string is
     assert "[PAD]" not in md_unescape(panel)
     at = run_page(PAGE, {"model": "pretrained:minilm", "mode": "head", "hide": "1", "text": "The cat sat."})
     assert_no_exception(at)
@@ -240,5 +241,6 @@ def test_smollm2_pads_with_its_end_of_turn_token():
                   timeout=300)
     assert_no_exception(at)
     (panel,) = [m.value for m in at.markdown if "Padding mask" in m.value]
-    assert f"3 padding key(s) (“{md('<|im_end|>')}”, the token this tokenizer pads with)" in panel
+    assert "3 padding key(s) (“<|im_end|>”, the token this tokenizer pads with)" in md_unescape(panel)
+    assert f"“{md('<|im_end|>')}”" in panel
     assert "[PAD]" not in md_unescape(panel)

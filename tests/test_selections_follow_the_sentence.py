@@ -232,7 +232,7 @@ def test_typed_in_the_self_attention_fragment() -> None:
     assert_no_exception(at)
     assert at.selectbox(key="token").value == 7 and at.selectbox(key="token").options[8] == "query 7: table"
     assert at.query_params["token"] in ("7", ["7"])
-    live = [md_unescape(e.value) for e in at.caption if e.value.startswith("Live:")]
+    live = [md_unescape(e.value) for e in at.caption if md_unescape(e.value).startswith("Live:")]
     assert live and "“table” gives its largest weight" in live[0]
 
 

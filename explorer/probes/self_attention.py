@@ -25,7 +25,8 @@ import torch.nn.functional as F
 
 from explorer.adapters.protocols import HasAttention, Loaded
 from explorer.adapters.base import Record, Unsupported
-from explorer.data.examples import NATURAL
+from explorer.adapters import examples
+from explorer.data.examples import NATURAL, PRONOUN
 from explorer.adapters.text import Encoded
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
@@ -648,7 +649,7 @@ class PronounShift:
     have (0: its row is the same in both); change_at: its (layer, head). shift_at: the (layer, head) where the pronoun
     gives `first` more weight than `second` in A and `second` more than `first` in B, with the largest smaller margin
     of the two (None: no head does); weights_a, weights_b: (weight on first, weight on second) there; n_shift: how
-    many heads do; n_heads: L × H."""
+    many heads do; n_heads: L × H; sentences: (A, B)."""
 
     word: str
     first: str
@@ -660,6 +661,30 @@ class PronounShift:
     weights_b: tuple[float, float] = (0.0, 0.0)
     n_shift: int = 0
     n_heads: int = 0
+    sentences: tuple[str, str] = ("", "")
+
+
+def pronoun_example(loaded: Loaded, stream: str = "") -> PronounShift | None:
+    """pronoun_shift on the model's own pronoun pair (explorer.adapters.examples.pronoun_pair: the pair whose deciding
+    word it can read); None when its example sentences have no pair (a built-in's generated English) or the shift
+    cannot be read."""
+    pair = examples.pronoun_pair(loaded.adapter)
+    return pronoun_shift(loaded, *pair, *PRONOUN, stream) if pair else None
+
+
+def second_text(loaded: Loaded) -> str:
+    """What a second text given with the sentence is to this model: "target" (an encoder-decoder: the text its
+    decoder reads), "segment" (an encoder: a second sentence joined to the first by [SEP]) or "" (nothing)."""
+    if loaded.caps.alignment is not None:
+        return "target"
+    attention = loaded.caps.attention
+    return "segment" if attention is not None and attention.family == "encoder" else ""
+
+
+def compare_default(loaded: Loaded) -> str:
+    """The second sentence the two-sentence comparison opens on: the pronoun pair's second where the model offers
+    the pair, else its second example sentence ("" when it has none)."""
+    return examples.compare_default(loaded.adapter)
 
 
 def pronoun_shift(loaded: Loaded, a: str, b: str, word: str = "it", first: str = "animal", second: str = "street",
@@ -687,7 +712,7 @@ def pronoun_shift(loaded: Loaded, a: str, b: str, word: str = "it", first: str =
     return PronounShift(
         word, first, second, float(diff.max()), (int(change_at[0]), int(change_at[1])),
         lh if shifting.any() else None, (float(ra[lh][fa]), float(ra[lh][sa])), (float(rb[lh][fb]), float(rb[lh][sb])),
-        int(shifting.sum()), int(margin.size))
+        int(shifting.sum()), int(margin.size), (a, b))
 
 
 @dataclass(frozen=True)

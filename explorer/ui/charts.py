@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass
 from typing import Any, Hashable, Literal, Sequence, TypedDict, Unpack
 
 import numpy as np
@@ -23,6 +22,7 @@ from streamlit.dataframe_util import Data
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.elements.lib.layout_utils import Height, Width
 
+from explorer.presenters.presentation import Origin  # noqa: F401 (the pages' import)
 from explorer.ui import settings
 from explorer.viz.spec import Serialized, figure_spec, serialize
 from explorer.viz.theme import MIN_TEXT_PX, Theme, apply, export_config, label_every
@@ -35,18 +35,6 @@ from explorer.viz.theme import MIN_TEXT_PX, Theme, apply, export_config, label_e
 # page below it arrives 40 ms later). The script thread sleeps: no CPU, no lock held.
 PAINT_PAUSE_S = 0.04
 _pause = time.sleep
-
-
-@dataclass(frozen=True)
-class Origin:
-    """What a panel's numbers are, shown as a badge above the panel.
-
-    kind: "model" (read from this model's own run), "recomputed" (recomputed from its weights, equal to the run
-    to the error stated in `detail`), "illustration" (a formula on chosen numbers, no model) or "file" (read from
-    an uploaded file); detail: one sentence saying more (computed values, not constants)."""
-
-    kind: str
-    detail: str = ""
 
 
 BADGES = {"model": ("Model", "blue", "read from this model's own run."),

@@ -29,7 +29,8 @@ from explorer.ui.compare import compare_picker
 from explorer.ui.state import Controls
 from explorer.ui.training_steps import trained_model
 from explorer.ui.widgets import model_picker, model_sentence, sentence_input
-from explorer.ui.word_embeddings import file_table, fit_status, follow_default, model_table, projection
+from explorer.ui.state import follow_default
+from explorer.ui.word_embeddings import file_table, fit_status, model_table, projection
 from explorer.viz import word_embeddings as V
 from explorer.viz.theme import Theme
 

@@ -132,14 +132,3 @@ def _progress(job: FitJob) -> None:
     st.progress(job.fraction, text=f"Computing the {job.label} in the background ({job.elapsed:.0f} s): "
                                    f"{md_message(job.message)}. It is shared by every session of this server and shown "
                                    "here when ready; PCA meanwhile.")
-
-
-def follow_default(key: str, default: str) -> None:
-    """Call before the widget `key` is drawn: a value that is still the default the page put there for another
-    model follows the model (the same-word pair: causal models need the deciding words first). A value typed, or
-    given by the URL, is kept."""
-    mark = f"_default_{key}"
-    previous = st.session_state.get(mark)
-    if previous is not None and previous != default and st.session_state.get(key) == previous:
-        st.session_state[key] = default
-    st.session_state[mark] = default
