@@ -1,5 +1,6 @@
 """Neural NLP Explorer: the library behind the Streamlit app (no streamlit import outside explorer.ui).
 
-The folders are the architecture, lowest first: runtime, text, files, data, models, adapters, loading, views,
-metrics, projections, probes, training, lessons, viz, ui, startup (docs/ARCHITECTURE.md; tests/test_architecture.py).
+The folders are the architecture, lowest first: runtime, text, files, data, models, adapters, loading, param_kinds,
+views, metrics, projections, probes, training, lessons, viz, presenters, nb, ui, startup (docs/ARCHITECTURE.md;
+tests/test_architecture.py).
 """
