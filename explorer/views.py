@@ -103,6 +103,17 @@ class View:
     heavy: bool = False  # a run on a large model takes seconds: its sentence is read on Enter, not while typing
     task: str | None = None  # the Hugging Face head its models are loaded with (loaders.load_model); None: their own
 
+    @property
+    def parts(self) -> dict[str, str]:
+        """Where this view lives, each part named after its page (app_pages/<name>.py): "page", and those of
+        "probe" (explorer/probes/<name>.py: the computation, returning a Trace), "presenter" (explorer/presenters/
+        <name>.py: Trace + settings -> Presentation) and "figures" (explorer/viz/<name>.py) that exist, as paths from
+        the repository root. The notebook's function for the view is explorer.nb.<name>."""
+        name = self.script.removeprefix("app_pages/").removesuffix(".py")
+        paths = {"page": self.script, "probe": f"explorer/probes/{name}.py",
+                 "presenter": f"explorer/presenters/{name}.py", "figures": f"explorer/viz/{name}.py"}
+        return {kind: path for kind, path in paths.items() if (app_root() / path).exists()}
+
 
 def default_models() -> list[tuple[str, str | None]]:
     """(model id, task) of every view's declared default models: what a class opens, kept loaded by the server."""

@@ -487,7 +487,40 @@ def test_the_worked_examples_other_blocks_name_real_things() -> None:
     exec(next(b for b in blocks if "VIEWS.append(View(" in b), space)
     (view,) = space["VIEWS"]
     page = next(b for b in blocks if "Controls(" in b)
-    assert view.sentences in PURPOSES and f'key="{view.main}"' in page and f'Controls("{view.url_path}")' in page
+    presenter = next(b for b in blocks if "def present(" in b)
+    assert view.sentences in PURPOSES and f'Controls("{view.url_path}")' in page
+    assert f'p.figure("{view.main}"' in presenter and f'{{"{view.main}": {{"fold": True}}}}' in page  # main chart
+
+
+def test_the_guide_is_a_map_of_at_most_350_lines() -> None:
+    assert len(GUIDE.read_text(encoding="utf-8").splitlines()) <= 350
+
+
+def _imports_anywhere(path: Path) -> set[str]:
+    """Every module `path` imports, at its top or inside a function (`from a import b`: a and a.b)."""
+    nodes = list(ast.walk(_tree(path)))
+    return {n.module or "" for n in nodes if isinstance(n, ast.ImportFrom)} | \
+        {f"{n.module}.{a.name}" for n in nodes if isinstance(n, ast.ImportFrom) for a in n.names} | \
+        {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names}
+
+
+def test_each_view_is_found_from_its_declaration() -> None:
+    """Issue 58: a view's parts are named after its page (View.parts). Each view that shows a model's run has a
+    probe (or, for Watch it learn, explorer/training/curves.py), a presenter and figures; its page and the notebook
+    both call the presenter, and no other page does."""
+    from explorer.views import VIEWS
+
+    nb_imports = _imports_anywhere(ROOT / "explorer" / "nb.py")
+    for view in VIEWS:
+        if view.needs is None:
+            continue
+        parts = view.parts
+        assert {"page", "presenter", "figures"} <= parts.keys(), (view.url_path, sorted(parts))
+        presenter = parts["presenter"].removesuffix(".py").replace("/", ".")
+        assert presenter in _imports_anywhere(ROOT / parts["page"]), view.url_path
+        assert presenter in nb_imports, view.url_path
+        others = [p.name for p in PAGES if p != ROOT / parts["page"] and presenter in _imports_anywhere(p)]
+        assert others == [], (view.url_path, others)
 
 
 def _string_map(node: ast.Dict) -> dict[str, tuple[str, ...]]:
