@@ -3,16 +3,16 @@ import streamlit as st
 
 from explorer.loading.catalogue import builtin_names
 from explorer.adapters.generation import LABELS, DecodingError, Strategy
+from explorer.presenters import decoding_strategies as P
 from explorer.text.escape import md, md_message
 from explorer.probes import decoding_strategies as D
 from explorer.runtime.errors import ViewError
-from explorer.ui import decoding_sections as S
-from explorer.ui import settings
 from explorer.ui.cache import get_model, probe
+from explorer.ui.charts import caption
 from explorer.ui.compare import compare_picker
+from explorer.ui.present import draw, notice, theme
 from explorer.ui.state import Controls
-from explorer.ui.charts import Origin, caption, show, table
-from explorer.ui.widgets import model_picker, model_sentence, page_header, reads_on_enter, top_row, what_to_notice
+from explorer.ui.widgets import model_picker, model_sentence, page_header, reads_on_enter, top_row
 from explorer.viz import decoding_strategies as V
 
 c = Controls("decoding-strategies")
@@ -102,18 +102,13 @@ def so_far(shown: tuple[tuple[str, str], ...]) -> None:
 
 run = probe(D.decode_all, loaded, text, strategies, seed, max_new, n, stop_eos, chat, system if chat else "",
             partial=so_far, heavy=True, progress=True)
-OWN = Origin("model", f"{md(model_id)}'s own log-probabilities (T = 1, whatever the strategy sampled from; seed "
-                      f"{seed}).")
 # -------------------------------------------------------------------------------------------- columns
-cols = st.columns(len(run.generations))
-for col, gen in zip(cols, run.generations):
+for col, gen in zip(st.columns(len(run.generations)), run.generations):
     with col:
         st.markdown(f"**{LABELS.get(gen.strategy.kind)}** :gray[{md(gen.strategy.params_text)}]")
-        for note in gen.notes:
-            st.warning(md_message(note))
+        draw(P.column(gen))
         out = gen.outputs[0]
-        st.html(V.tokens_html("" if run.is_encoder_decoder or run.chat else "…", out.tokens, out.logprobs,
-                              max_lines=V.OUTPUT_LINES))
+        st.html(V.tokens_html(P.lead(run), out.tokens, out.logprobs, max_lines=V.OUTPUT_LINES))
 run_b = None  # the second model (?compare=): the same prompt, strategies, seed and settings
 other = get_model(other_id) if other_id is not None else None
 if other is not None:
@@ -128,35 +123,43 @@ if other is not None:
         st.markdown(f"**Compared with {md(other_id)}** (same prompt, strategies, seed and settings):")
         for col, gen in zip(st.columns(len(run_b.generations)), run_b.generations):
             with col:
-                st.html(V.tokens_html("" if run_b.is_encoder_decoder or run_b.chat else "…", gen.outputs[0].tokens,
-                                      gen.outputs[0].logprobs, max_lines=V.OUTPUT_LINES))
-theme = settings.theme()
-show(V.logprob_lines([LABELS.get(g.strategy.kind, "") for g in run.generations],
-                     [g.outputs[0].logprobs for g in run.generations], theme, run.prompt_text, reply=run.chat,
-                     second=None if run_b is None else [g.outputs[0].logprobs for g in run_b.generations],
-                     names=(model_id, other_id or ""), source=run.is_encoder_decoder),
-     OWN if run_b is None else Origin("model", f"each model's own log-probabilities of its own output (T = 1; "
-                                               f"{md(model_id)} solid, {md(other_id)} dashed; seed {seed})."),
-     key="logprobs", filename="logprobs", fold=V.FOLD)
-caption(md_message(V.settings_line(seed, max_new, min_new, stop_eos, n, strategies)
-                      + " · " + V.prompt_line(run.prompt_tokens, run.is_encoder_decoder, run.chat)))
-if template is not None:
-    caption(md_message(V.chat_line(model_id, template, run.chat, run.system, stop_eos)))
-for note in (*run.notes, D.unknown_note(loaded, run.generations)):  # under the chart: the first screen
-    if note:  # is the chart's
-        st.info(md_message(note))
-with st.expander("Metrics of each output, and every sample"):
-    table(V.metric_columns(run.generations), Origin("model", "metrics of each column's output under the model's own "
-                                                             "distribution."))
-    for gen in run.generations:  # every output in full (the columns above scroll after a few lines)
-        st.markdown(f"**{gen.strategy.label}**: " + " · ".join(f"({i + 1}) {md(o.text)}" if len(gen.outputs) > 1
-                                                             else md(o.text) for i, o in enumerate(gen.outputs)))
+                st.html(V.tokens_html(P.lead(run_b), gen.outputs[0].tokens, gen.outputs[0].logprobs,
+                                      max_lines=V.OUTPUT_LINES))
+draw(P.overview(run, theme(), max_new, min_new, stop_eos, n, strategies, template,
+                D.unknown_note(loaded, run.generations), run_b), {"logprobs": {"fold": V.FOLD}})
+with st.expander(P.SAMPLES):
+    draw(P.samples(run))
 
-section: str = c.radio("section", format_func=S.SECTIONS.get, label_visibility="collapsed")
+section: str = c.radio("section", format_func=P.SECTIONS.get, label_visibility="collapsed")
 if section == "step":
-    S.step_section(c, loaded, run, other, run_b, model_id, other_id, theme)
+    labels = [g.strategy.label for g in run.generations]
+    which = c.selectbox("col", list(range(len(labels))), format_func=lambda i: labels[i])
+    gen = run.generations[which]
+    out = gen.outputs[0]
+    sv = sv_b = at_a = None
+    if out.ids:
+        s1, s2 = st.columns(2)
+        with s1:
+            step = c.token("step", out.tokens, c.params["step"].default, first=1, slider=True,  # follows the output
+                           hi=max(len(out.ids), 2))
+            step = min(step, len(out.ids))
+        with s2:
+            view_t = c.number("view_t", slider=True, default=P.view_t(gen))
+        sv = probe(D.step_view, loaded, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
+        if other is not None and run_b is not None and D.reads_alike(other, run, run_b, sv.vocab_size):
+            sv_b = probe(D.step_view, other, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t)
+            at_a = probe(D.step_view, other, run.prompt_ids, run.start_ids, out.ids, gen.strategy, step - 1, view_t,
+                         ids=tuple(int(i) for i in sv.ids))
+    draw(P.step(gen, sv, theme(), model_id, None if run_b is None else run_b.model_id, sv_b, at_a),
+         {"step_bars": {"share": 1.0}, "step_bars_b": {"share": 1.0}})
 elif section == "beam":
-    S.tree_section(run, OWN, theme)
+    draw(P.tree(run, theme()))
 else:
-    S.tradeoff_section(c, run, n, OWN, theme)
-what_to_notice(S.notices(run))
+    draw(P.summary(run))
+    x1, x2 = st.columns(2)
+    with x1:
+        x_axis: str = c.radio("x")
+    with x2:
+        y_axis: str = c.radio("y")
+    draw(P.tradeoff(run, n, x_axis, y_axis, theme()))
+notice(P.notices(run))

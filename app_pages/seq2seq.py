@@ -1,21 +1,23 @@
 """Seq2seq alignment: Bahdanau and Luong attention, HF cross-attention, step-by-step decoding and beam search."""
 import streamlit as st
 
-from explorer.probes.seq2seq import Seq2SeqError, alignment_trace
-from explorer.text.escape import md, md_message
-from explorer.ui import seq2seq_panels as P
-from explorer.ui import settings
+from explorer.loading.catalogue import builtin_metas
+from explorer.presenters import seq2seq as P
+from explorer.probes.seq2seq import Seq2SeqError, alignment_trace, builtin_length_curves, corpus_of, length_accuracy
+from explorer.text.escape import md_message
 from explorer.ui.cache import get_model, probe
-from explorer.ui.charts import caption
+from explorer.ui.present import Place, draw, notice, theme
 from explorer.ui.state import Controls
-from explorer.ui.widgets import model_and_sentence, model_picker, page_header, what_to_notice
+from explorer.ui.widgets import model_and_sentence, model_picker, page_header
 
 c = Controls("seq2seq")
-DECODING = {"greedy": "greedy decoding", "beam": "beam search"}
+ALONE: dict[str, Place] = {"alignment": {"fold": True}, "reliance": {"key": "reliance_a", "fold": P.COMPARED_FOLD}}
+BESIDE: dict[str, Place] = {name: {"fold": P.COMPARED_FOLD, "share": 0.5} for name in ("alignment", "alignment_b")}
+BESIDE |= {"reliance": {"key": "reliance_a", "fold": P.COMPARED_FOLD, "share": 0.5},
+           "reliance_b": {"fold": P.COMPARED_FOLD, "share": 0.5}}
 page_header("Seq2seq alignment", "Type a source sentence: the encoder–decoder translates it, and the attention "
             "shows which source words each output word reads. Step through the decoding, force a translation, "
             "compare models, and watch beam search.")
-theme = settings.theme()
 
 model_id, loaded, text = model_and_sentence(c, label="Source sentence")
 
@@ -28,18 +30,15 @@ with options:
     model2_id = model_picker(c.view.needs, default="none", label=c.params["model2"].label, key="model2",
                              none_label="— no second model —")
 with c_decoding:
-    decoding: str = c.selectbox("decoding", format_func=DECODING.get, disabled=bool(target.strip()),
-                           label_visibility="collapsed")
+    decoding: str = c.selectbox("decoding", format_func=P.DECODING.get, disabled=bool(target.strip()),
+                                label_visibility="collapsed")
 beam = c.params["beam"].default
 if decoding == "beam" and not target.strip():
     with options:
         beam = c.number("beam", slider=True)
 
 trace = probe(alignment_trace, loaded, text, target, decoding, beam)  # a Seq2SeqError: said, the page stops
-for note in trace.notes:
-    st.info(md_message(note))
-for warning in trace.warnings:
-    st.warning(md_message(warning))
+draw(P.messages(trace))
 if not trace.out_ids:
     st.stop()
 
@@ -47,18 +46,14 @@ layer, head = 0, "mean"
 if trace.kind == "hf":
     with c_layer:
         layer = c.selectbox("layer", list(range(trace.n_layers)), default=trace.n_layers - 1,
-                            format_func=lambda i: f"layer {i}", label_visibility="collapsed")
+                            format_func=P.layer_label, label_visibility="collapsed")
     with c_head:
         head = c.selectbox("head", ["mean", *map(str, range(trace.n_heads))], label_visibility="collapsed",
-                           format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
+                           format_func=P.head_label)
 
 T = len(trace.out_ids)
 charts = st.container()  # the heatmap(s), drawn once the step slider under them has a value (its row is outlined)
-mode_text = {"greedy": "greedy decoding", "beam": f"beam search (beam size {trace.beam_size})",
-             "forced": "your target, teacher-forced"}[trace.mode]
-st.markdown(f"**Output** ({mode_text}): {md(trace.output_text) or '∅ (only the end token)'}")
-caption(f"{len(trace.src_tokens)} source tokens → {T} output steps · sum log p = {trace.step_logprobs.sum():.4f}"
-           + (f" · teacher-forced loss (mean cross-entropy) = {trace.loss:.5f}" if trace.mode == "forced" else ""))
+draw(P.output(trace))
 step = c.token("step", trace.out_tokens, c.params["step"].default, slider=True) if T > 1 else 0  # follows the output
 step = min(step, T - 1)
 
@@ -66,13 +61,12 @@ step = min(step, T - 1)
 def alignment_charts() -> None:
     """The model's heatmap (key "alignment": the view's main chart), or both models' side by side."""
     if model2_id == "none":
-        P.show_alignment(trace, "a", layer, head, step)
+        draw(P.alignment(trace, layer, head, step, theme()), ALONE)
         return
     loaded2 = get_model(model2_id)
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**{md(model_id)}**: {md(trace.output_text)}")
-        P.show_alignment(trace, "a", layer, head, step, fold=P.COMPARED_FOLD, share=0.5)
+        draw(P.beside(trace, layer, head, step, theme()), BESIDE)
     with right:
         if loaded2 is None:
             return
@@ -81,29 +75,35 @@ def alignment_charts() -> None:
         except Seq2SeqError as exc:
             st.warning(md_message(exc))
             return
-        for warning in trace2.warnings:
-            st.warning(md_message(warning))
-        st.markdown(f"**{md(model2_id)}**: {md(trace2.output_text)}")
-        if trace2.out_ids:
-            l2 = min(layer, max(trace2.n_layers - 1, 0))
-            h2 = head if head == "mean" or int(head) < trace2.n_heads else "mean"
-            P.show_alignment(trace2, "b", l2, h2, step if step < len(trace2.out_ids) else None, fold=P.COMPARED_FOLD,
-                             share=0.5)
+        draw(P.beside(trace2, layer, head, step, theme(), "b"), BESIDE)
 
 
 with charts:
     alignment_charts()
 
-
-PANELS = {"step": "Step by step", "length": "Accuracy against source length", "beam": "Beam search tree"}
-panels = ["step", "length"] + (["beam"] if trace.mode == "beam" and trace.beam else [])
-panel = c.radio("panel", panels, default="beam" if "beam" in panels else "step", format_func=PANELS.get)
+offered, first = P.panels(trace)
+panel = c.radio("panel", offered, default=first, format_func=P.PANELS.get)
 
 if panel == "step":
-    P.step_panel(trace, step, layer, head)
+    draw(P.step_head(trace, step))
+    left, right = st.columns([3, 2])
+    with left:
+        draw(P.step_weights(trace, step, layer, head, theme()), {"step_weights": {"share": 0.6}})
+    with right:
+        draw(P.candidates(trace, step))
+    draw(P.step_math(trace, step, layer, head))
 elif panel == "beam":
-    P.tree_panel(trace)
+    draw(P.tree(trace, theme()))
 else:
-    P.length_panel(c, loaded, model2_id)
+    draw(P.length_head())
+    curves = []
+    for lm in [loaded] + ([get_model(model2_id)] if model2_id != "none" else []):
+        if lm is not None and lm.caps.alignment is not None:  # a Hugging Face one has no curve: the probe says so
+            try:
+                curves.append(probe(length_accuracy, lm, raising=True))
+            except Seq2SeqError:  # no curve for this model: the caption says which have one
+                pass
+    builtins = builtin_length_curves(builtin_metas(), corpus_of(loaded)) if c.toggle("allcurves") else ()
+    draw(P.lengths(curves, builtins, theme()))
 
-what_to_notice(P.NOTICE)
+notice(P.NOTICE)

@@ -240,7 +240,8 @@ def test_the_notebook_takes_label_names_and_a_second_sentence() -> None:
                     labels=["negative", "positive"], label="negative", foil="positive")
     assert r.trace.labels == ("negative", "positive")
     bars = r.figures["labels"].data
-    assert [b.name for b in bars] == ["A", "B"] and all(len(b.x) == 2 for b in bars)
+    assert [b.name for b in bars] == ["A: the film was good", "B: the film was not good"]  # the page's legend
+    assert all(len(b.x) == 2 for b in bars)
     with pytest.raises(nb.NotebookError, match="no label 'great'"):
         nb.classify(LastState().eval(), "the film", vocab=WORDS, label="great")
 

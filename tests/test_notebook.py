@@ -104,9 +104,9 @@ def test_each_view_of_the_catalogue_models() -> None:
     np.testing.assert_allclose(_z(s["alignment"]).sum(axis=1), 1.0, atol=1e-5)  # each output's weights sum to 1
     w = nb.word_embeddings("builtin:lstm-lm", words="dog cat", nn="dog", k=5)
     assert len(w.tables["neighbours"]) == 5 and w.tables["neighbours"][0]["word"] != "dog"
-    pe = nb.positional_encodings()
-    assert pe.notes == ("An illustration of the formula, not a model's table.",)
-    np.testing.assert_allclose(_z(pe["table"])[3, :2], [np.sin(3.0), np.cos(3.0)], atol=1e-6)
+    pe = nb.positional_encodings()  # the sinusoidal panel: what the page says under the table
+    assert pe.notes[0].startswith("The square marks position 10, dimension 8 (pair 4): PE = ")
+    np.testing.assert_allclose(_z(pe["pe_heatmap"])[3, :2], [np.sin(3.0), np.cos(3.0)], atol=1e-6)
     c = nb.training_curves("builtin:lstm-lm")
     np.testing.assert_allclose(c.trace.curves["held-out loss"], recorded("builtin:lstm-lm").curves["held-out loss"])
     d = nb.decoding_strategies("builtin:tiny-gpt", "the dog", strategies=("greedy", "beam"), max_new=5)
@@ -154,6 +154,8 @@ NB_VIEWS = {"lstm_gates": "lstm-gates", "self_attention": "self-attention", "pos
             "seq2seq": "seq2seq", "training_curves": "training-curves", "classify": "decision", "tag": "decision"}
 NOT_SET = {("lstm_gates", "unit"): "None: the unit the page picks (its default 0)",
            ("lstm_gates", "gate"): "None: the page's c where the cell has one, else h (a GRU, an Elman RNN)",
+           ("lstm_gates", "compare"): "None: no second model (the page: none)",
+           ("masked_words", "compare"): "None: no second model (the page: none)",
            ("self_attention", "pair"): "'' and None: no second segment",
            ("self_attention", "stream"): "'': the model's own (the page: encoder)",
            ("self_attention", "token"): "None: the page's query token (\"it\" or the last word; -1: all)",
@@ -162,10 +164,26 @@ NOT_SET = {("lstm_gates", "unit"): "None: the unit the page picks (its default 0
            ("token_attribution", "target"): "'' and None: the model's own prediction",
            ("token_attribution", "outputs"): "None: the page's default_outputs (the prediction alone on a large LM)",
            ("positional_encodings", "text"): "'' and None: no sentence",
+           ("positional_encodings", "panel"): "None: the panel the arguments ask for (a sentence, a model's positions, "
+                                              "else the sinusoidal table)",
+           ("positional_encodings", "compare"): "None: no second model (the page: none)",
+           ("word_embeddings", "s1"): "None: the model's own pair (contextual_embeddings.drift_pair), as the page's",
+           ("word_embeddings", "s2"): "None: the model's own pair (contextual_embeddings.drift_pair), as the page's",
+           ("word_embeddings", "dw"): "None: the model's own pair (contextual_embeddings.drift_pair), as the page's",
+           ("word_embeddings", "compare"): "None: no second model (the page: none)",
            ("seq2seq", "layer"): "None: the page's last layer of a Hugging Face encoder-decoder (0 of a recurrent one)",
+           ("seq2seq", "panel"): "None: the page's (the beam tree after a beam search, else the step)",
+           ("seq2seq", "model2"): "None: no second model (the page: none)",
+           ("decoding_strategies", "view_t"): "None: the page's (the column's temperature where it samples, else 1)",
+           ("decoding_strategies", "compare"): "None: no second model (the page: none)",
+           ("interventions", "compare"): "None: no second model (the page: none)",
            ("classify", "label"): "None and -1: the chosen label", ("classify", "foil"): "None and -1: no foil",
            ("tag", "label"): "None and -1: the chosen label", ("tag", "foil"): "None and -1: no foil",
-           ("tag", "token"): "-1 and None: the last word"}
+           ("tag", "token"): "-1 and None: the last word",
+           ("token_attribution", "compare"): "None: no second model (the page: none)",
+           ("logit_lens", "compare"): "None: no second model (the page: none)",
+           ("classify", "compare"): "None: no second model (the page: none)",
+           ("tag", "compare"): "None: no second model (the page: none)"}
 
 
 def test_every_notebook_default_is_the_pages() -> None:
@@ -195,7 +213,7 @@ def test_the_notebook_gives_the_pages_completeness_warning() -> None:
     res = nb.token_attribution("builtin:tiny-gpt", "the keys to the cabinet are", steps=2)
     said = completeness_warning(res.trace, 1024)
     assert said and said in res.notes
-    assert not any("error" in n and "of the change" in n for n in
+    assert not any("do not add up" in n for n in  # gradient × input has no integral to warn about
                    nb.token_attribution("builtin:tiny-gpt", "the keys to the cabinet are",
                                         method="gradient × input", steps=2).notes)
 

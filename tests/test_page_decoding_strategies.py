@@ -34,8 +34,10 @@ def test_url_params():
     assert not at.error
     assert at.session_state["seed"] == 7 and at.session_state["k"] == 5
     assert at.session_state["temperature"] == pytest.approx(0.7)
-    heads = [m.value for m in at.markdown if m.value.startswith("**")]
-    assert any("k=5, T=0.7" in h for h in heads) and len([h for h in heads if "(" in h or "Greedy" in h]) >= 6
+    heads = [m.value for m in at.markdown if m.value.startswith("**")]  # each column's strategy and settings
+    samples = [md_unescape(m.value) for m in at.markdown]  # every column's outputs in full, strategy first
+    assert any("k=5, T=0.7" in h for h in heads)
+    assert len([s for s in samples if "(1)" in s or s.startswith("Greedy")]) >= 6
 
 
 def test_bad_inputs():

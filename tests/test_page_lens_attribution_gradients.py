@@ -89,7 +89,7 @@ def test_attribution_page_text_and_completeness():
     # 16 evaluations leave some outputs above 1 % on this sentence: the page warns about exactly those
     assert tr.unconverged and [md_unescape(w.value) for w in at.warning] == [completeness_warning(tr, 1024)]
     markdown = " ".join(md_unescape(m.value) for m in at.markdown)
-    assert "onto “are”** (red raises its log-probability, blue lowers it)" in markdown
+    assert "onto “are” (red raises its log-probability, blue lowers it)" in markdown
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": "🙂"})
     assert_no_exception(at)
     assert at.info

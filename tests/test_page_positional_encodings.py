@@ -198,13 +198,13 @@ def test_captions_print_the_computed_values() -> None:
 
     at = run_page(PAGE, {"panel": "sinusoidal", "d_model": "16", "n_pos": "100", "base": "10000"})
     assert_no_exception(at)
-    notice = " ".join(str(m.value) for m in at.markdown)
+    notice = " ".join(md_unescape(m.value) for m in at.markdown)
     want = sinusoidal(100, 16, 10000.0).wavelength[-1]
     assert f"{want:,.6g}" in notice and round(want) == 19869 and "2π·n:" not in notice
     assert f"√(d/2) = {8 ** 0.5:.6g}" in notice
     at = run_page(PAGE, {"panel": "similarity", "d_model": "128", "n_pos": "2048", "k": "50"})
     assert_no_exception(at)
-    notice = " ".join(str(m.value) for m in at.markdown)
+    notice = " ".join(md_unescape(m.value) for m in at.markdown)
     rot = rotation_check(2048, 128, 10000.0, 50)
     assert rot.max_error > 1e-14 and f"at most {rot.max_error:.1e} here (at p = {rot.worst})" in notice
     assert "1e-15" not in notice

@@ -16,9 +16,8 @@ CODE_FILES = sorted([*APP_FILES, *(ROOT / "bench").rglob("*.py")])
 # Every place that hands markup to the browser as HTML, audited: (file, function, what it renders).
 UNSAFE_HTML_AUDIT: set[tuple[str, str, str]] = set()
 ST_HTML_AUDIT = {  # st.html: only the builders that escape every token (tested below and in test_hostile_probes)
-    ("app_pages/token_attribution.py", "html", "V.attribution_html"),
-    ("app_pages/lstm_gates.py", "html", "V.colored_tokens_html"),
     ("app_pages/decoding_strategies.py", "html", "V.tokens_html"),
+    ("explorer/ui/present.py", "html", "p.markup[what]"),  # a presenter's HTML, from the viz builders below
     ("explorer/ui/settings.py", "html", "PROJECTOR_CSS if projector() else BASE_CSS"),  # module constants: static CSS
     ("explorer/ui/lessons.py", "html", "SCROLL_SCRIPT.format"),  # a constant script, a counter put in (below)
     ("explorer/ui/lessons.py", "html", "KEYS_SCRIPT"),  # a constant script: ← and → move between lesson steps
@@ -135,8 +134,17 @@ def test_the_only_scripts_are_constants() -> None:
     assert isinstance(lessons.KEYS_SCRIPT, str) and "ArrowRight" in lessons.KEYS_SCRIPT  # a literal, used as is
 
 
+HTML_BUILDERS = {"viz.colored_tokens_html", "viz.attribution_html", "V.tokens_html"}  # escape every token (below)
+
+
 def test_st_html_only_through_escaping_builders() -> None:
     assert _html_sites(None) == ST_HTML_AUDIT
+    presenters = sorted((ROOT / "explorer" / "presenters").glob("*.py"))
+    calls = [c for path in presenters for c in _calls(path) if _name(c.func) == "p.html"]
+    # a presenter's HTML is the output of a builder that escapes: p.html(name, builder(...))
+    assert len(calls) >= 2 and all(len(c.args) == 2 and isinstance(c.args[1], ast.Call) for c in calls)
+    presented = {(c.lineno, _name(c.args[1].func)) for c in calls}
+    assert {builder for _, builder in presented} <= HTML_BUILDERS, presented
     from explorer.viz import token_attribution as attribution, decoding_strategies as decoding, lstm_gates as rnn_gates
     import numpy as np
 

@@ -205,6 +205,7 @@ def test_watch_it_learn_follows_a_classifiers_accuracy_and_decision_over_its_sna
 
     from explorer.loading.catalogue import series_steps
     from explorer.probes.decision import decide
+    from explorer.text.escape import md_unescape
     from explorer.training import curves as TC
 
     read = read_labelled(_csv(MOODS * 4))
@@ -233,4 +234,5 @@ def test_watch_it_learn_follows_a_classifiers_accuracy_and_decision_over_its_sna
     from plotly_arrays import plotly_array
 
     np.testing.assert_allclose(plotly_array(drawn[TC.ACCURACY]), c.curves[TC.ACCURACY], atol=1e-9)
-    assert f"held-out accuracy: {c.curves[TC.ACCURACY][-1]:.3f} at the end" in " ".join(x.value for x in at.caption)
+    assert f"held-out accuracy: {c.curves[TC.ACCURACY][-1]:.3f} at the end" in " ".join(md_unescape(x.value)
+                                                                                       for x in at.caption)

@@ -14,6 +14,7 @@ from explorer.data import english
 from explorer.loading.loaders import load_model
 from explorer.probes.lstm_gates import rnn_gates
 from explorer.probes.self_attention import attention_trace
+from explorer.text.escape import md_unescape
 from explorer.training import curves as TC
 from plotly_arrays import plotly_array
 
@@ -145,7 +146,7 @@ def test_the_view_draws_the_measured_curves_and_every_head(gpt) -> None:
     np.testing.assert_allclose(plotly_array(heads["data"][0]["z"]), gpt.heads[TC.INDUCTION].reshape(S, L * H).T,
                                atol=1e-6)
     assert heads["data"][0]["zmin"] == 0 and heads["data"][0]["zmax"] == 1
-    captions = " | ".join(c.value for c in at.caption)
+    captions = " | ".join(md_unescape(c.value) for c in at.caption)
     step = int(gpt.steps[np.argmax(gpt.curves[TC.AGREEMENT] >= 0.9)])
     assert f"agreement: {gpt.curves[TC.AGREEMENT][-1]:.3f} at the end, first ≥ 0.9 at step {step:,}" in captions
 

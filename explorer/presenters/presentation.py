@@ -23,11 +23,23 @@ class Origin:
 
 @dataclass(frozen=True)
 class Panel:
-    """A figure and what its numbers are; filename: the stem its download is saved under."""
+    """A figure and what its numbers are; filename: the stem its download is saved under; overlay: a small figure
+    whose traces are drawn on top of `figure` (e.g. typed words over a cached 30,000-point projection: the page
+    converts only the overlay when it alone changes; the notebook returns the two merged)."""
 
     figure: go.Figure
     origin: Origin
     filename: str = "explorer"
+    overlay: go.Figure | None = None
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """Numbers shown side by side, each with its label (st.metric): (label, value) pairs, in `columns` columns (0:
+    one column per number; a single number then takes the whole width)."""
+
+    pairs: tuple[tuple[str, str], ...]
+    columns: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,7 +51,8 @@ class Table:
 
 
 Block = tuple[str, str]  # (kind, name or text): kind "figure", "table", "row" (figure names joined by "|"),
-# "note", "warning", "caption", "latex", "line"
+# "html" (a name in `markup`), "note", "warning", "caption", "latex", "line", "heading",
+# "metrics" (a name in `numbers`: numbers side by side)
 
 
 @dataclass
@@ -52,9 +65,12 @@ class Presentation:
     blocks: list[Block] = field(default_factory=list)
     figures: dict[str, Panel] = field(default_factory=dict)
     tables: dict[str, Table] = field(default_factory=dict)
+    markup: dict[str, str] = field(default_factory=dict)  # name -> HTML of an "html" block
+    numbers: dict[str, Numbers] = field(default_factory=dict)  # name -> the numbers of a "metrics" block
 
-    def figure(self, name: str, figure: go.Figure, origin: Origin, filename: str) -> None:
-        self.figures[name] = Panel(figure, origin, filename)
+    def figure(self, name: str, figure: go.Figure, origin: Origin, filename: str,
+               overlay: go.Figure | None = None) -> None:
+        self.figures[name] = Panel(figure, origin, filename, overlay)
         self.blocks.append(("figure", name))
 
     def row(self, *panels: tuple[str, go.Figure, Origin, str]) -> None:
@@ -66,6 +82,31 @@ class Presentation:
     def table(self, name: str, data: dict[str, list[Any]], origin: Origin) -> None:
         self.tables[name] = Table(data, origin)
         self.blocks.append(("table", name))
+
+    def html(self, name: str, markup: str) -> None:
+        """HTML made by a viz module, every text in it escaped there (e.g. tokens coloured by a value): the page
+        shows it (st.html); a notebook finds it in `markup` by name. Not among texts()."""
+        self.markup[name] = markup
+        self.blocks.append(("html", name))
+
+    def heading(self, text: str) -> None:
+        """A section's title (plain text): a subheader on the page. Not among texts()."""
+        self.blocks.append(("heading", text))
+
+    def add(self, other: Presentation) -> Presentation:
+        """`other`'s blocks, figures, tables, HTML and numbers after this one's (parts a page draws in two places,
+        e.g. around a widget or in an expander, joined for the notebook); returns self."""
+        self.blocks += other.blocks
+        self.figures.update(other.figures)
+        self.tables.update(other.tables)
+        self.markup.update(other.markup)
+        self.numbers.update(other.numbers)
+        return self
+
+    def metrics(self, name: str, *pairs: tuple[str, str], columns: int = 0) -> None:
+        """Numbers side by side, (label, value) each (`Numbers`)."""
+        self.numbers[name] = Numbers(pairs, columns)
+        self.blocks.append(("metrics", name))
 
     def say(self, kind: str, *texts: str) -> None:
         """Text blocks of one kind: "note", "warning", "caption", "latex" or "line"."""

@@ -535,6 +535,13 @@ def decode_all(loaded: Loaded, text: str, strategies: tuple[Strategy, ...], seed
                        prompt.special, prompt.start_note)
 
 
+def reads_alike(other: Loaded, run: DecodingRun, run_b: DecodingRun, vocab_size: int) -> bool:
+    """Whether a second model (`other`, whose run is `run_b`) read the prompt as the same tokens as the first and has
+    a vocabulary of the first's size (`vocab_size`): its distribution at a step of the first's output can then be
+    read after the same tokens and compared token by token."""
+    return run_b.prompt_ids == run.prompt_ids and generator(other).vocab_size == vocab_size
+
+
 def first_open(loaded: Loaded) -> dict[str, int]:
     """The view's defaults that depend on the model's size: fewer new tokens and samples for a model larger than
     explorer.runtime.device.LARGE_MODEL parameters (the work a first open does stays a few seconds on one CPU thread);

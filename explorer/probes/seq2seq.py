@@ -403,6 +403,11 @@ def stored_curve(name: str, meta: object) -> LengthCurve | None:
         return None
 
 
+def corpus_of(loaded: Loaded) -> str:
+    """The corpus generator a checkpoint was trained on, from its meta ("translation" when it names none)."""
+    return str(((loaded.meta or {}).get("corpus") or {}).get("generator", "translation"))
+
+
 def builtin_length_curves(metas: Mapping[str, object], generator: str = "translation") -> tuple[LengthCurve, ...]:
     """Stored per-length curves of the built-in seq2seq checkpoints (name -> JSON meta) trained on `generator`."""
     curves = (stored_curve(name, meta) for name, meta in sorted(metas.items()))

@@ -1,19 +1,26 @@
-"""Cached glue of the word-embeddings view: tables (per model or uploaded file) and projections, shared by every
-browser session (st.cache_resource): shipped ones opened at once, others fitted in the background with a progress
-bar while the page shows the PCA of the same rows."""
+"""Cached glue of the word-embeddings view: the table it reads (a model's or an uploaded file's, picked by
+`pick_vectors`) and its projections, shared by every browser session (st.cache_resource): shipped ones opened at
+once, others fitted in the background with a progress bar while the page shows the PCA of the same rows."""
 from __future__ import annotations
 
 import hashlib
 
 import numpy as np
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer.adapters.protocols import Loaded
+from explorer.files.vector_text import EmbeddingFileError
+from explorer.loading.catalogue import builtin_names
+from explorer.presenters import word_embeddings as WP
 from explorer.projections import reduce as PR
 from explorer.projections import assets as A
 from explorer.probes import word_embeddings as P
 from explorer.projections.jobs import FitJob, FitJobs
-from explorer.text.escape import md_message
+from explorer.text.escape import md, md_message
+from explorer.ui.cache import get_model
+from explorer.ui.state import Controls
+from explorer.ui.widgets import model_picker
 
 MAX_FITS = 8  # fitted projections kept per server process (LRU; a UMAP of 30k rows holds ~100 MB)
 
@@ -132,3 +139,39 @@ def _progress(job: FitJob) -> None:
     st.progress(job.fraction, text=f"Computing the {job.label} in the background ({job.elapsed:.0f} s): "
                                    f"{md_message(job.message)}. It is shared by every session of this server and shown "
                                    "here when ready; PCA meanwhile.")
+
+
+def pick_vectors(c: Controls, vectors: DeltaGenerator, col_model: DeltaGenerator) -> WP.Vectors:
+    """The vectors' origin (under the Vectors popover), then the model and its table or the uploaded file; stops
+    the page with a message when there is none."""
+    with vectors:
+        origin: str = c.radio("src", format_func=WP.SOURCES.get)
+    if origin == "model":
+        default_model = c.params["model"].default if "word2vec" in builtin_names() else "pretrained:minilm"
+        with col_model:
+            model_id = model_picker(c.view.needs, default=default_model)
+            loaded = get_model(model_id)
+        if loaded is None:
+            st.stop()
+        sources = P.table_sources(loaded)
+        source = next(iter(sources))
+        if len(sources) > 1:
+            with vectors:
+                source = c.radio("table", list(sources), format_func=lambda k: md(sources[k]))  # radio: Markdown
+        try:
+            return WP.model_vectors(model_table(loaded, source), loaded, source, model_id)
+        except P.EmbeddingError as exc:
+            st.error(md_message(exc))
+            st.stop()
+    with col_model:
+        upload = st.file_uploader("Embedding file (text)", type=["txt", "vec", "csv", "tsv"], key="emb_file",
+                                  help="One `word v1 v2 … vD` per line (GloVe / word2vec text format; an optional "
+                                       "first line `N D`).")
+    if upload is None:
+        st.info(md_message(WP.UPLOAD))
+        st.stop()
+    try:
+        return WP.file_vectors(file_table(upload.name, upload.getvalue()))
+    except EmbeddingFileError as exc:
+        st.error(md_message(WP.file_error(upload.name, exc)))
+        st.stop()

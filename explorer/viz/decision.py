@@ -162,10 +162,8 @@ def notice(trace: DecisionTrace) -> list[str]:
 
 
 def turns(trace: DecisionTrace) -> str:
-    """A caption (Markdown, escaped): after which words the decision on the prefixes changes, with the live
-    probabilities, or that it never does."""
-    from explorer.text.escape import md
-
+    """A caption (plain text): after which words the decision on the prefixes changes, with the live probabilities,
+    or that it never does ("" when no prefix was run)."""
     assert trace.prefix_probs is not None
     words = [i for i, s in enumerate(trace.special) if not s and not np.isnan(trace.prefix_probs[i]).any()]
     if not words:
@@ -173,8 +171,8 @@ def turns(trace: DecisionTrace) -> str:
     best = [int(trace.prefix_probs[i].argmax()) for i in words]
     flips = [(i, b) for i, b, before in zip(words[1:], best[1:], best) if b != before]
     if not flips:
-        return (f"The decision stays **{md(trace.labels[best[0]])}** from the first word on (p after the last word: "
+        return (f"The decision stays {trace.labels[best[0]]} from the first word on (p after the last word: "
                 f"{float(trace.prefix_probs[words[-1], best[-1]]):.3f}).")
     return "The decision turns after " + ", ".join(
-        f"“{md(trace.tokens[i])}” (to **{md(trace.labels[b])}**, p = {float(trace.prefix_probs[i, b]):.3f})"
+        f"“{trace.tokens[i]}” (to {trace.labels[b]}, p = {float(trace.prefix_probs[i, b]):.3f})"
         for i, b in flips) + "."

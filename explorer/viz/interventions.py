@@ -9,8 +9,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.probes.interventions import Ablation, FirstPatches, PatchGrid
-from explorer.text.escape import md, plotly_text
+from explorer.probes.interventions import Ablation, PatchGrid
+from explorer.text.escape import plotly_text
 from explorer.viz.theme import Theme, figure
 from explorer.viz.tokens import chart_labels
 
@@ -164,37 +164,3 @@ def ablation_bars(ablation: Ablation, theme: Theme) -> go.Figure:
         "xaxis": {"tickvals": list(range(len(before))), "ticktext": before, "title": {"text": "before"}},
         "xaxis2": {"tickvals": list(range(len(after))), "ticktext": after, "title": {"text": "after"}},
         "yaxis": {"title": {"text": "probability"}, "range": [0, top]}, "yaxis2": {"range": [0, top]}})
-
-
-
-def first_patch_points(first: FirstPatches, recurrent: bool, has_cell: bool) -> list[str]:
-    """What to notice about the first patches of a pair (interventions.first_patches): how many tokens differ, and
-    what patching there restores (a transformer's residual stream before layer 0; a recurrent model's top-layer h).
-    recurrent: a recurrent model's grid; has_cell: it has a cell state c."""
-    n = len(first.differ)
-    differ = (f"these prompts differ in {n} token{'s' if n != 1 else ''} ("
-              + ", ".join(f"“{md(t)}”" for t in first.tokens) + ")")
-    if n and not recurrent:
-        return [
-            "Denoising the residual stream before layer 0 changes the input at one position only: where the prompts "
-            "agree it restores 0" + ("" if first.at_agree is None else f" (here at most {first.at_agree:.1e})")
-            + f"; {differ}"
-            + (", so that one patch makes the input the clean prompt and restores 1" if n == 1 else
-               f": each patch puts back one of them while the other {n - 1} stay corrupted, so none of them need "
-               "restore 1")
-            + ("" if first.at_differ is None else " (here " + ", ".join(f"{v:.6f}" if n == 1 else f"{v:.3f}"
-                                                                     for v in first.at_differ) + ")")
-            + "."]
-    if n and first.at_differ is not None and not first.last_state:  # the head reads more than one state
-        return [f"LD is taken {md(first.reads)}: the head reads more than the forward top-layer state at the last "
-                f"position, so patching that state alone need not restore 1 (here {first.last:.3f}); the forward top "
-                f"layer's h restores most at “{md(first.best_at)}” ({first.best:.3f}). "
-                f"{differ[0].upper()}{differ[1:]}."]
-    if n and first.at_differ is not None:
-        return [
-            f"Patching h of the top layer at the last position hands the output layer the clean state: it restores 1 "
-            f"(here {first.last:.6f}). Before the first token that differs the two runs are the same: 0 (here at "
-            f"most {first.at_agree:.1e}); {differ}, and from the first on one patch of h restores "
-            f"{min(first.at_differ):.3f} to {max(first.at_differ):.3f}"
-            + ("; the cell state c, still corrupted, carries the rest." if has_cell else ".")]
-    return []

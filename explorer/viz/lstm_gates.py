@@ -11,15 +11,14 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.probes.lstm_gates import LABELS, CellTerms, Comparison, GateNotice, GateTrace
-from explorer.text.escape import md, md_line, plotly_text
+from explorer.probes.lstm_gates import LABELS, CellTerms, Comparison, GateTrace
+from explorer.text.escape import plotly_text
 from explorer.viz.theme import NORMAL, Theme, figure, ink_on, scale_rgb
 
 BOUNDED01 = {"i", "f", "o", "r", "z"}
 
 
-plain = md_line  # the shared helpers of explorer.text.escape, under the names this view's callers use
-label = plotly_text
+label = plotly_text  # the shared helper of explorer.text.escape, under the name this view's callers use
 
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
@@ -151,11 +150,6 @@ def saturation_scatter(sat: dict[str, tuple[np.ndarray, np.ndarray]], theme: The
     })
 
 
-def inferred_markdown(trace: GateTrace) -> str:
-    """What the view read from the model, as a Markdown list (values as code, backticks removed)."""
-    return "\n".join(f"- {what}: `{' '.join(value.replace('`', '').split())}`" for what, value in trace.inferred)
-
-
 def next_token_rows(trace: GateTrace) -> list[dict[str, str]]:
     """One row per position: the token read and the top-k next tokens with their probabilities, and the unknown-word
     token's probability in a column of its own where the vocabulary has one (it is left out of the ranking)."""
@@ -247,36 +241,3 @@ def equation_lines(terms: CellTerms) -> list[str]:
     return [rf"h_t = {fn}(\underbrace{{W_{{ih}} x_t + b_{{ih}}}}_{{{_n(x['h'])}}} + "
             rf"\underbrace{{W_{{hh}} h_{{t-1}} + b_{{hh}}}}_{{{_n(hp['h'])}}}) = "
             rf"{fn}({_n(x['h'] + hp['h'])}) = {_n(v['h'])}"]
-
-
-KEEPS = {"f": "Forget gates near 1 keep the cell state (cₜ = f ⊙ cₜ₋₁ + i ⊙ g)",
-         "z": "Update gates near 1 keep the hidden state (hₜ = (1 − z) ⊙ n + z ⊙ hₜ₋₁)",
-         "": "No gate keeps an Elman RNN's state: hₜ = tanh(W xₜ + U hₜ₋₁ + b) is rewritten at every token"}
-
-
-def notice_points(notice: GateNotice, trace: GateTrace, pair: tuple[str, str]) -> list[str]:
-    """What to notice for this cell (an LSTM, a GRU and an Elman RNN keep a state differently), from
-    lstm_gates.gate_notice on the view's first pair of sentences (`pair`) and the sentence shown (`trace`)."""
-    carried = "."
-    if notice.carried:
-        carried = (f": in “{md(pair[0])}” / “{md(pair[1])}” (Compare two sentences) unit {notice.unit}'s "
-                   f"{LABELS[notice.state]} differs by {notice.diff_start:+.2f} at “{md(notice.start_token)}” and by "
-                   f"{notice.diff_end:+.2f} at “{md(notice.end_token)}”, {notice.end - notice.start} tokens later"
-                   + (f", its {LABELS[notice.keep]} averaging {notice.keep_mean:.2f} in between: a unit that holds "
-                      "its difference like this can carry the subject's number to the verb."
-                      if notice.keep_mean is not None else "."))
-    points = [KEEPS[notice.keep] + carried]
-    if notice.saturated is not None:
-        points.append(f"Sort by saturation: on this sentence {notice.saturated:.0%} of the {LABELS[notice.keep]}'s "
-                      f"values are below 0.1 or above 0.9, and {notice.steady_units} of the {notice.units} units "
-                      "stay so on at least 90 % of the tokens; look for units that switch sharply at brackets or "
-                      "quotes (Karpathy et al. 2015).")
-    if notice.max_c is not None:
-        points.append(f"The cell state c is unbounded, h = o ⊙ tanh(c) is not: on this sentence |c| reaches "
-                      f"{notice.max_c:.2f} and |h| {notice.max_h:.4f}; look at both for the same unit.")
-    else:
-        points.append(("A GRU" if trace.cell == "gru" else "An Elman RNN") + " has no cell state: h is its whole "
-                      "memory" + (f", within ±1 (a tanh; here |h| reaches {notice.max_h:.4f})."
-                                  if trace.cell == "gru" or trace.nonlinearity == "tanh" else
-                                  f" (here |h| reaches {notice.max_h:.4f})."))
-    return points

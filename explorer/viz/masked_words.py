@@ -1,5 +1,5 @@
 """Figures of the masked-word view: MaskedTrace -> top-k bars per mask, the compared words in two sentences side by
-side, caption text and the softmax with its numbers. Tokens reach Plotly only through `token_label` (HTML-escaped)."""
+side and the softmax with its numbers. Tokens reach Plotly only through `token_label` (HTML-escaped)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,11 +8,11 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.probes.masked_words import MASK, MaskedTrace
-from explorer.text.escape import md_line as plain, plotly_text as label
+from explorer.text.escape import plotly_text as label
 from explorer.viz.theme import Theme, figure
 from explorer.viz.tokens import labels
 
-__all__ = ["fill_bars", "word_bars", "sentence_text", "token_text", "equation", "plain", "token_label"]
+__all__ = ["fill_bars", "fill_difference", "largest_change", "word_bars", "equation", "token_label"]
 
 
 FOLD = 370  # the fill-in bars' height under the sentence captions in the first screen (explorer.ui.charts.show)
@@ -88,16 +88,6 @@ def word_bars(traces: Sequence[MaskedTrace], names: Sequence[str], theme: Theme)
     return figure(data, {"title": {"text": f"The compared words at each {MASK}"}, "barmode": "group",
                          "yaxis": {"title": {"text": "p(word | context)"}, "rangemode": "tozero"},
                          "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, "height": 360})
-
-
-def token_text(trace: MaskedTrace, m: int, rank: int = 0) -> str:
-    """The token of the given rank at mask m, as text for a caption (spaces trimmed, Markdown characters escaped)."""
-    return plain(str(trace.top_tokens[m][rank]).strip())
-
-
-def sentence_text(trace: MaskedTrace) -> str:
-    """The tokens as fed, separated by middle dots (for a caption; Markdown characters escaped)."""
-    return plain(" · ".join(trace.tokens))
 
 
 def equation(trace: MaskedTrace, m: int = 0) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.text.escape import md_code, plotly_text
+from explorer.text.escape import plotly_text
 from explorer.viz.self_attention import scale_tex
 from explorer.viz.tokens import chart_labels, labels, ticks
 from explorer.viz.theme import NORMAL, Theme, figure
@@ -148,22 +148,25 @@ SCORE_FORMULAS = {"bahdanau": r"v_a^\top\tanh(W_a s_{t-1}+U_a h_j)", "luong-dot"
                   "luong-general": r"s_t^\top W_a h_j", "luong-concat": r"v_a^\top\tanh(W_a[s_t;h_j])"}
 
 
-def _cell(token: str) -> str:
-    """A token in a Markdown table cell: a code span, its pipes escaped (GFM splits cells at | even inside code)."""
-    return md_code(token).replace("|", "\\|")
+def topk_columns(trace: AlignmentTrace, t: int) -> dict[str, list]:
+    """The top next-token candidates at step t (◀ marks the token produced or forced), as table columns."""
+    rows = [(f"{labels([tok])[0]}{' ◀' if int(i) == trace.out_ids[t] else ''}", round(float(p), 4))
+            for i, tok, p in zip(trace.topk_ids[t], trace.topk_tokens[t], trace.topk_probs[t]) if tok != ""]
+    return {"next token": [r[0] for r in rows], "p": [r[1] for r in rows]}
 
 
-def topk_table(trace: AlignmentTrace, t: int) -> str:
-    """The top next-token candidates at step t as a Markdown table (◀ marks the token produced or forced)."""
-    rows = ["| next token | p |", "|---|---:|"]
-    rows += [f"| {_cell(labels([tok])[0])}{' ◀' if int(i) == trace.out_ids[t] else ''} | {p:.4f} |"
-             for i, tok, p in zip(trace.topk_ids[t], trace.topk_tokens[t], trace.topk_probs[t]) if tok != ""]
-    return "\n".join(rows)
+# the score formulas' parts (explorer.probes.seq2seq.SCORE_PARTS, LaTeX) as a table's column names
+_PLAIN = (("_{t-1}", "ₜ₋₁"), ("_a", "ₐ"), ("_j", "ⱼ"), ("_t", "ₜ"), (r"\tanh(\dots)", "tanh(…)"))
 
 
-def math_table(m: StepMath) -> str:
-    """The leading dimensions of the vectors in one step's score formula, as a Markdown table."""
-    rows = ["| dim | " + " | ".join(f"${name}$" for name, _ in m.parts) + " |", "|---:|" + "---:|" * len(m.parts)]
-    rows += [f"| {d} | " + " | ".join(f"{vals[d]:.4f}" for _, vals in m.parts) + " |"
-             for d in range(len(m.parts[0][1]))]
-    return "\n".join(rows)
+def part_name(tex: str) -> str:
+    """A part of a score formula ("W_a s_{t-1}") as plain text ("Wₐ sₜ₋₁")."""
+    for a, b in _PLAIN:
+        tex = tex.replace(a, b)
+    return tex
+
+
+def math_columns(m: StepMath) -> dict[str, list]:
+    """The leading dimensions of the vectors in one step's score formula, as table columns (dim, then each part)."""
+    return {"dim": list(range(len(m.parts[0][1]))),
+            **{part_name(name): [round(float(v), 4) for v in vals] for name, vals in m.parts}}
