@@ -17,8 +17,8 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Callable, Generic, ParamSpec, Sequence, TypeAlias, TypedDict, TypeGuard,
-                    TypeVar, Unpack)
+from typing import (TYPE_CHECKING, Any, Callable, Concatenate, Generic, ParamSpec, Sequence, TypeAlias, TypedDict,
+                    TypeGuard, TypeVar, Unpack)
 
 import plotly.graph_objects as go
 import torch
@@ -348,12 +348,7 @@ def lstm_gates(model: Model, text: str, gate: str | None = None, layer: int = 0,
     reference = None if trained is None or not len(trace) else _run(P.rnn_gates, trained, text)
     other, other_id, failed = None, "", ""
     if compare is not None and len(trace):
-        second = read(compare, **read_args)
-        other_id = second.id
-        try:
-            other = P.rnn_gates(second, text)
-        except P.RNNGatesError as exc:
-            failed = str(exc)
+        other_id, other, failed = _beside(compare, read_args, P.rnn_gates, text)
     sentences = None
     if section == V.SECTIONS[3]:
         first, then = (_run(P.rnn_gates, loaded, s) for s in V.pair_texts(pair, a, b))
@@ -394,15 +389,24 @@ def self_attention(model: Model, text: str, layer: int = 0, head: int = 0, how: 
     notes: list[str] = []
     other = None
     if compare is not None and mode in ("head", "model") and trace.tokens:
-        b = read(compare, **read_args)
-        try:
-            other = P.attention_trace(b, text, pair, stream, 0, arithmetic=False)
-        except P.AttentionError as exc:
-            notes.append(f"{b.id} cannot be compared here: {exc}")
+        other_id, other, failed = _beside(compare, read_args, P.attention_trace, text, pair, stream, 0,
+                                          arithmetic=False)
+        notes += [f"{other_id} cannot be compared here: {failed}"] if failed else []
     second = _run(P.attention_trace, loaded, text2, "", stream, 0) if mode == "compare" and trace.tokens else None
     shown = V.present(trace, mode, layer, [head, *(h for h in heads if h != head)], how, token, hide,
                       _theme(projector), other, second)
     return _result("self-attention", loaded, shown, trace, notes)
+
+
+def _beside(compare: Model, read_args: ReadArgs, probe: Callable[Concatenate[LoadedModel, P], R], *args: P.args,
+            **kwargs: P.kwargs) -> tuple[str, R | None, str]:
+    """A second model's run of the view's probe, to draw beside the first: (its id, its trace, "") or, when the view
+    cannot show it, (its id, None, the view's message)."""
+    other = read(compare, **read_args)
+    try:
+        return other.id, probe(other, *args, **kwargs), ""
+    except ViewError as exc:
+        return other.id, None, str(exc)
 
 
 def _result(view: str, loaded: LoadedModel, shown: Presentation, trace: TraceT,
@@ -521,12 +525,7 @@ def positional_encodings(model: Model | None = None, n: int = _view("positional-
                 reference = ref_la = None
             other, other_id, other_error = None, "", ""
             if compare is not None:
-                second = read(compare, **read_args)
-                other_id = second.id
-                try:
-                    other = P.learned_positions(second)
-                except Unsupported as exc:
-                    other_error = str(exc)
+                other_id, other, other_error = _beside(compare, read_args, P.learned_positions)
             trained_id = "" if trained is None else trained.id
             similarity = V.similarity_of(la, sim)
             shown.add(V.table_heading(lt))
@@ -766,12 +765,7 @@ def token_attribution(model: Model, text: str, method: str = "integrated gradien
         except AttributionError:
             reference = None
     if compare is not None:
-        b = read(compare, **read_args)
-        other_id = b.id
-        try:
-            other = attribution(b, text, target, int(steps), outputs, of=of)
-        except AttributionError as exc:
-            failed = str(exc)
+        other_id, other, failed = _beside(compare, read_args, attribution, text, target, int(steps), outputs, of=of)
     shown = V.present(trace, method, out, outputs, _theme(projector), reference,
                       trained.id if trained is not None else "", other, other_id, failed)
     return _result("token-attribution", loaded, shown, trace)
@@ -824,11 +818,7 @@ def masked_words(model: Model, text: str, k: int = 10, words: str = _view("maske
     other_id = failed = ""
     if compare is not None and len(trace):
         them = read(compare, **read_args)
-        other_id = them.id
-        try:
-            other = P.masked_fill(them, text, k, words, mask)
-        except P.MaskedWordsError as exc:
-            failed = str(exc)
+        other_id, other, failed = _beside(them, read_args, P.masked_fill, text, k, words, mask)
         if other is not None and len(other) and V.same_reading(trace, other):
             at_a = P.masked_fill(them, text, k, words, mask, V.top_ids(trace))
     shown = V.present(trace, second, loaded.id, loaded.adapter.name, _theme(projector), other_id, other, at_a, failed)
@@ -1010,12 +1000,7 @@ def _decision(model: Model, text: str, second: str, pair: str, label: int | str 
     beside = _run(P.decide, loaded, second, pair) if second.strip() and not per_token else None
     other, failed, other_id = None, "", ""
     if compare is not None:
-        b = read(compare, **read_args)
-        other_id = b.id
-        try:
-            other = P.decide(b, text, pair)
-        except P.DecisionError as exc:
-            failed = str(exc)
+        other_id, other, failed = _beside(compare, read_args, P.decide, text, pair)
     shown = V.main(trace, text, beside, second, theme).add(V.present(
         trace, attr, where, asked, against, method, loaded.adapter.name, theme, other, other_id, failed))
     result = _result("decision", loaded, shown.add(V.described(loaded.adapter.describe())), trace)

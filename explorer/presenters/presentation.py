@@ -3,8 +3,8 @@
 escapes them for Markdown; a notebook prints them)."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import plotly.graph_objects as go
 
@@ -46,7 +46,7 @@ class Numbers:
 class Table:
     """A table (column -> values) and what its numbers are."""
 
-    data: dict[str, list[Any]]
+    data: Mapping[str, Sequence[object]]
     origin: Origin
 
 
@@ -79,7 +79,7 @@ class Presentation:
             self.figures[name] = Panel(fig, origin, filename)
         self.blocks.append(("row", "|".join(p[0] for p in panels)))
 
-    def table(self, name: str, data: dict[str, list[Any]], origin: Origin) -> None:
+    def table(self, name: str, data: Mapping[str, Sequence[object]], origin: Origin) -> None:
         self.tables[name] = Table(data, origin)
         self.blocks.append(("table", name))
 
