@@ -179,15 +179,12 @@ def _digest(module: torch.nn.Module) -> str:
 
 
 def _hugging_face(model: PreTrainedModel, tokenizer: object, dtype: str) -> LoadedModel:
-    from explorer.loading.loaders import LoadedModel, _hf_family
+    from explorer.loading.loaders import LoadedModel, hf_family, hf_task
 
     config = model.config
     name = type(model).__name__
-    family = _hf_family(config)
-    task = ("masked-lm" if name.endswith("ForMaskedLM") else "sequence-classification"
-            if name.endswith("ForSequenceClassification") else "token-classification"
-            if name.endswith("ForTokenClassification") else "seq2seq-lm" if family == "encoder-decoder" else
-            "causal-lm" if family == "decoder" else "base")
+    family = hf_family(config)  # the task as the loaders read a saved config's, from the class in memory; a masked LM
+    task = "masked-lm" if name.endswith("ForMaskedLM") else hf_task(config, family, [name])  # is loaded as one
     notes = [f"Read as a Hugging Face {family} ({name}, model_type {config.model_type}), task {task}."]
     if getattr(config, "_attn_implementation", "eager") != "eager":
         try:
@@ -208,7 +205,7 @@ def _module(model: torch.nn.Module, vocab: Sequence[str] | dict[str, int] | None
     from safetensors.torch import save
 
     from explorer.files.safe_load import ModelLoadError, read_weights
-    from explorer.loading.loaders import _materialise
+    from explorer.loading.loaders import materialise
     from explorer.loading.uploads import bundle_from_parts
 
     state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
@@ -221,9 +218,9 @@ def _module(model: torch.nn.Module, vocab: Sequence[str] | dict[str, int] | None
         files["task.json"] = json.dumps({"labels": [str(x) for x in labels]}).encode()
     try:
         weights = read_weights(save(state), "model.safetensors")
-        loaded = _materialise(bundle_from_parts(label, type(model).__name__, weights, files), device, dtype)
+        loaded = materialise(bundle_from_parts(label, type(model).__name__, weights, files), device, dtype)
         if loaded.caps.decision is not None:  # a classifier or tagger: how it pools, read off its own forward
-            loaded = _as_its_forward(model, loaded, lambda task: _materialise(bundle_from_parts(
+            loaded = _as_its_forward(model, loaded, lambda task: materialise(bundle_from_parts(
                 label, type(model).__name__, weights, {**files, "task.json": json.dumps(task).encode()}), device,
                 dtype), labels)
     except ModelLoadError as exc:

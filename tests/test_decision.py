@@ -19,7 +19,7 @@ from safetensors.torch import save
 from explorer import nb
 from explorer.files.safe_load import read_weights
 from explorer.loading import loaders
-from explorer.loading.loaders import LoadedModel, _materialise
+from explorer.loading.loaders import LoadedModel, materialise
 from explorer.loading.uploads import bundle_from_parts
 from explorer.probes import decision as P
 from tests.families import FAMILIES, make_tokenizer, tiny_model
@@ -174,7 +174,7 @@ def _upload(module: torch.nn.Module, settings: dict | None) -> LoadedModel:
     files = {"vocab.json": json.dumps(WORDS).encode()}
     if settings is not None:
         files["task.json"] = json.dumps(settings).encode()
-    return _materialise(bundle_from_parts("upload:lab", "lab", read_weights(save(state), "model.safetensors"), files),
+    return materialise(bundle_from_parts("upload:lab", "lab", read_weights(save(state), "model.safetensors"), files),
                         "cpu", "float32")
 
 

@@ -11,7 +11,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypedDict
 
 import torch
 
@@ -359,10 +359,11 @@ HEADED = {"masked-lm": "masked-LM head", "sequence-classification": "classificat
           "token-classification": "token-classification head"}
 
 
-def hf_task(config: object, family: str) -> str:
-    """The task a Hugging Face config was saved for: a classifier or tagger by its architectures
-    (*ForSequenceClassification, *ForTokenClassification), else the family's language model (an encoder: "base")."""
-    archs = [str(a) for a in (getattr(config, "architectures", None) or [])]
+def hf_task(config: object, family: str, architectures: Sequence[str] | None = None) -> str:
+    """The task a Hugging Face config was saved for: a classifier or tagger by its architectures (`architectures`,
+    else the config's: *ForSequenceClassification, *ForTokenClassification), else the family's language model (an
+    encoder: "base")."""
+    archs = [str(a) for a in (architectures or getattr(config, "architectures", None) or [])]
     if any(a.endswith("ForSequenceClassification") for a in archs):
         return "sequence-classification"
     if any(a.endswith("ForTokenClassification") for a in archs):
@@ -370,7 +371,8 @@ def hf_task(config: object, family: str) -> str:
     return {"encoder-decoder": "seq2seq-lm", "decoder": "causal-lm"}.get(family, "base")
 
 
-def _hf_family(config: object) -> str:
+def hf_family(config: object) -> str:
+    """The family of a Hugging Face config: "encoder-decoder", "decoder" (a causal LM) or "encoder"."""
     if getattr(config, "is_encoder_decoder", False):
         return "encoder-decoder"
     archs = list(getattr(config, "architectures", None) or [])
@@ -410,7 +412,7 @@ def _load_hf_source(label: str, source: str | Path, local_only: bool, device: st
 
     if update:
         config.update(update)
-    family = _hf_family(config)
+    family = hf_family(config)
     if task is None:
         task = hf_task(config, family)
     if task not in AUTO_CLASSES:
@@ -534,7 +536,7 @@ def _load_checkpoint_folder(mid: ModelId, folder: Path, device: str, dtype: str)
     for f in json_paths:
         check_size(f.name, f.stat().st_size, max_json_bytes(), "EXPLORER_MAX_JSON_MB")
     files = {f.name: f.read_bytes() for f in json_paths}
-    return _materialise(bundle_from_parts(str(mid), weights[0].name, read, files), device, dtype)
+    return materialise(bundle_from_parts(str(mid), weights[0].name, read, files), device, dtype)
 
 
 def _load_upload(mid: ModelId, device: str, dtype: str) -> LoadedModel:
@@ -548,10 +550,12 @@ def _load_upload(mid: ModelId, device: str, dtype: str) -> LoadedModel:
                                 lambda i: (held.series[i], "/".join(sorted({str(t.dtype).removeprefix("torch.")
                                                                             for t in held.series[i].values()}))))
         files = dataclasses.replace(held, id=str(mid), state_dict=state, meta=meta)
-    return _materialise(files, device, dtype)
+    return materialise(files, device, dtype)
 
 
-def _materialise(files: UploadBundle, device: str, dtype: str) -> LoadedModel:
+def materialise(files: UploadBundle, device: str, dtype: str) -> LoadedModel:
+    """The LoadedModel of an upload's files (or a notebook's module read as one): a checkpoint with its meta, a
+    MiniLM fine-tuned in the app, or a bare state dict read by its weights' names and shapes."""
     if files.meta is not None and files.meta.get("architecture") == FINE_TUNE:  # MiniLM fine-tuned in the app
         folder = pretrained.minilm_dir()
         if folder is None:
