@@ -90,7 +90,8 @@ L, H = shape.n_layers, shape.n_heads
 # opened on the head with the most visible pattern on the model's own example sentence (not on the typed one: the
 # head stays while the sentence changes); a layer and head in the URL or chosen win
 example = loaded.adapter.examples(c.view.sentences).default
-showcase = getattr(probe(attention_notice, loaded, example, stream), "showcase", None)  # one run of the example
+on_example = probe(attention_notice, loaded, example, stream)  # what to notice, and the head it opens on
+showcase = on_example.showcase if on_example is not None else None
 with c_layer:
     layer = c.selectbox("layer", list(range(L)), default=None if showcase is None else showcase.layer,
                         format_func=P.layer_label, label_visibility="collapsed")
@@ -99,4 +100,4 @@ with c_head:
                        format_func=P.head_label, label_visibility="collapsed")
 sentence_part(loaded, mode, stream, pad, pair, layer, [head, *[h for h in extra if h != head]], how, hide, other_id)
 draw(P.header(shape, showcase, mode))
-notice(P.notices(example, probe(attention_notice, loaded, example, stream), probe(pronoun_example, loaded, stream)))
+notice(P.notices(example, on_example, probe(pronoun_example, loaded, stream)))
