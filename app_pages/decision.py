@@ -49,7 +49,7 @@ if other_id is not None and (loaded_o := get_model(other_id)) is not None:
     except DecisionError as exc:
         failed = str(exc)
 draw(P.present(trace, attr, token, label, foil, method, loaded.adapter.name, theme(), other, other_id or "", failed,
-               figure_of), PLACES)
+               figure_of, loaded.family), PLACES)
 with st.expander("What was read from the model"):
     draw(P.described(loaded.adapter.describe()), {"what was read from the model": {"wide": True}})
 notice(P.notices(trace))

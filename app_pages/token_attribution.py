@@ -2,7 +2,8 @@
 import streamlit as st
 
 from explorer.presenters import token_attribution as P
-from explorer.probes.token_attribution import AttributionError, AttributionTrace, attribution, default_outputs
+from explorer.probes.token_attribution import (AttributionError, AttributionTrace, attribution, default_method,
+                                               default_outputs)
 from explorer.ui.cache import get_model, probe
 from explorer.ui.compare import compare_picker
 from explorer.ui.present import Place, draw, notice, theme
@@ -13,16 +14,19 @@ from explorer.ui.widgets import model_and_sentence, page_header
 c = Controls("token-attribution")
 PLACES: dict[str, Place] = {"attribution": {"key": "attr_heatmap", "fold": True}, "attribution_b": {
     "key": "attr_heatmap_b"}, "attribution_diff": {"key": "attr_heatmap_diff"}}  # the charts' keys as they were
-page_header("Token attribution", "Which input tokens drive each output token: gradient × input, and integrated "
-            "gradients (Sundararajan et al. 2017) from a baseline, with their completeness error.")
+page_header("Token attribution", "Which input tokens drive each output token: gradient × input, integrated "
+            "gradients (Sundararajan et al. 2017) from a baseline with their completeness error, and LRP (AttnLRP, "
+            "Achtibat et al. 2024) with its conservation; and why this token rather than another.")
 _, loaded, text = model_and_sentence(
     c, label=lambda m: "Source sentence" if m.adapter.is_encoder_decoder else "Sentence")
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
-c_out, c_method, c_cmp, c_steps = st.columns([2.0, 1.8, 1.6, 1], vertical_alignment="bottom")  # c_out: after the run
+c_out, c_method, c_foil, c_cmp, c_steps = st.columns([2.0, 1.6, 1.4, 1.6, 1], vertical_alignment="bottom")
 with c_cmp:
     other_id = compare_picker(c.view.needs, loaded.id, same_tokens=True, label_visibility="collapsed")
 with c_method:
-    method: str = c.selectbox("method", label_visibility="collapsed")
+    method: str = c.selectbox("method", default=default_method(loaded), label_visibility="collapsed")
+with c_foil:
+    foil = c.text_input("foil", placeholder="rather than… (a word, or “second”)", label_visibility="collapsed")
 with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
     of: str = c.radio("of")
     steps = c.number("steps", disabled=method != "integrated gradients")
@@ -35,11 +39,13 @@ def so_far(partial: AttributionTrace) -> None:
     """The attributions known so far, in place of the chart: gradient × input after one backward pass, then
     integrated gradients after each round of the integration, with the completeness error of what is shown."""
     drawn[0] += 1
-    draw(P.so_far(partial, method, of, theme()), {"so_far": {"key": f"attr_so_far_{drawn[0]}", "fold": True}})
+    draw(P.so_far(partial, method, of, theme(), loaded.family),
+         {"so_far": {"key": f"attr_so_far_{drawn[0]}", "fold": True}})
 
 
-trace = probe(attribution, loaded, text, target, steps, outputs, of=of, partial=so_far, heavy=True,
-              progress=True)  # an AttributionError: shown, page stops
+integrate = method == "integrated gradients"  # LRP and gradient × input: one pass each, no integration
+trace = probe(attribution, loaded, text, target, steps, outputs, of=of, foil=foil, integrate=integrate,
+              partial=so_far, heavy=True, progress=True)  # an AttributionError: shown, page stops
 M = len(trace.outputs)
 with c_out:
     out = c.token("out", trace.outputs, M - 1, label_visibility="collapsed",  # follows the sentence
@@ -47,15 +53,17 @@ with c_out:
 reference = None
 if (trained := trained_model(loaded)) is not None:  # a snapshot: coloured on the trained model's scale
     try:
-        reference = probe(attribution, trained, text, target, steps, outputs, of=of, heavy=True, raising=True)
+        reference = probe(attribution, trained, text, target, steps, outputs, of=of, foil=foil,
+                          integrate=integrate, heavy=True, raising=True)
     except AttributionError:
         reference = None
 other, failed = None, ""
 if other_id is not None and (loaded_b := get_model(other_id)) is not None:
     try:
-        other = probe(attribution, loaded_b, text, target, steps, outputs, of=of, heavy=True, raising=True)
+        other = probe(attribution, loaded_b, text, target, steps, outputs, of=of, foil=foil, integrate=integrate,
+                      heavy=True, raising=True)
     except AttributionError as exc:
         failed = str(exc)
 draw(P.present(trace, method, out, outputs, theme(), reference, trained.id if trained is not None else "", other,
-               other_id or "", failed), PLACES)
+               other_id or "", failed, loaded.family), PLACES)
 notice(P.notices(trace, outputs, loaded.adapter.is_encoder_decoder))

@@ -301,6 +301,14 @@ def _as_it_was(fn: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
+def _method(view: str, method: str) -> str:
+    """`method` as the view names it (case aside: "lrp" is "LRP"); NotebookError when the view has no such one."""
+    methods = {str(m).lower(): str(m) for m in BY_PATH[view].params["method"].choices}
+    if str(method).lower() not in methods:
+        raise NotebookError(f"method must be one of {', '.join(methods.values())}; got {method!r}.")
+    return methods[str(method).lower()]
+
+
 def _theme(projector: bool) -> Theme:
     return get_theme(projector)
 
@@ -729,25 +737,31 @@ def logit_lens(model: Model, text: str, layer: int | None = None, pos: int | Non
 
 
 @_as_it_was
-def token_attribution(model: Model, text: str, method: str = "integrated gradients",
+def token_attribution(model: Model, text: str, method: str | None = None,
                       steps: int = _view("token-attribution", "steps"),
                       target: str = "", outputs: str | None = None, of: str = "log-probability",
-                      out: int | None = None, compare: Model | None = None,
+                      out: int | None = None, compare: Model | None = None, foil: str = "",
                       projector: bool = False, **read_args: Unpack[ReadArgs]) -> ViewResult[AttributionTrace]:
     """Token attribution, as the page draws it: figure "attribution" (each output token (row) onto the input tokens:
-    integrated gradients with `steps` steps, or "gradient × input"; the row of output `out` outlined, default the
-    last), and the notes: the integration's numbers for that output and, where integrated gradients do not add up,
-    the page's completeness warning in its words. outputs: "all" (every next token and the prediction) or
-    "prediction"; by default the page's (the prediction alone on a large language model). compare: a second model's
-    attribution ("attribution_b") and B − A ("attribution_diff") where both read the same tokens, on one colour
-    scale. A snapshot of a model trained with snapshots is coloured on the trained model's scale, as on the page.
+    integrated gradients with `steps` steps, "gradient × input", or "lrp" (LRP's relevance of the logit); by default
+    the page's: LRP on a large language model where it was measured the most faithful, else integrated gradients;
+    the row of output `out` outlined, default the last), and the notes: the method's numbers for that output
+    (integrated gradients' completeness, LRP's conservation and what biases, position vectors and the softmax
+    absorbed) and, where integrated gradients do not add up, the page's completeness warning in its words. foil: a
+    contrastive question, f(output) − f(foil): a word, or "second" (each output's most likely other token).
+    outputs: "all" (every next token and the prediction) or "prediction"; by default the page's (the prediction
+    alone on a large language model). compare: a second model's attribution ("attribution_b") and B − A
+    ("attribution_diff") where both read the same tokens, on one colour scale. A snapshot of a model trained with
+    snapshots is coloured on the trained model's scale, as on the page.
     trace: explorer.probes.token_attribution.AttributionTrace."""
     from explorer.presenters import token_attribution as V
-    from explorer.probes.token_attribution import AttributionError, attribution, default_outputs
+    from explorer.probes.token_attribution import AttributionError, attribution, default_method, default_outputs
 
     loaded = read(model, **read_args)
+    method = _method("token-attribution", method or default_method(loaded))
+    integrate = method == "integrated gradients"
     outputs = "all" if loaded.adapter.is_encoder_decoder else outputs or default_outputs(loaded)
-    trace = _run(attribution, loaded, text, target, int(steps), outputs, of=of)
+    trace = _run(attribution, loaded, text, target, int(steps), outputs, of=of, foil=foil, integrate=integrate)
     M = len(trace.outputs)
     out = M - 1 if out is None else int(out)
     if not 0 <= out < M:
@@ -758,13 +772,15 @@ def token_attribution(model: Model, text: str, method: str = "integrated gradien
     failed = other_id = ""
     if trained is not None:
         try:
-            reference = attribution(trained, text, target, int(steps), outputs, of=of)
+            reference = attribution(trained, text, target, int(steps), outputs, of=of, foil=foil,
+                                    integrate=integrate)
         except AttributionError:
             reference = None
     if compare is not None:
-        other_id, other, failed = _beside(compare, read_args, attribution, text, target, int(steps), outputs, of=of)
+        other_id, other, failed = _beside(compare, read_args, attribution, text, target, int(steps), outputs, of=of,
+                                          foil=foil, integrate=integrate)
     shown = V.present(trace, method, out, outputs, _theme(projector), reference,
-                      trained.id if trained is not None else "", other, other_id, failed)
+                      trained.id if trained is not None else "", other, other_id, failed, loaded.family)
     return _result("token-attribution", loaded, shown, trace)
 
 
@@ -976,6 +992,7 @@ def _decision(model: Model, text: str, second: str, pair: str, label: int | str 
     from explorer.probes import decision as P
 
     loaded = read(model, **read_args)
+    method = _method("decision", method)
     trace = _run(P.decide, loaded, text, pair)
     if trace.per_token != per_token:
         raise NotebookError(f"{loaded.id} is {trace.what}: use nb.{'tag' if trace.per_token else 'classify'}.")
@@ -999,8 +1016,11 @@ def _decision(model: Model, text: str, second: str, pair: str, label: int | str 
     if compare is not None:
         other_id, other, failed = _beside(compare, read_args, P.decide, text, pair)
     shown = V.main(trace, text, beside, second, theme).add(V.present(
-        trace, attr, where, asked, against, method, loaded.adapter.name, theme, other, other_id, failed))
+        trace, attr, where, asked, against, method, loaded.adapter.name, theme, other, other_id, failed,
+        family=loaded.family))
     result = _result("decision", loaded, shown.add(V.described(loaded.adapter.describe())), trace)
-    result.tables["attribution"] = [{"token": t, "gradient × input": float(g), "integrated gradients": float(i)}
-                                    for t, g, i in zip(attr.tokens, attr.gradient_x_input, attr.integrated)]
+    lrp = attr.lrp.relevance[0] if attr.lrp is not None else [float("nan")] * len(attr.tokens)
+    result.tables["attribution"] = [{"token": t, "gradient × input": float(g), "integrated gradients": float(i),
+                                     "LRP": float(r)}
+                                    for t, g, i, r in zip(attr.tokens, attr.gradient_x_input, attr.integrated, lrp)]
     return result

@@ -78,6 +78,9 @@ def _choice(value: object, choices: tuple[object, ...]) -> object:
     for c in choices:
         if c is not int and str(c) == text:
             return c
+    for c in choices:  # case aside (?method=lrp)
+        if c is not int and str(c).lower() == text.lower():
+            return c
     if int in choices and not isinstance(value, bool) and is_int_text(text):
         return int(text)
     raise ValueError(f"must be {what} (got {_shown(text)}){near(text, names)}")

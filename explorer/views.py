@@ -329,12 +329,19 @@ VIEWS.append(View(
     }, needs=("lens",), sentences="agreement", main="lens_grid"))
 VIEWS.append(View(
     "app_pages/token_attribution.py", "Token attribution", ":material/target:", "token-attribution",
-    "Which input tokens drive each output token: gradient × input and integrated gradients.", params={
+    "Which input tokens drive each output token: gradient × input, integrated gradients and LRP, and why this "
+    "token rather than another.", params={
         "model": P("model", LM_DEFAULT), "text": TEXT, "target": P("text", label="Target (encoder-decoders)"),
         "compare": P("model or none", "none", label="Compare with",
                      help="A second model, or another step of this model's training: its attributions on the same "
                           "sentence, on one colour scale, and B − A where both read the same tokens."),
-        "method": choice("integrated gradients", "gradient × input", label="Method"),
+        "method": choice("integrated gradients", "gradient × input", "LRP", label="Method",
+                         help="LRP: layer-wise relevance propagation (AttnLRP rules; for recurrent networks those of "
+                              "Arras et al.), one forward and one backward pass, its relevance conserved layer to "
+                              "layer up to what biases, position vectors and the softmax absorb."),
+        "foil": P("text", "", label="Rather than",
+                  help="A contrastive question: attribute f(output) − f(foil) for a word (the token the model "
+                       "would write for it), or “second”: each output's most likely other token."),
         "of": choice("log-probability", "logit", label="Attribute the output token's",
                      help="log-probability: log p(token), what the model's prediction is (a change common to every "
                           "logit does not move it); logit: the output layer's raw score for the token."),
@@ -422,7 +429,7 @@ VIEWS.append(View(
         "label": P("int", -1, -1, 4095, "Label explained", help="-1: the label the model chose."),
         "foil": P("int", -1, -1, 4095, "Rather than",
                   help="A contrastive question: attribute log p(label) − log p(this label)."),
-        "method": choice("integrated gradients", "gradient × input", label="Method"),
+        "method": choice("integrated gradients", "gradient × input", "LRP", label="Method"),
         "steps": P("int", 256, 2, 1024, "Gradient evaluations (at most)",
                    help="Integrated gradients by the adaptive Simpson rule of the token-attribution view, until the "
                         "attributions add up to the whole change within 1 %."),

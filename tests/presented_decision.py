@@ -15,6 +15,12 @@ CASES = {
     "decision sentiment-lstm, positive rather than negative, gradient × input": (
         "decision", {"model": LSTM, "text": FOOD, "b": "", "label": "1", "foil": "0", "method": "gradient × input"},
         lambda: nb.classify(LSTM, FOOD, label=1, foil=0, method="gradient × input")),
+    "decision sentiment-lstm, positive rather than negative, LRP": (
+        "decision", {"model": LSTM, "text": FOOD, "b": "", "label": "1", "foil": "0", "method": "lrp"},
+        lambda: nb.classify(LSTM, FOOD, label=1, foil=0, method="lrp")),
+    "decision pos-bilstm, LRP": (
+        "decision", {"model": TAGGER, "text": RUN, "method": "LRP"},
+        lambda: nb.tag(TAGGER, RUN, method="LRP")),
     "decision sentiment-lstm, a label rather than itself": (
         "decision", {"model": LSTM, "text": FOOD, "b": "", "label": "0", "foil": "0"},
         lambda: nb.classify(LSTM, FOOD, label=0, foil=0)),

@@ -10,8 +10,12 @@ GPT = "builtin:tiny-gpt"
 
 CASES = {
     "token-attribution smollm2, 8 steps": (
-        "token-attribution", {"model": "pretrained:smollm2", "steps": "8", "text": EIFFEL},
-        lambda: nb.token_attribution("pretrained:smollm2", EIFFEL, steps=8)),
+        "token-attribution", {"model": "pretrained:smollm2", "steps": "8", "text": EIFFEL,
+                              "method": "integrated gradients"},
+        lambda: nb.token_attribution("pretrained:smollm2", EIFFEL, "integrated gradients", steps=8)),
+    "token-attribution smollm2, its default: LRP": (
+        "token-attribution", {"model": "pretrained:smollm2", "text": EIFFEL},
+        lambda: nb.token_attribution("pretrained:smollm2", EIFFEL)),
     "token-attribution tiny-gpt, output 3, 16 steps": (
         "token-attribution", {"model": GPT, "text": SENT, "steps": "16", "out": "3"},
         lambda: nb.token_attribution(GPT, SENT, steps=16, out=3)),
@@ -21,6 +25,16 @@ CASES = {
     "token-attribution tiny-gpt, the logit, the prediction only": (
         "token-attribution", {"model": GPT, "text": SENT, "of": "logit", "outputs": "prediction"},
         lambda: nb.token_attribution(GPT, SENT, of="logit", outputs="prediction")),
+    "token-attribution tiny-gpt, LRP, rather than the runner-up": (
+        "token-attribution", {"model": GPT, "text": SENT, "method": "lrp", "foil": "second"},
+        lambda: nb.token_attribution(GPT, SENT, method="lrp", foil="second")),
+    "token-attribution lstm-lm, gradient × input rather than a word": (
+        "token-attribution", {"model": "builtin:lstm-lm", "text": SENT, "method": "gradient × input", "foil": "car",
+                              "out": "4"},
+        lambda: nb.token_attribution("builtin:lstm-lm", SENT, method="gradient × input", foil="car", out=4)),
+    "token-attribution seq2seq-bahdanau, LRP": (
+        "token-attribution", {"model": "builtin:seq2seq-bahdanau", "text": "the red car is fast .", "method": "LRP"},
+        lambda: nb.token_attribution("builtin:seq2seq-bahdanau", "the red car is fast .", method="LRP")),
     "token-attribution lstm-lm": (
         "token-attribution", {"model": "builtin:lstm-lm", "text": SENT},
         lambda: nb.token_attribution("builtin:lstm-lm", SENT)),

@@ -79,7 +79,7 @@ ROOMS = (
     "loading",      # model ids, checkpoints, uploads, packaged models, the model cache
     "param_kinds",  # one parser per kind of view parameter (URL, lessons, declarations)
     "views",        # the views declared once: paths, parameters, families
-    "metrics",      # held-out metrics of a model, metrics of generated text
+    "metrics",      # held-out metrics of a model, metrics of generated text, faithfulness of attributions
     "projections",  # PCA / t-SNE / UMAP, shipped projection assets, background jobs
     "probes",       # one per view: the computation, returning a Trace
     "training",     # training specs, loops, budgets, background jobs
@@ -183,12 +183,14 @@ def test_the_model_family_is_decided_once() -> None:
 
 
 def test_hooks_are_installed_once_in_one_place() -> None:
-    """Forward hooks are registered only by explorer/adapters/interventions.py's TransformerSites.install (called
-    once, when an adapter is built; the hooks act only inside a scope of the calling thread)."""
+    """Forward hooks are registered only by explorer/adapters/interventions.py's TransformerSites.install and
+    explorer/adapters/lrp.py's install (each called once, when an adapter is built; the hooks act only inside a scope
+    of the calling thread: an intervention, or a relevance pass)."""
     calls = [(_rel(p), fn.name) for p in EXPLORER + PAGES for fn in ast.walk(_tree(p))
              if isinstance(fn, ast.FunctionDef) for node in ast.walk(fn)
              if isinstance(node, ast.Attribute) and node.attr.startswith("register_") and "hook" in node.attr]
-    assert sorted(set(calls)) == [("explorer/adapters/interventions.py", "install")]
+    assert sorted(set(calls)) == [("explorer/adapters/interventions.py", "install"),
+                                  ("explorer/adapters/lrp.py", "install")]
 
 
 def test_one_sampling_loop_and_one_beam_search() -> None:

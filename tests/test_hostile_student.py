@@ -417,7 +417,8 @@ def test_two_students_heavy_work_on_the_real_model_takes_turns_and_the_class_kee
     under a second."""
     async def attack(pause: asyncio.Event) -> list[Run]:
         pause.set()  # the model's first use in this process is not the attack
-        a = Session(server[0], "token-attribution", query(model="pretrained:smollm2", text="The cat sat on the"))
+        a = Session(server[0], "token-attribution", query(model="pretrained:smollm2", text="The cat sat on the",
+                                                          method="integrated gradients"))  # seconds per run
         d = Session(server[0], "decoding-strategies", query(model="pretrained:smollm2", text="The dog ran to the"))
         for s in (a, d):
             await s.connect()

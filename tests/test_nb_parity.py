@@ -67,8 +67,9 @@ def _page_messages(at) -> list[str]:
 EIFFEL = "The Eiffel Tower is in the city of"
 WARNING_CASES = {
     "integrated gradients short of completeness (SmolLM2, 8 steps)": (
-        "token-attribution", {"model": "pretrained:smollm2", "steps": "8", "text": EIFFEL},
-        lambda: nb.token_attribution("pretrained:smollm2", EIFFEL, steps=8)),
+        "token-attribution", {"model": "pretrained:smollm2", "steps": "8", "text": EIFFEL,
+                              "method": "integrated gradients"},
+        lambda: nb.token_attribution("pretrained:smollm2", EIFFEL, "integrated gradients", steps=8)),
     "a classifier's integrated gradients short of completeness": (
         "decision", {"model": "builtin:sentiment-lstm", "b": "", "steps": "2", "text": "the food was not good ."},
         lambda: nb.classify("builtin:sentiment-lstm", "the food was not good .", steps=2)),

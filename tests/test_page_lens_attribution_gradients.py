@@ -84,7 +84,7 @@ def test_attribution_page_text_and_completeness():
     assert f"worst output {w} “{tr.outputs[w]}”: completeness error {tr.completeness[w]:.2g} " \
         f"({tr.relative[w]:.2%} of its change" in shown
     assert "The rule: adaptive composite Simpson, up to" in caption
-    assert f"Log-probability of “are”: {tr.value[6]:.4f}; at the baseline (the zero embedding): " \
+    assert f"f = the log-probability of “are”: {tr.value[6]:.4f}; at the baseline (the zero embedding): " \
         f"{tr.baseline_value[6]:.4f}" in caption
     # 16 evaluations leave some outputs above 1 % on this sentence: the page warns about exactly those
     assert tr.unconverged and [md_unescape(w.value) for w in at.warning] == [completeness_warning(tr, 1024)]

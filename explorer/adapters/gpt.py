@@ -13,6 +13,7 @@ import torch
 
 from explorer.adapters.base import (Acts, Adapter, Attends, Names, Positions, PositionTable, Record, Table,
                                     causal_mask)
+from explorer.adapters import lrp
 from explorer.adapters.interventions import PatchesBlocks, TransformerSites
 from explorer.adapters.protocols import Loaded
 from explorer.adapters.text import Encoded, VocabText
@@ -38,6 +39,7 @@ class GPTAdapter(VocabText, PatchesBlocks, Attends, Positions, Adapter):
         self.patch_sites = TransformerSites(blocks, [b.attn for b in blocks], [b.mlp for b in blocks],
                                       [b.attn.c_proj for b in blocks], self.n_heads, int(cfg.n_embd) // self.n_heads)
         self.patch_sites.install()  # once, at load: the hooks act only inside an intervention scope
+        lrp.install(self.model)  # once, at load: the hooks act only where relevance is propagated
 
     def run(self, enc: Encoded, names: Names = None, target: Encoded | None = None, positions: bool = True,
             causal: bool = True, n_blocks: int | None = None, **options: object) -> Record:

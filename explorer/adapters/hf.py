@@ -22,6 +22,7 @@ import torch
 
 from explorer.adapters import hf_attention as A
 from explorer.adapters import hf_parts as parts
+from explorer.adapters import lrp
 from explorer.adapters.base import Acts, Adapter, Names, Record, Unsupported, causal_mask
 from explorer.adapters.task_head import TASKS, TaskHead, label_names
 from explorer.adapters.hf_parts import FINAL_NORMS, base_model as _base
@@ -66,6 +67,7 @@ class HFAdapter(Adapter):
         self.streams = {"decoder" if self.causal else "encoder": "blocks.{l}.attn"}
         self.name = f"Hugging Face {self.model_type or 'model'}"
         self.recorded = A.install(self.model)  # once, at load: the model's attention calls can be read
+        lrp.install(self.model)  # once, at load: the hooks act only where relevance is propagated
         self.sites = A.where(self.model)
         self.alibi = self.model_type == "bloom" and hasattr(_base(self.model), "h")
         self.arith = self.recorded or self.alibi

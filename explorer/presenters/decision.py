@@ -10,6 +10,7 @@ from typing import ParamSpec, Protocol
 
 import plotly.graph_objects as go
 
+from explorer.metrics.faithfulness import ranking
 from explorer.presenters.presentation import Origin, Presentation
 from explorer.probes.decision import DecisionTrace, LabelAttribution
 from explorer.text.escape import md
@@ -80,11 +81,12 @@ def main(trace: DecisionTrace, text: str, second: DecisionTrace | None, second_t
 
 def present(trace: DecisionTrace, attr: LabelAttribution, token: int, label: int, foil: int, method: str,
             reader: str, theme: Theme, other: DecisionTrace | None = None, other_id: str = "", failed: str = "",
-            made: Build = _made) -> Presentation:
+            made: Build = _made, family: str = "") -> Presentation:
     """Below the main chart: the label chosen (at a tagger's `token`), the decision on each prefix ("prefixes"),
     where the explained label comes from ("attribution": `attr`, by `method`; label, foil as the menus give them,
     -1: the choice, none), and a second model's own labels ("compare"; other_id, failed: why it could not run).
-    reader: the adapter that read the model."""
+    reader: the adapter that read the model; family: the model's (the measured faithfulness of the methods for it
+    is named)."""
     p = Presentation()
     chosen = _chosen(trace, token)
     shown = chosen if label < 0 else label
@@ -99,12 +101,29 @@ def present(trace: DecisionTrace, attr: LabelAttribution, token: int, label: int
                                  "each."), "decision-prefixes")
         p.say("caption", viz.turns(trace))
     p.heading("Where the label comes from")
-    p.figure("attribution", made(viz.attribution_bars, attr, method, theme),
-             Origin("model", f"gradients of {md(attr.of)} through {md(trace.model_id)}'s own forward; integrated "
-                             f"gradients' completeness error {attr.relative:.2%} after {attr.evaluations} gradient "
-                             "evaluations."), "decision-attribution")
-    p.say("latex", viz.equation(attr))
-    p.say("warning", viz.completeness_warning(attr) or "")  # the page's and the notebook's, in the same words
+    if method == "LRP" and attr.lrp is not None:
+        r = attr.lrp
+        miss = float(r.conservation[0])
+        p.figure("attribution", made(viz.attribution_bars, attr, method, theme),
+                 Origin("model", f"relevance of {md(trace.model_id)}'s own logit by the LRP rules (one forward and "
+                                 f"one backward pass); the inputs' relevance misses f by {miss:.3g}"
+                                 + (f" ({miss / abs(float(r.value[0])):.1%})." if r.value[0] else ".")),
+                 "decision-attribution")
+        p.say("latex", viz.lrp_equation(attr))
+        if attr.foil:
+            p.say("caption", "LRP explains the logit difference, which is log p(label) − log p(foil) itself.")
+        else:
+            p.say("caption", "LRP explains the label's logit, where its relevance starts (a log-probability is not "
+                             "a sum its rules can pass on); with a label to contrast it is log p(label) − log p(foil).")
+    else:
+        p.figure("attribution", made(viz.attribution_bars, attr, method, theme),
+                 Origin("model", f"gradients of {md(attr.of)} through {md(trace.model_id)}'s own forward; integrated "
+                                 f"gradients' completeness error {attr.relative:.2%} after {attr.evaluations} "
+                                 "gradient evaluations."), "decision-attribution")
+        p.say("latex", viz.equation(attr))
+        p.say("warning", viz.completeness_warning(attr) or "")  # the page's and the notebook's, in the same words
+    if (measured := ranking(family)) is not None:
+        p.say("caption", measured.sentence())
     if failed or other is not None:
         p.heading(f"Compared with {other_id}")
     if failed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from explorer.metrics.faithfulness import first_answer, ranking
 from explorer.presenters.presentation import Origin, Presentation
 from explorer.probes.token_attribution import AttributionTrace
 from explorer.text.escape import md, md_message
@@ -18,9 +19,23 @@ OUTPUTS = {"all": "every next token and the prediction", "prediction": "the mode
 MOST = int(BY_PATH["token-attribution"].params["steps"].hi or 0)  # the largest budget the view allows
 
 
+METHODS = tuple(str(m) for m in BY_PATH["token-attribution"].params["method"].choices)
+
+
 def values_of(trace: AttributionTrace, method: str) -> np.ndarray:
-    """The (M, N) attributions `method` draws: integrated gradients or gradient × input."""
+    """The (M, N) attributions `method` draws: integrated gradients, gradient × input or LRP's relevance."""
+    if method == "LRP" and trace.lrp is not None:
+        return np.asarray(trace.lrp.relevance)
     return trace.integrated if method == "integrated gradients" else trace.gradient_x_input
+
+
+def origin(trace: AttributionTrace, method: str, model_id: str) -> str:
+    """The badge's text for `method`'s chart of model `model_id` (escaped here: the badge is Markdown)."""
+    if method == "LRP":
+        return (f"relevance of {md(model_id)}'s own logit by the LRP rules (one forward and one backward pass): "
+                f"{md(viz.worst_conservation(trace))}.")
+    return (f"gradients of {md(model_id)}'s own {trace.of} (autograd); integrated gradients from "
+            f"{md_message(trace.baseline)}: {md(viz.worst_output(trace))}.")
 
 
 def output_label(trace: AttributionTrace, i: int) -> str:
@@ -29,16 +44,18 @@ def output_label(trace: AttributionTrace, i: int) -> str:
                                                       i == len(trace.outputs) - 1 else "")
 
 
-def so_far(partial: AttributionTrace, method: str, of: str, theme: Theme) -> Presentation:
+def so_far(partial: AttributionTrace, method: str, of: str, theme: Theme, family: str = "") -> Presentation:
     """What is drawn in place of the chart while the attribution is computed (`partial`: the trace so far):
-    gradient × input after one backward pass, then integrated gradients after each round of the integration, and
-    the last output's inputs coloured ("so_far", "so_far_tokens")."""
+    the fast method measured more faithful for the model's `family` (LRP or gradient × input: one pass), then
+    integrated gradients after each round of the integration, and the last output's inputs coloured ("so_far",
+    "so_far_tokens")."""
     p = Presentation()
-    shown, label, values = viz.so_far(partial, method)
+    shown, label, values = viz.so_far(partial, method, first_answer(family))
     last = len(partial.outputs) - 1
     p.figure("so_far", viz.attribution_heatmap(values, partial.inputs, partial.outputs, label, theme, last),
-             Origin("model", f"gradients of {md(partial.model_id)}'s own {of} (autograd), as far as the bar above "
-                             "says"), "explorer")
+             Origin("model", origin(partial, "LRP", partial.model_id) if shown == "LRP" else
+                    f"gradients of {md(partial.model_id)}'s own {of} (autograd), as far as the bar above says"),
+             "explorer")
     p.html("so_far_tokens", viz.attribution_html(partial.inputs, values[last], partial.reach[last], theme,
                                                  viz.kept_inputs(partial, shown)))
     return p
@@ -46,8 +63,9 @@ def so_far(partial: AttributionTrace, method: str, of: str, theme: Theme) -> Pre
 
 def present(trace: AttributionTrace, method: str, out: int, outputs: str, theme: Theme,
             reference: AttributionTrace | None = None, trained_id: str = "", other: AttributionTrace | None = None,
-            other_id: str = "", failed: str = "") -> Presentation:
-    """The view for output `out` (a row of the heatmap) and `method` ("integrated gradients" or "gradient × input").
+            other_id: str = "", failed: str = "", family: str = "") -> Presentation:
+    """The view for output `out` (a row of the heatmap) and `method` ("integrated gradients", "gradient × input" or
+    "LRP"); family: the model's (the measured faithfulness of the methods for it is named).
     outputs: "all" or "prediction" (what the probe attributed); reference: the trained model's trace when `trace` is
     a snapshot of it (`trained_id`), whose peak colours the heatmap; other: a second model's trace of the same
     sentence (`other_id`; failed: why it could not be attributed)."""
@@ -68,15 +86,14 @@ def present(trace: AttributionTrace, method: str, out: int, outputs: str, theme:
                           f"{trace.model_id}.")
     p.figure("attribution", viz.attribution_heatmap(values, trace.inputs, trace.outputs, method, theme, out, peak,
                                                     model=trace.model_id if other is not None else ""),
-             Origin("model", f"gradients of {md(trace.model_id)}'s own {trace.of} (autograd); integrated gradients "
-                             f"from {md_message(trace.baseline)}: {md(viz.worst_output(trace))}."), "attribution")
+             Origin("model", origin(trace, method, trace.model_id)), "attribution")
     if peak is not None and other is None and reference is not None:  # a peak of the trained model's
         p.say("caption", f"Colours from −{peak:.3f} to {peak:.3f}: the largest |{method}| of the trained model "
                          f"({trained_id}) on this sentence, at every training step.")
     if other is not None and values_b is not None:
         p.figure("attribution_b", viz.attribution_heatmap(values_b, other.inputs, other.outputs, method, theme, None,
                                                           peak if same else None, model=other.model_id),
-                 Origin("model", f"gradients of {md(other_id)}'s own {trace.of} (autograd)."), "attribution-compare")
+                 Origin("model", origin(other, method, other_id)), "attribution-compare")
         if same:
             p.figure("attribution_diff", viz.difference_heatmap(values, values_b, trace.inputs, trace.outputs, method,
                                                                 trace.model_id, other.model_id, theme),
@@ -84,16 +101,32 @@ def present(trace: AttributionTrace, method: str, out: int, outputs: str, theme:
                      "attribution-difference")
             p.say("caption", f"Both on one colour scale (±{peak or 0:.3f}); largest |B − A|: "
                              f"{viz.largest_difference(values, values_b):.3f}.")
+    if (measured := ranking(family)) is not None:
+        p.say("caption", measured.sentence())
     if outputs == "prediction" and len(trace.inputs) > 1:
         p.say("caption", "Only the model's own prediction after the last token is attributed: for a row per next "
                          "token of the sentence choose “every next token” under Steps (each row costs tens of forward "
                          "and backward passes of the model).")
     if method == "integrated gradients":  # the warning of the page and the notebook, in the same words
         p.say("warning", viz.completeness_warning(trace, MOST) or "")
-    p.say("line", f"{method} onto “{trace.outputs[out]}” ({viz.colour_key(theme, trace.of)}):")
+    of = "logit" if method == "LRP" else trace.of
+    p.say("line", f"{method} onto “{trace.outputs[out]}”" + (f" rather than “{trace.foils[out]}”" if trace.foil else "")
+          + f" ({viz.colour_key(theme, of + (' difference' if trace.foil else ''))}):")
     p.html("tokens", viz.attribution_html(trace.inputs, values[out], trace.reach[out], theme,
                                           viz.kept_inputs(trace, method)))
-    p.say("caption", f"{trace.of.capitalize()} of “{trace.outputs[out]}”: {trace.value[out]:.4f}; at the baseline "
+    if method == "LRP":
+        if trace.of != "logit" and not trace.foil:
+            p.say("caption", f"LRP explains the logit, where its relevance starts: a {trace.of} is not a sum its "
+                             "rules can pass on. With a foil (“Rather than”) the logit difference it explains is "
+                             "the log-probability difference itself.")
+        p.say("caption", viz.conservation(trace, out))
+        return p
+    if method == "gradient × input":
+        p.say("caption", f"Gradient × input of f = {viz.explained(trace, method, out)}: f = {trace.value[out]:.4f}; "
+                         f"the attributions add up to {float(trace.gradient_x_input[out].sum()):.4f} (gradient × "
+                         "input has no completeness: nothing makes them add up to f).")
+        return p
+    p.say("caption", f"f = {viz.explained(trace, method, out)}: {trace.value[out]:.4f}; at the baseline "
                      f"({trace.baseline}): {trace.baseline_value[out]:.4f}; the integrated gradients sum to "
                      f"{float(trace.integrated[out].sum()):.4f} (completeness error {trace.completeness[out]:.2g}, "
                      f"{trace.relative[out]:.2%} of the change; {len(trace.edges[out]) - 1} intervals, "

@@ -22,7 +22,9 @@ import torch
 from explorer.adapters.protocols import Decides, Loaded
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.text import Encoded
-from explorer.probes.token_attribution import MAX_STEPS, MIN_STEPS, STEPS, _integrate, _Path, _Row, within_budget
+from explorer.adapters.lrp import Relevance
+from explorer.probes.token_attribution import (MAX_STEPS, MIN_STEPS, STEPS, _integrate, _Path, _Row, relevance,
+                                               within_budget)
 from explorer.runtime import budget
 from explorer.runtime.errors import ViewError
 
@@ -149,7 +151,8 @@ class LabelAttribution:
     """N input tokens attributed from one label: f = log p(label) [− log p(foil)] (at `token` for a tagger).
     gradient_x_input, integrated (N,); value f(E), baseline_value f(B); completeness |Σ_i integrated_i − (f(E) −
     f(B))| and relative (that over |f(E) − f(B)|); evaluations: gradient evaluations spent; kept: the inputs the
-    baseline keeps (special tokens: 0 attribution)."""
+    baseline keeps (special tokens: 0 attribution); lrp: LRP's relevance of the label's logit [− the foil's] (one
+    row: relevance (1, N)), which equals log p(label) − log p(foil) with a foil."""
 
     model_id: str
     tokens: tuple[str, ...]
@@ -168,6 +171,7 @@ class LabelAttribution:
     steps: int
     baseline: str
     kept: tuple[int, ...]
+    lrp: Relevance | None = None
 
 
 def attribute(loaded: Loaded, text: str, label: int, foil: int = -1, token: int = -1, pair: str = "",
@@ -202,8 +206,10 @@ def attribute(loaded: Loaded, text: str, label: int, foil: int = -1, token: int 
         return out if d.head.per_token else out[:, None, :]
 
     steps, _ = within_budget(_shape(loaded), [N], int(min(max(int(steps), MIN_STEPS), MAX_STEPS)))
-    path = _Path(logits, E, B, [_Row(position, int(label), N, int(foil))])
+    row = _Row(position, int(label), N, int(foil))
+    path = _Path(logits, E, B, [row])
     (r,) = _integrate(path, steps)
+    rel = relevance(logits, E, [row])
     change = r.value - r.base
     error = abs(float(r.ig.sum()) - change)
     names = d.head.labels
@@ -211,7 +217,8 @@ def attribute(loaded: Loaded, text: str, label: int, foil: int = -1, token: int 
     return LabelAttribution(d.id, tuple(enc.tokens), special, names[label],
                             names[foil] if foil >= 0 else "", position if d.head.per_token else -1, of,
                             r.gxi, r.ig, float(r.value), float(r.base), error, error / max(abs(change), 1e-30),
-                            int(r.evaluations), steps, "the zero embedding at each word (special tokens kept)", kept)
+                            int(r.evaluations), steps, "the zero embedding at each word (special tokens kept)", kept,
+                            rel)
 
 
 __all__ = ["DecisionError", "DecisionTrace", "LabelAttribution", "decide", "attribute", "decider",

@@ -50,6 +50,8 @@ from explorer.adapters.base import Unsupported
 from explorer.adapters.task_head import not_a_language_model
 from explorer.adapters.protocols import Differentiates, Loaded
 from explorer.adapters.text import Encoded, no_text, unknown_word_id, without_unknown
+from explorer.adapters.lrp import Relevance, lrp
+from explorer.metrics.faithfulness import first_answer, ranking
 from explorer.runtime import budget
 from explorer.runtime.device import is_large
 from explorer.runtime.errors import ViewError
@@ -109,6 +111,9 @@ class AttributionTrace:
     provisional: str = ""  # what is not final yet, while it is computed ("": the whole result)
     capped: bool = False  # `steps` is what the per-request budget allows, fewer than asked (a note says so)
     of: str = OF[0]  # what f is: "log-probability" or "logit" (of the output token at its position)
+    lrp: Relevance | None = None  # LRP of each output's logit (minus its foil's): relevance (M, N), value (M,), …
+    foil: str = ""  # the contrastive question: "" none, "second" (the most likely other token), or a typed word
+    foils: tuple[str, ...] = ()  # (M,) each output's foil token ("" none): f is f(output) − f(foil)
 
     @property
     def max_completeness(self) -> float:
@@ -204,6 +209,38 @@ class _Path:
         return along, times, vals
 
 
+def relevance(logits: Logits, E: torch.Tensor, rows: list[_Row], positions: bool = False,
+              chunk: int = CHUNK) -> Relevance:
+    """LRP (explorer.adapters.lrp) of each row's logit of its target, minus its foil's: rows batched, `chunk` at a
+    time, one forward and one backward pass each; relevance (len(rows), N), 0 beyond each row's reach."""
+    N, dev, parts = E.shape[0], E.device, []
+    for s in range(0, len(rows), max(1, chunk)):
+        batch = rows[s:s + max(1, chunk)]
+        L = max(row.reach for row in batch)
+        wanted = sorted({row.position for row in batch})
+        column = {p: c for c, p in enumerate(wanted)} if positions else {p: p for p in wanted}
+
+        def f(x: torch.Tensor, batch: list[_Row] = batch, wanted: list[int] = wanted,
+              column: dict[int, int] = column) -> torch.Tensor:
+            out = logits(x, keep=wanted) if positions else logits(x)
+            at = torch.arange(len(batch), device=dev)
+            read = out[at, torch.tensor([column[row.position] for row in batch], device=dev)]
+            value = read[at, torch.tensor([row.target for row in batch], device=dev)]
+            foil = torch.tensor([max(row.foil, 0) for row in batch], device=dev)
+            has = torch.tensor([row.foil >= 0 for row in batch], device=dev)
+            return value - torch.where(has, read[at, foil], torch.zeros_like(value))
+
+        part = lrp(f, E[None, :L].expand(len(batch), L, E.shape[1]))
+        if part.mixed:  # a packed recurrence reordered the rows: each row's biases only from a pass of its own
+            part = relevance(logits, E[:L], batch, positions, 1)
+        rel = np.zeros((len(batch), N))
+        for i, row in enumerate(batch):
+            rel[i, :row.reach] = part.relevance[i, :row.reach]
+        parts.append(Relevance(rel, part.value, part.biases, part.positions))
+    return Relevance(np.concatenate([q.relevance for q in parts]), np.concatenate([q.value for q in parts]),
+                     np.concatenate([q.biases for q in parts]), np.concatenate([q.positions for q in parts]))
+
+
 def _worst(errors: dict[tuple[float, float], float], change: float, left: int) -> list[tuple[float, float]]:
     """The intervals of one row to halve next (none: the row is done). errors: each interval's quadrature sum minus
     the exact f(b) − f(a); they add up to the completeness error. Halved: the worst intervals until they hold SHARE
@@ -228,7 +265,7 @@ def _simpson(node: dict[float, tuple[np.ndarray, float]], a: float, b: float) ->
     return np.asarray((b - a) / 6 * (node[a][0] + 4 * node[(a + b) / 2][0] + node[b][0]))
 
 
-def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[_Result]:
+def _integrate(path: _Path, steps: int, on_round: Rounds | None = None, integrate: bool = True) -> list[_Result]:
     """Integrated gradients (and gradient × input) of every row of `path` by the adaptive rule (module docstring).
 
     Round 0 evaluates every row's gradient at the input itself (gradient × input, f(E), and Simpson's point α = 1).
@@ -236,7 +273,7 @@ def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[
     every open row's new points (the start's, then two per halved interval); then each unfinished row halves its
     worst intervals. A row's result depends on that row alone: its prefix, its token and `steps`. on_round: called
     after each round with every row's result so far (after round 0: gradient × input, no integrated gradients yet:
-    `base` is NaN) and the fraction of the work done."""
+    `base` is NaN) and the fraction of the work done. integrate False: round 0 only (gradient × input)."""
     R = len(path.rows)
     steps = max(MIN_STEPS, steps)
     n0 = max(1, min(START, steps // 2))
@@ -255,6 +292,8 @@ def _integrate(path: _Path, steps: int, on_round: Rounds | None = None) -> list[
     shown = 0.0  # the fraction done last reported
     if on_round is not None:
         on_round(_so_far(path, gxi, intervals, nodes, spent), 0.0)
+    if not integrate:
+        return _so_far(path, gxi, intervals, nodes, spent)
     wanted = [(r, a) for r in sorted(open_rows) for a in sorted({x for a, b in intervals[r] for x in (a, (a + b) / 2)})]
     while wanted:
         along, _, vals = path.evaluate(wanted)
@@ -405,22 +444,25 @@ def in_float32(logits_from_embeddings: Callable[..., torch.Tensor], dtype: torch
 
 def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids: list[int], positions: list[int],
                  targets: list[int], steps: int, on_round: Rounds | None = None, per: int = CHUNK,
-                 dtype: torch.dtype = torch.float32, of: str = OF[0]) -> list[_Result]:
+                 dtype: torch.dtype = torch.float32, of: str = OF[0], foils: Sequence[int] = (),
+                 integrate: bool = True) -> list[_Result]:
     """_integrate of the outputs at `positions` (their next tokens `targets`) of a left-to-right model, E (N, C)
     (float32; the model's weights in `dtype`).
 
     The row at position p reads only the inputs 0 … p, so it is kept in the model's prefix memo under those ids (with
     its target and the steps) and only the rows whose prefix changed are computed: typing one more word costs one or
     two rows, not N. A model that does not generate (it may read both ways) has no memo. on_round: as for
-    _integrate, with every row (the memo's too).
+    _integrate, with every row (the memo's too). foils: each row's foil token (-1: none).
     """
+    foils = list(foils) or [-1] * len(positions)
     memo: PrefixMemo[_Result] | None = prefix_memo(adapter, "attribution") if adapter.can_generate else None
-    keys = [(RULE, of, steps, tuple(ids[:p + 1]), t) for p, t in zip(positions, targets)]
+    keys = [(RULE, of, steps, integrate, tuple(ids[:p + 1]), t, q) for p, t, q in zip(positions, targets, foils)]
     rows = [memo.get(key) if memo is not None else None for key in keys]
     todo = [i for i, row in enumerate(rows) if row is None]
     if todo:
         path = _Path(in_float32(adapter.logits_from_embeddings, dtype), E, B,
-                     [_Row(positions[i], targets[i], positions[i] + 1) for i in todo], positions=True, chunk=per, of=of)
+                     [_Row(positions[i], targets[i], positions[i] + 1, foils[i]) for i in todo], positions=True,
+                     chunk=per, of=of)
 
         def merged(results: list[_Result], fraction: float) -> None:
             every = list(rows)
@@ -428,7 +470,7 @@ def _causal_rows(adapter: Differentiates, E: torch.Tensor, B: torch.Tensor, ids:
                 every[i] = result
             on_round(cast(list[_Result], every), (len(rows) - len(todo) + fraction * len(todo)) / len(rows))  # type: ignore[misc]
 
-        for i, result in zip(todo, _integrate(path, steps, merged if on_round is not None else None)):
+        for i, result in zip(todo, _integrate(path, steps, merged if on_round is not None else None, integrate)):
             rows[i] = result
             if memo is not None:
                 memo.put(keys[i], result)
@@ -443,15 +485,65 @@ def default_outputs(loaded: Loaded) -> str:
         else "all"
 
 
+def default_method(loaded: Loaded) -> str:
+    """The method the view opens with when the URL does not say: on a language model above
+    explorer.runtime.device.LARGE_MODEL parameters, the fast method measured most faithful for its family when it
+    is also the most faithful of all (explorer.metrics.faithfulness: LRP on SmolLM2), else integrated gradients."""
+    row = ranking(str(getattr(loaded, "family", "")))
+    fast = first_answer(str(getattr(loaded, "family", "")))
+    if row is not None and is_large(getattr(loaded, "model", None)) and row.methods[0] == fast:
+        return fast
+    return "integrated gradients"
+
+
 Progress = Callable[[float, str, AttributionTrace], None]  # progress(fraction, what, the trace so far)
+SECOND = "second"  # the foil that is each output's most likely other token
+
+
+def foil_ids(adapter: Differentiates, text: str, foil: str, scores: torch.Tensor, targets: list[int],
+             notes: list[str], side: str = "input") -> tuple[list[int], str]:
+    """(each output's foil token, -1 for none; the foil as asked) for the contrastive question "why the output rather
+    than the foil": "" none; "second": the most likely token other than the output, from scores (M, V) the model's
+    logits at each output's position; else a typed word, as the token the model would write for it after the text
+    (its first token where it takes several; `side` "target": an encoder-decoder's output word). Raises
+    AttributionError for a word the vocabulary does not have."""
+    asked = " ".join(foil.split())
+    if not asked:
+        return [-1] * len(targets), ""
+    if asked.lower() == SECOND:
+        unknown, out = unknown_word_id(adapter), []
+        for row, t in zip(scores, targets):
+            ranked = without_unknown(row.detach().float().clone(), unknown)
+            ranked[t] = float("-inf")
+            out.append(int(ranked.argmax()))
+        return out, SECOND
+    if side == "target":
+        ids = list(adapter.encode(asked, side="target").ids)
+    else:
+        before = list(adapter.encode(text, max_tokens=4 * MAX_INPUTS).ids)
+        after = list(adapter.encode(f"{text.rstrip()} {asked}", max_tokens=4 * MAX_INPUTS).ids)
+        at = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+        ids = after[at:]
+    unknown = unknown_word_id(adapter)
+    if not ids or (unknown is not None and ids[0] == unknown):
+        raise AttributionError(f"“{asked}” is not in this model's vocabulary: choose another word to contrast with.")
+    shown = adapter.token_strings(ids[:1])[0]
+    if len(ids) > 1:
+        notes.append(f"“{asked}” is {len(ids)} tokens for this model; the contrast is with its first, “{shown}”.")
+    if ids[0] in targets:
+        notes.append(f"Where the output is “{shown}” itself, nothing is contrasted (f − f = 0).")
+    return [ids[0]] * len(targets), asked
 
 
 def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS, outputs: str = "all",
-                progress: Progress | None = None, of: str = OF[0]) -> AttributionTrace:
+                progress: Progress | None = None, of: str = OF[0], foil: str = "",
+                integrate: bool = True) -> AttributionTrace:
     """See the module docstring. outputs (decoders and RNN LMs): "all" (every next token and the prediction) or
-    "prediction" (the model's own next token only). of: what is attributed, "log-probability" or "logit". progress:
-    called after each round of the integration with the trace so far (`provisional` says what is not final):
-    gradient × input first, then integrated gradients as their completeness error falls. Raises AttributionError."""
+    "prediction" (the model's own next token only). of: what is attributed, "log-probability" or "logit". foil: the
+    contrastive question (foil_ids): each f becomes f(output) − f(foil), for every method. integrate False: LRP and
+    gradient × input only (integrated gradients not computed: `integrating`). progress: called after each round of
+    the integration with the trace so far (`provisional` says what is not final): LRP and gradient × input first,
+    then integrated gradients as their completeness error falls. Raises AttributionError."""
     adapter, mid = loaded.caps.gradient, str(getattr(loaded, "id", "model"))
     if adapter is None and (task := not_a_language_model(loaded, "predicts no output token; its labels are "
                                                                  "attributed to the words in the Decision view")):
@@ -472,7 +564,7 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     try:
         if adapter.is_encoder_decoder:
             return _seq2seq(adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes,
-                            progress, of)
+                            progress, of, foil, integrate)
         raw = adapter.embed_ids(ids).detach()
         E, dtype = raw.float(), raw.dtype
         with torch.no_grad():
@@ -492,16 +584,21 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
                      f"vocabulary, p = {p_unk:.3f}); the most probable word, "
                      f"{adapter.token_strings(targets[-1:])[0]}, is the prediction explained.")
     shown = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
+    foils, asked = foil_ids(adapter, text, foil, own[positions], targets, notes)
     shape = budget.shape_of(loaded.model)
-    steps, capped = within_budget(shape, [p + 1 for p in positions], steps)
-    notes += [capped] if capped else []
+    steps, capped = within_budget(shape, [p + 1 for p in positions], steps if integrate else MIN_STEPS)
+    notes += [capped] if capped and integrate else []
+    per = chunk(shape, positions[-1] + 1)
+    rel = relevance(in_float32(adapter.logits_from_embeddings, dtype), E,
+                    [_Row(p, t, p + 1, q) for p, t, q in zip(positions, targets, foils)], positions=True, chunk=per)
+    named = tuple(adapter.token_strings([q])[0] if q >= 0 else "" for q in foils)
 
     def trace(rows: list[_Result], provisional: str = "") -> AttributionTrace:
-        return _trace(mid, tuple(enc.tokens), (0,) * N, shown, tuple(positions), rows, steps, baseline, kept, True,
-                      notes, of, provisional, bool(capped))
+        return replace(_trace(mid, tuple(enc.tokens), (0,) * N, shown, tuple(positions), rows, steps, baseline, kept,
+                              True, notes, of, provisional, bool(capped)), lrp=rel, foil=asked, foils=named)
 
     rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps, _reporter(trace, progress),
-                        chunk(shape, positions[-1] + 1), dtype, of)
+                        per, dtype, of, foils, integrate)
     return trace(rows)
 
 
@@ -524,7 +621,8 @@ def _reporter(trace: Callable[..., AttributionTrace], progress: Progress | None)
 
 
 def _seq2seq(adapter: Differentiates, shape: budget.Shape, mid: str, enc: Encoded, ids: torch.Tensor, target: str,
-             steps: int, notes: list[str], progress: Progress | None = None, of: str = OF[0]) -> AttributionTrace:
+             steps: int, notes: list[str], progress: Progress | None = None, of: str = OF[0], foil: str = "",
+             integrate: bool = True) -> AttributionTrace:
     dev = adapter.device
     if no_text(target or "") is None:
         out = adapter.encode(target, side="target")
@@ -540,21 +638,29 @@ def _seq2seq(adapter: Differentiates, shape: budget.Shape, mid: str, enc: Encode
     raw = torch.cat([adapter.embed_ids(ids).detach(), adapter.embed_ids(dec, side="target").detach()])
     E, model_logits = raw.float(), in_float32(adapter.logits_from_embeddings, raw.dtype)
     B, baseline, kept = baseline_inputs(adapter, E, (0, S))
-    steps, capped = within_budget(shape, [S + T] * T, steps)  # each point runs the whole decoder
-    notes += [capped] if capped else []
+    steps, capped = within_budget(shape, [S + T] * T, steps if integrate else MIN_STEPS)  # each point: the decoder
+    notes += [capped] if capped and integrate else []
 
     def logits(x: torch.Tensor) -> torch.Tensor:
         return model_logits(x[:, :S], x[:, S:])
 
     inputs = tuple(enc.tokens) + tuple(adapter.sequence_strings(dec.tolist()))
+    if foil.strip():
+        with torch.no_grad():
+            own = logits(E[None])[0]
+    foils, asked = foil_ids(adapter, "", foil, own if foil.strip() else E, out_ids, notes, side="target")
+    rows = [_Row(t, y, S + t + 1, q) for (t, y), q in zip(enumerate(out_ids), foils)]
+    per = chunk(shape, S + T)
+    rel = relevance(logits, E, rows, chunk=per)
+    named = tuple(adapter.token_strings([q])[0] if q >= 0 else "" for q in foils)
 
     def trace(rows: list[_Result], provisional: str = "") -> AttributionTrace:
-        return _trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.sequence_strings(out_ids)), tuple(range(T)),
-                      rows, steps, baseline, kept, False, notes, of, provisional, bool(capped))
+        return replace(_trace(mid, inputs, (0,) * S + (1,) * T, tuple(adapter.sequence_strings(out_ids)),
+                              tuple(range(T)), rows, steps, baseline, kept, False, notes, of, provisional,
+                              bool(capped)), lrp=rel, foil=asked, foils=named)
 
-    path = _Path(logits, E, B, [_Row(t, y, S + t + 1) for t, y in enumerate(out_ids)], chunk=chunk(shape, S + T),
-                 of=of)
-    return trace(_integrate(path, steps, _reporter(trace, progress)))
+    path = _Path(logits, E, B, rows, chunk=per, of=of)
+    return trace(_integrate(path, steps, _reporter(trace, progress), integrate))
 
 
 def _trace(mid: str, inputs: tuple[str, ...], segment: tuple[int, ...], outputs: tuple[str, ...],

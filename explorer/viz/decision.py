@@ -95,16 +95,17 @@ def tag_grid(trace: DecisionTrace, theme: Theme) -> go.Figure:
 
 
 def attribution_bars(attr: LabelAttribution, method: str, theme: Theme) -> go.Figure:
-    """Bars: each token's attribution of f (integrated gradients, or gradient × input), coloured by sign (the
-    diverging scale's ends); special tokens kept by the baseline are grey. Hover: both methods' values."""
-    values = attr.integrated if method == "integrated gradients" else attr.gradient_x_input
+    """Bars: each token's attribution of f (integrated gradients, gradient × input or LRP), coloured by sign (the
+    diverging scale's ends); special tokens kept by the baseline are grey. Hover: every method's value."""
+    lrp = attr.lrp.relevance[0] if attr.lrp is not None else np.zeros_like(attr.integrated)
+    values = {"integrated gradients": attr.integrated, "LRP": lrp}.get(method, attr.gradient_x_input)
     blue, red = theme.diverging_ends
     colours = ["#9e9e9e" if attr.special[i] else (red if v >= 0 else blue) for i, v in enumerate(values)]
-    custom = np.stack([attr.gradient_x_input, attr.integrated], axis=1)
+    custom = np.stack([attr.gradient_x_input, attr.integrated, lrp], axis=1)
     bar = {"type": "bar", "x": list(range(len(values))), "y": values, "marker": {"color": colours},
            "customdata": custom, "hovertext": chart_labels(attr.tokens),
            "hovertemplate": "%{hovertext}<br>gradient × input %{customdata[0]:+.4f}<br>integrated gradients "
-                            "%{customdata[1]:+.4f}<extra></extra>"}
+                            "%{customdata[1]:+.4f}<br>LRP %{customdata[2]:+.4f}<extra></extra>"}
     where = f" at “{esc(attr.tokens[attr.token])}”" if attr.token >= 0 else ""
     return figure([bar], {"title": {"text": f"Where {esc(attr.of)}{where} comes from: {method}"},
                           "xaxis": ticks(attr.tokens), "yaxis": {"title": {"text": "attribution (nats)"},
@@ -139,6 +140,18 @@ def equation(attr: LabelAttribution) -> str:
     total = float(attr.integrated.sum())
     return (rf"f = {f}:\quad \sum_i a_i = {total:+.4f},\quad f(E) - f(B) = {attr.value:+.4f}"
             rf" - ({attr.baseline_value:+.4f}) = {attr.value - attr.baseline_value:+.4f}")
+
+
+def lrp_equation(attr: LabelAttribution) -> str:
+    """LaTeX: LRP's conservation with the live numbers, f = Σ_i R_i + biases + position vectors + rest."""
+    r = attr.lrp
+    if r is None:
+        return ""
+    f = rf"z_{{\text{{{_tex(attr.label)}}}}}" + (rf" - z_{{\text{{{_tex(attr.foil)}}}}}" if attr.foil else "")
+    return (rf"f = {f} = {float(r.value[0]):+.4f} = \underbrace{{{float(r.relevance[0].sum()):+.4f}}}_{{\sum_i R_i}}"
+            rf" + \underbrace{{{float(r.biases[0]):+.4f}}}_{{\text{{biases}}}}"
+            rf" + \underbrace{{{float(r.positions[0]):+.4f}}}_{{\text{{position vectors}}}}"
+            rf" + \underbrace{{{float(r.rest[0]):+.4f}}}_{{\text{{softmax rule, }}\varepsilon}}")
 
 
 def notice(trace: DecisionTrace) -> list[str]:

@@ -65,12 +65,16 @@ def attribution_heatmap(values: np.ndarray, inputs: Sequence[str], outputs: Sequ
     return figure(data, layout)
 
 
-def so_far(trace: AttributionTrace, method: str) -> tuple[str, str, np.ndarray]:
-    """(method shown, its label, (M, N) values) of a trace handed over while it is computed: integrated gradients
-    once the integration's first round is done ("so far"); before that, gradient × input (final after one backward
-    pass), said to be standing in for them."""
+def so_far(trace: AttributionTrace, method: str, first: str = "gradient × input") -> tuple[str, str, np.ndarray]:
+    """(method shown, its label, (M, N) values) of a trace handed over while it is computed: LRP (final: one forward
+    and one backward pass); integrated gradients once the integration's first round is done ("so far"); before
+    that, `first` (LRP or gradient × input, final after one pass), said to be standing in for them."""
+    if method == "LRP" and trace.lrp is not None:
+        return method, "LRP", trace.lrp.relevance
     if method == "integrated gradients" and not trace.integrating:
         return method, "integrated gradients (so far)", trace.integrated
+    if method == "integrated gradients" and first == "LRP" and trace.lrp is not None:
+        return "LRP", "LRP (integrated gradients to follow)", trace.lrp.relevance
     if method == "integrated gradients":
         return "gradient × input", "gradient × input (integrated gradients to follow)", trace.gradient_x_input
     return "gradient × input", "gradient × input", trace.gradient_x_input
@@ -116,6 +120,41 @@ def attribution_html(inputs: Sequence[str], values: np.ndarray, reach: int, them
         title = "kept in the baseline" if j in kept and j < reach else f"{float(v):+.4f}"
         parts.append(f"<span title='{title}' style='{style}'>{html.escape(tok)}</span>")
     return "<div style='line-height:2.2; overflow-wrap:anywhere'>" + " ".join(parts) + "</div>"
+
+
+def explained(trace: AttributionTrace, method: str, i: int | None = None) -> str:
+    """What `method` attributes, in words: the log-probability or the logit (LRP: always the logit, where its
+    relevance starts), of output i's token (None: "the output token"), minus the foil's where there is one."""
+    of = "logit" if method == "LRP" else trace.of
+    token = "the output token" if i is None else f"“{labels(trace.outputs)[i]}”"
+    foil = trace.foils[i] if i is not None and trace.foils else ("the foil" if trace.foil else "")
+    return f"the {of} of {token}" + (f" minus that of {'“' + labels([foil])[0] + '”' if i is not None else foil}"
+                                     if foil else "")
+
+
+def conservation(trace: AttributionTrace, i: int) -> str:
+    """LRP's conservation for output i (plain text): f explained, what the inputs' relevance adds up to, and what the
+    biases, the per-position addends (position vectors, masks) and the rest (the softmax rule and ε) absorbed."""
+    r = trace.lrp
+    if r is None:
+        return ""
+    f, total = float(r.value[i]), float(r.relevance[i].sum())
+    share = f" ({abs(f - total) / abs(f):.1%} of |f|)" if f else ""
+    return (f"LRP: f = {explained(trace, 'LRP', i)} = {f:.4f}; the inputs' relevance adds up to {total:.4f}, "
+            f"conservation error {abs(f - total):.3g}{share}: biases absorbed {float(r.biases[i]):+.4f}, position "
+            f"vectors and other per-position addends {float(r.positions[i]):+.4f}, the softmax rule and ε "
+            f"{float(r.rest[i]):+.4f}.")
+
+
+def worst_conservation(trace: AttributionTrace) -> str:
+    """LRP's largest conservation error over the outputs, in one phrase (plain text)."""
+    r = trace.lrp
+    if r is None or not len(trace.outputs):
+        return "no output"
+    share = np.divide(r.conservation, np.abs(r.value), out=np.zeros_like(r.value), where=r.value != 0)
+    i = int(np.argmax(share))
+    return (f"worst output {i} “{labels(trace.outputs)[i]}”: the inputs' relevance misses f = {r.value[i]:+.3g} by "
+            f"{r.conservation[i]:.2g} ({share[i]:.1%})")
 
 
 def worst_output(trace: AttributionTrace) -> str:
