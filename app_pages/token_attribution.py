@@ -1,4 +1,5 @@
-"""Token attribution: gradient × input and integrated gradients from each output token onto the input tokens."""
+"""Token attribution: gradient × input, integrated gradients and LRP from each output token onto the input tokens,
+and why this output rather than another (a foil)."""
 import streamlit as st
 
 from explorer.presenters import token_attribution as P
@@ -26,7 +27,7 @@ with c_cmp:
 with c_method:
     method: str = c.selectbox("method", default=default_method(loaded), label_visibility="collapsed")
 with c_foil:
-    foil = c.text_input("foil", placeholder="rather than… (a word, or “second”)", label_visibility="collapsed")
+    foil = c.text_input("foil", placeholder="rather than… (word, “second”)", label_visibility="collapsed")
 with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
     of: str = c.radio("of")
     steps = c.number("steps", disabled=method != "integrated gradients")
@@ -43,8 +44,7 @@ def so_far(partial: AttributionTrace) -> None:
          {"so_far": {"key": f"attr_so_far_{drawn[0]}", "fold": True}})
 
 
-integrate = method == "integrated gradients"  # LRP and gradient × input: one pass each, no integration
-trace = probe(attribution, loaded, text, target, steps, outputs, of=of, foil=foil, integrate=integrate,
+trace = probe(attribution, loaded, text, target, steps, outputs, of=of, foil=foil, method=method,
               partial=so_far, heavy=True, progress=True)  # an AttributionError: shown, page stops
 M = len(trace.outputs)
 with c_out:
@@ -54,13 +54,13 @@ reference = None
 if (trained := trained_model(loaded)) is not None:  # a snapshot: coloured on the trained model's scale
     try:
         reference = probe(attribution, trained, text, target, steps, outputs, of=of, foil=foil,
-                          integrate=integrate, heavy=True, raising=True)
+                          method=method, heavy=True, raising=True)
     except AttributionError:
         reference = None
 other, failed = None, ""
 if other_id is not None and (loaded_b := get_model(other_id)) is not None:
     try:
-        other = probe(attribution, loaded_b, text, target, steps, outputs, of=of, foil=foil, integrate=integrate,
+        other = probe(attribution, loaded_b, text, target, steps, outputs, of=of, foil=foil, method=method,
                       heavy=True, raising=True)
     except AttributionError as exc:
         failed = str(exc)

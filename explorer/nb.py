@@ -759,9 +759,8 @@ def token_attribution(model: Model, text: str, method: str | None = None,
 
     loaded = read(model, **read_args)
     method = _method("token-attribution", method or default_method(loaded))
-    integrate = method == "integrated gradients"
     outputs = "all" if loaded.adapter.is_encoder_decoder else outputs or default_outputs(loaded)
-    trace = _run(attribution, loaded, text, target, int(steps), outputs, of=of, foil=foil, integrate=integrate)
+    trace = _run(attribution, loaded, text, target, int(steps), outputs, of=of, foil=foil, method=method)
     M = len(trace.outputs)
     out = M - 1 if out is None else int(out)
     if not 0 <= out < M:
@@ -773,12 +772,12 @@ def token_attribution(model: Model, text: str, method: str | None = None,
     if trained is not None:
         try:
             reference = attribution(trained, text, target, int(steps), outputs, of=of, foil=foil,
-                                    integrate=integrate)
+                                    method=method)
         except AttributionError:
             reference = None
     if compare is not None:
         other_id, other, failed = _beside(compare, read_args, attribution, text, target, int(steps), outputs, of=of,
-                                          foil=foil, integrate=integrate)
+                                          foil=foil, method=method)
     shown = V.present(trace, method, out, outputs, _theme(projector), reference,
                       trained.id if trained is not None else "", other, other_id, failed, loaded.family)
     return _result("token-attribution", loaded, shown, trace)

@@ -119,7 +119,7 @@ CASES: dict[str, ViewCase] = {
                         "The text has 3,000 tokens; only the first 63 are used (the model's limit)",
                         "are shown as <unk>", False),
         word_level=("builtin:tiny-gpt", {"steps": "2"}),
-        panels=({}, {"method": "gradient × input"},
+        panels=({}, {"method": "gradient × input"}, {"method": "lrp", "foil": "second"},
                 {"model": "builtin:seq2seq-bahdanau", "text": "the red car is fast ."}),
         typing="model=builtin:tiny-gpt"),
     "interventions": ViewCase(

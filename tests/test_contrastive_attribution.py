@@ -65,7 +65,7 @@ def _targets(loaded, tr) -> list[int]:
 
 def test_the_second_most_likely_foil_is_the_models_runner_up():
     loaded = load_model("builtin:tiny-gpt")
-    tr = attribution(loaded, SENT, foil="second", integrate=False)
+    tr = attribution(loaded, SENT, foil="second", method="gradient × input")
     a = loaded.caps.gradient
     ids = torch.tensor(list(a.encode(SENT).ids))
     with torch.no_grad():
@@ -77,12 +77,12 @@ def test_the_second_most_likely_foil_is_the_models_runner_up():
         # LRP explains the logit difference: its value is the model's own
         assert tr.lrp.value[m] == pytest.approx(float(logits[p, target] - logits[p].clone()[int(ranked.argmax())]),
                                                 abs=1e-4)
-    assert tr.integrating and tr.foil == "second"  # integrate=False: no integrated gradients computed
+    assert tr.integrating and tr.foil == "second"  # gradient × input shown: no integrated gradients computed
 
 
 def test_a_word_outside_the_vocabulary_is_refused():
     with pytest.raises(AttributionError, match="not in this model's vocabulary"):
-        attribution(load_model("builtin:lstm-lm"), SENT, foil="zyxqv", integrate=False)
+        attribution(load_model("builtin:lstm-lm"), SENT, foil="zyxqv", method="LRP")
 
 
 def test_decision_label_a_minus_label_b_is_the_difference_of_two_runs():
@@ -104,14 +104,19 @@ def test_the_page_and_the_notebook_print_lrps_conservation():
     tr = r.trace
     rel = tr.lrp
     text = " ".join(r.notes)
-    assert f"f = the logit of “{tr.outputs[2]}” minus that of “{tr.foils[2]}” = {rel.value[2]:.4f}" in text
-    assert f"adds up to {rel.relevance[2].sum():.4f}" in text and f"biases absorbed {rel.biases[2]:+.4f}" in text
+    assert f"f = the logit of “{tr.outputs[2]}” minus that of “{tr.foils[2]}” = {rel.value[2]:.4f} = " in text
+    assert f"{abs(rel.relevance[2].sum()):.4f} (the inputs' relevance)" in text
+    assert f"{abs(rel.biases[2]):.4f} (absorbed by biases)" in text
+    assert "(not conserved: the softmax rule and ε)" in text
+    # the four terms add up to f (an LSTM has no softmax: nothing is left unconserved)
+    assert rel.relevance[2].sum() + rel.biases[2] + rel.positions[2] + rel.rest[2] == pytest.approx(rel.value[2])
+    assert abs(rel.rest[2]) < 1e-5
     np.testing.assert_allclose(np.asarray(r.figures["attribution"].data[0].z, dtype=float), rel.relevance, atol=1e-6)
 
 
 def test_seq2seq_foil():
     loaded = load_model("builtin:seq2seq-bahdanau")
-    tr = attribution(loaded, "the red car is fast .", foil="second", integrate=False)
+    tr = attribution(loaded, "the red car is fast .", foil="second", method="LRP")
     assert len(tr.foils) == len(tr.outputs) and all(tr.foils) and all(f != o for f, o in zip(tr.foils, tr.outputs))
     assert tr.lrp.relevance.shape == tr.gradient_x_input.shape and not tr.lrp.mixed
 
@@ -136,3 +141,26 @@ def test_faithfulness_curves_are_the_models_log_probabilities():
         assert i[2] == pytest.approx(logp(Y), abs=1e-5)
     assert d[0] == pytest.approx(logp(E), abs=1e-5) and i[-1] == pytest.approx(logp(E), abs=1e-5)
     assert abpc(d, i) == pytest.approx(float(np.mean(i - d)))
+
+
+def test_the_views_name_the_measured_ranking_and_the_docs_table_is_the_shipped_one():
+    from pathlib import Path
+
+    from explorer.metrics.faithfulness import first_answer, measured, ranking
+
+    table = measured()
+    assert set(table) == {"pretrained:smollm2", "builtin:masked-lm-wordnet", "builtin:lstm-lm-wordnet",
+                          "builtin:sentiment-lstm"} and all(r.sentences >= 50 for r in table.values())
+    row = ranking("rnn-lm")
+    assert row is table["builtin:lstm-lm-wordnet"] and list(row.abpc) == sorted(row.abpc, reverse=True)
+    r = nb.token_attribution("builtin:lstm-lm", SENT, method="gradient × input")
+    assert row.sentence("builtin:lstm-lm") in r.notes and "(not on builtin:lstm-lm itself)" in row.sentence(
+        "builtin:lstm-lm") and "itself" not in row.sentence("builtin:lstm-lm-wordnet")
+    assert first_answer("rnn-lm") == next(m for m in row.methods if m in ("LRP", "gradient × input"))
+    assert first_answer("seq2seq-rnn") == "gradient × input"  # not measured: the plain one
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "numbers.md").read_text()
+    for mid, rank in table.items():
+        line = next(ln for ln in docs.splitlines() if f"(`{mid}`)" in ln)
+        for method in ("gradient × input", "integrated gradients", "LRP"):
+            i = rank.methods.index(method)
+            assert f"{rank.abpc[i]:+.2f} ± {rank.stderr[i]:.2f}" in line, (mid, method, line)

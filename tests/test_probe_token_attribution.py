@@ -11,6 +11,7 @@ import torch
 from explorer.loading.loaders import LoadedModel, load_model
 from explorer.loading.pretrained import is_installed
 from explorer.probes.token_attribution import AttributionError, attribution, baseline_inputs
+from explorer.viz.token_attribution import so_far
 from explorer.runtime import model_state
 from families import tiny
 
@@ -207,9 +208,10 @@ def test_the_prediction_alone_is_the_last_row_of_all():
 
 @pytest.mark.parametrize("name", ["builtin:tiny-gpt", "builtin:seq2seq-bahdanau"])
 def test_progress_hands_over_gradient_x_input_first_then_integrated_gradients_as_they_converge(name):
-    """The view paints at once and refines: the first trace handed to progress holds gradient × input (equal to the
-    final one) and no integrated gradients yet; each later one integrated gradients over whole intervals with the
-    completeness error of what it shows; the result is the one computed without progress."""
+    """The view paints at once and refines: the first trace handed to progress holds LRP alone (equal to the final
+    one; gradient × input not known yet: NaN), the second gradient × input (equal to the final one) and no integrated
+    gradients yet; each later one integrated gradients over whole intervals with the completeness error of what it
+    shows; the result is the one computed without progress."""
     lm = load_model(name)
     text = "the red car is fast ." if lm.adapter.is_encoder_decoder else SENT
     seen = []
@@ -217,12 +219,16 @@ def test_progress_hands_over_gradient_x_input_first_then_integrated_gradients_as
     alone = attribution(lm, text, steps=64)
     np.testing.assert_array_equal(done.integrated, alone.integrated)
     assert done.provisional == "" and not done.integrating
+    lrp_only = seen.pop(0)[2]
+    assert lrp_only.relevance_only and np.isnan(lrp_only.gradient_x_input[:, 0]).all()
+    np.testing.assert_array_equal(lrp_only.lrp.relevance, done.lrp.relevance)
+    from explorer.metrics.faithfulness import first_answer
+    assert so_far(lrp_only, "integrated gradients", first_answer(lm.family))[:2] == (
+        "LRP", "LRP (integrated gradients to follow)")
     first = seen[0][2]
     assert first.integrating and seen[0][0] == 0.0 and "gradient × input" in seen[0][1] and first.provisional
     np.testing.assert_allclose(first.gradient_x_input, done.gradient_x_input, atol=1e-6)
     np.testing.assert_array_equal(first.value, done.value)
-    from explorer.viz.token_attribution import so_far
-
     assert so_far(first, "integrated gradients")[:2] == ("gradient × input",
                                                          "gradient × input (integrated gradients to follow)")
     assert so_far(seen[-1][2], "integrated gradients")[:2] == ("integrated gradients", "integrated gradients (so far)")

@@ -71,11 +71,14 @@ class Ranking:
     stderr: tuple[float, ...]
     seconds: tuple[float, ...]
 
-    def sentence(self) -> str:
-        """The ranking in one plain sentence with its numbers."""
+    def sentence(self, shown: str = "") -> str:
+        """The ranking in one plain sentence with its numbers; shown: the model on screen (when it is not the one
+        measured, the sentence says the ranking is its family's)."""
         parts = [f"{m} {a:+.2f} ± {e:.2f} nats" for m, a, e in zip(self.methods, self.abpc, self.stderr)]
-        return (f"Measured faithfulness on {self.model} ({self.sentences} held-out sentences; the area between "
-                f"the insertion and deletion curves, larger is more faithful): " + " > ".join(parts) + ".")
+        whose = f"on {self.model}" if shown in ("", self.model) else \
+            f"for this model's family, on {self.model} (not on {shown} itself)"
+        return (f"Measured faithfulness {whose} ({self.sentences} held-out sentences; the area between the insertion "
+                f"and deletion curves, larger is more faithful): " + " > ".join(parts) + ".")
 
 
 @functools.cache

@@ -103,12 +103,12 @@ def present(trace: DecisionTrace, attr: LabelAttribution, token: int, label: int
     p.heading("Where the label comes from")
     if method == "LRP" and attr.lrp is not None:
         r = attr.lrp
-        miss = float(r.conservation[0])
         p.figure("attribution", made(viz.attribution_bars, attr, method, theme),
                  Origin("model", f"relevance of {md(trace.model_id)}'s own logit by the LRP rules (one forward and "
-                                 f"one backward pass); the inputs' relevance misses f by {miss:.3g}"
-                                 + (f" ({miss / abs(float(r.value[0])):.1%})." if r.value[0] else ".")),
-                 "decision-attribution")
+                                 f"one backward pass): f = {float(r.value[0]):+.4f}, the inputs' relevance "
+                                 f"{float(r.relevance[0].sum()):+.4f}, biases {float(r.biases[0]):+.4f}, position "
+                                 f"vectors {float(r.positions[0]):+.4f}, not conserved (the softmax rule, ε) "
+                                 f"{float(r.rest[0]):+.4f}."), "decision-attribution")
         p.say("latex", viz.lrp_equation(attr))
         if attr.foil:
             p.say("caption", "LRP explains the logit difference, which is log p(label) − log p(foil) itself.")
@@ -123,7 +123,7 @@ def present(trace: DecisionTrace, attr: LabelAttribution, token: int, label: int
         p.say("latex", viz.equation(attr))
         p.say("warning", viz.completeness_warning(attr) or "")  # the page's and the notebook's, in the same words
     if (measured := ranking(family)) is not None:
-        p.say("caption", measured.sentence())
+        p.say("caption", measured.sentence(trace.model_id))
     if failed or other is not None:
         p.heading(f"Compared with {other_id}")
     if failed:

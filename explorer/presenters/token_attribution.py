@@ -102,7 +102,7 @@ def present(trace: AttributionTrace, method: str, out: int, outputs: str, theme:
             p.say("caption", f"Both on one colour scale (±{peak or 0:.3f}); largest |B − A|: "
                              f"{viz.largest_difference(values, values_b):.3f}.")
     if (measured := ranking(family)) is not None:
-        p.say("caption", measured.sentence())
+        p.say("caption", measured.sentence(trace.model_id))
     if outputs == "prediction" and len(trace.inputs) > 1:
         p.say("caption", "Only the model's own prediction after the last token is attributed: for a row per next "
                          "token of the sentence choose “every next token” under Steps (each row costs tens of forward "
@@ -143,6 +143,11 @@ def notices(trace: AttributionTrace, outputs: str, encoder_decoder: bool) -> lis
     return [
         f"In an agreement sentence, compare what the verb's {of} draws from the subject noun and from the nearer "
         f"attractor noun: attribution says what raises this {of}, not which word decides the verb's number.",
+        "LRP passes the output's relevance back layer by layer in one forward and one backward pass; it is "
+        "conserved except for what biases, position vectors and the softmax absorb, and the caption under the chart "
+        "prints each of those for the chosen output.",
+        "Ask a contrastive question under “Rather than”: “second” attributes the output's log-probability minus its "
+        "runner-up's, so only what tells the two apart is coloured; a word you type is contrasted at every output.",
         "Gradient × input is one backward pass; integrated gradients integrate the gradient along the straight path "
         f"from the baseline, so the attributions add up to the change in the {of} between the baseline and the "
         "sentence (the completeness error, computed for every output, shows how closely). It checks the sum only: "

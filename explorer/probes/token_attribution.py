@@ -129,6 +129,11 @@ class AttributionTrace:
         return bool(np.isnan(self.baseline_value).any())
 
     @property
+    def relevance_only(self) -> bool:
+        """Only LRP is known yet (a trace handed to progress before gradient × input's pass)."""
+        return bool(np.isnan(self.value).any())
+
+    @property
     def unconverged(self) -> tuple[int, ...]:
         """The outputs whose relative completeness error is above the tolerance."""
         return tuple(int(i) for i in np.flatnonzero(self.relative > self.tolerance))
@@ -537,13 +542,15 @@ def foil_ids(adapter: Differentiates, text: str, foil: str, scores: torch.Tensor
 
 def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS, outputs: str = "all",
                 progress: Progress | None = None, of: str = OF[0], foil: str = "",
-                integrate: bool = True) -> AttributionTrace:
+                method: str = "integrated gradients") -> AttributionTrace:
     """See the module docstring. outputs (decoders and RNN LMs): "all" (every next token and the prediction) or
     "prediction" (the model's own next token only). of: what is attributed, "log-probability" or "logit". foil: the
-    contrastive question (foil_ids): each f becomes f(output) − f(foil), for every method. integrate False: LRP and
-    gradient × input only (integrated gradients not computed: `integrating`). progress: called after each round of
-    the integration with the trace so far (`provisional` says what is not final): LRP and gradient × input first,
-    then integrated gradients as their completeness error falls. Raises AttributionError."""
+    contrastive question (foil_ids): each f becomes f(output) − f(foil), for every method. method: the one to be
+    shown; LRP is always computed, gradient × input unless LRP alone is shown (`relevance_only`), integrated
+    gradients only when they are shown (else `integrating`). progress: called with the trace so far (`provisional`
+    says what is not final): LRP first, then gradient × input, then integrated gradients after each round of the
+    integration as their completeness error falls. Raises AttributionError."""
+    integrate = method == "integrated gradients"
     adapter, mid = loaded.caps.gradient, str(getattr(loaded, "id", "model"))
     if adapter is None and (task := not_a_language_model(loaded, "predicts no output token; its labels are "
                                                                  "attributed to the words in the Decision view")):
@@ -564,16 +571,16 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
     try:
         if adapter.is_encoder_decoder:
             return _seq2seq(adapter, budget.shape_of(loaded.model), mid, enc, ids, target, steps, notes,
-                            progress, of, foil, integrate)
+                            progress, of, foil, method)
+        N = len(ids)
+        positions = list(range(max(0, N - 1 - MAX_OUTPUTS), N)) if outputs != "prediction" else [N - 1]
         raw = adapter.embed_ids(ids).detach()
         E, dtype = raw.float(), raw.dtype
-        with torch.no_grad():
-            own = in_float32(adapter.logits_from_embeddings, dtype)(E[None])[0]
+        with torch.no_grad():  # (len(positions), V): the logit rows read
+            own = in_float32(adapter.logits_from_embeddings, dtype)(E[None], keep=positions)[0]
         B, baseline, kept = baseline_inputs(adapter, E)
     except Unsupported as exc:
         raise AttributionError(str(exc)) from None
-    N = len(ids)
-    positions = list(range(max(0, N - 1 - MAX_OUTPUTS), N)) if outputs != "prediction" else [N - 1]
     if outputs != "prediction" and len(positions) < N:
         notes.append(f"Only the last {MAX_OUTPUTS} output positions are attributed.")
     unknown = unknown_word_id(adapter)  # the prediction explained is a word, not <unk>
@@ -584,7 +591,7 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
                      f"vocabulary, p = {p_unk:.3f}); the most probable word, "
                      f"{adapter.token_strings(targets[-1:])[0]}, is the prediction explained.")
     shown = tuple(enc.tokens[p + 1] for p in positions[:-1]) + tuple(adapter.token_strings(targets[-1:]))
-    foils, asked = foil_ids(adapter, text, foil, own[positions], targets, notes)
+    foils, asked = foil_ids(adapter, text, foil, own, targets, notes)
     shape = budget.shape_of(loaded.model)
     steps, capped = within_budget(shape, [p + 1 for p in positions], steps if integrate else MIN_STEPS)
     notes += [capped] if capped and integrate else []
@@ -597,9 +604,24 @@ def attribution(loaded: Loaded, text: str, target: str = "", steps: int = STEPS,
         return replace(_trace(mid, tuple(enc.tokens), (0,) * N, shown, tuple(positions), rows, steps, baseline, kept,
                               True, notes, of, provisional, bool(capped)), lrp=rel, foil=asked, foils=named)
 
+    first = _relevance_first(trace, [p + 1 for p in positions], progress)
+    if method == "LRP":
+        return trace(first)
     rows = _causal_rows(adapter, E, B, list(enc.ids), positions, targets, steps, _reporter(trace, progress),
                         per, dtype, of, foils, integrate)
     return trace(rows)
+
+
+def _relevance_first(trace: Callable[..., AttributionTrace], reaches: list[int],
+                     progress: Progress | None) -> list[_Result]:
+    """The rows of a trace that holds LRP alone (gradient × input and the values NaN: `relevance_only`), handed to
+    `progress` (LRP is one pass, drawn before gradient × input's)."""
+    nan = float("nan")
+    rows = [_Result(np.full(r, nan), np.zeros(r), nan, nan, r, 0, 0, (0.0, 1.0)) for r in reaches]
+    if progress is not None:
+        what = "LRP; gradient × input and integrated gradients being computed"
+        progress(0.0, what, trace(rows, what))
+    return rows
 
 
 def _reporter(trace: Callable[..., AttributionTrace], progress: Progress | None) -> Rounds | None:
@@ -622,7 +644,8 @@ def _reporter(trace: Callable[..., AttributionTrace], progress: Progress | None)
 
 def _seq2seq(adapter: Differentiates, shape: budget.Shape, mid: str, enc: Encoded, ids: torch.Tensor, target: str,
              steps: int, notes: list[str], progress: Progress | None = None, of: str = OF[0], foil: str = "",
-             integrate: bool = True) -> AttributionTrace:
+             method: str = "integrated gradients") -> AttributionTrace:
+    integrate = method == "integrated gradients"
     dev = adapter.device
     if no_text(target or "") is None:
         out = adapter.encode(target, side="target")
@@ -659,6 +682,9 @@ def _seq2seq(adapter: Differentiates, shape: budget.Shape, mid: str, enc: Encode
                               tuple(range(T)), rows, steps, baseline, kept, False, notes, of, provisional,
                               bool(capped)), lrp=rel, foil=asked, foils=named)
 
+    first = _relevance_first(trace, [row.reach for row in rows], progress)
+    if method == "LRP":
+        return trace(first)
     path = _Path(logits, E, B, rows, chunk=per, of=of)
     return trace(_integrate(path, steps, _reporter(trace, progress), integrate))
 

@@ -148,10 +148,14 @@ def lrp_equation(attr: LabelAttribution) -> str:
     if r is None:
         return ""
     f = rf"z_{{\text{{{_tex(attr.label)}}}}}" + (rf" - z_{{\text{{{_tex(attr.foil)}}}}}" if attr.foil else "")
-    return (rf"f = {f} = {float(r.value[0]):+.4f} = \underbrace{{{float(r.relevance[0].sum()):+.4f}}}_{{\sum_i R_i}}"
-            rf" + \underbrace{{{float(r.biases[0]):+.4f}}}_{{\text{{biases}}}}"
-            rf" + \underbrace{{{float(r.positions[0]):+.4f}}}_{{\text{{position vectors}}}}"
-            rf" + \underbrace{{{float(r.rest[0]):+.4f}}}_{{\text{{softmax rule, }}\varepsilon}}")
+    parts = [(float(r.relevance[0].sum()), r"\sum_i R_i"), (float(r.biases[0]), r"\text{biases}"),
+             (float(r.positions[0]), r"\text{position vectors}"),
+             (float(r.rest[0]), r"\text{softmax rule, }\varepsilon")]
+    out = rf"f = {f} = {float(r.value[0]):+.4f} = "
+    for j, (v, what) in enumerate(parts):
+        sign = ("-" if v < 0 else "") if j == 0 else (" - " if v < 0 else " + ")
+        out += rf"{sign}\underbrace{{{abs(v):.4f}}}_{{{what}}}"
+    return out
 
 
 def notice(trace: DecisionTrace) -> list[str]:

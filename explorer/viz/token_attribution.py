@@ -71,6 +71,8 @@ def so_far(trace: AttributionTrace, method: str, first: str = "gradient × input
     that, `first` (LRP or gradient × input, final after one pass), said to be standing in for them."""
     if method == "LRP" and trace.lrp is not None:
         return method, "LRP", trace.lrp.relevance
+    if trace.relevance_only and trace.lrp is not None:  # nothing else is known yet
+        return "LRP", f"LRP ({method} to follow)", trace.lrp.relevance
     if method == "integrated gradients" and not trace.integrating:
         return method, "integrated gradients (so far)", trace.integrated
     if method == "integrated gradients" and first == "LRP" and trace.lrp is not None:
@@ -132,29 +134,38 @@ def explained(trace: AttributionTrace, method: str, i: int | None = None) -> str
                                      if foil else "")
 
 
+def terms(parts: Sequence[tuple[float, str]]) -> str:
+    """A sum written out with its signs (plain text): "1.3642 (the inputs) − 1.2637 (biases) + 0.0000 (…)"."""
+    out = ""
+    for j, (v, what) in enumerate(parts):
+        sign = ("−" if v < 0 else "") if j == 0 else (" − " if v < 0 else " + ")
+        out += f"{sign}{abs(v):.4f} ({what})"
+    return out
+
+
 def conservation(trace: AttributionTrace, i: int) -> str:
-    """LRP's conservation for output i (plain text): f explained, what the inputs' relevance adds up to, and what the
-    biases, the per-position addends (position vectors, masks) and the rest (the softmax rule and ε) absorbed."""
+    """LRP's conservation for output i (plain text): f explained as the inputs' relevance plus what the biases, the
+    per-position addends (position vectors, masks, initial states) absorbed, plus what the rules did not conserve
+    (the softmax rule, ε)."""
     r = trace.lrp
     if r is None:
         return ""
-    f, total = float(r.value[i]), float(r.relevance[i].sum())
-    share = f" ({abs(f - total) / abs(f):.1%} of |f|)" if f else ""
-    return (f"LRP: f = {explained(trace, 'LRP', i)} = {f:.4f}; the inputs' relevance adds up to {total:.4f}, "
-            f"conservation error {abs(f - total):.3g}{share}: biases absorbed {float(r.biases[i]):+.4f}, position "
-            f"vectors and other per-position addends {float(r.positions[i]):+.4f}, the softmax rule and ε "
-            f"{float(r.rest[i]):+.4f}.")
+    return (f"LRP: f = {explained(trace, 'LRP', i)} = {float(r.value[i]):.4f} = " + terms([
+        (float(r.relevance[i].sum()), "the inputs' relevance"), (float(r.biases[i]), "absorbed by biases"),
+        (float(r.positions[i]), "by position vectors and other per-position addends"),
+        (float(r.rest[i]), "not conserved: the softmax rule and ε")]) + ".")
 
 
 def worst_conservation(trace: AttributionTrace) -> str:
-    """LRP's largest conservation error over the outputs, in one phrase (plain text)."""
+    """What LRP's rules did not conserve, at the output where it is largest, in one phrase (plain text)."""
     r = trace.lrp
     if r is None or not len(trace.outputs):
         return "no output"
-    share = np.divide(r.conservation, np.abs(r.value), out=np.zeros_like(r.value), where=r.value != 0)
-    i = int(np.argmax(share))
-    return (f"worst output {i} “{labels(trace.outputs)[i]}”: the inputs' relevance misses f = {r.value[i]:+.3g} by "
-            f"{r.conservation[i]:.2g} ({share[i]:.1%})")
+    i = int(np.argmax(np.abs(r.rest)))
+    return (f"the most the softmax rule and ε did not conserve is {float(r.rest[i]):+.3g}, at output {i} "
+            f"“{labels(trace.outputs)[i]}” (f = {float(r.value[i]):+.3g}; the inputs' relevance "
+            f"{float(r.relevance[i].sum()):+.3g}, biases {float(r.biases[i]):+.3g}, position vectors "
+            f"{float(r.positions[i]):+.3g})")
 
 
 def worst_output(trace: AttributionTrace) -> str:
