@@ -181,6 +181,7 @@ NOT_SET = {("lstm_gates", "unit"): "None: the unit the page picks (its default 0
            ("tag", "label"): "None and -1: the chosen label", ("tag", "foil"): "None and -1: no foil",
            ("tag", "token"): "-1 and None: the last word",
            ("token_attribution", "compare"): "None: no second model (the page: none)",
+           ("token_attribution", "method"): "None: the page's default_method (LRP on a large LM where measured best)",
            ("logit_lens", "compare"): "None: no second model (the page: none)",
            ("classify", "compare"): "None: no second model (the page: none)",
            ("tag", "compare"): "None: no second model (the page: none)"}
