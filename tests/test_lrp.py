@@ -628,3 +628,31 @@ def test_packed_sequence_unsupported_or_exact(kind, lengths):
         assert_close(absorbed_total, total, TOL, scale=float(np.abs(got.value).max()))
         assert_close(got.rest.sum(), 0.0, TOL, scale=float(np.abs(got.value).max()))
     ordinary_gradient_after()
+
+
+# ------------------------------------------------------------------------------- 8. lxt's own rule functions
+def test_equals_lxt_own_rule_functions(tmp_path):
+    """bench/check_lxt.py: lxt 2.1's efficient rules.py and patches.py (its sdist from the package index, not
+    installed: lxt itself does not install beside this app) applied to tiny Llama and GPT-2 give the same relevance
+    to 1e-6 of its largest value. Skipped only where the package index cannot be reached."""
+    import importlib.util
+    import subprocess
+    import sys as _sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("check_lxt", Path(__file__).resolve().parent.parent / "bench" /
+                                                  "check_lxt.py")
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    try:
+        rules, patches = check._lxt(tmp_path)
+    except subprocess.CalledProcessError as exc:  # no package index here
+        pytest.skip(f"lxt's sdist could not be downloaded: {exc}")
+    try:
+        for family in ("llama", "gpt2"):
+            diff, peak = check.compare(family, 0, rules, patches)
+            assert diff <= 1e-6 * peak, (family, diff, peak)
+    finally:
+        for name in ("lxt.efficient.rules", "lxt.efficient.patches"):
+            _sys.modules.pop(name, None)
