@@ -37,6 +37,7 @@ from explorer.adapters.base import Unsupported
 
 Args: TypeAlias = tuple[Any, ...]  # a torch operation's arguments, as __torch_function__ gets them
 Kwargs: TypeAlias = dict[str, Any]
+Op: TypeAlias = Callable[..., Any]  # a torch operation as __torch_function__ gets it
 EPS = 1e-10  # the identity rule's stabiliser: σ(x) / (x ± EPS)
 KINDS = ("biases", "positions")  # what added tensors absorb: the same at every position, or not
 
@@ -157,7 +158,7 @@ class Rules(TorchFunctionMode):
         self.addends.append((kind, leaf))
         return live + leaf if sign > 0 else live - leaf
 
-    def __torch_function__(self, func: Any, types: Any, args: Args = (), kwargs: Kwargs | None = None) -> Any:
+    def __torch_function__(self, func: Op, types: object, args: Args = (), kwargs: Kwargs | None = None) -> object:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if getattr(_local, "inside", 0):  # within an activation module: its output gets the identity rule
@@ -174,30 +175,30 @@ class Rules(TorchFunctionMode):
         return out if name in NORMALISERS else _mark(out)  # a normaliser is a constant
 
 
-def _nonlinear(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _nonlinear(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     x, rest = args[0], args[1:]
     if not _live(x) or (func.__name__ in ("pow", "__pow__") and isinstance(rest[0], torch.Tensor)):
         return func(*args, **kwargs)
     return identity_rule(lambda t: func(t, *rest, **kwargs), x)
 
 
-def _normaliser(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _normaliser(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     out = func(*args, **kwargs)
     return tuple(o.detach() for o in out) if isinstance(out, tuple) else out.detach()
 
 
-def _division(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _division(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     if len(args) > 1 and _live(args[1]):  # a divisor computed from the input: a normaliser, held constant
         args = (args[0], args[1].detach(), *args[2:])
     return func(*args, **kwargs)
 
 
-def _product(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _product(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     out = func(*args, **kwargs)
     return uniform_rule(out) if len(args) > 1 and _live(args[0]) and _live(args[1]) else out
 
 
-def _matmul(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _matmul(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     operands = args[1:] if func.__name__ == "einsum" else args[:2]
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
@@ -205,7 +206,7 @@ def _matmul(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
     return uniform_rule(out) if sum(_live(o) for o in operands) >= 2 else out
 
 
-def _sum(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _sum(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     name = func.__name__
     if len(args) < 2 or "alpha" in kwargs or name.endswith("_") or name.startswith("__i"):
         return func(*args, **kwargs)  # in place: not recorded (what it adds counts in the rest)
@@ -218,7 +219,7 @@ def _sum(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
     return func(*args, **kwargs)
 
 
-def _linear(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _linear(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     x, w = args[0], args[1]
     b = args[2] if len(args) > 2 else kwargs.get("bias")
     if not _live(x) or _live(w):
@@ -226,7 +227,7 @@ def _linear(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
     return r.plus(F.linear(x, w), b, kind="biases")
 
 
-def _addmm(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _addmm(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     bias, m1, m2 = args[0], args[1], args[2]
     if _live(bias) or kwargs or len(args) > 3:
         return func(*args, **kwargs)
@@ -236,7 +237,7 @@ def _addmm(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
     return r.plus(out, bias, kind="biases")
 
 
-def _layer_norm(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _layer_norm(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     x, shape = args[0], args[1]
     params = dict(zip(("weight", "bias", "eps"), args[2:]), **kwargs)
     dims = tuple(range(-len(shape), 0))
@@ -249,7 +250,7 @@ def _layer_norm(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
     return r.plus(y, params.get("bias"), kind="biases")
 
 
-def _rms_norm(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _rms_norm(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     x, shape = args[0], args[1]
     params = dict(zip(("weight", "eps"), args[2:]), **kwargs)
     dims = tuple(range(-len(shape), 0))
@@ -258,7 +259,7 @@ def _rms_norm(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
     return y * params["weight"] if params.get("weight") is not None else y
 
 
-def _normalize(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _normalize(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     x = args[0]
     p, dim, eps = (list(args[1:]) + [None, None, None])[:3]
     p, dim = kwargs.get("p", p if p is not None else 2.0), kwargs.get("dim", dim if dim is not None else 1)
@@ -266,7 +267,7 @@ def _normalize(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
     return x / x.detach().norm(p, dim, keepdim=True).clamp_min(eps)
 
 
-def _attention(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _attention(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     q, k, v = args[:3]
     if _live(q) and _live(k):  # softmax(q kᵀ) v: q kᵀ and A v are products of live tensors: ½ · ½ to q and k
         q, k = uniform_rule(q, 0.25), uniform_rule(k, 0.25)
@@ -274,7 +275,7 @@ def _attention(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
     return func(q, k, v, *args[3:], **kwargs)
 
 
-RULE = Callable[["Rules", Any, Args, Kwargs], Any]
+RULE = Callable[["Rules", Op, Args, Kwargs], object]
 _RULES: dict[str, RULE] = {
     **{n: _nonlinear for n in NONLINEAR}, **{n: _normaliser for n in NORMALISERS},
     **{n: _product for n in PRODUCTS}, **{n: _matmul for n in MATMULS}, **{n: _sum for n in SUMS},
@@ -285,7 +286,7 @@ _RULES: dict[str, RULE] = {
 
 
 # ------------------------------------------------------------------------------------------ the recurrences
-def _recurrence(r: Rules, func: Any, args: Args, kwargs: Kwargs) -> Any:
+def _recurrence(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     """torch.lstm / gru / rnn_tanh / rnn_relu, padded (input, hx, params, has_biases, num_layers, dropout, train,
     bidirectional, batch_first) or packed (data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
     bidirectional), unrolled with the LSTM rules of Arras et al. (module docstring)."""
@@ -426,7 +427,7 @@ def _pre(module: torch.nn.Module, args: Args) -> None:
         _local.inside = getattr(_local, "inside", 0) + 1
 
 
-def _post(module: torch.nn.Module, args: Args, out: Any) -> Any:
+def _post(module: torch.nn.Module, args: Args, out: object) -> object:
     if getattr(_local, "rules", None) is None:
         return None
     _local.inside -= 1
