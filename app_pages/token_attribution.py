@@ -21,14 +21,13 @@ page_header("Token attribution", "Which input tokens drive each output token: gr
 _, loaded, text = model_and_sentence(
     c, label=lambda m: "Source sentence" if m.adapter.is_encoder_decoder else "Sentence")
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
-c_out, c_method, c_foil, c_cmp, c_steps = st.columns([2.0, 1.6, 1.4, 1.6, 1], vertical_alignment="bottom")
+c_out, c_method, c_cmp, c_steps = st.columns([2.0, 1.8, 1.6, 1], vertical_alignment="bottom")  # c_out: after the run
 with c_cmp:
     other_id = compare_picker(c.view.needs, loaded.id, same_tokens=True, label_visibility="collapsed")
 with c_method:
     method: str = c.selectbox("method", default=default_method(loaded), label_visibility="collapsed")
-with c_foil:
-    foil = c.text_input("foil", placeholder="rather than… (word, “second”)", label_visibility="collapsed")
-with c_steps, st.popover("Steps", icon=":material/tune:", width="stretch"):
+with c_steps, st.popover("Options", icon=":material/tune:", width="stretch"):
+    foil = c.text_input("foil", placeholder="a word, or “second”")
     of: str = c.radio("of")
     steps = c.number("steps", disabled=method != "integrated gradients")
     outputs = "all" if loaded.adapter.is_encoder_decoder else c.radio(

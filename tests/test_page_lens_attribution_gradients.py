@@ -108,7 +108,7 @@ def test_attribution_page_warns_when_the_gradients_do_not_add_up():
     assert f"{len(bad)} of {len(tr.outputs)} outputs do not add up" in warning and "within 1%" in warning
     i = bad[0]
     assert f"“{tr.outputs[i]}”: error {tr.completeness[i]:.3g} = {tr.relative[i]:.1%} of the change" in warning
-    assert "Raise “Gradient evaluations” under Steps (now 2, at most 1024)" in warning
+    assert "Raise “Gradient evaluations” under Options (now 2, at most 1024)" in warning
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT})
     assert not at.warning and attribution(load_model("builtin:tiny-gpt"), SENT).max_relative <= 0.01  # the default
     at = run_page("app_pages/token_attribution.py", {"model": "builtin:tiny-gpt", "text": SENT,

@@ -105,8 +105,8 @@ def present(trace: AttributionTrace, method: str, out: int, outputs: str, theme:
         p.say("caption", measured.sentence(trace.model_id))
     if outputs == "prediction" and len(trace.inputs) > 1:
         p.say("caption", "Only the model's own prediction after the last token is attributed: for a row per next "
-                         "token of the sentence choose “every next token” under Steps (each row costs tens of forward "
-                         "and backward passes of the model).")
+                         "token of the sentence choose “every next token” under Options (each row costs tens of "
+                         "forward and backward passes of the model).")
     if method == "integrated gradients":  # the warning of the page and the notebook, in the same words
         p.say("warning", viz.completeness_warning(trace, MOST) or "")
     of = "logit" if method == "LRP" else trace.of
@@ -117,8 +117,8 @@ def present(trace: AttributionTrace, method: str, out: int, outputs: str, theme:
     if method == "LRP":
         if trace.of != "logit" and not trace.foil:
             p.say("caption", f"LRP explains the logit, where its relevance starts: a {trace.of} is not a sum its "
-                             "rules can pass on. With a foil (“Rather than”) the logit difference it explains is "
-                             "the log-probability difference itself.")
+                             "rules can pass on. With a foil (Options → “Rather than”) the logit difference it "
+                             "explains is the log-probability difference itself.")
         p.say("caption", viz.conservation(trace, out))
         return p
     if method == "gradient × input":
@@ -146,8 +146,9 @@ def notices(trace: AttributionTrace, outputs: str, encoder_decoder: bool) -> lis
         "LRP passes the output's relevance back layer by layer in one forward and one backward pass; it is "
         "conserved except for what biases, position vectors and the softmax absorb, and the caption under the chart "
         "prints each of those for the chosen output.",
-        "Ask a contrastive question under “Rather than”: “second” attributes the output's log-probability minus its "
-        "runner-up's, so only what tells the two apart is coloured; a word you type is contrasted at every output.",
+        "Ask a contrastive question under Options → “Rather than”: “second” attributes the output's log-probability "
+        "minus its runner-up's, so only what tells the two apart is coloured; a word you type is contrasted at every "
+        "output.",
         "Gradient × input is one backward pass; integrated gradients integrate the gradient along the straight path "
         f"from the baseline, so the attributions add up to the change in the {of} between the baseline and the "
         "sentence (the completeness error, computed for every output, shows how closely). It checks the sum only: "

@@ -196,7 +196,7 @@ def completeness_warning(trace: AttributionTrace, most: int) -> str | None:
                   "note above names its settings): attribute the model's prediction only, or a shorter sentence, for "
                   "more; read these rows' attributions as approximate.")
     elif trace.steps < most:
-        advice = f"Raise “Gradient evaluations” under Steps (now {trace.steps}, at most {most}) to refine them."
+        advice = f"Raise “Gradient evaluations” under Options (now {trace.steps}, at most {most}) to refine them."
     else:
         advice = "Even the largest budget does not reach it here: read these rows' attributions as approximate."
 
