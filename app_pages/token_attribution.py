@@ -21,7 +21,7 @@ page_header("Token attribution", "Which input tokens drive each output token: gr
 _, loaded, text = model_and_sentence(
     c, label=lambda m: "Source sentence" if m.adapter.is_encoder_decoder else "Sentence")
 target = c.text_input("target") if loaded.adapter.is_encoder_decoder else ""
-c_out, c_method, c_cmp, c_steps = st.columns([2.0, 1.8, 1.6, 1], vertical_alignment="bottom")  # c_out: after the run
+c_out, c_method, c_cmp, c_steps = st.columns([2.0, 1.9, 1.65, 1.45], vertical_alignment="bottom")  # "Options" whole
 with c_cmp:
     other_id = compare_picker(c.view.needs, loaded.id, same_tokens=True, label_visibility="collapsed")
 with c_method:
