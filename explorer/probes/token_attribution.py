@@ -166,6 +166,26 @@ class _Result:
 Logits = Callable[..., torch.Tensor]  # (n, L, C) path points [, keep: positions] -> (n, L or len(keep), V) logits
 
 
+def _read(logits: Logits, x: torch.Tensor, rows: Sequence[_Row], positions: bool, of: str) -> torch.Tensor:
+    """(n,) f of each row from the model run on x (n, L, C), item c for rows[c]: its logit row (only the rows read,
+    where `positions`: the logits function takes keep=), as `of` ("log-probability": log softmax; "logit"), of its
+    target minus its foil's (-1: none)."""
+    dev = x.device
+    wanted = sorted({row.position for row in rows})
+    column = {p: c for c, p in enumerate(wanted)} if positions else {p: p for p in wanted}
+    out = logits(x, keep=wanted) if positions else logits(x)
+    at = torch.arange(len(rows), device=dev)
+    read = out[at, torch.tensor([column[row.position] for row in rows], device=dev)]  # (n, V)
+    if of == "log-probability":
+        read = torch.log_softmax(read, -1)
+    f = read[at, torch.tensor([row.target for row in rows], device=dev)]
+    if any(row.foil >= 0 for row in rows):  # f(target) − f(foil)
+        foil = torch.tensor([max(row.foil, 0) for row in rows], device=dev)
+        has = torch.tensor([row.foil >= 0 for row in rows], device=dev)
+        f = f - torch.where(has, read[at, foil], torch.zeros_like(f))
+    return f
+
+
 class _Path:
     """The straight path B + α (E − B) and the rows read along it. One pass evaluates a batch of items (row, α): that
     row's ∂f/∂x at α and f there (the same forward). Items run in chunks of the inputs their rows read (the longest
@@ -184,28 +204,16 @@ class _Path:
 
     def evaluate(self, items: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """((n, N) (E − B)_i · ∇_i f, (n, N) E_i · ∇_i f and (n,) f, at each item's α for its row)."""
-        N, dev = self.E.shape[0], self.E.device
+        N = self.E.shape[0]
         along, times, vals = np.zeros((len(items), N)), np.zeros((len(items), N)), np.zeros(len(items))
         order = sorted(range(len(items)), key=lambda i: self.rows[items[i][0]].reach)
         for s in range(0, len(order), self.chunk):
             chunk = order[s:s + self.chunk]
             rows = [self.rows[items[i][0]] for i in chunk]
             L = max(row.reach for row in rows)
-            wanted = sorted({row.position for row in rows})
-            column = {p: c for c, p in enumerate(wanted)} if self.positions else {p: p for p in wanted}
             x = self._points([items[i][1] for i in chunk], L).requires_grad_(True)
             with torch.enable_grad():
-                logits = self.logits(x, keep=wanted) if self.positions else self.logits(x)
-                pos = torch.tensor([column[row.position] for row in rows], device=dev)
-                read = logits[torch.arange(len(chunk), device=dev), pos]  # (n, V)
-                if self.of == "log-probability":
-                    read = torch.log_softmax(read, -1)
-                at = torch.arange(len(chunk), device=dev)
-                f = read[at, torch.tensor([row.target for row in rows], device=dev)]
-                if any(row.foil >= 0 for row in rows):  # f(target) − f(foil)
-                    foil = torch.tensor([max(row.foil, 0) for row in rows], device=dev)
-                    has = torch.tensor([row.foil >= 0 for row in rows], device=dev)
-                    f = f - torch.where(has, read[at, foil], torch.zeros_like(f))
+                f = _read(self.logits, x, rows, self.positions, self.of)
                 (g,) = torch.autograd.grad(f.sum(), x)
             for c, i in enumerate(chunk):
                 along[i, :L] = (g[c] * self.D[:L]).sum(-1).double().cpu().numpy()
@@ -218,22 +226,13 @@ def relevance(logits: Logits, E: torch.Tensor, rows: list[_Row], positions: bool
               chunk: int = CHUNK) -> Relevance:
     """LRP (explorer.adapters.lrp) of each row's logit of its target, minus its foil's: rows batched, `chunk` at a
     time, one forward and one backward pass each; relevance (len(rows), N), 0 beyond each row's reach."""
-    N, dev, parts = E.shape[0], E.device, []
+    N, parts = E.shape[0], []
     for s in range(0, len(rows), max(1, chunk)):
         batch = rows[s:s + max(1, chunk)]
         L = max(row.reach for row in batch)
-        wanted = sorted({row.position for row in batch})
-        column = {p: c for c, p in enumerate(wanted)} if positions else {p: p for p in wanted}
 
-        def f(x: torch.Tensor, batch: list[_Row] = batch, wanted: list[int] = wanted,
-              column: dict[int, int] = column) -> torch.Tensor:
-            out = logits(x, keep=wanted) if positions else logits(x)
-            at = torch.arange(len(batch), device=dev)
-            read = out[at, torch.tensor([column[row.position] for row in batch], device=dev)]
-            value = read[at, torch.tensor([row.target for row in batch], device=dev)]
-            foil = torch.tensor([max(row.foil, 0) for row in batch], device=dev)
-            has = torch.tensor([row.foil >= 0 for row in batch], device=dev)
-            return value - torch.where(has, read[at, foil], torch.zeros_like(value))
+        def f(x: torch.Tensor, batch: list[_Row] = batch) -> torch.Tensor:
+            return _read(logits, x, batch, positions, "logit")
 
         part = lrp(f, E[None, :L].expand(len(batch), L, E.shape[1]))
         if part.mixed:  # a packed recurrence reordered the rows: each row's biases only from a pass of its own
