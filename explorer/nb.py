@@ -302,11 +302,14 @@ def _as_it_was(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def _method(view: str, method: str) -> str:
-    """`method` as the view names it (case aside: "lrp" is "LRP"); NotebookError when the view has no such one."""
-    methods = {str(m).lower(): str(m) for m in BY_PATH[view].params["method"].choices}
-    if str(method).lower() not in methods:
-        raise NotebookError(f"method must be one of {', '.join(methods.values())}; got {method!r}.")
-    return methods[str(method).lower()]
+    """`method` as the view names it, read by the URL's parser (case aside: "lrp" is "LRP"); NotebookError when the
+    view has no such one."""
+    from explorer.param_kinds import parse
+
+    try:
+        return str(parse("choice", method, BY_PATH[view].params["method"].choices))
+    except ValueError as exc:
+        raise NotebookError(f"method {exc}") from None
 
 
 def _theme(projector: bool) -> Theme:
