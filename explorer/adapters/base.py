@@ -50,6 +50,10 @@ from explorer.runtime import model_state
 from explorer.runtime.errors import ViewError
 from explorer.adapters.text import Encoded, model_max_tokens
 
+if TYPE_CHECKING:
+    from explorer.adapters.task_head import TaskHead
+    from explorer.data.vocab import Vocab
+
 
 class Unsupported(ViewError, ValueError):
     """The model cannot do what a view asks (no attention, cannot generate, ...); str() is for the user."""
@@ -98,7 +102,7 @@ class Record:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.acts[name]
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: np.ndarray | None = None) -> np.ndarray | None:
         return self.acts.get(name, default)
 
     def layers(self, pattern: str) -> list[int]:
@@ -194,7 +198,7 @@ class Adapter:
     # a task model's head (explorer.adapters.task_head.TaskHead) and its two functions, ids (B, T) -> embeddings
     # (B, T, E) and embeddings [, segments] -> logits (B, C) or (B, T, C): set by the adapters that read one, made
     # the `decision` capability by explorer.adapters.capabilities
-    task_head: Any = None
+    task_head: TaskHead | None = None
     decision_fns: Any = None
 
     def __init__(self, loaded: Any) -> None:
@@ -209,7 +213,7 @@ class Adapter:
         return self._id
 
     @classmethod
-    def of(cls, model: torch.nn.Module, **vocabs: Any) -> Self:
+    def of(cls, model: torch.nn.Module, **vocabs: Vocab) -> Self:
         """The adapter of a model that is not in the catalogue (e.g. during training)."""
         from types import SimpleNamespace
 

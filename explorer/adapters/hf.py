@@ -16,7 +16,7 @@ against the model's own weights and shows the arithmetic only when they agree.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, cast
 
 import torch
 
@@ -24,6 +24,7 @@ from explorer.adapters import hf_attention as A
 from explorer.adapters import hf_parts as parts
 from explorer.adapters import lrp
 from explorer.adapters.base import Acts, Adapter, Names, Record, Unsupported, causal_mask
+from explorer.adapters.decision import Logits
 from explorer.adapters.task_head import TASKS, TaskHead, label_names
 from explorer.adapters.hf_parts import FINAL_NORMS, base_model as _base
 from explorer.adapters.interventions import TransformerSites, find_sites
@@ -31,7 +32,11 @@ from explorer.adapters.protocols import Reads
 from explorer.adapters.text import Encoded, encode_hf, no_typed_text, token_limit
 from explorer.text.token_text import TokenText
 
-def _first_int(*values: Any) -> int | None:
+if TYPE_CHECKING:
+    from explorer.runtime.hf_runtime import PreTrainedModel
+
+
+def _first_int(*values: object) -> int | None:
     for v in values:
         if isinstance(v, (list, tuple)):
             v = v[0] if v else None
@@ -40,7 +45,7 @@ def _first_int(*values: Any) -> int | None:
     return None
 
 
-def _ints(value: Any) -> tuple[int, ...]:
+def _ints(value: object) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         return (value,)
     if isinstance(value, (list, tuple)):
@@ -216,7 +221,7 @@ class HFAdapter(Adapter):
         last = "ln_final" if self._final_norm(prefix) else f"blocks.{L - 1}.resid_post"
         acts.put(prefix + last, hidden[L][0])
 
-    def _put_arithmetic(self, acts: Acts, calls: list[Any], hidden: list[torch.Tensor], attention_mask: torch.Tensor,
+    def _put_arithmetic(self, acts: Acts, calls: list[A.Call], hidden: list[torch.Tensor], attention_mask: torch.Tensor,
                         T: int, prefixes: dict[str, str] | None = None) -> None:
         """Record q, k, v, scale, mask (and bias, kv_head, softcap; rope.* and q_pre/k_pre for rotary models) of
         every attention call, under the record name of its stream and layer."""
@@ -242,8 +247,8 @@ class HFAdapter(Adapter):
                 continue
             name = prefixes[site[0]].format(l=site[1])
             for key in ("q", "k", "v", "kv_head", "mask", "bias"):
-                if a[key] is not None:
-                    acts.put(f"{name}.{key}", a[key])
+                if (value := a[key]) is not None:
+                    acts.put(f"{name}.{key}", value)
             acts.put(f"{name}.scale", torch.tensor(a["scale"], dtype=torch.float64))
             if a["softcap"]:
                 acts.put(f"{name}.softcap", torch.tensor(a["softcap"], dtype=torch.float64))
@@ -251,7 +256,7 @@ class HFAdapter(Adapter):
                 acts.put(f"{name}.q_pre", A.unrotate(a["q"], *rope))
                 acts.put(f"{name}.k_pre", A.unrotate(a["k"], *rope))
 
-    def _bloom(self, hidden: list[torch.Tensor], attention_mask: torch.Tensor) -> list[dict[str, Any]]:
+    def _bloom(self, hidden: list[torch.Tensor], attention_mask: torch.Tensor) -> list[A.Arithmetic]:
         """BLOOM's attention per layer from its own modules: q, k, v from the fused query_key_value of
         input_layernorm(hidden_states[l]), ALiBi from the family's build_alibi_tensor (slope_h · key position), and
         1/√d (inv_norm_factor): the arrays `hf_attention.arithmetic` gives for the other families."""
@@ -263,7 +268,7 @@ class HFAdapter(Adapter):
         alibi = build(attention_mask, H, torch.float32)[:H, 0]                      # (H, Tk)
         T = attention_mask.shape[1]
         mask = causal_mask(T).to(attention_mask.device).masked_fill(attention_mask[0] == 0, float("-inf"))
-        out = []
+        out: list[A.Arithmetic] = []
         for block, h in zip(base.h, hidden):
             attn = block.self_attention
             q, k, v = (t[0].float() for t in attn._reshape(attn.query_key_value(block.input_layernorm(h))))
@@ -309,7 +314,8 @@ class HFAdapter(Adapter):
         return made(self) if made is not None else self
 
 
-def _task(adapter: HFAdapter, model: Any, family: str) -> tuple[TaskHead, tuple[Any, Any]]:
+def _task(adapter: HFAdapter, model: PreTrainedModel,
+          family: str) -> tuple[TaskHead, tuple[Callable[[torch.Tensor], torch.Tensor], Logits]]:
     """The decision of a Hugging Face *ForSequenceClassification / *ForTokenClassification: labels from
     config.id2label, the model's own head on input embeddings (inputs_embeds: position and segment vectors are added
     by the model itself)."""
@@ -341,7 +347,7 @@ def _task(adapter: HFAdapter, model: Any, family: str) -> tuple[TaskHead, tuple[
     def logits(embeds: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
         mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
         extra = {"token_type_ids": segments} if segments is not None and takes_segments else {}
-        out = model(inputs_embeds=embeds.to(embeddings.weight.dtype), attention_mask=mask, **extra)
+        out = model(inputs_embeds=embeds.to(cast(torch.dtype, embeddings.weight.dtype)), attention_mask=mask, **extra)
         return cast(torch.Tensor, out.logits).float()
 
     return head, (lambda ids: cast(torch.Tensor, embeddings(ids)), logits)

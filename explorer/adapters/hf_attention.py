@@ -23,7 +23,7 @@ import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, TypedDict
 
 import torch
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from explorer.runtime.hf_runtime import PreTrainedModel
 
 IMPLEMENTATION = "explorer_eager"
-_CALLS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("explorer_attention_calls", default=None)
+_CALLS: contextvars.ContextVar[list[Call] | None] = contextvars.ContextVar("explorer_attention_calls", default=None)
 _REGISTERED = False
 NEG = -1e30  # additive mask entries below this are "masked" (the model uses the dtype's minimum)
 
@@ -47,6 +47,19 @@ class Call:
     mask: torch.Tensor | None    # (B, 1, Tq, Tk) additive, or None (no mask)
     scaling: float | None
     position_bias: torch.Tensor | None  # (B or 1, H, Tq, Tk), T5
+    softcap: float | None
+
+
+class Arithmetic(TypedDict):
+    """One call's per-head arrays, batch row 0 (`arithmetic`; the module docstring gives the shapes)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    kv_head: torch.Tensor
+    mask: torch.Tensor
+    bias: torch.Tensor | None
+    scale: float
     softcap: float | None
 
 
@@ -105,7 +118,7 @@ def recording() -> Iterator[list[Call]]:
         _CALLS.reset(token)
 
 
-def arithmetic(call: Call) -> dict[str, Any]:
+def arithmetic(call: Call) -> Arithmetic:
     """Per-head arrays of one call, batch row 0 (see the module docstring)."""
     q, k, v = call.query[0].float(), call.key[0].float(), call.value[0].float()
     groups = q.shape[0] // k.shape[0]
@@ -119,7 +132,7 @@ def arithmetic(call: Call) -> dict[str, Any]:
             "softcap": float(call.softcap) if call.softcap else None}
 
 
-def weights(a: dict[str, Any]) -> torch.Tensor:
+def weights(a: Arithmetic) -> torch.Tensor:
     """(H, Tq, Tk) the softmax the call computes, recomputed from its parts."""
     scores = a["q"] @ a["k"].transpose(-1, -2) * a["scale"]
     if a["bias"] is not None:

@@ -56,7 +56,7 @@ def final_norm_module(model: torch.nn.Module) -> torch.nn.Module | None:
     return None
 
 
-def logits_at(model: torch.nn.Module, keep: int | torch.Tensor, **kw: Any) -> torch.Tensor:
+def logits_at(model: torch.nn.Module, keep: int | torch.Tensor, **kw: object) -> torch.Tensor:
     """The model's logits (B, K, V) only at positions `keep` (an int k: the last k; a tensor: those positions),
     the output layer run only there where the family takes Hugging Face's logits_to_keep."""
     try:
@@ -85,7 +85,7 @@ def _scalings(root: torch.nn.Module | None, cross: bool) -> dict[int, tuple[floa
     return found
 
 
-def _rope_theta(cfg: Any) -> float | None:
+def _rope_theta(cfg: object) -> float | None:
     """θ of a rotary model's config (rope_theta, or rope_parameters['rope_theta'] in newer configs)."""
     params = getattr(cfg, "rope_parameters", None)
     value = params.get("rope_theta") if isinstance(params, dict) else None

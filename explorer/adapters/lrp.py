@@ -25,18 +25,19 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, TypeAlias, cast
+from typing import Any, Callable, Protocol, TypeAlias, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import BackwardCFunction, FunctionCtx
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from explorer.adapters.base import Unsupported
 
 Args: TypeAlias = tuple[Any, ...]  # a torch operation's arguments, as __torch_function__ gets them
-Kwargs: TypeAlias = dict[str, Any]
+Kwargs: TypeAlias = dict[str, object]
 Op: TypeAlias = Callable[..., Any]  # a torch operation as __torch_function__ gets it
 EPS = 1e-10  # the identity rule's stabiliser: σ(x) / (x ± EPS)
 KINDS = ("biases", "positions")  # what added tensors absorb: the same at every position, or not
@@ -72,27 +73,33 @@ class _Identity(torch.autograd.Function):
     """y = fn(x) with the identity rule's backward: ∇̃_x = y / x · ∇̃_y."""
 
     @staticmethod
-    def forward(ctx: Any, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: FunctionCtx, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         y = fn(x)
         ctx.save_for_backward(y / torch.where(x >= 0, x + EPS, x - EPS))
         return y
 
     @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[None, torch.Tensor]:
+    def backward(ctx: BackwardCFunction, g: torch.Tensor) -> tuple[None, torch.Tensor]:
         (ratio,) = ctx.saved_tensors
         return None, ratio * g
+
+
+class _ScaleCtx(Protocol):
+    """_Scale's ctx: the factor its forward keeps for its backward."""
+
+    factor: float
 
 
 class _Scale(torch.autograd.Function):
     """The identity forward with the gradient scaled by `factor` (the uniform rule: 1/2 to each factor)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, factor: float) -> torch.Tensor:
+    def forward(ctx: _ScaleCtx, x: torch.Tensor, factor: float) -> torch.Tensor:
         ctx.factor = factor
         return x.view_as(x)
 
     @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(ctx: _ScaleCtx, g: torch.Tensor) -> tuple[torch.Tensor, None]:
         return g * ctx.factor, None
 
 
@@ -221,7 +228,7 @@ def _sum(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
 
 def _linear(r: Rules, func: Op, args: Args, kwargs: Kwargs) -> object:
     x, w = args[0], args[1]
-    b = args[2] if len(args) > 2 else kwargs.get("bias")
+    b = args[2] if len(args) > 2 else cast("torch.Tensor | None", kwargs.get("bias"))
     if not _live(x) or _live(w):
         return func(*args, **kwargs)
     return r.plus(F.linear(x, w), b, kind="biases")
