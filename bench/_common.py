@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout: explorer/ and testkit/ (the wheel does not ship testkit)
 os.environ["EXPLORER_LIVE_INPUT"] = "0"  # AppTest drives the plain text input
 os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,6 +1,6 @@
 """`pip install .` brings the app: the wheel built from this checkout, installed in a fresh virtual environment, starts
 with `python -m explorer` from another folder, reads its files from the install (not the checkout) and serves a view in
-chromium.
+chromium. The wheel holds the product alone: not the test harness (testkit/), which the product never imports.
 
 The fresh environment takes its dependencies from the interpreter running the suite (no network): the site folders on
 its sys.path, whatever they are (a virtual environment's, the system's, a conda-like prefix's, the user's). Not
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,9 @@ def test_the_wheel_installs_and_serves_a_view(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
                     str(ROOT)], check=True, cwd=tmp_path, timeout=600)
     wheel = next(dist.glob("neural_nlp_explorer-*.whl"))
+    shipped = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("explorer/probes/") for n in shipped)
+    assert [n for n in shipped if n.startswith("testkit/")] == []  # the product stands without its test harness
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
     _see_the_running_packages(python)
