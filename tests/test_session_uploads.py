@@ -406,3 +406,24 @@ def test_streamlit_upload_store_budgets_and_closed_tabs_on_a_real_server() -> No
 
     with streamlit_process(env) as (base, _proc):
         asyncio.run(scenario(base))
+
+
+def test_a_process_that_exits_holding_uploads_exits_cleanly() -> None:
+    """A server (or a test run) that exits while sessions still hold uploads exits with 0: nothing is released at
+    exit (an owner's release ran on its worker thread while the interpreter shut down: C++ `terminate`, exit 134)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    script = ("from safetensors.torch import save; import torch\n"
+              "from explorer.loading.loaders import load_model\n"
+              "from explorer.loading.uploads import UploadOwner, register_upload\n"
+              "owners = []\n"
+              "for tag in range(3):\n"
+              "    uid = register_upload([(f'm{tag}.safetensors', save({'w': torch.full((64, 4), float(tag))}))])\n"
+              "    owners.append(UploadOwner()); owners[-1].claim(uid)\n"
+              "load_model('builtin:lstm-lm')\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "terminate called" not in done.stderr

@@ -491,6 +491,7 @@ class UploadOwner:
                 _WORKER.append(threading.Thread(target=_release_worker, name="upload-release", daemon=True))
                 _WORKER[0].start()
         self._finalizer = weakref.finalize(self, _release_later, self._token, self._ids)
+        self._finalizer.atexit = False  # at interpreter exit nothing is left to release (a late release aborted it)
 
     @property
     def ids(self) -> tuple[str, ...]:
