@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from explorer.models.tiny_gpt import GPT, Block, GPTConfig
+from explorer.models.tiny_gpt import GPT, Block, GPTConfig, run_blocks
 
 
 @dataclass
@@ -66,23 +66,8 @@ class MaskedLM(nn.Module):
         positions=False, causal=True and n_blocks (stop after that many blocks, no logits: returns None) are
         experiments on the trained model (the positional-encodings view's shuffle test). embeds (B, T, C): token
         embeddings used instead of wte(idx)."""
-        B, T = embeds.shape[:2] if embeds is not None else idx.size()
-        if T > self.config.block_size:
-            raise ValueError(f"sequence of length {T} is longer than block_size {self.config.block_size}")
         keep = attention_mask.bool() if attention_mask is not None else None
-        tok, pos = (self.wte(idx) if embeds is None else embeds), self.position_embeddings(T)
-        x = self.drop(tok + pos if positions else tok)              # (B, T, C)
-        if record is not None:
-            record["embed"], record["pos_embed"] = tok, pos
-        for layer, block in enumerate(self.h[:n_blocks] if n_blocks is not None else self.h):
-            if record is not None:
-                record[f"blocks.{layer}.resid_pre"] = x
-            x = block(x, record, f"blocks.{layer}.", causal, keep)
-            if record is not None:
-                record[f"blocks.{layer}.resid_post"] = x
-        if n_blocks is not None:
+        x = run_blocks(self, idx, record, positions, causal, n_blocks, embeds, keep)
+        if x is None:
             return None
-        x = self.ln_f(x)
-        if record is not None:
-            record["ln_final"] = x
         return self.lm_head(x if at is None else x[at])              # (B, T, V) or (K, V)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import torch
 import torch.nn as nn
@@ -173,23 +174,55 @@ class GPT(nn.Module):
         (all (B, ...)). positions=False, causal=False and n_blocks (stop after that many blocks, no logits:
         returns None) are experiments on the trained model (the positional-encodings view's shuffle test).
         embeds (B, T, C): token embeddings used instead of wte(idx) (attribution differentiates against them)."""
-        B, T = embeds.shape[:2] if embeds is not None else idx.size()
-        if T > self.config.block_size:
-            raise ValueError(f"sequence of length {T} is longer than block_size {self.config.block_size}")
-        tok, pos = (self.wte(idx) if embeds is None else embeds), self.position_embeddings(T)
-        x = self.drop(tok + pos if positions else tok)              # (B, T, C)
-        if record is not None:
-            record["embed"], record["pos_embed"] = tok, pos
-        for layer, block in enumerate(self.h[:n_blocks] if n_blocks is not None else self.h):
-            if record is not None:
-                record[f"blocks.{layer}.resid_pre"] = x
-            x = block(x, record, f"blocks.{layer}.", causal)
-            if record is not None:
-                record[f"blocks.{layer}.resid_post"] = x
-        if n_blocks is not None:
+        x = run_blocks(self, idx, record, positions, causal, n_blocks, embeds)
+        if x is None:
             return None
-        x = self.ln_f(x)
-        if record is not None:
-            record["ln_final"] = x
         return self.lm_head(x)                                        # (B, T, V)
+
+
+class Trunk(Protocol):
+    """What run_blocks reads of a model: the built-in GPT's and the masked LM's modules of those names."""
+
+    @property
+    def config(self) -> GPTConfig: ...
+    @property
+    def wte(self) -> nn.Embedding: ...
+    @property
+    def drop(self) -> nn.Dropout: ...
+    @property
+    def h(self) -> nn.ModuleList: ...
+    @property
+    def ln_f(self) -> nn.LayerNorm: ...
+
+    def position_embeddings(self, T: int) -> torch.Tensor: ...
+
+
+def run_blocks(model: Trunk, idx: torch.Tensor | None, record: dict | None, positions: bool, causal: bool,
+               n_blocks: int | None, embeds: torch.Tensor | None,
+               keep: torch.Tensor | None = None) -> torch.Tensor | None:
+    """The trunk of the built-in GPT and of the masked LM (explorer.models.masked_lm), which share its blocks:
+    idx (B, T) or embeds (B, T, C) -> ln_f of the last block's output (B, T, C), recording what `forward` says;
+    None after `n_blocks` blocks. keep (B, T) bool: False on padding keys."""
+    given = embeds if embeds is not None else idx
+    if given is None:
+        raise ValueError("the blocks read token ids idx (B, T) or their embeddings (B, T, C)")
+    T = given.shape[1]
+    if T > model.config.block_size:
+        raise ValueError(f"sequence of length {T} is longer than block_size {model.config.block_size}")
+    tok, pos = (embeds if embeds is not None else model.wte(given)), model.position_embeddings(T)
+    x = model.drop(tok + pos if positions else tok)                  # (B, T, C)
+    if record is not None:
+        record["embed"], record["pos_embed"] = tok, pos
+    for layer, block in enumerate(model.h[:n_blocks] if n_blocks is not None else model.h):
+        if record is not None:
+            record[f"blocks.{layer}.resid_pre"] = x
+        x = block(x, record, f"blocks.{layer}.", causal, keep)
+        if record is not None:
+            record[f"blocks.{layer}.resid_post"] = x
+    if n_blocks is not None:
+        return None
+    x = model.ln_f(x)
+    if record is not None:
+        record["ln_final"] = x
+    return x
 
