@@ -225,4 +225,3 @@ def run_blocks(model: Trunk, idx: torch.Tensor | None, record: dict | None, posi
     if record is not None:
         record["ln_final"] = x
     return x
-
