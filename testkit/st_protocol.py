@@ -43,6 +43,7 @@ class Run:
     strings: list[str]  # every text the run drew: markdown, captions, alerts, HTML, and Plotly specs' strings
     elements: int  # number of elements drawn
     query_string: str  # the URL query string after the run (the page writes its state there)
+    keys: set[str] = field(default_factory=set)  # user keys of the widgets this run drew (Session.widget_ids: all seen)
 
     def text(self) -> str:
         return "\n".join(self.strings)
@@ -214,6 +215,7 @@ class Session:
 
     async def _collect(self, start: float) -> Run:
         strings: list[str] = []
+        keys: set[str] = set()
         elements = 0
         status = "ok"
         while True:
@@ -226,17 +228,18 @@ class Session:
                 self.query = fm.page_info_changed.query_string
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
                 elements += 1
-                problem = self._read_element(fm.delta.new_element, fm.delta.fragment_id, strings)
+                problem = self._read_element(fm.delta.new_element, fm.delta.fragment_id, strings, keys)
                 if problem and status == "ok":
                     status = problem
             elif kind == "script_finished":
                 if fm.script_finished == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
                     status = "compile-error"
                 if fm.script_finished in FINISHED or fm.script_finished == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
-                    return Run(time.perf_counter() - start, status, strings, elements, self.query)
+                    return Run(time.perf_counter() - start, status, strings, elements, self.query, keys)
 
-    def _read_element(self, el: Any, fragment_id: str, strings: list[str]) -> str:
-        """Collect the element's text; remember widget ids by user key. Returns a problem ("exception: …") or ""."""
+    def _read_element(self, el: Any, fragment_id: str, strings: list[str], keys: set[str]) -> str:
+        """Collect the element's text and its widget's user key; remember widget ids by user key. Returns a problem
+        ("exception: …") or ""."""
         kind = el.WhichOneof("type")
         body = getattr(el, kind)
         if kind == "exception":
@@ -268,6 +271,7 @@ class Session:
             key = wid.rsplit("-", 1)[-1]
             if key and key != "None":
                 self.widget_ids[key] = wid
+                keys.add(key)
                 if fragment_id:
                     self.fragments[wid] = fragment_id
         return ""

@@ -463,13 +463,11 @@ _RECORD_FRAMES = r"""([old, neo]) => { const frames = window.__frames = []; cons
                        && parseFloat(getComputedStyle(e, '::after').opacity) > 0).length;
     frames.push(f); if (f.t < 60000) requestAnimationFrame(step); };
   requestAnimationFrame(step); }"""
-# the run's stale outputs are hidden from 0.1 s on; Plotly then paints each redrawn chart in a frame of its own, and
-# on two cores the browser's frames during a rerun last up to ~0.2 s, so a second chart may show its old picture for
-# one such frame after the first was repainted. A CSS delay (the hiding's 0.1 s, "Updating…"'s 0.4 s) runs from the
-# frame in which the browser first styles the stale mark, and while Streamlit renders the rerun's messages a frame
-# can last 0.2-0.4 s: the first frame painted after each deadline may still be on the far side of it (CI: the old
-# picture in one frame 301 and 438 ms into the run, after frames of 229 and 378 ms). Each check starts from the frame
-# after. The test times the browser's frames, so it runs alone (`serial`).
+# The run's stale outputs are hidden from 0.1 s on and "Updating…" shows from 0.4 s on, each a CSS delay that runs
+# from the frame in which the browser first styles the stale mark; Plotly then paints each redrawn chart in a frame of
+# its own. On two cores a frame lasts 0.2-0.4 s while Streamlit renders a rerun, so the first frame painted after a
+# deadline may still show what the deadline ends (CI: the old picture in one frame 301 and 438 ms into the run, after
+# frames of 229 and 378 ms): each check starts from the frame after. It times the browser's frames: run alone (serial).
 OLD_GONE_MS = 300
 INDICATOR_MS = 600
 STALE_PAGES = ("logit-lens?model=pretrained:smollm2", "lstm-gates?model=builtin:lstm-lm-wordnet",

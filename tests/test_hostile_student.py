@@ -745,19 +745,15 @@ def test_a_finished_training_job_costs_no_cpu_while_its_tab_stays_open_and_an_ho
             for _ in range(60):
                 await asyncio.sleep(0.5)
                 await s.drain(0.2)
-                await s.rerun()
-                if "train_stop" not in s.widget_ids:
+                if "train_stop" not in (await s.rerun()).keys:
                     break
-                s.widget_ids.pop("train_stop", None)
-            s.widget_ids.pop("train_download", None)  # the stopped job's button: wait for this job's own
             started = await start_training(s, None, minutes=0.1)
             assert "The training slot is taken" not in messages(started), messages(started)[-1000:]
             for _ in range(120):  # until the job is done (no Stop button) and its download button drawn
                 await asyncio.sleep(1)
                 await s.drain(0.2)
-                s.widget_ids.pop("train_stop", None)  # the ids a session saw accumulate: keep only this rerun's
                 done = await s.rerun()
-                if "train_download" in s.widget_ids and "train_stop" not in s.widget_ids:
+                if "train_download" in done.keys and "train_stop" not in done.keys:
                     break
             await s.drain()
             pause.set()  # the other session stops typing: the server alone
