@@ -25,7 +25,7 @@ from explorer.files.safe_load import (CorruptFileError, ModelLoadError, check_te
                                 read_json_file, read_weights)
 from explorer.loading.uploads import forget_upload, register_upload
 from hostile import lstm_state_dict, vocab_json
-from timing import scaled
+from timing import scaled, within
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -233,13 +233,13 @@ def test_json_values_is_an_upper_bound() -> None:
 # ----------------------------------------------------------------------------------------- linearity
 def test_a_400k_entry_vocabulary_is_checked_in_well_under_a_second() -> None:
     """ids from 1: `ids.count(i)` in a loop made this quadratic (40k entries: 25 s; 400k: ~40 min)."""
-    n = 400_000
+    n = 400_000  # the dicts are built before the clock starts: only the check is timed
     for obj, phrase in (({f"t{i}": i + 1 for i in range(n)}, "missing [0], range found 1..400000"),
                         ({**{f"t{i}": i for i in range(n)}, "dup": 7}, "duplicated id(s): [7]")):
-        start = time.perf_counter()
-        with pytest.raises(ValueError, match=re.escape(phrase)):
-            Vocab.from_json(obj)
-        assert time.perf_counter() - start < scaled(1.0)
-    start = time.perf_counter()
-    assert len(Vocab.from_json({f"t{i}": i for i in range(n)})) == n
-    assert time.perf_counter() - start < scaled(2.0)
+        with within(1.0, f"checking a {n:,}-entry vocabulary with {phrase!r}"):
+            with pytest.raises(ValueError, match=re.escape(phrase)):
+                Vocab.from_json(obj)
+    good = {f"t{i}": i for i in range(n)}
+    with within(2.0, f"reading a {n:,}-entry vocabulary"):
+        vocab = Vocab.from_json(good)
+    assert len(vocab) == n
