@@ -383,6 +383,48 @@ def test_projector_mode_is_legible_at_1280x800(browser, server) -> None:
     assert not problems, "\n".join(problems)
 
 
+SPINNER_PAGE = """
+import time
+import streamlit as st
+from explorer.ui.settings import PROJECTOR_CSS
+
+st.html(PROJECTOR_CSS)
+st.title("A probe that takes a while")
+with st.spinner("Computing integrated gradients on **pretrained:smollm2** for “The capital of France is”",
+                show_time=True):
+    time.sleep(30)
+"""
+SPINNER_SIZES = """() => [...document.querySelectorAll('[data-testid="stSpinner"] [role="status"] p, '
+  + '[data-testid="stSpinner"] [role="status"] ~ span')]
+  .map(e => [e.textContent, parseFloat(getComputedStyle(e).fontSize)])"""
+
+
+def test_a_spinners_seconds_are_legible_in_projector_mode(browser, tmp_path: Path) -> None:
+    """A probe that runs over half a second shows a spinner saying what it computes, with the seconds so far
+    (explorer.ui.cache.probe: st.spinner(show_time=True)); in projector mode both are 18 px or more, as every other
+    text. Streamlit draws the seconds at 14 px: CI once found "(0.3 seconds)" at 14 px in a lesson step."""
+    import sys
+
+    from testkit.browser import streamlit_process
+    from testkit.legibility import legibility_problems
+
+    script = tmp_path / "spinner_page.py"
+    script.write_text(SPINNER_PAGE)
+    with streamlit_process(launcher=[sys.executable, "-m", "streamlit", "run", str(script)]) as (base, _proc):
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        try:
+            page.goto(base)
+            page.locator('[data-testid="stSpinner"] [role="status"] ~ span').wait_for(timeout=60_000)
+            sizes = page.evaluate(SPINNER_SIZES)
+            problems = legibility_problems(page, hover=False)
+        finally:
+            context.close()
+    assert [text.startswith("Computing integrated gradients") for text, _ in sizes] == [True, False], sizes
+    assert sizes[1][0].endswith("seconds)") and all(px >= 18 for _, px in sizes), sizes
+    assert problems == []
+
+
 def test_the_live_sentence_box_wraps_a_long_sentence_at_projector_sizes(browser, server) -> None:
     """The live sentence box (explorer.ui.sentence_box) in projector mode: its text at the other inputs' 20 px
     (1.25× the normal box's), and a long sentence wrapped onto lines, all of it in view (a one-line input scrolled

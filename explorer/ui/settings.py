@@ -74,6 +74,8 @@ input, textarea, [data-baseweb="select"] div { font-size: 1.25rem !important; }
 [data-testid="stMain"] [data-testid="stMultiSelectTagsContainer"] {
   height: auto !important; max-height: none !important; }
 [data-testid="stMain"] [data-testid="stHtml"] { font-size: 1.15rem; }
+/* a spinner's seconds so far (st.spinner(show_time=True), a span beside its text; Streamlit draws it at 14 px) */
+[data-testid="stSpinner"] [role="status"] ~ span { font-size: 1.15rem !important; }
 </style>
 """
 
