@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from testkit.browser import ROOT, streamlit_server, wait_for_app
+from testkit.browser import ROOT, streamlit_process, streamlit_server, wait_for_app
 from explorer.views import HOME, VIEWS
 from visual import UPDATE, check
 
@@ -403,9 +404,6 @@ def test_a_spinners_seconds_are_legible_in_projector_mode(browser, tmp_path: Pat
     """A probe that runs over half a second shows a spinner saying what it computes, with the seconds so far
     (explorer.ui.cache.probe: st.spinner(show_time=True)); in projector mode both are 18 px or more, as every other
     text. Streamlit draws the seconds at 14 px: CI once found "(0.3 seconds)" at 14 px in a lesson step."""
-    import sys
-
-    from testkit.browser import streamlit_process
     from testkit.legibility import legibility_problems
 
     script = tmp_path / "spinner_page.py"
